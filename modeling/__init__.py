@@ -1,0 +1,42 @@
+"""vanilla-transformer: the encoder-decoder Transformer of "Attention Is All You Need", Hugging Face-native.
+
+Importing this package registers the config and models with `AutoConfig`, `AutoModel` and
+`AutoModelForSeq2SeqLM`, and the "translation" pipeline (transformers 5.23+ has none built in).
+"""
+
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+
+from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .modeling_vanilla_transformer import (
+    VanillaTransformerForConditionalGeneration,
+    VanillaTransformerModel,
+    VanillaTransformerPreTrainedModel,
+    build_attention_mask,
+    default_generation_config,
+    shift_tokens_right,
+)
+
+AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
+AutoModel.register(VanillaTransformerConfig, VanillaTransformerModel, exist_ok=True)
+AutoModelForSeq2SeqLM.register(VanillaTransformerConfig, VanillaTransformerForConditionalGeneration, exist_ok=True)
+
+__all__ = [
+    "VanillaTransformerConfig",
+    "VanillaTransformerModel",
+    "VanillaTransformerForConditionalGeneration",
+    "VanillaTransformerPreTrainedModel",
+    "build_attention_mask",
+    "default_generation_config",
+    "shift_tokens_right",
+]
+
+from transformers.pipelines import PIPELINE_REGISTRY  # noqa: E402
+
+from .export import save_with_remote_code  # noqa: E402
+from .pipeline_vanilla_transformer import TranslationPipeline  # noqa: E402
+
+if "translation" not in PIPELINE_REGISTRY.supported_tasks:
+    PIPELINE_REGISTRY.register_pipeline(
+        "translation", pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
+    )
+__all__ += ["TranslationPipeline", "save_with_remote_code"]

@@ -1,0 +1,234 @@
+"""Configuration of the encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017).
+
+Every hyperparameter of the network lives here and nowhere else. The defaults are the paper's *base* model
+(Table 3): d_model 512, 8 heads, d_ff 2048, 6 + 6 layers, dropout 0.1, ReLU, post-LN residual blocks,
+sinusoidal positions, embeddings scaled by sqrt(d_model), one vocabulary shared by source and target and tied
+to the output projection. Each deviation from the paper is a named field.
+"""
+
+from __future__ import annotations
+
+import math
+
+from transformers import PretrainedConfig
+
+ACTIVATIONS = ("relu", "gelu", "silu", "swish")
+POSITION_ENCODINGS = ("sinusoidal", "learned", "rope")
+SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
+
+
+class VanillaTransformerConfig(PretrainedConfig):
+    r"""Configuration for [`VanillaTransformerModel`] and [`VanillaTransformerForConditionalGeneration`].
+
+    Args:
+        vocab_size: Size of the source vocabulary, which is also the target vocabulary when
+            `share_encoder_decoder_embeddings` is true (the paper's shared BPE vocabulary).
+        decoder_vocab_size: Size of the target vocabulary. `None` means "same as `vocab_size`". Must equal
+            `vocab_size` when the embeddings are shared.
+        d_model: Width of every sub-layer output (the paper's d_model).
+        encoder_layers: Number of encoder blocks (N in the paper).
+        decoder_layers: Number of decoder blocks. Named so that `get_text_config(decoder=True)` sizes caches
+            with the decoder's depth.
+        encoder_attention_heads: Attention heads in the encoder (h in the paper).
+        decoder_attention_heads: Attention heads in the decoder's self- and cross-attention.
+        encoder_ffn_dim: Inner width of the encoder's position-wise feed-forward network (d_ff).
+        decoder_ffn_dim: Inner width of the decoder's feed-forward network.
+        activation_function: Non-linearity of the feed-forward network: "relu" (paper), "gelu", "silu" or
+            "swish" (the same function; OPUS-MT/Marian checkpoints use it).
+        dropout: Dropout on the sum of embeddings and positions and on each sub-layer output before the
+            residual addition (P_drop in the paper).
+        attention_dropout: Dropout on the attention probabilities (0 in the paper).
+        activation_dropout: Dropout after the feed-forward non-linearity (0 in the paper).
+        normalize_before: False (paper) puts LayerNorm after each residual addition (post-LN:
+            `LN(x + Sublayer(x))`); True normalises the sub-layer input (pre-LN: `x + Sublayer(LN(x))`) and
+            adds a final LayerNorm at the end of each stack, which pre-LN needs.
+        layer_norm_eps: Epsilon of every LayerNorm.
+        position_encoding: "sinusoidal" (paper, fixed), "learned" (a trained table, as in the paper's
+            Table 3 row E) or "rope" (rotary embeddings applied to queries and keys of self-attention; no
+            absolute position is added to the embeddings).
+        sinusoidal_layout: "interleaved" is the paper's PE(pos, 2i) = sin, PE(pos, 2i+1) = cos;
+            "concatenated" puts all sines before all cosines (Marian / OPUS-MT checkpoints).
+        max_position_embeddings: Longest sequence (source or target) the model accepts with sinusoidal or
+            learned positions; longer inputs raise a `ValueError` that suggests truncation.
+        rope_theta: Base of the rotary frequencies when `position_encoding="rope"`.
+        scale_embedding: Multiply token embeddings by sqrt(d_model) (paper, section 3.4).
+        share_encoder_decoder_embeddings: One embedding matrix for source and target tokens (needs one joint
+            vocabulary). False gives separate source and target vocabularies.
+        tie_word_embeddings: The output projection (pre-softmax linear) reuses the decoder's input embedding
+            matrix (paper, section 3.4).
+        output_bias: Add a learned bias to the output logits (Marian's `final_logits_bias`).
+        init_std: Standard deviation of the normal initialisation of the embedding matrices; `None` means
+            d_model ** -0.5 (fairseq's choice, which keeps scaled embeddings at unit variance). Linear layers
+            use Xavier-uniform initialisation.
+        pad_token_id: Padding id (`<pad>`, 0 in our tokenizer); its embedding row is zero and it is never
+            attended to.
+        bos_token_id: Beginning-of-sentence id (`<s>`, 2).
+        eos_token_id: End-of-sentence id (`</s>`, 3), appended to every source and target sentence.
+        decoder_start_token_id: The token the decoder input starts with: `labels` are shifted right and
+            prefixed with it; `generate()` starts from it (2 = `<s>`; converted Marian checkpoints use pad).
+        use_cache: Return the key/value cache from the decoder by default (used by `generate()`).
+    """
+
+    model_type = "vanilla_transformer"
+    keys_to_ignore_at_inference = ["cache", "past_key_values"]
+    attribute_map = {
+        "hidden_size": "d_model",
+        "num_attention_heads": "encoder_attention_heads",
+        "num_hidden_layers": "encoder_layers",
+    }
+
+    def __init__(
+        self,
+        vocab_size: int = 37000,
+        decoder_vocab_size: int | None = None,
+        d_model: int = 512,
+        encoder_layers: int = 6,
+        decoder_layers: int = 6,
+        encoder_attention_heads: int = 8,
+        decoder_attention_heads: int = 8,
+        encoder_ffn_dim: int = 2048,
+        decoder_ffn_dim: int = 2048,
+        activation_function: str = "relu",
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
+        normalize_before: bool = False,
+        layer_norm_eps: float = 1e-5,
+        position_encoding: str = "sinusoidal",
+        sinusoidal_layout: str = "interleaved",
+        max_position_embeddings: int = 1024,
+        rope_theta: float = 10000.0,
+        scale_embedding: bool = True,
+        share_encoder_decoder_embeddings: bool = True,
+        tie_word_embeddings: bool = True,
+        output_bias: bool = True,
+        init_std: float | None = None,
+        pad_token_id: int = 0,
+        bos_token_id: int = 2,
+        eos_token_id: int = 3,
+        decoder_start_token_id: int = 2,
+        use_cache: bool = True,
+        is_encoder_decoder: bool = True,
+        **kwargs,
+    ):
+        self.vocab_size = vocab_size
+        self.decoder_vocab_size = vocab_size if decoder_vocab_size is None else decoder_vocab_size
+        self.d_model = d_model
+        self.encoder_layers = encoder_layers
+        self.decoder_layers = decoder_layers
+        self.encoder_attention_heads = encoder_attention_heads
+        self.decoder_attention_heads = decoder_attention_heads
+        self.encoder_ffn_dim = encoder_ffn_dim
+        self.decoder_ffn_dim = decoder_ffn_dim
+        self.activation_function = activation_function
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation_dropout = activation_dropout
+        self.normalize_before = normalize_before
+        self.layer_norm_eps = layer_norm_eps
+        self.position_encoding = position_encoding
+        self.sinusoidal_layout = sinusoidal_layout
+        self.max_position_embeddings = max_position_embeddings
+        self.rope_theta = rope_theta
+        self.scale_embedding = scale_embedding
+        self.share_encoder_decoder_embeddings = share_encoder_decoder_embeddings
+        self.output_bias = output_bias
+        self.init_std = init_std
+        self.use_cache = use_cache
+        super().__init__(
+            pad_token_id=pad_token_id,
+            bos_token_id=bos_token_id,
+            eos_token_id=eos_token_id,
+            decoder_start_token_id=decoder_start_token_id,
+            is_encoder_decoder=is_encoder_decoder,
+            tie_word_embeddings=tie_word_embeddings,
+            **kwargs,
+        )
+        self.validate_architecture()
+
+    def validate_architecture(self) -> None:
+        """Raise `ValueError` naming the offending values if the architecture fields are inconsistent."""
+        problems: list[str] = []
+
+        def positive_int(name: str) -> None:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                problems.append(f"{name} must be a positive integer, got {value!r}")
+
+        for name in (
+            "vocab_size",
+            "decoder_vocab_size",
+            "d_model",
+            "encoder_layers",
+            "decoder_layers",
+            "encoder_attention_heads",
+            "decoder_attention_heads",
+            "encoder_ffn_dim",
+            "decoder_ffn_dim",
+            "max_position_embeddings",
+        ):
+            positive_int(name)
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                problems.append(f"{name} must be a probability in [0, 1), got {value!r}")
+        for name in ("normalize_before", "scale_embedding", "share_encoder_decoder_embeddings", "output_bias"):
+            if not isinstance(getattr(self, name), bool):
+                problems.append(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if not isinstance(self.layer_norm_eps, (int, float)) or not self.layer_norm_eps > 0:
+            problems.append(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+        if self.init_std is not None and (not isinstance(self.init_std, (int, float)) or not self.init_std > 0):
+            problems.append(f"init_std must be > 0 or None, got {self.init_std!r}")
+        if self.activation_function not in ACTIVATIONS:
+            problems.append(f"activation_function must be one of {ACTIVATIONS}, got {self.activation_function!r}")
+        if self.position_encoding not in POSITION_ENCODINGS:
+            problems.append(f"position_encoding must be one of {POSITION_ENCODINGS}, got {self.position_encoding!r}")
+        if self.sinusoidal_layout not in SINUSOIDAL_LAYOUTS:
+            problems.append(f"sinusoidal_layout must be one of {SINUSOIDAL_LAYOUTS}, got {self.sinusoidal_layout!r}")
+        if self.position_encoding == "rope" and (
+            not isinstance(self.rope_theta, (int, float)) or not self.rope_theta > 0
+        ):
+            problems.append(f"rope_theta must be > 0, got {self.rope_theta!r}")
+        if not problems:  # the checks below assume well-typed sizes
+            for side in ("encoder", "decoder"):
+                heads = getattr(self, f"{side}_attention_heads")
+                if self.d_model % heads:
+                    problems.append(
+                        f"d_model={self.d_model} is not divisible by {side}_attention_heads={heads}; "
+                        f"choose a head count that divides d_model"
+                    )
+                elif self.position_encoding == "rope" and (self.d_model // heads) % 2:
+                    problems.append(
+                        f"rope needs an even head dimension, but d_model={self.d_model} / "
+                        f"{side}_attention_heads={heads} = {self.d_model // heads}"
+                    )
+            if self.position_encoding == "sinusoidal" and self.d_model % 2:
+                problems.append(f"sinusoidal positions need an even d_model, got d_model={self.d_model}")
+            if self.share_encoder_decoder_embeddings and self.decoder_vocab_size != self.vocab_size:
+                problems.append(
+                    f"share_encoder_decoder_embeddings=True needs one vocabulary, but vocab_size={self.vocab_size} "
+                    f"and decoder_vocab_size={self.decoder_vocab_size}; set share_encoder_decoder_embeddings=False "
+                    f"or make the sizes equal"
+                )
+            for name, limit in (
+                ("pad_token_id", min(self.vocab_size, self.decoder_vocab_size)),
+                ("bos_token_id", self.decoder_vocab_size),
+                ("eos_token_id", self.decoder_vocab_size),
+                ("decoder_start_token_id", self.decoder_vocab_size),
+            ):
+                value = getattr(self, name, None)
+                ids = value if isinstance(value, list) else [value]
+                for token_id in ids:
+                    if token_id is None:
+                        if name in ("pad_token_id", "decoder_start_token_id"):
+                            problems.append(f"{name} must be set (an id in [0, {limit}))")
+                        continue
+                    if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < limit:
+                        problems.append(f"{name}={token_id!r} is outside the vocabulary [0, {limit})")
+        if problems:
+            raise ValueError("Invalid VanillaTransformerConfig: " + "; ".join(problems) + ".")
+
+    @property
+    def embedding_init_std(self) -> float:
+        """Standard deviation used to initialise embedding matrices."""
+        return self.init_std if self.init_std is not None else 1.0 / math.sqrt(self.d_model)

@@ -1,0 +1,956 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017), in paper order.
+
+positions -> masks -> attention -> feed-forward -> encoder layer -> decoder layer -> encoder -> decoder
+-> pretrained base -> VanillaTransformerModel -> VanillaTransformerForConditionalGeneration
+
+Shape legend used in the comments:
+    B  batch size                     S  source length (encoder positions)
+    T  target length of this call     K  key length (S, or cached + new target positions)
+    C  d_model                        H  attention heads       D  head dimension (C / H)
+    V  vocabulary size                F  feed-forward inner width
+
+Conventions (fixed here, relied on everywhere):
+    * Token masks at the public boundary (`attention_mask`, `decoder_attention_mask`) are 2-D (B, length) with
+      1/True for real tokens and 0/False for padding, as produced by the tokenizer.
+    * Inside the network one additive mask per stack, built once by `build_attention_mask`, of shape
+      (B, 1, T or 1, K): 0.0 where a query may attend, the dtype's most negative finite value where it may not.
+      A query row with nothing to attend to (a fully padded sequence) is left unmasked instead, so softmax
+      never sees only masked entries and no NaN appears in fp32, fp16 or bf16; such rows are padding and
+      never reach the loss.
+    * Labels are shifted right and prefixed with `decoder_start_token_id` to form the decoder input (teacher
+      forcing); label positions equal to -100 are ignored by the loss and replaced by pad in the input.
+    * Sinusoidal/learned positions of source tokens count real tokens only (left padding does not shift
+      them); target positions are absolute (cached length + offset).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from .configuration_vanilla_transformer import VanillaTransformerConfig
+
+# transformers 5.24 renamed the cache field of model outputs from `past_key_values` to `cache`; both are supported.
+CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
+
+
+def _is_compiling() -> bool:
+    return torch.compiler.is_compiling()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Input checks: a clear error at the boundary instead of an index error deep inside torch
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
+    """Raise `ValueError` unless `ids` is a non-empty (B, L) integer tensor with values in [0, vocab_size)."""
+    if not isinstance(ids, torch.Tensor):
+        raise ValueError(f"{name} must be a torch tensor of token ids, got {type(ids).__name__}")
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise ValueError(
+            f"{name} must hold integer token ids, got dtype {ids.dtype}; pass a torch.long tensor "
+            f"(for example tokenizer(..., return_tensors='pt'))"
+        )
+    if ids.dim() != 2:
+        raise ValueError(f"{name} must have shape (batch, length), got shape {tuple(ids.shape)}")
+    if ids.shape[0] == 0:
+        raise ValueError(f"{name} is an empty batch (shape {tuple(ids.shape)}); pass at least one sequence")
+    if ids.shape[1] == 0:
+        raise ValueError(
+            f"{name} has sequences of length 0 (shape {tuple(ids.shape)}); every sequence needs at least one "
+            f"token (the tokenizer appends </s> even to an empty string)"
+        )
+    if _is_compiling():
+        return
+    low, high = torch.aminmax(ids)
+    low, high = int(low), int(high)
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"{name} contains token id {bad}, outside the model's vocabulary [0, {vocab_size}); the tokenizer "
+            f"and the model do not match (use the tokenizer saved with this model) or the ids are corrupted"
+        )
+
+
+def check_token_mask(mask: torch.Tensor, ids_shape: torch.Size, name: str) -> None:
+    """Raise `ValueError` unless `mask` is a (B, L) 0/1 mask of the same shape as the ids it describes."""
+    if not isinstance(mask, torch.Tensor):
+        raise ValueError(f"{name} must be a torch tensor, got {type(mask).__name__}")
+    if mask.dim() == 4:
+        return  # a ready-made (B, 1, T, K) mask, see build_attention_mask
+    if tuple(mask.shape) != tuple(ids_shape):
+        raise ValueError(
+            f"{name} has shape {tuple(mask.shape)} but the tokens have shape {tuple(ids_shape)}; pass the mask "
+            f"returned by the tokenizer together with its input ids (1 = token, 0 = padding)"
+        )
+    if mask.dtype.is_complex:
+        raise ValueError(f"{name} must be bool, integer or float 0/1, got dtype {mask.dtype}")
+
+
+def check_length(length: int, config: VanillaTransformerConfig, name: str) -> None:
+    """Sequences longer than the position table are an error (RoPE has no table and no limit)."""
+    if config.position_encoding != "rope" and length > config.max_position_embeddings:
+        raise ValueError(
+            f"{name} has {length} positions but the model supports at most max_position_embeddings="
+            f"{config.max_position_embeddings}; truncate the input (tokenizer(..., truncation=True, "
+            f"max_length={config.max_position_embeddings})) or split it"
+        )
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Teacher forcing: (B, T) labels -> (B, T) decoder input `[start, y_1, ..., y_{T-1}]`, -100 -> pad."""
+    shifted = labels.new_empty(labels.shape)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Positions (paper section 3.5)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def sinusoidal_table(num_positions: int, dim: int, layout: str) -> torch.Tensor:
+    """(num_positions, dim) table: PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(...).
+
+    `layout="interleaved"` stores the pairs as in the paper; `"concatenated"` stores all sines first, then all
+    cosines (Marian). Computed in float64, returned in float32.
+    """
+    position = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    inv_freq = torch.pow(10000.0, -torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (C/2,)
+    angles = position * inv_freq  # (P, C/2)
+    if layout == "interleaved":
+        table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # (P, C): sin, cos, sin, ...
+    else:
+        table = torch.cat((angles.sin(), angles.cos()), dim=-1)  # (P, C): sin..., cos...
+    return table.float()
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Fixed sinusoidal positions. The table is a non-persistent buffer: it is not saved, and
+    `_init_weights` rebuilds it after `from_pretrained` (which creates buffers on the meta device)."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.num_positions = config.max_position_embeddings
+        self.dim = config.d_model
+        self.layout = config.sinusoidal_layout
+        self.register_buffer("table", self.build_table(), persistent=False)
+
+    def build_table(self) -> torch.Tensor:
+        return sinusoidal_table(self.num_positions, self.dim, self.layout)
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        # position_ids: (B or 1, L) -> (B or 1, L, C)
+        return self.table[position_ids]
+
+
+class LearnedPositionalEmbedding(nn.Embedding):
+    """A trained position table (paper Table 3, row E)."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config.max_position_embeddings, config.d_model)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding (RoFormer): rotates query/key pairs by position-dependent angles."""
+
+    def __init__(self, config: VanillaTransformerConfig, head_dim: int):
+        super().__init__()
+        self.head_dim = head_dim
+        self.theta = config.rope_theta
+        self.register_buffer("inv_freq", self.build_inv_freq(), persistent=False)
+
+    def build_inv_freq(self) -> torch.Tensor:
+        return 1.0 / (self.theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim))
+
+    def forward(self, position_ids: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        # position_ids: (B or 1, L) -> cos, sin: (B or 1, 1, L, D)
+        angles = position_ids[..., None].float() * self.inv_freq  # (B, L, D/2)
+        angles = torch.cat((angles, angles), dim=-1)[:, None]  # (B, 1, L, D)
+        return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: (B, H, L, D); rotate the two halves of the head dimension (the "rotate_half" convention)."""
+    first, second = x.chunk(2, dim=-1)  # (B, H, L, D/2) each
+    return x * cos + torch.cat((-second, first), dim=-1) * sin
+
+
+def build_position_ids(
+    token_mask: torch.Tensor | None, past_length: int | torch.Tensor, length: int, device: torch.device
+) -> torch.Tensor:
+    """Positions of the `length` newest tokens: (B, L) from a 2-D token mask (real tokens are counted, so left
+    padding does not shift positions), else (1, L) = past_length + [0, L)."""
+    if token_mask is not None and token_mask.dim() == 2:
+        counted = token_mask.long().cumsum(-1) - 1  # (B, K)
+        return counted[:, -length:].clamp(min=0)  # (B, L)
+    return (torch.arange(length, device=device) + past_length)[None]  # (1, L)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Masks: the one place where key padding and causality become an additive attention mask
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def build_attention_mask(
+    key_mask: torch.Tensor | None,
+    dtype: torch.dtype,
+    query_positions: torch.Tensor | None = None,
+    key_length: int | None = None,
+) -> torch.Tensor | None:
+    """Additive attention mask for one stack, built once and shared by all its layers.
+
+    Args:
+        key_mask: (B, K) token mask of the keys (1/True = real token, 0/False = padding), or a ready-made 4-D
+            (B, 1, T, K) mask (bool: True = attend; float: additive, masked entries very negative), or None.
+        dtype: dtype of the attention scores; masked entries get `torch.finfo(dtype).min`.
+        query_positions: (T,) or (B, T) absolute positions of the queries for causal self-attention: key j is
+            visible to a query at position p iff j <= p. None means no causal constraint.
+        key_length: number of keys K when `key_mask` is None (needed for causal masks).
+
+    Returns:
+        (B or 1, 1, T or 1, K) float mask with 0.0 (attend) or finfo(dtype).min (do not attend), or None when
+        nothing is masked. Rows with no visible key are fully unmasked (see the module docstring).
+    """
+    if key_mask is not None and key_mask.dim() == 4:
+        allowed = key_mask if key_mask.dtype == torch.bool else key_mask > torch.finfo(key_mask.dtype).min / 2
+    else:
+        if key_mask is None and query_positions is None:
+            return None
+        allowed = None
+        if key_mask is not None:
+            allowed = key_mask.bool()[:, None, None, :]  # (B, 1, 1, K)
+            key_length = key_mask.shape[-1]
+        if query_positions is not None:
+            keys = torch.arange(key_length, device=query_positions.device)
+            causal = keys <= query_positions[..., None]  # (T, K) or (B, T, K)
+            causal = causal[None, None] if causal.dim() == 2 else causal[:, None]  # (B or 1, 1, T, K)
+            allowed = causal if allowed is None else allowed & causal
+    allowed = allowed | ~allowed.any(dim=-1, keepdim=True)  # no fully masked row -> no NaN
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
+        ~allowed, torch.finfo(dtype).min
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Multi-head attention (paper section 3.2)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(Q K^T * scaling + mask) V, our own math. Returns ((B, T, H, D) output, (B, H, T, K) weights)."""
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scaling  # (B, H, T, K)
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)  # (B, H, T, K)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2)  # (B, T, H, D)
+    return output, weights
+
+
+class VanillaTransformerAttention(nn.Module):
+    """Multi-head attention: self-attention (encoder, causal in the decoder) or encoder-decoder attention.
+
+    The backend (our eager math, or `torch.nn.functional.scaled_dot_product_attention` through transformers'
+    attention interface) is `config._attn_implementation`. Attention weights are only computed by the eager
+    path; asking for them (`output_attentions=True`) runs the eager path for that call.
+    """
+
+    def __init__(
+        self,
+        config: VanillaTransformerConfig,
+        num_heads: int,
+        layer_idx: int | None = None,
+        is_causal: bool = False,
+        is_cross_attention: bool = False,
+    ):
+        super().__init__()
+        self.config = config
+        self.embed_dim = config.d_model
+        self.num_heads = num_heads
+        self.head_dim = config.d_model // num_heads
+        self.scaling = self.head_dim**-0.5
+        self.dropout = config.attention_dropout
+        self.layer_idx = layer_idx
+        # read by the sdpa backend when no mask is given: only decoder self-attention is causal
+        self.is_causal = is_causal
+        self.is_cross_attention = is_cross_attention
+        self.q_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.v_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)  # (B, L, C) -> (B, H, L, D)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        key_value_states: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """hidden_states: (B, T, C) queries; key_value_states: (B, S, C) encoder output for cross-attention.
+        Returns the (B, T, C) output and, on the eager path, (B, H, T, K) attention weights."""
+        query = self._heads(self.q_proj(hidden_states))  # (B, H, T, D)
+        if rotary is not None:
+            query = apply_rotary(query, *rotary)
+
+        if self.is_cross_attention:
+            layer_cache = cache.cross_attention_cache if cache is not None else None
+            if cache is not None and cache.is_updated.get(self.layer_idx, False):
+                # encoder K/V were computed once at the first decoding step and are reused
+                key = layer_cache.layers[self.layer_idx].keys  # (B, H, S, D)
+                value = layer_cache.layers[self.layer_idx].values  # (B, H, S, D)
+            else:
+                key = self._heads(self.k_proj(key_value_states))  # (B, H, S, D)
+                value = self._heads(self.v_proj(key_value_states))  # (B, H, S, D)
+                if cache is not None:
+                    key, value = layer_cache.update(key, value, self.layer_idx)
+                    cache.is_updated[self.layer_idx] = True
+        else:
+            key = self._heads(self.k_proj(hidden_states))  # (B, H, T, D)
+            value = self._heads(self.v_proj(hidden_states))  # (B, H, T, D)
+            if rotary is not None:
+                key = apply_rotary(key, *rotary)
+            if cache is not None:
+                # self-attention K/V grow by T positions per call: (B, H, K, D) with K = cached + T
+                key, value = cache.self_attention_cache.update(key, value, self.layer_idx)
+
+        attention_interface: Callable = eager_attention_forward
+        if not output_attentions:
+            attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
+                self.config._attn_implementation, eager_attention_forward
+            )
+        output, weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.dropout if self.training else 0.0,
+            scaling=self.scaling,
+            is_causal=False if attention_mask is not None else None,
+        )
+        output = output.reshape(*hidden_states.shape[:-1], self.embed_dim)  # (B, T, H, D) -> (B, T, C)
+        return self.out_proj(output), weights
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Position-wise feed-forward network (paper section 3.3)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class VanillaTransformerFeedForward(nn.Module):
+    """FFN(x) = fc2(dropout(act(fc1(x)))): (B, L, C) -> (B, L, F) -> (B, L, C)."""
+
+    def __init__(self, config: VanillaTransformerConfig, ffn_dim: int):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        self.activation_fn = ACT2FN[config.activation_function]
+        self.activation_dropout = config.activation_dropout
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        hidden_states = self.activation_fn(self.fc1(hidden_states))  # (B, L, F)
+        hidden_states = F.dropout(hidden_states, p=self.activation_dropout, training=self.training)
+        return self.fc2(hidden_states)  # (B, L, C)
+
+
+class ResidualBlock(nn.Module):
+    """The paper's sub-layer connection around one sub-layer: post-LN `LN(x + dropout(f(x)))` (paper) or
+    pre-LN `x + dropout(f(LN(x)))`."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.normalize_before = config.normalize_before
+        self.dropout = config.dropout
+
+    def pre(self, x: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+        return norm(x) if self.normalize_before else x
+
+    def post(self, residual: torch.Tensor, x: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
+        x = residual + F.dropout(x, p=self.dropout, training=self.training)
+        return x if self.normalize_before else norm(x)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Encoder and decoder layers (paper section 3.1, Figure 1)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class VanillaTransformerEncoderLayer(GradientCheckpointingLayer):
+    """Self-attention then feed-forward, each wrapped in a residual connection with layer normalisation."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.self_attn = VanillaTransformerAttention(config, config.encoder_attention_heads)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.ffn = VanillaTransformerFeedForward(config, config.encoder_ffn_dim)
+        self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.residual = ResidualBlock(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        # hidden_states: (B, S, C); attention_mask: (B, 1, 1, S) or None
+        x = self.residual.pre(hidden_states, self.self_attn_layer_norm)
+        x, weights = self.self_attn(x, attention_mask, rotary=rotary, output_attentions=output_attentions)
+        hidden_states = self.residual.post(hidden_states, x, self.self_attn_layer_norm)
+
+        x = self.ffn(self.residual.pre(hidden_states, self.final_layer_norm))
+        hidden_states = self.residual.post(hidden_states, x, self.final_layer_norm)
+        return hidden_states, weights
+
+
+class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
+    """Masked self-attention, encoder-decoder attention, feed-forward; each with residual + layer norm."""
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int):
+        super().__init__()
+        heads = config.decoder_attention_heads
+        self.self_attn = VanillaTransformerAttention(config, heads, layer_idx=layer_idx, is_causal=True)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.encoder_attn = VanillaTransformerAttention(config, heads, layer_idx=layer_idx, is_cross_attention=True)
+        self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.ffn = VanillaTransformerFeedForward(config, config.decoder_ffn_dim)
+        self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.residual = ResidualBlock(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        encoder_hidden_states: torch.Tensor,
+        encoder_attention_mask: torch.Tensor | None,
+        cache: EncoderDecoderCache | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        # hidden_states: (B, T, C); attention_mask: (B or 1, 1, T, K); encoder_hidden_states: (B, S, C)
+        x = self.residual.pre(hidden_states, self.self_attn_layer_norm)
+        x, self_weights = self.self_attn(
+            x, attention_mask, cache=cache, rotary=rotary, output_attentions=output_attentions
+        )
+        hidden_states = self.residual.post(hidden_states, x, self.self_attn_layer_norm)
+
+        x = self.residual.pre(hidden_states, self.encoder_attn_layer_norm)
+        x, cross_weights = self.encoder_attn(
+            x,
+            encoder_attention_mask,
+            key_value_states=encoder_hidden_states,
+            cache=cache,
+            output_attentions=output_attentions,
+        )
+        hidden_states = self.residual.post(hidden_states, x, self.encoder_attn_layer_norm)
+
+        x = self.ffn(self.residual.pre(hidden_states, self.final_layer_norm))
+        hidden_states = self.residual.post(hidden_states, x, self.final_layer_norm)
+        return hidden_states, self_weights, cross_weights
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Pretrained base: weight initialisation, capability flags
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class VanillaTransformerPreTrainedModel(PreTrainedModel):
+    config_class = VanillaTransformerConfig
+    config: VanillaTransformerConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _can_compile_fullgraph = True
+    _no_split_modules = ["VanillaTransformerEncoderLayer", "VanillaTransformerDecoderLayer"]
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """Xavier-uniform linear layers with zero bias, N(0, d_model^-0.5) embeddings with a zero pad row, unit
+        LayerNorms, and the fixed position tables rebuilt (they are buffers and are never loaded)."""
+        if isinstance(module, nn.Linear):
+            init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, LearnedPositionalEmbedding):
+            init.normal_(module.weight, mean=0.0, std=self.config.embedding_init_std)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=self.config.embedding_init_std)
+            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+                init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, SinusoidalPositionalEncoding):
+            init.copy_(module.table, module.build_table())
+        elif isinstance(module, RotaryEmbedding):
+            init.copy_(module.inv_freq, module.build_inv_freq())
+        elif isinstance(module, VanillaTransformerForConditionalGeneration) and module.final_logits_bias is not None:
+            init.zeros_(module.final_logits_bias)
+
+
+class _Stack(VanillaTransformerPreTrainedModel):
+    """What the encoder and the decoder share: token embedding, scale, positions, dropout, final pre-LN norm."""
+
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding, num_heads: int):
+        super().__init__(config)
+        self.embed_tokens = embed_tokens
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_positions: nn.Module | None = None
+        self.rotary_emb: RotaryEmbedding | None = None
+        if config.position_encoding == "sinusoidal":
+            self.embed_positions = SinusoidalPositionalEncoding(config)
+        elif config.position_encoding == "learned":
+            self.embed_positions = LearnedPositionalEmbedding(config)
+        else:
+            self.rotary_emb = RotaryEmbedding(config, config.d_model // num_heads)
+        self.dropout = config.dropout
+        # pre-LN leaves the residual stream un-normalised: one LayerNorm closes the stack
+        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embed_tokens = value
+
+    def embed(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, position_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        """Token embedding * scale + positions, then dropout: (B, L) -> (B, L, C); RoPE cos/sin if used."""
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        hidden_states = inputs_embeds * self.embed_scale  # (B, L, C)
+        rotary = None
+        if self.embed_positions is not None:
+            hidden_states = hidden_states + self.embed_positions(position_ids).to(hidden_states.dtype)
+        else:
+            rotary = self.rotary_emb(position_ids, hidden_states.dtype)
+        return F.dropout(hidden_states, p=self.dropout, training=self.training), rotary
+
+    def finish(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.layer_norm(hidden_states) if self.layer_norm is not None else hidden_states
+
+
+def _check_inputs(ids: torch.Tensor | None, embeds: torch.Tensor | None, vocab_size: int, name: str) -> torch.Size:
+    if (ids is None) == (embeds is None):
+        raise ValueError(f"pass exactly one of {name} and the matching inputs_embeds")
+    if ids is not None:
+        check_token_ids(ids, vocab_size, name)
+        return ids.shape
+    if embeds.dim() != 3 or embeds.shape[0] == 0 or embeds.shape[1] == 0:
+        raise ValueError(f"inputs_embeds for {name} must have a non-empty shape (B, L, C), got {tuple(embeds.shape)}")
+    return embeds.shape[:2]
+
+
+class VanillaTransformerEncoder(_Stack):
+    """N identical layers of self-attention + feed-forward over the source sentence."""
+
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+        super().__init__(config, embed_tokens, config.encoder_attention_heads)
+        self.layers = nn.ModuleList([VanillaTransformerEncoderLayer(config) for _ in range(config.encoder_layers)])
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        return_dict: bool = True,
+        **kwargs,
+    ) -> BaseModelOutput | tuple:
+        """input_ids: (B, S); attention_mask: (B, S) 1 = token, 0 = padding. Returns (B, S, C) states."""
+        shape = _check_inputs(input_ids, inputs_embeds, self.config.vocab_size, "input_ids")
+        if attention_mask is not None:
+            check_token_mask(attention_mask, shape, "attention_mask")
+            if attention_mask.dim() != 2:
+                raise ValueError(f"attention_mask must have shape (batch, source length) = {tuple(shape)}")
+        check_length(shape[1], self.config, "input_ids")
+        device = (input_ids if input_ids is not None else inputs_embeds).device
+        position_ids = build_position_ids(attention_mask, 0, shape[1], device)  # (B or 1, S)
+        hidden_states, rotary = self.embed(input_ids, inputs_embeds, position_ids)  # (B, S, C)
+        mask = build_attention_mask(attention_mask, hidden_states.dtype)  # (B, 1, 1, S) or None
+
+        all_states = () if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        for layer in self.layers:
+            if output_hidden_states:
+                all_states += (hidden_states,)
+            hidden_states, weights = layer(hidden_states, mask, rotary, output_attentions)
+            if output_attentions:
+                all_attentions += (weights,)
+        hidden_states = self.finish(hidden_states)
+        if output_hidden_states:
+            all_states += (hidden_states,)
+        output = BaseModelOutput(last_hidden_state=hidden_states, hidden_states=all_states, attentions=all_attentions)
+        return output if return_dict else output.to_tuple()
+
+
+class VanillaTransformerDecoder(_Stack):
+    """N identical layers of masked self-attention, encoder-decoder attention and feed-forward."""
+
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+        super().__init__(config, embed_tokens, config.decoder_attention_heads)
+        self.layers = nn.ModuleList(
+            [VanillaTransformerDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
+        )
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        cache: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        return_dict: bool = True,
+        **kwargs,
+    ) -> BaseModelOutputWithPastAndCrossAttentions | tuple:
+        """input_ids: (B, T) new target tokens; attention_mask: (B, K) target token mask over cached + new
+        positions, or a 4-D (B, 1, T, K) mask; encoder_hidden_states: (B, S, C); encoder_attention_mask: (B, S).
+        With `use_cache`, self-attention K/V are appended to `cache` and encoder K/V are computed once."""
+        cache = cache if cache is not None else kwargs.get("past_key_values")
+        shape = _check_inputs(input_ids, inputs_embeds, self.config.decoder_vocab_size, "decoder_input_ids")
+        if encoder_hidden_states is None:
+            raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
+        if attention_mask is not None:
+            check_token_mask(attention_mask, attention_mask.shape, "decoder_attention_mask")
+        if use_cache and cache is None:
+            cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+        if cache is not None and not isinstance(cache, EncoderDecoderCache):
+            raise ValueError(
+                f"the decoder cache must be an EncoderDecoderCache (self- and cross-attention), got "
+                f"{type(cache).__name__}"
+            )
+        new_tokens = shape[1]
+        past_length = cache.get_seq_length() if cache is not None else 0
+        if isinstance(past_length, int):
+            check_length(past_length + new_tokens, self.config, "the target sequence")
+        device = encoder_hidden_states.device
+
+        if attention_mask is not None and attention_mask.dim() == 2 and attention_mask.shape[1] != (
+            past_length + new_tokens if isinstance(past_length, int) else attention_mask.shape[1]
+        ):
+            raise ValueError(
+                f"decoder_attention_mask covers {attention_mask.shape[1]} positions but the decoder sees "
+                f"{past_length} cached + {new_tokens} new positions"
+            )
+        position_ids = build_position_ids(attention_mask, past_length, new_tokens, device)  # (B or 1, T)
+        hidden_states, rotary = self.embed(input_ids, inputs_embeds, position_ids)  # (B, T, C)
+        if cache is not None:
+            key_length = cache.self_attention_cache.get_mask_sizes(new_tokens, 0)[0]
+        else:
+            key_length = new_tokens
+        query_positions = torch.arange(new_tokens, device=device) + past_length  # (T,)
+        self_mask = build_attention_mask(attention_mask, hidden_states.dtype, query_positions, key_length)
+        cross_mask = build_attention_mask(encoder_attention_mask, hidden_states.dtype)  # (B, 1, 1, S) or None
+
+        all_states = () if output_hidden_states else None
+        self_attentions = () if output_attentions else None
+        cross_attentions = () if output_attentions else None
+        for layer in self.layers:
+            if output_hidden_states:
+                all_states += (hidden_states,)
+            hidden_states, self_weights, cross_weights = layer(
+                hidden_states,
+                self_mask,
+                encoder_hidden_states,
+                cross_mask,
+                cache=cache,
+                rotary=rotary,
+                output_attentions=output_attentions,
+            )
+            if output_attentions:
+                self_attentions += (self_weights,)
+                cross_attentions += (cross_weights,)
+        hidden_states = self.finish(hidden_states)
+        if output_hidden_states:
+            all_states += (hidden_states,)
+        output = BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden_states,
+            hidden_states=all_states,
+            attentions=self_attentions,
+            cross_attentions=cross_attentions,
+            **{CACHE_FIELD: cache if use_cache else None},
+        )
+        return output if return_dict else output.to_tuple()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The model
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
+    """Encoder + decoder, returning the decoder's last hidden states (no output projection)."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        pad = config.pad_token_id
+        if config.share_encoder_decoder_embeddings:
+            self.shared = nn.Embedding(config.vocab_size, config.d_model, padding_idx=pad)
+            encoder_embed, decoder_embed = self.shared, self.shared
+            self._tied_weights_keys = {
+                "encoder.embed_tokens.weight": "shared.weight",
+                "decoder.embed_tokens.weight": "shared.weight",
+            }
+        else:
+            self.shared = None
+            encoder_embed = nn.Embedding(config.vocab_size, config.d_model, padding_idx=pad)
+            decoder_embed = nn.Embedding(config.decoder_vocab_size, config.d_model, padding_idx=pad)
+            self._tied_weights_keys = None
+        self.encoder = VanillaTransformerEncoder(config, encoder_embed)
+        self.decoder = VanillaTransformerDecoder(config, decoder_embed)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        if self.config.share_encoder_decoder_embeddings:
+            self.shared = value
+            self.decoder.embed_tokens = value
+        self.encoder.embed_tokens = value
+
+    def get_encoder(self) -> VanillaTransformerEncoder:
+        return self.encoder
+
+    def get_decoder(self) -> VanillaTransformerDecoder:
+        return self.decoder
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        cache: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput | tuple:
+        """Source (B, S) ids + mask and target (B, T) ids -> (B, T, C) decoder states (see the module
+        docstring for the mask and cache conventions). `past_key_values` is the pre-5.24 name of `cache`."""
+        cache = cache if cache is not None else past_key_values
+        output_attentions = bool(output_attentions)
+        output_hidden_states = bool(output_hidden_states)
+        use_cache = self.config.use_cache if use_cache is None else use_cache
+        return_dict = True if return_dict is None else return_dict
+        if decoder_input_ids is None and decoder_inputs_embeds is None:
+            raise ValueError("pass decoder_input_ids (or labels to the model with the LM head)")
+
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                inputs_embeds=inputs_embeds,
+                output_attentions=output_attentions,
+                output_hidden_states=output_hidden_states,
+            )
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(
+                last_hidden_state=encoder_outputs[0],
+                hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
+                attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
+            )
+        if attention_mask is not None:
+            check_token_mask(attention_mask, encoder_outputs.last_hidden_state.shape[:2], "attention_mask")
+
+        decoder_outputs = self.decoder(
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            cache=cache,
+            inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        output = Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+            **{CACHE_FIELD: getattr(decoder_outputs, CACHE_FIELD)},
+        )
+        return output if return_dict else output.to_tuple()
+
+
+def default_generation_config(config: VanillaTransformerConfig) -> GenerationConfig:
+    """The paper's decoding (beam 4, length penalty 0.6) with ids from the config; never emits pad or bos.
+
+    `length_penalty` follows transformers: a finished hypothesis scores sum(log p) / length ** length_penalty
+    (not GNMT's ((5 + length) / 6) ** alpha)."""
+    suppress = sorted(
+        {config.pad_token_id}
+        | ({config.bos_token_id} if config.bos_token_id not in (None, config.eos_token_id) else set())
+    )
+    return GenerationConfig(
+        decoder_start_token_id=config.decoder_start_token_id,
+        bos_token_id=config.bos_token_id,
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+        num_beams=4,
+        length_penalty=0.6,
+        early_stopping=True,
+        max_new_tokens=256,
+        suppress_tokens=suppress,
+    )
+
+
+class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
+    """The full translation model: encoder, decoder and the output projection to target-vocabulary logits
+    (tied to the decoder's input embedding when `tie_word_embeddings`), usable with `generate()`."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        self.model = VanillaTransformerModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
+        # the output bias is a trained parameter (Marian keeps the same vector as a frozen buffer)
+        self.final_logits_bias = (
+            nn.Parameter(torch.zeros(config.decoder_vocab_size)) if config.output_bias else None
+        )
+        if config.tie_word_embeddings:
+            source = "model.shared.weight" if config.share_encoder_decoder_embeddings else (
+                "model.decoder.embed_tokens.weight"
+            )
+            self._tied_weights_keys = {"lm_head.weight": source}
+        else:
+            self._tied_weights_keys = None
+        self.post_init()
+        self.generation_config = default_generation_config(config)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.model.set_input_embeddings(value)
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    def get_encoder(self) -> VanillaTransformerEncoder:
+        return self.model.encoder
+
+    def get_decoder(self) -> VanillaTransformerDecoder:
+        return self.model.decoder
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        cache: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput | tuple:
+        """Like `VanillaTransformerModel.forward`, plus `labels` (B, T): target ids ending with </s>, -100 for
+        positions to ignore. With labels and no decoder input, the decoder input is the labels shifted right
+        (teacher forcing) and `loss` is the mean token cross-entropy over non-ignored positions.
+        Returns `logits` (B, T, V)."""
+        if labels is not None:
+            check_token_ids(labels.masked_fill(labels == -100, 0), self.config.decoder_vocab_size, "labels")
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            cache=cache if cache is not None else past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
+        if self.final_logits_bias is not None:
+            logits = logits + self.final_logits_bias
+        loss = None
+        if labels is not None:
+            if labels.shape != logits.shape[:2]:
+                raise ValueError(
+                    f"labels have shape {tuple(labels.shape)} but the decoder produced {tuple(logits.shape[:2])} "
+                    f"positions; pass labels of the same shape as decoder_input_ids"
+                )
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+        output = Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
+        )
+        if return_dict is False:
+            return output.to_tuple()
+        return output

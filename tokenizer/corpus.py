@@ -1,0 +1,223 @@
+"""Reading training text for the tokenizer: parallel TSV files, plain text files, `datasets` datasets.
+
+A *file* gives one text per line. If its name (ignoring a ``.xz``/``.lzma``/``.gz``/``.bz2`` compression
+suffix, which is decompressed on the fly) ends in ``.tsv``, every line is split on tabs and each selected
+column is one text, so both sides of a parallel corpus feed the same joint vocabulary. Files must be UTF-8.
+Empty lines and empty fields are skipped.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import logging
+import lzma
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+_OPENERS = {".xz": lzma.open, ".lzma": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}
+_DECOMPRESSION_ERRORS = (lzma.LZMAError, gzip.BadGzipFile, OSError, EOFError)
+
+
+def check_readable_file(path: str | os.PathLike) -> Path:
+    """Return `path` as a `Path`; raise `FileNotFoundError`/`ValueError` with a fix if it cannot be read."""
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(
+            f"Corpus file {str(p)!r} does not exist (resolved to {str(p.absolute())!r}). "
+            "Check the path, or pass texts instead of a file name."
+        )
+    if p.is_dir():
+        raise ValueError(f"Corpus path {str(p)!r} is a directory; pass the text/TSV files inside it instead.")
+    if not os.access(p, os.R_OK):
+        raise ValueError(f"Corpus file {str(p)!r} is not readable (permission denied); fix its permissions.")
+    return p
+
+
+def _is_tsv(path: Path) -> bool:
+    name = path.name.lower()
+    for suffix in _OPENERS:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return name.endswith(".tsv")
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    opener = _OPENERS.get(path.suffix.lower(), open)
+    return opener(path, "rt", encoding="utf-8", errors="strict", newline="\n")
+
+
+def iter_file_texts(
+    path: str | os.PathLike,
+    columns: Sequence[int] | None = None,
+    max_lines: int | None = None,
+) -> Iterator[str]:
+    """Yield the non-empty texts of one file.
+
+    Args:
+        path: a UTF-8 text file, one text per line, optionally compressed (.xz, .lzma, .gz, .bz2).
+        columns: for ``.tsv`` files, the 0-based tab-separated columns to use (default: all). Ignored for
+            other files.
+        max_lines: read at most this many lines (``None``: all).
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: the file is a directory, unreadable, not UTF-8, badly compressed, or a TSV line lacks a
+            requested column.
+    """
+    p = check_readable_file(path)
+    tsv = _is_tsv(p)
+    try:
+        with _open_text(p) as f:
+            for lineno, line in enumerate(f, start=1):
+                if max_lines is not None and lineno > max_lines:
+                    break
+                line = line.rstrip("\r\n")
+                if not tsv:
+                    if line.strip():
+                        yield line
+                    continue
+                fields = line.split("\t")
+                if columns is None:
+                    selected = fields
+                else:
+                    try:
+                        selected = [fields[c] for c in columns]
+                    except IndexError:
+                        raise ValueError(
+                            f"{str(p)!r} line {lineno} has {len(fields)} tab-separated column(s) but "
+                            f"columns={list(columns)} was requested; pass column indices below {len(fields)}."
+                        ) from None
+                for field in selected:
+                    if field.strip():
+                        yield field
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"Corpus file {str(p)!r} is not valid UTF-8 ({e.reason} at byte {e.start}); "
+            "re-encode it as UTF-8 (e.g. `iconv -t UTF-8`)."
+        ) from e
+    except _DECOMPRESSION_ERRORS as e:
+        raise ValueError(
+            f"Could not read corpus file {str(p)!r}: {e}. If it is not compressed, remove the "
+            f"{p.suffix!r} suffix from its name; otherwise re-create the archive."
+        ) from e
+
+
+def load_parallel_texts(
+    path: str | os.PathLike, max_lines: int | None = None
+) -> tuple[list[str], list[str]]:
+    """Read a ``source<TAB>target`` file (optionally compressed) into two aligned lists.
+
+    Lines whose source or target is empty are skipped.
+
+    Raises:
+        FileNotFoundError / ValueError: as `iter_file_texts`, or if a line does not have exactly two columns.
+    """
+    p = check_readable_file(path)
+    sources: list[str] = []
+    targets: list[str] = []
+    try:
+        with _open_text(p) as f:
+            for lineno, line in enumerate(f, start=1):
+                if max_lines is not None and lineno > max_lines:
+                    break
+                fields = line.rstrip("\r\n").split("\t")
+                if len(fields) != 2:
+                    raise ValueError(
+                        f"{str(p)!r} line {lineno} has {len(fields)} tab-separated column(s); a parallel "
+                        "file needs exactly 2 (source<TAB>target). Remove tabs inside sentences."
+                    )
+                if fields[0].strip() and fields[1].strip():
+                    sources.append(fields[0])
+                    targets.append(fields[1])
+    except UnicodeDecodeError as e:
+        raise ValueError(f"Corpus file {str(p)!r} is not valid UTF-8 ({e.reason}); re-encode it as UTF-8.") from e
+    except _DECOMPRESSION_ERRORS as e:
+        raise ValueError(f"Could not read corpus file {str(p)!r}: {e}.") from e
+    return sources, targets
+
+
+def _is_dataset(obj: Any) -> bool:
+    return type(obj).__module__.startswith("datasets.") and hasattr(obj, "column_names")
+
+
+def iter_dataset_texts(dataset: Any, columns: Sequence[str] | None = None, batch_size: int = 1000) -> Iterator[str]:
+    """Yield the non-empty strings of a `datasets.Dataset`.
+
+    Args:
+        dataset: a `datasets.Dataset` (not a `DatasetDict`: pick a split first).
+        columns: column names to read (default: every column). A column may hold strings, lists of strings
+            or dicts of strings (the ``{"translation": {"de": ..., "en": ...}}`` layout); every string is used.
+    """
+    if not hasattr(dataset, "iter"):
+        splits = list(getattr(dataset, "keys", lambda: [])())
+        raise ValueError(
+            f"Expected a datasets.Dataset, got {type(dataset).__name__} with splits {splits}; "
+            f"pass one split, e.g. dataset[{(splits or ['train'])[0]!r}]."
+        )
+    names = list(dataset.column_names)
+    if columns is None:
+        columns = names
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise ValueError(f"Dataset has no column(s) {missing}; its columns are {names}. Pass columns from that list.")
+
+    def strings(value: Any) -> Iterator[str]:
+        if isinstance(value, str):
+            if value.strip():
+                yield value
+        elif isinstance(value, dict):
+            for v in value.values():
+                yield from strings(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                yield from strings(v)
+
+    for batch in dataset.iter(batch_size=batch_size):
+        for column in columns:
+            for value in batch[column]:
+                yield from strings(value)
+
+
+def iter_corpus_texts(
+    corpus: Any = None,
+    files: Sequence[str | os.PathLike] = (),
+    columns: Sequence[int | str] | None = None,
+    max_lines: int | None = None,
+) -> Iterator[str]:
+    """Yield all training texts of a corpus given in any of the accepted forms.
+
+    ``corpus`` may be a path (``str`` or ``os.PathLike``) to one file, a list of ``os.PathLike`` paths, a
+    `datasets.Dataset`, or any iterable of strings (the texts themselves). ``files`` adds more files by name.
+    ``columns`` selects TSV columns (ints) or dataset columns (names). ``max_lines`` caps each file.
+    Files are checked for existence before anything is read.
+    """
+    file_list: list[Path] = [check_readable_file(f) for f in files]
+    texts: Iterable[str] | None = None
+    if isinstance(corpus, (str, os.PathLike)):
+        file_list.insert(0, check_readable_file(corpus))
+    elif isinstance(corpus, (list, tuple)) and corpus and all(isinstance(c, os.PathLike) for c in corpus):
+        file_list[:0] = [check_readable_file(c) for c in corpus]
+    elif corpus is not None and _is_dataset(corpus):
+        texts = iter_dataset_texts(corpus, columns=columns)  # type: ignore[arg-type]
+    elif corpus is not None:
+        texts = corpus
+    file_columns = [c for c in columns if isinstance(c, int)] if columns is not None else None
+    for path in file_list:
+        logger.info("Reading %s", path)
+        yield from iter_file_texts(path, columns=file_columns, max_lines=max_lines)
+    if texts is not None:
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ValueError(
+                    f"Corpus item {i} is a {type(text).__name__}, not a str. Pass an iterable of strings, "
+                    "file paths as pathlib.Path objects (or via files=...), or a datasets.Dataset."
+                )
+            if text.strip():
+                yield text
