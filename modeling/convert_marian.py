@@ -1,0 +1,125 @@
+"""Convert transformers' `MarianMTModel` (e.g. any OPUS-MT checkpoint) into a vanilla-transformer model.
+
+Marian implements the same architecture with a few differences that the conversion maps exactly:
+  * its sinusoidal table stores all sines before all cosines -> `sinusoidal_layout="concatenated"`;
+  * it adds a (frozen) `final_logits_bias` -> our trained output bias;
+  * OPUS-MT checkpoints use swish (= SiLU) -> `activation_function` is copied;
+  * source and target embeddings may be shared or not -> `share_encoder_decoder_embeddings`,
+    `decoder_vocab_size`;
+  * decoding starts from the pad id -> `decoder_start_token_id` is copied.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import torch
+from transformers import GenerationConfig, MarianConfig, MarianMTModel
+
+from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .export import save_with_remote_code
+from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+
+# Files of a Marian folder that the conversion replaces; everything else (tokenizer files) is copied.
+_REPLACED_FILES = {"config.json", "generation_config.json", "pytorch_model.bin", "tf_model.h5", "flax_model.msgpack"}
+
+
+def config_from_marian(marian: MarianConfig) -> VanillaTransformerConfig:
+    """The vanilla-transformer config that computes exactly what `marian` computes."""
+    if getattr(marian, "normalize_before", False) or getattr(marian, "add_final_layer_norm", False):
+        raise ValueError("pre-LN Marian variants are not supported by the converter (expected post-LN)")
+    return VanillaTransformerConfig(
+        vocab_size=marian.vocab_size,
+        decoder_vocab_size=marian.decoder_vocab_size,
+        d_model=marian.d_model,
+        encoder_layers=marian.encoder_layers,
+        decoder_layers=marian.decoder_layers,
+        encoder_attention_heads=marian.encoder_attention_heads,
+        decoder_attention_heads=marian.decoder_attention_heads,
+        encoder_ffn_dim=marian.encoder_ffn_dim,
+        decoder_ffn_dim=marian.decoder_ffn_dim,
+        activation_function=marian.activation_function,
+        dropout=float(marian.dropout),
+        attention_dropout=float(marian.attention_dropout),
+        activation_dropout=float(marian.activation_dropout),
+        normalize_before=False,
+        layer_norm_eps=1e-5,
+        position_encoding="sinusoidal",
+        sinusoidal_layout="concatenated",
+        max_position_embeddings=marian.max_position_embeddings,
+        scale_embedding=bool(marian.scale_embedding),
+        share_encoder_decoder_embeddings=bool(marian.share_encoder_decoder_embeddings),
+        tie_word_embeddings=bool(marian.tie_word_embeddings),
+        output_bias=True,
+        init_std=marian.init_std,
+        pad_token_id=marian.pad_token_id,
+        bos_token_id=marian.bos_token_id,
+        eos_token_id=marian.eos_token_id,
+        decoder_start_token_id=marian.decoder_start_token_id,
+    )
+
+
+def _our_name(name: str) -> str | None:
+    """Marian parameter name -> ours (None: not a parameter here, e.g. the fixed position tables)."""
+    if "embed_positions" in name:
+        return None
+    for sub in ("fc1", "fc2"):
+        name = name.replace(f".{sub}.", f".ffn.{sub}.")
+    return name
+
+
+def convert_marian_model(marian: MarianMTModel) -> VanillaTransformerForConditionalGeneration:
+    """Build our model with `marian`'s weights; both compute the same logits (fp32, within rounding)."""
+    config = config_from_marian(marian.config)
+    # Decide sharing and tying from the weights themselves: with tie_word_embeddings=False, transformers'
+    # Marian keeps separate encoder and decoder embedding matrices even when its config says "shared".
+    inner = marian.model
+    encoder_embed, decoder_embed = inner.encoder.embed_tokens.weight, inner.decoder.embed_tokens.weight
+    config.share_encoder_decoder_embeddings = encoder_embed.shape == decoder_embed.shape and torch.equal(
+        encoder_embed, decoder_embed
+    )
+    config.tie_word_embeddings = marian.lm_head.weight.shape == decoder_embed.shape and torch.equal(
+        marian.lm_head.weight, decoder_embed
+    )
+    model = VanillaTransformerForConditionalGeneration(config)
+    state = {}
+    for name, tensor in marian.state_dict().items():
+        ours = _our_name(name)
+        if ours is None or (ours == "model.shared.weight" and not config.share_encoder_decoder_embeddings):
+            continue
+        state[ours] = tensor.reshape(-1) if ours == "final_logits_bias" else tensor
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = set(model.get_expanded_tied_weights_keys(all_submodels=True))
+    missing = [m for m in missing if m not in tied]
+    if missing or unexpected:
+        raise ValueError(f"Marian conversion mismatch: missing {missing}, unexpected {unexpected}")
+    model.tie_weights()
+    try:
+        model.generation_config = GenerationConfig.from_dict(marian.generation_config.to_dict())
+    except (AttributeError, ValueError):
+        pass
+    return model.to(torch.float32).eval()
+
+
+def convert_marian_checkpoint(src_dir: str | Path, out_dir: str | Path) -> Path:
+    """Convert a saved `MarianMTModel` folder into a vanilla-transformer folder with remote code. The
+    tokenizer files are copied unchanged, so `AutoTokenizer.from_pretrained(out_dir)` still loads Marian's
+    tokenizer."""
+    src_dir, out_dir = Path(src_dir), Path(out_dir)
+    if not (src_dir / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{src_dir} has no config.json: pass the folder of a saved MarianMTModel (save_pretrained or a "
+            f"downloaded OPUS-MT checkpoint)"
+        )
+    marian_config = MarianConfig.from_pretrained(src_dir)
+    if marian_config.model_type != "marian":
+        raise ValueError(f"{src_dir} holds a {marian_config.model_type!r} model, not a Marian model")
+    marian = MarianMTModel.from_pretrained(src_dir, dtype=torch.float32)
+    model = convert_marian_model(marian)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for path in src_dir.iterdir():
+        if path.is_file() and path.name not in _REPLACED_FILES and not path.name.endswith(".safetensors"):
+            shutil.copy(path, out_dir / path.name)
+    save_with_remote_code(model, out_dir)
+    return out_dir

@@ -1,0 +1,67 @@
+"""Shared fixtures: tiny configs and models that build in milliseconds on CPU."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+torch.set_num_threads(min(2, torch.get_num_threads()))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import modeling  # noqa: E402  (registers the Auto classes)
+from modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration  # noqa: E402
+
+
+def tiny_config(**overrides) -> VanillaTransformerConfig:
+    values = dict(
+        vocab_size=97,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=3,
+        encoder_attention_heads=4,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=48,
+        decoder_ffn_dim=40,
+        max_position_embeddings=64,
+        dropout=0.0,
+    )
+    values.update(overrides)
+    return VanillaTransformerConfig(**values)
+
+
+def tiny_model(seed: int = 0, attn: str = "sdpa", **overrides) -> VanillaTransformerForConditionalGeneration:
+    torch.manual_seed(seed)
+    config = tiny_config(**overrides)
+    config._attn_implementation = attn
+    model = VanillaTransformerForConditionalGeneration(config).eval()
+    with torch.no_grad():  # non-zero output bias and LayerNorm affine so that tests exercise them
+        if model.final_logits_bias is not None:
+            model.final_logits_bias.normal_(0, 0.5)
+        for module in model.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.normal_(1.0, 0.1)
+                module.bias.normal_(0.0, 0.1)
+    return model
+
+
+def random_batch(vocab: int, batch: int, length: int, seed: int = 0, pad_id: int = 0, min_id: int = 4):
+    """(ids, mask) with right padding of random lengths (every row keeps at least one token)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(min_id, vocab, (batch, length), generator=g)
+    lengths = torch.randint(1, length + 1, (batch,), generator=g)
+    lengths[0] = length
+    mask = (torch.arange(length)[None] < lengths[:, None]).long()
+    return ids.masked_fill(mask == 0, pad_id), mask
+
+
+@pytest.fixture
+def model():
+    return tiny_model()
