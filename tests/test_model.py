@@ -1,0 +1,300 @@
+"""Core model properties: cache equivalence, backends, padding and batch invariance, gradients, save/load,
+numerical safety, compile-ability, and that every config option is real."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForSeq2SeqLM, StaticCache
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+from modeling import VanillaTransformerForConditionalGeneration, build_attention_mask
+from modeling.modeling_vanilla_transformer import sinusoidal_table
+
+from conftest import random_batch, tiny_config, tiny_model
+
+
+def full_logits(model, src, mask, tgt):
+    with torch.no_grad():
+        return model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt, use_cache=False).logits
+
+
+def incremental_logits(model, src, mask, tgt, cache):
+    """Feed the target one token at a time through the cache; returns (B, T, V)."""
+    with torch.no_grad():
+        encoder_outputs = model.get_encoder()(input_ids=src, attention_mask=mask)
+        steps = []
+        for t in range(tgt.shape[1]):
+            out = model(
+                encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=tgt[:, t : t + 1],
+                cache=cache, use_cache=True,
+            )
+            cache = out.cache if hasattr(out, "cache") else out.past_key_values
+            steps.append(out.logits)
+    return torch.cat(steps, dim=1)
+
+
+@pytest.mark.parametrize("position_encoding", ["sinusoidal", "learned", "rope"])
+@pytest.mark.parametrize("normalize_before", [False, True])
+def test_incremental_decoding_equals_full_recomputation(position_encoding, normalize_before):
+    model = tiny_model(position_encoding=position_encoding, normalize_before=normalize_before)
+    src, mask = random_batch(97, 3, 8, seed=1)
+    tgt, _ = random_batch(97, 3, 6, seed=2)
+    expected = full_logits(model, src, mask, tgt)
+    dynamic = incremental_logits(model, src, mask, tgt, None)
+    torch.testing.assert_close(dynamic, expected, atol=1e-5, rtol=1e-5)
+    config = model.config
+    static = EncoderDecoderCache(
+        StaticCache(config=config.get_text_config(decoder=True), max_cache_len=10),
+        StaticCache(config=config.get_text_config(decoder=True), max_cache_len=src.shape[1]),
+    )
+    torch.testing.assert_close(incremental_logits(model, src, mask, tgt, static), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_cross_attention_keys_are_computed_once():
+    model = tiny_model()
+    src, mask = random_batch(97, 2, 7, seed=3)
+    calls = []
+    handles = [
+        layer.encoder_attn.k_proj.register_forward_hook(lambda *a: calls.append(1)) for layer in model.model.decoder.layers
+    ]
+    model.generate(input_ids=src, attention_mask=mask, num_beams=1, do_sample=False, max_new_tokens=6, min_new_tokens=6)
+    for h in handles:
+        h.remove()
+    assert len(calls) == model.config.decoder_layers  # once per layer per generate() call, not per step
+
+
+@pytest.mark.parametrize("kwargs", [dict(num_beams=1), dict(num_beams=3, length_penalty=0.6), dict(num_beams=3, num_return_sequences=2)])
+def test_generate_same_with_and_without_cache(kwargs):
+    model = tiny_model(seed=4)
+    src, mask = random_batch(97, 3, 9, seed=5)
+    common = dict(input_ids=src, attention_mask=mask, do_sample=False, max_new_tokens=10, **kwargs)
+    with_cache = model.generate(**common)
+    without = model.generate(**common, use_cache=False)
+    static = model.generate(**common, cache_implementation="static")
+    assert torch.equal(with_cache, without)
+    assert torch.equal(with_cache, static)
+
+
+def test_eager_equals_sdpa():
+    model = tiny_model(seed=6)
+    src, mask = random_batch(97, 4, 10, seed=7)
+    tgt, tgt_mask = random_batch(97, 4, 8, seed=8)
+    sdpa = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask).logits
+    model.set_attn_implementation("eager")
+    eager = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask).logits
+    torch.testing.assert_close(eager, sdpa, atol=1e-5, rtol=1e-5)
+
+
+def test_output_attentions_and_hidden_states():
+    model = tiny_model()
+    src, mask = random_batch(97, 2, 6, seed=9)
+    out = model(input_ids=src, attention_mask=mask, decoder_input_ids=src[:, :4], output_attentions=True,
+                output_hidden_states=True)
+    c = model.config
+    assert len(out.encoder_attentions) == c.encoder_layers and len(out.cross_attentions) == c.decoder_layers
+    assert out.cross_attentions[0].shape == (2, c.decoder_attention_heads, 4, 6)
+    assert len(out.encoder_hidden_states) == c.encoder_layers + 1
+    assert len(out.decoder_hidden_states) == c.decoder_layers + 1
+    # padded source positions get no attention; rows are distributions
+    probs = out.cross_attentions[-1]
+    torch.testing.assert_close(probs.sum(-1), torch.ones_like(probs.sum(-1)))
+    assert probs[1][..., mask[1] == 0].abs().max() == 0 if (mask[1] == 0).any() else True
+    # causal: no decoder position attends to a later one
+    assert torch.triu(out.decoder_attentions[0], diagonal=1).abs().max() == 0
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_padding_does_not_change_real_positions(side):
+    model = tiny_model(seed=10, position_encoding="sinusoidal")
+    g = torch.Generator().manual_seed(11)
+    src = torch.randint(4, 97, (1, 5), generator=g)
+    tgt = torch.randint(4, 97, (1, 4), generator=g)
+    alone = model(input_ids=src, decoder_input_ids=tgt).logits
+    pad = torch.zeros(1, 3, dtype=torch.long)
+    padded = torch.cat([src, pad], 1) if side == "right" else torch.cat([pad, src], 1)
+    mask = (padded != 0).long()
+    with_pad = model(input_ids=padded, attention_mask=mask, decoder_input_ids=tgt).logits
+    torch.testing.assert_close(with_pad, alone, atol=1e-5, rtol=1e-5)
+    # target-side right padding does not change earlier positions either
+    tgt_padded = torch.cat([tgt, pad], 1)
+    out = model(input_ids=src, decoder_input_ids=tgt_padded, decoder_attention_mask=(tgt_padded != 0).long()).logits
+    torch.testing.assert_close(out[:, :4], alone, atol=1e-5, rtol=1e-5)
+
+
+def test_batch_invariance():
+    model = tiny_model(seed=12)
+    src, mask = random_batch(97, 4, 9, seed=13)
+    tgt, _ = random_batch(97, 4, 5, seed=14)
+    batched = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+    for i in range(4):
+        n = int(mask[i].sum())
+        single = model(input_ids=src[i : i + 1, :n], decoder_input_ids=tgt[i : i + 1]).logits
+        torch.testing.assert_close(batched[i : i + 1], single, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("overrides", [{}, dict(share_encoder_decoder_embeddings=False, decoder_vocab_size=61,
+                                                   tie_word_embeddings=False, position_encoding="learned",
+                                                   normalize_before=True)])
+def test_every_parameter_gets_a_gradient(overrides):
+    model = tiny_model(seed=15, **overrides).train()
+    src, mask = random_batch(model.config.vocab_size, 3, 7, seed=16)
+    labels, lmask = random_batch(model.config.decoder_vocab_size, 3, 6, seed=17)
+    labels = labels.masked_fill(lmask == 0, -100)
+    model(input_ids=src, attention_mask=mask, labels=labels).loss.backward()
+    for name, param in model.named_parameters():
+        assert param.grad is not None, name
+        assert param.grad.abs().sum() > 0, name
+
+
+def test_labels_are_shifted_and_padding_ignored():
+    model = tiny_model(seed=18)
+    src, mask = random_batch(97, 2, 6, seed=19)
+    labels = torch.tensor([[10, 11, 12, 3], [20, 3, -100, -100]])
+    out = model(input_ids=src, attention_mask=mask, labels=labels)
+    decoder_input = torch.tensor([[2, 10, 11, 12], [2, 20, 3, 0]])
+    logits = model(input_ids=src, attention_mask=mask, decoder_input_ids=decoder_input).logits
+    torch.testing.assert_close(out.logits, logits)
+    keep = labels != -100
+    expected = torch.nn.functional.cross_entropy(logits[keep], labels[keep])
+    torch.testing.assert_close(out.loss, expected)
+
+
+@pytest.mark.parametrize("overrides", [{}, dict(share_encoder_decoder_embeddings=False, decoder_vocab_size=61),
+                                       dict(tie_word_embeddings=False, output_bias=False),
+                                       dict(position_encoding="learned"), dict(position_encoding="rope")])
+def test_save_load_round_trip_is_exact(tmp_path, overrides):
+    model = tiny_model(seed=20, **overrides)
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    assert type(loaded) is VanillaTransformerForConditionalGeneration
+    src, mask = random_batch(model.config.vocab_size, 2, 6, seed=21)
+    tgt, _ = random_batch(model.config.decoder_vocab_size, 2, 4, seed=22)
+    a = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+    b = loaded(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+    assert torch.equal(a, b)
+    c = loaded.config
+    if c.tie_word_embeddings:
+        assert loaded.lm_head.weight is loaded.model.decoder.embed_tokens.weight
+    else:
+        assert loaded.lm_head.weight.data_ptr() != loaded.model.decoder.embed_tokens.weight.data_ptr()
+    if c.share_encoder_decoder_embeddings:
+        assert loaded.model.encoder.embed_tokens.weight is loaded.model.decoder.embed_tokens.weight
+    if c.position_encoding == "sinusoidal":  # a non-persistent buffer rebuilt after meta-device loading
+        table = loaded.model.encoder.embed_positions.table
+        torch.testing.assert_close(table, sinusoidal_table(c.max_position_embeddings, c.d_model, c.sinusoidal_layout))
+
+
+def test_sinusoidal_table_matches_the_paper():
+    table = sinusoidal_table(50, 16, "interleaved")
+    pos, i = 7, 3
+    torch.testing.assert_close(table[pos, 2 * i], torch.tensor(float(torch.sin(torch.tensor(pos / 10000 ** (2 * i / 16), dtype=torch.float64)))))
+    torch.testing.assert_close(table[pos, 2 * i + 1], torch.tensor(float(torch.cos(torch.tensor(pos / 10000 ** (2 * i / 16), dtype=torch.float64)))))
+    concatenated = sinusoidal_table(50, 16, "concatenated")
+    torch.testing.assert_close(concatenated[:, :8], table[:, 0::2])
+    torch.testing.assert_close(concatenated[:, 8:], table[:, 1::2])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_fully_padded_row_gives_no_nan(dtype, attn):
+    model = tiny_model(seed=23, attn=attn).to(dtype)
+    src, mask = random_batch(97, 3, 6, seed=24)
+    mask[1] = 0  # a sequence with no real token at all
+    tgt = torch.tensor([[2, 5, 6], [2, 7, 8], [2, 0, 0]])
+    tgt_mask = torch.tensor([[1, 1, 1], [1, 1, 1], [0, 0, 0]])
+    out = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask)
+    assert torch.isfinite(out.logits.float()).all()
+
+
+def test_attention_mask_convention():
+    key_mask = torch.tensor([[1, 1, 0], [0, 0, 0]])
+    mask = build_attention_mask(key_mask, torch.float16)
+    assert mask.shape == (2, 1, 1, 3)
+    assert mask[0, 0, 0].tolist() == [0.0, 0.0, torch.finfo(torch.float16).min]
+    assert mask[1].abs().max() == 0  # fully padded row is left unmasked (no NaN)
+    causal = build_attention_mask(None, torch.float32, torch.arange(3), 3)
+    assert (causal[0, 0] == 0).tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    assert build_attention_mask(None, torch.float32) is None
+
+
+def test_decode_step_compiles_with_fullgraph():
+    model = tiny_model(seed=25)
+    src, mask = random_batch(97, 2, 6, seed=26)
+    config = model.config.get_text_config(decoder=True)
+    with torch.no_grad():
+        encoder_outputs = model.get_encoder()(input_ids=src, attention_mask=mask)
+        cache = EncoderDecoderCache(StaticCache(config=config, max_cache_len=8), StaticCache(config=config, max_cache_len=6))
+        first = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=torch.full((2, 1), 2),
+                      cache=cache, use_cache=True)
+
+        def step(token, cache):
+            return model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=token, cache=cache,
+                         use_cache=True).logits
+
+        torch._dynamo.reset()
+        compiled = torch.compile(step, fullgraph=True, backend="eager")
+        token = first.logits[:, -1:].argmax(-1)
+        got = compiled(token, cache)
+    ref_cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    with torch.no_grad():
+        model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=torch.full((2, 1), 2),
+              cache=ref_cache, use_cache=True)
+        expected = model(encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=token,
+                         cache=ref_cache, use_cache=True).logits
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+BASE = dict(vocab_size=97)
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("activation_function", "gelu"), ("activation_function", "silu"), ("normalize_before", True),
+     ("position_encoding", "learned"), ("position_encoding", "rope"), ("sinusoidal_layout", "concatenated"),
+     ("scale_embedding", False), ("output_bias", False), ("tie_word_embeddings", False),
+     ("layer_norm_eps", 1e-1), ("max_position_embeddings", 32)],
+)
+def test_every_option_changes_the_model(field, value):
+    src, mask = random_batch(97, 2, 6, seed=27)
+    tgt, _ = random_batch(97, 2, 5, seed=28)
+    outs = []
+    for overrides in ({}, {field: value}):
+        model = tiny_model(seed=29, **overrides)
+        if field == "max_position_embeddings":
+            with torch.no_grad():  # same weights, only the table length differs: the limit must be enforced
+                long_src = torch.randint(4, 97, (1, 40))
+            if overrides:
+                with pytest.raises(ValueError, match="max_position_embeddings=32"):
+                    model(input_ids=long_src, decoder_input_ids=tgt[:1])
+            else:
+                model(input_ids=long_src, decoder_input_ids=tgt[:1])
+            return
+        outs.append(model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits)
+    assert not torch.allclose(outs[0], outs[1])
+
+
+def test_dropout_options_act_in_training_only():
+    for field in ("dropout", "attention_dropout", "activation_dropout"):
+        model = tiny_model(seed=30, **{"dropout": 0.0, field: 0.5}).train()
+        src, mask = random_batch(97, 2, 6, seed=31)
+        a = model(input_ids=src, attention_mask=mask, decoder_input_ids=src).logits
+        b = model(input_ids=src, attention_mask=mask, decoder_input_ids=src).logits
+        assert not torch.allclose(a, b), field
+        model.eval()
+        a = model(input_ids=src, attention_mask=mask, decoder_input_ids=src).logits
+        b = model(input_ids=src, attention_mask=mask, decoder_input_ids=src).logits
+        assert torch.equal(a, b), field
+
+
+def test_pre_ln_has_final_norms_and_post_ln_does_not():
+    assert tiny_model(normalize_before=True).model.encoder.layer_norm is not None
+    assert tiny_model(normalize_before=True).model.decoder.layer_norm is not None
+    assert tiny_model().model.encoder.layer_norm is None
+
+
+def test_depths_are_separate_and_cache_sized_for_decoder():
+    config = tiny_config(encoder_layers=1, decoder_layers=4)
+    model = VanillaTransformerForConditionalGeneration(config)
+    assert len(model.model.encoder.layers) == 1 and len(model.model.decoder.layers) == 4
+    assert config.get_text_config(decoder=True).num_hidden_layers == 4
