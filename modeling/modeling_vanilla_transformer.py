@@ -824,6 +824,35 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
+def check_generation_arguments(kwargs: dict, generation_config: GenerationConfig) -> None:
+    """Raise `ValueError` for decoding arguments that make no sense, naming the value and the fix."""
+
+    def value(name):
+        return kwargs[name] if kwargs.get(name) is not None else getattr(generation_config, name, None)
+
+    sampling = bool(value("do_sample"))
+    top_p, temperature, top_k = value("top_p"), value("temperature"), value("top_k")
+    if sampling and top_p is not None and not 0.0 < top_p <= 1.0:
+        raise ValueError(f"top_p={top_p} must be in (0, 1]; use 1.0 to disable nucleus sampling")
+    if sampling and temperature is not None and not temperature > 0:
+        raise ValueError(
+            f"temperature={temperature} must be > 0 when sampling; for deterministic output use do_sample=False"
+        )
+    if sampling and top_k is not None and (not isinstance(top_k, int) or top_k < 0):
+        raise ValueError(f"top_k={top_k} must be a non-negative integer (0 disables top-k filtering)")
+    num_beams, returned = value("num_beams") or 1, value("num_return_sequences") or 1
+    if not isinstance(num_beams, int) or num_beams < 1:
+        raise ValueError(f"num_beams={num_beams} must be a positive integer")
+    if not sampling and returned > num_beams:
+        raise ValueError(
+            f"num_return_sequences={returned} is larger than num_beams={num_beams}; beam search can return at "
+            f"most num_beams sequences: raise num_beams or lower num_return_sequences"
+        )
+    for name in ("max_new_tokens", "min_new_tokens"):
+        if kwargs.get(name) is not None and (not isinstance(kwargs[name], int) or kwargs[name] < 0):
+            raise ValueError(f"{name}={kwargs[name]} must be a non-negative integer")
+
+
 def default_generation_config(config: VanillaTransformerConfig) -> GenerationConfig:
     """The paper's decoding (beam 4, length penalty 0.6) with ids from the config; never emits pad or bos.
 
@@ -885,6 +914,12 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
     def get_decoder(self) -> VanillaTransformerDecoder:
         return self.model.decoder
+
+    def generate(self, *args, **kwargs):
+        """`GenerationMixin.generate` after checking the sampling and beam arguments that transformers accepts
+        silently (top_p outside (0, 1], temperature <= 0, negative top_k, ...)."""
+        check_generation_arguments(kwargs, kwargs.get("generation_config") or self.generation_config)
+        return super().generate(*args, **kwargs)
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
