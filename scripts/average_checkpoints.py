@@ -1,0 +1,61 @@
+#!/usr/bin/env python
+"""Average the model weights of the last N checkpoints of a run (the paper averaged the last 5) and save the
+result as a model folder that loads and evaluates like any other (with the run's tokenizer).
+
+    python scripts/average_checkpoints.py --run outputs/default --num 5 --output outputs/default-avg5
+    python scripts/average_checkpoints.py --checkpoints A/checkpoint-400 A/checkpoint-500 --output OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from training.checkpoint import export_averaged_model, list_checkpoints  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", help="training output dir (uses RUN/checkpoints)")
+    parser.add_argument(
+        "--num", type=int, default=5, help="average the newest N checkpoints of --run (default 5)"
+    )
+    parser.add_argument("--checkpoints", nargs="+", help="explicit checkpoint directories instead of --run")
+    parser.add_argument("--output", required=True, help="folder to write the averaged model to")
+    parser.add_argument(
+        "--tokenizer", help="tokenizer folder to save with the model (default: RUN/checkpoints/tokenizer)"
+    )
+    args = parser.parse_args(argv)
+    if bool(args.run) == bool(args.checkpoints):
+        parser.error("pass exactly one of --run or --checkpoints")
+    if args.run:
+        found = list_checkpoints(Path(args.run) / "checkpoints")
+        if not found:
+            parser.error(f"no checkpoints in {Path(args.run) / 'checkpoints'}")
+        if len(found) < args.num:
+            print(
+                f"warning: only {len(found)} checkpoint(s) available, averaging all of them", file=sys.stderr
+            )
+        folders = found[-args.num :]
+    else:
+        folders = [Path(c) for c in args.checkpoints]
+    tok_dir = args.tokenizer or (Path(args.run) / "checkpoints" / "tokenizer" if args.run else None)
+    tokenizer = None
+    if tok_dir is not None and Path(tok_dir).exists():
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
+    out = export_averaged_model(folders, args.output, tokenizer)
+    print(f"Averaged {len(folders)} checkpoints ({', '.join(f.name for f in folders)}) -> {out}")
+    if tokenizer is None:
+        print("warning: no tokenizer saved with the model; pass --tokenizer", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

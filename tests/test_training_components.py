@@ -1,0 +1,198 @@
+"""Training building blocks against independent references: token-budget batching, collation, the
+label-smoothed loss, the learning-rate schedule, checkpoints (atomic, verified, pruned), averaging and the
+model card."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from training.batching import BatchStream, TokenBudgetBatchSampler, collate
+from training.checkpoint import (
+    CheckpointError,
+    average_state_dicts,
+    latest_checkpoint,
+    list_checkpoints,
+    prune_checkpoints,
+    save_checkpoint,
+    verify_checkpoint,
+)
+from training.loss import label_smoothed_nll_loss
+from training.model_card import DEFAULT_TEMPLATE, render_model_card
+from training.schedule import build_optimizer, build_scheduler
+
+
+def lengths(n=500, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(1, 60, n).tolist(), rng.integers(1, 60, n).tolist()
+
+
+def test_batches_respect_budget_and_cover_every_example_once():
+    src, tgt = lengths()
+    sampler = TokenBudgetBatchSampler(src, tgt, max_tokens=200, seed=3)
+    batches = list(sampler)
+    assert sorted(i for b in batches for i in b) == list(range(500))
+    for b in batches:
+        assert len(b) * max(max(src[i], tgt[i]) for i in b) <= 200
+    # bucketed: a batch holds similar lengths, much less padding than random batches would have
+    spread = np.mean([np.ptp([max(src[i], tgt[i]) for i in b]) for b in batches])
+    assert spread < 5
+
+
+def test_batches_deterministic_per_seed_and_epoch_and_resumable_mid_epoch():
+    src, tgt = lengths()
+    a = TokenBudgetBatchSampler(src, tgt, 200, seed=1)
+    b = TokenBudgetBatchSampler(src, tgt, 200, seed=1)
+    assert a.batches(0) == b.batches(0)
+    assert a.batches(0) != a.batches(1) and a.batches(0) != TokenBudgetBatchSampler(
+        src, tgt, 200, seed=2
+    ).batches(0)
+    stream = BatchStream(a)
+    full = stream.take(len(a.batches(0)) + 7)  # crosses into epoch 1
+    first = BatchStream(TokenBudgetBatchSampler(src, tgt, 200, seed=1))
+    head = first.take(10)
+    state = first.state_dict()
+    resumed = BatchStream(TokenBudgetBatchSampler(src, tgt, 200, seed=1))
+    resumed.load_state_dict(state)
+    assert head + resumed.take(len(full) - 10) == full
+    with pytest.raises(ValueError, match="same --seed and --max_tokens"):
+        TokenBudgetBatchSampler(src, tgt, 300, seed=1).load_state_dict(state)
+
+
+def test_sentence_longer_than_budget_is_an_error_or_a_counted_skip():
+    with pytest.raises(
+        ValueError, match=r"max_tokens=50 is smaller than 2 example\(s\).*100 tokens.*--max_tokens"
+    ):
+        TokenBudgetBatchSampler([10, 100, 20, 70], [10, 5, 20, 3], max_tokens=50)
+    sampler = TokenBudgetBatchSampler([10, 100, 20, 70], [10, 5, 20, 3], max_tokens=50, skip_too_long=True)
+    assert sampler.num_skipped == 2 and sorted(i for b in sampler for i in b) == [0, 2]
+
+
+def test_collate_pads_with_zero_and_minus_100_and_counts_eos():
+    batch = collate([[5, 6, 3], [7, 3]], [[8, 3], [9, 10, 11, 3]], pad_token_id=0)
+    assert batch["input_ids"].tolist() == [[5, 6, 3], [7, 3, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 0]]
+    assert batch["labels"].tolist() == [[8, 3, -100, -100], [9, 10, 11, 3]]
+    assert int(batch["ntokens"]) == 6  # both </s> count, padding does not
+
+
+def test_label_smoothed_loss_matches_explicit_target_distribution():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 4, 11)
+    labels = torch.tensor([[1, 2, 3, -100], [4, 5, -100, -100]])
+    eps = 0.1
+    loss, nll = label_smoothed_nll_loss(logits, labels, eps)
+    lp = F.log_softmax(logits, -1)
+    ref_loss = ref_nll = 0.0
+    for b in range(2):
+        for t in range(4):
+            y = int(labels[b, t])
+            if y == -100:
+                continue
+            q = torch.full((11,), eps / 10)
+            q[y] = 1 - eps
+            ref_loss += float(-(q * lp[b, t]).sum())
+            ref_nll += float(-lp[b, t, y])
+    torch.testing.assert_close(loss.item(), ref_loss, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(nll.item(), ref_nll, rtol=1e-5, atol=1e-5)
+    plain, _ = label_smoothed_nll_loss(logits, labels, 0.0)
+    ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum")
+    torch.testing.assert_close(plain, ce)
+
+
+def test_schedule_is_the_papers_formula():
+    model = torch.nn.Linear(2, 2)
+    opt = build_optimizer(model, lr_scale=2.0)
+    assert opt.defaults["betas"] == (0.9, 0.98) and opt.defaults["eps"] == 1e-9
+    sched = build_scheduler(opt, d_model=512, warmup_steps=4000)
+    seen = []
+    for _ in range(8000):
+        seen.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    for step in (1, 100, 4000, 8000):
+        want = 2.0 * 512**-0.5 * min(step**-0.5, step * 4000**-1.5)
+        assert math.isclose(seen[step - 1], want, rel_tol=1e-9)
+    assert max(seen) == seen[3999]
+
+
+class FakeAccelerator:
+    """The subset of accelerate.Accelerator that save_checkpoint uses, for one process."""
+
+    is_main_process = True
+    process_index = 0
+
+    def wait_for_everyone(self):
+        pass
+
+    def save_state(self, folder):
+        import pathlib
+
+        from safetensors.torch import save_file
+
+        pathlib.Path(folder).mkdir(parents=True, exist_ok=True)
+        save_file({"w": torch.full((3,), float(len(folder)))}, f"{folder}/model.safetensors")
+        (pathlib.Path(folder) / "optimizer.bin").write_bytes(b"x" * 100)
+
+
+def test_checkpoints_atomic_verified_pruned(tmp_path):
+    acc = FakeAccelerator()
+    for step in (10, 20, 30, 40):
+        save_checkpoint(acc, tmp_path, step, {"step": step})
+    assert latest_checkpoint(tmp_path).name == "checkpoint-40"
+    verify_checkpoint(tmp_path / "checkpoint-40")
+    # a crash mid-write leaves a temporary directory that is never taken for a checkpoint
+    (tmp_path / ".tmp-checkpoint-50").mkdir()
+    (tmp_path / ".tmp-checkpoint-50" / "model.safetensors").write_bytes(b"half")
+    assert latest_checkpoint(tmp_path).name == "checkpoint-40"
+    deleted = prune_checkpoints(tmp_path, keep_last=2, keep=["checkpoint-10"])
+    assert [p.name for p in deleted] == ["checkpoint-20"]
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint-10", "checkpoint-30", "checkpoint-40"]
+    assert not (tmp_path / ".tmp-checkpoint-50").exists()
+    # truncation and corruption are clear errors
+    opt = tmp_path / "checkpoint-40" / "optimizer.bin"
+    opt.write_bytes(b"x" * 50)
+    with pytest.raises(
+        CheckpointError, match="truncated or corrupted: optimizer.bin has 50 bytes, expected 100"
+    ):
+        verify_checkpoint(tmp_path / "checkpoint-40")
+    opt.write_bytes(b"y" * 100)
+    with pytest.raises(CheckpointError, match="sha256 of optimizer.bin does not match"):
+        verify_checkpoint(tmp_path / "checkpoint-40")
+    (tmp_path / "checkpoint-30" / "manifest.json").unlink()
+    with pytest.raises(CheckpointError, match="incomplete: it has no manifest.json"):
+        verify_checkpoint(tmp_path / "checkpoint-30")
+
+
+def test_average_state_dicts_is_the_mean():
+    sds = [
+        {"a": torch.tensor([1.0, 2.0]), "n": torch.tensor([3])},
+        {"a": torch.tensor([3.0, 6.0]), "n": torch.tensor([3])},
+    ]
+    avg = average_state_dicts(sds)
+    assert avg["a"].tolist() == [2.0, 4.0] and avg["n"].tolist() == [3]
+    with pytest.raises(ValueError, match="different keys"):
+        average_state_dicts([{"a": torch.zeros(1)}, {"b": torch.zeros(1)}])
+
+
+def test_render_model_card():
+    text = render_model_card('# {name}\nBLEU {bleu} {{literal}} `{"x": 1}`', {"name": "m", "bleu": 12.3})
+    assert text == '# m\nBLEU 12.3 {literal} `{"x": 1}`'
+    with pytest.raises(ValueError, match=r"placeholder\(s\) \['chrf'\]"):
+        render_model_card("{chrf}", {"bleu": 1})
+    assert render_model_card("{chrf}", {}, strict=False) == "{chrf}"
+    keys = [
+        "model_name",
+        "source_lang",
+        "target_lang",
+        "data",
+        "recipe",
+        "metrics",
+        "bleu_signature",
+        "chrf_signature",
+    ]
+    assert "{" not in render_model_card(DEFAULT_TEMPLATE, dict.fromkeys(keys, "v"))

@@ -1,0 +1,314 @@
+"""Atomic, verifiable training checkpoints; keeping the last K and the best; averaging.
+
+Layout under a checkpoint root (``<output_dir>/checkpoints``)::
+
+    checkpoint-<step>/     accelerate's save_state (model.safetensors, optimizer.bin, scheduler.bin,
+                           random_states_<rank>.pkl) + trainer_state.json + config.json + manifest.json
+    latest                 a text file naming the newest complete checkpoint directory
+    .tmp-checkpoint-<step> a checkpoint being written (never read; removed when seen)
+
+A checkpoint is written into a temporary directory; ``manifest.json`` (size and sha256 of every file) is
+written last, then the directory is renamed into place with `os.replace` and ``latest`` is rewritten with
+`os.replace`. A crash at any moment leaves either the old ``latest`` or the new one, never a half-written
+directory behind the name. `verify_checkpoint` checks the manifest before anything is loaded, so a truncated
+or altered file is a clear `CheckpointError` instead of a confusing unpickling error. Loading uses
+accelerate's loader, which calls ``torch.load(weights_only=True)`` (no arbitrary unpickling); our own state is
+JSON; model weights are safetensors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "checkpoint-"
+MANIFEST = "manifest.json"
+TRAINER_STATE = "trainer_state.json"
+LATEST = "latest"
+MODEL_FILE = "model.safetensors"
+_STEP_RE = re.compile(rf"^{PREFIX}(\d+)$")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, incomplete or corrupted."""
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write JSON to ``path`` via a temporary file and `os.replace` (readers see the old or new file)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_manifest(folder: Path) -> None:
+    """Record size and sha256 of every file in ``folder`` (written last: its presence marks completion)."""
+    files = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and p.name != MANIFEST:
+            files[str(p.relative_to(folder))] = {"size": p.stat().st_size, "sha256": _sha256(p)}
+    write_json_atomic(folder / MANIFEST, {"files": files})
+
+
+def verify_checkpoint(folder: str | os.PathLike) -> None:
+    """Raise `CheckpointError` unless ``folder`` is a complete checkpoint whose files match its manifest."""
+    folder = Path(folder)
+    hint = "Delete it and resume from an earlier checkpoint (or start without --resume)."
+    if not folder.is_dir():
+        raise CheckpointError(f"Checkpoint {str(folder)!r} does not exist. {hint}")
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        files = manifest["files"]
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"Checkpoint {str(folder)!r} is incomplete: it has no {MANIFEST}. {hint}"
+        ) from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"Checkpoint {str(folder)!r} has a corrupted {MANIFEST} ({e}). {hint}") from e
+    for name, meta in files.items():
+        p = folder / name
+        if not p.is_file():
+            raise CheckpointError(f"Checkpoint {str(folder)!r} is missing {name}. {hint}")
+        size = p.stat().st_size
+        if size != meta["size"]:
+            raise CheckpointError(
+                f"Checkpoint {str(folder)!r} is truncated or corrupted: {name} has {size} bytes, expected "
+                f"{meta['size']}. {hint}"
+            )
+        if _sha256(p) != meta["sha256"]:
+            raise CheckpointError(
+                f"Checkpoint {str(folder)!r} is corrupted: the sha256 of {name} does not match its manifest. {hint}"
+            )
+
+
+def checkpoint_step(folder: str | os.PathLike) -> int | None:
+    m = _STEP_RE.match(Path(folder).name)
+    return int(m.group(1)) if m else None
+
+
+def list_checkpoints(root: str | os.PathLike) -> list[Path]:
+    """Complete-looking checkpoint directories (with a manifest) under ``root``, oldest step first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = [
+        p for p in root.iterdir() if p.is_dir() and checkpoint_step(p) is not None and (p / MANIFEST).exists()
+    ]
+    return sorted(found, key=lambda p: checkpoint_step(p))
+
+
+def latest_checkpoint(root: str | os.PathLike) -> Path | None:
+    """The checkpoint named by ``root/latest`` (or, if that file is missing, the highest step); None if none."""
+    root = Path(root)
+    pointer = root / LATEST
+    if pointer.exists():
+        name = pointer.read_text(encoding="utf-8").strip()
+        path = root / name
+        if checkpoint_step(path) is None:
+            raise CheckpointError(
+                f"{str(pointer)!r} names {name!r}, which is not a checkpoint directory name."
+            )
+        return path
+    found = list_checkpoints(root)
+    return found[-1] if found else None
+
+
+def save_checkpoint(
+    accelerator,
+    root: str | os.PathLike,
+    step: int,
+    trainer_state: dict,
+    config_json: str | None = None,
+) -> Path:
+    """Save the accelerator's state plus ``trainer_state`` atomically as ``root/checkpoint-<step>``.
+
+    Must be called on every process (each saves its own RNG state); the main process finalises.
+    """
+    root = Path(root)
+    final = root / f"{PREFIX}{step}"
+    tmp = root / f".tmp-{PREFIX}{step}"
+    if accelerator.is_main_process:
+        root.mkdir(parents=True, exist_ok=True)
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp))
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        write_json_atomic(tmp / TRAINER_STATE, trainer_state)
+        if config_json is not None:
+            (tmp / "config.json").write_text(config_json, encoding="utf-8")
+        write_manifest(tmp)
+        _fsync_dir(tmp)
+        if final.exists():  # re-saving the same step (e.g. after a resume): replace the old copy
+            old = root / f".old-{PREFIX}{step}"
+            if old.exists():
+                shutil.rmtree(old)
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, final)
+        _fsync_dir(root)
+        tmp_pointer = root / f".{LATEST}.tmp"
+        tmp_pointer.write_text(final.name + "\n", encoding="utf-8")
+        os.replace(tmp_pointer, root / LATEST)
+        logger.info("Saved checkpoint %s", final)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def load_checkpoint(accelerator, folder: str | os.PathLike) -> dict:
+    """Verify ``folder``, restore model/optimizer/scheduler/RNG into ``accelerator``'s prepared objects and
+    return the trainer state (JSON)."""
+    folder = Path(folder)
+    verify_checkpoint(folder)
+    try:
+        state = json.loads((folder / TRAINER_STATE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError) as e:
+        raise CheckpointError(f"Checkpoint {str(folder)!r} has no readable {TRAINER_STATE} ({e}).") from e
+    rng_file = folder / f"random_states_{accelerator.process_index}.pkl"
+    if not rng_file.exists():
+        raise CheckpointError(
+            f"Checkpoint {str(folder)!r} has no random state for process {accelerator.process_index}; it was "
+            f"written by {state.get('num_processes', '?')} process(es). Resume with the same number of processes."
+        )
+    accelerator.load_state(str(folder))
+    return state
+
+
+def prune_checkpoints(
+    root: str | os.PathLike, keep_last: int, keep: Sequence[str | os.PathLike] = ()
+) -> list[Path]:
+    """Delete all but the newest ``keep_last`` checkpoints, never those in ``keep`` (e.g. the best) nor the
+    one ``latest`` names; also remove leftover temporary directories. Returns the deleted paths."""
+    root = Path(root)
+    keep_names = {Path(k).name for k in keep}
+    latest = latest_checkpoint(root)
+    if latest is not None:
+        keep_names.add(latest.name)
+    found = list_checkpoints(root)
+    deleted = []
+    for p in found[: max(0, len(found) - keep_last)]:
+        if p.name not in keep_names:
+            shutil.rmtree(p)
+            deleted.append(p)
+    for p in root.glob(f".tmp-{PREFIX}*"):
+        shutil.rmtree(p, ignore_errors=True)
+    return deleted
+
+
+def load_model_weights(folder: str | os.PathLike) -> dict[str, torch.Tensor]:
+    """The model weights of a verified checkpoint (safetensors; no pickle)."""
+    folder = Path(folder)
+    verify_checkpoint(folder)
+    path = folder / MODEL_FILE
+    if not path.exists():
+        raise CheckpointError(f"Checkpoint {str(folder)!r} has no {MODEL_FILE}.")
+    return load_file(str(path))
+
+
+def average_state_dicts(state_dicts: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of state dicts with identical keys and shapes (computed in float64, returned in
+    each tensor's dtype; integer tensors must be equal and are copied)."""
+    if not state_dicts:
+        raise ValueError("average_state_dicts needs at least one state dict.")
+    keys = list(state_dicts[0])
+    for i, sd in enumerate(state_dicts[1:], start=1):
+        if set(sd) != set(keys):
+            diff = sorted(set(sd) ^ set(keys))[:5]
+            raise ValueError(
+                f"State dict {i} has different keys from state dict 0 (e.g. {diff}); same model needed."
+            )
+    out = {}
+    for k in keys:
+        tensors = [sd[k] for sd in state_dicts]
+        if any(t.shape != tensors[0].shape for t in tensors):
+            raise ValueError(f"Parameter {k} has different shapes {[tuple(t.shape) for t in tensors]}.")
+        if tensors[0].is_floating_point():
+            out[k] = (sum(t.double() for t in tensors) / len(tensors)).to(tensors[0].dtype)
+        else:
+            out[k] = tensors[0].clone()
+    return out
+
+
+def average_checkpoints(folders: Sequence[str | os.PathLike]) -> dict[str, torch.Tensor]:
+    """Average the model weights of the given checkpoint directories (each verified first)."""
+    return average_state_dicts([load_model_weights(f) for f in folders])
+
+
+def load_weights_into(model: torch.nn.Module, state_dict: dict[str, torch.Tensor]) -> None:
+    """Load ``state_dict`` into ``model`` strictly, except that keys of tied parameters (stored once, e.g.
+    ``lm_head.weight`` = ``model.shared.weight``) may be absent when a tensor they share is present."""
+    missing, unexpected = model.load_state_dict(state_dict, strict=False)
+    if unexpected:
+        raise ValueError(
+            f"Weights have keys the model does not know: {sorted(unexpected)[:5]}; wrong config?"
+        )
+    own = model.state_dict()
+    present = {own[k].data_ptr() for k in state_dict if k in own}
+    untied = [k for k in missing if own[k].data_ptr() not in present]
+    if untied:
+        raise ValueError(
+            f"Weights lack {sorted(untied)[:5]} (not tied to any loaded tensor); wrong checkpoint?"
+        )
+
+
+def export_averaged_model(
+    folders: Sequence[str | os.PathLike], output_dir: str | os.PathLike, tokenizer=None
+) -> Path:
+    """Average the model weights of checkpoint ``folders`` (same architecture; config from the newest one's
+    ``config.json``) and save a self-contained model folder with `save_with_remote_code`."""
+    from modeling import (
+        VanillaTransformerConfig,
+        VanillaTransformerForConditionalGeneration,
+        save_with_remote_code,
+    )
+
+    if not folders:
+        raise ValueError("No checkpoints to average.")
+    folders = [Path(f) for f in folders]
+    config_file = folders[-1] / "config.json"
+    if not config_file.exists():
+        raise CheckpointError(
+            f"Checkpoint {str(folders[-1])!r} has no config.json; it was not written by training/."
+        )
+    config = VanillaTransformerConfig.from_json_file(str(config_file))
+    model = VanillaTransformerForConditionalGeneration(config)
+    load_weights_into(model, average_checkpoints(folders))
+    logger.info("Averaged %d checkpoints: %s", len(folders), ", ".join(f.name for f in folders))
+    return save_with_remote_code(model.eval(), output_dir, tokenizer)

@@ -1,0 +1,51 @@
+"""Command-line parsing generated from a dataclass (one source of truth for option names, defaults, help)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def _base_type(annotation: Any) -> tuple[type, bool]:
+    """(the non-None type, whether None is allowed) of an annotation such as ``int | None``."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0], True
+    return annotation, False
+
+
+def _none_or(kind: type):
+    def parse(text: str):
+        return None if text.lower() in ("none", "") else kind(text)
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> argparse.ArgumentParser:
+    """Add one ``--name`` option per field of dataclass ``cls`` (bools get ``--name/--no-name``)."""
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        kind, optional = _base_type(hints[f.name])
+        help_text = f.metadata.get("help", "")
+        kwargs: dict[str, Any] = {"default": f.default, "help": f"{help_text} (default: {f.default})"}
+        if kind is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = _none_or(kind) if optional else kind
+            if "choices" in f.metadata:
+                kwargs["choices"] = f.metadata["choices"]
+        parser.add_argument(f"--{f.name}", **kwargs)
+    return parser
+
+
+def parse_dataclass(cls: type[T], argv: list[str] | None = None, description: str | None = None) -> T:
+    """Parse ``argv`` (default: sys.argv) into an instance of dataclass ``cls``."""
+    parser = add_dataclass_arguments(argparse.ArgumentParser(description=description), cls)
+    return cls(**vars(parser.parse_args(argv)))

@@ -1,0 +1,172 @@
+"""Push an exported model folder (see `modeling.save_with_remote_code`) to the Hugging Face Hub.
+
+The folder is uploaded as it is: weights, config (with `auto_map` and `custom_pipelines`), generation config,
+the modeling and pipeline source files (remote code), the tokenizer, and a README.md model card, which is
+written into the folder first when it has none. After the push, anyone can load the repo without this
+project: ``AutoModelForSeq2SeqLM.from_pretrained(repo_id, trust_remote_code=True)`` or
+``pipeline("translation", model=repo_id, trust_remote_code=True)``.
+
+The token comes from ``HF_TOKEN`` or the ``hf auth login`` cache (`huggingface_hub.get_token`) and is never
+logged. User errors raise `ValueError` with the fix in the message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+from huggingface_hub import HfApi, get_token
+
+logger = logging.getLogger(__name__)
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+_REPO_ID = re.compile(r"^[\w][\w.-]*/[\w][\w.-]*$")
+
+
+def check_exported_folder(folder: str | Path) -> dict:
+    """Return the folder's config.json as a dict, or raise `ValueError` when `folder` is not an exported model
+    (missing folder, no config.json, no `auto_map`, or a remote-code file named in the config is absent)."""
+    folder = Path(folder)
+    export_hint = "write it with modeling.save_with_remote_code(model, folder, tokenizer)"
+    if not folder.is_dir():
+        raise ValueError(f"model folder {str(folder)!r} does not exist or is not a folder: {export_hint}")
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise ValueError(f"{str(folder)!r} has no config.json, so it is not an exported model: {export_hint}")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f"{config_path} is not valid JSON ({err}): re-export the model ({export_hint})"
+        ) from err
+    if not config.get("auto_map"):
+        raise ValueError(
+            f"{config_path} has no auto_map, so the repo could not be loaded without this project installed: "
+            f"{export_hint}"
+        )
+    references = list(config["auto_map"].values())
+    references += [task.get("impl", "") for task in (config.get("custom_pipelines") or {}).values()]
+    for reference in references:
+        module = (reference.split("--")[-1] if isinstance(reference, str) else "").rsplit(".", 1)[0]
+        if module and not (folder / f"{module}.py").is_file():
+            raise ValueError(
+                f"config.json refers to {reference!r} but {module}.py is missing from {str(folder)!r}: "
+                f"{export_hint}"
+            )
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        logger.warning(
+            "%s has no tokenizer (%s): the pushed repo will load but cannot translate text; pass the tokenizer "
+            "to save_with_remote_code",
+            folder,
+            " or ".join(TOKENIZER_FILES),
+        )
+    return config
+
+
+def resolve_token(token: str | None = None) -> str:
+    """`token`, else ``HF_TOKEN``, else the ``hf auth login`` cache; `ValueError` when there is none."""
+    token = token or get_token()
+    if not token:
+        raise ValueError(
+            "no Hugging Face token found: set the HF_TOKEN environment variable to a token with write access "
+            "(https://huggingface.co/settings/tokens) or run `hf auth login`"
+        )
+    return token
+
+
+def model_card(config: dict, repo_id: str, generation_config: dict | None = None) -> str:
+    """A README.md for the repo: YAML metadata (library, pipeline tag, tags) and how to load and use it."""
+    generation_config = generation_config or {}
+
+    def field(name: str) -> str:
+        return str(config.get(name, "?"))
+
+    decoding = ", ".join(
+        f"{name}={generation_config[name]}"
+        for name in ("num_beams", "length_penalty", "max_new_tokens")
+        if name in generation_config
+    )
+    return f"""---
+library_name: transformers
+pipeline_tag: translation
+tags:
+- translation
+- vanilla-transformer
+- custom_code
+---
+
+# {repo_id}
+
+An encoder-decoder Transformer as in "Attention Is All You Need" (Vaswani et al., 2017), implemented from
+scratch as Hugging Face remote code (`{field("model_type")}`).
+
+| field | value |
+|---|---|
+| d_model | {field("d_model")} |
+| encoder / decoder layers | {field("encoder_layers")} / {field("decoder_layers")} |
+| attention heads (encoder / decoder) | {field("encoder_attention_heads")} / {field("decoder_attention_heads")} |
+| feed-forward size (encoder / decoder) | {field("encoder_ffn_dim")} / {field("decoder_ffn_dim")} |
+| vocabulary | {field("vocab_size")} |
+| maximum positions | {field("max_position_embeddings")} |
+| default decoding | {decoding or "see generation_config.json"} |
+
+`length_penalty` follows transformers: a finished hypothesis scores sum(log p) / length ** length_penalty.
+
+## Usage
+
+The model code is stored in this repo, so loading needs `trust_remote_code=True`:
+
+```python
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}")
+model = AutoModelForSeq2SeqLM.from_pretrained("{repo_id}", trust_remote_code=True)
+batch = tokenizer(["我爱机器翻译"], return_tensors="pt")
+print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))
+
+translator = pipeline("translation", model="{repo_id}", trust_remote_code=True)
+print(translator("我爱机器翻译"))
+```
+"""
+
+
+def push_folder(
+    folder: str | Path,
+    repo_id: str,
+    *,
+    private: bool = False,
+    commit_message: str | None = None,
+    token: str | None = None,
+) -> str:
+    """Create `repo_id` if needed and upload every file of the exported `folder` in one commit.
+
+    Writes README.md (a model card) into `folder` first when it has none. Returns the commit URL. Raises
+    `ValueError` for a bad folder, repo id or a missing token; Hub errors propagate as
+    `huggingface_hub.errors.HfHubHTTPError`."""
+    folder = Path(folder)
+    if not _REPO_ID.match(repo_id):
+        raise ValueError(
+            f"repo_id {repo_id!r} is not of the form USER/NAME (or ORG/NAME), e.g. alice/zh-en-base"
+        )
+    config = check_exported_folder(folder)
+    token = resolve_token(token)
+    readme = folder / "README.md"
+    if not readme.exists():
+        generation_path = folder / "generation_config.json"
+        generation = (
+            json.loads(generation_path.read_text(encoding="utf-8")) if generation_path.is_file() else {}
+        )
+        readme.write_text(model_card(config, repo_id, generation), encoding="utf-8")
+        logger.info("wrote a model card to %s", readme)
+    api = HfApi(token=token)
+    repo_url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+    logger.info("uploading %s to %s", folder, repo_url)
+    commit = api.upload_folder(
+        repo_id=repo_url.repo_id,
+        folder_path=folder,
+        repo_type="model",
+        commit_message=commit_message or f"Upload {folder.name} (vanilla-transformer export)",
+    )
+    return commit.commit_url

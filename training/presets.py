@@ -1,0 +1,60 @@
+"""Named architecture presets and their recommended training recipe.
+
+``base`` and ``big`` are the paper's Table 3 models (big: dropout 0.3, as for EN-DE); ``small`` is the CPU
+default (about 7.5M parameters with an 8k vocabulary) and ``tiny`` is for tests and smoke runs. The recipe
+values (``max_tokens``, ``warmup_steps``, ``lr_scale``) are the defaults `scripts/train.py` uses for the
+preset unless overridden on the command line.
+"""
+
+from __future__ import annotations
+
+from modeling import VanillaTransformerConfig
+
+PRESETS: dict[str, dict] = {
+    "tiny": dict(
+        model=dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                   decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, dropout=0.1,
+                   max_position_embeddings=512),
+        recipe=dict(max_tokens=1024, warmup_steps=100, lr_scale=1.0),
+    ),
+    "small": dict(
+        model=dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
+                   decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.1,
+                   max_position_embeddings=512),
+        recipe=dict(max_tokens=4096, warmup_steps=400, lr_scale=1.0),
+    ),
+    "base": dict(
+        model=dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                   decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1),
+        recipe=dict(max_tokens=25000, warmup_steps=4000, lr_scale=1.0),
+    ),
+    "big": dict(
+        model=dict(d_model=1024, encoder_layers=6, decoder_layers=6, encoder_attention_heads=16,
+                   decoder_attention_heads=16, encoder_ffn_dim=4096, decoder_ffn_dim=4096, dropout=0.3),
+        recipe=dict(max_tokens=25000, warmup_steps=4000, lr_scale=1.0),
+    ),
+}  # fmt: skip
+
+
+def preset_names() -> list[str]:
+    return list(PRESETS)
+
+
+def recipe_defaults(preset: str) -> dict:
+    """The preset's recommended ``max_tokens``, ``warmup_steps`` and ``lr_scale``."""
+    _check(preset)
+    return dict(PRESETS[preset]["recipe"])
+
+
+def build_config(preset: str, vocab_size: int, **overrides) -> VanillaTransformerConfig:
+    """A `VanillaTransformerConfig` for ``preset`` with the tokenizer's ``vocab_size``; ``overrides`` that are
+    not None replace preset fields (e.g. ``dropout=0.0``)."""
+    _check(preset)
+    values = dict(PRESETS[preset]["model"])
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return VanillaTransformerConfig(vocab_size=vocab_size, **values)
+
+
+def _check(preset: str) -> None:
+    if preset not in PRESETS:
+        raise ValueError(f"Unknown preset {preset!r}; choose one of {list(PRESETS)} (--preset).")

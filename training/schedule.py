@@ -1,0 +1,46 @@
+"""The paper's optimiser and learning-rate schedule (section 5.3).
+
+``lr(step) = scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)``: linear warm-up for
+``warmup`` steps, then decay with the inverse square root of the step. ``step`` counts optimizer updates
+from 1 (the first update uses step 1, never a zero learning rate). Adam with betas (0.9, 0.98), eps 1e-9.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.optim.lr_scheduler import LambdaLR
+
+
+class InverseSqrtSchedule:
+    """The multiplier ``d_model ** -0.5 * min(s ** -0.5, s * warmup ** -1.5)`` with ``s = index + 1``, for
+    `LambdaLR` whose base learning rate is ``scale``. A class (not a lambda) so that the scheduler's
+    ``state_dict`` records its parameters."""
+
+    def __init__(self, d_model: int, warmup_steps: int):
+        if d_model < 1 or warmup_steps < 1:
+            raise ValueError(f"d_model={d_model} and warmup_steps={warmup_steps} must be >= 1.")
+        self.d_model = d_model
+        self.warmup_steps = warmup_steps
+
+    def __call__(self, index: int) -> float:
+        step = index + 1
+        return self.d_model**-0.5 * min(step**-0.5, step * self.warmup_steps**-1.5)
+
+
+def build_optimizer(
+    model: torch.nn.Module,
+    lr_scale: float = 1.0,
+    betas: tuple[float, float] = (0.9, 0.98),
+    eps: float = 1e-9,
+    weight_decay: float = 0.0,
+) -> torch.optim.Adam:
+    """Adam over the model's trainable parameters with base learning rate ``lr_scale`` (the schedule's scale)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if weight_decay:
+        return torch.optim.AdamW(params, lr=lr_scale, betas=betas, eps=eps, weight_decay=weight_decay)
+    return torch.optim.Adam(params, lr=lr_scale, betas=betas, eps=eps)
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup_steps: int) -> LambdaLR:
+    """`LambdaLR` with `InverseSqrtSchedule`; call ``step()`` once after every optimizer update."""
+    return LambdaLR(optimizer, InverseSqrtSchedule(d_model, warmup_steps))
