@@ -1,0 +1,91 @@
+"""Translate stdin to stdout, one output line per input line, in the same order.
+
+    python scripts/translate.py --model runs/base/export < test.zh > test.hyp.en
+    python scripts/translate.py --model alice/zh-en-base --trust_remote_code --num_beams 1 < test.zh
+
+Empty input lines give empty output lines. Lines are batched by length internally. Sources longer than the
+model maximum are truncated (the count is reported on stderr). With --num_return_sequences N > 1 each
+output line holds N tab-separated hypotheses, best first. Decoding defaults come from the model's
+generation_config.json (the paper's beam 4, length penalty 0.6); --do_sample without --num_beams samples
+with one beam. Exit code 2 for bad options or a model that cannot be found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", required=True, help="exported model folder or Hub repo id")
+    parser.add_argument("--num_beams", type=int, default=None, help="1 = greedy (default: the model's, 4)")
+    parser.add_argument(
+        "--length_penalty", type=float, default=None, help="beam score = log p / length**alpha"
+    )
+    parser.add_argument("--max_new_tokens", type=int, default=None)
+    parser.add_argument("--num_return_sequences", type=int, default=None, help="N-best, tab-separated")
+    parser.add_argument("--batch_size", type=int, default=32, help="sentences per batch")
+    parser.add_argument("--do_sample", action="store_true", help="sample instead of searching")
+    parser.add_argument("--temperature", type=float, default=None)
+    parser.add_argument("--top_k", type=int, default=None)
+    parser.add_argument("--top_p", type=float, default=None)
+    parser.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    parser.add_argument(
+        "--trust_remote_code", action="store_true", help="allow a Hub repo's own model code to run"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+
+    from training.translate import check_generate_options, load_model_and_tokenizer, translate_lines
+
+    generate_kwargs = {
+        "num_beams": 1 if args.do_sample and args.num_beams is None else args.num_beams,
+        "length_penalty": args.length_penalty,
+        "max_new_tokens": args.max_new_tokens,
+        "num_return_sequences": args.num_return_sequences,
+        "do_sample": True if args.do_sample else None,
+        "temperature": args.temperature,
+        "top_k": args.top_k,
+        "top_p": args.top_p,
+    }
+    try:
+        if args.batch_size < 1:
+            raise ValueError(f"batch_size={args.batch_size} is invalid: expected an integer >= 1; e.g. 32")
+        check_generate_options(generate_kwargs)  # before loading anything: bad values fail at once
+        model, tokenizer = load_model_and_tokenizer(
+            args.model, device=args.device, trust_remote_code=True if args.trust_remote_code else None
+        )
+        check_generate_options(generate_kwargs, model.generation_config)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+    if args.seed is not None:
+        from transformers import set_seed
+
+        set_seed(args.seed)
+    sys.stdin.reconfigure(encoding="utf-8", errors="replace")
+    lines = [line.rstrip("\r\n") for line in sys.stdin]
+    outputs = translate_lines(model, tokenizer, lines, batch_size=args.batch_size, **generate_kwargs)
+    sys.stdout.reconfigure(encoding="utf-8", newline="\n")
+    sys.stdout.writelines(f"{text}\n" for text in outputs)
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""scripts/translate.py end to end (subprocesses) and training.translate in process, on a tiny exported model
+with a tiny BPE tokenizer trained on a few hundred lines of data/bible.zh-en.tsv.xz."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import lzma
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, tiny_model
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast
+
+from modeling import save_with_remote_code
+from training.translate import check_generate_options, translate_lines, translate_nbest
+
+SCRIPT = ROOT / "scripts" / "translate.py"
+MAX_POSITIONS = 24
+
+
+def tiny_tokenizer(num_lines: int = 300, vocab_size: int = 400) -> PreTrainedTokenizerFast:
+    """Character BPE over both sides of the first `num_lines` Bible verses; <pad>=0 <unk>=1 <s>=2 </s>=3."""
+    with lzma.open(ROOT / "data" / "bible.zh-en.tsv.xz", "rt", encoding="utf-8") as f:
+        texts = [text for _, line in zip(range(num_lines), f) for text in line.rstrip("\n").split("\t")]
+    backend = Tokenizer(models.BPE(unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Metaspace()
+    backend.decoder = decoders.Metaspace()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=["<pad>", "<unk>", "<s>", "</s>"], show_progress=False
+    )
+    backend.train_from_iterator(texts, trainer)
+    backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 3)])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        model_input_names=["input_ids", "attention_mask"],
+    )
+
+
+def export_tiny_model(folder: Path) -> Path:
+    """A tiny random model + tokenizer written with save_with_remote_code (greedy by default, short outputs)."""
+    tokenizer = tiny_tokenizer()
+    model = tiny_model(vocab_size=len(tokenizer), max_position_embeddings=MAX_POSITIONS)
+    model.generation_config.max_new_tokens = 6
+    return save_with_remote_code(model, folder, tokenizer)
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory) -> Path:
+    return export_tiny_model(tmp_path_factory.mktemp("export"))
+
+
+@pytest.fixture(scope="module")
+def loaded(export):
+    from training.translate import load_model_and_tokenizer
+
+    return load_model_and_tokenizer(str(export))
+
+
+def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    """scripts/translate.py in a subprocess (the real entry point: exit code, stdout, stderr)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], input=stdin.encode(), capture_output=True, env=env, timeout=180
+    )
+
+
+def run_main(monkeypatch, capsys, *args: str, stdin: str = "") -> tuple[int, str, str]:
+    """scripts/translate.py's main() in this process (fast): (exit code, stdout, stderr)."""
+    spec = importlib.util.spec_from_file_location("translate_script", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    stdout = io.BytesIO()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(stdout))
+    code = script.main(list(args))
+    return code, stdout.getvalue().decode("utf-8"), capsys.readouterr().err
+
+
+SOURCES = [
+    "起初，神创造天地。",
+    "",
+    "神说：「要有光」，就有了光。",
+    "   ",
+    "地是空虚混沌",
+    "神看光是好的，就把光暗分开了。",
+]
+LONG = "神说：「要有光」，就有了光。" * 10
+
+
+def test_cli_keeps_count_order_and_empty_lines(export, loaded):
+    """Subprocess: one line out per line in, empty lines kept empty, and each output equals the line
+    translated alone (greedy), so sorting by length for batching does not reorder or mix outputs."""
+    stdin = "\n".join(SOURCES) + "\n"
+    done = run_cli(
+        "--model", str(export), "--num_beams", "1", "--batch_size", "2", "--device", "cpu", stdin=stdin
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    outputs = done.stdout.decode("utf-8").split("\n")
+    assert outputs[-1] == "" and len(outputs) - 1 == len(SOURCES)
+    model, tokenizer = loaded
+    for source, output in zip(SOURCES, outputs[:-1]):
+        if source.strip():
+            assert output == translate_lines(model, tokenizer, [source], num_beams=1)[0] and output != ""
+        else:
+            assert output == ""
+    assert "Traceback" not in done.stderr.decode()
+
+
+def test_cli_bad_input_exit_2_without_traceback(tmp_path):
+    """Subprocess: a bad option value and a missing model folder end with exit code 2 and a message."""
+    bad_option = run_cli("--model", str(tmp_path), "--top_p", "1.5", stdin="起初\n")
+    assert bad_option.returncode == 2 and "top_p=1.5 is invalid" in bad_option.stderr.decode()
+    missing = run_cli("--model", str(tmp_path / "nope"), stdin="起初\n")
+    assert missing.returncode == 2 and "does not exist" in missing.stderr.decode()
+    for done in (bad_option, missing):
+        assert "Traceback" not in done.stderr.decode() and done.stdout == b""
+
+
+def test_batched_equals_one_at_a_time_with_beams(loaded):
+    model, tokenizer = loaded
+    sources = [s for s in SOURCES if s.strip()]
+    batched = translate_lines(model, tokenizer, sources, batch_size=3, num_beams=3, length_penalty=0.6)
+    alone = [translate_lines(model, tokenizer, [s], num_beams=3, length_penalty=0.6)[0] for s in sources]
+    assert batched == alone
+
+
+def test_nbest_and_truncation_warning(loaded, caplog):
+    model, tokenizer = loaded
+    with caplog.at_level("WARNING", logger="training.translate"):
+        nbest = translate_nbest(model, tokenizer, [LONG, "", "起初"], num_beams=3, num_return_sequences=2)
+    assert [len(h) for h in nbest] == [2, 2, 2] and nbest[1] == ["", ""]
+    assert f"1 of 2 input lines were longer than {MAX_POSITIONS} tokens" in caplog.text
+
+
+def test_main_sampling_is_reproducible_and_nbest_is_tab_separated(export, monkeypatch, capsys):
+    stdin = "起初，神创造天地。\n\n" + LONG + "\n"
+    args = ("--model", str(export), "--do_sample", "--top_k", "20", "--top_p", "0.9", "--temperature", "1.5")
+    first = run_main(monkeypatch, capsys, *args, "--seed", "3", stdin=stdin)
+    second = run_main(monkeypatch, capsys, *args, "--seed", "3", stdin=stdin)
+    assert first[0] == 0 and first[1] == second[1] and len(first[1].split("\n")) == 4
+    code, out, _ = run_main(
+        monkeypatch, capsys, "--model", str(export), "--num_return_sequences", "3", stdin=stdin
+    )
+    assert code == 0 and [len(line.split("\t")) for line in out.split("\n")[:3]] == [3, 3, 3]
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (("--top_p", "0"), "top_p=0.0 is invalid: expected 0 < top_p <= 1"),
+        (("--temperature", "0"), "temperature=0.0 is invalid: expected a number > 0"),
+        (("--num_beams", "2", "--num_return_sequences", "3"), "raise num_beams to at least 3"),
+        (("--num_return_sequences", "5"), "at most num_beams=4"),  # the model's default beam size
+        (("--num_beams", "0"), "num_beams=0 is invalid"),
+        (("--max_new_tokens", "0"), "max_new_tokens=0 is invalid"),
+        (("--top_k", "-1"), "top_k=-1 is invalid"),
+        (("--batch_size", "0"), "batch_size=0 is invalid"),
+        (("--device", "tpu9"), "tpu9"),
+    ],
+)
+def test_main_bad_options_exit_2(export, monkeypatch, capsys, args, expected):
+    code, out, err = run_main(monkeypatch, capsys, "--model", str(export), *args, stdin="起初\n")
+    assert code == 2 and expected in err and out == "", err
+
+
+def test_main_bad_model_exit_2(tmp_path, monkeypatch, capsys):
+    code, _, err = run_main(monkeypatch, capsys, "--model", str(tmp_path), stdin="起初\n")
+    assert code == 2 and "has no config.json" in err
+    (tmp_path / "config.json").write_text("{not json")
+    code, _, err = run_main(monkeypatch, capsys, "--model", str(tmp_path), stdin="起初\n")
+    assert code == 2 and "is not valid JSON" in err
+    code, _, err = run_main(monkeypatch, capsys, "--model", str(tmp_path / "config.json"), stdin="起初\n")
+    assert code == 2 and "is a file" in err
+
+
+def test_check_generate_options_messages_name_the_fix():
+    with pytest.raises(ValueError, match=r"top_p=2 is invalid: expected 0 < top_p <= 1; use e.g. 0.9"):
+        check_generate_options({"top_p": 2})
+    with pytest.raises(ValueError, match="greedy"):
+        check_generate_options({"num_beams": 1, "num_return_sequences": 2})
+    check_generate_options({"num_beams": 1, "num_return_sequences": 2, "do_sample": True})
+    check_generate_options(
+        {"num_return_sequences": 9}
+    )  # beam count unknown: checked once the model is loaded
