@@ -116,12 +116,13 @@ scratch as Hugging Face remote code (`{field("model_type")}`).
 
 ## Usage
 
-The model code is stored in this repo, so loading needs `trust_remote_code=True`:
+The model code is stored in this repo, so loading needs `trust_remote_code=True` (also for the tokenizer:
+config.json maps `AutoConfig` to the repo's code):
 
 ```python
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
-tokenizer = AutoTokenizer.from_pretrained("{repo_id}")
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)
 model = AutoModelForSeq2SeqLM.from_pretrained("{repo_id}", trust_remote_code=True)
 batch = tokenizer(["我爱机器翻译"], return_tensors="pt")
 print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))
@@ -139,10 +140,12 @@ def push_folder(
     private: bool = False,
     commit_message: str | None = None,
     token: str | None = None,
+    endpoint: str | None = None,
 ) -> str:
     """Create `repo_id` if needed and upload every file of the exported `folder` in one commit.
 
-    Writes README.md (a model card) into `folder` first when it has none. Returns the commit URL. Raises
+    Writes README.md (a model card) into `folder` first when it has none. `endpoint` defaults to
+    ``HF_ENDPOINT`` (https://huggingface.co). Returns the commit URL. Raises
     `ValueError` for a bad folder, repo id or a missing token; Hub errors propagate as
     `huggingface_hub.errors.HfHubHTTPError`."""
     folder = Path(folder)
@@ -160,7 +163,7 @@ def push_folder(
         )
         readme.write_text(model_card(config, repo_id, generation), encoding="utf-8")
         logger.info("wrote a model card to %s", readme)
-    api = HfApi(token=token)
+    api = HfApi(endpoint=endpoint, token=token)
     repo_url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
     logger.info("uploading %s to %s", folder, repo_url)
     commit = api.upload_folder(

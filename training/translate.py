@@ -238,7 +238,7 @@ def load_model_and_tokenizer(
             )
         trust_remote_code = True
     model = AutoModelForSeq2SeqLM.from_pretrained(source, trust_remote_code=trust_remote_code)
-    tokenizer = AutoTokenizer.from_pretrained(source)
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
     return model.to(device).eval(), tokenizer
 
 

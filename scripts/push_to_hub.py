@@ -1,0 +1,62 @@
+"""Push an exported model folder (weights, config, remote code, pipeline, tokenizer, model card) to the Hub.
+
+    python scripts/push_to_hub.py --model runs/base/export --repo_id alice/zh-en-base [--private]
+
+The token comes from HF_TOKEN or the `hf auth login` cache and is never printed. Exit codes: 0 pushed,
+2 bad input (folder, repo id, no token), 1 the Hub refused or could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from huggingface_hub.errors import HfHubHTTPError  # noqa: E402
+
+from training.hub import push_folder  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", required=True, help="folder written by modeling.save_with_remote_code")
+    parser.add_argument("--repo_id", required=True, help="USER/NAME or ORG/NAME on the Hub")
+    parser.add_argument("--private", action="store_true", help="create the repo as private")
+    parser.add_argument("--commit_message", default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    logging.getLogger("training").setLevel(logging.INFO)
+    try:
+        url = push_folder(args.model, args.repo_id, private=args.private, commit_message=args.commit_message)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (HfHubHTTPError, OSError) as err:
+        status = getattr(getattr(err, "response", None), "status_code", None)
+        fix = (
+            "; check that HF_TOKEN (or the `hf auth login` cache) holds a valid token with write access to "
+            f"{args.repo_id.split('/')[0]!r}"
+            if status in (401, 403)
+            else ""
+        )
+        print(f"error: pushing to {args.repo_id} failed: {err}{fix}", file=sys.stderr)
+        return 1
+    except Exception as err:  # transport errors of huggingface_hub's HTTP client (not OSError subclasses)
+        print(
+            f"error: could not reach the Hub ({type(err).__name__}: {err}); check the network and HF_ENDPOINT",
+            file=sys.stderr,
+        )
+        return 1
+    print(url)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
