@@ -4,7 +4,8 @@
 not sent to the model and give empty outputs. Non-empty lines are sorted by token length (longest first),
 translated in batches of `batch_size`, and put back in input order; sources longer than the model's maximum
 are truncated, with one warning that gives the count. With ``num_return_sequences=n > 1`` each output holds
-the n hypotheses, best first, separated by a tab.
+the n hypotheses, best first, separated by a tab. Whitespace runs in outputs become one space, so an output
+never contains a newline or a tab of its own.
 
 User errors (bad option values, a missing model folder, a folder without config) raise `ValueError` with
 the bad value and the fix in the message.
