@@ -238,14 +238,23 @@ class _Trainer:
         self.max_tokens = cfg.max_tokens or recipe["max_tokens"]
         self.warmup = cfg.warmup_steps or recipe["warmup_steps"]
         self.lr_scale = cfg.lr_scale if cfg.lr_scale is not None else recipe["lr_scale"]
+        accelerated = torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
         self.accelerator = Accelerator(
             mixed_precision=cfg.mixed_precision,
-            cpu=cfg.cpu,
+            # without cpu=True, accelerate ignores a multi-process launch on a machine with no GPU
+            cpu=cfg.cpu or not accelerated,
             log_with="tensorboard" if cfg.tensorboard else None,
             project_dir=str(self.out / "runs"),
             step_scheduler_with_optimizer=False,  # we step it once per update; see module docstring
         )
         acc = self.accelerator
+        launched = int(os.environ.get("WORLD_SIZE", "1"))
+        if launched != acc.num_processes:
+            raise RuntimeError(
+                f"Launched as {launched} processes but accelerate runs {acc.num_processes}; each process would train "
+                "alone. On CPU use `accelerate launch --multi_gpu --num_processes N` (gloo) and leave --cpu to the "
+                "trainer; check `accelerate env`."
+            )
         if acc.device.type == "cpu":
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
             torch.set_num_threads(cfg.num_threads or max(1, cores // acc.num_processes))

@@ -1,0 +1,68 @@
+"""Resuming: a run interrupted after k updates and resumed equals an uninterrupted run exactly (CPU, same
+data order, dropout RNG, learning rate and step); corrupted checkpoints and changed options are clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from training.checkpoint import CheckpointError
+from training.data import DEFAULT_DATA, load_parallel_corpus
+from training.trainer import TrainConfig, train
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory):
+    from tokenizer.bpe import train_bpe_tokenizer
+
+    ds, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=300)
+    folder = tmp_path_factory.mktemp("tok")
+    train_bpe_tokenizer(list(ds["source"]) + list(ds["target"]), vocab_size=1200).save_pretrained(folder)
+    return str(folder)
+
+
+def small_run(out: Path, **overrides) -> TrainConfig:
+    values = dict(
+        data=str(DEFAULT_DATA), max_lines=300, valid_size=20, test_size=6, preset="tiny", max_tokens=512,
+        max_minutes=None, max_steps=6, eval_every=100, bleu_samples=0, output_dir=str(out), tensorboard=False,
+        num_threads=1, export=False,
+    )  # fmt: skip
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def test_resume_continues_exactly_and_corruption_is_a_clear_error(tokenizer_dir, tmp_path):
+    common = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"))
+    full = train(small_run(tmp_path / "full", **common))
+    train(small_run(tmp_path / "cut", **{**common, "max_steps": 3}))
+    resumed = train(small_run(tmp_path / "cut", **common, resume=True))
+    assert [h["step"] for h in resumed.history] == [4, 5, 6]
+    for a, b in zip(full.history[3:], resumed.history):
+        assert a["loss"] == b["loss"] and a["lr"] == b["lr"], (a, b)  # exact: same data order, RNG, LR
+    final_full = load_file(tmp_path / "full" / "checkpoints" / "checkpoint-6" / "model.safetensors")
+    final_cut = load_file(tmp_path / "cut" / "checkpoints" / "checkpoint-6" / "model.safetensors")
+    assert all(torch.equal(final_full[k], final_cut[k]) for k in final_full)
+
+    opt = tmp_path / "cut" / "checkpoints" / "checkpoint-6" / "optimizer.bin"
+    opt.write_bytes(opt.read_bytes()[:100])
+    with pytest.raises(
+        CheckpointError, match=r"checkpoint-6.*truncated or corrupted: optimizer.bin has 100 bytes"
+    ):
+        train(small_run(tmp_path / "cut", **{**common, "max_steps": 7}, resume=True))
+    with pytest.raises(ValueError, match="already has 1 checkpoint.*--resume"):
+        train(small_run(tmp_path / "full", **common))
+    with pytest.raises(ValueError, match="Cannot resume with different options.*--seed"):
+        train(small_run(tmp_path / "full", **{**common, "max_steps": 7}, seed=5, resume=True))
+
+
+def test_token_budget_smaller_than_a_sentence_is_a_clear_error_or_counted_skip(tokenizer_dir, tmp_path):
+    run = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"), max_tokens=40, max_steps=1)
+    with pytest.raises(
+        ValueError, match=r"max_tokens=40 is smaller than \d+ example.*Raise --max_tokens to at least"
+    ):
+        train(small_run(tmp_path / "a", **run))
+    result = train(small_run(tmp_path / "b", **run, skip_too_long=True))
+    assert "training pairs longer than --max_tokens=40" in result.data_summary and result.step == 1

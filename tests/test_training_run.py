@@ -1,0 +1,94 @@
+"""End-to-end training on a 300-line slice of the shipped corpus with the `tiny` preset: a smoke run
+(loss decreases, checkpoints, test BLEU with a sacreBLEU signature, an exported model that loads), the
+evaluation script and checkpoint averaging."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from training.data import DEFAULT_DATA
+from training.trainer import TrainConfig, train
+
+ROOT = Path(__file__).resolve().parents[1]
+SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"
+
+
+def small_run(out: Path, **overrides) -> TrainConfig:
+    values = dict(
+        data=str(DEFAULT_DATA), max_lines=300, valid_size=20, test_size=6, preset="tiny", vocab_size=1200,
+        max_tokens=512, max_minutes=None, max_steps=16, eval_every=8, log_every=4, bleu_samples=2,
+        eval_batch_size=16, test_beams=2, num_samples=2, output_dir=str(out), tensorboard=False, num_threads=1,
+    )  # fmt: skip
+    values.update(overrides)
+    return TrainConfig(**values)
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke")
+    events = []
+    result = train(small_run(out, tensorboard=True), lambda name, info: events.append(name))
+    return out, result, events
+
+
+def test_smoke_run_trains_checkpoints_evaluates_and_exports(smoke):
+    out, result, events = smoke
+    losses = [h["loss"] for h in result.history]
+    assert result.step == 16 and len(losses) == 16
+    assert sum(losses[-3:]) / 3 < sum(losses[:3]) / 3 - 0.5, losses
+    assert {"start", "step", "eval", "checkpoint", "exported"} <= set(events)
+    ckpts = sorted(p.name for p in (out / "checkpoints").glob("checkpoint-*"))
+    assert ckpts == ["checkpoint-16", "checkpoint-8"]
+    assert (out / "checkpoints" / "latest").read_text().strip() == "checkpoint-16"
+    m = result.test_metrics
+    assert m["num_sentences"] == 6 and m["bleu_signature"].startswith(SIGNATURE) and "chrf_signature" in m
+    assert json.loads((out / "eval_results.json").read_text())["bleu"] == m["bleu"]
+    assert len(result.samples) == 2 and result.valid_history[-1]["bleu_signature"].startswith(SIGNATURE)
+    card = (out / "README.md").read_text()
+    assert "zh→en" in card and m["bleu_signature"] in card and "{" not in card.split("---")[-1]
+    assert list((out / "runs").rglob("events.out.tfevents*")), "no TensorBoard log"
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(out, trust_remote_code=True)
+    tok = AutoTokenizer.from_pretrained(out)
+    ids = model.generate(**tok(["神说要有光"], return_tensors="pt"), num_beams=1, max_new_tokens=5)
+    assert ids.shape[0] == 1
+
+
+def test_evaluate_script_prints_bleu_and_signature(smoke, capsys):
+    out, _, _ = smoke
+    evaluate = load_script("evaluate")
+    evaluate.main(["--model", str(out), "--data", str(DEFAULT_DATA), "--max_lines", "300", "--valid_size", "20",
+                   "--test_size", "6", "--split", "test", "--limit", "4", "--num_beams", "1", "--batch_size", "4"])  # fmt: skip
+    text = capsys.readouterr().out
+    assert "BLEU = " in text and SIGNATURE in text and "chrF = " in text and "nc:6|nw:0" in text
+
+
+def test_average_checkpoints_gives_the_mean_and_loads(smoke, tmp_path):
+    out, _, _ = smoke
+    load_script("average_checkpoints").main(
+        ["--run", str(out), "--num", "2", "--output", str(tmp_path / "avg")]
+    )
+    a = load_file(out / "checkpoints" / "checkpoint-8" / "model.safetensors")
+    b = load_file(out / "checkpoints" / "checkpoint-16" / "model.safetensors")
+    from transformers import AutoModelForSeq2SeqLM
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "avg", trust_remote_code=True)
+    state = model.state_dict()
+    for key in a:
+        torch.testing.assert_close(state[key], (a[key] + b[key]) / 2, rtol=1e-6, atol=1e-7)
+    assert torch.equal(state["lm_head.weight"], state["model.shared.weight"])  # tying survived
+    assert (tmp_path / "avg" / "tokenizer.json").exists()
