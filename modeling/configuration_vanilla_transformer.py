@@ -8,6 +8,8 @@ to the output projection. Each deviation from the paper is a named field.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import math
 
 from transformers import PretrainedConfig
@@ -135,6 +137,7 @@ class VanillaTransformerConfig(PretrainedConfig):
         self.output_bias = output_bias
         self.init_std = init_std
         self.use_cache = use_cache
+        self._reject_misspelled_fields(kwargs)
         super().__init__(
             pad_token_id=pad_token_id,
             bos_token_id=bos_token_id,
@@ -145,6 +148,18 @@ class VanillaTransformerConfig(PretrainedConfig):
             **kwargs,
         )
         self.validate_architecture()
+
+    @staticmethod
+    def _reject_misspelled_fields(extra: dict) -> None:
+        """Unknown keys are passed on to `PretrainedConfig` (which has many generic fields), except those that
+        look like a misspelling of one of ours: `d_modle` must not silently become a no-op."""
+        ours = [name for name in inspect.signature(VanillaTransformerConfig.__init__).parameters if name != "kwargs"]
+        for key in extra:
+            if key in ours or key.startswith("_"):
+                continue
+            close = difflib.get_close_matches(key, ours, n=1, cutoff=0.8)
+            if close:
+                raise ValueError(f"unknown config field {key!r}: did you mean {close[0]!r}?")
 
     def validate_architecture(self) -> None:
         """Raise `ValueError` naming the offending values if the architecture fields are inconsistent."""

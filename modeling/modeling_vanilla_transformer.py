@@ -870,7 +870,8 @@ def default_generation_config(config: VanillaTransformerConfig) -> GenerationCon
         num_beams=4,
         length_penalty=0.6,
         early_stopping=True,
-        max_new_tokens=256,
+        # the decoder input holds the start token plus the generated ones: stay inside the position table
+        max_new_tokens=min(256, config.max_position_embeddings - 1),
         suppress_tokens=suppress,
     )
 
