@@ -30,11 +30,15 @@ __all__ = [
     "shift_tokens_right",
 ]
 
+import transformers.pipelines as _pipelines  # noqa: E402
 from transformers.pipelines import PIPELINE_REGISTRY  # noqa: E402
 
 from .export import save_with_remote_code  # noqa: E402
 from .pipeline_vanilla_transformer import TranslationPipeline  # noqa: E402
 
+# transformers >= 5.23 lists "translation" as a removed task and refuses the name before it looks at the registry;
+# un-list it so that `pipeline("translation", model=..., tokenizer=...)` reaches our registered pipeline.
+getattr(_pipelines, "REMOVED_TASKS", {}).pop("translation", None)
 if "translation" not in PIPELINE_REGISTRY.supported_tasks:
     PIPELINE_REGISTRY.register_pipeline(
         "translation", pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"

@@ -1,0 +1,36 @@
+#!/usr/bin/env python
+"""Convert a transformers MarianMTModel folder (e.g. a downloaded OPUS-MT checkpoint) into our format.
+
+    python scripts/convert_marian.py SRC_DIR OUT_DIR
+
+OUT_DIR keeps Marian's tokenizer files and loads with
+AutoModelForSeq2SeqLM.from_pretrained(OUT_DIR, trust_remote_code=True).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("src_dir", type=Path, help="folder of a saved MarianMTModel")
+    parser.add_argument("out_dir", type=Path, help="folder to write the converted model to")
+    args = parser.parse_args(argv)
+    from modeling.convert_marian import convert_marian_checkpoint
+
+    try:
+        out = convert_marian_checkpoint(args.src_dir, args.out_dir)
+    except (FileNotFoundError, ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"converted {args.src_dir} -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
