@@ -55,18 +55,21 @@ DEFAULT_MODEL_MAX_LENGTH = 512
 
 TokenizerKind = Literal["char", "byte"]
 
-# A piece is a run of Han characters, a run of other letters (+ combining marks), a run of digits, or one
-# other non-space character; each may start with the space marker. With behavior="isolated" the pieces and
-# anything between them (only lone markers can be) are kept, so splitting never drops or adds characters.
+# A piece is a run of Han characters, a run of letters/marks/other non-space characters, a run of digits,
+# or one punctuation or symbol character (emoji included); each may start with the space marker. With
+# behavior="isolated", text between matches (only runs of markers or whitespace can be) is kept as pieces
+# too, so splitting never drops or adds characters. The order of the alternatives is tuned for speed.
 _PIECE_PATTERN = (
     rf"{SPACE_MARKER}?\p{{Han}}+"
-    rf"|{SPACE_MARKER}?[\p{{L}}\p{{M}}&&[^\p{{Han}}]]+"
+    rf"|{SPACE_MARKER}?[^\s{SPACE_MARKER}\p{{Han}}\p{{P}}\p{{S}}\p{{N}}]+"
     rf"|{SPACE_MARKER}?\p{{N}}+"
-    rf"|{SPACE_MARKER}?[^\p{{L}}\p{{M}}\p{{N}}\s{SPACE_MARKER}]"
-    rf"|{SPACE_MARKER}+"
+    rf"|{SPACE_MARKER}?[\p{{P}}\p{{S}}]"
 )
 # Byte-level variant: only separate Han runs from their neighbours; ByteLevel's GPT-2 regex does the rest.
 _HAN_PATTERN = r"\p{Han}+"
+# Whitespace to collapse into one space: runs of two or more, and every single non-space whitespace
+# character that NFKC leaves alone (NFKC already maps U+00A0, U+2000-U+200A, U+3000 ... to a space).
+_WHITESPACE_PATTERN = r"\s{2,}|[\t\n\v\f\r\x{85}\x{1680}\x{2028}\x{2029}]"
 
 
 def build_normalizer() -> normalizers.Normalizer:
@@ -75,7 +78,7 @@ def build_normalizer() -> normalizers.Normalizer:
         [
             normalizers.NFKC(),
             normalizers.Replace(SPACE_MARKER, " "),
-            normalizers.Replace(Regex(r"\s+"), " "),
+            normalizers.Replace(Regex(_WHITESPACE_PATTERN), " "),
             normalizers.Strip(),
         ]
     )
@@ -144,7 +147,7 @@ def train_bpe_tokenizer(
     vocab_size: int = DEFAULT_VOCAB_SIZE,
     min_frequency: int = DEFAULT_MIN_FREQUENCY,
     kind: TokenizerKind = "char",
-    limit_alphabet: int | None = None,
+    limit_alphabet: int | Literal["auto"] | None = "auto",
     max_lines: int | None = None,
     model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
     show_progress: bool = False,
@@ -162,8 +165,10 @@ def train_bpe_tokenizer(
             byte tokens. The learned vocabulary may be smaller if the corpus runs out of merges.
         min_frequency: a merge must occur at least this often to be learned.
         kind: ``"char"`` (character BPE with byte fallback; default) or ``"byte"`` (byte-level BPE).
-        limit_alphabet: ``kind="char"`` only: keep at most this many distinct characters as base tokens;
-            rarer characters are spelled with byte tokens. ``None`` keeps all.
+        limit_alphabet: ``kind="char"`` only: keep at most this many distinct characters (the most
+            frequent) as base tokens; rarer characters are spelled with byte tokens. ``"auto"`` (default):
+            a quarter of ``vocab_size`` (less if the vocabulary is tiny), which leaves most of the vocabulary for merges even for Chinese's
+            thousands of characters (docs/tokenizer.md). ``None`` keeps every character.
         max_lines: read at most this many lines of each file.
         model_max_length: saved as the tokenizer's default truncation length.
         show_progress: show the `tokenizers` trainer's progress bars (for scripts; off in library use).
@@ -182,15 +187,21 @@ def train_bpe_tokenizer(
     _check_vocab_size(vocab_size, kind)
     if not isinstance(min_frequency, int) or min_frequency < 1:
         raise ValueError(f"min_frequency={min_frequency!r} must be an integer >= 1 (e.g. 2).")
-    if limit_alphabet is not None and (kind != "char" or limit_alphabet < 1):
+    n_special = len(SPECIAL_TOKENS)
+    if limit_alphabet == "auto":
+        limit_alphabet = (
+            min(vocab_size // 4, vocab_size - n_special - len(BYTE_TOKENS)) if kind == "char" else None
+        )
+    if limit_alphabet is not None and (
+        kind != "char" or not isinstance(limit_alphabet, int) or limit_alphabet < 1
+    ):
         raise ValueError(
-            f"limit_alphabet={limit_alphabet!r} is only valid as a positive integer with kind='char'; "
-            "pass None otherwise."
+            f"limit_alphabet={limit_alphabet!r} is only valid as a positive integer (or 'auto') with "
+            "kind='char'; pass None otherwise."
         )
     if corpus is None and not files:
         raise ValueError("No corpus given: pass texts, a file path, a datasets.Dataset, or files=[...].")
 
-    n_special = len(SPECIAL_TOKENS)
     if kind == "char":
         extra = {} if limit_alphabet is None else {"limit_alphabet": limit_alphabet}
         trainer = trainers.BpeTrainer(
@@ -245,7 +256,9 @@ def train_bpe_tokenizer(
     for i, tok in enumerate(SPECIAL_TOKENS):
         if backend.token_to_id(tok) != i:
             raise RuntimeError(f"special token {tok} got id {backend.token_to_id(tok)}, expected {i}")
-    logger.info("Trained %s BPE tokenizer: %d tokens from %d texts", kind, backend.get_vocab_size(), n_texts[0])
+    logger.info(
+        "Trained %s BPE tokenizer: %d tokens from %d texts", kind, backend.get_vocab_size(), n_texts[0]
+    )
     return wrap_backend_tokenizer(backend, model_max_length=model_max_length)
 
 

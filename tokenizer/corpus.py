@@ -109,9 +109,7 @@ def iter_file_texts(
         ) from e
 
 
-def load_parallel_texts(
-    path: str | os.PathLike, max_lines: int | None = None
-) -> tuple[list[str], list[str]]:
+def load_parallel_texts(path: str | os.PathLike, max_lines: int | None = None) -> tuple[list[str], list[str]]:
     """Read a ``source<TAB>target`` file (optionally compressed) into two aligned lists.
 
     Lines whose source or target is empty are skipped.
@@ -137,7 +135,9 @@ def load_parallel_texts(
                     sources.append(fields[0])
                     targets.append(fields[1])
     except UnicodeDecodeError as e:
-        raise ValueError(f"Corpus file {str(p)!r} is not valid UTF-8 ({e.reason}); re-encode it as UTF-8.") from e
+        raise ValueError(
+            f"Corpus file {str(p)!r} is not valid UTF-8 ({e.reason}); re-encode it as UTF-8."
+        ) from e
     except _DECOMPRESSION_ERRORS as e:
         raise ValueError(f"Could not read corpus file {str(p)!r}: {e}.") from e
     return sources, targets
@@ -147,7 +147,9 @@ def _is_dataset(obj: Any) -> bool:
     return type(obj).__module__.startswith("datasets.") and hasattr(obj, "column_names")
 
 
-def iter_dataset_texts(dataset: Any, columns: Sequence[str] | None = None, batch_size: int = 1000) -> Iterator[str]:
+def iter_dataset_texts(
+    dataset: Any, columns: Sequence[str] | None = None, batch_size: int = 1000
+) -> Iterator[str]:
     """Yield the non-empty strings of a `datasets.Dataset`.
 
     Args:
@@ -166,7 +168,9 @@ def iter_dataset_texts(dataset: Any, columns: Sequence[str] | None = None, batch
         columns = names
     missing = [c for c in columns if c not in names]
     if missing:
-        raise ValueError(f"Dataset has no column(s) {missing}; its columns are {names}. Pass columns from that list.")
+        raise ValueError(
+            f"Dataset has no column(s) {missing}; its columns are {names}. Pass columns from that list."
+        )
 
     def strings(value: Any) -> Iterator[str]:
         if isinstance(value, str):

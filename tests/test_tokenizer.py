@@ -1,0 +1,370 @@
+"""Tests for the joint BPE tokenizer (issue #3). Small vocabularies on corpus slices: runs in seconds."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import lzma
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from transformers import AutoTokenizer
+
+from tokenizer import (
+    BOS_ID,
+    BOS_TOKEN,
+    EOS_ID,
+    EOS_TOKEN,
+    LABEL_PAD_ID,
+    PAD_ID,
+    PAD_TOKEN,
+    UNK_ID,
+    UNK_TOKEN,
+    encode_parallel,
+    load_parallel_texts,
+    normalize_text,
+    seq2seq_collator,
+    train_bpe_tokenizer,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+ZH_EN = ROOT / "data" / "bible.zh-en.tsv.xz"
+DE_EN = ROOT / "data" / "bible.de-en.tsv.xz"
+TRAIN_LINES = 2000
+VOCAB = 2000
+
+EDGE_CASES = [
+    "我爱机器翻译",
+    "I love machine translation.",
+    "Ich liebe maschinelle Übersetzung – wirklich!",
+    "In 1611, 40 000 copies cost £3.50 (or 12% more); see §4.2-7.",
+    'He said: "Stop!" — she asked, «why?» [sic] {ok} a/b\\c @#$^&*_+=|~`',
+    "我爱 machine translation，真的！Mixed 中文and English 123个。",
+    "emoji 😀🎉👍🏽 and flags 🇩🇪 ok",
+    "unseen: 한국어 العربية ελληνικά кириллица ᚠᛇᚻ 𠀀𪚥 ♞",
+    "fullwidth ＡＢＣ１２３ and ligature ﬁ and ① and ㎏",
+    "  leading, trailing,\ttabs\nnewlines  and   runs\u3000of\u00a0spaces  ",
+    "the marker ▁ itself, and literal <s> </s> <pad> <unk> <0x41>",
+    "x",
+    "。",
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def corpora() -> dict[str, list[str]]:
+    zh, en = load_parallel_texts(ZH_EN, max_lines=TRAIN_LINES + 300)
+    de, _ = load_parallel_texts(DE_EN, max_lines=TRAIN_LINES + 300)
+    return {"zh": zh, "en": en, "de": de}
+
+
+@pytest.fixture(scope="module")
+def tok(corpora):
+    n = TRAIN_LINES
+    texts = corpora["zh"][:n] + corpora["en"][:n] + corpora["de"][:n]
+    return train_bpe_tokenizer(texts, vocab_size=VOCAB, min_frequency=2)
+
+
+@pytest.fixture(scope="module")
+def saved(tok, tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("tok")
+    tok.save_pretrained(folder)
+    return folder
+
+
+# ---- 1. round trip ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lang", ["zh", "en", "de"])
+@pytest.mark.parametrize("where", ["held_in", "unseen_lines"])
+def test_round_trip_corpus(tok, corpora, lang, where):
+    lines = corpora[lang][:300] if where == "held_in" else corpora[lang][TRAIN_LINES:]
+    ids = tok(lines)["input_ids"]
+    decoded = tok.batch_decode(ids, skip_special_tokens=True)
+    bad = [(x, d) for x, d in zip(lines, decoded) if d != normalize_text(x)]
+    assert not bad, bad[:3]
+    assert all(UNK_ID not in seq for seq in ids)
+
+
+@pytest.mark.parametrize("text", EDGE_CASES)
+def test_round_trip_edge_cases(tok, text):
+    ids = tok(text)["input_ids"]
+    assert ids[-1] == EOS_ID
+    assert UNK_ID not in ids  # byte fallback: nothing is silently lost
+    assert tok.decode(ids, skip_special_tokens=True) == normalize_text(text)
+
+
+def test_unseen_characters_use_byte_fallback(tok):
+    tokens = tok.tokenize("𪚥")
+    assert tokens == ["<0xF0>", "<0xAA>", "<0x9A>", "<0xA5>"] or tokens[1:] == [
+        "<0xF0>",
+        "<0xAA>",
+        "<0x9A>",
+        "<0xA5>",
+    ]
+
+
+def test_normalizer_contract():
+    assert normalize_text("ＡＢＣ，１２３") == "ABC,123"  # NFKC
+    assert normalize_text("  a \t\n b\u3000c  ") == "a b c"  # whitespace collapsed and stripped
+    assert normalize_text("a▁b") == "a b"
+
+
+def test_decoding_spaces(tok):
+    def rt(s: str) -> str:
+        return tok.decode(tok(s)["input_ids"], skip_special_tokens=True)
+
+    assert rt("起初，神创造天地。") == "起初,神创造天地。"  # no spaces between Chinese characters
+    assert rt('God said, "Let there be light," and there was light.') == (
+        'God said, "Let there be light," and there was light.'
+    )
+    assert rt("Und Gott sprach: Es werde Licht!") == "Und Gott sprach: Es werde Licht!"
+    chinese_tokens = tok.tokenize("神说要有光")
+    assert not any(t.startswith("▁") for t in chinese_tokens[1:])
+
+
+def test_skip_special_tokens(tok):
+    batch = tok(["我爱机器翻译", "I love machine translation, really, very much."], padding=True)
+    first = batch["input_ids"][0]
+    assert PAD_ID in first and EOS_ID in first
+    assert tok.decode(first, skip_special_tokens=True) == "我爱机器翻译"
+    assert tok.decode(first, skip_special_tokens=False).startswith("我爱机器翻译</s><pad>")
+    assert tok.decode([BOS_ID, *tok("I love it")["input_ids"]], skip_special_tokens=True) == "I love it"
+
+
+# ---- 2. special tokens, transformers wrapper, save/load ----------------------------------------------
+
+
+def test_special_token_ids(tok):
+    assert (PAD_ID, UNK_ID, BOS_ID, EOS_ID) == (0, 1, 2, 3)
+    for token, idx in [(PAD_TOKEN, 0), (UNK_TOKEN, 1), (BOS_TOKEN, 2), (EOS_TOKEN, 3)]:
+        assert tok.convert_tokens_to_ids(token) == idx
+    assert (tok.pad_token_id, tok.unk_token_id, tok.bos_token_id, tok.eos_token_id) == (0, 1, 2, 3)
+    assert (tok.pad_token, tok.unk_token, tok.bos_token, tok.eos_token) == ("<pad>", "<unk>", "<s>", "</s>")
+    assert len(tok) == VOCAB
+    assert tok.model_input_names == ["input_ids", "attention_mask"]
+
+
+def test_eos_appended_no_bos_and_literal_specials_are_text(tok):
+    ids = tok("hello world")["input_ids"]
+    assert ids[-1] == EOS_ID and ids.count(EOS_ID) == 1 and BOS_ID not in ids
+    assert tok("hello world", add_special_tokens=False)["input_ids"] == ids[:-1]
+    assert tok("</s>")["input_ids"].count(EOS_ID) == 1  # literal "</s>" in user text is not the eos token
+
+
+def test_text_target_padding_truncation(tok):
+    src = ["我爱机器翻译", "神说：要有光，就有了光。" * 20]
+    tgt = ["I love machine translation.", "God said, let there be light."]
+    batch = tok(src, text_target=tgt, padding=True, truncation=True, max_length=16)
+    assert set(batch) == {"input_ids", "attention_mask", "labels"}
+    assert len(batch["input_ids"][1]) == 16 and batch["input_ids"][1][-1] == EOS_ID
+    assert all(len(x) == len(batch["input_ids"][0]) for x in batch["input_ids"])
+    assert (
+        batch["labels"][0] == tok(tgt[0])["input_ids"][: len(batch["labels"][0])]
+        or PAD_ID in batch["labels"][0]
+    )
+    assert tok.decode(batch["labels"][1], skip_special_tokens=True) == tgt[1]
+
+
+def test_label_padding_is_ignored_in_loss(tok):
+    src, tgt = ["我爱机器翻译", "神"], ["I love machine translation.", "God"]
+    batch = encode_parallel(tok, src, tgt, max_length=32)
+    labels = batch["labels"]
+    assert labels.shape[0] == 2 and (labels[1] == LABEL_PAD_ID).any() and not (labels == PAD_ID).any()
+    assert labels[0, -1].item() == EOS_ID
+    features = [{k: v for k, v in tok(s, text_target=t).items()} for s, t in zip(src, tgt)]
+    collated = seq2seq_collator(tok)(features)
+    assert (collated["labels"] == labels).all()
+    assert (collated["input_ids"] == batch["input_ids"]).all()
+    with pytest.raises(ValueError, match="aligned"):
+        encode_parallel(tok, src, tgt[:1])
+
+
+def test_empty_and_long_inputs(tok):
+    assert tok("")["input_ids"] == [EOS_ID]
+    assert tok.decode(tok("")["input_ids"], skip_special_tokens=True) == ""
+    long_text = "起初，神创造天地。In the beginning God created the heavens. " * 2000
+    full = tok(long_text)["input_ids"]
+    assert len(full) > 10_000
+    cut = tok(long_text, truncation=True, max_length=64)["input_ids"]
+    assert len(cut) == 64 and cut[-1] == EOS_ID and cut[:-1] == full[:63]
+    assert len(tok(long_text, truncation=True)["input_ids"]) == tok.model_max_length
+
+
+def test_save_load_identical(tok, saved, corpora):
+    loaded = AutoTokenizer.from_pretrained(saved)
+    texts = EDGE_CASES + corpora["zh"][:50] + corpora["en"][:50]
+    assert loaded(texts)["input_ids"] == tok(texts)["input_ids"]
+    assert loaded.batch_decode(tok(texts)["input_ids"], skip_special_tokens=True) == [
+        normalize_text(t) for t in texts
+    ]
+    assert (loaded.pad_token_id, loaded.unk_token_id, loaded.bos_token_id, loaded.eos_token_id) == (
+        0,
+        1,
+        2,
+        3,
+    )
+    assert loaded.model_input_names == ["input_ids", "attention_mask"]
+
+
+def test_saved_folder_needs_no_project_code(tok, saved, tmp_path):
+    assert not list(saved.rglob("*.py"))
+    config = json.loads((saved / "tokenizer_config.json").read_text())
+    import transformers
+
+    assert hasattr(transformers, config["tokenizer_class"])
+    assert "auto_map" not in config
+    texts = ["我爱机器翻译", "I love machine translation.", "emoji 😀 𪚥"]
+    code = (
+        "import json, sys\n"
+        "from transformers import AutoTokenizer\n"
+        f"t = AutoTokenizer.from_pretrained({str(saved)!r})\n"
+        "assert 'tokenizer' not in sys.modules or not hasattr(sys.modules['tokenizer'], 'train_bpe_tokenizer')\n"
+        f"texts = {texts!r}\n"
+        "b = t(texts, text_target=texts, padding=True)\n"
+        "print(json.dumps({'ids': t(texts)['input_ids'], 'labels': b['labels'], "
+        "'dec': t.batch_decode(t(texts)['input_ids'], skip_special_tokens=True)}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["HF_HUB_OFFLINE"] = "1"
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["ids"] == tok(texts)["input_ids"]
+    assert result["labels"] == tok(texts, text_target=texts, padding=True)["labels"]
+    assert result["dec"] == [normalize_text(t) for t in texts]
+
+
+# ---- inputs: files, TSV columns, datasets, byte-level variant ---------------------------------------
+
+
+def test_train_from_tsv_file_columns_and_dataset(tmp_path):
+    tsv = tmp_path / "pairs.tsv.xz"
+    rows = ["我爱机器翻译\tI love machine translation.", "神说要有光\tGod said let there be light."] * 30
+    with lzma.open(tsv, "wt", encoding="utf-8") as f:
+        f.write("\n".join(rows) + "\n")
+    both = train_bpe_tokenizer(tsv, vocab_size=400)
+    zh_only = train_bpe_tokenizer(str(tsv), columns=[0], vocab_size=400)
+    assert "翻" in both.get_vocab() and "▁love" in both.get_vocab()
+    assert "翻" in zh_only.get_vocab() and "▁love" not in zh_only.get_vocab()
+    plain = tmp_path / "en.txt"
+    plain.write_text("I love machine translation.\n\n" * 20, encoding="utf-8")
+    from_files = train_bpe_tokenizer(files=[plain, tsv], vocab_size=400)
+    assert "▁love" in from_files.get_vocab()
+
+    datasets = pytest.importorskip("datasets")
+    ds = datasets.Dataset.from_dict(
+        {"translation": [{"zh": "我爱机器翻译", "en": "I love machine translation."}] * 20, "id": ["a"] * 20}
+    )
+    from_ds = train_bpe_tokenizer(ds, columns=["translation"], vocab_size=400)
+    assert "▁love" in from_ds.get_vocab() and "翻" in from_ds.get_vocab()
+    with pytest.raises(ValueError, match="no column"):
+        train_bpe_tokenizer(ds, columns=["nope"], vocab_size=400)
+
+
+def test_byte_level_variant_round_trip(corpora):
+    texts = corpora["zh"][:300] + corpora["en"][:300]
+    tok = train_bpe_tokenizer(texts, vocab_size=600, kind="byte")
+    assert tok.convert_tokens_to_ids([PAD_TOKEN, UNK_TOKEN, BOS_TOKEN, EOS_TOKEN]) == [0, 1, 2, 3]
+    for text in texts[:50] + EDGE_CASES:
+        ids = tok(text)["input_ids"]
+        assert ids[-1] == EOS_ID
+        assert tok.decode(ids, skip_special_tokens=True) == normalize_text(text)
+
+
+# ---- 3. bad input ------------------------------------------------------------------------------------
+
+
+def test_empty_corpus(tmp_path):
+    with pytest.raises(ValueError, match="corpus is empty"):
+        train_bpe_tokenizer(["", "   ", "\n"], vocab_size=400)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"corpus is empty.*empty\.txt"):
+        train_bpe_tokenizer(files=[empty], vocab_size=400)
+    with pytest.raises(ValueError, match="No corpus given"):
+        train_bpe_tokenizer(vocab_size=400)
+
+
+def test_vocab_too_small():
+    with pytest.raises(ValueError, match=r"vocab_size=100 .*at least 261"):
+        train_bpe_tokenizer(["hello world"], vocab_size=100)
+    many_chars = ["".join(chr(0x4E00 + i + j) for j in range(10)) for i in range(0, 300, 10)]
+    with pytest.raises(
+        ValueError, match=r"vocab_size=300 is smaller than the corpus alphabet.*limit_alphabet"
+    ):
+        train_bpe_tokenizer(many_chars, vocab_size=300, limit_alphabet=None)
+    # with the default limit the rare characters fall back to bytes instead
+    tok = train_bpe_tokenizer(many_chars, vocab_size=300)
+    assert tok.decode(tok(many_chars[0])["input_ids"], skip_special_tokens=True) == many_chars[0]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"min_frequency": 0}, "min_frequency=0"),
+        ({"kind": "wordpiece"}, "kind='wordpiece'"),
+        ({"kind": "byte", "limit_alphabet": 10}, "limit_alphabet=10"),
+    ],
+)
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        train_bpe_tokenizer(["hello world"], **{"vocab_size": 400, **kwargs})
+
+
+def test_bad_files(tmp_path):
+    missing = tmp_path / "nope.tsv"
+    with pytest.raises(FileNotFoundError, match="nope.tsv"):
+        train_bpe_tokenizer(missing, vocab_size=400)
+    with pytest.raises(FileNotFoundError, match="nope.tsv"):
+        train_bpe_tokenizer(files=[str(missing)], vocab_size=400)
+    with pytest.raises(ValueError, match="is a directory"):
+        train_bpe_tokenizer(tmp_path, vocab_size=400)
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("Übersetzung\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1\.txt.*not valid UTF-8"):
+        train_bpe_tokenizer(latin1, vocab_size=400)
+    fake_xz = tmp_path / "fake.txt.xz"
+    fake_xz.write_text("not compressed\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"fake\.txt\.xz"):
+        train_bpe_tokenizer(fake_xz, vocab_size=400)
+    tsv = tmp_path / "one.tsv"
+    tsv.write_text("a\tb\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"columns=\[5\]"):
+        train_bpe_tokenizer(tsv, columns=[5], vocab_size=400)
+    with pytest.raises(ValueError, match="not a str"):
+        train_bpe_tokenizer(["ok", 3], vocab_size=400)
+
+
+# ---- scripts -----------------------------------------------------------------------------------------
+
+
+def _load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_train_tokenizer_cli(tmp_path, capsys):
+    cli = _load_script("train_tokenizer")
+    out = tmp_path / "tok"
+    rc = cli.main([str(ZH_EN), "--max-lines", "300", "--vocab-size", "1200", "--no-progress", "-o", str(out)])
+    assert rc == 0 and (out / "tokenizer.json").exists()
+    loaded = AutoTokenizer.from_pretrained(out)
+    assert len(loaded) == 1200 and loaded.eos_token_id == EOS_ID
+    assert cli.main([str(tmp_path / "missing.tsv"), "-o", str(out), "--no-progress"]) == 2
+    assert "missing.tsv" in capsys.readouterr().err
+
+
+def test_bench_script_runs_on_tiny_slice(capsys):
+    pytest.importorskip("sentencepiece")
+    bench = _load_script("bench_tokenizer")
+    assert bench.main([str(ZH_EN), "--max-lines", "150", "--vocab-size", "1200", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "ratio vs SentencePiece" in out and "tokens per sentence" in out

@@ -1,0 +1,159 @@
+"""Measurements behind docs/tokenizer.md: sequence length, unknown/byte-token rates, round trip, and encode
+throughput against a SentencePiece BPE model trained on the same texts (the peer, measured in the same run).
+
+Nothing here prints; `scripts/bench_tokenizer.py` formats the results.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from transformers import PreTrainedTokenizerFast
+
+from .bpe import BYTE_TOKENS, PAD_ID, UNK_ID, normalize_text
+
+
+@dataclass
+class EncodingStats:
+    """Per-corpus statistics of one tokenizer (special tokens excluded)."""
+
+    sentences: int
+    tokens_per_sentence: float
+    unk_rate: float  # fraction of tokens that are <unk>
+    byte_token_rate: float  # fraction of tokens that are byte-fallback tokens (0 for byte-level BPE)
+    round_trip_failures: int  # sentences whose decode differs from normalize_text(sentence)
+
+
+def encoding_stats(tokenizer: PreTrainedTokenizerFast, texts: Sequence[str]) -> EncodingStats:
+    """Encode `texts` without special tokens and measure length, `<unk>`/byte-token rates and round trip."""
+    if not texts:
+        raise ValueError("encoding_stats needs at least one text; pass a non-empty list.")
+    ids = tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    n_tokens = sum(len(x) for x in ids)
+    vocab = tokenizer.get_vocab()
+    byte_ids = {vocab[b] for b in BYTE_TOKENS if b in vocab}
+    unk = sum(1 for seq in ids for i in seq if i == UNK_ID)
+    byte = sum(1 for seq in ids for i in seq if i in byte_ids)
+    decoded = tokenizer.batch_decode(ids, skip_special_tokens=True)
+    failures = sum(d != normalize_text(t) for d, t in zip(decoded, texts))
+    return EncodingStats(
+        sentences=len(texts),
+        tokens_per_sentence=n_tokens / len(texts),
+        unk_rate=unk / max(n_tokens, 1),
+        byte_token_rate=byte / max(n_tokens, 1),
+        round_trip_failures=failures,
+    )
+
+
+def train_sentencepiece_bpe(
+    texts: Sequence[str], vocab_size: int, character_coverage: float = 0.9995, num_threads: int | None = None
+) -> Any:
+    """Train an in-memory SentencePiece BPE model (byte fallback on, same special ids as ours).
+
+    Returns a `sentencepiece.SentencePieceProcessor`. Requires the `sentencepiece` package (dev extra).
+    """
+    try:
+        import sentencepiece as spm
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "The SentencePiece comparison needs the `sentencepiece` package: pip install sentencepiece "
+            "(or the project's `dev` extra)."
+        ) from e
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type="bpe",
+        byte_fallback=True,
+        character_coverage=character_coverage,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=2,
+        eos_id=3,
+        num_threads=num_threads or os.cpu_count() or 1,
+        input_sentence_size=0,
+        max_sentence_length=1 << 20,
+        minloglevel=2,
+    )
+    return spm.SentencePieceProcessor(model_proto=model.getvalue())
+
+
+def sentencepiece_tokens_per_sentence(sp: Any, texts: Sequence[str]) -> float:
+    ids = sp.encode(list(texts))
+    return sum(len(x) for x in ids) / len(texts)
+
+
+@dataclass
+class SpeedComparison:
+    """Encode throughput in sentences per second: medians over interleaved rounds."""
+
+    rounds: int
+    sentences: int
+    ours_backend: float  # tokenizers.Tokenizer.encode_batch_fast -> list of id lists
+    ours_transformers: float  # PreTrainedTokenizerFast.__call__ -> input_ids + attention_mask
+    sentencepiece: float  # SentencePieceProcessor.encode(list) -> list of id lists
+
+    @property
+    def backend_ratio(self) -> float:
+        return self.ours_backend / self.sentencepiece
+
+    @property
+    def transformers_ratio(self) -> float:
+        return self.ours_transformers / self.sentencepiece
+
+
+def compare_encode_speed(
+    tokenizer: PreTrainedTokenizerFast,
+    sp: Any,
+    texts: Sequence[str],
+    rounds: int = 5,
+    threads: int | None = None,
+) -> SpeedComparison:
+    """Time batch encoding of `texts` (no special tokens) by our tokenizer and SentencePiece.
+
+    The three encoders run one after another inside each round (interleaved), so that machine load hits
+    them alike; throughputs are medians over `rounds`. Our BPE word cache is cleared before every timed
+    run, so each run is a cold single pass like encoding a corpus once. `threads` is passed to SentencePiece; the
+    `tokenizers` thread pool is sized by ``RAYON_NUM_THREADS`` (set it to the same number before import).
+    """
+    if rounds < 1 or not texts:
+        raise ValueError(f"rounds={rounds} must be >= 1 and texts non-empty.")
+    texts = list(texts)
+    backend = tokenizer.backend_tokenizer
+    threads = threads or os.cpu_count() or 1
+
+    def ours_backend() -> None:
+        [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
+
+    def ours_transformers() -> None:
+        tokenizer(texts, add_special_tokens=False)
+
+    def sentencepiece() -> None:
+        sp.encode(texts, num_threads=threads)
+
+    runners: dict[str, Callable[[], None]] = {
+        "ours_backend": ours_backend,
+        "ours_transformers": ours_transformers,
+        "sentencepiece": sentencepiece,
+    }
+    for run in runners.values():  # warm-up (caches, thread pools)
+        run()
+    times: dict[str, list[float]] = {k: [] for k in runners}
+    clear_cache = getattr(backend.model, "_clear_cache", lambda: None)
+    for _ in range(rounds):
+        for name, run in runners.items():
+            clear_cache()
+            gc.collect()
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    rate = {k: len(texts) / statistics.median(v) for k, v in times.items()}
+    return SpeedComparison(rounds=rounds, sentences=len(texts), **rate)
