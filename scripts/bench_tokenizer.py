@@ -62,14 +62,14 @@ def main(argv: list[str] | None = None) -> int:
 
     print("\ntokens per sentence (no special tokens)")
     header = f"{'side':<8}" + "".join(f"{'ours-' + k:>12}" for k in kinds) + f"{'sentpiece':>12}"
-    extra = "".join(f"{'unk%-' + k:>10}{'byte%-' + k:>11}{'rt-fail-' + k:>12}" for k in kinds)
+    extra = "".join(f"{'unk%-' + k:>11}{'byte%-' + k:>12}{'rt-fail-' + k:>14}" for k in kinds)
     print(header + extra)
     for side, side_texts in (("source", src), ("target", tgt)):
         stats = {k: encoding_stats(t, side_texts) for k, t in tokenizers.items()}
         row = f"{side:<8}" + "".join(f"{s.tokens_per_sentence:>12.2f}" for s in stats.values())
         row += f"{sentencepiece_tokens_per_sentence(sp, side_texts):>12.2f}"
         row += "".join(
-            f"{100 * s.unk_rate:>10.3f}{100 * s.byte_token_rate:>11.3f}{s.round_trip_failures:>12d}"
+            f"{100 * s.unk_rate:>11.3f}{100 * s.byte_token_rate:>12.3f}{s.round_trip_failures:>14d}"
             for s in stats.values()
         )
         print(row)
