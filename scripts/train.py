@@ -89,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"  {m['bleu_signature']}\n  {m['chrf_signature']}")
     for s in result.samples:
-        print(f"\nSRC: {s['source']}\nREF: {s['reference']}\nHYP: {s['hypothesis']}")
+        ref = f"\nREF: {s['reference']}" if s["reference"] is not None else ""
+        print(f"\nSRC: {s['source']}{ref}\nHYP: {s['hypothesis']}")
     if cfg.export:
         print(f"\nModel saved to {result.output_dir} (load with trust_remote_code=True)")
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -56,9 +57,14 @@ def test_smoke_run_trains_checkpoints_evaluates_and_exports(smoke):
     m = result.test_metrics
     assert m["num_sentences"] == 6 and m["bleu_signature"].startswith(SIGNATURE) and "chrf_signature" in m
     assert json.loads((out / "eval_results.json").read_text())["bleu"] == m["bleu"]
-    assert len(result.samples) == 2 and result.valid_history[-1]["bleu_signature"].startswith(SIGNATURE)
+    assert (
+        len(result.samples) == 3
+        and result.samples[-1]["source"] == "我爱机器翻译"
+        and result.valid_history[-1]["bleu_signature"].startswith(SIGNATURE)
+    )
     card = (out / "README.md").read_text()
-    assert "zh→en" in card and m["bleu_signature"] in card and "{" not in card.split("---")[-1]
+    assert "- zh\n- en" in card and m["bleu_signature"] in card and "我爱机器翻译" in card
+    assert not re.search(r"\{[A-Za-z_]+\}", card), "unfilled placeholder in the model card"
     assert list((out / "runs").rglob("events.out.tfevents*")), "no TensorBoard log"
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 

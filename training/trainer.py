@@ -142,6 +142,10 @@ class TrainConfig:
     )
     tensorboard: bool = _f(True, "log to TensorBoard (OUTPUT_DIR/runs) through accelerate's tracker")
     num_samples: int = _f(3, "sample test translations returned (and printed by the script)")
+    sample_sentences: str | None = _f(
+        None,
+        "extra source sentences to translate at the end, separated by '|' (default for zh: 我爱机器翻译)",
+    )
     model_card: str | None = _f(None, "model card template (default: the repository's model_card.md)")
     resume: bool = _f(False, "continue from OUTPUT_DIR/checkpoints/latest")
     overwrite: bool = _f(False, "start from scratch even if OUTPUT_DIR has checkpoints (they are deleted)")
@@ -599,6 +603,21 @@ class _Trainer:
                     {"source": s, "reference": r, "hypothesis": h}
                     for s, r, h in list(zip(test["source"], test["target"], hyps))[: cfg.num_samples]
                 ]
+                extra = cfg.sample_sentences
+                if extra is None and self.languages[0] == "zh":
+                    extra = "我爱机器翻译"
+                texts = [t.strip() for t in (extra or "").split("|") if t.strip()]
+                if texts:
+                    outs = translate(
+                        model,
+                        self.tokenizer,
+                        texts,
+                        num_beams=cfg.test_beams,
+                        length_penalty=cfg.length_penalty,
+                    )
+                    result.samples += [
+                        {"source": s, "reference": None, "hypothesis": h} for s, h in zip(texts, outs)
+                    ]
                 acc.log(
                     {"test/bleu": result.test_metrics["bleu"], "test/chrf": result.test_metrics["chrf"]},
                     step=result.step,
@@ -653,7 +672,12 @@ class _Trainer:
             "valid_pairs": len(self.splits["validation"]),
             "test_pairs": len(self.splits["test"]),
             "data_file": Path(cfg.data).name,
-            "samples": "\n".join(f"- {s['source']} → {s['hypothesis']}" for s in result.samples) or "n/a",
+            "samples": "\n".join(
+                f"- {s['source']} → {s['hypothesis']}"
+                + (f" (reference: {s['reference']})" if s["reference"] else "")
+                for s in result.samples
+            )
+            or "n/a",
         }
 
 

@@ -1,0 +1,488 @@
+"""Speed of our model against transformers' `MarianMTModel` (same architecture, same weights) and, when the
+`ctranslate2` package is installed, against a CTranslate2 conversion of the same weights.
+
+Every figure is measured in interleaved rounds (each round runs every contender once, in alternating order)
+and reported as the median of the per-round ratios against Marian, so that the noise of a shared machine
+cancels. Same-round probes (a large fp32 GEMM and a large memory copy) turn throughputs into training MFU and
+into the decode step's distance to the memory-bandwidth floor.
+
+The logic lives here; `scripts/bench.py` parses arguments and prints.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import GenerationConfig, MarianConfig, MarianMTModel
+
+from modeling.convert_marian import convert_marian_model
+
+# Hyperparameters of the benchmark presets (vocabulary included: the output layer matters for speed).
+PRESETS: dict[str, dict] = {
+    "tiny": dict(d_model=32, encoder_layers=2, decoder_layers=2, heads=4, ffn=64, vocab=97),
+    "small": dict(d_model=256, encoder_layers=3, decoder_layers=3, heads=4, ffn=1024, vocab=8000),
+    "base": dict(d_model=512, encoder_layers=6, decoder_layers=6, heads=8, ffn=2048, vocab=32000),
+}
+
+
+@dataclass
+class Contenders:
+    """The models of one preset: Marian, ours converted from it, and optionally a CTranslate2 translator."""
+
+    preset: str
+    marian: MarianMTModel
+    ours: torch.nn.Module
+    ct2: object | None = None
+    ct2_note: str = ""
+    hp: dict = field(default_factory=dict)
+
+    @property
+    def pad(self) -> int:
+        return self.hp["vocab"] - 1
+
+
+def marian_config(preset: str, dropout: float = 0.1) -> MarianConfig:
+    """A post-LN Marian config with the preset's sizes; pad is the last id (as in OPUS-MT), eos is 0."""
+    hp = PRESETS[preset]
+    pad = hp["vocab"] - 1
+    return MarianConfig(
+        vocab_size=hp["vocab"], d_model=hp["d_model"], encoder_layers=hp["encoder_layers"],
+        decoder_layers=hp["decoder_layers"], encoder_attention_heads=hp["heads"],
+        decoder_attention_heads=hp["heads"], encoder_ffn_dim=hp["ffn"], decoder_ffn_dim=hp["ffn"],
+        activation_function="relu", dropout=dropout, attention_dropout=0.0, activation_dropout=0.0,
+        max_position_embeddings=512, pad_token_id=pad, decoder_start_token_id=pad, eos_token_id=0,
+        forced_eos_token_id=None, scale_embedding=True, share_encoder_decoder_embeddings=True,
+    )  # fmt: skip
+
+
+def generation_config(pad: int, num_beams: int, new_tokens: int, use_cache: bool = True) -> GenerationConfig:
+    """Identical decoding settings for every contender: exactly `new_tokens` tokens, pad never generated."""
+    return GenerationConfig(
+        decoder_start_token_id=pad, pad_token_id=pad, eos_token_id=0, bos_token_id=None, num_beams=num_beams,
+        do_sample=False, min_new_tokens=new_tokens, max_new_tokens=new_tokens, length_penalty=1.0,
+        early_stopping=False, suppress_tokens=[pad], use_cache=use_cache,
+    )  # fmt: skip
+
+
+def build_contenders(preset: str, seed: int = 0, with_ct2: bool = True, dropout: float = 0.1) -> Contenders:
+    """Marian with random weights (non-trivial LayerNorms and output bias), ours converted from it, and the
+    CTranslate2 conversion when the package is installed. Both PyTorch models use sdpa attention."""
+    config = marian_config(preset, dropout)
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(seed)
+    marian = MarianMTModel(config).eval()
+    with torch.no_grad():
+        marian.final_logits_bias.normal_(0, 0.1)
+        for module in marian.modules():
+            if isinstance(module, torch.nn.LayerNorm):
+                module.weight.normal_(1.0, 0.05)
+                module.bias.normal_(0.0, 0.05)
+    ours = convert_marian_model(marian)  # copies dropout: both train with the same p
+    ours.set_attn_implementation("sdpa")
+    result = Contenders(preset, marian, ours.eval(), hp=dict(PRESETS[preset]))
+    if with_ct2:
+        result.ct2, result.ct2_note = convert_to_ctranslate2(marian)
+    return result
+
+
+def convert_to_ctranslate2(marian: MarianMTModel) -> tuple[object | None, str]:
+    """A CTranslate2 fp32 translator with `marian`'s weights, or (None, why not).
+
+    CTranslate2's converter reads the vocabulary from a tokenizer in the saved folder; a word-level
+    `tokenizers` tokenizer whose tokens are `</s>`, `<unk>`, `t2` ... `<pad>` (pad last, as in OPUS-MT) is
+    enough and needs no download."""
+    try:
+        import ctranslate2
+        from ctranslate2.converters import TransformersConverter
+    except ImportError:
+        return None, "ctranslate2 not installed (pip install ctranslate2)"
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import WhitespaceSplit
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(ct2_tokens(marian.config.vocab_size))}
+    backend = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="</s>", unk_token="<unk>", pad_token="<pad>"
+    )
+    root = Path(tempfile.mkdtemp(prefix="bench_ct2_"))
+    marian.save_pretrained(root / "marian")
+    tokenizer.save_pretrained(root / "marian")
+    try:
+        TransformersConverter(str(root / "marian")).convert(str(root / "ct2"), force=True)
+    except Exception as error:  # report, never abort the PyTorch benchmark
+        return None, f"CTranslate2 conversion failed: {type(error).__name__}: {error}"
+    translator = ctranslate2.Translator(
+        str(root / "ct2"),
+        device="cpu",
+        compute_type="float32",
+        intra_threads=torch.get_num_threads(),
+        inter_threads=1,
+    )
+    return translator, f"CTranslate2 {ctranslate2.__version__} fp32, {torch.get_num_threads()} threads"
+
+
+def ct2_tokens(vocab_size: int) -> list[str]:
+    """Token strings of id 0 .. vocab_size-1 for the CTranslate2 vocabulary (eos 0, unk 1, pad last)."""
+    return ["</s>", "<unk>"] + [f"t{i}" for i in range(2, vocab_size - 1)] + ["<pad>"]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Workloads: each returns a zero-argument callable that runs once (the timed unit)
+# ------------------------------------------------------------------------------------------------------------
+
+
+def source_batch(vocab: int, batch: int, length: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, S) ids ending with eos (0) and an all-ones mask; ids avoid eos, unk and pad."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(2, vocab - 1, (batch, length), generator=g)
+    ids[:, -1] = 0
+    return ids, torch.ones_like(ids)
+
+
+def train_step(
+    model: torch.nn.Module, batch: int, length: int, vocab: int, seed: int = 0
+) -> Callable[[], float]:
+    """One training step (forward with labels, backward, Adam step) on a (batch, length) -> (batch, length)
+    batch; the callable returns the loss."""
+    src, mask = source_batch(vocab, batch, length, seed)
+    labels, _ = source_batch(vocab, batch, length, seed + 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-5)
+
+    def step() -> float:
+        model.train()
+        loss = model(input_ids=src, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach().item()
+
+    return step
+
+
+def generate_call(
+    model: torch.nn.Module, src: torch.Tensor, mask: torch.Tensor, config: GenerationConfig
+) -> Callable[[], torch.Tensor]:
+    def run() -> torch.Tensor:
+        model.eval()
+        with torch.inference_mode():
+            return model.generate(input_ids=src, attention_mask=mask, generation_config=config)
+
+    return run
+
+
+def ct2_call(
+    translator, src: torch.Tensor, vocab_size: int, num_beams: int, new_tokens: int
+) -> Callable[[], list[list[int]]]:
+    """Translate the (B, S) ids with CTranslate2; the callable returns the generated ids (eos kept)."""
+    tokens = ct2_tokens(vocab_size)
+    batch = [[tokens[i] for i in row] for row in src.tolist()]
+    index = {t: i for i, t in enumerate(tokens)}
+
+    def run() -> list[list[int]]:
+        results = translator.translate_batch(
+            batch, beam_size=num_beams, min_decoding_length=new_tokens, max_decoding_length=new_tokens,
+            max_batch_size=0, num_hypotheses=1, return_end_token=True,
+        )  # fmt: skip
+        return [[index[t] for t in r.hypotheses[0]] for r in results]
+
+    return run
+
+
+def gemm_probe(n: int = 1024) -> tuple[Callable[[], None], float]:
+    """A square fp32 GEMM and its FLOP count."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    out = torch.empty(n, n)
+
+    def run() -> None:
+        torch.mm(a, b, out=out)
+
+    return run, 2.0 * n**3
+
+
+def copy_probe(megabytes: int = 128) -> tuple[Callable[[], None], float]:
+    """A large memory copy (well beyond the caches) and the bytes it moves (read + write)."""
+    numel = megabytes * 2**20 // 4
+    a, b = torch.randn(numel), torch.empty(numel)
+
+    def run() -> None:
+        b.copy_(a)
+
+    return run, 2.0 * numel * 4
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Interleaved timing
+# ------------------------------------------------------------------------------------------------------------
+
+
+def interleaved(cases: dict[str, Callable], rounds: int, warmup: int = 1, repeat: dict | None = None) -> dict:
+    """Seconds per call of each case, `rounds` values each; every round runs every case once, the order
+    reversed every other round. `repeat[name]` runs a (fast) case several times per round and averages."""
+    repeat = repeat or {}
+    names = list(cases)
+    for _ in range(warmup):
+        for name in names:
+            cases[name]()
+    times = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else reversed(names):
+            n = repeat.get(name, 1)
+            start = time.perf_counter()
+            for _ in range(n):
+                cases[name]()
+            times[name].append((time.perf_counter() - start) / n)
+    return times
+
+
+@dataclass
+class Stat:
+    """Median and range of a list of values."""
+
+    values: list[float]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    def fmt(self, digits: int = 2) -> str:
+        return f"{self.median:.{digits}f} ({min(self.values):.{digits}f}-{max(self.values):.{digits}f})"
+
+
+def per_round_ratio(numerator: list[float], denominator: list[float]) -> Stat:
+    return Stat([a / b for a, b in zip(numerator, denominator)])
+
+
+# ------------------------------------------------------------------------------------------------------------
+# FLOP and byte models
+# ------------------------------------------------------------------------------------------------------------
+
+
+def training_flops(hp: dict, batch: int, src_len: int, tgt_len: int) -> float:
+    """Matmul FLOPs of one training step (3x the forward: forward, input grads, weight grads)."""
+    c, f, v = hp["d_model"], hp["ffn"], hp["vocab"]
+    s_tok, t_tok = batch * src_len, batch * tgt_len
+    encoder = hp["encoder_layers"] * (2 * s_tok * (4 * c * c + 2 * c * f) + 4 * batch * src_len * src_len * c)
+    decoder = hp["decoder_layers"] * (
+        2 * t_tok * (6 * c * c + 2 * c * f) + 2 * s_tok * 2 * c * c
+        + 4 * batch * tgt_len * tgt_len * c + 4 * batch * tgt_len * src_len * c
+    )  # fmt: skip
+    return 3.0 * (encoder + decoder + 2 * t_tok * c * v)
+
+
+def decode_step_bytes(hp: dict, rows: int, src_len: int, mean_cached: float) -> float:
+    """Bytes one cached decode step must read at least: decoder weights, output projection, and the self- and
+    cross-attention caches of `rows` = batch x beams hypotheses (fp32)."""
+    c, f, v, layers = hp["d_model"], hp["ffn"], hp["vocab"], hp["decoder_layers"]
+    weights = layers * (8 * c * c + 2 * c * f) + c * v
+    caches = layers * rows * 2 * c * (src_len + mean_cached)
+    return 4.0 * (weights + caches)
+
+
+def peak_step_memory(step: Callable[[], object]) -> int:
+    """Peak bytes allocated by PyTorch's CPU allocator during one call, above the level at its start (after a
+    warm-up step, so Adam's state already exists): activations, gradients and temporaries."""
+    from torch.profiler import ProfilerActivity, profile
+
+    step()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = sorted(
+        (e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"
+    )
+    level = peak = 0
+    for _, nbytes in events:
+        level += nbytes
+        peak = max(peak, level)
+    return peak
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The benchmark
+# ------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One measured workload: throughputs (units/s) per contender and per-round ratios against Marian."""
+
+    name: str
+    unit: str
+    throughput: dict[str, Stat]
+    ratio: dict[str, Stat]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Settings:
+    rounds: int = 5
+    new_tokens: int = 32
+    src_len: int = 32
+    train_batch: int = 32
+    budget_tokens: int = 4096
+    gen_batches: tuple[int, ...] = (1, 16)
+    beams: tuple[int, ...] = (1, 4)
+    no_cache: bool = True
+    budget_training: bool = True
+    peak_memory: bool = True
+
+
+def quick_settings() -> Settings:
+    return Settings(rounds=3, budget_training=False, gen_batches=(1, 16), beams=(1, 4), no_cache=True)
+
+
+def _ratios(times: dict[str, list[float]], work: float, names: list[str]) -> tuple[dict, dict]:
+    throughput = {n: Stat([work / t for t in times[n]]) for n in names}
+    ratio = {n: per_round_ratio(times["marian"], times[n]) for n in names if n != "marian"}
+    return throughput, ratio
+
+
+def bench_training(c: Contenders, s: Settings, batch: int, label: str) -> Row:
+    hp = c.hp
+    gemm, gemm_flops = gemm_probe()
+    cases = {
+        "marian": train_step(c.marian, batch, s.src_len, hp["vocab"]),
+        "ours": train_step(c.ours, batch, s.src_len, hp["vocab"]),
+        "gemm": gemm,
+    }
+    times = interleaved(cases, s.rounds, repeat={"gemm": 5})
+    tokens = batch * s.src_len
+    throughput, ratio = _ratios(times, tokens, ["marian", "ours"])
+    flops = training_flops(hp, batch, s.src_len, s.src_len)
+    notes = []
+    for name in ("marian", "ours"):
+        mfu = Stat([(flops / t) / (gemm_flops / g) for t, g in zip(times[name], times["gemm"])])
+        notes.append(f"{name} MFU vs same-round GEMM {mfu.fmt(2)}")
+    notes.append(f"GEMM {Stat([gemm_flops / g / 1e9 for g in times['gemm']]).fmt(1)} GFLOP/s")
+    row = Row(f"train {label} ({batch}x{s.src_len})", "target tok/s", throughput, ratio, notes)
+    for model in (c.marian, c.ours):
+        model.zero_grad(set_to_none=True)
+        model.eval()
+    if s.peak_memory:
+        peaks = {
+            name: peak_step_memory(train_step(model, batch, s.src_len, hp["vocab"]))
+            for name, model in (("marian", c.marian), ("ours", c.ours))
+        }
+        row.notes.append(
+            "peak step memory MiB: "
+            + ", ".join(f"{n} {v / 2**20:.0f}" for n, v in peaks.items())
+            + f" (ours/marian {peaks['ours'] / max(peaks['marian'], 1):.2f})"
+        )
+        for model in (c.marian, c.ours):
+            model.zero_grad(set_to_none=True)
+            model.eval()
+    return row
+
+
+def bench_generation(
+    c: Contenders, s: Settings, batch: int, beams: int, use_cache: bool = True
+) -> tuple[Row, bool]:
+    """Throughput of generate() (and CTranslate2) for exactly `new_tokens` tokens; returns the row and whether
+    Marian and ours produced the same tokens."""
+    hp, n = c.hp, s.new_tokens
+    src, mask = source_batch(hp["vocab"], batch, s.src_len, seed=7)
+    config = generation_config(c.pad, beams, n, use_cache)
+    cases = {
+        "marian": generate_call(c.marian, src, mask, config),
+        "ours": generate_call(c.ours, src, mask, config),
+    }
+    if c.ct2 is not None and use_cache:
+        cases["ct2"] = ct2_call(c.ct2, src, hp["vocab"], beams, n)
+    copy, copy_bytes = copy_probe()
+    cases["copy"] = copy
+    same = torch.equal(cases["marian"](), cases["ours"]())
+    notes = []
+    if "ct2" in cases:
+        ref = cases["marian"]()[:, 1:].tolist()
+        agree = sum(a == b for a, b in zip(ref, cases["ct2"]()))
+        notes.append(f"CTranslate2 output = Marian's for {agree}/{batch} sentences")
+    times = interleaved(cases, s.rounds, repeat={"copy": 5})
+    names = [k for k in cases if k != "copy"]
+    throughput, ratio = _ratios(times, batch * n, names)
+    if use_cache:
+        bandwidth = [copy_bytes / t for t in times["copy"]]
+        floor_bytes = decode_step_bytes(hp, batch * beams, s.src_len, n / 2)
+        for name in ("marian", "ours"):
+            # the whole generate() call divided by the steps: encoder, search and Python overhead included
+            distance = Stat([(t / n) / (floor_bytes / bw) for t, bw in zip(times[name], bandwidth)])
+            notes.append(f"{name} step time / memory-bandwidth floor {distance.fmt(1)}")
+        notes.append(f"copy bandwidth {Stat([b / 1e9 for b in bandwidth]).fmt(1)} GB/s")
+    kind = "greedy" if beams == 1 else f"beam {beams}"
+    label = f"{kind} b{batch}" + ("" if use_cache else " no-cache")
+    return Row(label, "new tok/s", throughput, ratio, notes), same
+
+
+def cache_speedups(with_cache: Row, without: Row, new_tokens: int) -> str:
+    """Measured KV-cache speedup of each model next to the theoretical ones."""
+    parts = [
+        f"{name} {Stat([a / b for a, b in zip(with_cache.throughput[name].values, without.throughput[name].values)]).fmt(1)}"
+        for name in ("marian", "ours")
+    ]
+    return (
+        f"KV-cache speedup ({with_cache.name}): " + ", ".join(parts)
+        + f"; theory ~T/2 = {new_tokens / 2:.0f} for projections and FFN, ~T/3 = {new_tokens / 3:.0f} for"
+        " self-attention scores (cross-attention K/V are recomputed every step without a cache)"
+    )  # fmt: skip
+
+
+def run_preset(
+    c: Contenders, s: Settings, log: Callable[[str], None] = lambda _: None
+) -> tuple[list[Row], list[str]]:
+    """All workloads of one preset. Returns the rows and a list of summary lines (parity, cache speedups)."""
+    rows: list[Row] = []
+    summary: list[str] = []
+    log(f"[{c.preset}] training {s.train_batch}x{s.src_len}")
+    rows.append(bench_training(c, s, s.train_batch, c.preset))
+    if s.budget_training:
+        batch = max(1, s.budget_tokens // s.src_len)
+        log(f"[{c.preset}] training {batch}x{s.src_len}")
+        rows.append(bench_training(c, s, batch, c.preset))
+    mismatches = []
+    for beams in s.beams:
+        for batch in s.gen_batches:
+            log(f"[{c.preset}] generation beams={beams} batch={batch}")
+            row, same = bench_generation(c, s, batch, beams)
+            rows.append(row)
+            if not same:
+                mismatches.append(row.name)
+            if s.no_cache and beams == 1:
+                log(f"[{c.preset}] generation beams={beams} batch={batch} without cache")
+                slow, same = bench_generation(c, s, batch, beams, use_cache=False)
+                rows.append(slow)
+                if not same:
+                    mismatches.append(slow.name)
+                summary.append(cache_speedups(row, slow, s.new_tokens))
+    summary.insert(
+        0,
+        "ours and Marian generate identical tokens in every workload"
+        if not mismatches
+        else f"OUTPUT MISMATCH ours vs Marian in: {', '.join(mismatches)}",
+    )
+    return rows, summary
+
+
+def format_rows(rows: list[Row]) -> list[str]:
+    """A text table: throughput medians and, per contender, the median (min-max) of per-round ratios
+    (contender throughput / Marian throughput; > 1 is faster than Marian)."""
+    lines = [
+        f"{'workload':<28}{'unit':<14}{'Marian median':>14}{'ours/Marian':>22}{'CT2/Marian':>22}{'ours/CT2':>10}"
+    ]
+    for row in rows:
+        ours, ct2 = row.ratio.get("ours"), row.ratio.get("ct2")
+        ours_vs_ct2 = ""
+        if ct2 is not None:
+            ours_vs_ct2 = f"{statistics.median(a / b for a, b in zip(ours.values, ct2.values)):.2f}"
+        lines.append(
+            f"{row.name:<28}{row.unit:<14}{row.throughput['marian'].median:>14.1f}"
+            f"{ours.fmt():>22}{ct2.fmt() if ct2 else '-':>22}{ours_vs_ct2:>10}"
+        )
+        lines.extend(f"{'':<4}{note}" for note in row.notes)
+    return lines
