@@ -16,7 +16,6 @@ torch.set_num_threads(min(2, torch.get_num_threads()))
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import modeling  # noqa: E402  (registers the Auto classes)
 from modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration  # noqa: E402
 
 

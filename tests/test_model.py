@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import random_batch, tiny_config, tiny_model
 from transformers import AutoModelForSeq2SeqLM, StaticCache
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from modeling import VanillaTransformerForConditionalGeneration, build_attention_mask
 from modeling.modeling_vanilla_transformer import sinusoidal_table
-
-from conftest import random_batch, tiny_config, tiny_model
 
 
 def full_logits(model, src, mask, tgt):

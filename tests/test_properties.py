@@ -60,7 +60,7 @@ def test_padding_never_changes_real_positions(lengths, seed, left, pe, pre):
     tgt = torch.randint(4, 97, (len(lengths), 3), generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
         batched = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
-        for i, n in enumerate(lengths):
+        for i in range(len(lengths)):
             real = src[i][mask[i].bool()][None]
             alone = model(input_ids=real, decoder_input_ids=tgt[i : i + 1]).logits
             torch.testing.assert_close(batched[i : i + 1], alone, atol=2e-5, rtol=2e-5)
