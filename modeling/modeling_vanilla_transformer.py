@@ -250,6 +250,15 @@ def build_attention_mask(
     )
 
 
+def without_padding(token_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """A 2-D token mask with no padding at all masks nothing: return None for it (so no additive mask is built
+    and attention runs unmasked, its fastest path); return any other mask unchanged. Never inspects values
+    while compiling (a data-dependent branch would break the graph)."""
+    if token_mask is None or token_mask.dim() != 2 or _is_compiling():
+        return token_mask
+    return None if bool(token_mask.all()) else token_mask
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Multi-head attention (paper section 3.2)
 # ----------------------------------------------------------------------------------------------------------------
@@ -601,6 +610,7 @@ class VanillaTransformerEncoder(_Stack):
                 raise ValueError(f"attention_mask must have shape (batch, source length) = {tuple(shape)}")
         check_length(shape[1], self.config, "input_ids")
         device = (input_ids if input_ids is not None else inputs_embeds).device
+        attention_mask = without_padding(attention_mask)
         position_ids = build_position_ids(attention_mask, 0, shape[1], device)  # (B or 1, S)
         hidden_states, rotary = self.embed(input_ids, inputs_embeds, position_ids)  # (B, S, C)
         mask = build_attention_mask(attention_mask, hidden_states.dtype)  # (B, 1, 1, S) or None
@@ -629,6 +639,19 @@ class VanillaTransformerDecoder(_Stack):
             [VanillaTransformerDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
         )
         self.post_init()
+
+    def causal_mask_is_implicit(
+        self, past_length: int | torch.Tensor, new_tokens: int, key_length: int, output_attentions: bool
+    ) -> bool:
+        """Whether self-attention needs no mask tensor (no target padding assumed): a single new token that
+        sees every key (cached decoding with a dynamic cache), or a plain causal T x T pattern from an empty
+        cache, which the sdpa backend applies itself with `is_causal` (its fastest path; the eager path, also
+        used for `output_attentions`, needs the explicit mask)."""
+        if not isinstance(past_length, int) or key_length != past_length + new_tokens:
+            return False  # a static cache has unwritten slots that must be masked
+        if new_tokens == 1:
+            return True
+        return past_length == 0 and self.config._attn_implementation == "sdpa" and not output_attentions
 
     def forward(
         self,
@@ -673,14 +696,20 @@ class VanillaTransformerDecoder(_Stack):
                 f"decoder_attention_mask covers {attention_mask.shape[1]} positions but the decoder sees "
                 f"{past_length} cached + {new_tokens} new positions"
             )
+        attention_mask = without_padding(attention_mask)
         position_ids = build_position_ids(attention_mask, past_length, new_tokens, device)  # (B or 1, T)
         hidden_states, rotary = self.embed(input_ids, inputs_embeds, position_ids)  # (B, T, C)
         if cache is not None:
             key_length = cache.self_attention_cache.get_mask_sizes(new_tokens, 0)[0]
         else:
             key_length = new_tokens
-        query_positions = torch.arange(new_tokens, device=device) + past_length  # (T,)
-        self_mask = build_attention_mask(attention_mask, hidden_states.dtype, query_positions, key_length)
+        implicit = self.causal_mask_is_implicit(past_length, new_tokens, key_length, output_attentions)
+        if attention_mask is None and implicit:
+            self_mask = None
+        else:
+            query_positions = torch.arange(new_tokens, device=device) + past_length  # (T,)
+            self_mask = build_attention_mask(attention_mask, hidden_states.dtype, query_positions, key_length)
+        encoder_attention_mask = without_padding(encoder_attention_mask)
         cross_mask = build_attention_mask(encoder_attention_mask, hidden_states.dtype)  # (B, 1, 1, S) or None
 
         all_states = () if output_hidden_states else None
@@ -922,6 +951,26 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         check_generation_arguments(kwargs, kwargs.get("generation_config") or self.generation_config)
         return super().generate(*args, **kwargs)
 
+    def _reorder_cache(self, cache: EncoderDecoderCache, beam_idx: torch.Tensor) -> EncoderDecoderCache:
+        """Beam search keeps the hypotheses `beam_idx` (B * beams,): reorder the self-attention cache only.
+        The cross-attention cache holds K/V of the encoder output, which generate() repeats for every beam of a
+        sentence, and beams never move across sentences, so its reordered rows would be identical copies."""
+        cache.self_attention_cache.reorder_cache(beam_idx)
+        return cache
+
+    def resize_token_embeddings(self, new_num_tokens: int | None = None, *args, **kwargs) -> nn.Embedding:
+        """Resize the (shared) vocabulary; the output bias keeps its values and gets zeros for new tokens."""
+        embeddings = super().resize_token_embeddings(new_num_tokens, *args, **kwargs)
+        if self.config.share_encoder_decoder_embeddings:
+            self.config.decoder_vocab_size = self.config.vocab_size
+            if self.final_logits_bias is not None and self.final_logits_bias.shape[0] != self.config.vocab_size:
+                old = self.final_logits_bias.data
+                new = old.new_zeros(self.config.vocab_size)
+                keep = min(old.shape[0], new.shape[0])
+                new[:keep] = old[:keep]
+                self.final_logits_bias = nn.Parameter(new)
+        return embeddings
+
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
@@ -965,9 +1014,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
-        logits = self.lm_head(outputs.last_hidden_state)  # (B, T, V)
-        if self.final_logits_bias is not None:
-            logits = logits + self.final_logits_bias
+        # the output bias rides in the projection's GEMM (addmm): no second (B, T, V) tensor
+        logits = F.linear(outputs.last_hidden_state, self.lm_head.weight, self.final_logits_bias)  # (B, T, V)
         loss = None
         if labels is not None:
             if labels.shape != logits.shape[:2]:

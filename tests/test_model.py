@@ -297,3 +297,30 @@ def test_depths_are_separate_and_cache_sized_for_decoder():
     model = VanillaTransformerForConditionalGeneration(config)
     assert len(model.model.encoder.layers) == 1 and len(model.model.decoder.layers) == 4
     assert config.get_text_config(decoder=True).num_hidden_layers == 4
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    model = tiny_model(seed=32).train()
+    src, mask = random_batch(97, 2, 6, seed=33)
+
+    def grads():
+        model.zero_grad()
+        model(input_ids=src, attention_mask=mask, labels=src).loss.backward()
+        return {n: p.grad.clone() for n, p in model.named_parameters()}
+
+    plain = grads()
+    model.gradient_checkpointing_enable()
+    checkpointed = grads()
+    for name in plain:
+        torch.testing.assert_close(checkpointed[name], plain[name], atol=1e-6, rtol=1e-5)
+
+
+def test_resize_token_embeddings_keeps_outputs_for_old_tokens():
+    model = tiny_model(seed=34)
+    src, mask = random_batch(97, 2, 6, seed=35)
+    before = model(input_ids=src, attention_mask=mask, decoder_input_ids=src).logits
+    model.resize_token_embeddings(120, mean_resizing=False)
+    after = model(input_ids=src, attention_mask=mask, decoder_input_ids=src).logits
+    assert after.shape[-1] == 120 and model.config.vocab_size == model.config.decoder_vocab_size == 120
+    torch.testing.assert_close(after[..., :97], before)
+    assert model.lm_head.weight is model.model.shared.weight
