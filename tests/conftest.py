@@ -6,13 +6,17 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-import torch
-
-ROOT = Path(__file__).resolve().parents[1]
+# Tiny test models run fastest on one thread, and tests that start subprocesses (accelerate launch, CLIs)
+# would otherwise oversubscribe the cores with OpenMP threads. Set before torch is imported.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-torch.set_num_threads(min(2, torch.get_num_threads()))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+torch.set_num_threads(1)
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
