@@ -1,0 +1,79 @@
+"""Speed of our model against transformers' MarianMTModel (same weights) and CTranslate2 (if installed).
+
+Every figure is a median over interleaved rounds of the ratio against Marian measured in the same round.
+
+    python scripts/bench.py                    # presets small and base, all workloads (tens of minutes)
+    python scripts/bench.py --quick            # small preset, fewer rounds, no 4k-token training
+    python scripts/bench.py --preset base --rounds 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+
+from training.benchmark import PRESETS, Settings, build_contenders, format_rows, quick_settings, run_preset  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument(
+        "--preset", choices=list(PRESETS), action="append", help="repeatable; default small and base"
+    )
+    p.add_argument("--quick", action="store_true", help="small preset, 3 rounds, no 4k-token training step")
+    p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5, quick 3)")
+    p.add_argument("--new-tokens", type=int, default=None, help="tokens generated per sentence (default 32)")
+    p.add_argument("--src-len", type=int, default=None, help="source and training target length (default 32)")
+    p.add_argument("--train-batch", type=int, default=None, help="sentences per training step (default 32)")
+    p.add_argument("--budget-tokens", type=int, default=None, help="target tokens of the large training step")
+    p.add_argument("--gen-batches", type=int, nargs="+", default=None, help="generation batch sizes (1 16)")
+    p.add_argument("--beams", type=int, nargs="+", default=None, help="beam sizes (1 4)")
+    p.add_argument("--no-ct2", action="store_true", help="skip CTranslate2 even if installed")
+    p.add_argument("--no-cache-runs", action="store_true", help="skip the generation runs without KV cache")
+    p.add_argument("--threads", type=int, default=2, help="torch (and CTranslate2) threads")
+    return p.parse_args(argv)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    s = quick_settings() if args.quick else Settings()
+    for name in ("rounds", "new_tokens", "src_len", "train_batch", "budget_tokens"):
+        if getattr(args, name) is not None:
+            setattr(s, name, getattr(args, name))
+    if args.gen_batches:
+        s.gen_batches = tuple(args.gen_batches)
+    if args.beams:
+        s.beams = tuple(args.beams)
+    if args.no_cache_runs:
+        s.no_cache = False
+    return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    settings = settings_from(args)
+    presets = args.preset or (["small"] if args.quick else ["small", "base"])
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
+        f"{platform.processor() or platform.machine()}, load average {os.getloadavg()[0]:.1f}"
+    )
+    print(f"settings: {settings}")
+    for preset in presets:
+        contenders = build_contenders(preset, with_ct2=not args.no_ct2)
+        print(f"\n== preset {preset}: {contenders.hp}; {contenders.ct2_note or 'CTranslate2: -'}")
+        rows, summary = run_preset(contenders, settings, log=lambda m: print(m, file=sys.stderr, flush=True))
+        print("\n".join(format_rows(rows)))
+        print("\n".join(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The benchmark runs end to end on a tiny preset and its contenders compute the same thing. No timings are
+checked here: benchmarks print ratios, tests never assert speed."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import torch
+from conftest import ROOT
+
+from training.benchmark import (
+    Settings,
+    build_contenders,
+    format_rows,
+    generate_call,
+    generation_config,
+    run_preset,
+    source_batch,
+)
+
+TINY = Settings(
+    rounds=1, new_tokens=4, src_len=6, train_batch=2, budget_tokens=24, gen_batches=(2,), beams=(1, 2),
+    no_cache=True, budget_training=True, peak_memory=True,
+)  # fmt: skip
+
+
+def test_marian_and_ours_generate_the_same_tokens():
+    contenders = build_contenders("tiny", with_ct2=False)
+    src, mask = source_batch(contenders.hp["vocab"], 3, 7, seed=1)
+    for beams in (1, 3):
+        config = generation_config(contenders.pad, beams, 5)
+        marian = generate_call(contenders.marian, src, mask, config)()
+        ours = generate_call(contenders.ours, src, mask, config)()
+        assert ours.shape == (3, 6)  # start token + exactly 5 new tokens
+        assert torch.equal(marian, ours)
+
+
+def test_benchmark_runs_on_tiny_preset():
+    contenders = build_contenders("tiny", with_ct2=False)
+    rows, summary = run_preset(contenders, TINY)
+    names = [row.name for row in rows]
+    assert names == [
+        "train tiny (2x6)", "train tiny (4x6)", "greedy b2", "greedy b2 no-cache", "beam 2 b2",
+    ]  # fmt: skip
+    assert summary[0] == "ours and Marian generate identical tokens in every workload"
+    assert any(line.startswith("KV-cache speedup") for line in summary)
+    assert all(row.ratio["ours"].median > 0 for row in rows)
+    table = format_rows(rows)
+    assert len(table) > len(rows)
+
+
+def test_bench_script_cli(capsys):
+    spec = importlib.util.spec_from_file_location("bench_script", ROOT / "scripts" / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    threads = torch.get_num_threads()
+    try:
+        code = bench.main(
+            ["--preset", "tiny", "--rounds", "1", "--new-tokens", "3", "--src-len", "5", "--train-batch", "2",
+             "--budget-tokens", "20", "--gen-batches", "2", "--beams", "2", "--no-cache-runs", "--no-ct2"]
+        )  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "ours/Marian" in out and "beam 2 b2" in out
+    assert "identical tokens" in out
