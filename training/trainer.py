@@ -13,6 +13,7 @@ Output folder layout (``output_dir``)::
     eval_results.json        test-set scores with sacreBLEU signatures
     checkpoints/             checkpoint-<step>/, latest, best, tokenizer/, train_config.json
     runs/                    TensorBoard logs
+    plots/                   training_curves.png: loss and validation BLEU against updates and minutes
     cache/                   tokenised data (keyed by tokenizer and data hashes)
 """
 
@@ -557,6 +558,7 @@ class _Trainer:
             self.target_tokens += logs["ntokens"]
             logs["step"] = step
             logs["epoch"] = self.stream.epoch
+            logs["seconds"] = self.train_seconds + time.monotonic() - start  # training time, for plots
             result.history.append(logs)
             self.emit("step", logs)
             if step % cfg.log_every == 0:
@@ -572,6 +574,10 @@ class _Trainer:
         result.train_seconds = self.train_seconds + elapsed
         if cfg.export:
             self.finish(result, best)
+        if acc.is_main_process:
+            from .plots import write_training_plots
+
+            write_training_plots(result, self.out / "plots", window=cfg.log_every)
         acc.end_training()
         return result
 

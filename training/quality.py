@@ -1,0 +1,536 @@
+"""Translation quality against a peer trained in the same run: our model with our recipe (`training.trainer`,
+the code path of ``scripts/train.py``) and transformers' `MarianMTModel` with `Seq2SeqTrainer` and the standard
+Hugging Face recipe, at the same size, on the same tokenizer, training split and wall-clock budget, one after
+the other on the same machine, then scored on the same held-out split with the same decoding.
+
+Both systems:
+    * data: `training.data`'s deterministic split of the corpus (``--valid_size``/``--test_size``/``--split_*``),
+      training pairs with more than ``max_length`` tokens on a side dropped;
+    * tokenizer: one joint BPE (`tokenizer.bpe.train_bpe_tokenizer` on the training split, as ``scripts/train.py``
+      trains it), ids ``<pad>`` 0, ``<s>`` 2 (decoder start), ``</s>`` 3;
+    * architecture: the preset's sizes (``small``: d_model 256, 4 heads, FFN 1024, 3+3 layers, ReLU, post-LN,
+      tied embeddings, dropout 0.1);
+    * budget: ``budget_minutes`` of the training loop, periodic validation included (every ``eval_every``
+      updates: perplexity on the validation split, greedy BLEU on its first ``bleu_samples`` pairs);
+    * test decoding: `training.evaluation.translate` with beam ``num_beams`` and transformers' length penalty
+      ``length_penalty`` (sum log-prob / length ** alpha), at most ``2 * source length + 10`` new tokens, pad and
+      ``<s>`` never generated; sacreBLEU BLEU/chrF with signatures and the output/reference length ratio
+      (sacreBLEU's ``sys_len / ref_len``).
+
+Recipes: ours is `TrainConfig`'s defaults for the preset (Adam (0.9, 0.98, 1e-9), the paper's inverse-sqrt
+schedule, fairseq label smoothing 0.1, token-budget batches) plus any ``ours`` overrides. Marian's is the
+standard `Seq2SeqTrainer` one: AdamW (0.9, 0.98, 1e-9, no weight decay), learning rate ``marian_lr`` with
+``marian_warmup_steps`` linear warm-up then inverse-square-root decay (``lr_scheduler_type="inverse_sqrt"``),
+``label_smoothing_factor`` 0.1, ``marian_batch_size``-sentence batches grouped by length, gradient clipping at
+the `TrainingArguments` default (1.0), fp32.
+
+Output folder (``output_dir``): ``tokenizer/``, ``cache/``, ``ours/`` and ``marian/`` (each a loadable model
+folder; ``ours/`` also has the trainer's checkpoints and plots), ``plots/comparison.png`` and ``results.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import re
+import time
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .cli import _base_type
+from .data import DEFAULT_DATA, filter_by_length, load_parallel_corpus, split_corpus, tokenize_dataset
+from .evaluation import evaluate_translation, score_translations, translate
+from .plots import Curves, curves_from_history, plot_training_curves
+from .presets import PRESETS, preset_names
+
+logger = logging.getLogger(__name__)
+
+Event = Callable[[str, dict], None]
+SYSTEMS = ("ours", "marian")
+
+
+def _f(default: Any, help: str, **kw) -> Any:
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class QualityConfig:
+    """Options of `run_quality_benchmark` (the flags of scripts/bench_quality.py, same names)."""
+
+    budget_minutes: float = _f(25.0, "wall-clock budget of each system's training loop (validation included)")
+    systems: str = _f("ours,marian", "comma-separated systems to train, in this order: ours, marian")
+    data: str = _f(str(DEFAULT_DATA), "parallel corpus (as scripts/train.py --data; TSV columns 0 and 1)")
+    max_lines: int | None = _f(None, "use only the first N pairs of the corpus (smoke runs)")
+    valid_size: int = _f(500, "validation pairs held out (as scripts/train.py)")
+    test_size: int = _f(1000, "test pairs held out; both systems are scored on all of them")
+    split_block_size: int = _f(20, "held-out pairs are random blocks of this many consecutive lines")
+    split_seed: int = _f(1234, "seed of the train/validation/test split")
+    max_length: int = _f(256, "drop training/validation pairs with more tokens than this on a side")
+    tokenizer: str | None = _f(None, "tokenizer folder; default: train a joint BPE into OUTPUT_DIR/tokenizer")
+    vocab_size: int = _f(8000, "joint BPE vocabulary size when the tokenizer is trained here")
+    preset: str = _f("small", "architecture preset of both systems", choices=tuple(preset_names()))
+    ours: str = _f(
+        "", "overrides of our TrainConfig, e.g. 'lr_scale=1.0 warmup_steps=400' (scripts/train.py flags)"
+    )
+    marian_lr: float = _f(7e-4, "Marian: peak learning rate")
+    marian_warmup_steps: int = _f(200, "Marian: linear warm-up updates before the inverse-sqrt decay")
+    marian_batch_size: int = _f(64, "Marian: sentences per batch (length-grouped)")
+    label_smoothing: float = _f(0.1, "label smoothing of both systems")
+    eval_every: int = _f(500, "validate both systems every N updates (and at the end)")
+    bleu_samples: int = _f(200, "validation pairs translated greedily for the periodic BLEU (0 = loss only)")
+    log_every: int = _f(10, "training loss is logged (and plotted) per N updates")
+    num_beams: int = _f(4, "beams for the test translation")
+    length_penalty: float = _f(0.6, "length penalty alpha (transformers': log-prob / length**alpha)")
+    eval_batch_size: int = _f(64, "sentences per generate() batch")
+    sacrebleu_tokenize: str | None = _f(
+        None, "sacreBLEU tokeniser (default: 'zh' for Chinese targets, else '13a')"
+    )
+    num_threads: int | None = _f(None, "torch CPU threads for both systems (default: available cores)")
+    seed: int = _f(1, "seed of initialisation, dropout and batch order (both systems)")
+    num_samples: int = _f(3, "test translations kept per system as examples")
+    output_dir: str = _f("outputs/bench_quality", "where models, plots and results.json go")
+
+
+@dataclass
+class SystemResult:
+    """One trained and evaluated system. ``epochs`` = target tokens seen / target tokens of the training split."""
+
+    name: str
+    description: str
+    num_parameters: int
+    steps: int
+    target_tokens: int
+    train_seconds: float
+    tokens_per_second: float
+    epochs: float
+    valid_ppl: float | None
+    test: dict
+    length_ratio: float
+    hyp_len: int
+    ref_len: int
+    samples: list[dict]
+    model_dir: str
+    curves: Curves = field(repr=False)
+    history: list[dict] = field(default_factory=list, repr=False)
+    valid_history: list[dict] = field(default_factory=list, repr=False)
+
+
+@dataclass
+class QualityResult:
+    systems: list[SystemResult]
+    test_pairs: int
+    train_pairs: int
+    plot: str | None
+    results_file: str
+
+
+# ------------------------------------------------------------------------------------------------- helpers
+def parse_overrides(text: str) -> dict[str, Any]:
+    """``"lr_scale=1.0 warmup_steps=400"`` (spaces or commas) -> typed `TrainConfig` overrides."""
+    from .trainer import TrainConfig
+
+    hints = typing.get_type_hints(TrainConfig)
+    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    out: dict[str, Any] = {}
+    for item in re.split(r"[\s,]+", text.strip()):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        key = key.strip().lstrip("-")
+        if not sep or key not in names:
+            raise ValueError(
+                f"--ours: {item!r} is not KEY=VALUE with KEY a scripts/train.py option (e.g. 'lr_scale=1.0')."
+            )
+        kind, optional = _base_type(hints[key])
+        if optional and value.lower() in ("none", ""):
+            out[key] = None
+        elif kind is bool:
+            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(f"--ours: {key}={value!r} must be true or false.")
+            out[key] = value.lower() in ("true", "1", "yes")
+        else:
+            out[key] = kind(value)
+    return out
+
+
+def bleu_tokenizer_for(cfg: QualityConfig) -> str:
+    """sacreBLEU's tokeniser: ``cfg.sacrebleu_tokenize``, else 'zh' if the file name says the target is zh."""
+    if cfg.sacrebleu_tokenize:
+        return cfg.sacrebleu_tokenize
+    m = re.search(r"[._-]([a-z]{2,3})-([a-z]{2,3})\.", Path(cfg.data).name)
+    return "zh" if m and m.group(2) == "zh" else "13a"
+
+
+def length_stats(hypotheses: list[str], references: list[str], tokenize: str) -> tuple[float, int, int]:
+    """(output/reference length ratio, output length, reference length) in sacreBLEU's BLEU tokens."""
+    from sacrebleu.metrics import BLEU
+
+    score = BLEU(tokenize=tokenize).corpus_score(hypotheses, [references])
+    return score.sys_len / max(score.ref_len, 1), int(score.sys_len), int(score.ref_len)
+
+
+def _check(cfg: QualityConfig) -> list[str]:
+    systems = [s.strip() for s in cfg.systems.split(",") if s.strip()]
+    problems = [
+        f"unknown system {s!r} (choose from {', '.join(SYSTEMS)})" for s in systems if s not in SYSTEMS
+    ]
+    if not systems:
+        problems.append("--systems is empty; pass 'ours,marian', 'ours' or 'marian'")
+    if not cfg.budget_minutes or cfg.budget_minutes <= 0:
+        problems.append(f"--budget_minutes must be > 0, got {cfg.budget_minutes}")
+    for name in ("eval_every", "log_every", "num_beams", "eval_batch_size", "marian_batch_size"):
+        if getattr(cfg, name) < 1:
+            problems.append(f"--{name} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.test_size < 1:
+        problems.append(f"--test_size must be >= 1 (the systems are scored on it), got {cfg.test_size}")
+    if cfg.preset not in PRESETS:
+        problems.append(f"unknown --preset {cfg.preset!r} (choose from {', '.join(PRESETS)})")
+    if problems:
+        raise ValueError("Invalid quality-benchmark options: " + "; ".join(problems) + ".")
+    return systems
+
+
+def _threads(cfg: QualityConfig) -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cfg.num_threads or cores
+
+
+@dataclass
+class _Data:
+    splits: Any
+    tokenizer: Any
+    tokenizer_dir: str
+    train: Any  # tokenised, length-filtered: input_ids, labels
+    valid_src: list[list[int]]
+    valid_tgt: list[list[int]]
+    train_target_tokens: int
+
+
+def _prepare_data(cfg: QualityConfig, out: Path) -> _Data:
+    from transformers import AutoTokenizer
+
+    corpus, _ = load_parallel_corpus(cfg.data, max_lines=cfg.max_lines)
+    splits = split_corpus(corpus, cfg.valid_size, cfg.test_size, cfg.split_block_size, cfg.split_seed)
+    tok_dir = Path(cfg.tokenizer) if cfg.tokenizer else out / "tokenizer"
+    if not (tok_dir / "tokenizer.json").exists():
+        if cfg.tokenizer:
+            raise ValueError(f"--tokenizer {cfg.tokenizer!r} has no tokenizer.json; pass a tokenizer folder.")
+        from tokenizer.bpe import train_bpe_tokenizer
+
+        texts = list(splits["train"]["source"]) + list(splits["train"]["target"])
+        train_bpe_tokenizer(texts, vocab_size=cfg.vocab_size).save_pretrained(str(tok_dir))
+    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
+    ids = {
+        "pad": tokenizer.pad_token_id,
+        "<s>": tokenizer.convert_tokens_to_ids("<s>"),
+        "eos": tokenizer.eos_token_id,
+    }
+    if ids != {"pad": 0, "<s>": 2, "eos": 3}:
+        raise ValueError(f"Tokenizer {str(tok_dir)!r} has special ids {ids}; expected pad 0, <s> 2, </s> 3 "
+                         "(train it with scripts/train_tokenizer.py).")  # fmt: skip
+    cache = out / "cache"
+    train, _ = filter_by_length(tokenize_dataset(splits["train"], tokenizer, cache), cfg.max_length)
+    valid_src: list[list[int]] = []
+    valid_tgt: list[list[int]] = []
+    if len(splits["validation"]):
+        valid, _ = filter_by_length(tokenize_dataset(splits["validation"], tokenizer, cache), cfg.max_length)
+        valid_src, valid_tgt = [list(x) for x in valid["input_ids"]], [list(x) for x in valid["labels"]]
+    return _Data(splits, tokenizer, str(tok_dir), train, valid_src, valid_tgt,
+                 sum(len(t) for t in train["labels"]))  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------ ours
+def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event) -> tuple[Any, dict]:
+    from .checkpoint import export_averaged_model
+    from .trainer import TrainConfig, train
+
+    overrides = parse_overrides(cfg.ours)
+    fixed = dict(data=cfg.data, max_lines=cfg.max_lines, valid_size=cfg.valid_size, test_size=cfg.test_size,
+                 split_block_size=cfg.split_block_size, split_seed=cfg.split_seed, max_length=cfg.max_length,
+                 tokenizer=data.tokenizer_dir, cache_dir=str(out / "cache"), output_dir=str(out / "ours"))  # fmt: skip
+    clash = sorted(set(overrides) & (set(fixed) | {"export", "resume", "max_minutes"}))
+    if clash:
+        raise ValueError(
+            f"--ours cannot set {clash}: the benchmark sets them for both systems (use its own flags)."
+        )
+    train_cfg = TrainConfig(
+        **fixed, preset=cfg.preset, label_smoothing=cfg.label_smoothing, max_minutes=cfg.budget_minutes,
+        eval_every=cfg.eval_every, bleu_samples=cfg.bleu_samples, log_every=cfg.log_every,
+        length_penalty=cfg.length_penalty, eval_batch_size=cfg.eval_batch_size, seed=cfg.seed,
+        num_threads=cfg.num_threads, sacrebleu_tokenize=bleu_tokenizer_for(cfg), tensorboard=False,
+        export=False, overwrite=True,
+    )  # fmt: skip
+    train_cfg = dataclasses.replace(train_cfg, **overrides)
+    result = train(train_cfg, lambda name, info: emit(name, {**info, "system": "ours"}))
+    model_dir = export_averaged_model([result.last_checkpoint], out / "ours", data.tokenizer)
+    from modeling import VanillaTransformerForConditionalGeneration
+
+    model = VanillaTransformerForConditionalGeneration.from_pretrained(str(model_dir)).eval()
+    history = result.history
+    last_valid = result.valid_history[-1] if result.valid_history else {}
+    info = dict(
+        description=f"VanillaTransformer, training.trainer recipe (preset {cfg.preset}"
+        + (f"; {cfg.ours.strip()}" if cfg.ours.strip() else "") + ")",
+        num_parameters=result.num_parameters, steps=result.step, target_tokens=sum(h["ntokens"] for h in history),
+        train_seconds=result.train_seconds, tokens_per_second=result.target_tokens_per_second,
+        valid_ppl=last_valid.get("valid_ppl"), history=history, valid_history=result.valid_history,
+        model_dir=str(model_dir),
+    )  # fmt: skip
+    return model, info
+
+
+# ---------------------------------------------------------------------------------------------- marian
+def marian_config(preset: str, vocab_size: int):
+    """A `MarianConfig` with the preset's sizes and our tokenizer's ids: pad 0, decoder start <s> 2, eos 3."""
+    from transformers import MarianConfig
+
+    hp = PRESETS[preset]["model"]
+    return MarianConfig(
+        vocab_size=vocab_size, d_model=hp["d_model"], encoder_layers=hp["encoder_layers"],
+        decoder_layers=hp["decoder_layers"], encoder_attention_heads=hp["encoder_attention_heads"],
+        decoder_attention_heads=hp["decoder_attention_heads"], encoder_ffn_dim=hp["encoder_ffn_dim"],
+        decoder_ffn_dim=hp["decoder_ffn_dim"], activation_function="relu", dropout=hp["dropout"],
+        attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=hp.get("max_position_embeddings", 1024),
+        scale_embedding=True, share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
+        pad_token_id=0, bos_token_id=2, decoder_start_token_id=2, eos_token_id=3, forced_eos_token_id=None,
+    )  # fmt: skip
+
+
+@torch.no_grad()
+def validation_metrics(
+    model, tokenizer, valid_src: list[list[int]], valid_tgt: list[list[int]], sources: list[str],
+    references: list[str], *, label_smoothing: float, bleu_samples: int, length_penalty: float,
+    batch_size: int, tokenize: str,
+) -> dict:  # fmt: skip
+    """What `training.trainer` computes at each validation, for any seq2seq model: ``valid_loss``,
+    ``valid_nll_loss``, ``valid_ppl`` per target token over all validation pairs (teacher forcing), and
+    greedy ``valid_bleu``/``valid_chrf`` on the first ``bleu_samples`` validation sentences."""
+    from modeling import shift_tokens_right
+
+    from .batching import collate
+    from .loss import label_smoothed_nll_loss
+
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    config = model.config
+    sums = torch.zeros(3)
+    order = sorted(range(len(valid_src)), key=lambda i: len(valid_tgt[i]))
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        batch = collate([valid_src[i] for i in idx], [valid_tgt[i] for i in idx], config.pad_token_id)
+        decoder_input_ids = shift_tokens_right(
+            batch["labels"], config.pad_token_id, config.decoder_start_token_id
+        )
+        logits = model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device),
+                       decoder_input_ids=decoder_input_ids.to(device), use_cache=False).logits  # fmt: skip
+        loss, nll = label_smoothed_nll_loss(logits, batch["labels"].to(device), label_smoothing)
+        sums += torch.stack([loss.cpu(), nll.cpu(), batch["ntokens"].float()])
+    metrics: dict = {}
+    if valid_src:
+        loss_v, nll_v, ntok = (float(x) for x in sums)
+        metrics = {"valid_loss": loss_v / ntok, "valid_nll_loss": nll_v / ntok,
+                   "valid_ppl": math.exp(min(nll_v / ntok, 50))}  # fmt: skip
+    n = min(bleu_samples, len(sources))
+    if n > 0:
+        scores, _ = evaluate_translation(
+            model, tokenizer, sources[:n], references[:n], tokenize=tokenize, num_beams=1,
+            length_penalty=length_penalty, batch_size=batch_size,
+        )  # fmt: skip
+        metrics.update(
+            valid_bleu=scores["bleu"], valid_chrf=scores["chrf"], bleu_signature=scores["bleu_signature"]
+        )
+    model.train(was_training)
+    return metrics
+
+
+def _marian_trainer_class():
+    from transformers import Seq2SeqTrainer
+
+    class CountingSeq2SeqTrainer(Seq2SeqTrainer):
+        """`Seq2SeqTrainer` that counts the target tokens (labels other than -100) it trains on."""
+
+        target_tokens = 0
+
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            self.target_tokens += int((inputs["labels"] != -100).sum())
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    return CountingSeq2SeqTrainer
+
+
+def _marian_monitor(budget_seconds: float, eval_every: int, validate: Callable[[Any], dict], emit: Event):
+    from transformers import TrainerCallback
+
+    class Monitor(TrainerCallback):
+        """Stops training at the wall-clock budget, validates every ``eval_every`` updates (inside the budget,
+        as our trainer does) and at the end, and records the logged training loss with its wall time."""
+
+        def __init__(self):
+            self.start = 0.0
+            self.seconds = 0.0
+            self.history: list[dict] = []
+            self.valid_history: list[dict] = []
+            self.stopped_at: float | None = None
+
+        def _validate(self, step: int, model) -> None:
+            metrics = validate(model)
+            if metrics:
+                metrics.update(step=step, seconds=self.seconds)
+                self.valid_history.append(metrics)
+                emit("eval", {**metrics, "system": "marian"})
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.start = time.monotonic()
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
+            self.seconds = time.monotonic() - self.start
+            if state.global_step % eval_every == 0:
+                with torch.random.fork_rng():  # validation must not change the training random stream
+                    self._validate(state.global_step, model)
+            if time.monotonic() - self.start >= budget_seconds:
+                control.should_training_stop = True
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                entry = {"step": state.global_step, "seconds": self.seconds, "loss": float(logs["loss"]),
+                         "lr": logs.get("learning_rate")}  # fmt: skip
+                self.history.append(entry)
+                emit("step", {**entry, "system": "marian"})
+
+        def on_train_end(self, args, state, control, model=None, **kwargs):
+            self.stopped_at = time.monotonic() - self.start
+            if not self.valid_history or self.valid_history[-1]["step"] != state.global_step:
+                self._validate(state.global_step, model)
+
+    return Monitor()
+
+
+def _train_marian(cfg: QualityConfig, data: _Data, out: Path, emit: Event, tokenize: str) -> tuple[Any, dict]:
+    from transformers import DataCollatorForSeq2Seq, MarianMTModel, PrinterCallback, Seq2SeqTrainingArguments
+
+    from modeling import default_generation_config
+
+    torch.set_num_threads(_threads(cfg))
+    torch.manual_seed(cfg.seed)
+    model = MarianMTModel(marian_config(cfg.preset, len(data.tokenizer)))
+    # the same decoding defaults as ours (beam 4, length penalty 0.6, never <pad>/<s>, max_new_tokens)
+    model.generation_config = default_generation_config(model.config)
+    folder = out / "marian"
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(folder / "trainer"), per_device_train_batch_size=cfg.marian_batch_size,
+        learning_rate=cfg.marian_lr, adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-9, weight_decay=0.0,
+        lr_scheduler_type="inverse_sqrt", warmup_steps=cfg.marian_warmup_steps,
+        label_smoothing_factor=cfg.label_smoothing, train_sampling_strategy="group_by_length",
+        num_train_epochs=10_000, logging_steps=cfg.log_every, save_strategy="no", eval_strategy="no",
+        report_to="none", disable_tqdm=True, seed=cfg.seed, dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(),
+    )  # fmt: skip
+    valid = data.splits["validation"]
+
+    def validate(m) -> dict:
+        return validation_metrics(
+            m, data.tokenizer, data.valid_src, data.valid_tgt, list(valid["source"]), list(valid["target"]),
+            label_smoothing=cfg.label_smoothing, bleu_samples=cfg.bleu_samples, length_penalty=cfg.length_penalty,
+            batch_size=cfg.eval_batch_size, tokenize=tokenize,
+        )  # fmt: skip
+
+    monitor = _marian_monitor(cfg.budget_minutes * 60, cfg.eval_every, validate, emit)
+    trainer = _marian_trainer_class()(
+        model=model, args=args, train_dataset=data.train.select_columns(["input_ids", "labels"]),
+        data_collator=DataCollatorForSeq2Seq(data.tokenizer, model=model, label_pad_token_id=-100),
+        processing_class=data.tokenizer, callbacks=[monitor],
+    )  # fmt: skip
+    trainer.remove_callback(PrinterCallback)  # library code does not print; `event` reports progress
+    # trainable parameters: Marian's sinusoidal position tables are frozen nn.Embedding weights
+    num_parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    emit("start", {"system": "marian", "num_parameters": num_parameters})
+    trainer.train()
+    seconds = monitor.stopped_at or monitor.seconds
+    model = trainer.model.eval()
+    model.save_pretrained(str(folder))
+    data.tokenizer.save_pretrained(str(folder))
+    last_valid = monitor.valid_history[-1] if monitor.valid_history else {}
+    info = dict(
+        description=f"MarianMTModel, Seq2SeqTrainer (AdamW, lr {cfg.marian_lr}, warm-up {cfg.marian_warmup_steps} "
+        f"+ inverse sqrt, {cfg.marian_batch_size} sentences/batch, length-grouped)",
+        num_parameters=num_parameters, steps=trainer.state.global_step,
+        target_tokens=trainer.target_tokens, train_seconds=seconds,
+        tokens_per_second=trainer.target_tokens / max(seconds, 1e-9), valid_ppl=last_valid.get("valid_ppl"),
+        history=monitor.history, valid_history=monitor.valid_history, model_dir=str(folder),
+    )  # fmt: skip
+    return model, info
+
+
+# ------------------------------------------------------------------------------------------------- main
+def _evaluate(
+    cfg: QualityConfig, name: str, model, data: _Data, info: dict, tokenize: str, emit: Event
+) -> SystemResult:
+    test = data.splits["test"]
+    sources, references = list(test["source"]), list(test["target"])
+    emit("test_start", {"system": name, "num_sentences": len(sources)})
+    hyps = translate(model, data.tokenizer, sources, num_beams=cfg.num_beams, length_penalty=cfg.length_penalty,
+                     batch_size=cfg.eval_batch_size)  # fmt: skip
+    scores = score_translations(hyps, references, tokenize=tokenize)
+    scores.update(num_beams=cfg.num_beams, length_penalty=cfg.length_penalty, split="test")
+    ratio, hyp_len, ref_len = length_stats(hyps, references, tokenize)
+    samples = [{"source": s, "reference": r, "hypothesis": h}
+               for s, r, h in list(zip(sources, references, hyps))[: cfg.num_samples]]  # fmt: skip
+    curves = curves_from_history(name, info["history"], info["valid_history"],
+                                 window=cfg.log_every if name == "ours" else 1)  # fmt: skip
+    return SystemResult(
+        name=name, test=scores, length_ratio=ratio, hyp_len=hyp_len, ref_len=ref_len, samples=samples, curves=curves,
+        epochs=info["target_tokens"] / max(data.train_target_tokens, 1), **info,
+    )  # fmt: skip
+
+
+def run_quality_benchmark(cfg: QualityConfig, event: Event | None = None) -> QualityResult:
+    """Train and evaluate the systems of ``cfg.systems`` one after the other (module docstring); write
+    ``plots/comparison.png`` and ``results.json`` under ``cfg.output_dir``.
+
+    ``event(name, info)`` receives progress ("start", "step", "eval", "test_start", "done", and our trainer's
+    other events), each ``info`` with a ``system`` key."""
+    systems = _check(cfg)
+    emit = event or (lambda name, info: None)
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tokenize = bleu_tokenizer_for(cfg)
+    data = _prepare_data(cfg, out)
+    results: list[SystemResult] = []
+    for name in systems:
+        if name == "ours":
+            model, info = _train_ours(cfg, data, out, emit)
+        else:
+            model, info = _train_marian(cfg, data, out, emit, tokenize)
+        result = _evaluate(cfg, name, model, data, info, tokenize, emit)
+        results.append(result)
+        emit("done", {"system": name, "result": result})
+        del model
+    plot = plot_training_curves(
+        [r.curves for r in results], out / "plots" / "comparison.png",
+        title=f"{cfg.preset} preset, {cfg.budget_minutes:g} min each, {len(data.train)} training pairs",
+    )  # fmt: skip
+    results_file = out / "results.json"
+    payload = {
+        "config": dataclasses.asdict(cfg),
+        "train_pairs": len(data.train),
+        "test_pairs": len(data.splits["test"]),
+        "systems": [
+            {
+                k: v
+                for k, v in dataclasses.asdict(r).items()
+                if k not in ("curves", "history", "valid_history")
+            }
+            for r in results
+        ],
+    }
+    results_file.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return QualityResult(results, len(data.splits["test"]), len(data.train), str(plot), str(results_file))
