@@ -16,6 +16,34 @@ from typing import Any
 from transformers import Pipeline
 
 
+def check_vocabulary(config: Any, tokenizer: Any) -> None:
+    """Raise `ValueError` unless the tokenizer fits the model: no more tokens than `config.vocab_size` and
+    the same pad and eos ids as the config (a different tokenizer gives wrong ids or wrong translations)."""
+    problems = []
+    vocab_size = getattr(config, "vocab_size", None)
+    if tokenizer is None:
+        raise ValueError(
+            "the translation pipeline needs a tokenizer: pass tokenizer= or a model folder that has one"
+        )
+    if vocab_size is not None and len(tokenizer) > vocab_size:
+        problems.append(
+            f"the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {vocab_size}"
+        )
+    for name in ("pad_token_id", "eos_token_id"):
+        token_id, model_id = getattr(tokenizer, name, None), getattr(config, name, None)
+        if token_id is None or model_id is None:
+            continue
+        if token_id not in (model_id if isinstance(model_id, (list, tuple)) else [model_id]):
+            problems.append(f"the tokenizer's {name} is {token_id} but the model's is {model_id}")
+    if problems:
+        raise ValueError(
+            "the tokenizer does not match the model: "
+            + "; ".join(problems)
+            + ". Use the tokenizer saved with "
+            "this model (AutoTokenizer.from_pretrained on the model folder)."
+        )
+
+
 class TranslationPipeline(Pipeline):
     """Text (or a list of texts) -> [{"translation_text": str}] per input.
 
@@ -28,6 +56,15 @@ class TranslationPipeline(Pipeline):
     _load_image_processor = False
     _load_feature_extractor = False
     _load_tokenizer = True
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        check_vocabulary(self.model.config, self.tokenizer)
+
+    def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(inputs, (list, tuple)) and not inputs:
+            return []  # an empty batch has no translations (transformers' Pipeline would fail on it)
+        return super().__call__(inputs, *args, **kwargs)
 
     def _sanitize_parameters(
         self,
@@ -45,7 +82,9 @@ class TranslationPipeline(Pipeline):
 
     def preprocess(self, text: str, max_length: int | None = None) -> dict:
         if not isinstance(text, str):
-            raise ValueError(f"the translation pipeline takes a string or a list of strings, got {type(text).__name__}")
+            raise ValueError(
+                f"the translation pipeline takes a string or a list of strings, got {type(text).__name__}"
+            )
         if max_length is None:
             max_length = getattr(self.model.config, "max_position_embeddings", None)
         return self.tokenizer(

@@ -6,28 +6,37 @@ Layout under a checkpoint root (``<output_dir>/checkpoints``)::
                            random_states_<rank>.pkl) + trainer_state.json + config.json + manifest.json
     latest                 a text file naming the newest complete checkpoint directory
     .tmp-checkpoint-<step> a checkpoint being written (never read; removed when seen)
+    .del-checkpoint-<step> a checkpoint being deleted by pruning (never read; removed when seen)
 
 A checkpoint is written into a temporary directory; ``manifest.json`` (size and sha256 of every file) is
 written last, then the directory is renamed into place with `os.replace` and ``latest`` is rewritten with
 `os.replace`. A crash at any moment leaves either the old ``latest`` or the new one, never a half-written
-directory behind the name. `verify_checkpoint` checks the manifest before anything is loaded, so a truncated
-or altered file is a clear `CheckpointError` instead of a confusing unpickling error. Loading uses
-accelerate's loader, which calls ``torch.load(weights_only=True)`` (no arbitrary unpickling); our own state is
-JSON; model weights are safetensors.
+directory behind the name. Pruning renames a checkpoint to a hidden
+name before deleting it, so a kill during deletion never leaves a half-deleted ``checkpoint-<step>``. A failed
+save (e.g. disk full) removes its temporary directory and raises `OSError` saying that the previous checkpoint
+is intact. `verify_checkpoint` checks the manifest before anything is loaded, so a truncated or altered file is
+a clear `CheckpointError` instead of a confusing unpickling error. `load_checkpoint` also refuses a checkpoint
+without ``model.safetensors`` (model weights are only read from safetensors), one whose weights have other
+names or shapes than the model being trained (another architecture or vocabulary), and any pickled state
+(optimizer, scheduler, RNG) that ``torch.load(weights_only=True)`` rejects: nothing is ever unpickled with
+arbitrary code execution. Our own state is JSON.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import os
+import pickle
 import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file
 
 logger = logging.getLogger(__name__)
@@ -166,56 +175,147 @@ def save_checkpoint(
         if tmp.exists():
             shutil.rmtree(tmp)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp))
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        write_json_atomic(tmp / TRAINER_STATE, trainer_state)
-        if config_json is not None:
-            (tmp / "config.json").write_text(config_json, encoding="utf-8")
-        write_manifest(tmp)
-        _fsync_dir(tmp)
-        if final.exists():  # re-saving the same step (e.g. after a resume): replace the old copy
-            old = root / f".old-{PREFIX}{step}"
-            if old.exists():
+    try:
+        accelerator.save_state(str(tmp))
+        accelerator.wait_for_everyone()
+        if accelerator.is_main_process:
+            write_json_atomic(tmp / TRAINER_STATE, trainer_state)
+            if config_json is not None:
+                (tmp / "config.json").write_text(config_json, encoding="utf-8")
+            write_manifest(tmp)
+            _fsync_dir(tmp)
+            if final.exists():  # re-saving the same step (e.g. after a resume): replace the old copy
+                old = root / f".old-{PREFIX}{step}"
+                if old.exists():
+                    shutil.rmtree(old)
+                os.replace(final, old)
+                os.replace(tmp, final)
                 shutil.rmtree(old)
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, final)
-        _fsync_dir(root)
-        tmp_pointer = root / f".{LATEST}.tmp"
-        tmp_pointer.write_text(final.name + "\n", encoding="utf-8")
-        os.replace(tmp_pointer, root / LATEST)
-        logger.info("Saved checkpoint %s", final)
+            else:
+                os.replace(tmp, final)
+            _fsync_dir(root)
+            tmp_pointer = root / f".{LATEST}.tmp"
+            tmp_pointer.write_text(final.name + "\n", encoding="utf-8")
+            os.replace(tmp_pointer, root / LATEST)
+            logger.info("Saved checkpoint %s", final)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)  # free the space the partial copy took
+        try:
+            previous = latest_checkpoint(root)
+        except CheckpointError:
+            previous = None
+        kept = (
+            f"the previous checkpoint {previous.name} is intact"
+            if previous is not None and previous.is_dir()
+            else "no earlier checkpoint exists"
+        )
+        fix = "free disk space (or use another --output_dir) and resume with --resume"
+        if err.errno != errno.ENOSPC:
+            fix = "fix the cause and resume with --resume"
+        raise OSError(
+            err.errno, f"Could not save checkpoint {str(final)!r} ({err.strerror or err}); {kept}; {fix}"
+        ) from err
     accelerator.wait_for_everyone()
     return final
 
 
 def load_checkpoint(accelerator, folder: str | os.PathLike) -> dict:
     """Verify ``folder``, restore model/optimizer/scheduler/RNG into ``accelerator``'s prepared objects and
-    return the trainer state (JSON)."""
+    return the trainer state (JSON).
+
+    Raises `CheckpointError` for a checkpoint that fails verification, has no ``model.safetensors``, holds
+    weights of another architecture or vocabulary, or holds pickled state that is not plain tensors and
+    numbers (``torch.load(weights_only=True)`` refuses it; nothing in it is executed)."""
+    from accelerate.utils import load as safe_torch_load  # torch.load(weights_only=True) + numpy RNG types
+
     folder = Path(folder)
     verify_checkpoint(folder)
     try:
         state = json.loads((folder / TRAINER_STATE).read_text(encoding="utf-8"))
     except (FileNotFoundError, ValueError) as e:
         raise CheckpointError(f"Checkpoint {str(folder)!r} has no readable {TRAINER_STATE} ({e}).") from e
+    if not (folder / MODEL_FILE).is_file():
+        raise CheckpointError(
+            f"Checkpoint {str(folder)!r} has no {MODEL_FILE}; model weights are only read from safetensors, "
+            "never from pickle files. Resume from a checkpoint written by training/ (or start without --resume)."
+        )
     rng_file = folder / f"random_states_{accelerator.process_index}.pkl"
     if not rng_file.exists():
         raise CheckpointError(
             f"Checkpoint {str(folder)!r} has no random state for process {accelerator.process_index}; it was "
             f"written by {state.get('num_processes', '?')} process(es). Resume with the same number of processes."
         )
-    accelerator.load_state(str(folder))
+    _check_same_architecture(accelerator, folder)
+    # accelerate ignores an unreadable RNG file (resuming with other random numbers): check it first
+    try:
+        safe_torch_load(rng_file, map_location="cpu")
+    except (pickle.UnpicklingError, RuntimeError, EOFError, AttributeError, ValueError) as err:
+        raise _unsafe_pickle_error(folder, rng_file.name, err) from None
+    try:
+        accelerator.load_state(str(folder))
+    except pickle.UnpicklingError as err:
+        culprit = "its optimizer/scheduler state"
+        for p in sorted(folder.glob("*.bin")):  # name the file (only on this failure path: no double loading)
+            try:
+                safe_torch_load(p, map_location="cpu")
+            except pickle.UnpicklingError:
+                culprit = p.name
+                break
+        raise _unsafe_pickle_error(folder, culprit, err) from None
+    except (RuntimeError, ValueError) as err:
+        raise CheckpointError(
+            f"Checkpoint {str(folder)!r} does not fit this run ({str(err).splitlines()[0]}). Resume with the "
+            "options of the run that wrote it, or start a new --output_dir."
+        ) from err
     return state
+
+
+def _unsafe_pickle_error(folder: Path, what: str, err: Exception) -> CheckpointError:
+    first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return CheckpointError(
+        f"Checkpoint {str(folder)!r}: {what} is not plain tensors and numbers, so it was not loaded "
+        f"(torch.load(weights_only=True) refused it: {first[:200]}). It is corrupted or was tampered with; "
+        "nothing in it was executed. Delete this checkpoint and resume from an earlier one, or start without --resume."
+    )
+
+
+def _check_same_architecture(accelerator, folder: Path) -> None:
+    """`CheckpointError` if the checkpoint's weights have other names or shapes than the prepared model's."""
+    models = getattr(accelerator, "_models", None) or []
+    if not models:
+        return
+    own = {k: tuple(v.shape) for k, v in accelerator.unwrap_model(models[0]).state_dict().items()}
+    with safe_open(str(folder / MODEL_FILE), framework="pt") as f:
+        saved = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    problem = None
+    for key, shape in saved.items():
+        if key not in own:
+            problem = f"it has a weight {key!r} that this model lacks"
+        elif own[key] != shape:
+            problem = f"{key} has shape {list(shape)} there but {list(own[key])} in this model"
+        if problem:
+            break
+    if problem is None:
+        return
+    details = ""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        fields = ("d_model", "encoder_layers", "decoder_layers", "encoder_ffn_dim", "vocab_size")
+        details = " (checkpoint config: " + ", ".join(f"{k}={config.get(k)}" for k in fields) + ")"
+    except (OSError, ValueError):
+        pass
+    raise CheckpointError(
+        f"Checkpoint {str(folder)!r} was written for a different architecture or vocabulary: {problem}{details}. "
+        "Resume with the --preset and --tokenizer of the run that wrote it, or start a new --output_dir."
+    )
 
 
 def prune_checkpoints(
     root: str | os.PathLike, keep_last: int, keep: Sequence[str | os.PathLike] = ()
 ) -> list[Path]:
     """Delete all but the newest ``keep_last`` checkpoints, never those in ``keep`` (e.g. the best) nor the
-    one ``latest`` names; also remove leftover temporary directories. Returns the deleted paths."""
+    one ``latest`` names; also remove leftover temporary and half-deleted directories. Returns the deleted
+    paths."""
     root = Path(root)
     keep_names = {Path(k).name for k in keep}
     latest = latest_checkpoint(root)
@@ -225,10 +325,15 @@ def prune_checkpoints(
     deleted = []
     for p in found[: max(0, len(found) - keep_last)]:
         if p.name not in keep_names:
-            shutil.rmtree(p)
+            doomed = root / f".del-{p.name}"
+            if doomed.exists():
+                shutil.rmtree(doomed)
+            os.replace(p, doomed)  # atomic: a kill below never leaves a half-deleted checkpoint-<step>
+            shutil.rmtree(doomed)
             deleted.append(p)
-    for p in root.glob(f".tmp-{PREFIX}*"):
-        shutil.rmtree(p, ignore_errors=True)
+    for pattern in (f".tmp-{PREFIX}*", f".del-{PREFIX}*"):
+        for p in root.glob(pattern):
+            shutil.rmtree(p, ignore_errors=True)
     return deleted
 
 

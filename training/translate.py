@@ -7,8 +7,10 @@ are truncated, with one warning that gives the count. With ``num_return_sequence
 the n hypotheses, best first, separated by a tab. Whitespace runs in outputs become one space, so an output
 never contains a newline or a tab of its own.
 
-User errors (bad option values, a missing model folder, a folder without config) raise `ValueError` with
-the bad value and the fix in the message.
+User errors (bad option values, a missing model folder, a folder without config or without safetensors
+weights, a tokenizer that was not saved with the model) raise `ValueError` with the bad value and the fix in
+the message. Model weights are only read from safetensors (``use_safetensors=True``): a folder that has only
+pickled weights (``pytorch_model.bin``) is refused, never unpickled.
 """
 
 from __future__ import annotations
@@ -73,6 +75,31 @@ def check_generate_options(options: dict[str, Any], defaults: GenerationConfig |
             )
 
 
+def check_tokenizer_matches_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Raise `ValueError` unless `tokenizer` fits `model`: no more tokens than the model's (source) vocabulary
+    and the same pad and eos ids as the model config (ids the tokenizer lacks or the config lacks are skipped).
+
+    A different tokenizer would otherwise give out-of-vocabulary ids or, worse, silently wrong translations."""
+    config = model.config
+    problems = []
+    vocab_size = getattr(config, "vocab_size", None)
+    if vocab_size is not None and len(tokenizer) > vocab_size:
+        problems.append(
+            f"the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {vocab_size}"
+        )
+    for name in ("pad_token_id", "eos_token_id"):
+        token_id, model_id = getattr(tokenizer, name, None), getattr(config, name, None)
+        if token_id is None or model_id is None:
+            continue
+        if token_id not in (model_id if isinstance(model_id, (list, tuple)) else [model_id]):
+            problems.append(f"the tokenizer's {name} is {token_id} but the model's is {model_id}")
+    if problems:
+        raise ValueError(
+            "the tokenizer does not match the model: " + "; ".join(problems) + ". Use the tokenizer saved "
+            "with this model (AutoTokenizer.from_pretrained on the model folder)."
+        )
+
+
 def max_source_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int | None:
     """Longest source (in tokens, special tokens included) that the model and tokenizer accept, or None."""
     limits = []
@@ -103,6 +130,7 @@ def translate_nbest(
         raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")
     generate_kwargs = {k: v for k, v in generate_kwargs.items() if v is not None}
     check_generate_options(generate_kwargs, model.generation_config)
+    check_tokenizer_matches_model(model, tokenizer)
     n = generate_kwargs.get("num_return_sequences", 1)
     results: list[list[str]] = [[""] * n for _ in lines]
     todo = [i for i, line in enumerate(lines) if line.strip()]
@@ -194,7 +222,8 @@ def load_model_and_tokenizer(
     trust_remote_code: bool | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load a seq2seq model and its tokenizer from a local folder or a Hub repo id, in eval mode on `device`
-    (default: cuda if available, else cpu).
+    (default: cuda if available, else cpu). Weights are read from safetensors only; the tokenizer must match
+    the model (`check_tokenizer_matches_model`).
 
     When this project's `modeling` package is importable it registers the classes and they are used
     directly. Otherwise a config with `auto_map` needs remote code: `trust_remote_code=None` trusts it for
@@ -238,8 +267,19 @@ def load_model_and_tokenizer(
                 "trust_remote_code=True (--trust_remote_code), or install this project to use its classes"
             )
         trust_remote_code = True
-    model = AutoModelForSeq2SeqLM.from_pretrained(source, trust_remote_code=trust_remote_code)
+    try:
+        model = AutoModelForSeq2SeqLM.from_pretrained(
+            source, trust_remote_code=trust_remote_code, use_safetensors=True
+        )
+    except OSError as err:
+        if "safetensors" not in str(err):
+            raise
+        raise ValueError(
+            f"{name_or_path!r} has no safetensors weights (model.safetensors); weights are never read from "
+            f"pickle files such as pytorch_model.bin: convert them with safetensors, or {export_hint}"
+        ) from err
     tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+    check_tokenizer_matches_model(model, tokenizer)
     return model.to(device).eval(), tokenizer
 
 
