@@ -84,8 +84,8 @@ def plot_training_curves(runs: Sequence[Curves], path: str | Path, title: str | 
     axes = fig.subplots(2, 2)
     for run in runs:
         minutes = [s / 60 for s in run.train_seconds]
-        axes[0, 0].plot(run.train_steps, run.train_loss, label=run.name)
-        axes[0, 1].plot(minutes, run.train_loss, label=run.name)
+        axes[0, 0].plot(run.train_steps, run.train_loss, marker=".", label=run.name)
+        axes[0, 1].plot(minutes, run.train_loss, marker=".", label=run.name)
         if run.valid_steps:
             axes[1, 0].plot(run.valid_steps, run.valid_bleu, marker="o", label=run.name)
             axes[1, 1].plot([s / 60 for s in run.valid_seconds], run.valid_bleu, marker="o", label=run.name)

@@ -227,6 +227,8 @@ def _prepare_data(cfg: QualityConfig, out: Path) -> _Data:
 
         texts = list(splits["train"]["source"]) + list(splits["train"]["target"])
         train_bpe_tokenizer(texts, vocab_size=cfg.vocab_size).save_pretrained(str(tok_dir))
+    else:
+        logger.info("Reusing the tokenizer in %s", tok_dir)
     tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
     ids = {
         "pad": tokenizer.pad_token_id,
@@ -256,7 +258,7 @@ def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event) -> tupl
     fixed = dict(data=cfg.data, max_lines=cfg.max_lines, valid_size=cfg.valid_size, test_size=cfg.test_size,
                  split_block_size=cfg.split_block_size, split_seed=cfg.split_seed, max_length=cfg.max_length,
                  tokenizer=data.tokenizer_dir, cache_dir=str(out / "cache"), output_dir=str(out / "ours"))  # fmt: skip
-    clash = sorted(set(overrides) & (set(fixed) | {"export", "resume", "max_minutes"}))
+    clash = sorted(set(overrides) & (set(fixed) | {"export", "resume", "overwrite", "max_minutes"}))
     if clash:
         raise ValueError(
             f"--ours cannot set {clash}: the benchmark sets them for both systems (use its own flags)."
