@@ -6,7 +6,9 @@ models (`custom_pipelines` in config.json), so that in a fresh process
     pipeline("translation", model=folder, trust_remote_code=True)("我爱机器翻译")
     -> [{"translation_text": "I love machine translation"}]
 
-works without this project installed. It only imports public transformers API.
+works without this project installed. It only imports public transformers API. A tokenizer that does not
+fit the model (more tokens than its vocabulary, other pad/eos ids) is a `ValueError` when the pipeline is
+built; an empty list of inputs gives an empty list.
 """
 
 from __future__ import annotations
