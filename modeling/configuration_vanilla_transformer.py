@@ -8,13 +8,30 @@ to the output projection. Each deviation from the paper is a named field.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 import math
 
-from transformers import PretrainedConfig
+from transformers import GenerationConfig, PretrainedConfig
 
 ACTIVATIONS = ("relu", "gelu", "silu", "swish")
+
+
+def _generic_config_fields() -> set[str]:
+    """Fields every `PretrainedConfig` knows (architectures, auto_map, dtype, ...), which may appear in any
+    config.json."""
+    base = PretrainedConfig()
+    fields = set(base.to_dict()) | set(vars(base))
+    if dataclasses.is_dataclass(PretrainedConfig):
+        fields |= {field.name for field in dataclasses.fields(PretrainedConfig)}
+    fields |= set(GenerationConfig().to_dict())  # generation parameters: transformers drops them from configs
+    return fields | {
+        "transformers_version", "model_type", "custom_pipelines", "auto_map", "dtype", "torch_dtype",
+        "name_or_path", "attn_implementation", "experts_implementation", "output_attentions", "per_layer_config",
+        "num_labels", "id2label", "label2id", "tokenizer_class", "task_specific_params", "finetuning_task",
+        "is_decoder", "add_cross_attention", "tie_encoder_decoder", "prefix", "sep_token_id",
+    }  # fmt: skip
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rope")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
 
@@ -137,7 +154,9 @@ class VanillaTransformerConfig(PretrainedConfig):
         self.output_bias = output_bias
         self.init_std = init_std
         self.use_cache = use_cache
-        self._reject_misspelled_fields(kwargs)
+        self.tie_word_embeddings = tie_word_embeddings
+        self._reject_unknown_fields(kwargs)
+        self.validate_architecture(check_ids=False)  # sizes first: transformers' own checks assume ints
         super().__init__(
             pad_token_id=pad_token_id,
             bos_token_id=bos_token_id,
@@ -150,18 +169,19 @@ class VanillaTransformerConfig(PretrainedConfig):
         self.validate_architecture()
 
     @staticmethod
-    def _reject_misspelled_fields(extra: dict) -> None:
-        """Unknown keys are passed on to `PretrainedConfig` (which has many generic fields), except those that
-        look like a misspelling of one of ours: `d_modle` must not silently become a no-op."""
+    def _reject_unknown_fields(extra: dict) -> None:
+        """Keys that are neither ours nor generic `PretrainedConfig` fields raise: a misspelled `d_modle` must
+        not silently become a no-op."""
         ours = [name for name in inspect.signature(VanillaTransformerConfig.__init__).parameters if name != "kwargs"]
+        generic = _generic_config_fields()
         for key in extra:
-            if key in ours or key.startswith("_"):
+            if key in ours or key in generic or key.startswith("_"):
                 continue
-            close = difflib.get_close_matches(key, ours, n=1, cutoff=0.8)
-            if close:
-                raise ValueError(f"unknown config field {key!r}: did you mean {close[0]!r}?")
+            close = difflib.get_close_matches(key, ours, n=1, cutoff=0.7)
+            hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(ours)}"
+            raise ValueError(f"unknown config field {key!r}: {hint}")
 
-    def validate_architecture(self) -> None:
+    def validate_architecture(self, check_ids: bool = True) -> None:
         """Raise `ValueError` naming the offending values if the architecture fields are inconsistent."""
         problems: list[str] = []
 
@@ -187,7 +207,13 @@ class VanillaTransformerConfig(PretrainedConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
                 problems.append(f"{name} must be a probability in [0, 1), got {value!r}")
-        for name in ("normalize_before", "scale_embedding", "share_encoder_decoder_embeddings", "output_bias"):
+        for name in (
+            "normalize_before",
+            "scale_embedding",
+            "share_encoder_decoder_embeddings",
+            "tie_word_embeddings",
+            "output_bias",
+        ):
             if not isinstance(getattr(self, name), bool):
                 problems.append(f"{name} must be true or false, got {getattr(self, name)!r}")
         if not isinstance(self.layer_norm_eps, (int, float)) or not self.layer_norm_eps > 0:
@@ -204,7 +230,7 @@ class VanillaTransformerConfig(PretrainedConfig):
             not isinstance(self.rope_theta, (int, float)) or not self.rope_theta > 0
         ):
             problems.append(f"rope_theta must be > 0, got {self.rope_theta!r}")
-        if not problems:  # the checks below assume well-typed sizes
+        if not problems and check_ids:  # the checks below assume well-typed sizes and the ids set
             for side in ("encoder", "decoder"):
                 heads = getattr(self, f"{side}_attention_heads")
                 if self.d_model % heads:

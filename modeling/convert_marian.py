@@ -11,6 +11,7 @@ Marian implements the same architecture with a few differences that the conversi
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -112,9 +113,14 @@ def convert_marian_checkpoint(src_dir: str | Path, out_dir: str | Path) -> Path:
             f"{src_dir} has no config.json: pass the folder of a saved MarianMTModel (save_pretrained or a "
             f"downloaded OPUS-MT checkpoint)"
         )
-    marian_config = MarianConfig.from_pretrained(src_dir)
-    if marian_config.model_type != "marian":
-        raise ValueError(f"{src_dir} holds a {marian_config.model_type!r} model, not a Marian model")
+    try:
+        model_type = json.loads((src_dir / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as error:
+        raise ValueError(f"{src_dir / 'config.json'} is not a valid JSON config: {error}") from error
+    if model_type != "marian":
+        raise ValueError(
+            f"{src_dir} holds a {model_type!r} model, not a Marian model; pass the folder of a MarianMTModel"
+        )
     marian = MarianMTModel.from_pretrained(src_dir, dtype=torch.float32)
     model = convert_marian_model(marian)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -102,6 +102,13 @@ def check_token_mask(mask: torch.Tensor, ids_shape: torch.Size, name: str) -> No
         )
     if mask.dtype.is_complex:
         raise ValueError(f"{name} must be bool, integer or float 0/1, got dtype {mask.dtype}")
+    if mask.dtype != torch.bool and not _is_compiling():
+        bad = mask[(mask != 0) & (mask != 1)]
+        if bad.numel():
+            raise ValueError(
+                f"{name} contains the value {bad[0].item()}; a token mask holds 1 for real tokens and 0 for "
+                f"padding (pass the tokenizer's attention_mask)"
+            )
 
 
 def check_length(length: int, config: VanillaTransformerConfig, name: str) -> None:
@@ -869,7 +876,8 @@ def check_generation_arguments(kwargs: dict, generation_config: GenerationConfig
         )
     if sampling and top_k is not None and (not isinstance(top_k, int) or top_k < 0):
         raise ValueError(f"top_k={top_k} must be a non-negative integer (0 disables top-k filtering)")
-    num_beams, returned = value("num_beams") or 1, value("num_return_sequences") or 1
+    num_beams = 1 if value("num_beams") is None else value("num_beams")
+    returned = 1 if value("num_return_sequences") is None else value("num_return_sequences")
     if not isinstance(num_beams, int) or num_beams < 1:
         raise ValueError(f"num_beams={num_beams} must be a positive integer")
     if not sampling and returned > num_beams:

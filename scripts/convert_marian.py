@@ -10,6 +10,7 @@ AutoModelForSeq2SeqLM.from_pretrained(OUT_DIR, trust_remote_code=True).
 from __future__ import annotations
 
 import argparse
+import pickle
 import sys
 from pathlib import Path
 
@@ -27,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         out = convert_marian_checkpoint(args.src_dir, args.out_dir)
-    except (FileNotFoundError, ValueError, OSError) as error:
+    except (FileNotFoundError, ValueError, OSError, pickle.UnpicklingError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(f"converted {args.src_dir} -> {out}")

@@ -75,9 +75,14 @@ def main(argv: list[str] | None = None) -> int:
     cfg = parse_dataclass(TrainConfig, argv, description=__doc__.split("\n\n")[0])
     main_process = int(os.environ.get("RANK", "0")) == 0
     progress = Progress(main_process)
-    result = train(cfg, progress)
-    if progress.bar is not None:
-        progress.bar.close()
+    try:
+        result = train(cfg, progress)
+    except (ValueError, OSError) as error:  # user errors (bad data, options, checkpoints): no traceback
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    finally:
+        if progress.bar is not None:
+            progress.bar.close()
     if not main_process:
         return 0
     print(f"Stopped after {result.step} updates ({result.stopped_because}); "

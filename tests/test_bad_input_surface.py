@@ -1,10 +1,7 @@
 """Wrong input across the public surface ends well: a specific exception whose message names the bad value
 and the fix (exit code 2 for the CLIs), or a documented, well-defined result. Complements the bad-input tests
 in test_model_bad_input.py, test_generation.py, test_tokenizer.py, test_data_loading.py, test_translate_cli.py,
-test_hub.py and test_training_resume.py (docs/reliability.md counts them all).
-
-Cases marked xfail(strict=True) are known bugs in files owned elsewhere; each reason names the fix. When the
-fix lands the test passes, strict xfail turns that into a failure, and the marker must be removed."""
+test_hub.py and test_training_resume.py (docs/reliability.md counts them all)."""
 
 from __future__ import annotations
 
@@ -94,24 +91,12 @@ def test_more_conflicting_generation_arguments(model, kwargs, match):
         model.generate(input_ids=src, attention_mask=mask, **{"max_new_tokens": 2, **kwargs})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(ZeroDivisionError, AssertionError, pytest.fail.Exception),
-    reason="modeling_vanilla_transformer.check_generation_arguments: `value('num_beams') or 1` turns 0 into 1; "
-    "use `1 if value('num_beams') is None else value('num_beams')`",
-)
 def test_generate_with_zero_beams(model):
     src, mask = random_batch(97, 2, 5)
     with pytest.raises(ValueError, match="num_beams=0 must be a positive integer"):
         model.generate(input_ids=src, attention_mask=mask, num_beams=0, max_new_tokens=2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pytest.fail.Exception,
-    reason="modeling_vanilla_transformer.check_token_mask accepts any values; check `((mask == 0) | (mask == 1))"
-    ".all()` outside compilation and name the bad value",
-)
 @pytest.mark.parametrize("bad", [2, -1])
 def test_attention_mask_values_other_than_0_1(model, bad):
     src, mask = random_batch(97, 2, 5)
@@ -246,13 +231,6 @@ def test_config_file_with_misspelled_or_wrong_typed_fields(tmp_path, changes, ma
         AutoConfig.from_pretrained(_config_file(tmp_path, **changes))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(pytest.fail.Exception, Exception),
-    reason="configuration_vanilla_transformer: unknown fields that are no misspelling are kept silently and a "
-    "string tie_word_embeddings is truthy; reject keys that are neither ours nor PreTrainedConfig's, and "
-    "validate tie_word_embeddings like normalize_before",
-)
 @pytest.mark.parametrize(
     "changes, match",
     [
@@ -265,12 +243,6 @@ def test_config_file_with_unknown_or_string_fields(tmp_path, changes, match):
         VanillaTransformerConfig.from_pretrained(_config_file(tmp_path, **changes))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=Exception,
-    reason="VanillaTransformerConfig(vocab_size='97') fails inside transformers' validate_token_ids (a TypeError "
-    "wrapped in StrictDataclassClassValidationError) before our validation runs; check vocab_size first",
-)
 def test_config_with_a_string_vocab_size():
     with pytest.raises(ValueError, match="vocab_size must be a positive integer, got '97'"):
         tiny_config(vocab_size="97")
@@ -370,12 +342,6 @@ def test_contradictory_training_options(tmp_path, overrides, match):
         train(TrainConfig(**{"output_dir": str(tmp_path), "max_steps": 1, **overrides}))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=FileNotFoundError,
-    reason="scripts/train.py main() lets user errors escape as a traceback; catch (ValueError, OSError) around "
-    "train(), print 'error: ...' to stderr and return 2, like scripts/translate.py",
-)
 def test_train_script_reports_user_errors_without_traceback(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("train_script", ROOT / "scripts" / "train.py")
     script = importlib.util.module_from_spec(spec)
@@ -493,13 +459,6 @@ def test_converter_with_a_non_marian_folder(tmp_path):
         convert_marian_checkpoint(tmp_path / "missing", tmp_path / "out")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=Exception,
-    reason="modeling/convert_marian.py reads any config.json with MarianConfig.from_pretrained, which fails inside "
-    "huggingface_hub (StrictDataclassFieldValidationError) for our own folders; read config.json as JSON and "
-    "check model_type == 'marian' first",
-)
 def test_converter_with_an_already_converted_folder(export, tmp_path):
     from modeling.convert_marian import convert_marian_checkpoint
 

@@ -309,7 +309,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         return {n: p.grad.clone() for n, p in model.named_parameters()}
 
     plain = grads()
-    model.gradient_checkpointing_enable()
+    model.activation_checkpointing_enable()
     checkpointed = grads()
     for name in plain:
         torch.testing.assert_close(checkpointed[name], plain[name], atol=1e-6, rtol=1e-5)
