@@ -113,7 +113,7 @@ class TrainConfig:
     warmup_steps: int | None = _f(None, "warm-up updates of the schedule; default: the preset's")
     label_smoothing: float = _f(0.1, "label smoothing epsilon")
     weight_decay: float = _f(0.0, "AdamW weight decay (0 = Adam, as in the paper)")
-    clip_norm: float = _f(0.0, "clip the gradient norm to this value (0 = off)")
+    clip_norm: float | None = _f(None, "clip the gradient norm to this value (0 = off); default: the preset's")
     # budget
     max_steps: int | None = _f(None, "stop after this many optimizer updates (in total, across resumes)")
     max_epochs: int | None = _f(None, "stop after this many epochs")
@@ -243,6 +243,7 @@ class _Trainer:
         self.max_tokens = cfg.max_tokens or recipe["max_tokens"]
         self.warmup = cfg.warmup_steps or recipe["warmup_steps"]
         self.lr_scale = cfg.lr_scale if cfg.lr_scale is not None else recipe["lr_scale"]
+        self.clip_norm = cfg.clip_norm if cfg.clip_norm is not None else recipe["clip_norm"]
         accelerated = torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
         self.accelerator = Accelerator(
             mixed_precision=cfg.mixed_precision,
@@ -407,8 +408,8 @@ class _Trainer:
             loss_sum += loss.detach()
             nll_sum += nll.detach()
         grad_norm = None
-        if cfg.clip_norm > 0:
-            grad_norm = acc.clip_grad_norm_(self.model.parameters(), cfg.clip_norm)
+        if self.clip_norm > 0:
+            grad_norm = acc.clip_grad_norm_(self.model.parameters(), self.clip_norm)
         lr = self.scheduler.get_last_lr()[0]
         self.optimizer.step()
         if not getattr(self.optimizer, "step_was_skipped", False):
@@ -646,7 +647,8 @@ class _Trainer:
             f"Preset `{cfg.preset}`: d_model {c.d_model}, {c.encoder_attention_heads} heads, d_ff {c.encoder_ffn_dim}, "
             f"{c.encoder_layers}+{c.decoder_layers} layers, dropout {c.dropout}, vocabulary {c.vocab_size} (joint BPE), "
             f"{self.num_parameters:,} parameters. Adam (0.9, 0.98, 1e-9), lr = {self.lr_scale} * d_model^-0.5 * "
-            f"min(step^-0.5, step * {self.warmup}^-1.5), label smoothing {cfg.label_smoothing}, token budget "
+            f"min(step^-0.5, step * {self.warmup}^-1.5), label smoothing {cfg.label_smoothing}, gradient clipping "
+            f"{self.clip_norm or 'off'}, token budget "
             f"{self.max_tokens} x {cfg.grad_accum} accumulation x {self.accelerator.num_processes} process(es), "
             f"{result.step} updates ({self.epochs_done():.2f} epochs), {self.target_tokens:,} target tokens, "
             f"{result.train_seconds / 60:.1f} min on {self.accelerator.device.type}, seed {cfg.seed}."
