@@ -166,16 +166,18 @@ def run_child(
             os.write(fd, ("FAILED " + traceback.format_exc()).encode())
         finally:
             os._exit(code)
+    done, status = 0, 0
     if delay is not None:
         deadline = time.monotonic() + delay
         while time.monotonic() < deadline:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-            if done:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:  # the child ended before the kill (and is reaped now)
                 break
             time.sleep(0.005)
         else:
             os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
+    if not done:
+        _, status = os.waitpid(pid, 0)
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
         return "killed"
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
