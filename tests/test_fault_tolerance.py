@@ -251,7 +251,9 @@ def test_sigkill_at_random_points_and_during_checkpoint_writes_then_resume_exact
             injected_hit.add(point)
         assert_every_checkpoint_readable(root)
     assert injected_hit == {point for point, _ in INJECTED}
-    assert kills["saving"] >= 7 and kills["training"] >= 1, kills
+    # six injected points lie inside save_checkpoint (weights, optimizer, trainer state, manifest, rename, latest)
+    # and always count as "saving"; "update" and "prune" count as "training"; random kills land in either phase
+    assert kills["saving"] >= 6 and kills["training"] >= 2, kills
     outcome = run_child(run_config(out, tokenizer_dir, cache, resume=bool(ckpt.list_checkpoints(root))), log)
     assert outcome == "finished", outcome
     assert_every_checkpoint_readable(root)
