@@ -80,24 +80,9 @@ def check_tokenizer_matches_model(model: PreTrainedModel, tokenizer: PreTrainedT
     and the same pad and eos ids as the model config (ids the tokenizer lacks or the config lacks are skipped).
 
     A different tokenizer would otherwise give out-of-vocabulary ids or, worse, silently wrong translations."""
-    config = model.config
-    problems = []
-    vocab_size = getattr(config, "vocab_size", None)
-    if vocab_size is not None and len(tokenizer) > vocab_size:
-        problems.append(
-            f"the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {vocab_size}"
-        )
-    for name in ("pad_token_id", "eos_token_id"):
-        token_id, model_id = getattr(tokenizer, name, None), getattr(config, name, None)
-        if token_id is None or model_id is None:
-            continue
-        if token_id not in (model_id if isinstance(model_id, (list, tuple)) else [model_id]):
-            problems.append(f"the tokenizer's {name} is {token_id} but the model's is {model_id}")
-    if problems:
-        raise ValueError(
-            "the tokenizer does not match the model: " + "; ".join(problems) + ". Use the tokenizer saved "
-            "with this model (AutoTokenizer.from_pretrained on the model folder)."
-        )
+    from modeling.pipeline_vanilla_transformer import check_vocabulary
+
+    check_vocabulary(model.config, tokenizer)
 
 
 def max_source_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int | None:
