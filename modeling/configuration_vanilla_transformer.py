@@ -77,8 +77,11 @@ class VanillaTransformerConfig(PretrainedConfig):
             matrix (paper, section 3.4).
         output_bias: Add a learned bias to the output logits (Marian's `final_logits_bias`).
         init_std: Standard deviation of the normal initialisation of the embedding matrices; `None` means
-            d_model ** -0.5 (fairseq's choice, which keeps scaled embeddings at unit variance). Linear layers
-            use Xavier-uniform initialisation.
+            d_model ** -0.5 (fairseq's choice, which keeps scaled embeddings at unit variance).
+        linear_init_std: Standard deviation of the normal initialisation of every linear layer's weight; `None`
+            means Xavier-uniform (fairseq, tensor2tensor). Marian/BART in transformers use N(0, 0.02) for both
+            (`init_std=0.02, linear_init_std=0.02`), which keeps a post-LN network's sub-layer outputs small
+            against the residual path at the start of training.
         pad_token_id: Padding id (`<pad>`, 0 in our tokenizer); its embedding row is zero and it is never
             attended to.
         bos_token_id: Beginning-of-sentence id (`<s>`, 2).
@@ -122,6 +125,7 @@ class VanillaTransformerConfig(PretrainedConfig):
         tie_word_embeddings: bool = True,
         output_bias: bool = True,
         init_std: float | None = None,
+        linear_init_std: float | None = None,
         pad_token_id: int = 0,
         bos_token_id: int = 2,
         eos_token_id: int = 3,
@@ -153,6 +157,7 @@ class VanillaTransformerConfig(PretrainedConfig):
         self.share_encoder_decoder_embeddings = share_encoder_decoder_embeddings
         self.output_bias = output_bias
         self.init_std = init_std
+        self.linear_init_std = linear_init_std
         self.use_cache = use_cache
         self.tie_word_embeddings = tie_word_embeddings
         self._reject_unknown_fields(kwargs)
@@ -218,8 +223,10 @@ class VanillaTransformerConfig(PretrainedConfig):
                 problems.append(f"{name} must be true or false, got {getattr(self, name)!r}")
         if not isinstance(self.layer_norm_eps, (int, float)) or not self.layer_norm_eps > 0:
             problems.append(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
-        if self.init_std is not None and (not isinstance(self.init_std, (int, float)) or not self.init_std > 0):
-            problems.append(f"init_std must be > 0 or None, got {self.init_std!r}")
+        for name in ("init_std", "linear_init_std"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
+                problems.append(f"{name} must be > 0 or None, got {value!r}")
         if self.activation_function not in ACTIVATIONS:
             problems.append(f"activation_function must be one of {ACTIVATIONS}, got {self.activation_function!r}")
         if self.position_encoding not in POSITION_ENCODINGS:

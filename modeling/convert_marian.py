@@ -54,6 +54,7 @@ def config_from_marian(marian: MarianConfig) -> VanillaTransformerConfig:
         tie_word_embeddings=bool(marian.tie_word_embeddings),
         output_bias=True,
         init_std=marian.init_std,
+        linear_init_std=marian.init_std,
         pad_token_id=marian.pad_token_id,
         bos_token_id=marian.bos_token_id,
         eos_token_id=marian.eos_token_id,

@@ -514,10 +514,14 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     _no_split_modules = ["VanillaTransformerEncoderLayer", "VanillaTransformerDecoderLayer"]
 
     def _init_weights(self, module: nn.Module) -> None:
-        """Xavier-uniform linear layers with zero bias, N(0, d_model^-0.5) embeddings with a zero pad row, unit
-        LayerNorms, and the fixed position tables rebuilt (they are buffers and are never loaded)."""
+        """Xavier-uniform (or N(0, `linear_init_std`)) linear layers with zero bias, N(0, `embedding_init_std`)
+        embeddings with a zero pad row, unit LayerNorms, and the fixed position tables rebuilt (they are buffers
+        and are never loaded)."""
         if isinstance(module, nn.Linear):
-            init.xavier_uniform_(module.weight)
+            if self.config.linear_init_std is None:
+                init.xavier_uniform_(module.weight)
+            else:
+                init.normal_(module.weight, mean=0.0, std=self.config.linear_init_std)
             if module.bias is not None:
                 init.zeros_(module.bias)
         elif isinstance(module, LearnedPositionalEmbedding):

@@ -56,6 +56,15 @@ class Progress:
             tqdm.write(text)
         elif name == "checkpoint":
             tqdm.write(f"saved {info['path']}")
+        elif name == "average":
+            steps = info["steps"]
+            text = f"averaged the weights at {len(steps)} updates ({steps[0]}..{steps[-1]})"
+            if info["valid_loss_final"] is not None:
+                text += (
+                    f": valid ppl {info['valid_ppl_final']:.2f} -> {info['valid_ppl_averaged']:.2f}, "
+                    + ("exporting the average" if info["kept"] else "keeping the final weights")
+                )
+            tqdm.write(text)
         elif name == "test_start":
             if self.bar is not None:
                 self.bar.close()

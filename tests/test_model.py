@@ -324,3 +324,26 @@ def test_resize_token_embeddings_keeps_outputs_for_old_tokens():
     assert after.shape[-1] == 120 and model.config.vocab_size == model.config.decoder_vocab_size == 120
     torch.testing.assert_close(after[..., :97], before)
     assert model.lm_head.weight is model.model.shared.weight
+
+
+@pytest.mark.parametrize("linear_init_std", [None, 0.02])
+def test_initialisation_follows_the_config(linear_init_std):
+    """Linear layers: Xavier-uniform (bounded by sqrt(6 / (fan_in + fan_out))) by default, N(0, linear_init_std)
+    when set; embeddings N(0, init_std) with a zero pad row."""
+    torch.manual_seed(0)
+    model = VanillaTransformerForConditionalGeneration(
+        tiny_config(d_model=128, encoder_ffn_dim=512, linear_init_std=linear_init_std, init_std=0.05)
+    )
+    linears = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear) and m.weight.shape == (512, 128)]
+    assert linears, "no 128->512 feed-forward layer found"
+    w = linears[0]
+    if linear_init_std is None:
+        bound = (6 / (128 + 512)) ** 0.5
+        assert w.abs().max() <= bound and w.abs().max() > 0.9 * bound
+        torch.testing.assert_close(w.std().item(), bound / 3**0.5, rtol=0.05, atol=0)
+    else:
+        torch.testing.assert_close(w.std().item(), 0.02, rtol=0.05, atol=0)
+        torch.testing.assert_close(w.mean().item(), 0.0, rtol=0, atol=1e-3)
+    emb = model.model.shared.weight
+    assert torch.all(emb[model.config.pad_token_id] == 0)
+    torch.testing.assert_close(emb[1:].std().item(), 0.05, rtol=0.1, atol=0)

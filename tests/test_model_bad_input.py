@@ -33,6 +33,8 @@ from modeling import VanillaTransformerConfig
         (dict(decoder_vocab_size=50), "share_encoder_decoder_embeddings=True needs one vocabulary"),
         (dict(normalize_before="yes"), "normalize_before must be true or false"),
         (dict(layer_norm_eps=0), "layer_norm_eps must be > 0"),
+        (dict(linear_init_std=-0.02), "linear_init_std must be > 0 or None"),
+        (dict(init_std=True), "init_std must be > 0 or None"),
         (dict(d_modle=64), "did you mean 'd_model'"),
     ],
 )

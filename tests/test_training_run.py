@@ -98,3 +98,49 @@ def test_average_checkpoints_gives_the_mean_and_loads(smoke, tmp_path):
         torch.testing.assert_close(state[key], (a[key] + b[key]) / 2, rtol=1e-6, atol=1e-7)
     assert torch.equal(state["lm_head.weight"], state["model.shared.weight"])  # tying survived
     assert (tmp_path / "avg" / "tokenizer.json").exists()
+
+
+def test_in_run_averaging_exports_the_mean_of_the_last_snapshots_only_when_validation_improves(tmp_path):
+    """`average_last=3, average_every=4` over 14 updates averages the weights at updates 8, 12 and 14 (the
+    final weights are always included); the exported model is that mean if it lowered the validation loss,
+    else the final weights, while checkpoint-14 keeps the un-averaged training state for resuming."""
+    events = []
+    cfg = small_run(tmp_path, max_steps=14, eval_every=4, keep_last=5, average_last=3, average_every=4,
+                    bleu_samples=0, test_size=2)  # fmt: skip
+    result = train(cfg, lambda name, info: events.append((name, info)))
+    info = result.averaging
+    assert info is not None and info["steps"] == [8, 12, 14]
+    assert ("average", info) in events
+    assert info["kept"] == (info["valid_loss_averaged"] < info["valid_loss_final"])
+    ck = {s: load_file(tmp_path / "checkpoints" / f"checkpoint-{s}" / "model.safetensors") for s in (8, 12, 14)}
+    exported = load_file(tmp_path / "model.safetensors")
+    for key, value in exported.items():
+        expected = (ck[8][key] + ck[12][key] + ck[14][key]) / 3 if info["kept"] else ck[14][key]
+        torch.testing.assert_close(value, expected, rtol=1e-5, atol=1e-6)
+    assert not torch.equal(ck[12]["model.shared.weight"], ck[14]["model.shared.weight"])
+    if info["kept"]:
+        assert "averag" in (tmp_path / "README.md").read_text()
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_averaging_decision_follows_validation_loss(tmp_path, monkeypatch, kept):
+    """Whichever way the validation loss goes, the model left in place is the better of final and average."""
+    from training import trainer as trainer_module
+
+    real = trainer_module._Trainer.validate
+    calls = []
+
+    def fake_validate(self, bleu=True):
+        metrics = real(self, bleu=bleu)
+        if not bleu:  # the two averaging validations: final weights first, then the average
+            calls.append(metrics["valid_loss"])
+            metrics["valid_loss"] = 1.0 if (len(calls) == 1) == kept else 0.5
+        return metrics
+
+    monkeypatch.setattr(trainer_module._Trainer, "validate", fake_validate)
+    cfg = small_run(tmp_path, max_steps=6, eval_every=6, average_last=2, average_every=3, bleu_samples=0,
+                    export=False)  # fmt: skip
+    result = train(cfg)
+    assert result.averaging["kept"] is kept and len(calls) == 2
+    assert result.averaging["steps"] == [3, 6]
+    assert result.averaging["valid_loss_final"] == (1.0 if kept else 0.5)

@@ -103,6 +103,12 @@ class TrainConfig:
     # model
     preset: str = _f("small", "architecture preset", choices=tuple(preset_names()))
     dropout: float | None = _f(None, "override the preset's dropout")
+    init_std: float | None = _f(
+        None, "std of the normal initialisation of the embeddings (default: the preset's, else d_model**-0.5)"
+    )
+    linear_init_std: float | None = _f(
+        None, "std of the normal initialisation of linear layers (default: the preset's, else Xavier-uniform)"
+    )
     # batching and optimisation
     max_tokens: int | None = _f(
         None, "token budget per batch (batch size x longest side); default: the preset's"
@@ -131,6 +137,12 @@ class TrainConfig:
     log_every: int = _f(10, "log training loss every N updates")
     eval_every: int = _f(500, "validate and save a checkpoint every N updates (and at the end)")
     keep_last: int = _f(3, "keep the newest K checkpoints (plus the best)")
+    average_last: int | None = _f(
+        None,
+        "export the average of the weights at the last N snapshots (one every --average_every updates, the final "
+        "weights included) when it lowers the validation loss; 0 or 1 = off; default: the preset's",
+    )
+    average_every: int | None = _f(None, "updates between the snapshots that are averaged; default: the preset's")
     bleu_samples: int = _f(
         200, "validation pairs translated (greedy) for the periodic BLEU/chrF; 0 = loss only"
     )
@@ -155,7 +167,7 @@ class TrainConfig:
 
 # options that must not change when a run is resumed
 _RESUME_KEYS = ("data", "max_lines", "valid_size", "test_size", "split_block_size", "split_seed", "max_length",
-                "preset", "dropout", "seed", "grad_accum", "label_smoothing", "source_column", "target_column")  # fmt: skip
+                "preset", "dropout", "init_std", "linear_init_std", "seed", "grad_accum", "label_smoothing", "source_column", "target_column")  # fmt: skip
 
 
 @dataclass
@@ -173,6 +185,7 @@ class TrainResult:
     data_summary: str = ""
     output_dir: str = ""
     last_checkpoint: str | None = None
+    averaging: dict | None = None  # what checkpoint averaging did (see Trainer.average_snapshots)
 
 
 def _languages(cfg: TrainConfig) -> tuple[str | None, str | None]:
@@ -197,6 +210,10 @@ def _check_config(cfg: TrainConfig) -> None:
     ):
         if getattr(cfg, name) < 1:
             problems.append(f"--{name} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.average_last is not None and cfg.average_last < 0:
+        problems.append(f"--average_last must be >= 0, got {cfg.average_last}")
+    if cfg.average_every is not None and cfg.average_every < 1:
+        problems.append(f"--average_every must be >= 1, got {cfg.average_every}")
     if cfg.max_length < 2:
         problems.append(f"--max_length must be >= 2, got {cfg.max_length}")
     if cfg.on_bad_line not in ("skip", "error"):
@@ -244,6 +261,9 @@ class _Trainer:
         self.warmup = cfg.warmup_steps or recipe["warmup_steps"]
         self.lr_scale = cfg.lr_scale if cfg.lr_scale is not None else recipe["lr_scale"]
         self.clip_norm = cfg.clip_norm if cfg.clip_norm is not None else recipe["clip_norm"]
+        self.average_last = cfg.average_last if cfg.average_last is not None else recipe.get("average_last", 0)
+        self.average_every = cfg.average_every or recipe.get("average_every", 100)
+        self.snapshots: list[tuple[int, dict[str, torch.Tensor]]] = []
         accelerated = torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
         self.accelerator = Accelerator(
             mixed_precision=cfg.mixed_precision,
@@ -357,7 +377,9 @@ class _Trainer:
     def build_model(self) -> None:
         cfg, acc = self.cfg, self.accelerator
         vocab = len(self.tokenizer)
-        config = build_config(cfg.preset, vocab, dropout=cfg.dropout)
+        config = build_config(
+            cfg.preset, vocab, dropout=cfg.dropout, init_std=cfg.init_std, linear_init_std=cfg.linear_init_std
+        )
         if cfg.max_length > config.max_position_embeddings:
             raise ValueError(
                 f"--max_length={cfg.max_length} exceeds the preset's max_position_embeddings="
@@ -426,7 +448,7 @@ class _Trainer:
         return out
 
     @torch.no_grad()
-    def validate(self) -> dict:
+    def validate(self, bleu: bool = True) -> dict:
         acc, cfg = self.accelerator, self.cfg
         if not self.valid_src:
             return {}
@@ -450,7 +472,7 @@ class _Trainer:
             "valid_nll_loss": nll_v / ntok,
             "valid_ppl": math.exp(min(nll_v / ntok, 50)),
         }
-        if cfg.bleu_samples > 0 and acc.is_main_process:
+        if bleu and cfg.bleu_samples > 0 and acc.is_main_process:
             n = min(cfg.bleu_samples, len(self.splits["validation"]))
             part = self.splits["validation"].select(range(n))
             scores, _ = evaluate_translation(
@@ -567,12 +589,16 @@ class _Trainer:
             if step % cfg.eval_every == 0:
                 self.validate_and_save(step, best, result)
                 last_saved = step
+            if self.average_last > 1 and step % self.average_every == 0:
+                self.take_snapshot(step)
         elapsed = time.monotonic() - start
         result.target_tokens_per_second = session_tokens / max(elapsed, 1e-9)
         result.step, result.epoch, result.stopped_because = step, self.stream.epoch, stopped
         if last_saved != step:
             self.validate_and_save(step, best, result)
         result.train_seconds = self.train_seconds + elapsed
+        if self.average_last > 1:
+            self.average_snapshots(step, result)
         if cfg.export:
             self.finish(result, best)
         if acc.is_main_process:
@@ -581,6 +607,46 @@ class _Trainer:
             write_training_plots(result, self.out / "plots", window=cfg.log_every)
         acc.end_training()
         return result
+
+    # ------------------------------------------------------------------------------ checkpoint averaging
+    def take_snapshot(self, step: int) -> None:
+        """Keep a CPU copy of the weights at ``step``; only the newest ``average_last`` are kept (in memory, so a
+        resumed run averages the snapshots taken since it resumed)."""
+        model = self.accelerator.unwrap_model(self.model)
+        weights = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        self.snapshots.append((step, weights))
+        del self.snapshots[: -self.average_last]
+
+    def average_snapshots(self, step: int, result: TrainResult) -> None:
+        """Checkpoint averaging (paper, section 6.1, on in-memory snapshots): replace the final weights by the
+        mean of the last ``average_last`` snapshots (the final weights included) if that lowers the validation
+        loss (or, without a validation split, always). The saved checkpoints keep the un-averaged training state,
+        so resuming is unaffected; only the exported model is averaged."""
+        if not self.snapshots or self.snapshots[-1][0] != step:
+            self.take_snapshot(step)
+        if len(self.snapshots) < 2:
+            return
+        model = self.accelerator.unwrap_model(self.model)
+        steps = [s for s, _ in self.snapshots]
+        final = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        averaged = ckpt.average_state_dicts([w for _, w in self.snapshots])
+        device_ids = [self.accelerator.device.index or 0] if self.accelerator.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=device_ids):
+            before = self.validate(bleu=False)
+            ckpt.load_weights_into(model, averaged)
+            after = self.validate(bleu=False)
+        kept = not before or after["valid_loss"] < before["valid_loss"]
+        if not kept:
+            ckpt.load_weights_into(model, final)
+        result.averaging = {
+            "steps": steps,
+            "kept": kept,
+            "valid_loss_final": before.get("valid_loss"),
+            "valid_loss_averaged": after.get("valid_loss"),
+            "valid_ppl_final": before.get("valid_ppl"),
+            "valid_ppl_averaged": after.get("valid_ppl"),
+        }
+        self.emit("average", result.averaging)
 
     def epochs_done(self) -> float:
         return self.stream.epoch + self.sampler.position / max(
@@ -653,6 +719,17 @@ class _Trainer:
             f"{result.step} updates ({self.epochs_done():.2f} epochs), {self.target_tokens:,} target tokens, "
             f"{result.train_seconds / 60:.1f} min on {self.accelerator.device.type}, seed {cfg.seed}."
         )
+        avg = result.averaging
+        if avg:
+            recipe += (
+                f" Checkpoint averaging: the exported weights are the average of the weights at updates "
+                f"{', '.join(map(str, avg['steps']))}" if avg["kept"] else
+                f" Checkpoint averaging of updates {', '.join(map(str, avg['steps']))} did not lower the validation "
+                f"loss; the exported weights are the final ones"
+            ) + (
+                f" (validation perplexity {avg['valid_ppl_final']:.2f} final, {avg['valid_ppl_averaged']:.2f} averaged)."
+                if avg["valid_ppl_final"] is not None else "."
+            )  # fmt: skip
         if m:
             metrics = (
                 f"| split | sentences | BLEU | chrF |\n|---|---|---|---|\n| test | {m['num_sentences']} | {m['bleu']} | "
