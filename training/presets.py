@@ -25,8 +25,9 @@ PRESETS: dict[str, dict] = {
     "small": dict(
         model=dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
                    decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.1,
-                   max_position_embeddings=512),
-        recipe=dict(max_tokens=2048, warmup_steps=200, lr_scale=0.2, clip_norm=1.0),
+                   max_position_embeddings=512, init_std=0.02, linear_init_std=0.02),
+        recipe=dict(max_tokens=2048, warmup_steps=200, lr_scale=0.2, clip_norm=1.0, average_last=5,
+                    average_every=100),
     ),
     "base": dict(
         model=dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
@@ -46,9 +47,10 @@ def preset_names() -> list[str]:
 
 
 def recipe_defaults(preset: str) -> dict:
-    """The preset's recommended ``max_tokens``, ``warmup_steps``, ``lr_scale`` and ``clip_norm``."""
+    """The preset's recommended ``max_tokens``, ``warmup_steps``, ``lr_scale``, ``clip_norm``, ``average_last``
+    and ``average_every`` (averaging is off unless the preset sets it)."""
     _check(preset)
-    return dict(PRESETS[preset]["recipe"])
+    return {"average_last": 0, "average_every": 100, **PRESETS[preset]["recipe"]}
 
 
 def build_config(preset: str, vocab_size: int, **overrides) -> VanillaTransformerConfig:

@@ -251,7 +251,8 @@ def _prepare_data(cfg: QualityConfig, out: Path) -> _Data:
 
 # ------------------------------------------------------------------------------------------------ ours
 def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event) -> tuple[Any, dict]:
-    from .checkpoint import export_averaged_model
+    from modeling import save_with_remote_code
+
     from .trainer import TrainConfig, train
 
     overrides = parse_overrides(cfg.ours)
@@ -272,15 +273,15 @@ def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event) -> tupl
     )  # fmt: skip
     train_cfg = dataclasses.replace(train_cfg, **overrides)
     result = train(train_cfg, lambda name, info: emit(name, {**info, "system": "ours"}))
-    model_dir = export_averaged_model([result.last_checkpoint], out / "ours", data.tokenizer)
-    from modeling import VanillaTransformerForConditionalGeneration
-
-    model = VanillaTransformerForConditionalGeneration.from_pretrained(str(model_dir)).eval()
+    model = result.model.eval()  # the final weights, or their average with the last snapshots (preset recipe)
+    model_dir = save_with_remote_code(model, out / "ours", data.tokenizer)
     history = result.history
     last_valid = result.valid_history[-1] if result.valid_history else {}
     info = dict(
         description=f"VanillaTransformer, training.trainer recipe (preset {cfg.preset}"
-        + (f"; {cfg.ours.strip()}" if cfg.ours.strip() else "") + ")",
+        + (f"; {cfg.ours.strip()}" if cfg.ours.strip() else "")
+        + (f"; averaged updates {result.averaging['steps']}" if result.averaging and result.averaging["kept"] else "")
+        + ")",
         num_parameters=result.num_parameters, steps=result.step, target_tokens=sum(h["ntokens"] for h in history),
         train_seconds=result.train_seconds, tokens_per_second=result.target_tokens_per_second,
         valid_ppl=last_valid.get("valid_ppl"), history=history, valid_history=result.valid_history,

@@ -186,6 +186,7 @@ class TrainResult:
     output_dir: str = ""
     last_checkpoint: str | None = None
     averaging: dict | None = None  # what checkpoint averaging did (see Trainer.average_snapshots)
+    model: Any = field(default=None, repr=False)  # the final (possibly averaged) model, unwrapped, in memory
 
 
 def _languages(cfg: TrainConfig) -> tuple[str | None, str | None]:
@@ -261,8 +262,8 @@ class _Trainer:
         self.warmup = cfg.warmup_steps or recipe["warmup_steps"]
         self.lr_scale = cfg.lr_scale if cfg.lr_scale is not None else recipe["lr_scale"]
         self.clip_norm = cfg.clip_norm if cfg.clip_norm is not None else recipe["clip_norm"]
-        self.average_last = cfg.average_last if cfg.average_last is not None else recipe.get("average_last", 0)
-        self.average_every = cfg.average_every or recipe.get("average_every", 100)
+        self.average_last = cfg.average_last if cfg.average_last is not None else recipe["average_last"]
+        self.average_every = cfg.average_every or recipe["average_every"]
         self.snapshots: list[tuple[int, dict[str, torch.Tensor]]] = []
         accelerated = torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
         self.accelerator = Accelerator(
@@ -599,6 +600,7 @@ class _Trainer:
         result.train_seconds = self.train_seconds + elapsed
         if self.average_last > 1:
             self.average_snapshots(step, result)
+        result.model = acc.unwrap_model(self.model)
         if cfg.export:
             self.finish(result, best)
         if acc.is_main_process:
