@@ -47,6 +47,12 @@ class Progress:
             if "valid_bleu" in info:
                 text += f", greedy BLEU {info['valid_bleu']} chrF {info['valid_chrf']}"
             print(text, flush=True)
+        elif name == "average":
+            text = f"[{system}] averaged the weights at updates {info['steps'][0]}..{info['steps'][-1]}"
+            if info["valid_ppl_final"] is not None:
+                text += (f": valid ppl {info['valid_ppl_final']:.2f} -> {info['valid_ppl_averaged']:.2f}, "
+                         + ("kept" if info["kept"] else "discarded (final weights kept)"))  # fmt: skip
+            print(text, flush=True)
         elif name == "test_start":
             print(f"[{system}] translating {info['num_sentences']} test sentences", flush=True)
         elif name == "info":

@@ -65,6 +65,9 @@ class Progress:
                     + ("exporting the average" if info["kept"] else "keeping the final weights")
                 )
             tqdm.write(text)
+        elif name == "length_penalty":
+            tried = ", ".join(f"{r['length_penalty']}: BLEU {r['bleu']} chrF {r['chrf']}" for r in info["search"])
+            tqdm.write(f"length penalty on {info['num_sentences']} validation pairs: {tried} -> {info['chosen']}")
         elif name == "test_start":
             if self.bar is not None:
                 self.bar.close()

@@ -144,3 +144,31 @@ def test_averaging_decision_follows_validation_loss(tmp_path, monkeypatch, kept)
     assert result.averaging["kept"] is kept and len(calls) == 2
     assert result.averaging["steps"] == [3, 6]
     assert result.averaging["valid_loss_final"] == (1.0 if kept else 0.5)
+
+
+def test_length_penalty_is_chosen_on_validation_and_exported(tmp_path):
+    """Unset --length_penalty: every candidate is tried with the test beam size on the validation split, the best
+    BLEU wins, and the test translation, the model card and the exported generation config all use it."""
+    events = []
+    cfg = small_run(tmp_path, max_steps=8, eval_every=8, bleu_samples=0, test_beams=2, length_penalty=None,
+                    length_penalty_candidates="0.0, 2.0")  # fmt: skip
+    result = train(cfg, lambda name, info: events.append((name, info)))
+    search = result.length_penalty_search
+    assert [r["length_penalty"] for r in search] == [0.0, 2.0]
+    best = max(search, key=lambda r: (r["bleu"], r["chrf"]))["length_penalty"]
+    assert result.length_penalty == best == result.test_metrics["length_penalty"]
+    assert any(name == "length_penalty" and info["chosen"] == best for name, info in events)
+    generation = json.loads((tmp_path / "generation_config.json").read_text())
+    assert generation["length_penalty"] == best and generation["num_beams"] == 4
+    assert "chosen on the validation split" in (tmp_path / "README.md").read_text()
+
+
+def test_explicit_length_penalty_skips_the_search(tmp_path):
+    result = train(small_run(tmp_path, max_steps=4, eval_every=4, bleu_samples=0, length_penalty=0.8))
+    assert result.length_penalty_search == [] and result.length_penalty == 0.8
+    assert json.loads((tmp_path / "generation_config.json").read_text())["length_penalty"] == 0.8
+
+
+def test_bad_length_penalty_candidates_are_rejected(tmp_path):
+    with pytest.raises(ValueError, match="--length_penalty_candidates must be comma-separated numbers"):
+        train(small_run(tmp_path, length_penalty_candidates="0.6,long"))

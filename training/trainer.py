@@ -148,7 +148,14 @@ class TrainConfig:
     )
     valid_beams: int = _f(1, "beams for the periodic validation BLEU")
     test_beams: int = _f(4, "beams for the final test evaluation")
-    length_penalty: float = _f(0.6, "length penalty alpha (transformers': log-prob / length**alpha)")
+    length_penalty: float | None = _f(
+        None,
+        "length penalty alpha (transformers': log-prob / length**alpha) of the test translation and of the exported "
+        "generation config; default: the candidate with the best BLEU on the validation split",
+    )
+    length_penalty_candidates: str = _f(
+        "0.6,1.0,1.4", "comma-separated length penalties tried on the validation split when --length_penalty is unset"
+    )
     eval_batch_size: int = _f(64, "sentences per generate() batch")
     sacrebleu_tokenize: str | None = _f(
         None, "sacreBLEU tokeniser (default: 'zh' for Chinese targets, else '13a')"
@@ -187,6 +194,8 @@ class TrainResult:
     last_checkpoint: str | None = None
     averaging: dict | None = None  # what checkpoint averaging did (see Trainer.average_snapshots)
     model: Any = field(default=None, repr=False)  # the final (possibly averaged) model, unwrapped, in memory
+    length_penalty: float | None = None  # used for the test split and written to the exported generation config
+    length_penalty_search: list[dict] = field(default_factory=list)  # validation BLEU/chrF per candidate
 
 
 def _languages(cfg: TrainConfig) -> tuple[str | None, str | None]:
@@ -196,6 +205,18 @@ def _languages(cfg: TrainConfig) -> tuple[str | None, str | None]:
         src = src or m.group(1)
         tgt = tgt or m.group(2)
     return src, tgt
+
+
+def _length_penalties(cfg: TrainConfig) -> list[float]:
+    try:
+        values = [float(x) for x in cfg.length_penalty_candidates.replace(" ", "").split(",") if x]
+    except ValueError:
+        values = []
+    if not values or not all(math.isfinite(v) for v in values):
+        raise ValueError(
+            f"--length_penalty_candidates must be comma-separated numbers, got {cfg.length_penalty_candidates!r}."
+        )
+    return values
 
 
 def _check_config(cfg: TrainConfig) -> None:
@@ -211,6 +232,9 @@ def _check_config(cfg: TrainConfig) -> None:
     ):
         if getattr(cfg, name) < 1:
             problems.append(f"--{name} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.length_penalty is not None and not math.isfinite(cfg.length_penalty):
+        problems.append(f"--length_penalty must be a finite number, got {cfg.length_penalty}")
+    _length_penalties(cfg)
     if cfg.average_last is not None and cfg.average_last < 0:
         problems.append(f"--average_last must be >= 0, got {cfg.average_last}")
     if cfg.average_every is not None and cfg.average_every < 1:
@@ -265,6 +289,8 @@ class _Trainer:
         self.average_last = cfg.average_last if cfg.average_last is not None else recipe["average_last"]
         self.average_every = cfg.average_every or recipe["average_every"]
         self.snapshots: list[tuple[int, dict[str, torch.Tensor]]] = []
+        self.lp_candidates = _length_penalties(cfg)
+        self.length_penalty = cfg.length_penalty if cfg.length_penalty is not None else self.lp_candidates[0]
         accelerated = torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
         self.accelerator = Accelerator(
             mixed_precision=cfg.mixed_precision,
@@ -478,7 +504,7 @@ class _Trainer:
             part = self.splits["validation"].select(range(n))
             scores, _ = evaluate_translation(
                 model, self.tokenizer, list(part["source"]), list(part["target"]), tokenize=self.bleu_tokenize,
-                num_beams=cfg.valid_beams, length_penalty=cfg.length_penalty, batch_size=cfg.eval_batch_size,
+                num_beams=cfg.valid_beams, length_penalty=self.length_penalty, batch_size=cfg.eval_batch_size,
             )  # fmt: skip
             metrics.update(
                 valid_bleu=scores["bleu"], valid_chrf=scores["chrf"], bleu_signature=scores["bleu_signature"]
@@ -656,23 +682,47 @@ class _Trainer:
         )
 
     # ------------------------------------------------------------------------------------------------ end
+    @torch.no_grad()
+    def choose_length_penalty(self, model, result: TrainResult, max_sentences: int = 500) -> None:
+        """Translate (up to ``max_sentences`` of) the validation split with --test_beams beams once per candidate
+        length penalty and keep the one with the best BLEU (then chrF); skipped when --length_penalty is given,
+        with greedy test decoding, or without a validation split."""
+        cfg, valid = self.cfg, self.splits["validation"]
+        result.length_penalty = self.length_penalty
+        if cfg.length_penalty is not None or cfg.test_beams < 2 or not len(valid) or len(self.lp_candidates) < 2:
+            return
+        part = valid.select(range(min(max_sentences, len(valid))))
+        model.eval()
+        for lp in self.lp_candidates:
+            scores, _ = evaluate_translation(
+                model, self.tokenizer, list(part["source"]), list(part["target"]), tokenize=self.bleu_tokenize,
+                num_beams=cfg.test_beams, length_penalty=lp, batch_size=cfg.eval_batch_size,
+            )  # fmt: skip
+            result.length_penalty_search.append({"length_penalty": lp, "bleu": scores["bleu"], "chrf": scores["chrf"]})
+        best = max(result.length_penalty_search, key=lambda r: (r["bleu"], r["chrf"]))
+        self.length_penalty = result.length_penalty = best["length_penalty"]
+        self.emit("length_penalty", {"search": result.length_penalty_search, "chosen": self.length_penalty,
+                                     "num_sentences": len(part)})  # fmt: skip
+
     def finish(self, result: TrainResult, best: dict) -> None:
         cfg, acc = self.cfg, self.accelerator
         model = acc.unwrap_model(self.model)
         test = self.splits["test"]
         if acc.is_main_process:
+            self.choose_length_penalty(model, result)
+            model.generation_config.length_penalty = self.length_penalty
             if len(test):
                 self.emit("test_start", {"num_sentences": len(test)})
                 hyps = translate(
                     model, self.tokenizer, list(test["source"]), num_beams=cfg.test_beams,
-                    length_penalty=cfg.length_penalty, batch_size=cfg.eval_batch_size,
+                    length_penalty=self.length_penalty, batch_size=cfg.eval_batch_size,
                     progress=lambda n: self.emit("test_progress", {"n": n}),
                 )  # fmt: skip
                 result.test_metrics = score_translations(
                     hyps, list(test["target"]), tokenize=self.bleu_tokenize
                 )
                 result.test_metrics.update(
-                    num_beams=cfg.test_beams, length_penalty=cfg.length_penalty, split="test"
+                    num_beams=cfg.test_beams, length_penalty=self.length_penalty, split="test"
                 )
                 result.samples = [
                     {"source": s, "reference": r, "hypothesis": h}
@@ -688,7 +738,7 @@ class _Trainer:
                         self.tokenizer,
                         texts,
                         num_beams=cfg.test_beams,
-                        length_penalty=cfg.length_penalty,
+                        length_penalty=self.length_penalty,
                     )
                     result.samples += [
                         {"source": s, "reference": None, "hypothesis": h} for s, h in zip(texts, outs)
@@ -735,8 +785,14 @@ class _Trainer:
         if m:
             metrics = (
                 f"| split | sentences | BLEU | chrF |\n|---|---|---|---|\n| test | {m['num_sentences']} | {m['bleu']} | "
-                f"{m['chrf']} |\n\nBeam {m['num_beams']}, length penalty {m['length_penalty']}."
+                f"{m['chrf']} |\n\nBeam {m['num_beams']}, length penalty {m['length_penalty']}"
             )
+            if result.length_penalty_search:
+                tried = ", ".join(
+                    f"{r['length_penalty']} (BLEU {r['bleu']}, chrF {r['chrf']})" for r in result.length_penalty_search
+                )
+                metrics += f", chosen on the validation split among {tried}"
+            metrics += ". The exported `generation_config.json` uses the same settings."
         else:
             metrics = "No test split was evaluated."
         return {
