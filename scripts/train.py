@@ -65,6 +65,9 @@ class Progress:
                     + ("exporting the average" if info["kept"] else "keeping the final weights")
                 )
             tqdm.write(text)
+        elif name == "export_at":
+            avg = f", averaged updates {info['averaged_steps']}" if info["averaged_steps"] else ""
+            tqdm.write(f"minute {info['minutes']:g} (update {info['step']}{avg}): exported to {info['path']}")
         elif name == "length_penalty":
             tried = ", ".join(f"{r['length_penalty']}: BLEU {r['bleu']} chrF {r['chrf']}" for r in info["search"])
             tqdm.write(f"length penalty on {info['num_sentences']} validation pairs: {tried} -> {info['chosen']}")

@@ -172,3 +172,45 @@ def test_explicit_length_penalty_skips_the_search(tmp_path):
 def test_bad_length_penalty_candidates_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="--length_penalty_candidates must be comma-separated numbers"):
         train(small_run(tmp_path, length_penalty_candidates="0.6,long"))
+
+
+def test_export_at_minutes_saves_intermediate_models_without_changing_training(tmp_path, monkeypatch):
+    """A 1-ms mark exports after the first update (averaging rules included) into OUTPUT_DIR/minute-M/; the run
+    itself ends with exactly the weights of the same run without the mark. The averaging validations are rigged
+    so that the average always wins, so the marks export averaged weights and must put the training ones back."""
+    from training import trainer as trainer_module
+
+    real = trainer_module._Trainer.validate
+    counter = iter(range(10**6))
+
+    def rigged(self, bleu=True):
+        metrics = real(self, bleu=bleu)
+        if not bleu:
+            metrics["valid_loss"] = 1e6 - next(counter)  # each call "better" than the previous one
+        return metrics
+
+    monkeypatch.setattr(trainer_module._Trainer, "validate", rigged)
+    base = dict(max_steps=24, eval_every=24, bleu_samples=0, average_last=2, average_every=1, length_penalty=0.6,
+                test_size=2)  # fmt: skip
+    plain = train(small_run(tmp_path / "plain", **base))
+    tokenizer = str(tmp_path / "plain" / "checkpoints" / "tokenizer")
+    marks = "0.00002, 0.003, 1000"  # after update 1; after about 0.2 s (snapshots to average by then); never
+    marked = train(small_run(tmp_path / "marked", export_at_minutes=marks, tokenizer=tokenizer, **base))
+    assert [e["minutes"] for e in marked.exports] == [0.00002, 0.003] and marked.exports[0]["step"] == 1
+    assert marked.exports[1]["step"] > 1 and (tmp_path / "marked" / "minute-0.003" / "model.safetensors").exists()
+    assert marked.exports[1]["averaged_steps"] is not None and marked.averaging["kept"]
+    folder = tmp_path / "marked" / "minute-2e-05"
+    assert Path(marked.exports[0]["path"]) == folder and (folder / "model.safetensors").exists()
+    from transformers import AutoModelForSeq2SeqLM
+
+    early = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True)
+    final = load_file(tmp_path / "marked" / "model.safetensors")
+    assert not torch.equal(early.state_dict()["model.shared.weight"], final["model.shared.weight"])
+    for key, value in load_file(tmp_path / "plain" / "model.safetensors").items():
+        assert torch.equal(value, final[key]), key
+    assert plain.averaging["steps"] == marked.averaging["steps"]
+
+
+def test_bad_export_marks_are_rejected(tmp_path):
+    with pytest.raises(ValueError, match="--export_at_minutes must be comma-separated positive minutes"):
+        train(small_run(tmp_path, export_at_minutes="25,sixty"))

@@ -143,6 +143,11 @@ class TrainConfig:
         "weights included) when it lowers the validation loss; 0 or 1 = off; default: the preset's",
     )
     average_every: int | None = _f(None, "updates between the snapshots that are averaged; default: the preset's")
+    export_at_minutes: str = _f(
+        "",
+        "comma-separated training minutes at which to also export the model as if the run stopped there (averaging "
+        "included) to OUTPUT_DIR/minute-M/, e.g. '25,60' in a 120-minute run; training is not changed",
+    )
     bleu_samples: int = _f(
         200, "validation pairs translated (greedy) for the periodic BLEU/chrF; 0 = loss only"
     )
@@ -196,6 +201,7 @@ class TrainResult:
     model: Any = field(default=None, repr=False)  # the final (possibly averaged) model, unwrapped, in memory
     length_penalty: float | None = None  # used for the test split and written to the exported generation config
     length_penalty_search: list[dict] = field(default_factory=list)  # validation BLEU/chrF per candidate
+    exports: list[dict] = field(default_factory=list)  # the --export_at_minutes models
 
 
 def _languages(cfg: TrainConfig) -> tuple[str | None, str | None]:
@@ -219,6 +225,16 @@ def _length_penalties(cfg: TrainConfig) -> list[float]:
     return values
 
 
+def _minute_marks(cfg: TrainConfig) -> list[float]:
+    try:
+        marks = sorted(float(x) for x in cfg.export_at_minutes.replace(" ", "").split(",") if x)
+    except ValueError:
+        marks = [-1.0]
+    if any(not math.isfinite(m) or m <= 0 for m in marks):
+        raise ValueError(f"--export_at_minutes must be comma-separated positive minutes, got {cfg.export_at_minutes!r}.")
+    return marks
+
+
 def _check_config(cfg: TrainConfig) -> None:
     problems = []
     for name in (
@@ -235,6 +251,7 @@ def _check_config(cfg: TrainConfig) -> None:
     if cfg.length_penalty is not None and not math.isfinite(cfg.length_penalty):
         problems.append(f"--length_penalty must be a finite number, got {cfg.length_penalty}")
     _length_penalties(cfg)
+    _minute_marks(cfg)
     if cfg.average_last is not None and cfg.average_last < 0:
         problems.append(f"--average_last must be >= 0, got {cfg.average_last}")
     if cfg.average_every is not None and cfg.average_every < 1:
@@ -290,6 +307,7 @@ class _Trainer:
         self.average_every = cfg.average_every or recipe["average_every"]
         self.snapshots: list[tuple[int, dict[str, torch.Tensor]]] = []
         self.lp_candidates = _length_penalties(cfg)
+        self.export_marks = _minute_marks(cfg)
         self.length_penalty = cfg.length_penalty if cfg.length_penalty is not None else self.lp_candidates[0]
         accelerated = torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
         self.accelerator = Accelerator(
@@ -586,6 +604,7 @@ class _Trainer:
             acc.init_trackers("train", config=hparams)
         self.emit("start", {"step": step, "max_steps": cfg.max_steps, "num_parameters": self.num_parameters,
                             "max_tokens": self.max_tokens, "num_processes": acc.num_processes})  # fmt: skip
+        self.export_marks = [m for m in self.export_marks if m * 60 > self.train_seconds]  # passed before a resume
         start = self.start_time = time.monotonic()
         session_tokens, last_saved = 0, step if cfg.resume else None
         stopped = ""
@@ -618,6 +637,13 @@ class _Trainer:
                 last_saved = step
             if self.average_last > 1 and step % self.average_every == 0:
                 self.take_snapshot(step)
+            if self.export_marks:
+                minutes = (self.train_seconds + time.monotonic() - start) / 60
+                due = torch.tensor([1.0 if minutes >= self.export_marks[0] else 0.0], device=acc.device)
+                if acc.num_processes > 1:  # every process must export at the same update
+                    due = acc.reduce(due, reduction="sum")
+                if float(due) > 0:
+                    self.export_at_mark(step, self.export_marks.pop(0), result)
         elapsed = time.monotonic() - start
         result.target_tokens_per_second = session_tokens / max(elapsed, 1e-9)
         result.step, result.epoch, result.stopped_because = step, self.stream.epoch, stopped
@@ -652,29 +678,65 @@ class _Trainer:
         so resuming is unaffected; only the exported model is averaged."""
         if not self.snapshots or self.snapshots[-1][0] != step:
             self.take_snapshot(step)
-        if len(self.snapshots) < 2:
-            return
+        info = self._average_into_model(self.snapshots, restore=False)
+        if info is not None:
+            result.averaging = info
+            self.emit("average", info)
+
+    def _average_into_model(self, snapshots: list, restore: bool) -> dict | None:
+        """Load the mean of ``snapshots`` into the model if it validates better than the current weights (or
+        there is no validation split). ``restore=True`` puts the current weights back afterwards and returns the
+        chosen weights in ``info["weights"]`` instead. None when there is nothing to average."""
+        if len(snapshots) < 2:
+            return None
         model = self.accelerator.unwrap_model(self.model)
-        steps = [s for s, _ in self.snapshots]
-        final = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        averaged = ckpt.average_state_dicts([w for _, w in self.snapshots])
+        current = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        averaged = ckpt.average_state_dicts([w for _, w in snapshots])
         device_ids = [self.accelerator.device.index or 0] if self.accelerator.device.type == "cuda" else []
         with torch.random.fork_rng(devices=device_ids):
             before = self.validate(bleu=False)
             ckpt.load_weights_into(model, averaged)
             after = self.validate(bleu=False)
         kept = not before or after["valid_loss"] < before["valid_loss"]
-        if not kept:
-            ckpt.load_weights_into(model, final)
-        result.averaging = {
-            "steps": steps,
+        if restore or not kept:
+            ckpt.load_weights_into(model, current)
+        info = {
+            "steps": [s for s, _ in snapshots],
             "kept": kept,
             "valid_loss_final": before.get("valid_loss"),
             "valid_loss_averaged": after.get("valid_loss"),
             "valid_ppl_final": before.get("valid_ppl"),
             "valid_ppl_averaged": after.get("valid_ppl"),
         }
-        self.emit("average", result.averaging)
+        if restore:
+            info["weights"] = averaged if kept else current
+        return info
+
+    def export_at_mark(self, step: int, minutes: float, result: TrainResult) -> None:
+        """Export the model as the run would if it stopped now (final weights, or their average with the last
+        snapshots when that validates better) to OUTPUT_DIR/minute-M/, without changing the training state."""
+        from modeling import save_with_remote_code
+
+        model = self.accelerator.unwrap_model(self.model)
+        snapshots = list(self.snapshots[-self.average_last :]) if self.average_last > 1 else []
+        if self.average_last > 1 and (not snapshots or snapshots[-1][0] != step):
+            current = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            snapshots = (snapshots + [(step, current)])[-self.average_last :]
+        info = self._average_into_model(snapshots, restore=True) if snapshots else None
+        folder = self.out / f"minute-{minutes:g}"
+        if self.accelerator.is_main_process:
+            if info is not None and info["kept"]:
+                saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                ckpt.load_weights_into(model, info["weights"])
+                save_with_remote_code(model, folder, self.tokenizer)
+                ckpt.load_weights_into(model, saved)
+            else:
+                save_with_remote_code(model, folder, self.tokenizer)
+        self.accelerator.wait_for_everyone()
+        record = {"minutes": minutes, "step": step, "path": str(folder),
+                  "averaged_steps": info["steps"] if info is not None and info["kept"] else None}  # fmt: skip
+        result.exports.append(record)
+        self.emit("export_at", record)
 
     def epochs_done(self) -> float:
         return self.stream.epoch + self.sampler.position / max(
