@@ -213,26 +213,26 @@ def _languages(cfg: TrainConfig) -> tuple[str | None, str | None]:
     return src, tgt
 
 
-def _length_penalties(cfg: TrainConfig) -> list[float]:
+def _float_list(text: str, option: str, what: str, positive: bool = False) -> list[float]:
+    """Parse a comma-separated option such as ``"0.6, 1.0"``; raises ValueError naming ``option``."""
     try:
-        values = [float(x) for x in cfg.length_penalty_candidates.replace(" ", "").split(",") if x]
+        values = [float(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
-        values = []
-    if not values or not all(math.isfinite(v) for v in values):
-        raise ValueError(
-            f"--length_penalty_candidates must be comma-separated numbers, got {cfg.length_penalty_candidates!r}."
-        )
+        values = [math.nan]
+    if any(not math.isfinite(v) or (positive and v <= 0) for v in values):
+        raise ValueError(f"--{option} must be comma-separated {what}, got {text!r}.")
+    return values
+
+
+def _length_penalties(cfg: TrainConfig) -> list[float]:
+    values = _float_list(cfg.length_penalty_candidates, "length_penalty_candidates", "numbers")
+    if not values:
+        raise ValueError("--length_penalty_candidates must be comma-separated numbers, got an empty list.")
     return values
 
 
 def _minute_marks(cfg: TrainConfig) -> list[float]:
-    try:
-        marks = sorted(float(x) for x in cfg.export_at_minutes.replace(" ", "").split(",") if x)
-    except ValueError:
-        marks = [-1.0]
-    if any(not math.isfinite(m) or m <= 0 for m in marks):
-        raise ValueError(f"--export_at_minutes must be comma-separated positive minutes, got {cfg.export_at_minutes!r}.")
-    return marks
+    return sorted(_float_list(cfg.export_at_minutes, "export_at_minutes", "positive minutes", positive=True))
 
 
 def _check_config(cfg: TrainConfig) -> None:
@@ -663,12 +663,15 @@ class _Trainer:
         return result
 
     # ------------------------------------------------------------------------------ checkpoint averaging
+    def _weights(self) -> dict[str, torch.Tensor]:
+        """A CPU copy of the model's weights."""
+        model = self.accelerator.unwrap_model(self.model)
+        return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
     def take_snapshot(self, step: int) -> None:
         """Keep a CPU copy of the weights at ``step``; only the newest ``average_last`` are kept (in memory, so a
         resumed run averages the snapshots taken since it resumed)."""
-        model = self.accelerator.unwrap_model(self.model)
-        weights = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-        self.snapshots.append((step, weights))
+        self.snapshots.append((step, self._weights()))
         del self.snapshots[: -self.average_last]
 
     def average_snapshots(self, step: int, result: TrainResult) -> None:
@@ -678,29 +681,28 @@ class _Trainer:
         so resuming is unaffected; only the exported model is averaged."""
         if not self.snapshots or self.snapshots[-1][0] != step:
             self.take_snapshot(step)
-        info = self._average_into_model(self.snapshots, restore=False)
+        info = self._average_into_model(self.snapshots)
         if info is not None:
             result.averaging = info
             self.emit("average", info)
 
-    def _average_into_model(self, snapshots: list, restore: bool) -> dict | None:
-        """Load the mean of ``snapshots`` into the model if it validates better than the current weights (or
-        there is no validation split). ``restore=True`` puts the current weights back afterwards and returns the
-        chosen weights in ``info["weights"]`` instead. None when there is nothing to average."""
+    def _average_into_model(self, snapshots: list) -> dict | None:
+        """Leave the mean of ``snapshots`` in the model if it validates better than the current weights (or there
+        is no validation split), else the current weights. None (model untouched) when there is nothing to
+        average."""
         if len(snapshots) < 2:
             return None
         model = self.accelerator.unwrap_model(self.model)
-        current = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        averaged = ckpt.average_state_dicts([w for _, w in snapshots])
+        current = self._weights()
         device_ids = [self.accelerator.device.index or 0] if self.accelerator.device.type == "cuda" else []
         with torch.random.fork_rng(devices=device_ids):
             before = self.validate(bleu=False)
-            ckpt.load_weights_into(model, averaged)
+            ckpt.load_weights_into(model, ckpt.average_state_dicts([w for _, w in snapshots]))
             after = self.validate(bleu=False)
         kept = not before or after["valid_loss"] < before["valid_loss"]
-        if restore or not kept:
+        if not kept:
             ckpt.load_weights_into(model, current)
-        info = {
+        return {
             "steps": [s for s, _ in snapshots],
             "kept": kept,
             "valid_loss_final": before.get("valid_loss"),
@@ -708,33 +710,26 @@ class _Trainer:
             "valid_ppl_final": before.get("valid_ppl"),
             "valid_ppl_averaged": after.get("valid_ppl"),
         }
-        if restore:
-            info["weights"] = averaged if kept else current
-        return info
 
     def export_at_mark(self, step: int, minutes: float, result: TrainResult) -> None:
         """Export the model as the run would if it stopped now (final weights, or their average with the last
-        snapshots when that validates better) to OUTPUT_DIR/minute-M/, without changing the training state."""
+        snapshots when that validates better) to OUTPUT_DIR/minute-M/, then put the training weights back."""
         from modeling import save_with_remote_code
 
-        model = self.accelerator.unwrap_model(self.model)
-        snapshots = list(self.snapshots[-self.average_last :]) if self.average_last > 1 else []
-        if self.average_last > 1 and (not snapshots or snapshots[-1][0] != step):
-            current = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-            snapshots = (snapshots + [(step, current)])[-self.average_last :]
-        info = self._average_into_model(snapshots, restore=True) if snapshots else None
+        current = self._weights()
+        snapshots = []
+        if self.average_last > 1:
+            snapshots = [s for s in self.snapshots if s[0] != step] + [(step, current)]
+        info = self._average_into_model(snapshots[-self.average_last :])
+        averaged = info is not None and info["kept"]
         folder = self.out / f"minute-{minutes:g}"
         if self.accelerator.is_main_process:
-            if info is not None and info["kept"]:
-                saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
-                ckpt.load_weights_into(model, info["weights"])
-                save_with_remote_code(model, folder, self.tokenizer)
-                ckpt.load_weights_into(model, saved)
-            else:
-                save_with_remote_code(model, folder, self.tokenizer)
+            save_with_remote_code(self.accelerator.unwrap_model(self.model), folder, self.tokenizer)
+        if averaged:
+            ckpt.load_weights_into(self.accelerator.unwrap_model(self.model), current)
         self.accelerator.wait_for_everyone()
         record = {"minutes": minutes, "step": step, "path": str(folder),
-                  "averaged_steps": info["steps"] if info is not None and info["kept"] else None}  # fmt: skip
+                  "averaged_steps": info["steps"] if averaged else None}  # fmt: skip
         result.exports.append(record)
         self.emit("export_at", record)
 
