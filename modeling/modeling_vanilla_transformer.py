@@ -55,6 +55,47 @@ def _is_compiling() -> bool:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Dropout (paper section 5.4): F.dropout, with a cheaper random mask on CPU
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class _KeepAndScale(torch.autograd.Function):
+    """x * keep / (1 - p) with a precomputed boolean mask; the gradient is masked and scaled the same way."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
+        ctx.save_for_backward(keep)
+        ctx.scale = scale
+        return torch.where(keep, x, 0.0).mul_(scale)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        (keep,) = ctx.saved_tensors
+        return torch.where(keep, grad, 0.0).mul_(ctx.scale), None, None
+
+
+def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Inverted dropout: zero each element with probability `p` and scale the rest by 1 / (1 - p).
+
+    On CUDA/other devices, while compiling, and for p outside (0, 1) this is `F.dropout`. On CPU, PyTorch draws
+    one random number per element from a sequential generator, which made dropout ~10% of a training step of
+    the small model; here one 64-bit draw of the same (seeded, checkpointed) CPU generator gives the masks of 4
+    elements (its four 16-bit chunks, the top one 15-bit), so `p` is rounded to a multiple of 2**-15
+    (0.1 -> 0.100006) and the scale uses the rounded value: E[apply_dropout(x)] = x exactly."""
+    if not training or p <= 0.0 or p >= 1.0 or x.device.type != "cpu" or _is_compiling() or not x.is_floating_point():
+        return F.dropout(x, p=p, training=training)
+    drop15 = round(p * 32768)  # out of 2**15
+    if drop15 == 0:
+        return x
+    n = x.numel()
+    draws = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()  # uniform in [0, 2**63)
+    chunks = draws.view(torch.int16).view(-1, 4)  # 3 chunks uniform on [-2**15, 2**15), the top one on [0, 2**15)
+    threshold = torch.tensor([2 * drop15 - 32768] * 3 + [drop15], dtype=torch.int16, device=x.device)
+    keep = (chunks >= threshold).view(-1)[:n].view(x.shape)  # P(keep) = 1 - drop15 / 2**15 in every column
+    return _KeepAndScale.apply(x, keep, 32768 / (32768 - drop15))
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Input checks: a clear error at the boundary instead of an index error deep inside torch
 # ----------------------------------------------------------------------------------------------------------------
 
@@ -286,7 +327,7 @@ def eager_attention_forward(
     if attention_mask is not None:
         scores = scores + attention_mask
     weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)  # (B, H, T, K)
-    weights = F.dropout(weights, p=dropout, training=module.training)
+    weights = apply_dropout(weights, dropout, module.training)
     output = torch.matmul(weights, value).transpose(1, 2)  # (B, T, H, D)
     return output, weights
 
@@ -398,7 +439,7 @@ class VanillaTransformerFeedForward(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         hidden_states = self.activation_fn(self.fc1(hidden_states))  # (B, L, F)
-        hidden_states = F.dropout(hidden_states, p=self.activation_dropout, training=self.training)
+        hidden_states = apply_dropout(hidden_states, self.activation_dropout, self.training)
         return self.fc2(hidden_states)  # (B, L, C)
 
 
@@ -415,7 +456,7 @@ class ResidualBlock(nn.Module):
         return norm(x) if self.normalize_before else x
 
     def post(self, residual: torch.Tensor, x: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
-        x = residual + F.dropout(x, p=self.dropout, training=self.training)
+        x = residual + apply_dropout(x, self.dropout, self.training)
         return x if self.normalize_before else norm(x)
 
 
@@ -578,7 +619,7 @@ class _Stack(VanillaTransformerPreTrainedModel):
             hidden_states = hidden_states + self.embed_positions(position_ids).to(hidden_states.dtype)
         else:
             rotary = self.rotary_emb(position_ids, hidden_states.dtype)
-        return F.dropout(hidden_states, p=self.dropout, training=self.training), rotary
+        return apply_dropout(hidden_states, self.dropout, self.training), rotary
 
     def finish(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.layer_norm(hidden_states) if self.layer_norm is not None else hidden_states
@@ -752,6 +793,57 @@ class VanillaTransformerDecoder(_Stack):
             **{CACHE_FIELD: cache if use_cache else None},
         )
         return output if return_dict else output.to_tuple()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Loss: (label-smoothed) cross entropy over the target vocabulary, one fused backward
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class _SmoothedCrossEntropy(torch.autograd.Function):
+    """Sums over the kept rows of a (N, V) fp32 logits matrix: nll = -log p[target], smooth = -sum_j log p_j, and
+    loss = a * nll + b * smooth with a = 1 - eps - eps / (V - 1), b = eps / (V - 1).
+
+    The gradient is written in one (N, V) pass, d loss / d logits = (a + b V) softmax - b - a onehot(target)
+    (and softmax - onehot for nll), instead of autograd's zero-filled scatter, expanded sum and log-softmax
+    backward: ~1.5x faster on (2048, 8k) and ~2x on (4096, 32k) logits on CPU, same values to fp32 rounding."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, target: torch.Tensor, keep: torch.Tensor, epsilon: float):
+        # logits: (N, V) fp32; target: (N,) ids (anything where not kept); keep: (N,) bool
+        lprobs = torch.log_softmax(logits, dim=-1)  # (N, V)
+        a = 1.0 - epsilon - epsilon / (logits.shape[-1] - 1)
+        b = epsilon / (logits.shape[-1] - 1)
+        nll = torch.where(keep, -lprobs.gather(-1, target[:, None]).squeeze(-1), 0.0).sum()
+        smooth = torch.where(keep, -lprobs.sum(-1), 0.0).sum() if b else torch.zeros_like(nll)
+        ctx.save_for_backward(lprobs, target, keep)
+        ctx.coefficients = (a, b)
+        return a * nll + b * smooth, nll
+
+    @staticmethod
+    def backward(ctx, grad_loss: torch.Tensor, grad_nll: torch.Tensor):
+        lprobs, target, keep = ctx.saved_tensors
+        a, b = ctx.coefficients
+        rows = keep.to(lprobs.dtype)[:, None]  # (N, 1): 0 for ignored positions
+        onehot_scale = rows * (grad_loss * a + grad_nll)  # (N, 1)
+        grad = torch.exp(lprobs).mul_(onehot_scale + rows * (grad_loss * b * lprobs.shape[-1]))  # (N, V)
+        if b:
+            grad.sub_(rows * (grad_loss * b))
+        grad.scatter_add_(-1, target[:, None], -onehot_scale)
+        return grad, None, None, None
+
+
+def smoothed_cross_entropy(
+    logits: torch.Tensor, labels: torch.Tensor, epsilon: float = 0.0, ignore_index: int = -100
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(loss_sum, nll_sum)`` of (..., V) logits against (...) labels, in fp32, over positions whose label is not
+    ``ignore_index``. ``epsilon`` is fairseq's label smoothing: the target distribution puts 1 - epsilon on the
+    label and epsilon / (V - 1) on every other token; with epsilon = 0 both sums are the plain cross entropy."""
+    keep = labels != ignore_index
+    target = labels.masked_fill(~keep, 0)
+    return _SmoothedCrossEntropy.apply(
+        logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1), keep.reshape(-1), float(epsilon)
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -1035,7 +1127,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
                     f"labels have shape {tuple(labels.shape)} but the decoder produced {tuple(logits.shape[:2])} "
                     f"positions; pass labels of the same shape as decoder_input_ids"
                 )
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+            loss_sum, _ = smoothed_cross_entropy(logits, labels)
+            loss = loss_sum / (labels != -100).sum()  # mean over the labelled positions (NaN if there are none)
         output = Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

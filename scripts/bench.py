@@ -20,6 +20,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
+from training.allocator import tune_cpu_allocator  # noqa: E402
 from training.benchmark import PRESETS, Settings, build_contenders, format_rows, quick_settings, run_preset  # noqa: E402
 
 
@@ -39,6 +40,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-ct2", action="store_true", help="skip CTranslate2 even if installed")
     p.add_argument("--no-cache-runs", action="store_true", help="skip the generation runs without KV cache")
     p.add_argument("--threads", type=int, default=2, help="torch (and CTranslate2) threads")
+    p.add_argument(
+        "--allocator", choices=("tuned", "default"), default="tuned",
+        help="'tuned': the CPU allocator settings our trainer uses (training.allocator), for every contender alike",
+    )  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -59,11 +64,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
+    tuned = args.allocator == "tuned" and tune_cpu_allocator()
     settings = settings_from(args)
     presets = args.preset or (["small"] if args.quick else ["small", "base"])
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, "
-        f"{platform.processor() or platform.machine()}, load average {os.getloadavg()[0]:.1f}"
+        f"{platform.processor() or platform.machine()}, load average {os.getloadavg()[0]:.1f}, "
+        f"allocator {'tuned (training.allocator, all contenders)' if tuned else 'default'}"
     )
     print(f"settings: {settings}")
     for preset in presets:

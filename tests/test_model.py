@@ -10,7 +10,7 @@ from transformers import AutoModelForSeq2SeqLM, StaticCache
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from modeling import VanillaTransformerForConditionalGeneration, build_attention_mask
-from modeling.modeling_vanilla_transformer import sinusoidal_table
+from modeling.modeling_vanilla_transformer import apply_dropout, sinusoidal_table
 
 
 def full_logits(model, src, mask, tgt):
@@ -284,6 +284,45 @@ def test_dropout_options_act_in_training_only():
         a = model(input_ids=src, attention_mask=mask, decoder_input_ids=src).logits
         b = model(input_ids=src, attention_mask=mask, decoder_input_ids=src).logits
         assert torch.equal(a, b), field
+
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
+def test_cpu_dropout_is_inverted_dropout_with_the_requested_rate(p):
+    """apply_dropout draws its own CPU mask (4 elements per 64-bit draw): zeroed fraction = p (to 2**-15, within
+    6 binomial standard deviations), survivors scaled so the mean is kept, masks independent of the element's
+    position among the 4, different on every call, reproducible from the seed, and the gradient is the same
+    mask and scale."""
+    n = 1 << 20
+    torch.manual_seed(5)
+    x = torch.full((n // 64, 64), 2.0, requires_grad=True)
+    y = apply_dropout(x, p, True)
+    dropped = y == 0
+    sd = (p * (1 - p) / n) ** 0.5
+    assert abs(dropped.float().mean().item() - p) < 6 * sd + 2**-15
+    per_chunk = dropped.view(-1, 4).float().mean(0)  # the 4 16-bit chunks of a draw
+    assert (per_chunk - p).abs().max().item() < 6 * (p * (1 - p) / (n / 4)) ** 0.5 + 2**-15
+    kept = y[~dropped]
+    scale = kept[0].item() / 2.0
+    assert abs(scale - 1 / (1 - p)) < 1e-3 and torch.all(kept == kept[0])
+    assert abs(y.mean().item() - 2.0) < 6 * 2.0 * (p / (1 - p) / n) ** 0.5
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, torch.where(dropped, 0.0, scale))
+    assert not torch.equal(apply_dropout(x, p, True) == 0, dropped)
+    torch.manual_seed(5)
+    assert torch.equal(apply_dropout(x.detach(), p, True), y.detach())
+
+
+def test_cpu_dropout_edge_cases():
+    x = torch.randn(3, 5)
+    assert apply_dropout(x, 0.1, False) is x and apply_dropout(x, 0.0, True) is x
+    assert torch.equal(apply_dropout(x, 1.0, True), torch.zeros_like(x))
+    odd = apply_dropout(torch.ones(7), 0.5, True)  # sizes that are not a multiple of 4
+    assert odd.shape == (7,) and set(odd.tolist()) <= {0.0, 2.0}
+    empty = apply_dropout(torch.ones(0, 4), 0.5, True)
+    assert empty.shape == (0, 4)
+    half = apply_dropout(torch.ones(64, 64, dtype=torch.bfloat16), 0.5, True)
+    assert half.dtype == torch.bfloat16 and set(half.unique().tolist()) <= {0.0, 2.0}
 
 
 def test_pre_ln_has_final_norms_and_post_ln_does_not():

@@ -104,6 +104,44 @@ def test_label_smoothed_loss_matches_explicit_target_distribution():
     torch.testing.assert_close(plain, ce)
 
 
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_label_smoothed_loss_gradient_matches_autograd_of_the_explicit_loss(eps):
+    """The loss has its own backward pass: its gradient (through both returned sums, any weights) must equal
+    autograd's gradient of the loss written out with log_softmax and an explicit target distribution."""
+    torch.manual_seed(1)
+    logits = torch.randn(3, 5, 13, dtype=torch.float32) * 3
+    labels = torch.randint(0, 13, (3, 5))
+    labels[0, 3:] = -100
+    labels[2, 0] = -100
+    x = logits.clone().requires_grad_(True)
+    loss, nll = label_smoothed_nll_loss(x, labels, eps)
+    (0.7 * loss + 0.2 * nll).backward()
+
+    ref = logits.clone().requires_grad_(True)
+    lp = F.log_softmax(ref, -1)
+    keep = (labels != -100).float()
+    q = torch.full((3, 5, 13), eps / 12)
+    q.scatter_(-1, labels.clamp(min=0)[..., None], 1 - eps)
+    ref_loss = (-(q * lp).sum(-1) * keep).sum()
+    ref_nll = (-lp.gather(-1, labels.clamp(min=0)[..., None]).squeeze(-1) * keep).sum()
+    (0.7 * ref_loss + 0.2 * ref_nll).backward()
+    torch.testing.assert_close(loss, ref_loss.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(nll, ref_nll.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(x.grad, ref.grad, rtol=1e-5, atol=1e-6)
+    assert x.grad[0, 3:].abs().max() == 0 and x.grad[2, 0].abs().max() == 0  # ignored positions get nothing
+
+
+def test_label_smoothed_loss_accepts_half_precision_logits_and_returns_fp32():
+    torch.manual_seed(2)
+    logits = torch.randn(2, 3, 7).to(torch.bfloat16).requires_grad_(True)
+    labels = torch.tensor([[1, 2, -100], [3, 4, 5]])
+    loss, nll = label_smoothed_nll_loss(logits, labels, 0.1)
+    assert loss.dtype == torch.float32 and nll.dtype == torch.float32
+    loss.backward()
+    assert logits.grad.dtype == torch.bfloat16 and torch.isfinite(logits.grad.float()).all()
+
+
 def test_schedule_is_the_papers_formula():
     model = torch.nn.Linear(2, 2)
     opt = build_optimizer(model, lr_scale=2.0)
@@ -196,3 +234,16 @@ def test_render_model_card():
         "chrf_signature",
     ]
     assert "{" not in render_model_card(DEFAULT_TEMPLATE, dict.fromkeys(keys, "v"))
+
+
+def test_cpu_allocator_tuning_takes_effect_once_on_glibc_linux():
+    import platform
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path.insert(0, '.'); from training.allocator import tune_cpu_allocator, allocator_tuned; "
+            "print(allocator_tuned(), tune_cpu_allocator(), tune_cpu_allocator(), allocator_tuned())")  # fmt: skip
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout
+    glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    assert out.split() == (["False", "True", "True", "True"] if glibc else ["False", "False", "False", "False"])

