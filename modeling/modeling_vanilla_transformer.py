@@ -60,18 +60,18 @@ def _is_compiling() -> bool:
 
 
 class _KeepAndScale(torch.autograd.Function):
-    """x * keep / (1 - p) with a precomputed boolean mask; the gradient is masked and scaled the same way."""
+    """x * keep * scale with a precomputed boolean mask; the gradient is masked and scaled the same way."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
         ctx.save_for_backward(keep)
         ctx.scale = scale
-        return torch.where(keep, x, 0.0).mul_(scale)
+        return x.mul(keep).mul_(scale)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (keep,) = ctx.saved_tensors
-        return torch.where(keep, grad, 0.0).mul_(ctx.scale), None, None
+        return grad.mul(keep).mul_(ctx.scale), None, None
 
 
 def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -80,19 +80,18 @@ def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     On CUDA/other devices, while compiling, and for p outside (0, 1) this is `F.dropout`. On CPU, PyTorch draws
     one random number per element from a sequential generator, which made dropout ~10% of a training step of
     the small model; here one 64-bit draw of the same (seeded, checkpointed) CPU generator gives the masks of 4
-    elements (its four 16-bit chunks, the top one 15-bit), so `p` is rounded to a multiple of 2**-15
-    (0.1 -> 0.100006) and the scale uses the rounded value: E[apply_dropout(x)] = x exactly."""
+    elements (its four 16-bit chunks), so `p` is rounded to a multiple of 2**-16 (0.1 -> 0.100006) and the
+    scale uses the rounded value: E[apply_dropout(x)] = x exactly."""
     if not training or p <= 0.0 or p >= 1.0 or x.device.type != "cpu" or _is_compiling() or not x.is_floating_point():
         return F.dropout(x, p=p, training=training)
-    drop15 = round(p * 32768)  # out of 2**15
-    if drop15 == 0:
+    drop16 = round(p * 65536)  # out of 2**16
+    if drop16 == 0:
         return x
     n = x.numel()
-    draws = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()  # uniform in [0, 2**63)
-    chunks = draws.view(torch.int16).view(-1, 4)  # 3 chunks uniform on [-2**15, 2**15), the top one on [0, 2**15)
-    threshold = torch.tensor([2 * drop15 - 32768] * 3 + [drop15], dtype=torch.int16, device=x.device)
-    keep = (chunks >= threshold).view(-1)[:n].view(x.shape)  # P(keep) = 1 - drop15 / 2**15 in every column
-    return _KeepAndScale.apply(x, keep, 32768 / (32768 - drop15))
+    draws = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), 2**63 - 1)
+    chunks = draws.view(torch.int16).view(-1)  # uniform on [-2**15, 2**15)
+    keep = (chunks[:n] >= drop16 - 32768).view(x.shape)  # P(keep) = 1 - drop16 / 2**16
+    return _KeepAndScale.apply(x, keep, 65536 / (65536 - drop16))
 
 
 # ----------------------------------------------------------------------------------------------------------------
