@@ -26,6 +26,7 @@ Conventions (fixed here, relied on everywhere):
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -74,6 +75,35 @@ class _KeepAndScale(torch.autograd.Function):
         return grad.mul(keep).mul_(ctx.scale), None, None
 
 
+class _AddKeepAndScale(torch.autograd.Function):
+    """residual + x * keep * scale in one pass (addcmul); gradients: grad and grad * keep * scale."""
+
+    @staticmethod
+    def forward(ctx, residual: torch.Tensor, x: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
+        ctx.save_for_backward(keep)
+        ctx.scale = scale
+        return torch.addcmul(residual, x, keep, value=scale)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None, None]:
+        (keep,) = ctx.saved_tensors
+        return grad, grad.mul(keep).mul_(ctx.scale), None, None
+
+
+def _cpu_dropout_mask(x: torch.Tensor, p: float, training: bool) -> tuple[torch.Tensor, float] | None:
+    """(keep mask, scale) for the CPU path of `apply_dropout`, or None where `F.dropout` is used instead."""
+    if not training or p <= 0.0 or p >= 1.0 or x.device.type != "cpu" or _is_compiling() or not x.is_floating_point():
+        return None
+    drop16 = round(p * 65536)  # out of 2**16
+    if drop16 == 0:
+        return torch.ones_like(x, dtype=torch.bool), 1.0
+    n = x.numel()
+    draws = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), 2**63 - 1)
+    chunks = draws.view(torch.int16).view(-1)  # uniform on [-2**15, 2**15)
+    keep = (chunks[:n] >= drop16 - 32768).view(x.shape)  # P(keep) = 1 - drop16 / 2**16
+    return keep, 65536 / (65536 - drop16)
+
+
 def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """Inverted dropout: zero each element with probability `p` and scale the rest by 1 / (1 - p).
 
@@ -82,16 +112,22 @@ def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     the small model; here one 64-bit draw of the same (seeded, checkpointed) CPU generator gives the masks of 4
     elements (its four 16-bit chunks), so `p` is rounded to a multiple of 2**-16 (0.1 -> 0.100006) and the
     scale uses the rounded value: E[apply_dropout(x)] = x exactly."""
-    if not training or p <= 0.0 or p >= 1.0 or x.device.type != "cpu" or _is_compiling() or not x.is_floating_point():
+    if not training or p == 0.0:
+        return x  # what F.dropout returns, without its dispatch (evaluation and decoding call this ~10x a step)
+    mask = _cpu_dropout_mask(x, p, training)
+    if mask is None:
         return F.dropout(x, p=p, training=training)
-    drop16 = round(p * 65536)  # out of 2**16
-    if drop16 == 0:
-        return x
-    n = x.numel()
-    draws = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), 2**63 - 1)
-    chunks = draws.view(torch.int16).view(-1)  # uniform on [-2**15, 2**15)
-    keep = (chunks[:n] >= drop16 - 32768).view(x.shape)  # P(keep) = 1 - drop16 / 2**16
-    return _KeepAndScale.apply(x, keep, 65536 / (65536 - drop16))
+    return _KeepAndScale.apply(x, *mask)
+
+
+def add_dropout(residual: torch.Tensor, x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """residual + apply_dropout(x, p, training), in one pass on the CPU path (the sub-layer connection)."""
+    if not training or p == 0.0:
+        return residual + x
+    mask = _cpu_dropout_mask(x, p, training)
+    if mask is None or residual.shape != x.shape or residual.dtype != x.dtype:
+        return residual + apply_dropout(x, p, training)
+    return _AddKeepAndScale.apply(residual, x, *mask)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -306,6 +342,42 @@ def without_padding(token_mask: torch.Tensor | None) -> torch.Tensor | None:
     return None if bool(token_mask.all()) else token_mask
 
 
+class _MaskMemo:
+    """The result last computed from one token-mask tensor, reused while the same tensor object comes back
+    unmodified (same version counter): generate() passes the same source mask at every decoding step, so its
+    validation and the cross-attention mask built from it are done once per generate() call, not once per
+    token. Only a weak reference to the mask is kept; never used while compiling or for inference-mode tensors
+    (they have no version counter)."""
+
+    def __init__(self):
+        self._key: tuple | None = None
+        self._value = None
+
+    @staticmethod
+    def _usable(mask: torch.Tensor | None) -> bool:
+        return isinstance(mask, torch.Tensor) and not _is_compiling() and not mask.is_inference()
+
+    def get(self, mask: torch.Tensor | None, extra: tuple) -> tuple[bool, object]:
+        """(True, value) when `mask` is the remembered tensor, unmodified, with the same `extra` key."""
+        key = self._key
+        if key is None or not self._usable(mask):
+            return False, None
+        ref, version, remembered_extra = key
+        if ref() is mask and mask._version == version and remembered_extra == extra:
+            return True, self._value
+        return False, None
+
+    def put(self, mask: torch.Tensor | None, extra: tuple, value) -> None:
+        if self._usable(mask):
+            self._key, self._value = (weakref.ref(mask), mask._version, extra), value
+
+    def __getstate__(self) -> dict:  # pickling/copying a model does not carry the memo (nor a weak reference)
+        return {}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Multi-head attention (paper section 3.2)
 # ----------------------------------------------------------------------------------------------------------------
@@ -402,21 +474,31 @@ class VanillaTransformerAttention(nn.Module):
                 # self-attention K/V grow by T positions per call: (B, H, K, D) with K = cached + T
                 key, value = cache.self_attention_cache.update(key, value, self.layer_idx)
 
-        attention_interface: Callable = eager_attention_forward
-        if not output_attentions:
-            attention_interface = ALL_ATTENTION_FUNCTIONS.get_interface(
-                self.config._attn_implementation, eager_attention_forward
+        implementation = "eager" if output_attentions else self.config._attn_implementation
+        if implementation == "sdpa":
+            # torch's kernel called directly (what transformers' sdpa wrapper ends up doing for this model, minus
+            # its per-call checks): plain causal self-attention from an empty cache has no mask tensor and uses
+            # is_causal, see VanillaTransformerDecoder.causal_mask_is_implicit
+            is_causal = self.is_causal and attention_mask is None and query.shape[2] > 1
+            output = F.scaled_dot_product_attention(
+                query, key, value, attn_mask=attention_mask, dropout_p=self.dropout if self.training else 0.0,
+                is_causal=is_causal, scale=self.scaling,
+            ).transpose(1, 2)  # (B, T, H, D)
+            weights = None
+        else:
+            attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+                implementation, eager_attention_forward
             )
-        output, weights = attention_interface(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            dropout=self.dropout if self.training else 0.0,
-            scaling=self.scaling,
-            is_causal=False if attention_mask is not None else None,
-        )
+            output, weights = attention_interface(
+                self,
+                query,
+                key,
+                value,
+                attention_mask,
+                dropout=self.dropout if self.training else 0.0,
+                scaling=self.scaling,
+                is_causal=False if attention_mask is not None else None,
+            )
         output = output.reshape(*hidden_states.shape[:-1], self.embed_dim)  # (B, T, H, D) -> (B, T, C)
         return self.out_proj(output), weights
 
@@ -455,7 +537,7 @@ class ResidualBlock(nn.Module):
         return norm(x) if self.normalize_before else x
 
     def post(self, residual: torch.Tensor, x: torch.Tensor, norm: nn.LayerNorm) -> torch.Tensor:
-        x = residual + apply_dropout(x, self.dropout, self.training)
+        x = add_dropout(residual, x, self.dropout, self.training)
         return x if self.normalize_before else norm(x)
 
 
@@ -689,6 +771,7 @@ class VanillaTransformerDecoder(_Stack):
         self.layers = nn.ModuleList(
             [VanillaTransformerDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
         )
+        self._cross_mask_memo = _MaskMemo()
         self.post_init()
 
     def causal_mask_is_implicit(
@@ -760,8 +843,11 @@ class VanillaTransformerDecoder(_Stack):
         else:
             query_positions = torch.arange(new_tokens, device=device) + past_length  # (T,)
             self_mask = build_attention_mask(attention_mask, hidden_states.dtype, query_positions, key_length)
-        encoder_attention_mask = without_padding(encoder_attention_mask)
-        cross_mask = build_attention_mask(encoder_attention_mask, hidden_states.dtype)  # (B, 1, 1, S) or None
+        memo_key = (hidden_states.dtype, hidden_states.device)
+        found, cross_mask = self._cross_mask_memo.get(encoder_attention_mask, memo_key)
+        if not found:
+            cross_mask = build_attention_mask(without_padding(encoder_attention_mask), hidden_states.dtype)
+            self._cross_mask_memo.put(encoder_attention_mask, memo_key, cross_mask)  # (B, 1, 1, S) or None
 
         all_states = () if output_hidden_states else None
         self_attentions = () if output_attentions else None
@@ -870,6 +956,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             self._tied_weights_keys = None
         self.encoder = VanillaTransformerEncoder(config, encoder_embed)
         self.decoder = VanillaTransformerDecoder(config, decoder_embed)
+        self._checked_mask = _MaskMemo()  # the source mask generate() passes again at every step
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -929,7 +1016,10 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
                 attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
             )
         if attention_mask is not None:
-            check_token_mask(attention_mask, encoder_outputs.last_hidden_state.shape[:2], "attention_mask")
+            shape = tuple(encoder_outputs.last_hidden_state.shape[:2])
+            if not self._checked_mask.get(attention_mask, shape)[0]:
+                check_token_mask(attention_mask, shape, "attention_mask")
+                self._checked_mask.put(attention_mask, shape, True)
 
         decoder_outputs = self.decoder(
             input_ids=decoder_input_ids,

@@ -172,6 +172,19 @@ def _make_handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
                 return None
             return repo
 
+        def _snapshot(
+            self, repo_id: str, rev: str, write: bool = False, message: str = "Revision not found"
+        ) -> tuple[Repo, str, dict[str, bytes]] | None:
+            """(repo, commit sha, files) of `rev`, or None after answering 401/404."""
+            repo = self._repo(repo_id, write=write)
+            if repo is None:
+                return None
+            found = repo.snapshot(rev)
+            if found is None:
+                self._error(404, f"{message}: {rev}", "RevisionNotFound")
+                return None
+            return repo, found[0], found[1]
+
         def _dispatch(self) -> None:
             url = urlsplit(self.path)
             path, query = unquote(url.path), parse_qs(url.query)
@@ -261,14 +274,10 @@ def _make_handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
 
         def _commit(self, repo, rev, query) -> None:
             lines = [json.loads(line) for line in self._body().splitlines() if line.strip()]
-            repo_obj = self._repo(repo, write=True)
-            if repo_obj is None:
-                return
-            found = repo_obj.snapshot(rev)
+            found = self._snapshot(repo, rev, write=True)
             if found is None:
-                self._error(404, f"Revision not found: {rev}", "RevisionNotFound")
                 return
-            parent, files = found[0], dict(found[1])
+            repo_obj, parent, files = found[0], found[1], dict(found[2])
             summary = ""
             for line in lines:
                 key, value = line["key"], line["value"]
@@ -301,14 +310,10 @@ def _make_handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             self._json(200, {"success": True, "commitOid": sha, "commitUrl": url, "pullRequestUrl": None})
 
         def _info(self, repo, rev, query) -> None:
-            repo_obj = self._repo(repo)
-            if repo_obj is None:
-                return
-            found = repo_obj.snapshot(rev or "main")
+            found = self._snapshot(repo, rev or "main")
             if found is None:
-                self._error(404, f"Revision not found: {rev}", "RevisionNotFound")
                 return
-            sha, files = found
+            repo_obj, sha, files = found
             siblings = [
                 {"rfilename": p, "size": len(b), "blobId": git_blob_oid(b)} for p, b in sorted(files.items())
             ]
@@ -334,18 +339,14 @@ def _make_handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             )
 
         def _tree(self, repo, rev, path, query) -> None:
-            repo_obj = self._repo(repo)
-            if repo_obj is None:
-                return
-            found = repo_obj.snapshot(rev)
+            found = self._snapshot(repo, rev)
             if found is None:
-                self._error(404, f"Revision not found: {rev}", "RevisionNotFound")
                 return
             prefix = (path or "").strip("/")
             prefix = prefix + "/" if prefix else ""
             recursive = query.get("recursive", ["false"])[0].lower() in ("1", "true")
             entries: dict[str, dict] = {}
-            for p, data in sorted(found[1].items()):
+            for p, data in sorted(found[2].items()):
                 if not p.startswith(prefix):
                     continue
                 rest = p[len(prefix) :]
@@ -360,14 +361,10 @@ def _make_handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
             self._json(200, list(entries.values()))
 
         def _resolve(self, repo, rev, path, query) -> None:
-            repo_obj = self._repo(repo)
-            if repo_obj is None:
-                return
-            found = repo_obj.snapshot(rev)
+            found = self._snapshot(repo, rev, message="Invalid rev id")
             if found is None:
-                self._error(404, f"Invalid rev id: {rev}", "RevisionNotFound")
                 return
-            sha, files = found
+            _, sha, files = found
             if path not in files:
                 self._error(404, "Entry not found", "EntryNotFound", {"X-Repo-Commit": sha})
                 return

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, random_batch, tiny_config, tiny_model
-from test_translate_cli import export_tiny_model, run_main, tiny_tokenizer
+from conftest import ROOT, random_batch, tiny_config, tiny_model, tiny_tokenizer
+from test_translate_cli import run_main
 from transformers import AutoConfig, AutoTokenizer, pipeline
 
 from modeling import VanillaTransformerConfig
@@ -105,16 +105,6 @@ def test_attention_mask_values_other_than_0_1(model, bad):
 
 
 # ------------------------------------------------------------------------------------ tokenizer + model
-
-
-@pytest.fixture(scope="module")
-def export(tmp_path_factory) -> Path:
-    return export_tiny_model(tmp_path_factory.mktemp("export"))
-
-
-@pytest.fixture(scope="module")
-def loaded(export):
-    return load_model_and_tokenizer(str(export))
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from hub_server import HubServer, git_blob_oid
-from test_translate_cli import export_tiny_model
 
 from training.hub import check_exported_folder, model_card, push_folder
 from training.translate import load_model_and_tokenizer, translate_lines
@@ -58,11 +57,6 @@ print(json.dumps({
 def hub():
     with HubServer(tokens={TOKEN: "alice"}) as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def export(tmp_path_factory) -> Path:
-    return export_tiny_model(tmp_path_factory.mktemp("export"))
 
 
 def hub_env(hub: HubServer, home: Path, token: str | None = None) -> dict[str, str]:

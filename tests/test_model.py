@@ -10,7 +10,7 @@ from transformers import AutoModelForSeq2SeqLM, StaticCache
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from modeling import VanillaTransformerForConditionalGeneration, build_attention_mask
-from modeling.modeling_vanilla_transformer import apply_dropout, sinusoidal_table
+from modeling.modeling_vanilla_transformer import add_dropout, apply_dropout, sinusoidal_table
 
 
 def full_logits(model, src, mask, tgt):
@@ -312,6 +312,24 @@ def test_cpu_dropout_is_inverted_dropout_with_the_requested_rate(p):
     torch.manual_seed(5)
     assert torch.equal(apply_dropout(x.detach(), p, True), y.detach())
 
+
+
+def test_fused_residual_dropout_equals_residual_plus_dropout():
+    """The sub-layer connection's one-pass residual + dropout draws the same mask from the same generator state
+    as apply_dropout and has the same gradients."""
+    torch.manual_seed(7)
+    residual = torch.randn(33, 20, requires_grad=True)
+    x = torch.randn(33, 20, requires_grad=True)
+    torch.manual_seed(11)
+    fused = add_dropout(residual, x, 0.25, True)
+    torch.manual_seed(11)
+    plain = residual + apply_dropout(x, 0.25, True)
+    torch.testing.assert_close(fused, plain)
+    weights = torch.randn(33, 20)
+    grads = torch.autograd.grad((fused * weights).sum(), (residual, x))
+    expected = torch.autograd.grad((plain * weights).sum(), (residual, x))
+    torch.testing.assert_close(grads, expected)
+    torch.testing.assert_close(add_dropout(residual, x, 0.25, False), residual + x)
 
 def test_cpu_dropout_edge_cases():
     x = torch.randn(3, 5)

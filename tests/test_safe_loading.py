@@ -17,7 +17,6 @@ import pytest
 import torch
 from conftest import ROOT
 from test_remote_code import run_isolated
-from test_translate_cli import export_tiny_model
 
 from training import checkpoint as ckpt
 from training.data import DEFAULT_DATA, load_parallel_corpus
@@ -108,11 +107,6 @@ def test_checkpoint_weights_are_read_from_safetensors_only(finished_run, tmp_pat
 
 
 # ----------------------------------------------------------------------------------- model folders
-
-
-@pytest.fixture(scope="module")
-def export(tmp_path_factory) -> Path:
-    return export_tiny_model(tmp_path_factory.mktemp("export"))
 
 
 def test_model_folder_with_pickled_weights_is_not_unpickled(export, tmp_path, marker):

@@ -5,64 +5,16 @@ from __future__ import annotations
 
 import importlib.util
 import io
-import lzma
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import ROOT, tiny_model
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import PreTrainedTokenizerFast
+from conftest import MAX_POSITIONS, ROOT
 
-from modeling import save_with_remote_code
 from training.translate import check_generate_options, translate_lines, translate_nbest
 
 SCRIPT = ROOT / "scripts" / "translate.py"
-MAX_POSITIONS = 24
-
-
-def tiny_tokenizer(num_lines: int = 300, vocab_size: int = 400) -> PreTrainedTokenizerFast:
-    """Character BPE over both sides of the first `num_lines` Bible verses; <pad>=0 <unk>=1 <s>=2 </s>=3."""
-    with lzma.open(ROOT / "data" / "bible.zh-en.tsv.xz", "rt", encoding="utf-8") as f:
-        texts = [text for _, line in zip(range(num_lines), f) for text in line.rstrip("\n").split("\t")]
-    backend = Tokenizer(models.BPE(unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Metaspace()
-    backend.decoder = decoders.Metaspace()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=["<pad>", "<unk>", "<s>", "</s>"], show_progress=False
-    )
-    backend.train_from_iterator(texts, trainer)
-    backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 3)])
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        pad_token="<pad>",
-        unk_token="<unk>",
-        bos_token="<s>",
-        eos_token="</s>",
-        model_input_names=["input_ids", "attention_mask"],
-    )
-
-
-def export_tiny_model(folder: Path) -> Path:
-    """A tiny random model + tokenizer written with save_with_remote_code (greedy by default, short outputs)."""
-    tokenizer = tiny_tokenizer()
-    model = tiny_model(vocab_size=len(tokenizer), max_position_embeddings=MAX_POSITIONS)
-    model.generation_config.max_new_tokens = 6
-    return save_with_remote_code(model, folder, tokenizer)
-
-
-@pytest.fixture(scope="module")
-def export(tmp_path_factory) -> Path:
-    return export_tiny_model(tmp_path_factory.mktemp("export"))
-
-
-@pytest.fixture(scope="module")
-def loaded(export):
-    from training.translate import load_model_and_tokenizer
-
-    return load_model_and_tokenizer(str(export))
 
 
 def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:

@@ -27,7 +27,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -139,6 +140,16 @@ def _counting(texts: Iterator[str], counter: list[int]) -> Iterator[str]:
         yield text
 
 
+def frequent_characters(texts: Iterable[str], limit: int) -> list[str]:
+    """The ``limit`` most frequent characters of the normalised texts (spaces counted as the space marker, as
+    the pre-tokeniser sees them), ties broken by code point: the alphabet of a ``kind="char"`` tokenizer."""
+    counts: Counter[str] = Counter()
+    for text in texts:
+        counts.update(_NORMALIZER.normalize_str(text).replace(" ", SPACE_MARKER))
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return [char for char, _ in ranked[:limit]]
+
+
 def train_bpe_tokenizer(
     corpus: Any = None,
     *,
@@ -203,7 +214,18 @@ def train_bpe_tokenizer(
         raise ValueError("No corpus given: pass texts, a file path, a datasets.Dataset, or files=[...].")
 
     if kind == "char":
-        extra = {} if limit_alphabet is None else {"limit_alphabet": limit_alphabet}
+        extra = {}
+        if limit_alphabet is not None:
+            if hasattr(corpus, "__next__"):  # a one-shot iterator: it is read twice below
+                corpus = list(corpus)
+            # `tokenizers` keeps the limit_alphabet most frequent characters but breaks ties at the cut-off in
+            # hash-map order, which differs between runs (two trainings on the same corpus gave different ids);
+            # choosing them here, ties broken by code point, and passing them as the initial alphabet makes
+            # the training reproducible.
+            alphabet = frequent_characters(
+                iter_corpus_texts(corpus, files=files, columns=columns, max_lines=max_lines), limit_alphabet
+            )
+            extra = {"limit_alphabet": limit_alphabet, "initial_alphabet": alphabet}
         trainer = trainers.BpeTrainer(
             vocab_size=vocab_size - len(BYTE_TOKENS),
             min_frequency=min_frequency,

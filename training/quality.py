@@ -24,6 +24,9 @@ standard `Seq2SeqTrainer` one: AdamW (0.9, 0.98, 1e-9, no weight decay), learnin
 ``label_smoothing_factor`` 0.1, ``marian_batch_size``-sentence batches grouped by length, gradient clipping at
 the `TrainingArguments` default (1.0), fp32.
 
+Both systems run in one process with the CPU allocator settings of `training.allocator` (our trainer applies
+them when it starts; the Marian run that follows inherits them), so neither gains from them over the other.
+
 Output folder (``output_dir``): ``tokenizer/``, ``cache/``, ``ours/`` and ``marian/`` (each a loadable model
 folder; ``ours/`` also has the trainer's checkpoints and plots), ``plots/comparison.png`` and ``results.json``.
 """
