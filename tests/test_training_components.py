@@ -247,3 +247,19 @@ def test_cpu_allocator_tuning_takes_effect_once_on_glibc_linux():
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout
     glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
     assert out.split() == (["False", "True", "True", "True"] if glibc else ["False", "False", "False", "False"])
+
+
+@pytest.mark.parametrize("module, name", [("training.trainer", "TrainConfig"), ("training.quality", "QualityConfig")])
+def test_every_option_of_the_training_clis_has_printable_help(module, name, capsys):
+    """`scripts/train.py --help` and `scripts/bench_quality.py --help` format every option's help (argparse
+    %-formats help strings: a '%' in one crashed --help)."""
+    import importlib
+
+    from training.cli import parse_dataclass
+
+    cls = getattr(importlib.import_module(module), name)
+    with pytest.raises(SystemExit) as exit_info:
+        parse_dataclass(cls, ["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "--max_minutes" in out or "--budget_minutes" in out

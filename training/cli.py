@@ -34,7 +34,9 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> argpa
     for f in dataclasses.fields(cls):
         kind, optional = _base_type(hints[f.name])
         help_text = f.metadata.get("help", "")
-        kwargs: dict[str, Any] = {"default": f.default, "help": f"{help_text} (default: {f.default})"}
+        # argparse %-formats help strings: a literal % in a help text or a default must be doubled
+        help_text = f"{help_text} (default: {f.default})".replace("%", "%%")
+        kwargs: dict[str, Any] = {"default": f.default, "help": help_text}
         if kind is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
