@@ -182,3 +182,15 @@ def test_overrides_and_bad_options_are_clear_errors(tmp_path):
         run_quality_benchmark(QualityConfig(systems="ours,gpt", output_dir=str(tmp_path)))
     with pytest.raises(ValueError, match="budget_minutes must be > 0"):
         run_quality_benchmark(QualityConfig(budget_minutes=0, output_dir=str(tmp_path)))
+
+
+def test_marian_keeps_the_anchor_dropout_whatever_our_preset_uses():
+    """Our `small` preset trains without dropout (docs/quality.md, experiment 12); the Marian anchor of issue #7
+    keeps its 0.1 unless --marian_dropout says otherwise."""
+    from training.presets import PRESETS
+    from training.quality import QualityConfig, marian_config
+
+    assert PRESETS["small"]["model"]["dropout"] == 0.0
+    assert QualityConfig().marian_dropout == 0.1
+    assert marian_config("small", 8000).dropout == 0.1
+    assert marian_config("small", 8000, dropout=0.3).dropout == 0.3

@@ -9,7 +9,7 @@ Both systems:
     * tokenizer: one joint BPE (`tokenizer.bpe.train_bpe_tokenizer` on the training split, as ``scripts/train.py``
       trains it), ids ``<pad>`` 0, ``<s>`` 2 (decoder start), ``</s>`` 3;
     * architecture: the preset's sizes (``small``: d_model 256, 4 heads, FFN 1024, 3+3 layers, ReLU, post-LN,
-      tied embeddings, dropout 0.1);
+      tied embeddings); dropout: Marian 0.1 (the anchor's, ``marian_dropout``), ours its preset's (``small``: 0);
     * budget: ``budget_minutes`` of the training loop, periodic validation included (every ``eval_every``
       updates: perplexity on the validation split, greedy BLEU on its first ``bleu_samples`` pairs);
     * test decoding: `training.evaluation.translate` with beam ``num_beams`` and transformers' length penalty
@@ -86,6 +86,7 @@ class QualityConfig:
     marian_lr: float = _f(7e-4, "Marian: peak learning rate")
     marian_warmup_steps: int = _f(200, "Marian: linear warm-up updates before the inverse-sqrt decay")
     marian_batch_size: int = _f(64, "Marian: sentences per batch (length-grouped)")
+    marian_dropout: float = _f(0.1, "Marian: dropout (the anchor's; ours follows its preset)")
     label_smoothing: float = _f(0.1, "label smoothing of both systems")
     eval_every: int = _f(500, "validate both systems every N updates (and at the end)")
     bleu_samples: int = _f(200, "validation pairs translated greedily for the periodic BLEU (0 = loss only)")
@@ -294,8 +295,9 @@ def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event) -> tupl
 
 
 # ---------------------------------------------------------------------------------------------- marian
-def marian_config(preset: str, vocab_size: int):
-    """A `MarianConfig` with the preset's sizes and our tokenizer's ids: pad 0, decoder start <s> 2, eos 3."""
+def marian_config(preset: str, vocab_size: int, dropout: float = 0.1):
+    """A `MarianConfig` with the preset's sizes, the anchor's dropout (0.1, not the preset's: our dropout is part
+    of our recipe) and our tokenizer's ids: pad 0, decoder start <s> 2, eos 3."""
     from transformers import MarianConfig
 
     hp = PRESETS[preset]["model"]
@@ -303,7 +305,7 @@ def marian_config(preset: str, vocab_size: int):
         vocab_size=vocab_size, d_model=hp["d_model"], encoder_layers=hp["encoder_layers"],
         decoder_layers=hp["decoder_layers"], encoder_attention_heads=hp["encoder_attention_heads"],
         decoder_attention_heads=hp["decoder_attention_heads"], encoder_ffn_dim=hp["encoder_ffn_dim"],
-        decoder_ffn_dim=hp["decoder_ffn_dim"], activation_function="relu", dropout=hp["dropout"],
+        decoder_ffn_dim=hp["decoder_ffn_dim"], activation_function="relu", dropout=dropout,
         attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=hp.get("max_position_embeddings", 1024),
         scale_embedding=True, share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
         pad_token_id=0, bos_token_id=2, decoder_start_token_id=2, eos_token_id=3, forced_eos_token_id=None,
@@ -427,7 +429,7 @@ def _train_marian(cfg: QualityConfig, data: _Data, out: Path, emit: Event, token
 
     torch.set_num_threads(_threads(cfg))
     torch.manual_seed(cfg.seed)
-    model = MarianMTModel(marian_config(cfg.preset, len(data.tokenizer)))
+    model = MarianMTModel(marian_config(cfg.preset, len(data.tokenizer), cfg.marian_dropout))
     # the same decoding defaults as ours (beam 4, length penalty 0.6, never <pad>/<s>, max_new_tokens)
     model.generation_config = default_generation_config(model.config)
     folder = out / "marian"
