@@ -96,7 +96,7 @@ def _cpu_dropout_mask(x: torch.Tensor, p: float, training: bool) -> tuple[torch.
         return None
     drop16 = round(p * 65536)  # out of 2**16
     if drop16 == 0:
-        return torch.ones_like(x, dtype=torch.bool), 1.0
+        return None  # p below 2**-17: F.dropout keeps it exact
     n = x.numel()
     draws = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), 2**63 - 1)
     chunks = draws.view(torch.int16).view(-1)  # uniform on [-2**15, 2**15)

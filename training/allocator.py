@@ -7,7 +7,7 @@ given back to the kernel, so a training step that allocates and frees the same a
 Raising the mmap and trim thresholds keeps those pages mapped and reused: on the 2-core machine of
 docs/benchmarks.md the small preset trained ~13% more target tokens/s (2,650 -> 3,020; batches of 2,048
 tokens), with the same results (the allocator does not change any arithmetic). The cost is that the process
-keeps up to ``trim_threshold`` bytes of freed heap mapped (its resident size stays near its peak).
+keeps up to ``TRIM_THRESHOLD`` bytes of freed heap mapped (its resident size stays near its peak).
 
 This is a process-wide setting (``mallopt``), applied by `training.trainer.train` on CPU unless
 ``--no-tune_cpu_allocator``, and by the benchmarks for every contender alike. It is a no-op (returning False)
