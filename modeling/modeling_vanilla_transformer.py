@@ -90,9 +90,9 @@ class _AddKeepAndScale(torch.autograd.Function):
         return grad, grad.mul(keep).mul_(ctx.scale), None, None
 
 
-def _cpu_dropout_mask(x: torch.Tensor, p: float, training: bool) -> tuple[torch.Tensor, float] | None:
-    """(keep mask, scale) for the CPU path of `apply_dropout`, or None where `F.dropout` is used instead."""
-    if not training or p <= 0.0 or p >= 1.0 or x.device.type != "cpu" or _is_compiling() or not x.is_floating_point():
+def _cpu_dropout_mask(x: torch.Tensor, p: float) -> tuple[torch.Tensor, float] | None:
+    """(keep mask, scale) for the CPU path of `apply_dropout` in training, or None where `F.dropout` is used."""
+    if not 0.0 < p < 1.0 or x.device.type != "cpu" or _is_compiling() or not x.is_floating_point():
         return None
     drop16 = round(p * 65536)  # out of 2**16
     if drop16 == 0:
@@ -114,7 +114,7 @@ def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     scale uses the rounded value: E[apply_dropout(x)] = x exactly."""
     if not training or p == 0.0:
         return x  # what F.dropout returns, without its dispatch (evaluation and decoding call this ~10x a step)
-    mask = _cpu_dropout_mask(x, p, training)
+    mask = _cpu_dropout_mask(x, p)
     if mask is None:
         return F.dropout(x, p=p, training=training)
     return _KeepAndScale.apply(x, *mask)
@@ -124,7 +124,7 @@ def add_dropout(residual: torch.Tensor, x: torch.Tensor, p: float, training: boo
     """residual + apply_dropout(x, p, training), in one pass on the CPU path (the sub-layer connection)."""
     if not training or p == 0.0:
         return residual + x
-    mask = _cpu_dropout_mask(x, p, training)
+    mask = _cpu_dropout_mask(x, p)
     if mask is None or residual.shape != x.shape or residual.dtype != x.dtype:
         return residual + apply_dropout(x, p, training)
     return _AddKeepAndScale.apply(residual, x, *mask)
