@@ -38,7 +38,7 @@ def test_two_processes_equal_one_process_with_gradient_accumulation(tmp_path):
     train_bpe_tokenizer(list(ds["source"]) + list(ds["target"]), vocab_size=1200).save_pretrained(tok)
     common = dict(
         data=str(DEFAULT_DATA), max_lines=300, valid_size=20, test_size=6, preset="tiny", tokenizer=str(tok),
-        max_tokens=512, max_minutes=None, max_steps=STEPS, eval_every=100, bleu_samples=0, dropout=0.0,
+        max_tokens=512, max_minutes=None, max_steps=STEPS, eval_every=100, bleu_samples=0, dropout=0.0, cooldown=0.5,
         tensorboard=False, export=False, cache_dir=str(tmp_path / "cache"),
     )  # fmt: skip
     single = train(TrainConfig(**common, grad_accum=2, num_threads=1, output_dir=str(tmp_path / "single")))

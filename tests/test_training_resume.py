@@ -35,7 +35,8 @@ def small_run(out: Path, **overrides) -> TrainConfig:
 
 
 def test_resume_continues_exactly_and_corruption_is_a_clear_error(tokenizer_dir, tmp_path):
-    common = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"))
+    # the cooldown (last quarter of 6 updates) starts after the cut: the resumed update 6 is cooled down
+    common = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"), cooldown=0.25)
     full = train(small_run(tmp_path / "full", **common))
     train(small_run(tmp_path / "cut", **{**common, "max_steps": 3}))
     resumed = train(small_run(tmp_path / "cut", **common, resume=True))

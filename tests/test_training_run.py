@@ -224,3 +224,40 @@ def test_trainer_tunes_the_cpu_allocator_only_when_asked(tmp_path, monkeypatch, 
     monkeypatch.setattr(trainer_module, "tune_cpu_allocator", lambda: calls.append(1) or True)
     train(small_run(tmp_path, max_steps=1, eval_every=100, bleu_samples=0, export=False, tune_cpu_allocator=tune))
     assert calls == ([1] if tune else [])
+
+
+def test_cooldown_decays_the_learning_rate_linearly_to_zero_over_the_end_of_the_budget(tmp_path):
+    """--cooldown 0.5 of a 16-update run: updates 1-8 follow the schedule, update k > 8 gets the scheduled rate
+    times (1 - (k - 1) / 16) / 0.5, so the last one is small but not zero; the weights differ from a plain run."""
+    base = dict(max_steps=16, eval_every=100, bleu_samples=0, export=False)
+    plain = train(small_run(tmp_path / "plain", cooldown=0.0, **base))
+    tokenizer = str(tmp_path / "plain" / "checkpoints" / "tokenizer")
+    cooled = train(small_run(tmp_path / "cooled", cooldown=0.5, tokenizer=tokenizer, **base))
+    expected = [h["lr"] * min(1.0, (1 - (h["step"] - 1) / 16) / 0.5) for h in plain.history]
+    assert [h["lr"] for h in cooled.history] == pytest.approx(expected, rel=1e-12)
+    assert [h["loss"] for h in cooled.history[:9]] == [h["loss"] for h in plain.history[:9]]  # same until then
+    assert 0 < cooled.history[-1]["lr"] < plain.history[-1]["lr"] / 7
+    last = "checkpoint-16/model.safetensors"
+    a, b = (load_file(tmp_path / run / "checkpoints" / last) for run in ("plain", "cooled"))
+    assert not torch.equal(a["model.shared.weight"], b["model.shared.weight"])
+
+
+def test_cooldown_progress_follows_the_budget_that_ends_first():
+    from training.trainer import _Trainer
+
+    trainer = _Trainer.__new__(_Trainer)  # budget_progress only reads the options (and the epoch position)
+    trainer.cfg = TrainConfig(max_minutes=10, max_steps=None)
+    assert trainer.budget_progress(step=10**6, seconds=150) == 0.25
+    assert trainer.budget_progress(step=0, seconds=900) == 1.0  # capped
+    trainer.cfg = TrainConfig(max_minutes=10, max_steps=100)
+    assert trainer.budget_progress(step=80, seconds=300) == 0.8
+    assert trainer.budget_progress(step=20, seconds=420) == 0.7
+    trainer.cfg = TrainConfig(max_minutes=None, max_steps=None, max_epochs=4)
+    trainer.epochs_done = lambda: 3.0
+    assert trainer.budget_progress(step=5, seconds=10**6) == 0.75
+
+
+@pytest.mark.parametrize("value", [1.0, -0.1, float("nan")])
+def test_bad_cooldown_is_rejected(tmp_path, value):
+    with pytest.raises(ValueError, match=r"--cooldown must be in \[0, 1\)"):
+        train(small_run(tmp_path, cooldown=value))

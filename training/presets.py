@@ -50,10 +50,10 @@ def preset_names() -> list[str]:
 
 
 def recipe_defaults(preset: str) -> dict:
-    """The preset's recommended ``max_tokens``, ``warmup_steps``, ``lr_scale``, ``clip_norm``, ``average_last``
-    and ``average_every`` (averaging is off unless the preset sets it)."""
+    """The preset's recommended ``max_tokens``, ``warmup_steps``, ``lr_scale``, ``clip_norm``, ``average_last``,
+    ``average_every`` and ``cooldown`` (averaging and cooldown are off unless the preset sets them)."""
     _check(preset)
-    return {"average_last": 0, "average_every": 100, **PRESETS[preset]["recipe"]}
+    return {"average_last": 0, "average_every": 100, "cooldown": 0.0, **PRESETS[preset]["recipe"]}
 
 
 def build_config(preset: str, vocab_size: int, **overrides) -> VanillaTransformerConfig:

@@ -121,6 +121,12 @@ class TrainConfig:
     label_smoothing: float = _f(0.1, "label smoothing epsilon")
     weight_decay: float = _f(0.0, "AdamW weight decay (0 = Adam, as in the paper)")
     clip_norm: float | None = _f(None, "clip the gradient norm to this value (0 = off); default: the preset's")
+    cooldown: float | None = _f(
+        None,
+        "fraction of the budget at its end over which the learning rate decays linearly to 0 (the budget that stops "
+        "the run first: --max_minutes of this invocation, --max_steps or --max_epochs); 0 = off; default: the "
+        "preset's",
+    )
     # budget
     max_steps: int | None = _f(None, "stop after this many optimizer updates (in total, across resumes)")
     max_epochs: int | None = _f(None, "stop after this many epochs")
@@ -259,6 +265,8 @@ def _check_config(cfg: TrainConfig) -> None:
     _minute_marks(cfg)
     if cfg.average_last is not None and cfg.average_last < 0:
         problems.append(f"--average_last must be >= 0, got {cfg.average_last}")
+    if cfg.cooldown is not None and not 0.0 <= cfg.cooldown < 1.0:
+        problems.append(f"--cooldown must be in [0, 1), got {cfg.cooldown}")
     if cfg.average_every is not None and cfg.average_every < 1:
         problems.append(f"--average_every must be >= 1, got {cfg.average_every}")
     if cfg.max_length < 2:
@@ -310,6 +318,8 @@ class _Trainer:
         self.clip_norm = cfg.clip_norm if cfg.clip_norm is not None else recipe["clip_norm"]
         self.average_last = cfg.average_last if cfg.average_last is not None else recipe["average_last"]
         self.average_every = cfg.average_every or recipe["average_every"]
+        self.cooldown = cfg.cooldown if cfg.cooldown is not None else recipe["cooldown"]
+        self.lr_factor = 1.0  # the cooldown's multiplier of the scheduled learning rate for the next update
         self.snapshots: list[tuple[int, dict[str, torch.Tensor]]] = []
         self.lp_candidates = _length_penalties(cfg)
         self.export_marks = _minute_marks(cfg)
@@ -484,7 +494,10 @@ class _Trainer:
         grad_norm = None
         if self.clip_norm > 0:
             grad_norm = acc.clip_grad_norm_(self.model.parameters(), self.clip_norm)
-        lr = self.scheduler.get_last_lr()[0]
+        scheduled = self.scheduler.get_last_lr()
+        for group, value in zip(self.optimizer.param_groups, scheduled):
+            group["lr"] = value * self.lr_factor  # the scheduler's next step() sets the unscaled value again
+        lr = scheduled[0] * self.lr_factor
         self.optimizer.step()
         if not getattr(self.optimizer, "step_was_skipped", False):
             self.scheduler.step()
@@ -622,12 +635,17 @@ class _Trainer:
                 stopped = f"max_epochs={cfg.max_epochs}"
             elif cfg.max_minutes and time.monotonic() - start >= cfg.max_minutes * 60:
                 stopped = f"max_minutes={cfg.max_minutes}"
-            if acc.num_processes > 1:  # every process must stop at the same update
-                flag = acc.reduce(torch.tensor([1.0 if stopped else 0.0], device=acc.device), reduction="sum")
-                if float(flag) > 0 and not stopped:
+            progress = self.budget_progress(step, time.monotonic() - start) if self.cooldown else 0.0
+            if acc.num_processes > 1:  # every process must stop at the same update, with the same learning rate
+                flags = torch.tensor([1.0 if stopped else 0.0, progress], device=acc.device)
+                flags = acc.reduce(flags, reduction="sum")
+                if float(flags[0]) > 0 and not stopped:
                     stopped = "another process stopped"
+                progress = float(flags[1]) / acc.num_processes
             if stopped:
                 break
+            if self.cooldown:
+                self.lr_factor = min(1.0, max(0.0, (1.0 - progress) / self.cooldown))
             logs = self.train_step()
             step += 1
             session_tokens += logs["ntokens"]
@@ -668,6 +686,18 @@ class _Trainer:
             write_training_plots(result, self.out / "plots", window=cfg.log_every)
         acc.end_training()
         return result
+
+    def budget_progress(self, step: int, seconds: float) -> float:
+        """The fraction of the budget done before the next update: the largest of step / --max_steps, epochs /
+        --max_epochs and this invocation's training seconds / --max_minutes (the rule that stops the run first)."""
+        cfg, done = self.cfg, [0.0]
+        if cfg.max_steps:
+            done.append(step / cfg.max_steps)
+        if cfg.max_epochs:
+            done.append(self.epochs_done() / cfg.max_epochs)
+        if cfg.max_minutes:
+            done.append(seconds / (cfg.max_minutes * 60))
+        return min(1.0, max(done))
 
     # ------------------------------------------------------------------------------ checkpoint averaging
     def _weights(self) -> dict[str, torch.Tensor]:
@@ -830,7 +860,9 @@ class _Trainer:
             f"{c.encoder_layers}+{c.decoder_layers} layers, dropout {c.dropout}, vocabulary {c.vocab_size} (joint BPE), "
             f"{self.num_parameters:,} parameters. Adam (0.9, 0.98, 1e-9), lr = {self.lr_scale} * d_model^-0.5 * "
             f"min(step^-0.5, step * {self.warmup}^-1.5), label smoothing {cfg.label_smoothing}, gradient clipping "
-            f"{self.clip_norm or 'off'}, token budget "
+            f"{self.clip_norm or 'off'}, "
+            + (f"linear learning-rate cooldown to 0 over the last {self.cooldown:.0%} of the budget, " if self.cooldown else "")
+            + f"token budget "
             f"{self.max_tokens} x {cfg.grad_accum} accumulation x {self.accelerator.num_processes} process(es), "
             f"{result.step} updates ({self.epochs_done():.2f} epochs), {self.target_tokens:,} target tokens, "
             f"{result.train_seconds / 60:.1f} min on {self.accelerator.device.type}, seed {cfg.seed}."
