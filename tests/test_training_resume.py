@@ -67,3 +67,35 @@ def test_token_budget_smaller_than_a_sentence_is_a_clear_error_or_counted_skip(t
         train(small_run(tmp_path / "a", **run))
     result = train(small_run(tmp_path / "b", **run, skip_too_long=True))
     assert "training pairs longer than --max_tokens=40" in result.data_summary and result.step == 1
+
+
+def test_budget_dropout_rule_of_the_small_preset():
+    from training.presets import budget_dropout
+
+    assert budget_dropout("small", None, 25) is None  # the preset's own dropout (0.0)
+    assert budget_dropout("small", None, 59.9) is None
+    assert budget_dropout("small", None, 60) == 0.1 and budget_dropout("small", None, 120) == 0.1
+    assert budget_dropout("small", None, None) is None  # --max_steps / --max_epochs budgets: no rule
+    assert budget_dropout("small", 0.0, 120) == 0.0 and budget_dropout("small", 0.3, 25) == 0.3  # --dropout wins
+    assert budget_dropout("base", None, 600) is None  # presets without the rule
+
+
+def test_long_budget_dropout_is_applied_and_kept_on_resume(tokenizer_dir, tmp_path, monkeypatch):
+    from training.presets import PRESETS
+
+    monkeypatch.setitem(
+        PRESETS["tiny"], "recipe", {**PRESETS["tiny"]["recipe"], "long_budget_minutes": 1.0, "long_budget_dropout": 0.3}
+    )
+    common = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"))
+    messages = []
+    long = train(small_run(tmp_path / "long", **common, max_minutes=5, max_steps=2),
+                 lambda name, info: messages.append(info.get("message", "")))  # fmt: skip
+    assert long.model.config.dropout == 0.3
+    assert any("long-budget dropout" in m for m in messages)
+    short = train(small_run(tmp_path / "short", **common, max_minutes=0.9, max_steps=2))
+    assert short.model.config.dropout == 0.1  # below the threshold: the preset's dropout
+    explicit = train(small_run(tmp_path / "explicit", **common, max_minutes=5, max_steps=2, dropout=0.0))
+    assert explicit.model.config.dropout == 0.0
+    # resuming with a budget below the threshold keeps the dropout the run was trained with
+    resumed = train(small_run(tmp_path / "long", **common, max_minutes=0.9, max_steps=3, resume=True))
+    assert resumed.step == 3 and resumed.model.config.dropout == 0.3

@@ -33,7 +33,7 @@ PRESETS: dict[str, dict] = {
                    decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.0,
                    max_position_embeddings=512, init_std=0.02, linear_init_std=0.02),
         recipe=dict(max_tokens=2048, warmup_steps=450, lr_scale=0.3, clip_norm=1.0, average_last=5,
-                    average_every=100),
+                    average_every=100, long_budget_minutes=60, long_budget_dropout=0.1),
     ),
     "base": dict(
         model=dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
@@ -54,9 +54,27 @@ def preset_names() -> list[str]:
 
 def recipe_defaults(preset: str) -> dict:
     """The preset's recommended ``max_tokens``, ``warmup_steps``, ``lr_scale``, ``clip_norm``, ``average_last``,
-    ``average_every`` and ``cooldown`` (averaging and cooldown are off unless the preset sets them)."""
+    ``average_every``, ``cooldown`` and long-budget dropout rule (``long_budget_minutes``,
+    ``long_budget_dropout``; averaging, cooldown and the rule are off unless the preset sets them)."""
     _check(preset)
-    return {"average_last": 0, "average_every": 100, "cooldown": 0.0, **PRESETS[preset]["recipe"]}
+    defaults = {"average_last": 0, "average_every": 100, "cooldown": 0.0, "long_budget_minutes": None,
+                "long_budget_dropout": None}  # fmt: skip
+    return {**defaults, **PRESETS[preset]["recipe"]}
+
+
+def budget_dropout(preset: str, dropout: float | None, max_minutes: float | None) -> float | None:
+    """The dropout a run overrides its preset's model dropout with: ``dropout`` (``--dropout``) when given; else
+    the preset's ``long_budget_dropout`` when the wall-clock budget ``max_minutes`` is at least its
+    ``long_budget_minutes`` (``small``: 0.1 from 60 minutes on, because without dropout it overfits after about
+    3,000 updates; docs/quality.md "Longer budgets"); else None (keep the preset's dropout). Budgets given only
+    as ``--max_steps``/``--max_epochs`` keep the preset's dropout."""
+    if dropout is not None:
+        return dropout
+    recipe = recipe_defaults(preset)
+    threshold, long_dropout = recipe["long_budget_minutes"], recipe["long_budget_dropout"]
+    if threshold is not None and long_dropout is not None and max_minutes and max_minutes >= threshold:
+        return long_dropout
+    return None
 
 
 def build_config(preset: str, vocab_size: int, **overrides) -> VanillaTransformerConfig:

@@ -49,7 +49,7 @@ from .data import (
 from .evaluation import evaluate_translation, score_translations, translate
 from .loss import label_smoothed_nll_loss
 from .model_card import load_template, render_model_card
-from .presets import build_config, preset_names, recipe_defaults
+from .presets import budget_dropout, build_config, preset_names, recipe_defaults
 from .schedule import build_optimizer, build_scheduler
 
 logger = logging.getLogger(__name__)
@@ -103,7 +103,11 @@ class TrainConfig:
     vocab_size: int = _f(8000, "joint BPE vocabulary size when the tokenizer is trained here")
     # model
     preset: str = _f("small", "architecture preset", choices=tuple(preset_names()))
-    dropout: float | None = _f(None, "override the preset's dropout")
+    dropout: float | None = _f(
+        None,
+        "override the preset's dropout (default: the preset's; small: 0.0, or 0.1 when --max_minutes >= 60, "
+        "where no dropout overfits)",
+    )
     init_std: float | None = _f(
         None, "std of the normal initialisation of the embeddings (default: the preset's, else d_model**-0.5)"
     )
@@ -319,6 +323,8 @@ class _Trainer:
         self.average_last = cfg.average_last if cfg.average_last is not None else recipe["average_last"]
         self.average_every = cfg.average_every or recipe["average_every"]
         self.cooldown = cfg.cooldown if cfg.cooldown is not None else recipe["cooldown"]
+        # --dropout, else the preset's long-budget rule (resume keeps the value the run started with)
+        self.dropout = budget_dropout(cfg.preset, cfg.dropout, cfg.max_minutes)
         self.lr_factor = 1.0  # the cooldown's multiplier of the scheduled learning rate for the next update
         self.snapshots: list[tuple[int, dict[str, torch.Tensor]]] = []
         self.lp_candidates = _length_penalties(cfg)
@@ -351,6 +357,14 @@ class _Trainer:
         if acc.is_main_process:
             self._prepare_output_dir()
         acc.wait_for_everyone()
+        if cfg.resume:  # every process takes the dropout the main process settled on
+            saved = json.loads((self.ckpt_root / "train_config.json").read_text(encoding="utf-8"))
+            self.dropout = saved.get("effective_dropout", self.dropout)
+        if cfg.dropout is None and self.dropout is not None:
+            self.emit("info", {"message": (
+                f"dropout {self.dropout} (the {cfg.preset} preset's long-budget dropout for --max_minutes >= "
+                f"{recipe_defaults(cfg.preset)['long_budget_minutes']}; pass --dropout to choose)"
+            )})  # fmt: skip
         set_seed(cfg.seed)
 
     # ------------------------------------------------------------------------------------------------ setup
@@ -382,7 +396,9 @@ class _Trainer:
                     + ", ".join(f"--{k} {a!r} vs {b!r}" for k, (a, b) in diff.items())
                     + ". Resume with the original options or start a new --output_dir."
                 )
-        ckpt.write_json_atomic(saved, dataclasses.asdict(self.cfg))
+            if cfg.dropout is None and "effective_dropout" in old:
+                self.dropout = old["effective_dropout"]  # not re-decided from this invocation's --max_minutes
+        ckpt.write_json_atomic(saved, {**dataclasses.asdict(self.cfg), "effective_dropout": self.dropout})
 
     def prepare_data(self) -> None:
         cfg, acc = self.cfg, self.accelerator
@@ -440,7 +456,7 @@ class _Trainer:
         cfg, acc = self.cfg, self.accelerator
         vocab = len(self.tokenizer)
         config = build_config(
-            cfg.preset, vocab, dropout=cfg.dropout, init_std=cfg.init_std, linear_init_std=cfg.linear_init_std
+            cfg.preset, vocab, dropout=self.dropout, init_std=cfg.init_std, linear_init_std=cfg.linear_init_std
         )
         if cfg.max_length > config.max_position_embeddings:
             raise ValueError(
