@@ -88,10 +88,10 @@ def test_long_budget_dropout_is_applied_and_kept_on_resume(tokenizer_dir, tmp_pa
     )
     common = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"))
     messages = []
-    long = train(small_run(tmp_path / "long", **common, max_minutes=5, max_steps=2),
+    long = train(small_run(tmp_path / "long", **common, max_minutes=5, max_steps=2, export_at_minutes="0.5"),
                  lambda name, info: messages.append(info.get("message", "")))  # fmt: skip
     assert long.model.config.dropout == 0.3
-    assert any("long-budget dropout" in m for m in messages)
+    assert any("long-budget dropout" in m and "minute-0.5 export is this run's state" in m for m in messages)
     short = train(small_run(tmp_path / "short", **common, max_minutes=0.9, max_steps=2))
     assert short.model.config.dropout == 0.1  # below the threshold: the preset's dropout
     explicit = train(small_run(tmp_path / "explicit", **common, max_minutes=5, max_steps=2, dropout=0.0))

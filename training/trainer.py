@@ -161,7 +161,8 @@ class TrainConfig:
     export_at_minutes: str = _f(
         "",
         "comma-separated training minutes at which to also export the model as if the run stopped there (averaging "
-        "included) to OUTPUT_DIR/minute-M/, e.g. '25,60' in a 120-minute run; training is not changed",
+        "included) to OUTPUT_DIR/minute-M/, e.g. '25,60' in a 120-minute run; training is not changed (the run's "
+        "dropout is the run's: the small preset's long-budget dropout applies to the whole run)",
     )
     bleu_samples: int = _f(
         200, "validation pairs translated (greedy) for the periodic BLEU/chrF; 0 = loss only"
@@ -361,9 +362,13 @@ class _Trainer:
             saved = json.loads((self.ckpt_root / "train_config.json").read_text(encoding="utf-8"))
             self.dropout = saved.get("effective_dropout", self.dropout)
         if cfg.dropout is None and self.dropout is not None:
+            threshold = recipe_defaults(cfg.preset)["long_budget_minutes"]
+            early = [m for m in self.export_marks if m < threshold]
             self.emit("info", {"message": (
                 f"dropout {self.dropout} (the {cfg.preset} preset's long-budget dropout for --max_minutes >= "
-                f"{recipe_defaults(cfg.preset)['long_budget_minutes']}; pass --dropout to choose)"
+                f"{threshold}; pass --dropout to choose)"
+                + (f"; the minute-{early[0]:g} export is this run's state, not what a {early[0]:g}-minute run "
+                   "(no long-budget dropout) would give" if early else "")
             )})  # fmt: skip
         set_seed(cfg.seed)
 
