@@ -362,7 +362,7 @@ class _Trainer:
             saved = json.loads((self.ckpt_root / "train_config.json").read_text(encoding="utf-8"))
             self.dropout = saved.get("effective_dropout", self.dropout)
         if cfg.dropout is None and self.dropout is not None:
-            threshold = recipe_defaults(cfg.preset)["long_budget_minutes"]
+            threshold = recipe["long_budget_minutes"]
             early = [m for m in self.export_marks if m < threshold]
             self.emit("info", {"message": (
                 f"dropout {self.dropout} (the {cfg.preset} preset's long-budget dropout for --max_minutes >= "
