@@ -2,9 +2,10 @@
 
 ``base`` and ``big`` are the paper's Table 3 models (big: dropout 0.3, as for EN-DE); ``small`` is the CPU
 default (about 7.5M parameters with an 8k vocabulary) and ``tiny`` is for tests and smoke runs. ``small``'s
-recipe is sized for the default 25-minute run on 2 CPU cores (about 3,200 updates, 7 epochs), each choice
+recipe is sized for the default 25-minute run on 2 CPU cores (3,000-7,000 updates of 1,024-token batches,
+3.5-7 epochs, depending on the machine), each choice
 measured (docs/quality.md): small batches for more updates (1,024-token budgets: at equal target tokens,
-1,400 updates of 1,024 reached validation perplexity 21.8 where 700 of 2,048 reached 31.3, at the same tokens per
+1,400 updates of 1,024 (1.4M target tokens) reached validation perplexity 21.8 where 700 of 2,048 reached 31.3, at the same tokens per
 second on 2 cores), a peak learning rate of about
 9e-4 reached after 450 updates (``lr_scale`` 0.3, ``warmup_steps`` 450: the same peak as 0.2 with 200 warm-up
 updates, but a 1.5x higher rate afterwards, which was ahead by 1,000 updates; peaks 0.14 and 0.3 with 200 updates
