@@ -2,11 +2,11 @@
 
 ``base`` and ``big`` are the paper's Table 3 models (big: dropout 0.3, as for EN-DE); ``small`` is the CPU
 default (about 7.5M parameters with an 8k vocabulary) and ``tiny`` is for tests and smoke runs. ``small``'s
-recipe is sized for the default 25-minute run on 2 CPU cores (3,000-7,000 updates of 1,024-token batches,
-3.5-7 epochs, depending on the machine), each choice
-measured (docs/quality.md): small batches for more updates (1,024-token budgets: at equal target tokens,
-1,400 updates of 1,024 (1.4M target tokens) reached validation perplexity 21.8 where 700 of 2,048 reached 31.3, at the same tokens per
-second on 2 cores), a peak learning rate of about
+recipe is sized for the default 25-minute run on 2 CPU cores (3,438 updates of 1,024-token batches, 3.5 epochs,
+on the machine of the latest comparison in docs/quality.md; more on a faster one), each choice
+measured (docs/quality.md): small batches for more updates (1,024-token budgets: after the same 1.4M target
+tokens, 1,400 updates of 1,024 reached validation perplexity 21.8 where 700 of 2,048 reached 31.3, at the same
+tokens per second on 2 cores), a peak learning rate of about
 9e-4 reached after 450 updates (``lr_scale`` 0.3, ``warmup_steps`` 450: the same peak as 0.2 with 200 warm-up
 updates, but a 1.5x higher rate afterwards, which was ahead by 1,000 updates; peaks 0.14 and 0.3 with 200 updates
 were worse) with gradient clipping at 1.0 (``lr_scale`` 0.5 without
@@ -14,7 +14,7 @@ clipping left the decoder ignoring the source), Marian's N(0, 0.02) initialisati
 layers (validation perplexity after 1,000 updates 24 instead of 40 with Xavier-uniform), averaging of the
 last 5 weight snapshots taken every 200 updates (the token span of the 5 x 100 snapshots of 2,048-token batches
 that gave +0.5 test BLEU), and no dropout (a 25-minute run sees the
-data ~6 times and is still underfitted: test 20.98 / 42.48 instead of 19.09 / 40.56 with dropout 0.1; it
+data 3.5-6.5 times in the measured runs and is still underfitted: test 20.98 / 42.48 instead of 19.09 / 40.56 with dropout 0.1; it
 overfits in longer runs: in 120 minutes validation perplexity rose from 10.3 at update 3,000 to 30 and test BLEU
 fell by ~1.8). Hence the long-budget rule: from ``long_budget_minutes`` (60) of ``--max_minutes`` on, dropout
 ``long_budget_dropout`` (0.1) unless ``--dropout`` is given (60 minutes: test 24.46 / 46.51 with it, 22.13 / 44.78
