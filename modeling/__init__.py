@@ -12,7 +12,10 @@ from .modeling_vanilla_transformer import (
     VanillaTransformerModel,
     VanillaTransformerPreTrainedModel,
     build_attention_mask,
+    cpu_inference_gemm,
     default_generation_config,
+    release_cpu_inference_weights,
+    set_cpu_inference_gemm,
     shift_tokens_right,
 )
 
@@ -26,7 +29,10 @@ __all__ = [
     "VanillaTransformerForConditionalGeneration",
     "VanillaTransformerPreTrainedModel",
     "build_attention_mask",
+    "cpu_inference_gemm",
     "default_generation_config",
+    "release_cpu_inference_weights",
+    "set_cpu_inference_gemm",
     "shift_tokens_right",
 ]
 

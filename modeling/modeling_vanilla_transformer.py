@@ -26,12 +26,15 @@ Conventions (fixed here, relied on everywhere):
 from __future__ import annotations
 
 import math
+import os
+import platform
 import weakref
 from collections.abc import Callable
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.utils.weak import WeakIdKeyDictionary
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
@@ -379,6 +382,129 @@ class _MaskMemo:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Linear layers: nn.Linear, with oneDNN for CPU decoding where it is the faster GEMM
+# ----------------------------------------------------------------------------------------------------------------
+
+CPU_GEMM_ENV = "VANILLA_TRANSFORMER_CPU_GEMM"
+CPU_GEMM_MODES = ("auto", "onednn", "default")
+_cpu_gemm = {"mode": None, "onednn": None}  # requested mode (None: not read yet) and the resolved choice
+_packed_weights = WeakIdKeyDictionary()  # weight -> ((data_ptr, version), oneDNN-packed copy)
+
+
+def cpu_vendor() -> str | None:
+    """The CPU vendor string of /proc/cpuinfo ("GenuineIntel", "AuthenticAMD", ...), None where unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+def _onednn_linear_available() -> bool:
+    mkldnn = getattr(torch.ops, "mkldnn", None)
+    return (
+        torch.backends.mkldnn.is_available()
+        and hasattr(mkldnn, "_reorder_linear_weight")
+        and hasattr(mkldnn, "_linear_pointwise")
+    )
+
+
+def set_cpu_inference_gemm(mode: str | None) -> None:
+    """Choose the GEMM of CPU fp32 inference-time linear layers with few rows (decoding steps):
+
+    * "auto" (default; also read from the environment variable VANILLA_TRANSFORMER_CPU_GEMM): oneDNN on x86 CPUs
+      that are not Intel's, PyTorch's default GEMM (Intel MKL in the x86 builds) on Intel CPUs and elsewhere.
+      MKL's few-row kernels are several times slower than oneDNN's on AMD CPUs (docs/benchmarks.md);
+      CTranslate2 makes the same choice.
+    * "onednn": oneDNN wherever PyTorch has it; "default": always `torch.nn.functional.linear`.
+
+    None re-reads the environment variable. Training (autograd) always uses `torch.nn.functional.linear`."""
+    if mode is not None and mode not in CPU_GEMM_MODES:
+        raise ValueError(f"CPU GEMM mode {mode!r} is invalid: expected one of {', '.join(CPU_GEMM_MODES)}")
+    _cpu_gemm["mode"], _cpu_gemm["onednn"] = mode, None
+
+
+def cpu_inference_gemm() -> str:
+    """The GEMM that CPU fp32 decoding uses now: "onednn" or "default" (resolving "auto" once)."""
+    if _cpu_gemm["onednn"] is None:
+        mode = _cpu_gemm["mode"] or os.environ.get(CPU_GEMM_ENV, "").strip().lower() or "auto"
+        if mode not in CPU_GEMM_MODES:
+            raise ValueError(f"{CPU_GEMM_ENV}={mode!r} is invalid: expected one of {', '.join(CPU_GEMM_MODES)}")
+        if mode == "auto":
+            x86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
+            vendor = cpu_vendor()
+            wanted = x86 and vendor is not None and vendor != "GenuineIntel"
+        else:
+            wanted = mode == "onednn"
+        _cpu_gemm["onednn"] = wanted and _onednn_linear_available()
+    return "onednn" if _cpu_gemm["onednn"] else "default"
+
+
+# Which calls go to oneDNN (measured on a 2-core AMD EPYC, docs/benchmarks.md): at most ONEDNN_MAX_ROWS rows and a
+# weight of at least ONEDNN_MIN_WEIGHT elements, or ONEDNN_MIN_WEIGHT_ONE_ROW for a single row (where MKL's GEMV
+# is faster on small weights). Larger calls (training, the encoder of a batch) are compute-bound on either GEMM.
+ONEDNN_MAX_ROWS = 256
+ONEDNN_MIN_WEIGHT = 1 << 18
+ONEDNN_MIN_WEIGHT_ONE_ROW = 1 << 20
+
+
+def release_cpu_inference_weights() -> None:
+    """Free the oneDNN-packed weight copies (one per weight used by CPU decoding; they are also freed with their
+    weights, and rebuilt when a weight changes in place or gets new storage). Writes through `weight.data` are not
+    seen by the version counter: call this after them."""
+    _packed_weights.clear()
+
+
+def _packed_weight(weight: torch.Tensor, rows: int) -> torch.Tensor | None:
+    """oneDNN's packed copy of `weight` (out, in), made once and reused while the weight is unmodified (same
+    storage and version counter); None for an inference-mode weight (no version counter to check)."""
+    if weight.is_inference():
+        return None
+    key = (weight.data_ptr(), weight._version)
+    entry = _packed_weights.get(weight)
+    if entry is None or entry[0] != key:
+        with torch.no_grad():
+            entry = (key, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), rows))
+        _packed_weights[weight] = entry
+    return entry[1]
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`F.linear(x, weight, bias)`: (..., in) -> (..., out). Without autograd, on CPU in fp32 and for few rows
+    (a decoding step), it runs on oneDNN with a packed copy of the weight when `cpu_inference_gemm()` says so:
+    the same product up to float rounding (~1e-7 relative)."""
+    if (
+        torch.is_grad_enabled()
+        or x.device.type != "cpu"
+        or x.dtype != torch.float32
+        or weight.dtype != torch.float32
+        or _is_compiling()
+        or torch.jit.is_tracing()
+    ):
+        return F.linear(x, weight, bias)
+    rows = x.numel() // max(x.shape[-1], 1)
+    size = weight.numel()
+    if not 0 < rows <= ONEDNN_MAX_ROWS or size < (ONEDNN_MIN_WEIGHT_ONE_ROW if rows == 1 else ONEDNN_MIN_WEIGHT):
+        return F.linear(x, weight, bias)
+    if cpu_inference_gemm() != "onednn" or (bias is not None and bias.dtype != torch.float32):
+        return F.linear(x, weight, bias)
+    packed = _packed_weight(weight, rows)
+    if packed is None:
+        return F.linear(x, weight, bias)
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+class Linear(nn.Linear):
+    """`nn.Linear` (same parameters, state dict and initialisation) computed by `linear`."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Multi-head attention (paper section 3.2)
 # ----------------------------------------------------------------------------------------------------------------
 
@@ -430,10 +556,10 @@ class VanillaTransformerAttention(nn.Module):
         # read by the sdpa backend when no mask is given: only decoder self-attention is causal
         self.is_causal = is_causal
         self.is_cross_attention = is_cross_attention
-        self.q_proj = nn.Linear(self.embed_dim, self.embed_dim)
-        self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
-        self.v_proj = nn.Linear(self.embed_dim, self.embed_dim)
-        self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.q_proj = Linear(self.embed_dim, self.embed_dim)
+        self.k_proj = Linear(self.embed_dim, self.embed_dim)
+        self.v_proj = Linear(self.embed_dim, self.embed_dim)
+        self.out_proj = Linear(self.embed_dim, self.embed_dim)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)  # (B, L, C) -> (B, H, L, D)
@@ -513,8 +639,8 @@ class VanillaTransformerFeedForward(nn.Module):
 
     def __init__(self, config: VanillaTransformerConfig, ffn_dim: int):
         super().__init__()
-        self.fc1 = nn.Linear(config.d_model, ffn_dim)
-        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        self.fc1 = Linear(config.d_model, ffn_dim)
+        self.fc2 = Linear(ffn_dim, config.d_model)
         self.activation_fn = ACT2FN[config.activation_function]
         self.activation_dropout = config.activation_dropout
 
@@ -1105,7 +1231,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
         self.model = VanillaTransformerModel(config)
-        self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
+        self.lm_head = Linear(config.d_model, config.decoder_vocab_size, bias=False)
         # the output bias is a trained parameter (Marian keeps the same vector as a frozen buffer)
         self.final_logits_bias = (
             nn.Parameter(torch.zeros(config.decoder_vocab_size)) if config.output_bias else None
@@ -1208,7 +1334,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             output_hidden_states=output_hidden_states,
         )
         # the output bias rides in the projection's GEMM (addmm): no second (B, T, V) tensor
-        logits = F.linear(outputs.last_hidden_state, self.lm_head.weight, self.final_logits_bias)  # (B, T, V)
+        logits = linear(outputs.last_hidden_state, self.lm_head.weight, self.final_logits_bias)  # (B, T, V)
         loss = None
         if labels is not None:
             if labels.shape != logits.shape[:2]:

@@ -20,6 +20,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
+from modeling.modeling_vanilla_transformer import cpu_inference_gemm, cpu_vendor, set_cpu_inference_gemm  # noqa: E402
 from training.allocator import tune_cpu_allocator  # noqa: E402
 from training.benchmark import PRESETS, Settings, build_contenders, format_rows, quick_settings, run_preset  # noqa: E402
 
@@ -44,6 +45,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--allocator", choices=("tuned", "default"), default="tuned",
         help="'tuned': the CPU allocator settings our trainer uses (training.allocator), for every contender alike",
     )  # fmt: skip
+    p.add_argument(
+        "--cpu-gemm", choices=("auto", "onednn", "default"), default=None,
+        help="GEMM of our model's CPU decoding (default: $VANILLA_TRANSFORMER_CPU_GEMM, else auto = oneDNN on "
+        "non-Intel x86, PyTorch's default elsewhere); Marian always uses PyTorch's default",
+    )  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -65,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     tuned = args.allocator == "tuned" and tune_cpu_allocator()
+    if args.cpu_gemm:
+        set_cpu_inference_gemm(args.cpu_gemm)
     settings = settings_from(args)
     presets = args.preset or (["small"] if args.quick else ["small", "base"])
     print(
@@ -72,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{platform.processor() or platform.machine()}, load average {os.getloadavg()[0]:.1f}, "
         f"allocator {'tuned (training.allocator, all contenders)' if tuned else 'default'}"
     )
+    print(f"CPU vendor {cpu_vendor() or 'unknown'}; our CPU decoding GEMM: {cpu_inference_gemm()}")
     print(f"settings: {settings}")
     for preset in presets:
         contenders = build_contenders(preset, with_ct2=not args.no_ct2)

@@ -34,7 +34,12 @@ from typing import Any
 
 import torch
 
-from modeling import VanillaTransformerForConditionalGeneration, save_with_remote_code, shift_tokens_right
+from modeling import (
+    VanillaTransformerForConditionalGeneration,
+    release_cpu_inference_weights,
+    save_with_remote_code,
+    shift_tokens_right,
+)
 
 from . import checkpoint as ckpt
 from .allocator import tune_cpu_allocator
@@ -568,6 +573,7 @@ class _Trainer:
             metrics.update(
                 valid_bleu=scores["bleu"], valid_chrf=scores["chrf"], bleu_signature=scores["bleu_signature"]
             )
+            release_cpu_inference_weights()  # packed copies of weights that the next update changes
         acc.wait_for_everyone()
         return metrics
 
