@@ -87,3 +87,4 @@ def test_parity_is_checked_with_the_default_gemm_when_ours_decodes_with_onednn(m
     )
     greedy = next(row for row in rows if row.name == "greedy b2")
     assert "ours with the oneDNN GEMM: output = Marian's for 2/2 sentences" in greedy.notes
+    assert any(note.startswith("ours with PyTorch's default GEMM, same rounds: ") for note in greedy.notes)
