@@ -88,3 +88,16 @@ def test_parity_is_checked_with_the_default_gemm_when_ours_decodes_with_onednn(m
     greedy = next(row for row in rows if row.name == "greedy b2")
     assert "ours with the oneDNN GEMM: output = Marian's for 2/2 sentences" in greedy.notes
     assert any(note.startswith("ours with PyTorch's default GEMM, same rounds: ") for note in greedy.notes)
+
+
+def test_training_workloads_leave_the_compared_weights_untouched():
+    from training.benchmark import bench_training
+
+    contenders = build_contenders("tiny", with_ct2=False)
+    before = {n: {k: v.clone() for k, v in m.state_dict().items()} for n, m in
+              (("marian", contenders.marian), ("ours", contenders.ours))}  # fmt: skip
+    row = bench_training(contenders, TINY, 2, "tiny")
+    assert row.ratio["ours"].median > 0
+    for name, model in (("marian", contenders.marian), ("ours", contenders.ours)):
+        for key, value in model.state_dict().items():
+            assert torch.equal(value, before[name][key]), f"{name} {key} changed"

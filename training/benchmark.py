@@ -11,6 +11,7 @@ The logic lives here; `scripts/bench.py` parses arguments and prints.
 
 from __future__ import annotations
 
+import copy
 import statistics
 import tempfile
 import time
@@ -349,9 +350,12 @@ def _ratios(times: dict[str, list[float]], work: float, names: list[str]) -> tup
 def bench_training(c: Contenders, s: Settings, batch: int, label: str) -> Row:
     hp = c.hp
     gemm, gemm_flops = gemm_probe()
+    # copies: the optimizer steps (and the two models' different dropout draws) must not move the weights that
+    # the generation workloads compare token for token
+    marian, ours = copy.deepcopy(c.marian), copy.deepcopy(c.ours)
     cases = {
-        "marian": train_step(c.marian, batch, s.src_len, hp["vocab"]),
-        "ours": train_step(c.ours, batch, s.src_len, hp["vocab"]),
+        "marian": train_step(marian, batch, s.src_len, hp["vocab"]),
+        "ours": train_step(ours, batch, s.src_len, hp["vocab"]),
         "gemm": gemm,
     }
     times = interleaved(cases, s.rounds, repeat={"gemm": 5})
@@ -364,22 +368,19 @@ def bench_training(c: Contenders, s: Settings, batch: int, label: str) -> Row:
         notes.append(f"{name} MFU vs same-round GEMM {mfu.fmt(2)}")
     notes.append(f"GEMM {Stat([gemm_flops / g / 1e9 for g in times['gemm']]).fmt(1)} GFLOP/s")
     row = Row(f"train {label} ({batch}x{s.src_len})", "target tok/s", throughput, ratio, notes)
-    for model in (c.marian, c.ours):
+    for model in (marian, ours):
         model.zero_grad(set_to_none=True)
         model.eval()
     if s.peak_memory:
         peaks = {
             name: peak_step_memory(train_step(model, batch, s.src_len, hp["vocab"]))
-            for name, model in (("marian", c.marian), ("ours", c.ours))
+            for name, model in (("marian", marian), ("ours", ours))
         }
         row.notes.append(
             "peak step memory MiB: "
             + ", ".join(f"{n} {v / 2**20:.0f}" for n, v in peaks.items())
             + f" (ours/marian {peaks['ours'] / max(peaks['marian'], 1):.2f})"
         )
-        for model in (c.marian, c.ours):
-            model.zero_grad(set_to_none=True)
-            model.eval()
     return row
 
 
@@ -411,8 +412,8 @@ def bench_generation(
     }
     if c.ct2 is not None and use_cache:
         cases["ct2"] = ct2_call(c.ct2, src, hp["vocab"], beams, n)
-    copy, copy_bytes = copy_probe()
-    cases["copy"] = copy
+    copy_run, copy_bytes = copy_probe()
+    cases["copy"] = copy_run
     reference = cases["marian"]()
     notes = []
     if cpu_inference_gemm() == "onednn":
