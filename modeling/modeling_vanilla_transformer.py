@@ -467,7 +467,7 @@ def _packed_weight(weight: torch.Tensor, rows: int) -> torch.Tensor | None:
     entry = _packed_weights.get(weight)
     if entry is None or entry[0] != key:
         with torch.no_grad():
-            entry = (key, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), rows))
+            entry = (key, torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), rows))
         _packed_weights[weight] = entry
     return entry[1]
 
@@ -478,6 +478,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     the same product up to float rounding (~1e-7 relative)."""
     if (
         torch.is_grad_enabled()
+        or x.dim() < 2
         or x.device.type != "cpu"
         or x.dtype != torch.float32
         or weight.dtype != torch.float32

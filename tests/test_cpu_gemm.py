@@ -47,6 +47,17 @@ def test_onednn_linear_matches_f_linear(onednn, shape, with_bias):
     torch.testing.assert_close(got, F.linear(x, weight, bias), rtol=1e-5, atol=1e-5)
 
 
+def test_one_dimensional_input_and_transposed_weight(onednn):
+    torch.manual_seed(0)
+    weight, x = torch.randn(24, 16).t(), torch.randn(24)  # weight (16, 24) stored column-major; x is 1-D
+    with torch.no_grad():
+        torch.testing.assert_close(mv.linear(x, weight), F.linear(x, weight))  # 1-D: F.linear itself
+        assert not onednn
+        batch = torch.randn(3, 24)
+        torch.testing.assert_close(mv.linear(batch, weight), F.linear(batch, weight), rtol=1e-5, atol=1e-5)
+    assert onednn == [3]
+
+
 def test_onednn_linear_takes_non_contiguous_input(onednn):
     torch.manual_seed(0)
     weight, x = torch.randn(16, 24), torch.randn(24, 6).t()  # (6, 24), column-major
