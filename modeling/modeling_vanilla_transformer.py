@@ -482,6 +482,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         or x.device.type != "cpu"
         or x.dtype != torch.float32
         or weight.dtype != torch.float32
+        or (bias is not None and bias.dtype != torch.float32)
         or _is_compiling()
         or torch.jit.is_tracing()
     ):
@@ -490,9 +491,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     size = weight.numel()
     if not 0 < rows <= ONEDNN_MAX_ROWS or size < (ONEDNN_MIN_WEIGHT_ONE_ROW if rows == 1 else ONEDNN_MIN_WEIGHT):
         return F.linear(x, weight, bias)
-    if cpu_inference_gemm() != "onednn" or (bias is not None and bias.dtype != torch.float32):
-        return F.linear(x, weight, bias)
-    packed = _packed_weight(weight, rows)
+    packed = _packed_weight(weight, rows) if cpu_inference_gemm() == "onednn" else None
     if packed is None:
         return F.linear(x, weight, bias)
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")

@@ -103,7 +103,13 @@ def test_path_is_skipped_where_it_must_be(onednn):
     assert onednn == [2]
 
 
-def test_mode_values_and_environment(monkeypatch):
+@pytest.fixture
+def restore_mode():
+    yield
+    mv.set_cpu_inference_gemm(None)
+
+
+def test_mode_values_and_environment(monkeypatch, restore_mode):
     with pytest.raises(ValueError, match="expected one of auto, onednn, default"):
         mv.set_cpu_inference_gemm("mkl")
     monkeypatch.setenv(mv.CPU_GEMM_ENV, "bogus")
@@ -126,7 +132,6 @@ def test_mode_values_and_environment(monkeypatch):
     monkeypatch.setattr(mv, "cpu_vendor", lambda: None)
     mv.set_cpu_inference_gemm("auto")
     assert mv.cpu_inference_gemm() == "default"  # unknown vendor: PyTorch's default
-    mv.set_cpu_inference_gemm(None)
 
 
 def test_generation_with_onednn_equals_default_gemm(onednn):

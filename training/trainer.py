@@ -573,7 +573,7 @@ class _Trainer:
             metrics.update(
                 valid_bleu=scores["bleu"], valid_chrf=scores["chrf"], bleu_signature=scores["bleu_signature"]
             )
-            release_cpu_inference_weights()  # packed copies of weights that the next update changes
+        release_cpu_inference_weights()  # packed copies (CPU decoding) of weights that the next update changes
         acc.wait_for_everyone()
         return metrics
 
