@@ -6,16 +6,22 @@ Importing this package registers the config and models with `AutoConfig`, `AutoM
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
+from .checks_vanilla_transformer import check_generation_arguments
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .kernels_vanilla_transformer import (
+    IGNORE_INDEX,
+    cpu_inference_gemm,
+    cpu_vendor,
+    release_cpu_inference_weights,
+    set_cpu_inference_gemm,
+    smoothed_cross_entropy,
+)
 from .modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
     VanillaTransformerModel,
     VanillaTransformerPreTrainedModel,
     build_attention_mask,
-    cpu_inference_gemm,
     default_generation_config,
-    release_cpu_inference_weights,
-    set_cpu_inference_gemm,
     shift_tokens_right,
 )
 
@@ -24,16 +30,20 @@ AutoModel.register(VanillaTransformerConfig, VanillaTransformerModel, exist_ok=T
 AutoModelForSeq2SeqLM.register(VanillaTransformerConfig, VanillaTransformerForConditionalGeneration, exist_ok=True)
 
 __all__ = [
+    "IGNORE_INDEX",
     "VanillaTransformerConfig",
     "VanillaTransformerModel",
     "VanillaTransformerForConditionalGeneration",
     "VanillaTransformerPreTrainedModel",
     "build_attention_mask",
+    "check_generation_arguments",
     "cpu_inference_gemm",
+    "cpu_vendor",
     "default_generation_config",
     "release_cpu_inference_weights",
     "set_cpu_inference_gemm",
     "shift_tokens_right",
+    "smoothed_cross_entropy",
 ]
 
 import transformers.pipelines as _pipelines  # noqa: E402

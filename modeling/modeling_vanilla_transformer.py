@@ -3,6 +3,9 @@
 positions -> masks -> attention -> feed-forward -> encoder layer -> decoder layer -> encoder -> decoder
 -> pretrained base -> VanillaTransformerModel -> VanillaTransformerForConditionalGeneration
 
+Dropout, linear layers and the loss are drop-in CPU kernels (kernels_vanilla_transformer.py); checks of user
+input and of generate() arguments are in checks_vanilla_transformer.py.
+
 Shape legend used in the comments:
     B  batch size                     S  source length (encoder positions)
     T  target length of this call     K  key length (S, or cached + new target positions)
@@ -16,9 +19,11 @@ Conventions (fixed here, relied on everywhere):
       (B, 1, T or 1, K): 0.0 where a query may attend, the dtype's most negative finite value where it may not.
       A query row with nothing to attend to (a fully padded sequence) is left unmasked instead, so softmax
       never sees only masked entries and no NaN appears in fp32, fp16 or bf16; such rows are padding and
-      never reach the loss.
+      never reach the loss. No mask (None) where nothing is masked; in decoder self-attention None means
+      causal, applied by the kernel (`decoder_self_attention_mask` decides).
     * Labels are shifted right and prefixed with `decoder_start_token_id` to form the decoder input (teacher
-      forcing); label positions equal to -100 are ignored by the loss and replaced by pad in the input.
+      forcing); label positions equal to IGNORE_INDEX (-100) are ignored by the loss and replaced by pad in
+      the input.
     * Sinusoidal/learned positions of source tokens count real tokens only (left padding does not shift
       them); target positions are absolute (cached length + offset).
 """
@@ -26,15 +31,11 @@ Conventions (fixed here, relied on everywhere):
 from __future__ import annotations
 
 import math
-import os
-import platform
-import weakref
 from collections.abc import Callable
 
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torch.utils.weak import WeakIdKeyDictionary
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
@@ -48,164 +49,28 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from .checks_vanilla_transformer import (
+    MaskMemo,
+    check_decoder_inputs,
+    check_generation_arguments,
+    check_inputs,
+    check_length,
+    check_token_ids,
+    check_token_mask,
+)
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .kernels_vanilla_transformer import (
+    IGNORE_INDEX,
+    Linear,
+    add_dropout,
+    apply_dropout,
+    linear,
+    release_cpu_inference_weights,
+    smoothed_cross_entropy,
+)
 
 # transformers 5.24 renamed the cache field of model outputs from `past_key_values` to `cache`; both are supported.
 CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
-
-
-def _is_compiling() -> bool:
-    return torch.compiler.is_compiling()
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Dropout (paper section 5.4): F.dropout, with a cheaper random mask on CPU
-# ----------------------------------------------------------------------------------------------------------------
-
-
-class _KeepAndScale(torch.autograd.Function):
-    """x * keep * scale with a precomputed boolean mask; the gradient is masked and scaled the same way."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
-        ctx.save_for_backward(keep)
-        ctx.scale = scale
-        return x.mul(keep).mul_(scale)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        (keep,) = ctx.saved_tensors
-        return grad.mul(keep).mul_(ctx.scale), None, None
-
-
-class _AddKeepAndScale(torch.autograd.Function):
-    """residual + x * keep * scale in one pass (addcmul); gradients: grad and grad * keep * scale."""
-
-    @staticmethod
-    def forward(ctx, residual: torch.Tensor, x: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
-        ctx.save_for_backward(keep)
-        ctx.scale = scale
-        return torch.addcmul(residual, x, keep, value=scale)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None, None]:
-        (keep,) = ctx.saved_tensors
-        return grad, grad.mul(keep).mul_(ctx.scale), None, None
-
-
-def _cpu_dropout_mask(x: torch.Tensor, p: float) -> tuple[torch.Tensor, float] | None:
-    """(keep mask, scale) for the CPU path of `apply_dropout` in training, or None where `F.dropout` is used."""
-    if not 0.0 < p < 1.0 or x.device.type != "cpu" or _is_compiling() or not x.is_floating_point():
-        return None
-    drop16 = round(p * 65536)  # out of 2**16
-    if drop16 == 0:
-        return None  # p below 2**-17: F.dropout keeps it exact
-    n = x.numel()
-    draws = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_(-(2**63), 2**63 - 1)
-    chunks = draws.view(torch.int16).view(-1)  # uniform on [-2**15, 2**15)
-    keep = (chunks[:n] >= drop16 - 32768).view(x.shape)  # P(keep) = 1 - drop16 / 2**16
-    return keep, 65536 / (65536 - drop16)
-
-
-def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Inverted dropout: zero each element with probability `p` and scale the rest by 1 / (1 - p).
-
-    On CUDA/other devices, while compiling, and for p outside (0, 1) this is `F.dropout`. On CPU, PyTorch draws
-    one random number per element from a sequential generator, which made dropout ~10% of a training step of
-    the small model; here one 64-bit draw of the same (seeded, checkpointed) CPU generator gives the masks of 4
-    elements (its four 16-bit chunks), so `p` is rounded to a multiple of 2**-16 (0.1 -> 0.100006) and the
-    scale uses the rounded value: E[apply_dropout(x)] = x exactly."""
-    if not training or p == 0.0:
-        return x  # what F.dropout returns, without its dispatch (evaluation and decoding call this ~10x a step)
-    mask = _cpu_dropout_mask(x, p)
-    if mask is None:
-        return F.dropout(x, p=p, training=training)
-    return _KeepAndScale.apply(x, *mask)
-
-
-def add_dropout(residual: torch.Tensor, x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """residual + apply_dropout(x, p, training), in one pass on the CPU path (the sub-layer connection)."""
-    if not training or p == 0.0:
-        return residual + x
-    mask = _cpu_dropout_mask(x, p)
-    if mask is None or residual.shape != x.shape or residual.dtype != x.dtype:
-        return residual + apply_dropout(x, p, training)
-    return _AddKeepAndScale.apply(residual, x, *mask)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Input checks: a clear error at the boundary instead of an index error deep inside torch
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
-    """Raise `ValueError` unless `ids` is a non-empty (B, L) integer tensor with values in [0, vocab_size)."""
-    if not isinstance(ids, torch.Tensor):
-        raise ValueError(f"{name} must be a torch tensor of token ids, got {type(ids).__name__}")
-    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
-        raise ValueError(
-            f"{name} must hold integer token ids, got dtype {ids.dtype}; pass a torch.long tensor "
-            f"(for example tokenizer(..., return_tensors='pt'))"
-        )
-    if ids.dim() != 2:
-        raise ValueError(f"{name} must have shape (batch, length), got shape {tuple(ids.shape)}")
-    if ids.shape[0] == 0:
-        raise ValueError(f"{name} is an empty batch (shape {tuple(ids.shape)}); pass at least one sequence")
-    if ids.shape[1] == 0:
-        raise ValueError(
-            f"{name} has sequences of length 0 (shape {tuple(ids.shape)}); every sequence needs at least one "
-            f"token (the tokenizer appends </s> even to an empty string)"
-        )
-    if _is_compiling():
-        return
-    low, high = torch.aminmax(ids)
-    low, high = int(low), int(high)
-    if low < 0 or high >= vocab_size:
-        bad = low if low < 0 else high
-        raise ValueError(
-            f"{name} contains token id {bad}, outside the model's vocabulary [0, {vocab_size}); the tokenizer "
-            f"and the model do not match (use the tokenizer saved with this model) or the ids are corrupted"
-        )
-
-
-def check_token_mask(mask: torch.Tensor, ids_shape: torch.Size, name: str) -> None:
-    """Raise `ValueError` unless `mask` is a (B, L) 0/1 mask of the same shape as the ids it describes."""
-    if not isinstance(mask, torch.Tensor):
-        raise ValueError(f"{name} must be a torch tensor, got {type(mask).__name__}")
-    if mask.dim() == 4:
-        return  # a ready-made (B, 1, T, K) mask, see build_attention_mask
-    if tuple(mask.shape) != tuple(ids_shape):
-        raise ValueError(
-            f"{name} has shape {tuple(mask.shape)} but the tokens have shape {tuple(ids_shape)}; pass the mask "
-            f"returned by the tokenizer together with its input ids (1 = token, 0 = padding)"
-        )
-    if mask.dtype.is_complex:
-        raise ValueError(f"{name} must be bool, integer or float 0/1, got dtype {mask.dtype}")
-    if mask.dtype != torch.bool and not _is_compiling():
-        bad = mask[(mask != 0) & (mask != 1)]
-        if bad.numel():
-            raise ValueError(
-                f"{name} contains the value {bad[0].item()}; a token mask holds 1 for real tokens and 0 for "
-                f"padding (pass the tokenizer's attention_mask)"
-            )
-
-
-def check_length(length: int, config: VanillaTransformerConfig, name: str) -> None:
-    """Sequences longer than the position table are an error (RoPE has no table and no limit)."""
-    if config.position_encoding != "rope" and length > config.max_position_embeddings:
-        raise ValueError(
-            f"{name} has {length} positions but the model supports at most max_position_embeddings="
-            f"{config.max_position_embeddings}; truncate the input (tokenizer(..., truncation=True, "
-            f"max_length={config.max_position_embeddings})) or split it"
-        )
-
-
-def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
-    """Teacher forcing: (B, T) labels -> (B, T) decoder input `[start, y_1, ..., y_{T-1}]`, -100 -> pad."""
-    shifted = labels.new_empty(labels.shape)
-    shifted[:, 1:] = labels[:, :-1]
-    shifted[:, 0] = decoder_start_token_id
-    return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -340,168 +205,42 @@ def without_padding(token_mask: torch.Tensor | None) -> torch.Tensor | None:
     """A 2-D token mask with no padding at all masks nothing: return None for it (so no additive mask is built
     and attention runs unmasked, its fastest path); return any other mask unchanged. Never inspects values
     while compiling (a data-dependent branch would break the graph)."""
-    if token_mask is None or token_mask.dim() != 2 or _is_compiling():
+    if token_mask is None or token_mask.dim() != 2 or torch.compiler.is_compiling():
         return token_mask
     return None if bool(token_mask.all()) else token_mask
 
 
-class _MaskMemo:
-    """The result last computed from one token-mask tensor, reused while the same tensor object comes back
-    unmodified (same version counter): generate() passes the same source mask at every decoding step, so its
-    validation and the cross-attention mask built from it are done once per generate() call, not once per
-    token. Only a weak reference to the mask is kept; never used while compiling or for inference-mode tensors
-    (they have no version counter)."""
+def decoder_self_attention_mask(
+    token_mask: torch.Tensor | None,
+    dtype: torch.dtype,
+    device: torch.device,
+    past_length: int | torch.Tensor,
+    new_tokens: int,
+    key_length: int,
+    kernel_is_causal: bool,
+) -> torch.Tensor | None:
+    """The decoder's self-attention mask (causality and target padding), or None where no tensor is needed.
 
-    def __init__(self):
-        self._key: tuple | None = None
-        self._value = None
+    Args:
+        token_mask: (B, K) target token mask over cached + new positions, None when there is no padding (see
+            `without_padding`), or a ready-made 4-D mask (see `build_attention_mask`).
+        dtype, device: those of the attention scores.
+        past_length: P, the cached positions (a tensor when a static cache is compiled); new_tokens: T.
+        key_length: K, the keys attention sees: P + T, or more with a static cache (slots not yet written).
+        kernel_is_causal: whether the attention kernel applies the causal pattern itself when given no mask
+            (sdpa's `is_causal`; not the eager path, which `output_attentions` selects).
 
-    @staticmethod
-    def _usable(mask: torch.Tensor | None) -> bool:
-        return isinstance(mask, torch.Tensor) and not _is_compiling() and not mask.is_inference()
-
-    def get(self, mask: torch.Tensor | None, extra: tuple) -> tuple[bool, object]:
-        """(True, value) when `mask` is the remembered tensor, unmodified, with the same `extra` key."""
-        key = self._key
-        if key is None or not self._usable(mask):
-            return False, None
-        ref, version, remembered_extra = key
-        if ref() is mask and mask._version == version and remembered_extra == extra:
-            return True, self._value
-        return False, None
-
-    def put(self, mask: torch.Tensor | None, extra: tuple, value) -> None:
-        if self._usable(mask):
-            self._key, self._value = (weakref.ref(mask), mask._version, extra), value
-
-    def __getstate__(self) -> dict:  # pickling/copying a model does not carry the memo (nor a weak reference)
-        return {}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__()
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Linear layers: nn.Linear, with oneDNN for CPU decoding where it is the faster GEMM
-# ----------------------------------------------------------------------------------------------------------------
-
-CPU_GEMM_ENV = "VANILLA_TRANSFORMER_CPU_GEMM"
-CPU_GEMM_MODES = ("auto", "onednn", "default")
-_cpu_gemm = {"mode": None, "onednn": None}  # requested mode (None: not read yet) and the resolved choice
-_packed_weights = WeakIdKeyDictionary()  # weight -> ((data_ptr, version), oneDNN-packed copy)
-
-
-def cpu_vendor() -> str | None:
-    """The CPU vendor string of /proc/cpuinfo ("GenuineIntel", "AuthenticAMD", ...), None where unknown."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        return None
-    return None
-
-
-def _onednn_linear_available() -> bool:
-    mkldnn = getattr(torch.ops, "mkldnn", None)
-    return (
-        torch.backends.mkldnn.is_available()
-        and hasattr(mkldnn, "_reorder_linear_weight")
-        and hasattr(mkldnn, "_linear_pointwise")
-    )
-
-
-def set_cpu_inference_gemm(mode: str | None) -> None:
-    """Choose the GEMM of CPU fp32 inference-time linear layers with few rows (decoding steps):
-
-    * "auto" (default; also read from the environment variable VANILLA_TRANSFORMER_CPU_GEMM): oneDNN on x86 CPUs
-      that are not Intel's, PyTorch's default GEMM (Intel MKL in the x86 builds) on Intel CPUs and elsewhere.
-      MKL's few-row kernels are several times slower than oneDNN's on AMD CPUs (docs/benchmarks.md);
-      CTranslate2 makes the same choice.
-    * "onednn": oneDNN wherever PyTorch has it; "default": always `torch.nn.functional.linear`.
-
-    None re-reads the environment variable. Training (autograd) always uses `torch.nn.functional.linear`."""
-    if mode is not None and mode not in CPU_GEMM_MODES:
-        raise ValueError(f"CPU GEMM mode {mode!r} is invalid: expected one of {', '.join(CPU_GEMM_MODES)}")
-    _cpu_gemm["mode"], _cpu_gemm["onednn"] = mode, None
-
-
-def cpu_inference_gemm() -> str:
-    """The GEMM that CPU fp32 decoding uses now: "onednn" or "default" (resolving "auto" once)."""
-    if _cpu_gemm["onednn"] is None:
-        mode = _cpu_gemm["mode"] or os.environ.get(CPU_GEMM_ENV, "").strip().lower() or "auto"
-        if mode not in CPU_GEMM_MODES:
-            raise ValueError(f"{CPU_GEMM_ENV}={mode!r} is invalid: expected one of {', '.join(CPU_GEMM_MODES)}")
-        if mode == "auto":
-            x86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
-            vendor = cpu_vendor()
-            wanted = x86 and vendor is not None and vendor != "GenuineIntel"
-        else:
-            wanted = mode == "onednn"
-        _cpu_gemm["onednn"] = wanted and _onednn_linear_available()
-    return "onednn" if _cpu_gemm["onednn"] else "default"
-
-
-# Which calls go to oneDNN (measured on a 2-core AMD EPYC, docs/benchmarks.md): at most ONEDNN_MAX_ROWS rows and a
-# weight of at least ONEDNN_MIN_WEIGHT elements, or ONEDNN_MIN_WEIGHT_ONE_ROW for a single row (where MKL's GEMV
-# is faster on small weights). Larger calls (training, the encoder of a batch) are compute-bound on either GEMM.
-ONEDNN_MAX_ROWS = 256
-ONEDNN_MIN_WEIGHT = 1 << 18
-ONEDNN_MIN_WEIGHT_ONE_ROW = 1 << 20
-
-
-def release_cpu_inference_weights() -> None:
-    """Free the oneDNN-packed weight copies (one per weight used by CPU decoding; they are also freed with their
-    weights, and rebuilt when a weight changes in place or gets new storage). Writes through `weight.data` are not
-    seen by the version counter: call this after them."""
-    _packed_weights.clear()
-
-
-def _packed_weight(weight: torch.Tensor, rows: int) -> torch.Tensor | None:
-    """oneDNN's packed copy of `weight` (out, in), made once and reused while the weight is unmodified (same
-    storage and version counter); None for an inference-mode weight (no version counter to check)."""
-    if weight.is_inference():
-        return None
-    key = (weight.data_ptr(), weight._version)
-    entry = _packed_weights.get(weight)
-    if entry is None or entry[0] != key:
-        with torch.no_grad():
-            entry = (key, torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), rows))
-        _packed_weights[weight] = entry
-    return entry[1]
-
-
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """`F.linear(x, weight, bias)`: (..., in) -> (..., out). Without autograd, on CPU in fp32 and for few rows
-    (a decoding step), it runs on oneDNN with a packed copy of the weight when `cpu_inference_gemm()` says so:
-    the same product up to float rounding (~1e-7 relative)."""
-    if (
-        torch.is_grad_enabled()
-        or x.dim() < 2
-        or x.device.type != "cpu"
-        or x.dtype != torch.float32
-        or weight.dtype != torch.float32
-        or (bias is not None and bias.dtype != torch.float32)
-        or _is_compiling()
-        or torch.jit.is_tracing()
-    ):
-        return F.linear(x, weight, bias)
-    rows = x.numel() // max(x.shape[-1], 1)
-    size = weight.numel()
-    if not 0 < rows <= ONEDNN_MAX_ROWS or size < (ONEDNN_MIN_WEIGHT_ONE_ROW if rows == 1 else ONEDNN_MIN_WEIGHT):
-        return F.linear(x, weight, bias)
-    packed = _packed_weight(weight, rows) if cpu_inference_gemm() == "onednn" else None
-    if packed is None:
-        return F.linear(x, weight, bias)
-    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
-
-
-class Linear(nn.Linear):
-    """`nn.Linear` (same parameters, state dict and initialisation) computed by `linear`."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
+    Returns:
+        The (B or 1, 1, T, K) mask of `build_attention_mask` for query positions P .. P + T - 1, or None, which
+        means "causal, applied by the kernel": either one query that sees all K = P + 1 keys (nothing to mask),
+        or T > 1 queries from an empty cache (K = T) with `kernel_is_causal`. None is returned only without
+        padding. Causal self-attention given None therefore uses `is_causal` exactly when it has T > 1 queries.
+    """
+    if token_mask is None and isinstance(past_length, int) and key_length == past_length + new_tokens:
+        if new_tokens == 1 or (past_length == 0 and kernel_is_causal):
+            return None
+    query_positions = torch.arange(new_tokens, device=device) + past_length  # (T,)
+    return build_attention_mask(token_mask, dtype, query_positions, key_length)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -529,12 +268,18 @@ def eager_attention_forward(
     return output, weights
 
 
+def attention_backend(config: VanillaTransformerConfig, output_attentions: bool) -> str:
+    """The attention implementation of one call: `config._attn_implementation`, or "eager" when the weights are
+    asked for (only the eager path computes them)."""
+    return "eager" if output_attentions else config._attn_implementation
+
+
 class VanillaTransformerAttention(nn.Module):
     """Multi-head attention: self-attention (encoder, causal in the decoder) or encoder-decoder attention.
 
     The backend (our eager math, or `torch.nn.functional.scaled_dot_product_attention` through transformers'
     attention interface) is `config._attn_implementation`. Attention weights are only computed by the eager
-    path; asking for them (`output_attentions=True`) runs the eager path for that call.
+    path; asking for them (`output_attentions=True`) runs the eager path for that call (`attention_backend`).
     """
 
     def __init__(
@@ -573,8 +318,10 @@ class VanillaTransformerAttention(nn.Module):
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """hidden_states: (B, T, C) queries; key_value_states: (B, S, C) encoder output for cross-attention.
-        Returns the (B, T, C) output and, on the eager path, (B, H, T, K) attention weights."""
+        """hidden_states: (B, T, C) queries; key_value_states: (B, S, C) encoder output for cross-attention;
+        attention_mask: the stack's additive mask, where None on causal self-attention means causal (the
+        contract of `decoder_self_attention_mask`). Returns the (B, T, C) output and, on the eager path,
+        (B, H, T, K) attention weights."""
         query = self._heads(self.q_proj(hidden_states))  # (B, H, T, D)
         if rotary is not None:
             query = apply_rotary(query, *rotary)
@@ -600,11 +347,10 @@ class VanillaTransformerAttention(nn.Module):
                 # self-attention K/V grow by T positions per call: (B, H, K, D) with K = cached + T
                 key, value = cache.self_attention_cache.update(key, value, self.layer_idx)
 
-        implementation = "eager" if output_attentions else self.config._attn_implementation
+        implementation = attention_backend(self.config, output_attentions)
         if implementation == "sdpa":
             # torch's kernel called directly (what transformers' sdpa wrapper ends up doing for this model, minus
-            # its per-call checks): plain causal self-attention from an empty cache has no mask tensor and uses
-            # is_causal, see VanillaTransformerDecoder.causal_mask_is_implicit
+            # its per-call checks); no mask on causal self-attention means causal: decoder_self_attention_mask
             is_causal = self.is_causal and attention_mask is None and query.shape[2] > 1
             output = F.scaled_dot_product_attention(
                 query, key, value, attn_mask=attention_mask, dropout_p=self.dropout if self.training else 0.0,
@@ -761,6 +507,13 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     _can_compile_fullgraph = True
     _no_split_modules = ["VanillaTransformerEncoderLayer", "VanillaTransformerDecoderLayer"]
 
+    def train(self, mode: bool = True):
+        """`PreTrainedModel.train`; entering training mode also frees the packed copies of this model's weights
+        that CPU decoding keeps (see `linear`): the updates to come would make them stale."""
+        if mode:
+            release_cpu_inference_weights(self.parameters())
+        return super().train(mode)
+
     def _init_weights(self, module: nn.Module) -> None:
         """Xavier-uniform (or N(0, `linear_init_std`)) linear layers with zero bias, N(0, `embedding_init_std`)
         embeddings with a zero pad row, unit LayerNorms, and the fixed position tables rebuilt (they are buffers
@@ -832,17 +585,6 @@ class _Stack(VanillaTransformerPreTrainedModel):
         return self.layer_norm(hidden_states) if self.layer_norm is not None else hidden_states
 
 
-def _check_inputs(ids: torch.Tensor | None, embeds: torch.Tensor | None, vocab_size: int, name: str) -> torch.Size:
-    if (ids is None) == (embeds is None):
-        raise ValueError(f"pass exactly one of {name} and the matching inputs_embeds")
-    if ids is not None:
-        check_token_ids(ids, vocab_size, name)
-        return ids.shape
-    if embeds.dim() != 3 or embeds.shape[0] == 0 or embeds.shape[1] == 0:
-        raise ValueError(f"inputs_embeds for {name} must have a non-empty shape (B, L, C), got {tuple(embeds.shape)}")
-    return embeds.shape[:2]
-
-
 class VanillaTransformerEncoder(_Stack):
     """N identical layers of self-attention + feed-forward over the source sentence."""
 
@@ -862,7 +604,7 @@ class VanillaTransformerEncoder(_Stack):
         **kwargs,
     ) -> BaseModelOutput | tuple:
         """input_ids: (B, S); attention_mask: (B, S) 1 = token, 0 = padding. Returns (B, S, C) states."""
-        shape = _check_inputs(input_ids, inputs_embeds, self.config.vocab_size, "input_ids")
+        shape = check_inputs(input_ids, inputs_embeds, self.config.vocab_size, "input_ids")
         if attention_mask is not None:
             check_token_mask(attention_mask, shape, "attention_mask")
             if attention_mask.dim() != 2:
@@ -897,21 +639,8 @@ class VanillaTransformerDecoder(_Stack):
         self.layers = nn.ModuleList(
             [VanillaTransformerDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
         )
-        self._cross_mask_memo = _MaskMemo()
+        self._cross_mask_memo = MaskMemo()
         self.post_init()
-
-    def causal_mask_is_implicit(
-        self, past_length: int | torch.Tensor, new_tokens: int, key_length: int, output_attentions: bool
-    ) -> bool:
-        """Whether self-attention needs no mask tensor (no target padding assumed): a single new token that
-        sees every key (cached decoding with a dynamic cache), or a plain causal T x T pattern from an empty
-        cache, which the sdpa backend applies itself with `is_causal` (its fastest path; the eager path, also
-        used for `output_attentions`, needs the explicit mask)."""
-        if not isinstance(past_length, int) or key_length != past_length + new_tokens:
-            return False  # a static cache has unwritten slots that must be masked
-        if new_tokens == 1:
-            return True
-        return past_length == 0 and self.config._attn_implementation == "sdpa" and not output_attentions
 
     def forward(
         self,
@@ -931,11 +660,7 @@ class VanillaTransformerDecoder(_Stack):
         positions, or a 4-D (B, 1, T, K) mask; encoder_hidden_states: (B, S, C); encoder_attention_mask: (B, S).
         With `use_cache`, self-attention K/V are appended to `cache` and encoder K/V are computed once."""
         cache = cache if cache is not None else kwargs.get("past_key_values")
-        shape = _check_inputs(input_ids, inputs_embeds, self.config.decoder_vocab_size, "decoder_input_ids")
-        if encoder_hidden_states is None:
-            raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
-        if attention_mask is not None:
-            check_token_mask(attention_mask, attention_mask.shape, "decoder_attention_mask")
+        shape = check_inputs(input_ids, inputs_embeds, self.config.decoder_vocab_size, "decoder_input_ids")
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         if cache is not None and not isinstance(cache, EncoderDecoderCache):
@@ -945,17 +670,8 @@ class VanillaTransformerDecoder(_Stack):
             )
         new_tokens = shape[1]
         past_length = cache.get_seq_length() if cache is not None else 0
-        if isinstance(past_length, int):
-            check_length(past_length + new_tokens, self.config, "the target sequence")
+        check_decoder_inputs(encoder_hidden_states, attention_mask, past_length, new_tokens, self.config)
         device = encoder_hidden_states.device
-
-        if attention_mask is not None and attention_mask.dim() == 2 and attention_mask.shape[1] != (
-            past_length + new_tokens if isinstance(past_length, int) else attention_mask.shape[1]
-        ):
-            raise ValueError(
-                f"decoder_attention_mask covers {attention_mask.shape[1]} positions but the decoder sees "
-                f"{past_length} cached + {new_tokens} new positions"
-            )
         attention_mask = without_padding(attention_mask)
         position_ids = build_position_ids(attention_mask, past_length, new_tokens, device)  # (B or 1, T)
         hidden_states, rotary = self.embed(input_ids, inputs_embeds, position_ids)  # (B, T, C)
@@ -963,12 +679,10 @@ class VanillaTransformerDecoder(_Stack):
             key_length = cache.self_attention_cache.get_mask_sizes(new_tokens, 0)[0]
         else:
             key_length = new_tokens
-        implicit = self.causal_mask_is_implicit(past_length, new_tokens, key_length, output_attentions)
-        if attention_mask is None and implicit:
-            self_mask = None
-        else:
-            query_positions = torch.arange(new_tokens, device=device) + past_length  # (T,)
-            self_mask = build_attention_mask(attention_mask, hidden_states.dtype, query_positions, key_length)
+        kernel_is_causal = attention_backend(self.config, output_attentions) == "sdpa"
+        self_mask = decoder_self_attention_mask(
+            attention_mask, hidden_states.dtype, device, past_length, new_tokens, key_length, kernel_is_causal
+        )  # (B or 1, 1, T, K), or None: causal, applied by the kernel
         memo_key = (hidden_states.dtype, hidden_states.device)
         found, cross_mask = self._cross_mask_memo.get(encoder_attention_mask, memo_key)
         if not found:
@@ -1007,57 +721,6 @@ class VanillaTransformerDecoder(_Stack):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Loss: (label-smoothed) cross entropy over the target vocabulary, one fused backward
-# ----------------------------------------------------------------------------------------------------------------
-
-
-class _SmoothedCrossEntropy(torch.autograd.Function):
-    """Sums over the kept rows of a (N, V) fp32 logits matrix: nll = -log p[target], smooth = -sum_j log p_j, and
-    loss = a * nll + b * smooth with a = 1 - eps - eps / (V - 1), b = eps / (V - 1).
-
-    The gradient is written in one (N, V) pass, d loss / d logits = (a + b V) softmax - b - a onehot(target)
-    (and softmax - onehot for nll), instead of autograd's zero-filled scatter, expanded sum and log-softmax
-    backward: ~1.5x faster on (2048, 8k) and ~2x on (4096, 32k) logits on CPU, same values to fp32 rounding."""
-
-    @staticmethod
-    def forward(ctx, logits: torch.Tensor, target: torch.Tensor, keep: torch.Tensor, epsilon: float):
-        # logits: (N, V) fp32; target: (N,) ids (anything where not kept); keep: (N,) bool
-        lprobs = torch.log_softmax(logits, dim=-1)  # (N, V)
-        a = 1.0 - epsilon - epsilon / (logits.shape[-1] - 1)
-        b = epsilon / (logits.shape[-1] - 1)
-        nll = torch.where(keep, -lprobs.gather(-1, target[:, None]).squeeze(-1), 0.0).sum()
-        smooth = torch.where(keep, -lprobs.sum(-1), 0.0).sum() if b else torch.zeros_like(nll)
-        ctx.save_for_backward(lprobs, target, keep)
-        ctx.coefficients = (a, b)
-        return a * nll + b * smooth, nll
-
-    @staticmethod
-    def backward(ctx, grad_loss: torch.Tensor, grad_nll: torch.Tensor):
-        lprobs, target, keep = ctx.saved_tensors
-        a, b = ctx.coefficients
-        rows = keep.to(lprobs.dtype)[:, None]  # (N, 1): 0 for ignored positions
-        onehot_scale = rows * (grad_loss * a + grad_nll)  # (N, 1)
-        grad = torch.exp(lprobs).mul_(onehot_scale + rows * (grad_loss * b * lprobs.shape[-1]))  # (N, V)
-        if b:
-            grad.sub_(rows * (grad_loss * b))
-        grad.scatter_add_(-1, target[:, None], -onehot_scale)
-        return grad, None, None, None
-
-
-def smoothed_cross_entropy(
-    logits: torch.Tensor, labels: torch.Tensor, epsilon: float = 0.0, ignore_index: int = -100
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(loss_sum, nll_sum)`` of (..., V) logits against (...) labels, in fp32, over positions whose label is not
-    ``ignore_index``. ``epsilon`` is fairseq's label smoothing: the target distribution puts 1 - epsilon on the
-    label and epsilon / (V - 1) on every other token; with epsilon = 0 both sums are the plain cross entropy."""
-    keep = labels != ignore_index
-    target = labels.masked_fill(~keep, 0)
-    return _SmoothedCrossEntropy.apply(
-        logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1), keep.reshape(-1), float(epsilon)
-    )
-
-
-# ----------------------------------------------------------------------------------------------------------------
 # The model
 # ----------------------------------------------------------------------------------------------------------------
 
@@ -1082,7 +745,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             self._tied_weights_keys = None
         self.encoder = VanillaTransformerEncoder(config, encoder_embed)
         self.decoder = VanillaTransformerDecoder(config, decoder_embed)
-        self._checked_mask = _MaskMemo()  # the source mask generate() passes again at every step
+        self._checked_mask = MaskMemo()  # the source mask generate() passes again at every step
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -1171,34 +834,17 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-def check_generation_arguments(kwargs: dict, generation_config: GenerationConfig) -> None:
-    """Raise `ValueError` for decoding arguments that make no sense, naming the value and the fix."""
+# ----------------------------------------------------------------------------------------------------------------
+# The model with the LM head: teacher forcing, the paper's decoding defaults, generate()
+# ----------------------------------------------------------------------------------------------------------------
 
-    def value(name):
-        return kwargs[name] if kwargs.get(name) is not None else getattr(generation_config, name, None)
 
-    sampling = bool(value("do_sample"))
-    top_p, temperature, top_k = value("top_p"), value("temperature"), value("top_k")
-    if sampling and top_p is not None and not 0.0 < top_p <= 1.0:
-        raise ValueError(f"top_p={top_p} must be in (0, 1]; use 1.0 to disable nucleus sampling")
-    if sampling and temperature is not None and not temperature > 0:
-        raise ValueError(
-            f"temperature={temperature} must be > 0 when sampling; for deterministic output use do_sample=False"
-        )
-    if sampling and top_k is not None and (not isinstance(top_k, int) or top_k < 0):
-        raise ValueError(f"top_k={top_k} must be a non-negative integer (0 disables top-k filtering)")
-    num_beams = 1 if value("num_beams") is None else value("num_beams")
-    returned = 1 if value("num_return_sequences") is None else value("num_return_sequences")
-    if not isinstance(num_beams, int) or num_beams < 1:
-        raise ValueError(f"num_beams={num_beams} must be a positive integer")
-    if not sampling and returned > num_beams:
-        raise ValueError(
-            f"num_return_sequences={returned} is larger than num_beams={num_beams}; beam search can return at "
-            f"most num_beams sequences: raise num_beams or lower num_return_sequences"
-        )
-    for name in ("max_new_tokens", "min_new_tokens"):
-        if kwargs.get(name) is not None and (not isinstance(kwargs[name], int) or kwargs[name] < 0):
-            raise ValueError(f"{name}={kwargs[name]} must be a non-negative integer")
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Teacher forcing: (B, T) labels -> (B, T) decoder input `[start, y_1, ..., y_{T-1}]`, IGNORE_INDEX -> pad."""
+    shifted = labels.new_empty(labels.shape)
+    shifted[:, 1:] = labels[:, :-1]
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == IGNORE_INDEX, pad_token_id)
 
 
 def default_generation_config(config: VanillaTransformerConfig) -> GenerationConfig:
@@ -1265,8 +911,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         return self.model.decoder
 
     def generate(self, *args, **kwargs):
-        """`GenerationMixin.generate` after checking the sampling and beam arguments that transformers accepts
-        silently (top_p outside (0, 1], temperature <= 0, negative top_k, ...)."""
+        """`GenerationMixin.generate` after `check_generation_arguments` (values that transformers would reject
+        late or accept silently: top_p outside (0, 1], temperature <= 0, negative top_k, ...)."""
         check_generation_arguments(kwargs, kwargs.get("generation_config") or self.generation_config)
         return super().generate(*args, **kwargs)
 
@@ -1311,12 +957,12 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         past_key_values: EncoderDecoderCache | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput | tuple:
-        """Like `VanillaTransformerModel.forward`, plus `labels` (B, T): target ids ending with </s>, -100 for
-        positions to ignore. With labels and no decoder input, the decoder input is the labels shifted right
-        (teacher forcing) and `loss` is the mean token cross-entropy over non-ignored positions.
+        """Like `VanillaTransformerModel.forward`, plus `labels` (B, T): target ids ending with </s>,
+        IGNORE_INDEX for positions to ignore. With labels and no decoder input, the decoder input is the labels
+        shifted right (teacher forcing) and `loss` is the mean token cross-entropy over non-ignored positions.
         Returns `logits` (B, T, V)."""
         if labels is not None:
-            check_token_ids(labels.masked_fill(labels == -100, 0), self.config.decoder_vocab_size, "labels")
+            check_token_ids(labels.masked_fill(labels == IGNORE_INDEX, 0), self.config.decoder_vocab_size, "labels")
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
@@ -1343,7 +989,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
                     f"positions; pass labels of the same shape as decoder_input_ids"
                 )
             loss_sum, _ = smoothed_cross_entropy(logits, labels)
-            loss = loss_sum / (labels != -100).sum()  # mean over the labelled positions (NaN if there are none)
+            loss = loss_sum / (labels != IGNORE_INDEX).sum()  # mean over labelled positions (NaN if none)
         output = Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

@@ -20,15 +20,15 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
-from modeling.modeling_vanilla_transformer import cpu_inference_gemm, cpu_vendor, set_cpu_inference_gemm  # noqa: E402
+from modeling import cpu_inference_gemm, cpu_vendor, set_cpu_inference_gemm  # noqa: E402
 from training.allocator import tune_cpu_allocator  # noqa: E402
-from training.benchmark import PRESETS, Settings, build_contenders, format_rows, quick_settings, run_preset  # noqa: E402
+from benchmarks.speed import VOCAB_SIZES, Settings, build_contenders, format_rows, quick_settings, run_preset  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
-        "--preset", choices=list(PRESETS), action="append", help="repeatable; default small and base"
+        "--preset", choices=list(VOCAB_SIZES), action="append", help="repeatable; default small and base"
     )
     p.add_argument("--quick", action="store_true", help="small preset, 3 rounds, no 4k-token training step")
     p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5, quick 3)")

@@ -15,13 +15,15 @@ import sys
 import time
 from pathlib import Path
 
-from tokenizer import DEFAULT_VOCAB_SIZE, load_parallel_texts, train_bpe_tokenizer
-from tokenizer.benchmark import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.tokenizer import (  # noqa: E402
     compare_encode_speed,
     encoding_stats,
     sentencepiece_tokens_per_sentence,
     train_sentencepiece_bpe,
 )
+from tokenizer import DEFAULT_VOCAB_SIZE, load_parallel_texts, train_bpe_tokenizer  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

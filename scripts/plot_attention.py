@@ -6,7 +6,8 @@ source tokens; each row sums to 1).
     python scripts/plot_attention.py --model outputs/default --text "起初神创造天地。" --layer 0 --head 2 -o a.png
 
 Works for our models and for any seq2seq model that returns attention weights (MarianMTModel included; it
-is loaded with attn_implementation="eager"). Without a CJK-capable font, Chinese tokens are labelled by id.
+is loaded with attn_implementation="eager"; weights from safetensors only). Without a CJK-capable font,
+Chinese tokens are labelled by id. Exit code 2 for a model that cannot be loaded.
 """
 
 from __future__ import annotations
@@ -37,20 +38,29 @@ def main(argv: list[str] | None = None) -> int:
         "--layer", type=int, default=-1, help="decoder layer, negative from the last (default -1)"
     )
     parser.add_argument("--head", type=_head, default="mean", help="attention head index or 'mean' (default)")
-    parser.add_argument("--num_beams", type=int, default=4, help="beams for the translation (default 4)")
+    parser.add_argument("--num_beams", type=int, default=None, help="beams (default: the model's, 4)")
     parser.add_argument("--max_new_tokens", type=int, default=None, help="cap on generated tokens")
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
+    parser.add_argument(
+        "--trust_remote_code", action="store_true", help="allow a Hub repo's own model code to run"
+    )
     parser.add_argument(
         "-o", "--output", default="attention.png", help="PNG to write (default attention.png)"
     )
     args = parser.parse_args(argv)
 
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    from inference import cross_attention, load_model_and_tokenizer, plot_attention
 
-    import modeling  # noqa: F401  (registers our Auto classes)
-    from training.plots import cross_attention, plot_attention
-
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForSeq2SeqLM.from_pretrained(args.model, attn_implementation="eager")
+    try:
+        model, tokenizer = load_model_and_tokenizer(
+            args.model,
+            device=args.device,
+            trust_remote_code=True if args.trust_remote_code else None,
+            attn_implementation="eager",
+        )
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     amap = cross_attention(model, tokenizer, args.text, layer=args.layer, head=args.head,
                            num_beams=args.num_beams, max_new_tokens=args.max_new_tokens)  # fmt: skip
     path = plot_attention(amap, args.output)

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from huggingface_hub.errors import HfHubHTTPError  # noqa: E402
 
-from training.hub import push_folder  # noqa: E402
+from export import push_folder  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
-    logging.getLogger("training").setLevel(logging.INFO)
+    logging.getLogger("export").setLevel(logging.INFO)
     try:
         url = push_folder(args.model, args.repo_id, private=args.private, commit_message=args.commit_message)
     except ValueError as err:

@@ -7,7 +7,7 @@ flat and every input line must get exactly one output line.
 
 Sentences are drawn (seeded) from data/bible.zh-en.tsv.xz: single verses, verse fragments, runs of several
 verses longer than the model maximum (truncated), and empty or whitespace-only lines. They are translated
-in chunks, each through `training.translate.translate_lines` with a batch size drawn from 1-64. The resident
+in chunks, each through `inference.translate_lines` with a batch size drawn from 1-64. The resident
 set size (RSS, from /proc/self/status) is printed at the start (model loaded), after each tenth, and at the
 end, with the growth over the second half of the run, which is the leak indicator (the first chunks still
 allocate allocator pools and caches). Exit code 1 if the output count differs from the input count or the
@@ -61,13 +61,13 @@ def tiny_random_model(folder: Path, seed: int) -> str:
     """Export a 2+2-layer random-weight model with a BPE tokenizer trained on 2,000 corpus lines."""
     import torch
 
+    from corpus import DEFAULT_DATA, load_parallel_corpus
     from modeling import (
         VanillaTransformerConfig,
         VanillaTransformerForConditionalGeneration,
         save_with_remote_code,
     )
     from tokenizer.bpe import train_bpe_tokenizer
-    from training.data import DEFAULT_DATA, load_parallel_corpus
 
     ds, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=2000)
     tokenizer = train_bpe_tokenizer(list(ds["source"]) + list(ds["target"]), vocab_size=2000)
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from training.translate import load_model_and_tokenizer, translate_lines
+    from inference import load_model_and_tokenizer, translate_lines
 
     logging.basicConfig(level=logging.ERROR)  # the per-chunk truncation warnings are expected here
     with tempfile.TemporaryDirectory() as tmp:

@@ -8,7 +8,7 @@ Examples:
     python scripts/train.py --resume
     accelerate launch --num_processes 2 scripts/train.py --preset base --mixed_precision bf16 ...
 
-All options: python scripts/train.py --help (they are the fields of training.trainer.TrainConfig).
+All options: python scripts/train.py --help (they are the fields of training.options.TrainConfig).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from tqdm.auto import tqdm  # noqa: E402
 
 from training.cli import parse_dataclass  # noqa: E402
-from training.trainer import TrainConfig, train  # noqa: E402
+from training import TrainConfig, train  # noqa: E402
 
 
 class Progress:

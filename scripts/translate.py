@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
 
-    from training.translate import check_generate_options, load_model_and_tokenizer, translate_lines
+    from inference import load_model_and_tokenizer, translate_lines
+    from modeling import check_generation_arguments
 
     generate_kwargs = {
         "num_beams": 1 if args.do_sample and args.num_beams is None else args.num_beams,
@@ -65,11 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.batch_size < 1:
             raise ValueError(f"batch_size={args.batch_size} is invalid: expected an integer >= 1; e.g. 32")
-        check_generate_options(generate_kwargs)  # before loading anything: bad values fail at once
+        check_generation_arguments(generate_kwargs)  # before loading the model: bad values fail at once
         model, tokenizer = load_model_and_tokenizer(
             args.model, device=args.device, trust_remote_code=True if args.trust_remote_code else None
         )
-        check_generate_options(generate_kwargs, model.generation_config)
+        check_generation_arguments(generate_kwargs, model.generation_config)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

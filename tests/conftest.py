@@ -119,6 +119,6 @@ def export(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def loaded(export):
     """(model, tokenizer) loaded from the `export` folder the way translate.py loads them."""
-    from training.translate import load_model_and_tokenizer
+    from inference import load_model_and_tokenizer
 
     return load_model_and_tokenizer(str(export))

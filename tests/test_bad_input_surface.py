@@ -16,13 +16,13 @@ from conftest import ROOT, random_batch, tiny_config, tiny_model, tiny_tokenizer
 from test_translate_cli import run_main
 from transformers import AutoConfig, AutoTokenizer, pipeline
 
+from corpus import DEFAULT_DATA, load_parallel_corpus, load_split
 from modeling import VanillaTransformerConfig
 from training.checkpoint import CheckpointError, load_model_weights, write_manifest
 from training.cli import parse_dataclass
-from training.data import DEFAULT_DATA, load_parallel_corpus, load_split
-from training.hub import check_exported_folder, push_folder, resolve_token
-from training.trainer import TrainConfig, train
-from training.translate import load_model_and_tokenizer, translate_lines
+from export import check_exported_folder, push_folder, resolve_token
+from training import TrainConfig, train
+from inference import load_model_and_tokenizer, translate_lines
 
 # ---------------------------------------------------------------------------------------------- model
 

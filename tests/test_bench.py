@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import ROOT
 
-from training.benchmark import (
+from benchmarks.speed import (
     Settings,
     build_contenders,
     format_rows,
@@ -69,7 +69,7 @@ def test_bench_script_cli(capsys):
 
 
 def test_parity_is_checked_with_the_default_gemm_when_ours_decodes_with_onednn(monkeypatch):
-    import modeling.modeling_vanilla_transformer as mv
+    import modeling.kernels_vanilla_transformer as mv
 
     if not mv._onednn_linear_available():
         pytest.skip("this PyTorch build has no oneDNN")
@@ -92,7 +92,7 @@ def test_parity_is_checked_with_the_default_gemm_when_ours_decodes_with_onednn(m
 
 
 def test_training_workloads_leave_the_compared_weights_untouched():
-    from training.benchmark import bench_training
+    from benchmarks.speed import bench_training
 
     contenders = build_contenders("tiny", with_ct2=False)
     before = {n: {k: v.clone() for k, v in m.state_dict().items()} for n, m in

@@ -1,4 +1,4 @@
-"""The oneDNN path of CPU inference linear layers (`modeling_vanilla_transformer.linear`): the same values as
+"""The oneDNN path of CPU inference linear layers (`kernels_vanilla_transformer.linear`): the same values as
 `F.linear`, taken only where it should be (no autograd, CPU fp32, few rows, large enough weights, mode), and a
 packed weight that follows in-place updates. The thresholds are lowered so that tiny models take the path."""
 
@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from conftest import tiny_config
 
-import modeling.modeling_vanilla_transformer as mv
+import modeling.kernels_vanilla_transformer as mv
 from modeling import VanillaTransformerForConditionalGeneration
 
 pytestmark = pytest.mark.skipif(not mv._onednn_linear_available(), reason="this PyTorch build has no oneDNN")
@@ -172,4 +172,24 @@ def test_model_with_packed_weights_can_be_copied_and_pickled(onednn):
     with torch.no_grad():
         assert torch.equal(clone.generate(input_ids=ids, max_new_tokens=4), out)
         assert torch.equal(again.generate(input_ids=ids, max_new_tokens=4), out)
+    mv.release_cpu_inference_weights()
+
+
+def test_training_mode_frees_the_models_packed_weights(onednn):
+    """eval() + generate() on the oneDNN path packs weights; model.train() frees this model's packed copies
+    (and only those): the updates to come would make them stale."""
+    torch.manual_seed(0)
+    model = VanillaTransformerForConditionalGeneration(tiny_config()).eval()
+    other = mv.Linear(32, 40)
+    ids = torch.randint(4, model.config.vocab_size, (2, 5))
+    with torch.no_grad():
+        model.generate(input_ids=ids, max_new_tokens=4)
+        other(torch.randn(3, 32))
+    weights = list(model.parameters())
+    assert any(w in mv._packed_weights for w in weights) and other.weight in mv._packed_weights
+    model.eval()  # leaving training mode keeps them
+    assert any(w in mv._packed_weights for w in weights)
+    model.train()
+    assert not any(w in mv._packed_weights for w in weights)
+    assert other.weight in mv._packed_weights
     mv.release_cpu_inference_weights()

@@ -9,7 +9,16 @@ import lzma
 
 import pytest
 
-from training.data import DEFAULT_DATA, load_parallel_corpus, load_split, split_corpus, tokenize_dataset
+from corpus import (
+    DEFAULT_DATA,
+    DataOptions,
+    language_pair,
+    load_parallel_corpus,
+    load_split,
+    read_lines,
+    split_corpus,
+)
+from training.data import tokenize_dataset
 
 
 def write(path, text: str | bytes):
@@ -107,3 +116,39 @@ def test_tokenization_is_cached(tmp_path):
     again = tokenize_dataset(ds, tok, cache_dir=tmp_path / "cache")
     assert again.cache_files[0]["filename"] == str(files[0])
     assert first["labels"][0][-1] == tok.eos_token_id == 3 and first["input_ids"] == again["input_ids"]
+
+
+def test_language_pair_reads_the_file_name():
+    assert language_pair(str(DEFAULT_DATA)) == ("zh", "en")
+    assert language_pair("corpora/wmt_de-en.jsonl") == ("de", "en")
+    assert language_pair("data/de-en/train.tsv") == (None, None)  # only the file name counts
+    assert language_pair("wmt14") == (None, None)
+
+
+def test_data_options_are_the_flags_of_the_corpus(tmp_path):
+    tsv = write(tmp_path / "pairs.de-en.tsv", "".join(f"s{i}\tt{i}\n" for i in range(40)) + "no tab\n")
+    options = DataOptions(data=str(tsv), valid_size=4, test_size=6, split_block_size=3, split_seed=5)
+    assert options.languages() == ("de", "en") and options.check() == []
+    assert DataOptions(data=str(tsv), target_lang="fr").languages() == ("de", "fr")
+    splits, report = options.load_splits()
+    corpus, _ = load_parallel_corpus(tsv)
+    expected = split_corpus(corpus, 4, 6, block_size=3, seed=5)
+    assert {k: splits[k]["source"] for k in splits} == {k: expected[k]["source"] for k in expected}
+    assert report.skipped_bad_lines == 1
+    problems = DataOptions(on_bad_line="drop", valid_size=-1, split_block_size=0, max_lines=0).check()
+    assert len(problems) == 4 and "--on_bad_line must be 'skip' or 'error', got 'drop'" in problems
+    with pytest.raises(ValueError, match="line 41: no tab"):
+        DataOptions(data=str(tsv), on_bad_line="error").load_splits()
+
+
+def test_tokenizer_reads_files_like_the_corpus(tmp_path):
+    from tokenizer.corpus import iter_file_texts
+
+    lines = list(read_lines(write(tmp_path / "a.txt.gz", gzip.compress("\ufeffa\r\nb\n\n".encode()))))
+    assert lines == [("a", True), ("b", False), ("", False)]
+    assert list(iter_file_texts(tmp_path / "a.txt.gz")) == ["a", "b"]
+    bad = write(tmp_path / "b.tsv", b"a\tA\n\xff\tB\n")
+    for read in (load_parallel_corpus, lambda p: list(iter_file_texts(p))):
+        with pytest.raises(ValueError, match=r"b.tsv' line 2 is not valid UTF-8.*iconv"):
+            read(bad)
+    assert list(iter_file_texts(bad, max_lines=1)) == ["a", "A"]  # reading stops before the bad line

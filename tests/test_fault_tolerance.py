@@ -24,9 +24,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from corpus import DEFAULT_DATA, load_parallel_corpus
 from training import checkpoint as ckpt
-from training.data import DEFAULT_DATA, load_parallel_corpus
-from training.trainer import TrainConfig, train
+from training import TrainConfig, train
 
 STEPS = 12
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-\d+$")

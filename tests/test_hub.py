@@ -14,8 +14,8 @@ import pytest
 from conftest import ROOT
 from hub_server import HubServer, git_blob_oid
 
-from training.hub import check_exported_folder, model_card, push_folder
-from training.translate import load_model_and_tokenizer, translate_lines
+from export import check_exported_folder, hub_model_card, push_folder
+from inference import load_model_and_tokenizer, translate_lines
 
 PUSH = ROOT / "scripts" / "push_to_hub.py"
 TOKEN = "hf_stand_in_SECRET_token_7d1c"
@@ -206,7 +206,7 @@ PRIVATE_PUSH_TWICE = r"""
 import json, sys
 from huggingface_hub import HfApi
 from huggingface_hub.errors import RepositoryNotFoundError
-from training.hub import push_folder
+from export import push_folder
 
 folder, repo_id = sys.argv[1], sys.argv[2]
 first = push_folder(folder, repo_id, private=True)
@@ -243,7 +243,7 @@ def test_private_repo_and_unchanged_second_push(hub, export, tmp_path):
 
 
 def test_model_card_has_metadata_and_usage():
-    card = model_card({"model_type": "vanilla_transformer", "d_model": 512}, "alice/m", {"num_beams": 4})
+    card = hub_model_card({"model_type": "vanilla_transformer", "d_model": 512}, "alice/m", {"num_beams": 4})
     assert card.startswith("---\nlibrary_name: transformers\npipeline_tag: translation\n")
     assert 'from_pretrained("alice/m", trust_remote_code=True)' in card and "| d_model | 512 |" in card
     assert "num_beams=4" in card

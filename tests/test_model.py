@@ -10,7 +10,8 @@ from transformers import AutoModelForSeq2SeqLM, StaticCache
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from modeling import VanillaTransformerForConditionalGeneration, build_attention_mask
-from modeling.modeling_vanilla_transformer import add_dropout, apply_dropout, sinusoidal_table
+from modeling.kernels_vanilla_transformer import add_dropout, apply_dropout
+from modeling.modeling_vanilla_transformer import sinusoidal_table
 
 
 def full_logits(model, src, mask, tgt):

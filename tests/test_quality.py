@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from training.plots import AttentionMap, cross_attention, curves_from_history, plot_attention, tick_labels
+from inference.attention import AttentionMap, cross_attention, plot_attention, tick_labels
+from training.plots import curves_from_history
 from training.quality import QualityConfig, parse_overrides, run_quality_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,7 +162,7 @@ def test_plot_attention_script_writes_a_png(bench, tmp_path, capsys):
 
 
 def test_tokens_without_a_font_are_labelled_by_id_with_a_warning(monkeypatch, tmp_path):
-    import training.plots as plots
+    import inference.attention as plots
 
     monkeypatch.setattr(plots, "find_fonts", lambda texts: None)
     with pytest.warns(UserWarning, match="No installed font has glyphs for '我爱'.*labelled by id"):

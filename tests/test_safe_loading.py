@@ -18,10 +18,10 @@ import torch
 from conftest import ROOT
 from test_remote_code import run_isolated
 
+from corpus import DEFAULT_DATA, load_parallel_corpus
 from training import checkpoint as ckpt
-from training.data import DEFAULT_DATA, load_parallel_corpus
-from training.trainer import TrainConfig, train
-from training.translate import load_model_and_tokenizer
+from training import TrainConfig, train
+from inference import load_model_and_tokenizer
 
 
 class Payload:

@@ -1,4 +1,4 @@
-"""Tests for the joint BPE tokenizer (issue #3). Small vocabularies on corpus slices: runs in seconds."""
+"""Tests for the joint BPE tokenizer. Small vocabularies on corpus slices: runs in seconds."""
 
 from __future__ import annotations
 
@@ -11,22 +11,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, DataCollatorForSeq2Seq
 
+from modeling import IGNORE_INDEX
 from tokenizer import (
     BOS_ID,
     BOS_TOKEN,
     EOS_ID,
     EOS_TOKEN,
-    LABEL_PAD_ID,
     PAD_ID,
     PAD_TOKEN,
     UNK_ID,
     UNK_TOKEN,
-    encode_parallel,
+    load_or_train_tokenizer,
     load_parallel_texts,
     normalize_text,
-    seq2seq_collator,
     train_bpe_tokenizer,
 )
 
@@ -170,17 +169,16 @@ def test_text_target_padding_truncation(tok):
 
 
 def test_label_padding_is_ignored_in_loss(tok):
+    """transformers' `DataCollatorForSeq2Seq` with the project's tokenizer: label padding is the ignored id."""
     src, tgt = ["我爱机器翻译", "神"], ["I love machine translation.", "God"]
-    batch = encode_parallel(tok, src, tgt, max_length=32)
-    labels = batch["labels"]
-    assert labels.shape[0] == 2 and (labels[1] == LABEL_PAD_ID).any() and not (labels == PAD_ID).any()
-    assert labels[0, -1].item() == EOS_ID
+    batch = tok(src, text_target=tgt, padding=True, truncation=True, max_length=32, return_tensors="pt")
     features = [{k: v for k, v in tok(s, text_target=t).items()} for s, t in zip(src, tgt)]
-    collated = seq2seq_collator(tok)(features)
-    assert (collated["labels"] == labels).all()
+    collated = DataCollatorForSeq2Seq(tok, label_pad_token_id=IGNORE_INDEX)(features)
+    labels = collated["labels"]
+    assert labels.shape[0] == 2 and (labels[1] == IGNORE_INDEX).any() and not (labels == PAD_ID).any()
+    assert labels[0, -1].item() == EOS_ID
+    assert (labels == batch["labels"].masked_fill(batch["labels"] == PAD_ID, IGNORE_INDEX)).all()
     assert (collated["input_ids"] == batch["input_ids"]).all()
-    with pytest.raises(ValueError, match="aligned"):
-        encode_parallel(tok, src, tgt[:1])
 
 
 def test_empty_and_long_inputs(tok):
@@ -376,7 +374,7 @@ def test_training_is_reproducible_across_processes():
     alphabet is now chosen by frequency then code point, so separate processes train identical tokenizers."""
     code = (
         "import hashlib, sys; sys.path.insert(0, '.')\n"
-        "from training.data import DEFAULT_DATA, load_parallel_corpus\n"
+        "from corpus import DEFAULT_DATA, load_parallel_corpus\n"
         "from tokenizer.bpe import train_bpe_tokenizer\n"
         "ds, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=1000)\n"
         "tok = train_bpe_tokenizer(list(ds['source']) + list(ds['target']), vocab_size=1500)\n"
@@ -397,3 +395,35 @@ def test_frequent_characters_ranks_by_count_then_code_point():
 
     assert frequent_characters(["b a", "cab"], 3) == ["a", "b", "c"]  # a:2 b:2, then c:1 and ▁:1, c < ▁
     assert frequent_characters(["ｂ"], 5) == ["b"]  # NFKC-normalised like the tokenizer's input
+
+
+def test_load_or_train_tokenizer_trains_once_then_reuses_the_folder(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    pairs = datasets.Dataset.from_dict(
+        {
+            "source": ["我爱机器翻译", "神说要有光"] * 20,
+            "target": ["I love machine translation.", "Let there be light."] * 20,
+        }
+    )
+    folder = tmp_path / "tok"
+    trained = load_or_train_tokenizer(None, folder, pairs, vocab_size=400)
+    vocab = trained.get_vocab()
+    assert (folder / "tokenizer.json").exists() and "翻" in vocab and "▁love" in vocab
+    reused = load_or_train_tokenizer(None, folder, pairs.select(range(2)), vocab_size=300)
+    assert reused.get_vocab() == vocab  # not trained again on other pairs and another size
+    given = load_or_train_tokenizer(str(folder), tmp_path / "unused", pairs, 400)
+    assert given.get_vocab() == vocab and not (tmp_path / "unused").exists()
+
+
+def test_load_or_train_tokenizer_refuses_other_special_ids_and_folders_without_tokenizer_json(tmp_path):
+    pairs = pytest.importorskip("datasets").Dataset.from_dict({"source": ["a b"] * 5, "target": ["c d"] * 5})
+    tok = train_bpe_tokenizer(["hello world", "abc def"] * 10, vocab_size=300)
+    tok.pad_token = tok.unk_token  # pad id 1 instead of 0
+    tok.save_pretrained(tmp_path / "other")
+    with pytest.raises(ValueError, match=r"special ids .*'pad': 1.*expects pad 0, <s> 2, </s> 3"):
+        load_or_train_tokenizer(str(tmp_path / "other"), tmp_path / "tok", pairs, 300)
+    with pytest.raises(ValueError, match=r"special ids .*'pad': 1.*delete"):
+        load_or_train_tokenizer(None, tmp_path / "other", pairs, 300)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match=r"'.*empty' has no tokenizer.json"):
+        load_or_train_tokenizer(str(tmp_path / "empty"), tmp_path / "tok", pairs, 300)

@@ -22,7 +22,7 @@ from training.checkpoint import (
     verify_checkpoint,
 )
 from training.loss import label_smoothed_nll_loss
-from training.model_card import DEFAULT_TEMPLATE, render_model_card
+from export.model_card import DEFAULT_TEMPLATE, render_model_card
 from training.schedule import build_optimizer, build_scheduler
 
 
@@ -241,15 +241,15 @@ def test_cpu_allocator_tuning_takes_effect_once_on_glibc_linux():
     import subprocess
     import sys
 
-    code = ("import sys; sys.path.insert(0, '.'); from training.allocator import tune_cpu_allocator, allocator_tuned; "
-            "print(allocator_tuned(), tune_cpu_allocator(), tune_cpu_allocator(), allocator_tuned())")  # fmt: skip
+    code = ("import sys; sys.path.insert(0, '.'); import training.allocator as a; "
+            "print(a._applied, a.tune_cpu_allocator(), a.tune_cpu_allocator(), a._applied)")  # fmt: skip
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout
     glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
     assert out.split() == (["False", "True", "True", "True"] if glibc else ["False", "False", "False", "False"])
 
 
-@pytest.mark.parametrize("module, name", [("training.trainer", "TrainConfig"), ("training.quality", "QualityConfig")])
+@pytest.mark.parametrize("module, name", [("training.options", "TrainConfig"), ("benchmarks.quality", "QualityConfig")])
 def test_every_option_of_the_training_clis_has_printable_help(module, name, capsys):
     """`scripts/train.py --help` and `scripts/bench_quality.py --help` format every option's help (argparse
     %-formats help strings: a '%' in one crashed --help)."""

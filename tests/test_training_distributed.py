@@ -16,8 +16,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from training.data import DEFAULT_DATA, load_parallel_corpus
-from training.trainer import TrainConfig, train
+from corpus import DEFAULT_DATA, load_parallel_corpus
+from training import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 3

@@ -9,9 +9,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from corpus import DEFAULT_DATA, load_parallel_corpus
 from training.checkpoint import CheckpointError
-from training.data import DEFAULT_DATA, load_parallel_corpus
-from training.trainer import TrainConfig, train
+from training import TrainConfig, train
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from training.data import DEFAULT_DATA
-from training.trainer import TrainConfig, train
+from corpus import DEFAULT_DATA
+from training import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parents[1]
 SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"
@@ -125,9 +125,9 @@ def test_in_run_averaging_exports_the_mean_of_the_last_snapshots_only_when_valid
 @pytest.mark.parametrize("kept", [True, False])
 def test_averaging_decision_follows_validation_loss(tmp_path, monkeypatch, kept):
     """Whichever way the validation loss goes, the model left in place is the better of final and average."""
-    from training import trainer as trainer_module
+    from training.loop import Trainer
 
-    real = trainer_module._Trainer.validate
+    real = Trainer.validate
     calls = []
 
     def fake_validate(self, bleu=True):
@@ -137,7 +137,7 @@ def test_averaging_decision_follows_validation_loss(tmp_path, monkeypatch, kept)
             metrics["valid_loss"] = 1.0 if (len(calls) == 1) == kept else 0.5
         return metrics
 
-    monkeypatch.setattr(trainer_module._Trainer, "validate", fake_validate)
+    monkeypatch.setattr(Trainer, "validate", fake_validate)
     cfg = small_run(tmp_path, max_steps=6, eval_every=6, average_last=2, average_every=3, bleu_samples=0,
                     export=False)  # fmt: skip
     result = train(cfg)
@@ -178,9 +178,9 @@ def test_export_at_minutes_saves_intermediate_models_without_changing_training(t
     """A 1-ms mark exports after the first update (averaging rules included) into OUTPUT_DIR/minute-M/; the run
     itself ends with exactly the weights of the same run without the mark. The averaging validations are rigged
     so that the average always wins, so the marks export averaged weights and must put the training ones back."""
-    from training import trainer as trainer_module
+    from training.loop import Trainer
 
-    real = trainer_module._Trainer.validate
+    real = Trainer.validate
     counter = iter(range(10**6))
 
     def rigged(self, bleu=True):
@@ -189,7 +189,7 @@ def test_export_at_minutes_saves_intermediate_models_without_changing_training(t
             metrics["valid_loss"] = 1e6 - next(counter)  # each call "better" than the previous one
         return metrics
 
-    monkeypatch.setattr(trainer_module._Trainer, "validate", rigged)
+    monkeypatch.setattr(Trainer, "validate", rigged)
     base = dict(max_steps=24, eval_every=24, bleu_samples=0, average_last=2, average_every=1, length_penalty=0.6,
                 test_size=2)  # fmt: skip
     plain = train(small_run(tmp_path / "plain", **base))
@@ -218,10 +218,10 @@ def test_bad_export_marks_are_rejected(tmp_path):
 
 @pytest.mark.parametrize("tune", [True, False])
 def test_trainer_tunes_the_cpu_allocator_only_when_asked(tmp_path, monkeypatch, tune):
-    import training.trainer as trainer_module
+    import training.hardware as hardware
 
     calls = []
-    monkeypatch.setattr(trainer_module, "tune_cpu_allocator", lambda: calls.append(1) or True)
+    monkeypatch.setattr(hardware, "tune_cpu_allocator", lambda: calls.append(1) or True)
     train(small_run(tmp_path, max_steps=1, eval_every=100, bleu_samples=0, export=False, tune_cpu_allocator=tune))
     assert calls == ([1] if tune else [])
 
@@ -243,18 +243,17 @@ def test_cooldown_decays_the_learning_rate_linearly_to_zero_over_the_end_of_the_
 
 
 def test_cooldown_progress_follows_the_budget_that_ends_first():
-    from training.trainer import _Trainer
+    from training.schedule import budget_progress
 
-    trainer = _Trainer.__new__(_Trainer)  # budget_progress only reads the options (and the epoch position)
-    trainer.cfg = TrainConfig(max_minutes=10, max_steps=None)
-    assert trainer.budget_progress(step=10**6, seconds=150) == 0.25
-    assert trainer.budget_progress(step=0, seconds=900) == 1.0  # capped
-    trainer.cfg = TrainConfig(max_minutes=10, max_steps=100)
-    assert trainer.budget_progress(step=80, seconds=300) == 0.8
-    assert trainer.budget_progress(step=20, seconds=420) == 0.7
-    trainer.cfg = TrainConfig(max_minutes=None, max_steps=None, max_epochs=4)
-    trainer.epochs_done = lambda: 3.0
-    assert trainer.budget_progress(step=5, seconds=10**6) == 0.75
+    def progress(step, seconds, max_minutes=10, max_steps=None, max_epochs=None, epochs=0.0):
+        return budget_progress(step=step, epochs=epochs, seconds=seconds, max_steps=max_steps, max_epochs=max_epochs,
+                               max_minutes=max_minutes)  # fmt: skip
+
+    assert progress(step=10**6, seconds=150) == 0.25
+    assert progress(step=0, seconds=900) == 1.0  # capped
+    assert progress(step=80, seconds=300, max_steps=100) == 0.8
+    assert progress(step=20, seconds=420, max_steps=100) == 0.7
+    assert progress(step=5, seconds=10**6, max_minutes=None, max_epochs=4, epochs=3.0) == 0.75
 
 
 @pytest.mark.parametrize("value", [1.0, -0.1, float("nan")])

@@ -1,4 +1,4 @@
-"""scripts/translate.py end to end (subprocesses) and training.translate in process, on a tiny exported model
+"""scripts/translate.py end to end (subprocesses) and inference.translate in process, on a tiny exported model
 with a tiny BPE tokenizer trained on a few hundred lines of data/bible.zh-en.tsv.xz."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import sys
 import pytest
 from conftest import MAX_POSITIONS, ROOT
 
-from training.translate import check_generate_options, translate_lines, translate_nbest
+from inference import translate_lines, translate_nbest
+from modeling import check_generation_arguments
 
 SCRIPT = ROOT / "scripts" / "translate.py"
 
@@ -87,7 +88,7 @@ def test_batched_equals_one_at_a_time_with_beams(loaded):
 
 def test_nbest_and_truncation_warning(loaded, caplog):
     model, tokenizer = loaded
-    with caplog.at_level("WARNING", logger="training.translate"):
+    with caplog.at_level("WARNING", logger="inference.translate"):
         nbest = translate_nbest(model, tokenizer, [LONG, "", "起初"], num_beams=3, num_return_sequences=2)
     assert [len(h) for h in nbest] == [2, 2, 2] and nbest[1] == ["", ""]
     assert f"1 of 2 input lines were longer than {MAX_POSITIONS} tokens" in caplog.text
@@ -134,12 +135,12 @@ def test_main_bad_model_exit_2(tmp_path, monkeypatch, capsys):
     assert code == 2 and "is a file" in err
 
 
-def test_check_generate_options_messages_name_the_fix():
+def test_check_generation_arguments_messages_name_the_fix():
     with pytest.raises(ValueError, match=r"top_p=2 is invalid: expected 0 < top_p <= 1; use e.g. 0.9"):
-        check_generate_options({"top_p": 2})
+        check_generation_arguments({"top_p": 2})
     with pytest.raises(ValueError, match="greedy"):
-        check_generate_options({"num_beams": 1, "num_return_sequences": 2})
-    check_generate_options({"num_beams": 1, "num_return_sequences": 2, "do_sample": True})
-    check_generate_options(
+        check_generation_arguments({"num_beams": 1, "num_return_sequences": 2})
+    check_generation_arguments({"num_beams": 1, "num_return_sequences": 2, "do_sample": True})
+    check_generation_arguments(
         {"num_return_sequences": 9}
     )  # beam count unknown: checked once the model is loaded

@@ -1,4 +1,4 @@
-"""Joint source-target BPE tokenizer for the encoder-decoder Transformer (issue #3).
+"""Joint source-target BPE tokenizer for the encoder-decoder Transformer.
 
 Special tokens and their fixed ids: ``<pad>``=0, ``<unk>``=1, ``<s>``=2 (bos, decoder start), ``</s>``=3
 (eos, appended to every sequence). See docs/tokenizer.md.
@@ -22,7 +22,7 @@ from .bpe import (
     wrap_backend_tokenizer,
 )
 from .corpus import iter_corpus_texts, load_parallel_texts
-from .seq2seq import LABEL_PAD_ID, encode_parallel, seq2seq_collator
+from .prepare import load_or_train_tokenizer
 
 __all__ = [
     "BOS_ID",
@@ -32,17 +32,15 @@ __all__ = [
     "DEFAULT_VOCAB_SIZE",
     "EOS_ID",
     "EOS_TOKEN",
-    "LABEL_PAD_ID",
     "PAD_ID",
     "PAD_TOKEN",
     "SPECIAL_TOKENS",
     "UNK_ID",
     "UNK_TOKEN",
-    "encode_parallel",
     "iter_corpus_texts",
+    "load_or_train_tokenizer",
     "load_parallel_texts",
     "normalize_text",
-    "seq2seq_collator",
     "train_bpe_tokenizer",
     "wrap_backend_tokenizer",
 ]

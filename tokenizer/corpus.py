@@ -3,54 +3,31 @@
 A *file* gives one text per line. If its name (ignoring a ``.xz``/``.lzma``/``.gz``/``.bz2`` compression
 suffix, which is decompressed on the fly) ends in ``.tsv``, every line is split on tabs and each selected
 column is one text, so both sides of a parallel corpus feed the same joint vocabulary. Files must be UTF-8.
-Empty lines and empty fields are skipped.
+Empty lines and empty fields are skipped. Files are opened and decoded by `corpus.files`, as training data is.
 """
 
 from __future__ import annotations
 
-import bz2
-import gzip
-import io
 import logging
-import lzma
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
-logger = logging.getLogger(__name__)
+from corpus import SOURCE, TARGET, load_parallel_corpus
+from corpus.files import check_file, read_lines, strip_compression
 
-_OPENERS = {".xz": lzma.open, ".lzma": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}
-_DECOMPRESSION_ERRORS = (lzma.LZMAError, gzip.BadGzipFile, OSError, EOFError)
+logger = logging.getLogger(__name__)
 
 
 def check_readable_file(path: str | os.PathLike) -> Path:
     """Return `path` as a `Path`; raise `FileNotFoundError`/`ValueError` with a fix if it cannot be read."""
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(
-            f"Corpus file {str(p)!r} does not exist (resolved to {str(p.absolute())!r}). "
-            "Check the path, or pass texts instead of a file name."
-        )
-    if p.is_dir():
-        raise ValueError(f"Corpus path {str(p)!r} is a directory; pass the text/TSV files inside it instead.")
-    if not os.access(p, os.R_OK):
-        raise ValueError(f"Corpus file {str(p)!r} is not readable (permission denied); fix its permissions.")
-    return p
-
-
-def _is_tsv(path: Path) -> bool:
-    name = path.name.lower()
-    for suffix in _OPENERS:
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    return name.endswith(".tsv")
-
-
-def _open_text(path: Path) -> io.TextIOBase:
-    opener = _OPENERS.get(path.suffix.lower(), open)
-    return opener(path, "rt", encoding="utf-8", errors="strict", newline="\n")
+    return check_file(
+        path,
+        missing_fix="Check the path, or pass texts instead of a file name.",
+        directory_fix="pass the text/TSV files inside it instead.",
+    )
 
 
 def iter_file_texts(
@@ -72,75 +49,39 @@ def iter_file_texts(
             requested column.
     """
     p = check_readable_file(path)
-    tsv = _is_tsv(p)
-    try:
-        with _open_text(p) as f:
-            for lineno, line in enumerate(f, start=1):
-                if max_lines is not None and lineno > max_lines:
-                    break
-                line = line.rstrip("\r\n")
-                if not tsv:
-                    if line.strip():
-                        yield line
-                    continue
-                fields = line.split("\t")
-                if columns is None:
-                    selected = fields
-                else:
-                    try:
-                        selected = [fields[c] for c in columns]
-                    except IndexError:
-                        raise ValueError(
-                            f"{str(p)!r} line {lineno} has {len(fields)} tab-separated column(s) but "
-                            f"columns={list(columns)} was requested; pass column indices below {len(fields)}."
-                        ) from None
-                for field in selected:
-                    if field.strip():
-                        yield field
-    except UnicodeDecodeError as e:
-        raise ValueError(
-            f"Corpus file {str(p)!r} is not valid UTF-8 ({e.reason} at byte {e.start}); "
-            "re-encode it as UTF-8 (e.g. `iconv -t UTF-8`)."
-        ) from e
-    except _DECOMPRESSION_ERRORS as e:
-        raise ValueError(
-            f"Could not read corpus file {str(p)!r}: {e}. If it is not compressed, remove the "
-            f"{p.suffix!r} suffix from its name; otherwise re-create the archive."
-        ) from e
+    tsv = strip_compression(p.name)[0].endswith(".tsv")
+    for lineno, (line, _) in enumerate(islice(read_lines(p), max_lines), start=1):
+        if not tsv:
+            if line.strip():
+                yield line
+            continue
+        fields = line.split("\t")
+        if columns is None:
+            selected = fields
+        else:
+            try:
+                selected = [fields[c] for c in columns]
+            except IndexError:
+                raise ValueError(
+                    f"{str(p)!r} line {lineno} has {len(fields)} tab-separated column(s) but "
+                    f"columns={list(columns)} was requested; pass column indices below {len(fields)}."
+                ) from None
+        for field in selected:
+            if field.strip():
+                yield field
 
 
 def load_parallel_texts(path: str | os.PathLike, max_lines: int | None = None) -> tuple[list[str], list[str]]:
-    """Read a ``source<TAB>target`` file (optionally compressed) into two aligned lists.
+    """The first ``max_lines`` pairs (default: all) of a parallel file as two aligned lists of texts.
 
-    Lines whose source or target is empty are skipped.
+    The file is read by `corpus.load_parallel_corpus` (TSV ``source<TAB>target``, CSV or JSON Lines, optionally
+    compressed); pairs with an empty side are skipped, and a line with the wrong number of columns is an error.
 
     Raises:
-        FileNotFoundError / ValueError: as `iter_file_texts`, or if a line does not have exactly two columns.
+        FileNotFoundError / ValueError: as `iter_file_texts`, or for a bad line.
     """
-    p = check_readable_file(path)
-    sources: list[str] = []
-    targets: list[str] = []
-    try:
-        with _open_text(p) as f:
-            for lineno, line in enumerate(f, start=1):
-                if max_lines is not None and lineno > max_lines:
-                    break
-                fields = line.rstrip("\r\n").split("\t")
-                if len(fields) != 2:
-                    raise ValueError(
-                        f"{str(p)!r} line {lineno} has {len(fields)} tab-separated column(s); a parallel "
-                        "file needs exactly 2 (source<TAB>target). Remove tabs inside sentences."
-                    )
-                if fields[0].strip() and fields[1].strip():
-                    sources.append(fields[0])
-                    targets.append(fields[1])
-    except UnicodeDecodeError as e:
-        raise ValueError(
-            f"Corpus file {str(p)!r} is not valid UTF-8 ({e.reason}); re-encode it as UTF-8."
-        ) from e
-    except _DECOMPRESSION_ERRORS as e:
-        raise ValueError(f"Could not read corpus file {str(p)!r}: {e}.") from e
-    return sources, targets
+    dataset, _ = load_parallel_corpus(check_readable_file(path), max_lines=max_lines, on_bad_line="error")
+    return list(dataset[SOURCE]), list(dataset[TARGET])
 
 
 def _is_dataset(obj: Any) -> bool:

@@ -1,8 +1,29 @@
-"""Training: data, token-budget batching, label-smoothed loss, schedule, checkpoints, trainer, evaluation.
+"""Training: everything between a parallel corpus and an exported, scored model.
 
-Heavy modules (`training.trainer`, which imports accelerate and the model) are imported on use, not here.
+Modules, in the order a run uses them:
+    options, presets, recipe     the options (`TrainConfig`), the preset table, the `Recipe` resolved once
+    run_dir, hardware            the output folder and resume policy; accelerator, threads, allocator (allocator)
+    data, batching               tokenising and caching the corpus (`TrainingData`), token-budget batches
+    loss, schedule               label-smoothed loss; learning-rate schedule, budget progress and cool-down
+    loop                         the training loop (`Trainer`, `TrainState`, `train`)
+    validation, checkpoint       validation metrics; atomic checkpoints, resume, pruning
+    averaging, finish, card      checkpoint averaging; length penalty, test score, export; model-card values
+    plots, cli                   training curves; dataclass -> argparse
+
+`train`, `TrainConfig` and `TrainResult` are importable from here; they are loaded on first use (the loop imports
+accelerate and the model).
 """
 
-from .model_card import render_model_card
+from __future__ import annotations
 
-__all__ = ["render_model_card"]
+_LAZY = {"train": "loop", "Trainer": "loop", "TrainResult": "loop", "TrainState": "loop", "TrainConfig": "options"}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

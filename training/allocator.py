@@ -9,7 +9,7 @@ docs/benchmarks.md the small preset trained ~13% more target tokens/s (2,650 -> 
 tokens), with the same results (the allocator does not change any arithmetic). The cost is that the process
 keeps up to ``TRIM_THRESHOLD`` bytes of freed heap mapped (its resident size stays near its peak).
 
-This is a process-wide setting (``mallopt``), applied by `training.trainer.train` on CPU unless
+This is a process-wide setting (``mallopt``), applied by `training.hardware.setup_accelerator` on CPU unless
 ``--no-tune_cpu_allocator``, and by the benchmarks for every contender alike. It is a no-op (returning False)
 where glibc's ``mallopt`` is not available (macOS, Windows, musl).
 """
@@ -52,8 +52,3 @@ def tune_cpu_allocator() -> bool:
     )
     _applied = ok
     return ok
-
-
-def allocator_tuned() -> bool:
-    """Whether `tune_cpu_allocator` has taken effect in this process."""
-    return _applied

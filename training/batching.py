@@ -19,9 +19,10 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
+from modeling import IGNORE_INDEX
+
 logger = logging.getLogger(__name__)
 
-IGNORE_INDEX = -100
 
 
 class TokenBudgetBatchSampler(Sampler[list[int]]):
@@ -32,7 +33,6 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         max_tokens: the budget per batch (cost = batch size x longest source-or-target length).
         seed: with the epoch, determines the order completely.
         shuffle: False gives length-sorted batches in a fixed order (for validation).
-        max_sentences: optional cap on the batch size.
         skip_too_long: an example longer than ``max_tokens`` is an error (False, the default) or is skipped and
             counted in ``num_skipped`` (True).
 
@@ -47,7 +47,6 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         max_tokens: int,
         seed: int = 0,
         shuffle: bool = True,
-        max_sentences: int | None = None,
         skip_too_long: bool = False,
     ):
         if not isinstance(max_tokens, int) or max_tokens < 1:
@@ -60,7 +59,6 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.max_tokens = max_tokens
         self.seed = seed
         self.shuffle = shuffle
-        self.max_sentences = max_sentences
         too_long = np.flatnonzero(self.lengths > max_tokens)
         self.num_skipped = len(too_long)
         if self.num_skipped and not skip_too_long:
@@ -96,8 +94,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         longest = 0
         for i in idx.tolist():
             new_longest = max(longest, int(self.lengths[i]))
-            too_many = self.max_sentences is not None and len(current) >= self.max_sentences
-            if current and (new_longest * (len(current) + 1) > self.max_tokens or too_many):
+            if current and new_longest * (len(current) + 1) > self.max_tokens:
                 batches.append(current)
                 current, new_longest = [], int(self.lengths[i])
             current.append(i)

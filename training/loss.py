@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from modeling.modeling_vanilla_transformer import smoothed_cross_entropy
-
-IGNORE_INDEX = -100
+from modeling import IGNORE_INDEX, smoothed_cross_entropy
 
 
 def label_smoothed_nll_loss(

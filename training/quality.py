@@ -48,6 +48,8 @@ from typing import Any
 
 import torch
 
+from benchmarks.marian import marian_config
+
 from .cli import _base_type
 from .data import DEFAULT_DATA, filter_by_length, load_parallel_corpus, split_corpus, tokenize_dataset
 from .evaluation import evaluate_translation, score_translations, translate
@@ -295,23 +297,6 @@ def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event) -> tupl
 
 
 # ---------------------------------------------------------------------------------------------- marian
-def marian_config(preset: str, vocab_size: int, dropout: float = 0.1):
-    """A `MarianConfig` with the preset's sizes, the anchor's dropout (0.1, not the preset's: our dropout is part
-    of our recipe) and our tokenizer's ids: pad 0, decoder start <s> 2, eos 3."""
-    from transformers import MarianConfig
-
-    hp = PRESETS[preset]["model"]
-    return MarianConfig(
-        vocab_size=vocab_size, d_model=hp["d_model"], encoder_layers=hp["encoder_layers"],
-        decoder_layers=hp["decoder_layers"], encoder_attention_heads=hp["encoder_attention_heads"],
-        decoder_attention_heads=hp["decoder_attention_heads"], encoder_ffn_dim=hp["encoder_ffn_dim"],
-        decoder_ffn_dim=hp["decoder_ffn_dim"], activation_function="relu", dropout=dropout,
-        attention_dropout=0.0, activation_dropout=0.0, max_position_embeddings=hp.get("max_position_embeddings", 1024),
-        scale_embedding=True, share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
-        pad_token_id=0, bos_token_id=2, decoder_start_token_id=2, eos_token_id=3, forced_eos_token_id=None,
-    )  # fmt: skip
-
-
 @torch.no_grad()
 def validation_metrics(
     model, tokenizer, valid_src: list[list[int]], valid_tgt: list[list[int]], sources: list[str],

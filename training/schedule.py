@@ -44,3 +44,28 @@ def build_optimizer(
 def build_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup_steps: int) -> LambdaLR:
     """`LambdaLR` with `InverseSqrtSchedule`; call ``step()`` once after every optimizer update."""
     return LambdaLR(optimizer, InverseSqrtSchedule(d_model, warmup_steps))
+
+
+def budget_progress(
+    *, step: int, epochs: float, seconds: float, max_steps: int | None, max_epochs: int | None,
+    max_minutes: float | None,
+) -> float:  # fmt: skip
+    """The fraction of the budget done before the next update: the largest of ``step / max_steps``,
+    ``epochs / max_epochs`` and ``seconds / (60 * max_minutes)`` (the rule that stops the run first), at most 1.
+    ``seconds`` are this invocation's training seconds (``--max_minutes`` budgets one invocation)."""
+    done = [0.0]
+    if max_steps:
+        done.append(step / max_steps)
+    if max_epochs:
+        done.append(epochs / max_epochs)
+    if max_minutes:
+        done.append(seconds / (max_minutes * 60))
+    return min(1.0, max(done))
+
+
+def cooldown_factor(progress: float, cooldown: float) -> float:
+    """The multiplier of the scheduled learning rate in a linear cool-down over the last ``cooldown`` fraction of
+    the budget: 1 until ``1 - cooldown`` of it is done, then ``(1 - progress) / cooldown`` down to 0; 1 when off."""
+    if not cooldown:
+        return 1.0
+    return min(1.0, max(0.0, (1.0 - progress) / cooldown))

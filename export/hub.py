@@ -2,9 +2,9 @@
 
 The folder is uploaded as it is: weights, config (with `auto_map` and `custom_pipelines`), generation config,
 the modeling and pipeline source files (remote code), the tokenizer, and a README.md model card, which is
-written into the folder first when it has none. After the push, anyone can load the repo without this
-project: ``AutoModelForSeq2SeqLM.from_pretrained(repo_id, trust_remote_code=True)`` or
-``pipeline("translation", model=repo_id, trust_remote_code=True)``.
+written into the folder first when it has none (`export.model_card.hub_model_card`). After the push, anyone
+can load the repo without this project: ``AutoModelForSeq2SeqLM.from_pretrained(repo_id,
+trust_remote_code=True)`` or ``pipeline("translation", model=repo_id, trust_remote_code=True)``.
 
 The token comes from ``HF_TOKEN`` or the ``hf auth login`` cache (`huggingface_hub.get_token`) and is never
 logged. User errors raise `ValueError` with the fix in the message.
@@ -19,9 +19,12 @@ from pathlib import Path
 
 from huggingface_hub import HfApi, get_token
 
+from inference.loading import TOKENIZER_FILES
+
+from .model_card import hub_model_card
+
 logger = logging.getLogger(__name__)
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 _REPO_ID = re.compile(r"^[\w][\w.-]*/[\w][\w.-]*$")
 
 
@@ -76,63 +79,6 @@ def resolve_token(token: str | None = None) -> str:
     return token
 
 
-def model_card(config: dict, repo_id: str, generation_config: dict | None = None) -> str:
-    """A README.md for the repo: YAML metadata (library, pipeline tag, tags) and how to load and use it."""
-    generation_config = generation_config or {}
-
-    def field(name: str) -> str:
-        return str(config.get(name, "?"))
-
-    decoding = ", ".join(
-        f"{name}={generation_config[name]}"
-        for name in ("num_beams", "length_penalty", "max_new_tokens")
-        if name in generation_config
-    )
-    return f"""---
-library_name: transformers
-pipeline_tag: translation
-tags:
-- translation
-- vanilla-transformer
-- custom_code
----
-
-# {repo_id}
-
-An encoder-decoder Transformer as in "Attention Is All You Need" (Vaswani et al., 2017), implemented from
-scratch as Hugging Face remote code (`{field("model_type")}`).
-
-| field | value |
-|---|---|
-| d_model | {field("d_model")} |
-| encoder / decoder layers | {field("encoder_layers")} / {field("decoder_layers")} |
-| attention heads (encoder / decoder) | {field("encoder_attention_heads")} / {field("decoder_attention_heads")} |
-| feed-forward size (encoder / decoder) | {field("encoder_ffn_dim")} / {field("decoder_ffn_dim")} |
-| vocabulary | {field("vocab_size")} |
-| maximum positions | {field("max_position_embeddings")} |
-| default decoding | {decoding or "see generation_config.json"} |
-
-`length_penalty` follows transformers: a finished hypothesis scores sum(log p) / length ** length_penalty.
-
-## Usage
-
-The model code is stored in this repo, so loading needs `trust_remote_code=True` (also for the tokenizer:
-config.json maps `AutoConfig` to the repo's code):
-
-```python
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
-
-tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)
-model = AutoModelForSeq2SeqLM.from_pretrained("{repo_id}", trust_remote_code=True)
-batch = tokenizer(["我爱机器翻译"], return_tensors="pt")
-print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))
-
-translator = pipeline("translation", model="{repo_id}", trust_remote_code=True)
-print(translator("我爱机器翻译"))
-```
-"""
-
-
 def push_folder(
     folder: str | Path,
     repo_id: str,
@@ -161,7 +107,7 @@ def push_folder(
         generation = (
             json.loads(generation_path.read_text(encoding="utf-8")) if generation_path.is_file() else {}
         )
-        readme.write_text(model_card(config, repo_id, generation), encoding="utf-8")
+        readme.write_text(hub_model_card(config, repo_id, generation), encoding="utf-8")
         logger.info("wrote a model card to %s", readme)
     api = HfApi(endpoint=endpoint, token=token)
     repo_url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")

@@ -23,19 +23,19 @@ import torch
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
 from modeling.convert_marian import convert_marian_model
-from modeling.modeling_vanilla_transformer import cpu_inference_gemm, set_cpu_inference_gemm
+from modeling import cpu_inference_gemm, set_cpu_inference_gemm
 
-# Hyperparameters of the benchmark presets (vocabulary included: the output layer matters for speed).
-PRESETS: dict[str, dict] = {
-    "tiny": dict(d_model=32, encoder_layers=2, decoder_layers=2, heads=4, ffn=64, vocab=97),
-    "small": dict(d_model=256, encoder_layers=3, decoder_layers=3, heads=4, ffn=1024, vocab=8000),
-    "base": dict(d_model=512, encoder_layers=6, decoder_layers=6, heads=8, ffn=2048, vocab=32000),
-}
+from .marian import marian_config
+
+# The benchmark presets: `training.presets`' architecture sizes with this vocabulary size (the output layer
+# matters for speed; ``tiny`` keeps the tests fast).
+VOCAB_SIZES: dict[str, int] = {"tiny": 97, "small": 8000, "base": 32000}
 
 
 @dataclass
 class Contenders:
-    """The models of one preset: Marian, ours converted from it, and optionally a CTranslate2 translator."""
+    """The models of one preset: Marian, ours converted from it, and optionally a CTranslate2 translator.
+    ``hp`` holds the sizes the FLOP and byte models read (`sizes`)."""
 
     preset: str
     marian: MarianMTModel
@@ -49,18 +49,10 @@ class Contenders:
         return self.hp["vocab"] - 1
 
 
-def marian_config(preset: str, dropout: float = 0.1) -> MarianConfig:
-    """A post-LN Marian config with the preset's sizes; pad is the last id (as in OPUS-MT), eos is 0."""
-    hp = PRESETS[preset]
-    pad = hp["vocab"] - 1
-    return MarianConfig(
-        vocab_size=hp["vocab"], d_model=hp["d_model"], encoder_layers=hp["encoder_layers"],
-        decoder_layers=hp["decoder_layers"], encoder_attention_heads=hp["heads"],
-        decoder_attention_heads=hp["heads"], encoder_ffn_dim=hp["ffn"], decoder_ffn_dim=hp["ffn"],
-        activation_function="relu", dropout=dropout, attention_dropout=0.0, activation_dropout=0.0,
-        max_position_embeddings=512, pad_token_id=pad, decoder_start_token_id=pad, eos_token_id=0,
-        forced_eos_token_id=None, scale_embedding=True, share_encoder_decoder_embeddings=True,
-    )  # fmt: skip
+def sizes(config: MarianConfig) -> dict:
+    """The sizes the FLOP and byte models read: d_model, encoder/decoder layers, heads, ffn, vocab."""
+    return dict(d_model=config.d_model, encoder_layers=config.encoder_layers, decoder_layers=config.decoder_layers,
+                heads=config.encoder_attention_heads, ffn=config.encoder_ffn_dim, vocab=config.vocab_size)  # fmt: skip
 
 
 def generation_config(pad: int, num_beams: int, new_tokens: int, use_cache: bool = True) -> GenerationConfig:
@@ -74,8 +66,13 @@ def generation_config(pad: int, num_beams: int, new_tokens: int, use_cache: bool
 
 def build_contenders(preset: str, seed: int = 0, with_ct2: bool = True, dropout: float = 0.1) -> Contenders:
     """Marian with random weights (non-trivial LayerNorms and output bias), ours converted from it, and the
-    CTranslate2 conversion when the package is installed. Both PyTorch models use sdpa attention."""
-    config = marian_config(preset, dropout)
+    CTranslate2 conversion when the package is installed. Both PyTorch models use sdpa attention and OPUS-MT's
+    special ids (pad and decoder start = the last id, eos 0)."""
+    if preset not in VOCAB_SIZES:
+        raise ValueError(f"Unknown benchmark preset {preset!r}; choose one of {list(VOCAB_SIZES)} (--preset).")
+    vocab = VOCAB_SIZES[preset]
+    config = marian_config(preset, vocab, dropout, pad_token_id=vocab - 1, bos_token_id=None,
+                           decoder_start_token_id=vocab - 1, eos_token_id=0)  # fmt: skip
     config._attn_implementation = "sdpa"
     torch.manual_seed(seed)
     marian = MarianMTModel(config).eval()
@@ -87,7 +84,7 @@ def build_contenders(preset: str, seed: int = 0, with_ct2: bool = True, dropout:
                 module.bias.normal_(0.0, 0.05)
     ours = convert_marian_model(marian)  # copies dropout: both train with the same p
     ours.set_attn_implementation("sdpa")
-    result = Contenders(preset, marian, ours.eval(), hp=dict(PRESETS[preset]))
+    result = Contenders(preset, marian, ours.eval(), hp=sizes(config))
     if with_ct2:
         result.ct2, result.ct2_note = convert_to_ctranslate2(marian)
     return result

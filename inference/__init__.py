@@ -1,0 +1,39 @@
+"""Inference: loading a saved model safely, batched translation, sacreBLEU scoring, cross-attention maps.
+
+Modules:
+    loading      `load_model_and_tokenizer` (safetensors only, tokenizer checked against the model),
+                 `resolve_device`, `check_tokenizer_matches_model`, `hub_config`
+    translate    THE batched translation: `translate` (one output per text), `translate_nbest`,
+                 `translate_lines` (n-best joined by tabs, for the CLI)
+    scoring      `score_translations`, `evaluate_translation`, `length_stats`, `bleu_tokenizer_for`
+    attention    `cross_attention`, `AttentionMap`, `plot_attention`, `tick_labels`, `find_fonts`
+
+Importing the package is cheap: torch, transformers, sacreBLEU and matplotlib are imported where used, so
+that bad input fails in milliseconds.
+"""
+
+from .attention import AttentionMap, cross_attention, find_fonts, plot_attention, tick_labels
+from .loading import check_tokenizer_matches_model, hub_config, load_model_and_tokenizer, resolve_device
+from .scoring import bleu_tokenizer_for, evaluate_translation, length_stats, score_translations
+from .translate import max_source_length, position_limit, translate, translate_lines, translate_nbest
+
+__all__ = [
+    "AttentionMap",
+    "bleu_tokenizer_for",
+    "check_tokenizer_matches_model",
+    "cross_attention",
+    "evaluate_translation",
+    "find_fonts",
+    "hub_config",
+    "length_stats",
+    "load_model_and_tokenizer",
+    "max_source_length",
+    "plot_attention",
+    "position_limit",
+    "resolve_device",
+    "score_translations",
+    "tick_labels",
+    "translate",
+    "translate_lines",
+    "translate_nbest",
+]

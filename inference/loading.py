@@ -1,0 +1,140 @@
+"""Loading a saved seq2seq model and its tokenizer safely: the loader behind `scripts/translate.py`.
+
+User errors (a missing model folder, a folder without config or without safetensors weights, a tokenizer that
+was not saved with the model, an unusable device) raise `ValueError` with the bad value and the fix in the
+message. Model weights are only read from safetensors (``use_safetensors=True``): a folder that has only
+pickled weights (``pytorch_model.bin``) is refused, never unpickled. torch and transformers are imported where
+used, so that bad input fails in milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+logger = logging.getLogger(__name__)
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+_HUB_ID = re.compile(r"^[\w][\w.-]*(/[\w][\w.-]*)?$")
+
+
+def check_tokenizer_matches_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Raise `ValueError` unless `tokenizer` fits `model`: no more tokens than the model's (source) vocabulary
+    and the same pad and eos ids as the model config (ids the tokenizer lacks or the config lacks are skipped).
+
+    A different tokenizer would otherwise give out-of-vocabulary ids or, worse, silently wrong translations."""
+    from modeling.pipeline_vanilla_transformer import check_vocabulary
+
+    check_vocabulary(model.config, tokenizer)
+
+
+def resolve_device(device: str | None = None) -> torch.device:
+    """`device` as a torch.device (default: cuda if available, else cpu); `ValueError` if unusable here."""
+    import torch
+
+    try:
+        resolved = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    except RuntimeError as err:
+        raise ValueError(f"device={device!r} is invalid ({err}); use cpu, cuda or cuda:N") from err
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} is invalid: CUDA is not available here; use cpu")
+    return resolved
+
+
+def load_model_and_tokenizer(
+    name_or_path: str,
+    device: str | torch.device | None = None,
+    trust_remote_code: bool | None = None,
+    attn_implementation: str | None = None,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load a seq2seq model and its tokenizer from a local folder or a Hub repo id, in eval mode on `device`
+    (default: cuda if available, else cpu). Weights are read from safetensors only; the tokenizer must match
+    the model (`check_tokenizer_matches_model`).
+
+    When this project's `modeling` package is importable it registers the classes and they are used
+    directly. Otherwise a config with `auto_map` needs remote code: `trust_remote_code=None` trusts it for
+    a local folder and refuses it for a Hub repo (pass True to allow). `attn_implementation` goes to
+    ``from_pretrained`` (e.g. "eager" for a model that returns attention weights only then)."""
+    path = Path(name_or_path).expanduser()
+    export_hint = "export one with modeling.save_with_remote_code(model, folder, tokenizer)"
+    if path.is_dir():
+        config_path = path / "config.json"
+        if not config_path.is_file():
+            raise ValueError(
+                f"{name_or_path!r} has no config.json, so it is not a saved model: {export_hint}"
+            )
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{config_path} is not valid JSON ({err}): {export_hint}") from err
+        if not any((path / name).is_file() for name in TOKENIZER_FILES):
+            raise ValueError(
+                f"{name_or_path!r} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): {export_hint}"
+            )
+        local, source = True, str(path)
+    elif path.exists():
+        raise ValueError(f"{name_or_path!r} is a file; pass the model folder (the one holding config.json)")
+    elif not _HUB_ID.match(name_or_path):
+        raise ValueError(f"model folder {name_or_path!r} does not exist: check the path, or {export_hint}")
+    else:
+        config = hub_config(name_or_path)
+        local, source = False, name_or_path
+
+    device = resolve_device(device) if not hasattr(device, "type") else device
+    _register_local_classes()
+    from transformers import CONFIG_MAPPING, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    needs_remote_code = bool(config.get("auto_map")) and config.get("model_type") not in CONFIG_MAPPING
+    if not needs_remote_code:
+        trust_remote_code = False
+    elif trust_remote_code is None:
+        if not local:
+            raise ValueError(
+                f"the Hub repo {name_or_path!r} runs its own model code; inspect it, then pass "
+                "trust_remote_code=True (--trust_remote_code), or install this project to use its classes"
+            )
+        trust_remote_code = True
+    options = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    try:
+        model = AutoModelForSeq2SeqLM.from_pretrained(
+            source, trust_remote_code=trust_remote_code, use_safetensors=True, **options
+        )
+    except OSError as err:
+        if "safetensors" not in str(err):
+            raise
+        raise ValueError(
+            f"{name_or_path!r} has no safetensors weights (model.safetensors); weights are never read from "
+            f"pickle files such as pytorch_model.bin: convert them with safetensors, or {export_hint}"
+        ) from err
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+    check_tokenizer_matches_model(model, tokenizer)
+    return model.to(device).eval(), tokenizer
+
+
+def hub_config(repo_id: str) -> dict:
+    """config.json of a Hub repo (downloaded or from the cache), or `ValueError` saying why it is unavailable."""
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return json.loads(Path(hf_hub_download(repo_id, "config.json")).read_text(encoding="utf-8"))
+    except Exception as err:  # not found, offline and not cached, or unreachable: all mean "no such model"
+        raise ValueError(
+            f"model {repo_id!r} is neither a local folder nor a loadable Hub repo "
+            f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'no details'}); "
+            "check the path or repo id (and the network / HF_HUB_OFFLINE)"
+        ) from err
+
+
+def _register_local_classes() -> None:
+    """Import this project's `modeling` package if it is installed (importing registers the Auto classes)."""
+    try:
+        import modeling  # noqa: F401
+    except ImportError:
+        logger.debug("the modeling package is not importable; models with auto_map need remote code")

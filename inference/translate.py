@@ -1,0 +1,191 @@
+"""Batched translation with a seq2seq model: the one path used by `scripts/translate.py`, `scripts/evaluate.py`,
+validation and test scoring in training, and the quality benchmark (for `MarianMTModel` too).
+
+`translate_nbest` is the loop; `translate` (one hypothesis per text) and `translate_lines` (n-best joined by
+tabs, for the CLI) are views of it. All three return outputs in input order. Empty (or whitespace-only) texts
+are not sent to the model and give empty outputs. Non-empty texts are sorted by token length (longest first),
+translated in batches of `batch_size`, and put back in input order. Sources longer than the model accepts (its
+``max_position_embeddings`` unless positions are RoPE, and the tokenizer's ``model_max_length``) are
+truncated, with one warning that gives the count. ``max_new_tokens`` is lowered to the position limit. With
+``max_len_a`` a batch generates at most ``min(max_new_tokens, max_len_a * longest_source + max_len_b)`` tokens
+(fairseq's ``--max-len-a``/``--max-len-b``; lengths in tokens, ``</s>`` included), which bounds the time spent
+on an untrained model. Whitespace runs in outputs become one space, so an output never contains a newline or
+a tab of its own.
+
+Decoding options not given (or given as None) come from ``model.generation_config``; for this project's
+models that is `modeling.default_generation_config` (the paper's beam 4, length penalty 0.6). With one beam,
+the beam-only options ``length_penalty`` and ``early_stopping`` are not passed on (they change nothing). Out-of-range
+options raise `ValueError` (`modeling.check_generation_arguments`) before anything is translated, and so does a
+tokenizer that does not match the model (`inference.loading.check_tokenizer_matches_model`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .loading import check_tokenizer_matches_model
+
+if TYPE_CHECKING:  # torch and transformers are imported where used, so that bad input fails in milliseconds
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+logger = logging.getLogger(__name__)
+
+_NO_LIMIT = 10**6  # tokenizers without a real maximum report model_max_length as ~1e30
+_BEAM_ONLY = ("length_penalty", "early_stopping")  # meaningless with one beam (transformers warns if given)
+
+
+def position_limit(model: PreTrainedModel) -> int | None:
+    """The model's ``max_position_embeddings``, or None when it has none or its positions are RoPE (no table)."""
+    config = model.config
+    limit = getattr(config, "max_position_embeddings", None)
+    if getattr(config, "position_encoding", None) == "rope" or not limit:
+        return None
+    return int(limit)
+
+
+def max_source_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int | None:
+    """Longest source (in tokens, special tokens included) that the model and tokenizer accept, or None."""
+    limits = [position_limit(model)]
+    if tokenizer.model_max_length and tokenizer.model_max_length < _NO_LIMIT:
+        limits.append(int(tokenizer.model_max_length))
+    limits = [limit for limit in limits if limit is not None]
+    return min(limits) if limits else None
+
+
+def translate_nbest(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, lines: Sequence[str], batch_size: int = 32, *,
+    max_len_a: float | None = None, max_len_b: int = 10, progress: Callable[[int], None] | None = None,
+    **generate_kwargs: Any,
+) -> list[list[str]]:  # fmt: skip
+    """For each line, its `num_return_sequences` hypotheses (best first); empty lines give empty strings.
+
+    `generate_kwargs` go to `model.generate` (None values are dropped, so the model's generation config
+    supplies the defaults). `progress(n)` is called after each batch with its number of lines (and once for
+    the empty lines, if any), so the calls add up to ``len(lines)``. The model is in eval mode while it
+    translates and gets its training mode back afterwards."""
+    import torch
+
+    from modeling import check_generation_arguments
+
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")
+    if max_len_a is not None and (max_len_a < 0 or max_len_b < 0):
+        raise ValueError(
+            f"max_len_a={max_len_a!r}, max_len_b={max_len_b!r} are invalid: expected numbers >= 0; "
+            "e.g. max_len_a=2, max_len_b=10 (at most 2 * source length + 10 new tokens)"
+        )
+    generate_kwargs = {k: v for k, v in generate_kwargs.items() if v is not None}
+    check_generation_arguments(generate_kwargs, model.generation_config)
+    check_tokenizer_matches_model(model, tokenizer)
+    if generate_kwargs.get("num_beams", model.generation_config.num_beams) == 1:
+        generate_kwargs = {k: v for k, v in generate_kwargs.items() if k not in _BEAM_ONLY}
+    n = generate_kwargs.get(
+        "num_return_sequences", getattr(model.generation_config, "num_return_sequences", 1)
+    )
+    n = n or 1
+    results: list[list[str]] = [[""] * n for _ in lines]
+    todo = [i for i, line in enumerate(lines) if line.strip()]
+    if progress is not None and len(lines) > len(todo):
+        progress(len(lines) - len(todo))
+    if not todo:
+        return results
+
+    limit = max_source_length(model, tokenizer)
+    encoded = tokenizer([lines[i] for i in todo], add_special_tokens=True)["input_ids"]
+    too_long = [k for k, ids in enumerate(encoded) if limit is not None and len(ids) > limit]
+    if too_long:
+        shortened = tokenizer(
+            [lines[todo[k]] for k in too_long], add_special_tokens=True, truncation=True, max_length=limit
+        )["input_ids"]
+        for k, ids in zip(too_long, shortened):
+            encoded[k] = ids
+        logger.warning(
+            "%d of %d input lines were longer than %d tokens (the model maximum) and were truncated",
+            len(too_long),
+            len(todo),
+            limit,
+        )
+    max_new_tokens = _capped_max_new_tokens(model, generate_kwargs)
+
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else model.config.pad_token_id
+    order = sorted(range(len(todo)), key=lambda k: len(encoded[k]), reverse=True)
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(order), batch_size):
+            batch = order[start : start + batch_size]
+            width = max(len(encoded[k]) for k in batch)
+            input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # (B, S)
+            attention_mask = torch.zeros((len(batch), width), dtype=torch.long)  # (B, S), 1 = real token
+            for row, k in enumerate(batch):
+                input_ids[row, : len(encoded[k])] = torch.tensor(encoded[k])
+                attention_mask[row, : len(encoded[k])] = 1
+            batch_kwargs = dict(generate_kwargs)
+            if max_len_a is not None:
+                length_cap = max(1, int(max_len_a * width + max_len_b))
+                cap = length_cap if max_new_tokens is None else min(max_new_tokens, length_cap)
+                batch_kwargs["max_new_tokens"] = cap
+            elif max_new_tokens is not None:
+                batch_kwargs["max_new_tokens"] = max_new_tokens
+            with torch.no_grad():
+                output_ids = model.generate(
+                    input_ids=input_ids.to(model.device),
+                    attention_mask=attention_mask.to(model.device),
+                    **batch_kwargs,
+                )  # (B * n, T)
+            texts = tokenizer.batch_decode(
+                output_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
+            )
+            for row, k in enumerate(batch):
+                results[todo[k]] = [" ".join(t.split()) for t in texts[row * n : (row + 1) * n]]
+            if progress is not None:
+                progress(len(batch))
+    finally:
+        model.train(was_training)
+    return results
+
+
+def translate(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], *, batch_size: int = 32,
+    max_len_a: float | None = None, max_len_b: int = 10, progress: Callable[[int], None] | None = None,
+    **generate_kwargs: Any,
+) -> list[str]:  # fmt: skip
+    """One translation per text, in input order (see the module docstring); `translate_nbest` with one
+    hypothesis. ``translate(model, tokenizer, texts, num_beams=1)`` decodes greedily; options left out come
+    from ``model.generation_config``."""
+    if generate_kwargs.get("num_return_sequences") not in (None, 1):
+        raise ValueError(
+            f"num_return_sequences={generate_kwargs['num_return_sequences']!r} is invalid for translate(), which "
+            "returns one translation per text: use translate_nbest for n-best lists"
+        )
+    nbest = translate_nbest(
+        model, tokenizer, texts, batch_size,
+        max_len_a=max_len_a, max_len_b=max_len_b, progress=progress, **generate_kwargs,
+    )  # fmt: skip
+    return [hyps[0] for hyps in nbest]
+
+
+def translate_lines(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    lines: Sequence[str],
+    batch_size: int = 32,
+    **generate_kwargs: Any,
+) -> list[str]:
+    """One output per line, in input order, its n-best hypotheses joined by tabs (see the module docstring)."""
+    return [
+        "\t".join(hyps) for hyps in translate_nbest(model, tokenizer, lines, batch_size, **generate_kwargs)
+    ]
+
+
+def _capped_max_new_tokens(model: PreTrainedModel, generate_kwargs: dict[str, Any]) -> int | None:
+    """The max_new_tokens to use: the given one, else the generation config's, lowered to the decoder's
+    position limit (a longer output would fail mid-generation); None when neither sets one."""
+    wanted = generate_kwargs.get("max_new_tokens", model.generation_config.max_new_tokens)
+    limit = position_limit(model)
+    if wanted is not None and limit is not None and wanted > limit:
+        logger.warning("max_new_tokens=%d exceeds max_position_embeddings=%d; using %d", wanted, limit, limit)
+        return limit
+    return wanted

@@ -1,0 +1,246 @@
+"""Checks of what users pass to the model: token ids, token masks, lengths and `generate()` arguments.
+
+Contract: each `check_*` function returns None for valid input and raises `ValueError` for invalid input, with
+a message that names the bad value, what was expected and the fix, instead of an index error deep inside torch
+or a silently ignored option. Checks never change their input. Tensor values are not inspected while
+compiling (a data-dependent branch would break the graph). `MaskMemo` lets the model check (and build a mask
+from) the source mask once per generate() call instead of once per decoding step.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from transformers import GenerationConfig
+
+    from .configuration_vanilla_transformer import VanillaTransformerConfig
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Model inputs
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
+    """Raise `ValueError` unless `ids` is a non-empty (B, L) integer tensor with values in [0, vocab_size)."""
+    if not isinstance(ids, torch.Tensor):
+        raise ValueError(f"{name} must be a torch tensor of token ids, got {type(ids).__name__}")
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise ValueError(
+            f"{name} must hold integer token ids, got dtype {ids.dtype}; pass a torch.long tensor "
+            f"(for example tokenizer(..., return_tensors='pt'))"
+        )
+    if ids.dim() != 2:
+        raise ValueError(f"{name} must have shape (batch, length), got shape {tuple(ids.shape)}")
+    if ids.shape[0] == 0:
+        raise ValueError(f"{name} is an empty batch (shape {tuple(ids.shape)}); pass at least one sequence")
+    if ids.shape[1] == 0:
+        raise ValueError(
+            f"{name} has sequences of length 0 (shape {tuple(ids.shape)}); every sequence needs at least one "
+            f"token (the tokenizer appends </s> even to an empty string)"
+        )
+    if torch.compiler.is_compiling():
+        return
+    low, high = torch.aminmax(ids)
+    low, high = int(low), int(high)
+    if low < 0 or high >= vocab_size:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"{name} contains token id {bad}, outside the model's vocabulary [0, {vocab_size}); the tokenizer "
+            f"and the model do not match (use the tokenizer saved with this model) or the ids are corrupted"
+        )
+
+
+def check_token_mask(mask: torch.Tensor, ids_shape: torch.Size, name: str) -> None:
+    """Raise `ValueError` unless `mask` is a (B, L) 0/1 mask of the same shape as the ids it describes (a 4-D
+    (B, 1, T, K) mask is accepted as it is, see `build_attention_mask`)."""
+    if not isinstance(mask, torch.Tensor):
+        raise ValueError(f"{name} must be a torch tensor, got {type(mask).__name__}")
+    if mask.dim() == 4:
+        return
+    if tuple(mask.shape) != tuple(ids_shape):
+        raise ValueError(
+            f"{name} has shape {tuple(mask.shape)} but the tokens have shape {tuple(ids_shape)}; pass the mask "
+            f"returned by the tokenizer together with its input ids (1 = token, 0 = padding)"
+        )
+    if mask.dtype.is_complex:
+        raise ValueError(f"{name} must be bool, integer or float 0/1, got dtype {mask.dtype}")
+    if mask.dtype != torch.bool and not torch.compiler.is_compiling():
+        bad = mask[(mask != 0) & (mask != 1)]
+        if bad.numel():
+            raise ValueError(
+                f"{name} contains the value {bad[0].item()}; a token mask holds 1 for real tokens and 0 for "
+                f"padding (pass the tokenizer's attention_mask)"
+            )
+
+
+def check_length(length: int, config: VanillaTransformerConfig, name: str) -> None:
+    """Sequences longer than the position table are an error (RoPE has no table and no limit)."""
+    if config.position_encoding != "rope" and length > config.max_position_embeddings:
+        raise ValueError(
+            f"{name} has {length} positions but the model supports at most max_position_embeddings="
+            f"{config.max_position_embeddings}; truncate the input (tokenizer(..., truncation=True, "
+            f"max_length={config.max_position_embeddings})) or split it"
+        )
+
+
+def check_inputs(ids: torch.Tensor | None, embeds: torch.Tensor | None, vocab_size: int, name: str) -> torch.Size:
+    """Check that exactly one of token ids `ids` (B, L) and embeddings `embeds` (B, L, C) is given and valid;
+    return (B, L)."""
+    if (ids is None) == (embeds is None):
+        raise ValueError(f"pass exactly one of {name} and the matching inputs_embeds")
+    if ids is not None:
+        check_token_ids(ids, vocab_size, name)
+        return ids.shape
+    if embeds.dim() != 3 or embeds.shape[0] == 0 or embeds.shape[1] == 0:
+        raise ValueError(f"inputs_embeds for {name} must have a non-empty shape (B, L, C), got {tuple(embeds.shape)}")
+    return embeds.shape[:2]
+
+
+def check_decoder_inputs(
+    encoder_hidden_states: torch.Tensor | None,
+    attention_mask: torch.Tensor | None,
+    past_length: int | torch.Tensor,
+    new_tokens: int,
+    config: VanillaTransformerConfig,
+) -> None:
+    """Check what the decoder gets besides its tokens: the encoder output, a target token mask over the
+    `past_length` cached + `new_tokens` new positions (or a 4-D mask), and the total target length."""
+    if encoder_hidden_states is None:
+        raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
+    if attention_mask is not None:
+        check_token_mask(attention_mask, attention_mask.shape, "decoder_attention_mask")
+    if not isinstance(past_length, int):
+        return  # a compiled static cache: lengths are tensors
+    check_length(past_length + new_tokens, config, "the target sequence")
+    covered = attention_mask.shape[1] if attention_mask is not None and attention_mask.dim() == 2 else None
+    if covered is not None and covered != past_length + new_tokens:
+        raise ValueError(
+            f"decoder_attention_mask covers {covered} positions but the decoder sees "
+            f"{past_length} cached + {new_tokens} new positions"
+        )
+
+
+class MaskMemo:
+    """The result last computed from one token-mask tensor, reused while the same tensor object comes back
+    unmodified (same version counter): generate() passes the same source mask at every decoding step, so its
+    check and the cross-attention mask built from it are done once per generate() call, not once per token.
+    Only a weak reference to the mask is kept; never used while compiling or for inference-mode tensors (they
+    have no version counter)."""
+
+    def __init__(self):
+        self._key: tuple | None = None
+        self._value = None
+
+    @staticmethod
+    def _usable(mask: torch.Tensor | None) -> bool:
+        return isinstance(mask, torch.Tensor) and not torch.compiler.is_compiling() and not mask.is_inference()
+
+    def get(self, mask: torch.Tensor | None, extra: tuple) -> tuple[bool, object]:
+        """(True, value) when `mask` is the remembered tensor, unmodified, with the same `extra` key."""
+        key = self._key
+        if key is None or not self._usable(mask):
+            return False, None
+        ref, version, remembered_extra = key
+        if ref() is mask and mask._version == version and remembered_extra == extra:
+            return True, self._value
+        return False, None
+
+    def put(self, mask: torch.Tensor | None, extra: tuple, value) -> None:
+        if self._usable(mask):
+            self._key, self._value = (weakref.ref(mask), mask._version, extra), value
+
+    def __getstate__(self) -> dict:  # pickling/copying a model does not carry the memo (nor a weak reference)
+        return {}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# generate() arguments
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _invalid(name: str, value: Any, expected: str, fix: str) -> ValueError:
+    return ValueError(f"{name}={value!r} is invalid: expected {expected}; {fix}")
+
+
+def check_generation_arguments(kwargs: dict[str, Any], generation_config: GenerationConfig | None = None) -> None:
+    """Raise `ValueError` for `generate()` arguments that transformers would reject late or accept silently.
+
+    The value of an option is `kwargs[name]` unless that is missing or None, else `generation_config`'s, else
+    unknown (unknown values are not checked; call with `generation_config=None` to check command-line options
+    before a model is loaded). Rules, sampling or not:
+
+        num_beams >= 1 and max_new_tokens >= 1, integers; min_new_tokens >= 0 and top_k >= 0, integers;
+        temperature > 0; 0 < top_p <= 1; length_penalty finite; num_return_sequences >= 1, integer, and,
+        where num_beams is known, at most num_beams with beam search and 1 with greedy decoding (num_beams=1
+        without do_sample).
+    """
+
+    def value(name: str) -> Any:
+        given = kwargs.get(name)
+        return given if given is not None else getattr(generation_config, name, None)
+
+    beams = value("num_beams")
+    if beams is not None and not (_is_int(beams) and beams >= 1):
+        raise _invalid(
+            "num_beams", beams, "an integer >= 1",
+            f"use 1 for greedy decoding or e.g. 4 for beam search (num_beams={beams!r} must be a positive integer)",
+        )  # fmt: skip
+    for name, minimum, fix in (
+        ("max_new_tokens", 1, "e.g. 256"),
+        ("min_new_tokens", 0, "use 0 for no minimum length"),
+        ("top_k", 0, "use 0 to disable top-k filtering"),
+    ):
+        number = value(name)
+        if number is not None and not (_is_int(number) and number >= minimum):
+            raise _invalid(name, number, f"an integer >= {minimum}", fix)
+    temperature = value("temperature")
+    if temperature is not None and not (_is_real(temperature) and temperature > 0):
+        raise _invalid(
+            "temperature", temperature, "a number > 0",
+            f"use 1.0 to sample from the model's distribution (temperature={temperature!r} must be > 0 when "
+            f"sampling; for deterministic output use do_sample=False and leave temperature unset)",
+        )  # fmt: skip
+    top_p = value("top_p")
+    if top_p is not None and not (_is_real(top_p) and 0 < top_p <= 1):
+        raise _invalid(
+            "top_p", top_p, "0 < top_p <= 1",
+            f"use e.g. 0.9 (top_p={top_p!r} must be in (0, 1]; use 1.0 to disable nucleus sampling)",
+        )  # fmt: skip
+    length_penalty = value("length_penalty")
+    if length_penalty is not None and not (_is_real(length_penalty) and math.isfinite(length_penalty)):
+        raise _invalid(
+            "length_penalty", length_penalty, "a finite number", "e.g. 0.6 (1.0 = average log-probability per token)"
+        )
+    returned = value("num_return_sequences")
+    if returned is None or returned == 1:
+        return
+    if not (_is_int(returned) and returned >= 1):
+        raise _invalid("num_return_sequences", returned, "an integer >= 1", "use 1 for one sequence per input")
+    if beams is not None and beams > 1 and returned > beams:
+        raise ValueError(
+            f"num_return_sequences={returned} is larger than num_beams={beams}: beam search returns at most "
+            f"num_beams={beams} sequences; raise num_beams to at least {returned} or lower num_return_sequences"
+        )
+    if beams == 1 and not value("do_sample"):
+        raise ValueError(
+            f"num_return_sequences={returned} is larger than num_beams=1: greedy decoding (num_beams=1, no "
+            f"sampling) returns one sequence; raise num_beams to at least {returned} or sample (do_sample=True)"
+        )

@@ -1,0 +1,62 @@
+"""The tokenizer of a training run: a given one, the one an earlier run saved, or a joint BPE trained now."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import datasets
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+from corpus import SOURCE, TARGET
+
+from .bpe import BOS_ID, BOS_TOKEN, EOS_ID, PAD_ID, train_bpe_tokenizer
+
+logger = logging.getLogger(__name__)
+
+
+def load_or_train_tokenizer(
+    tokenizer: str | None,
+    folder: Path,
+    train_split: datasets.Dataset,
+    vocab_size: int,
+) -> PreTrainedTokenizerBase:
+    """The tokenizer for a model trained on ``train_split``.
+
+    ``tokenizer`` (a folder or Hub name) when given; else the tokenizer saved in ``folder`` (it has a
+    ``tokenizer.json``), so a resumed or repeated run reuses it; else a joint BPE of ``vocab_size`` tokens
+    trained on the ``source`` and ``target`` texts of ``train_split`` and saved to ``folder``.
+
+    Raises:
+        ValueError: the folder ``tokenizer`` names has no ``tokenizer.json``, or the tokenizer's special ids
+            are not those the model expects: ``<pad>`` 0, ``<s>`` 2 (decoder start), ``</s>`` 3.
+    """
+    if tokenizer is not None:
+        if Path(tokenizer).is_dir() and not (Path(tokenizer) / "tokenizer.json").exists():
+            raise ValueError(
+                f"--tokenizer {tokenizer!r} has no tokenizer.json; pass a tokenizer folder (one saved by "
+                "scripts/train_tokenizer.py or by a training run), or leave it unset to train one."
+            )
+        where, loaded = tokenizer, AutoTokenizer.from_pretrained(tokenizer)
+    elif (Path(folder) / "tokenizer.json").exists():
+        logger.info("Reusing the tokenizer in %s", folder)
+        where, loaded = str(folder), AutoTokenizer.from_pretrained(str(folder))
+    else:
+        logger.info(
+            "Training a %d-token joint BPE tokenizer on %d training pairs", vocab_size, len(train_split)
+        )
+        texts = list(train_split[SOURCE]) + list(train_split[TARGET])
+        where, loaded = str(folder), train_bpe_tokenizer(texts, vocab_size=vocab_size)
+        loaded.save_pretrained(str(folder))
+    ids = {
+        "pad": loaded.pad_token_id,
+        BOS_TOKEN: loaded.convert_tokens_to_ids(BOS_TOKEN),
+        "eos": loaded.eos_token_id,
+    }
+    if ids != {"pad": PAD_ID, BOS_TOKEN: BOS_ID, "eos": EOS_ID}:
+        fix = "pass another --tokenizer or leave it unset" if tokenizer is not None else f"delete {where!r}"
+        raise ValueError(
+            f"Tokenizer {where!r} has special ids {ids}; the model expects pad {PAD_ID}, {BOS_TOKEN} {BOS_ID}, "
+            f"</s> {EOS_ID}. Train one with scripts/train_tokenizer.py, or {fix} to train one here."
+        )
+    return loaded

@@ -1,0 +1,100 @@
+"""The end of a run (main process): choose the length penalty on validation, score the test split, export the
+model folder with ``eval_results.json`` and a model card.
+
+* Length penalty (transformers': a finished hypothesis scores ``sum(log p) / length ** alpha``): ``--length_penalty``
+  when given; else each of ``--length_penalty_candidates`` translates (up to 500 of) the validation pairs with
+  the test beam size, and the best BLEU (then chrF) wins. Skipped with greedy test decoding, one candidate or no
+  validation split. The exported ``generation_config.json`` carries the chosen value.
+* Test: every test pair translated with the test beams and the chosen penalty, scored with sacreBLEU.
+* Export: `modeling.save_with_remote_code` (weights, config, code, tokenizer), then README.md from the template.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import datasets
+
+from export.model_card import load_template, render_model_card
+from inference import evaluate_translation, score_translations, translate
+from modeling import save_with_remote_code
+
+from . import checkpoint as ckpt
+from .validation import LENGTH_CAP
+
+Event = Callable[[str, dict], None]
+SEARCH_SENTENCES = 500
+
+
+@dataclass
+class Evaluation:
+    """What the end of a run computed."""
+
+    length_penalty: float
+    length_penalty_search: list[dict] = field(default_factory=list)  # validation BLEU/chrF per candidate
+    test_metrics: dict | None = None
+    samples: list[dict] = field(default_factory=list)
+
+
+def choose_length_penalty(
+    model, tokenizer, valid: datasets.Dataset, candidates: Sequence[float], *, num_beams: int, batch_size: int,
+    tokenize: str,
+) -> list[dict]:  # fmt: skip
+    """BLEU and chrF of each candidate length penalty on (up to `SEARCH_SENTENCES` of) the validation split."""
+    part = valid.select(range(min(SEARCH_SENTENCES, len(valid))))
+    search = []
+    for lp in candidates:
+        scores, _ = evaluate_translation(
+            model, tokenizer, list(part["source"]), list(part["target"]), tokenize=tokenize, num_beams=num_beams,
+            length_penalty=lp, batch_size=batch_size, **LENGTH_CAP,
+        )  # fmt: skip
+        search.append({"length_penalty": lp, "bleu": scores["bleu"], "chrf": scores["chrf"]})
+    return search
+
+
+def evaluate_run(
+    model, tokenizer, splits: datasets.DatasetDict, *, candidates: Sequence[float], length_penalty: float | None,
+    num_beams: int, batch_size: int, tokenize: str, num_samples: int, extra_sentences: Sequence[str] = (),
+    emit: Event,
+) -> Evaluation:  # fmt: skip
+    """Length-penalty choice (module docstring) and test scores of ``model``; the chosen penalty is also set in
+    ``model.generation_config``. ``length_penalty`` None means: search among ``candidates`` (the first one is
+    used when no search runs)."""
+    result = Evaluation(length_penalty if length_penalty is not None else candidates[0])
+    valid, test = splits["validation"], splits["test"]
+    if length_penalty is None and num_beams > 1 and len(valid) and len(candidates) > 1:
+        result.length_penalty_search = choose_length_penalty(
+            model, tokenizer, valid, candidates, num_beams=num_beams, batch_size=batch_size, tokenize=tokenize
+        )
+        best = max(result.length_penalty_search, key=lambda r: (r["bleu"], r["chrf"]))
+        result.length_penalty = best["length_penalty"]
+        emit("length_penalty", {"search": result.length_penalty_search, "chosen": result.length_penalty,
+                                "num_sentences": min(SEARCH_SENTENCES, len(valid))})  # fmt: skip
+    model.generation_config.length_penalty = result.length_penalty
+    if not len(test):
+        return result
+    emit("test_start", {"num_sentences": len(test)})
+    decoding = dict(num_beams=num_beams, length_penalty=result.length_penalty, batch_size=batch_size, **LENGTH_CAP)
+    hyps = translate(model, tokenizer, list(test["source"]), progress=lambda n: emit("test_progress", {"n": n}),
+                     **decoding)  # fmt: skip
+    result.test_metrics = score_translations(hyps, list(test["target"]), tokenize=tokenize)
+    result.test_metrics.update(num_beams=num_beams, length_penalty=result.length_penalty, split="test")
+    result.samples = [{"source": s, "reference": r, "hypothesis": h}
+                      for s, r, h in list(zip(test["source"], test["target"], hyps))[:num_samples]]  # fmt: skip
+    if extra_sentences:
+        outs = translate(model, tokenizer, list(extra_sentences), **decoding)
+        result.samples += [{"source": s, "reference": None, "hypothesis": h} for s, h in zip(extra_sentences, outs)]
+    return result
+
+
+def export_model(model, tokenizer, folder: Path, card_values: dict, template: str | None,
+                 test_metrics: dict | None) -> Path:  # fmt: skip
+    """Save the model folder (code, weights, tokenizer), ``eval_results.json`` and README.md (the card)."""
+    if test_metrics:
+        ckpt.write_json_atomic(folder / "eval_results.json", test_metrics)
+    save_with_remote_code(model, folder, tokenizer)
+    card = render_model_card(load_template(template), card_values, strict=False)
+    (folder / "README.md").write_text(card, encoding="utf-8")
+    return folder

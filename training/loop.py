@@ -1,0 +1,397 @@
+"""The training loop: token-budget batches -> label-smoothed loss -> Adam + inverse-sqrt schedule, with accelerate
+(single process, multi-process DDP, mixed precision), periodic validation, atomic checkpoints and exact resume.
+
+Loss normalisation (fairseq's): every optimizer update sums the label-smoothed loss over all target tokens of all
+its batches — ``grad_accum`` batches on each of ``num_processes`` processes — and divides by the total number of
+those target tokens (all-reduced across processes). So 2 processes x 1 batch and 1 process x 2 accumulated batches
+compute the same update from the same global batches (up to float summation order).
+
+One run, in order: options checked -> output folder prepared (`RunDir`) -> `Recipe` resolved once -> data
+(`TrainingData`) -> model, optimizer, scheduler -> resume from the latest checkpoint (`TrainState` + accelerate's
+model/optimizer/scheduler/RNG state) -> updates until a budget ends, validating and checkpointing every
+``eval_every`` updates -> averaging (`training.averaging`) -> test score and export (`training.finish`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from inference import bleu_tokenizer_for
+from modeling import VanillaTransformerForConditionalGeneration, save_with_remote_code
+
+from . import checkpoint as ckpt
+from .averaging import Snapshots, average_if_better, weights_copy
+from .batching import collate
+from .card import card_values
+from .data import TrainingData, prepare_training_data
+from .finish import evaluate_run, export_model
+from .hardware import setup_accelerator
+from .options import TrainConfig, check_options
+from .plots import write_training_plots
+from .recipe import Recipe, dropout_note, resolve_recipe
+from .run_dir import RunDir
+from .schedule import budget_progress, build_optimizer, build_scheduler, cooldown_factor
+from .validation import batch_to, forward_loss, validation_metrics
+
+Event = Callable[[str, dict], None]
+
+
+@dataclass
+class TrainState:
+    """Everything of a run's progress that is not a tensor: exactly what a checkpoint saves as
+    ``trainer_state.json`` (model, optimizer, scheduler and RNG states are saved by accelerate)."""
+
+    step: int = 0  # optimizer updates done, across resumes
+    stream: dict = field(default_factory=dict)  # the batch order's position: epoch, position, seed, max_tokens
+    best: dict = field(default_factory=dict)  # valid_loss, checkpoint and step of the best validation so far
+    train_seconds: float = 0.0  # seconds in the training loop, all invocations
+    target_tokens: int = 0  # target tokens trained on, all invocations
+    num_processes: int = 1
+
+
+@dataclass
+class TrainResult:
+    step: int = 0
+    epoch: int = 0
+    epochs: float = 0.0  # epochs done, fractional
+    history: list[dict] = field(default_factory=list)
+    valid_history: list[dict] = field(default_factory=list)
+    test_metrics: dict | None = None
+    samples: list[dict] = field(default_factory=list)
+    stopped_because: str = ""
+    target_tokens_per_second: float = 0.0  # this invocation's
+    target_tokens: int = 0
+    train_seconds: float = 0.0
+    num_parameters: int = 0
+    num_processes: int = 1
+    device: str = "cpu"
+    data_summary: str = ""
+    split_sizes: dict = field(default_factory=dict)
+    best_valid_loss: float | None = None
+    output_dir: str = ""
+    last_checkpoint: str | None = None
+    averaging: dict | None = None  # what checkpoint averaging did (training.averaging.average_if_better)
+    model: Any = field(default=None, repr=False)  # the final (possibly averaged) model, unwrapped, in memory
+    length_penalty: float | None = None  # used for the test split and written to the exported generation config
+    length_penalty_search: list[dict] = field(default_factory=list)  # validation BLEU/chrF per candidate
+    exports: list[dict] = field(default_factory=list)  # the --export_at_minutes models
+
+
+class Trainer:
+    """One training run of ``cfg`` (see the module docstring); ``run()`` returns its `TrainResult`."""
+
+    def __init__(self, cfg: TrainConfig, event: Event | None = None):
+        from accelerate.utils import set_seed
+
+        check_options(cfg)
+        self.cfg = cfg
+        self.emit = event or (lambda name, info: None)
+        self.run_dir = RunDir(cfg.output_dir, cfg.cache_dir)
+        self.accelerator = setup_accelerator(cfg, self.run_dir.runs)
+        acc = self.accelerator
+        if acc.is_main_process:
+            self.run_dir.prepare(cfg)
+        acc.wait_for_everyone()
+        self.recipe: Recipe = resolve_recipe(cfg, self.run_dir.saved_recipe() if cfg.resume else None)
+        if acc.is_main_process:
+            self.run_dir.save(cfg, self.recipe)
+        note = dropout_note(cfg, self.recipe)
+        if note:
+            self.emit("info", {"message": note})
+        set_seed(cfg.seed)
+        self.data: TrainingData = prepare_training_data(cfg, self.recipe, self.run_dir, acc)
+        self.emit("info", {"message": self.data.summary})
+        self.config = self.recipe.model_config(len(self.data.tokenizer))
+        if cfg.max_length > self.config.max_position_embeddings:
+            raise ValueError(
+                f"--max_length={cfg.max_length} exceeds the preset's max_position_embeddings="
+                f"{self.config.max_position_embeddings}; lower --max_length."
+            )
+        model = VanillaTransformerForConditionalGeneration(self.config)
+        self.num_parameters = sum(p.numel() for p in model.parameters())
+        optimizer = build_optimizer(model, self.recipe.lr_scale, weight_decay=cfg.weight_decay)
+        scheduler = build_scheduler(optimizer, self.config.d_model, self.recipe.warmup_steps)
+        self.model, self.optimizer, self.scheduler = acc.prepare(model, optimizer, scheduler)
+        self.snapshots = Snapshots(self.recipe.average_last, self.recipe.average_every)
+        self.languages = cfg.languages()
+        self.bleu_tokenize = bleu_tokenizer_for(self.languages[1], cfg.sacrebleu_tokenize)
+
+    @property
+    def unwrapped(self) -> VanillaTransformerForConditionalGeneration:
+        return self.accelerator.unwrap_model(self.model)
+
+    # ------------------------------------------------------------------------------------------------ updates
+    def train_step(self, lr_factor: float) -> dict:
+        """One optimizer update over the next ``grad_accum x num_processes`` batches, the scheduled learning rate
+        multiplied by ``lr_factor`` (the cool-down); returns its logs (per-token loss, nll, ppl, lr, ...)."""
+        acc, cfg, data = self.accelerator, self.cfg, self.data
+        world, rank = acc.num_processes, acc.process_index
+        batches = data.stream.take(cfg.grad_accum * world)
+        mine = [
+            batch_to(collate([data.train_src[i] for i in b], [data.train_tgt[i] for i in b], self.config.pad_token_id),
+                     self.config, acc.device)
+            for b in batches[rank * cfg.grad_accum :][: cfg.grad_accum]
+        ]  # fmt: skip
+        local = torch.stack([b["ntokens"] for b in mine]).sum()
+        total = acc.reduce(local.clone(), reduction="sum") if world > 1 else local
+        self.model.train()
+        loss_sum = torch.zeros((), device=acc.device)
+        nll_sum = torch.zeros((), device=acc.device)
+        for j, batch in enumerate(mine):
+            sync = j == len(mine) - 1
+            with nullcontext() if sync else acc.no_sync(self.model):
+                loss, nll = forward_loss(self.model, batch, cfg.label_smoothing)
+                acc.backward(loss * world / total.float())
+            loss_sum += loss.detach()
+            nll_sum += nll.detach()
+        grad_norm = None
+        if self.recipe.clip_norm > 0:
+            grad_norm = acc.clip_grad_norm_(self.model.parameters(), self.recipe.clip_norm)
+        scheduled = self.scheduler.get_last_lr()
+        for group, value in zip(self.optimizer.param_groups, scheduled):
+            group["lr"] = value * lr_factor  # the scheduler's next step() sets the unscaled value again
+        self.optimizer.step()
+        if not getattr(self.optimizer, "step_was_skipped", False):
+            self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        sums = torch.stack([loss_sum, nll_sum, total.float().to(acc.device)])
+        if world > 1:
+            sums[:2] = acc.reduce(sums[:2].clone(), reduction="sum")
+        loss_v, nll_v, ntok = (float(x) for x in sums)
+        out = {"loss": loss_v / ntok, "nll_loss": nll_v / ntok, "ppl": math.exp(min(nll_v / ntok, 50.0)),
+               "lr": scheduled[0] * lr_factor, "ntokens": int(ntok)}  # fmt: skip
+        if grad_norm is not None:
+            out["grad_norm"] = float(grad_norm)
+        return out
+
+    # ------------------------------------------------------------------------------------- validation, saving
+    def validate(self, bleu: bool = True) -> dict:
+        """Validation metrics of the current weights (`training.validation`); {} without a validation split."""
+        cfg, data = self.cfg, self.data
+        if not data.valid_src:
+            return {}
+        valid = data.splits["validation"]
+        metrics = validation_metrics(
+            self.unwrapped, data.tokenizer, data.valid_src, data.valid_tgt, valid["source"], valid["target"],
+            label_smoothing=cfg.label_smoothing, bleu_samples=cfg.bleu_samples if bleu else 0,
+            length_penalty=self.recipe.length_penalty, batch_size=cfg.eval_batch_size, tokenize=self.bleu_tokenize,
+            num_beams=cfg.valid_beams, max_tokens=max(self.recipe.max_tokens, cfg.max_length),
+            accelerator=self.accelerator,
+        )  # fmt: skip
+        self.accelerator.wait_for_everyone()
+        return metrics
+
+    def validate_and_save(self, state: TrainState) -> tuple[dict, str]:
+        """Validate (in a forked RNG: validation must not change the training random stream), update
+        ``state.best``, save a checkpoint and prune old ones; returns (metrics, checkpoint path)."""
+        acc = self.accelerator
+        with torch.random.fork_rng(devices=[acc.device.index or 0] if acc.device.type == "cuda" else []):
+            metrics = self.validate()
+        if metrics:
+            metrics["step"] = state.step
+            acc.log({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=state.step)
+            self.emit("eval", metrics)
+            if state.best.get("valid_loss") is None or metrics["valid_loss"] < state.best["valid_loss"]:
+                state.best = {"valid_loss": metrics["valid_loss"], "checkpoint": f"{ckpt.PREFIX}{state.step}",
+                              "step": state.step}  # fmt: skip
+        root = self.run_dir.checkpoints
+        path = ckpt.save_checkpoint(acc, root, state.step, dataclasses.asdict(state), self.config.to_json_string())
+        if acc.is_main_process:
+            best = state.best.get("checkpoint")
+            if best:
+                (root / "best").write_text(best + "\n", encoding="utf-8")
+            ckpt.prune_checkpoints(root, self.cfg.keep_last, keep=[best] if best else [])
+        acc.wait_for_everyone()
+        self.emit("checkpoint", {"path": str(path), "step": state.step})
+        return metrics, str(path)
+
+    def resume_state(self) -> TrainState:
+        """A fresh `TrainState`, or the one of the latest checkpoint (which is loaded into model, optimizer,
+        scheduler and RNG) with ``--resume``."""
+        acc = self.accelerator
+        state = TrainState(stream=self.data.stream.state_dict(), num_processes=acc.num_processes)
+        if not self.cfg.resume:
+            return state
+        path = ckpt.latest_checkpoint(self.run_dir.checkpoints)
+        if path is None:
+            raise ValueError(f"--resume: no checkpoint in {str(self.run_dir.checkpoints)!r}.")
+        saved = ckpt.load_checkpoint(acc, path)
+        if saved.get("num_processes") != acc.num_processes:
+            raise ValueError(
+                f"Checkpoint {str(path)!r} was written by {saved.get('num_processes')} process(es), this run has "
+                f"{acc.num_processes}; resume with the same number of processes."
+            )
+        state = TrainState(**{f.name: saved[f.name] for f in dataclasses.fields(TrainState) if f.name in saved})
+        state.best = dict(state.best or {})
+        self.data.stream.load_state_dict(state.stream)
+        self.emit("info", {"message": f"Resumed from {path} at step {state.step}, epoch {self.data.stream.epoch}"})
+        return state
+
+    # ------------------------------------------------------------------------------------------- exports
+    def average(self, step: int) -> dict | None:
+        """Leave the average of the newest snapshots in the model when it validates better (`training.averaging`)."""
+        window = self.snapshots.window(step, weights_copy(self.unwrapped))
+        return average_if_better(self.unwrapped, window, lambda: self.validate(bleu=False))
+
+    def export_at_mark(self, step: int, minutes: float) -> dict:
+        """Export the model as the run would if it stopped now (averaging included) to OUTPUT_DIR/minute-M/, then
+        put the training weights back."""
+        current = weights_copy(self.unwrapped)
+        info = self.average(step)
+        averaged = info is not None and info["kept"]
+        folder = self.run_dir.minute_export(minutes)
+        if self.accelerator.is_main_process:
+            save_with_remote_code(self.unwrapped, folder, self.data.tokenizer)
+        if averaged:
+            ckpt.load_weights_into(self.unwrapped, current)
+        self.accelerator.wait_for_everyone()
+        return {"minutes": minutes, "step": step, "path": str(folder), "averaged_steps": info["steps"] if averaged else None}
+
+    def epochs_done(self) -> float:
+        sampler = self.data.sampler
+        return self.data.stream.epoch + sampler.position / max(1, len(sampler.batches(self.data.stream.epoch)))
+
+    # ------------------------------------------------------------------------------------------------ the run
+    def stop_reason(self, step: int, seconds: float) -> str:
+        """Why the run stops before the next update ("" to go on); ``seconds``: this invocation's training time."""
+        cfg = self.cfg
+        if cfg.max_steps is not None and step >= cfg.max_steps:
+            return f"max_steps={cfg.max_steps}"
+        if cfg.max_epochs is not None and self.data.stream.epoch >= cfg.max_epochs:
+            return f"max_epochs={cfg.max_epochs}"
+        if cfg.max_minutes and seconds >= cfg.max_minutes * 60:
+            return f"max_minutes={cfg.max_minutes}"
+        return ""
+
+    def agree(self, stopped: str, progress: float) -> tuple[str, float]:
+        """Every process stops at the same update, with the same budget progress (the mean of the processes')."""
+        acc = self.accelerator
+        if acc.num_processes == 1:
+            return stopped, progress
+        flags = acc.reduce(torch.tensor([1.0 if stopped else 0.0, progress], device=acc.device), reduction="sum")
+        if float(flags[0]) > 0 and not stopped:
+            stopped = "another process stopped"
+        return stopped, float(flags[1]) / acc.num_processes
+
+    def mark_due(self, mark: float, seconds: float) -> bool:
+        """Whether the export mark (minutes of training, all invocations) is reached, agreed by every process."""
+        acc = self.accelerator
+        due = torch.tensor([1.0 if seconds / 60 >= mark else 0.0], device=acc.device)
+        if acc.num_processes > 1:
+            due = acc.reduce(due, reduction="sum")
+        return float(due) > 0
+
+    def run(self) -> TrainResult:
+        cfg, acc, recipe, data = self.cfg, self.accelerator, self.recipe, self.data
+        state = self.resume_state()
+        result = TrainResult(
+            output_dir=str(self.run_dir.root), num_parameters=self.num_parameters, data_summary=data.summary,
+            num_processes=acc.num_processes, device=acc.device.type,
+            split_sizes={name: len(split) for name, split in data.splits.items()},
+        )  # fmt: skip
+        if cfg.tensorboard:
+            hparams = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
+                       for k, v in dataclasses.asdict(cfg).items()}  # fmt: skip
+            acc.init_trackers("train", config=hparams)
+        self.emit("start", {"step": state.step, "max_steps": cfg.max_steps, "num_parameters": self.num_parameters,
+                            "max_tokens": recipe.max_tokens, "num_processes": acc.num_processes})  # fmt: skip
+        marks = [m for m in recipe.export_marks if m * 60 > state.train_seconds]  # passed before a resume
+        before, start = state.train_seconds, time.monotonic()
+        tokens_now, last_saved = 0, state.step if cfg.resume else None
+        while True:
+            seconds = time.monotonic() - start
+            progress = 0.0
+            if recipe.cooldown:
+                progress = budget_progress(step=state.step, epochs=self.epochs_done(), seconds=seconds,
+                                           max_steps=cfg.max_steps, max_epochs=cfg.max_epochs,
+                                           max_minutes=cfg.max_minutes)  # fmt: skip
+            stopped, progress = self.agree(self.stop_reason(state.step, seconds), progress)
+            if stopped:
+                break
+            logs = self.train_step(cooldown_factor(progress, recipe.cooldown))
+            state.step += 1
+            state.stream = data.stream.state_dict()
+            state.target_tokens += logs["ntokens"]
+            state.train_seconds = before + time.monotonic() - start
+            tokens_now += logs["ntokens"]
+            logs.update(step=state.step, epoch=data.stream.epoch, seconds=state.train_seconds)
+            result.history.append(logs)
+            self.emit("step", logs)
+            if state.step % cfg.log_every == 0:
+                acc.log({f"train/{k}": v for k, v in logs.items() if k != "step"}, step=state.step)
+            if state.step % cfg.eval_every == 0:
+                last_saved = self.save(state, result, before + time.monotonic() - start)
+            self.snapshots.after_update(state.step, self.unwrapped)
+            if marks and self.mark_due(marks[0], before + time.monotonic() - start):
+                record = self.export_at_mark(state.step, marks.pop(0))
+                result.exports.append(record)
+                self.emit("export_at", record)
+        elapsed = time.monotonic() - start
+        result.target_tokens_per_second = tokens_now / max(elapsed, 1e-9)
+        result.step, result.epoch, result.stopped_because = state.step, data.stream.epoch, stopped
+        if last_saved != state.step:
+            self.save(state, result, before + time.monotonic() - start)
+        result.train_seconds = before + elapsed
+        result.epochs, result.target_tokens = self.epochs_done(), state.target_tokens
+        result.best_valid_loss = state.best.get("valid_loss")
+        if self.snapshots.enabled:
+            result.averaging = self.average(state.step)
+            if result.averaging is not None:
+                self.emit("average", result.averaging)
+        result.model = self.unwrapped
+        if cfg.export:
+            self.finish(result)
+        if acc.is_main_process:
+            write_training_plots(result, self.run_dir.plots, window=cfg.log_every)
+        acc.end_training()
+        return result
+
+    def save(self, state: TrainState, result: TrainResult, train_seconds: float) -> int:
+        """Validate and checkpoint at ``state.step`` (training time so far: ``train_seconds``); returns the step."""
+        state.train_seconds = train_seconds
+        metrics, result.last_checkpoint = self.validate_and_save(state)
+        if metrics:
+            result.valid_history.append(metrics)
+        return state.step
+
+    def finish(self, result: TrainResult) -> None:
+        """Length penalty, test score, export and model card (`training.finish`), on the main process."""
+        cfg, acc, data = self.cfg, self.accelerator, self.data
+        if acc.is_main_process:
+            model = self.unwrapped
+            extra = cfg.sample_sentences
+            if extra is None and self.languages[0] == "zh":
+                extra = "我爱机器翻译"
+            evaluation = evaluate_run(
+                model, data.tokenizer, data.splits, candidates=self.recipe.length_penalty_candidates,
+                length_penalty=cfg.length_penalty, num_beams=cfg.test_beams or model.generation_config.num_beams,
+                batch_size=cfg.eval_batch_size, tokenize=self.bleu_tokenize, num_samples=cfg.num_samples,
+                extra_sentences=[t.strip() for t in (extra or "").split("|") if t.strip()], emit=self.emit,
+            )  # fmt: skip
+            result.length_penalty = evaluation.length_penalty
+            result.length_penalty_search = evaluation.length_penalty_search
+            result.test_metrics, result.samples = evaluation.test_metrics, evaluation.samples
+            if result.test_metrics:
+                acc.log({"test/bleu": result.test_metrics["bleu"], "test/chrf": result.test_metrics["chrf"]},
+                        step=result.step)  # fmt: skip
+            values = card_values(cfg, self.recipe, self.config, result)
+            export_model(model, data.tokenizer, self.run_dir.root, values, cfg.model_card, result.test_metrics)
+            self.emit("exported", {"path": str(self.run_dir.root)})
+        acc.wait_for_everyone()
+
+
+def train(cfg: TrainConfig, event: Event | None = None) -> TrainResult:
+    """Run a training job described by ``cfg``; ``event(name, info)`` receives progress events ("info", "start",
+    "step", "eval", "checkpoint", "average", "export_at", "length_penalty", "test_start", "test_progress",
+    "exported") for a progress display.
+
+    Works unchanged under ``accelerate launch`` (any number of processes)."""
+    return Trainer(cfg, event).run()

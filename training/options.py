@@ -1,0 +1,172 @@
+"""The options of a training run (the flags of `scripts/train.py`, same names) and their checks.
+
+`TrainConfig` is what the user asked for; nothing here decides a hyperparameter. Options left unset (None)
+are filled from the preset's recipe once, by `training.recipe.resolve_recipe`. The data and split options are
+`corpus.DataOptions`' (shared with evaluation and the benchmarks).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from corpus import DataOptions
+
+from .presets import preset_names
+
+
+def _f(default: Any, help: str, **kw) -> Any:
+    return field(default=default, metadata={"help": help, **kw})
+
+
+@dataclass
+class TrainConfig(DataOptions):
+    """Every option of a training run (the command-line flags of scripts/train.py, same names)."""
+
+    max_length: int = _f(256, "drop (and count) training/validation pairs with more tokens than this on a side")
+    # tokenizer
+    tokenizer: str | None = _f(
+        None, "tokenizer folder; default: train a joint BPE on the training split (or reuse it)"
+    )
+    vocab_size: int = _f(8000, "joint BPE vocabulary size when the tokenizer is trained here")
+    # model
+    preset: str = _f("small", "architecture preset", choices=tuple(preset_names()))
+    dropout: float | None = _f(
+        None,
+        "override the preset's dropout (default: the preset's; small: 0.0, or 0.1 when --max_minutes >= 60, "
+        "where no dropout overfits)",
+    )
+    init_std: float | None = _f(
+        None, "std of the normal initialisation of the embeddings (default: the preset's, else d_model**-0.5)"
+    )
+    linear_init_std: float | None = _f(
+        None, "std of the normal initialisation of linear layers (default: the preset's, else Xavier-uniform)"
+    )
+    # batching and optimisation
+    max_tokens: int | None = _f(None, "token budget per batch (batch size x longest side); default: the preset's")
+    skip_too_long: bool = _f(False, "skip (and count) pairs longer than --max_tokens instead of failing")
+    grad_accum: int = _f(1, "batches accumulated per optimizer update (per process)")
+    lr_scale: float | None = _f(None, "scale of the paper's learning-rate formula; default: the preset's")
+    warmup_steps: int | None = _f(None, "warm-up updates of the schedule; default: the preset's")
+    label_smoothing: float = _f(0.1, "label smoothing epsilon")
+    weight_decay: float = _f(0.0, "AdamW weight decay (0 = Adam, as in the paper)")
+    clip_norm: float | None = _f(None, "clip the gradient norm to this value (0 = off); default: the preset's")
+    cooldown: float | None = _f(
+        None,
+        "fraction of the budget at its end over which the learning rate decays linearly to 0 (the budget that stops "
+        "the run first: --max_minutes of this invocation, --max_steps or --max_epochs); 0 = off; default: the "
+        "preset's",
+    )
+    # budget
+    max_steps: int | None = _f(None, "stop after this many optimizer updates (in total, across resumes)")
+    max_epochs: int | None = _f(None, "stop after this many epochs")
+    max_minutes: float | None = _f(25.0, "wall-clock budget of the training loop of this invocation (0/None = none)")
+    seed: int = _f(1, "seed of model initialisation, dropout and batch order")
+    # hardware
+    mixed_precision: str = _f("no", "mixed precision on GPU", choices=("no", "bf16", "fp16"))
+    cpu: bool = _f(False, "force the CPU even if a GPU is present")
+    num_threads: int | None = _f(None, "torch CPU threads per process (default: available cores / processes)")
+    tune_cpu_allocator: bool = _f(
+        True, "on CPU, keep freed memory mapped for reuse (glibc mallopt; ~13% faster small-model steps; "
+        "training.allocator)"
+    )
+    # logging, validation, checkpoints
+    output_dir: str = _f("outputs/default", "where checkpoints, logs and the final model go")
+    cache_dir: str | None = _f(None, "tokenisation cache (default: OUTPUT_DIR/cache)")
+    log_every: int = _f(10, "log training loss every N updates")
+    eval_every: int = _f(500, "validate and save a checkpoint every N updates (and at the end)")
+    keep_last: int = _f(3, "keep the newest K checkpoints (plus the best)")
+    average_last: int | None = _f(
+        None,
+        "export the average of the weights at the last N snapshots (one every --average_every updates, the final "
+        "weights included) when it lowers the validation loss; 0 or 1 = off; default: the preset's",
+    )
+    average_every: int | None = _f(None, "updates between the snapshots that are averaged; default: the preset's")
+    export_at_minutes: str = _f(
+        "",
+        "comma-separated training minutes at which to also export the model as if the run stopped there (averaging "
+        "included) to OUTPUT_DIR/minute-M/, e.g. '25,60' in a 120-minute run; training is not changed (the run's "
+        "dropout is the run's: the small preset's long-budget dropout applies to the whole run)",
+    )
+    bleu_samples: int = _f(200, "validation pairs translated (greedy) for the periodic BLEU/chrF; 0 = loss only")
+    valid_beams: int = _f(1, "beams for the periodic validation BLEU")
+    test_beams: int | None = _f(
+        None, "beams for the final test evaluation; default: the model's generation config (the paper's 4)"
+    )
+    length_penalty: float | None = _f(
+        None,
+        "length penalty alpha (transformers': log-prob / length**alpha) of the test translation and of the exported "
+        "generation config; default: the candidate with the best BLEU on the validation split",
+    )
+    length_penalty_candidates: str = _f(
+        "0.6,1.0,1.4", "comma-separated length penalties tried on the validation split when --length_penalty is unset"
+    )
+    eval_batch_size: int = _f(64, "sentences per generate() batch")
+    sacrebleu_tokenize: str | None = _f(None, "sacreBLEU tokeniser (default: 'zh' for Chinese targets, else '13a')")
+    tensorboard: bool = _f(True, "log to TensorBoard (OUTPUT_DIR/runs) through accelerate's tracker")
+    num_samples: int = _f(3, "sample test translations returned (and printed by the script)")
+    sample_sentences: str | None = _f(
+        None,
+        "extra source sentences to translate at the end, separated by '|' (default for zh: 我爱机器翻译)",
+    )
+    model_card: str | None = _f(None, "model card template (default: the repository's model_card.md)")
+    resume: bool = _f(False, "continue from OUTPUT_DIR/checkpoints/latest")
+    overwrite: bool = _f(False, "start from scratch even if OUTPUT_DIR has checkpoints (they are deleted)")
+    export: bool = _f(True, "evaluate on the test split and export the final model to OUTPUT_DIR")
+
+
+# options that must not change when a run is resumed
+RESUME_KEYS = ("data", "max_lines", "valid_size", "test_size", "split_block_size", "split_seed", "max_length",
+               "preset", "dropout", "init_std", "linear_init_std", "seed", "grad_accum", "label_smoothing",
+               "source_column", "target_column")  # fmt: skip
+
+
+def float_list(text: str, option: str, what: str, positive: bool = False) -> list[float]:
+    """Parse a comma-separated option such as ``"0.6, 1.0"``; raises ValueError naming ``option``."""
+    try:
+        values = [float(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        values = [math.nan]
+    if any(not math.isfinite(v) or (positive and v <= 0) for v in values):
+        raise ValueError(f"--{option} must be comma-separated {what}, got {text!r}.")
+    return values
+
+
+def length_penalty_candidates(cfg: TrainConfig) -> list[float]:
+    values = float_list(cfg.length_penalty_candidates, "length_penalty_candidates", "numbers")
+    if not values:
+        raise ValueError("--length_penalty_candidates must be comma-separated numbers, got an empty list.")
+    return values
+
+
+def minute_marks(cfg: TrainConfig) -> list[float]:
+    return sorted(float_list(cfg.export_at_minutes, "export_at_minutes", "positive minutes", positive=True))
+
+
+def check_options(cfg: TrainConfig) -> None:
+    """Raise one `ValueError` naming every invalid or contradictory option (the list parsers raise their own)."""
+    problems = cfg.check()
+    for name in ("grad_accum", "log_every", "eval_every", "keep_last", "eval_batch_size", "valid_beams"):
+        if getattr(cfg, name) < 1:
+            problems.append(f"--{name} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.test_beams is not None and cfg.test_beams < 1:
+        problems.append(f"--test_beams must be >= 1, got {cfg.test_beams}")
+    if cfg.length_penalty is not None and not math.isfinite(cfg.length_penalty):
+        problems.append(f"--length_penalty must be a finite number, got {cfg.length_penalty}")
+    length_penalty_candidates(cfg)
+    minute_marks(cfg)
+    if cfg.average_last is not None and cfg.average_last < 0:
+        problems.append(f"--average_last must be >= 0, got {cfg.average_last}")
+    if cfg.cooldown is not None and not 0.0 <= cfg.cooldown < 1.0:
+        problems.append(f"--cooldown must be in [0, 1), got {cfg.cooldown}")
+    if cfg.average_every is not None and cfg.average_every < 1:
+        problems.append(f"--average_every must be >= 1, got {cfg.average_every}")
+    if cfg.max_length < 2:
+        problems.append(f"--max_length must be >= 2, got {cfg.max_length}")
+    if not (cfg.max_steps or cfg.max_epochs or cfg.max_minutes):
+        problems.append("no stopping rule: pass --max_steps, --max_epochs or --max_minutes")
+    if cfg.resume and cfg.overwrite:
+        problems.append("--resume and --overwrite contradict each other; pass one")
+    if problems:
+        raise ValueError("Invalid training options: " + "; ".join(problems) + ".")

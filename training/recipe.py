@@ -1,0 +1,94 @@
+"""The recipe a run trains with, resolved once from the preset and the options.
+
+`resolve_recipe` fills every option left unset (None) from the preset's recipe (`training.presets`) and decides
+the dropout: ``--dropout`` when given, else the preset's long-budget rule (`presets.budget_dropout`), else the
+preset's model dropout. A resumed run keeps the dropout its first invocation decided (read from the saved
+recipe), so a shorter ``--max_minutes`` on resume does not change the model it continues to train.
+
+The `Recipe` is frozen: nothing changes it during the run. `training.run_dir.RunDir` saves it as
+``checkpoints/recipe.json`` next to the options (``train_config.json``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from modeling import VanillaTransformerConfig
+
+from .options import TrainConfig, length_penalty_candidates, minute_marks
+from .presets import budget_dropout, build_config, recipe_defaults
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The hyperparameters of one run (every field decided; see the options of the same names)."""
+
+    preset: str
+    max_tokens: int
+    warmup_steps: int
+    lr_scale: float
+    clip_norm: float
+    cooldown: float
+    average_last: int
+    average_every: int
+    dropout: float | None  # replaces the preset's model dropout; None keeps it
+    init_std: float | None  # None: the preset's
+    linear_init_std: float | None  # None: the preset's
+    length_penalty_candidates: tuple[float, ...]
+    length_penalty: float  # --length_penalty, else the first candidate (until the search on validation chooses)
+    export_marks: tuple[float, ...]  # --export_at_minutes, sorted
+
+    def model_config(self, vocab_size: int) -> VanillaTransformerConfig:
+        """The model configuration: the preset's architecture with this recipe's dropout and initialisation."""
+        return build_config(self.preset, vocab_size, dropout=self.dropout, init_std=self.init_std,
+                            linear_init_std=self.linear_init_std)  # fmt: skip
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
+    """The recipe of ``cfg``: its options, else the preset's defaults; ``saved`` is the recipe a resumed run was
+    started with (its dropout is kept unless ``--dropout`` is given)."""
+    defaults = recipe_defaults(cfg.preset)
+
+    def pick(name: str, falsy_means_unset: bool = False):
+        value = getattr(cfg, name)
+        unset = value is None or (falsy_means_unset and not value)
+        return defaults[name] if unset else value
+
+    dropout = budget_dropout(cfg.preset, cfg.dropout, cfg.max_minutes)
+    if saved is not None and cfg.dropout is None:
+        dropout = saved.get("dropout", dropout)
+    candidates = tuple(length_penalty_candidates(cfg))
+    return Recipe(
+        preset=cfg.preset,
+        max_tokens=pick("max_tokens", falsy_means_unset=True),
+        warmup_steps=pick("warmup_steps", falsy_means_unset=True),
+        lr_scale=pick("lr_scale"),
+        clip_norm=pick("clip_norm"),
+        cooldown=pick("cooldown"),
+        average_last=pick("average_last"),
+        average_every=pick("average_every", falsy_means_unset=True),
+        dropout=dropout,
+        init_std=cfg.init_std,
+        linear_init_std=cfg.linear_init_std,
+        length_penalty_candidates=candidates,
+        length_penalty=cfg.length_penalty if cfg.length_penalty is not None else candidates[0],
+        export_marks=tuple(minute_marks(cfg)),
+    )
+
+
+def dropout_note(cfg: TrainConfig, recipe: Recipe) -> str | None:
+    """A line for the log when the preset's long-budget rule (not ``--dropout``) set the dropout."""
+    if cfg.dropout is not None or recipe.dropout is None:
+        return None
+    threshold = recipe_defaults(cfg.preset)["long_budget_minutes"]
+    early = [m for m in recipe.export_marks if threshold is not None and m < threshold]
+    return (
+        f"dropout {recipe.dropout} (the {cfg.preset} preset's long-budget dropout for --max_minutes >= {threshold}; "
+        "pass --dropout to choose)"
+        + (f"; the minute-{early[0]:g} export is this run's state, not what a {early[0]:g}-minute run "
+           "(no long-budget dropout) would give" if early else "")
+    )  # fmt: skip

@@ -1,0 +1,83 @@
+"""The output folder of a training run and its resume policy.
+
+Layout of ``output_dir``::
+
+    config.json, model.safetensors, *.py, tokenizer files, README.md   the final model (save_with_remote_code)
+    eval_results.json        test-set scores with sacreBLEU signatures
+    checkpoints/             checkpoint-<step>/, latest, best, tokenizer/, train_config.json (the options),
+                             recipe.json (the resolved `Recipe`)
+    runs/                    TensorBoard logs
+    plots/                   training_curves.png
+    cache/                   tokenised data (keyed by tokenizer and data hashes)
+    minute-<M>/              models exported at --export_at_minutes marks
+
+Policy (`RunDir.prepare`, main process only): a folder with checkpoints is never silently reused — pass
+``--resume`` to continue the run (refused when an option of `RESUME_KEYS` differs from the saved one) or
+``--overwrite`` to delete its checkpoints; ``--resume`` without a checkpoint is an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+from . import checkpoint as ckpt
+from .options import RESUME_KEYS, TrainConfig
+from .recipe import Recipe
+
+OPTIONS_FILE = "train_config.json"
+RECIPE_FILE = "recipe.json"
+
+
+class RunDir:
+    """Paths of one run's output folder (module docstring) and the rules for starting or resuming there."""
+
+    def __init__(self, output_dir: str | Path, cache_dir: str | Path | None = None):
+        self.root = Path(output_dir)
+        self.checkpoints = self.root / "checkpoints"
+        self.tokenizer = self.checkpoints / "tokenizer"
+        self.runs = self.root / "runs"
+        self.plots = self.root / "plots"
+        self.cache = Path(cache_dir) if cache_dir else self.root / "cache"
+
+    def minute_export(self, minutes: float) -> Path:
+        return self.root / f"minute-{minutes:g}"
+
+    def prepare(self, cfg: TrainConfig) -> None:
+        """Apply the policy of the module docstring; raises `ValueError` saying which flag to pass."""
+        existing = ckpt.list_checkpoints(self.checkpoints)
+        if existing and not cfg.resume:
+            if not cfg.overwrite:
+                raise ValueError(
+                    f"{str(self.checkpoints)!r} already has {len(existing)} checkpoint(s) (newest "
+                    f"{existing[-1].name}). Pass --resume to continue that run, --overwrite to delete them and start "
+                    "over, or a different --output_dir."
+                )
+            shutil.rmtree(self.checkpoints)
+        if cfg.resume and not existing:
+            raise ValueError(
+                f"--resume: no checkpoint in {str(self.checkpoints)!r}. Run without --resume to start a new run there."
+            )
+        self.checkpoints.mkdir(parents=True, exist_ok=True)
+        saved = self.checkpoints / OPTIONS_FILE
+        if cfg.resume and saved.exists():
+            old = json.loads(saved.read_text(encoding="utf-8"))
+            diff = {k: (old.get(k), getattr(cfg, k)) for k in RESUME_KEYS if old.get(k) != getattr(cfg, k)}
+            if diff:
+                raise ValueError(
+                    "Cannot resume with different options (checkpoint value, this run): "
+                    + ", ".join(f"--{k} {a!r} vs {b!r}" for k, (a, b) in diff.items())
+                    + ". Resume with the original options or start a new --output_dir."
+                )
+
+    def saved_recipe(self) -> dict | None:
+        """The recipe the run in this folder was started with, or None."""
+        path = self.checkpoints / RECIPE_FILE
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+    def save(self, cfg: TrainConfig, recipe: Recipe) -> None:
+        """Write the options and the resolved recipe (atomically) into the checkpoint folder."""
+        ckpt.write_json_atomic(self.checkpoints / OPTIONS_FILE, dataclasses.asdict(cfg))
+        ckpt.write_json_atomic(self.checkpoints / RECIPE_FILE, recipe.to_dict())
