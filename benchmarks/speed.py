@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
-from modeling.convert_marian import convert_marian_model
 from modeling import cpu_inference_gemm, set_cpu_inference_gemm
+from modeling.convert_marian import convert_marian_model
 
 from .marian import marian_config
 
@@ -69,7 +69,9 @@ def build_contenders(preset: str, seed: int = 0, with_ct2: bool = True, dropout:
     CTranslate2 conversion when the package is installed. Both PyTorch models use sdpa attention and OPUS-MT's
     special ids (pad and decoder start = the last id, eos 0)."""
     if preset not in VOCAB_SIZES:
-        raise ValueError(f"Unknown benchmark preset {preset!r}; choose one of {list(VOCAB_SIZES)} (--preset).")
+        raise ValueError(
+            f"Unknown benchmark preset {preset!r}; choose one of {list(VOCAB_SIZES)} (--preset)."
+        )
     vocab = VOCAB_SIZES[preset]
     config = marian_config(preset, vocab, dropout, pad_token_id=vocab - 1, bos_token_id=None,
                            decoder_start_token_id=vocab - 1, eos_token_id=0)  # fmt: skip
@@ -491,7 +493,11 @@ def run_preset(
     summary.insert(
         0,
         "ours and Marian generate identical tokens in every workload"
-        + (" (ours checked with PyTorch's default GEMM, as Marian)" if cpu_inference_gemm() == "onednn" else "")
+        + (
+            " (ours checked with PyTorch's default GEMM, as Marian)"
+            if cpu_inference_gemm() == "onednn"
+            else ""
+        )
         if not mismatches
         else f"OUTPUT MISMATCH ours vs Marian in: {', '.join(mismatches)}",
     )

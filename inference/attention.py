@@ -1,10 +1,11 @@
-"""Cross-attention of a translation as a matrix and as a heat map (PNG, matplotlib's Agg canvas, no pyplot state).
+"""Cross-attention of a translation as a matrix and as a heat map (PNG, matplotlib's Agg canvas, no pyplot
+state).
 
-`cross_attention` translates one sentence, re-runs the decoder on its own output with ``output_attentions=True``
-and returns one (target tokens x source tokens) matrix whose rows are attention distributions over the source
-(each sums to 1). Matplotlib's bundled fonts have no CJK glyphs; `plot_attention` looks for an installed font
-that has them and otherwise labels those tokens by id, with a warning. torch and matplotlib are imported where
-used.
+`cross_attention` translates one sentence, re-runs the decoder on its own output with
+``output_attentions=True`` and returns one (target tokens x source tokens) matrix whose rows are attention
+distributions over the source (each sums to 1). Matplotlib's bundled fonts have no CJK glyphs;
+`plot_attention` looks for an installed font that has them and otherwise labels those tokens by id, with a
+warning. torch and matplotlib are imported where used.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Batched translation with a seq2seq model: the one path used by `scripts/translate.py`, `scripts/evaluate.py`,
-validation and test scoring in training, and the quality benchmark (for `MarianMTModel` too).
+"""Batched translation with a seq2seq model: the one path used by `scripts/translate.py`,
+`scripts/evaluate.py`, validation and test scoring in training, and the quality benchmark (for
+`MarianMTModel` too).
 
 `translate_nbest` is the loop; `translate` (one hypothesis per text) and `translate_lines` (n-best joined by
 tabs, for the CLI) are views of it. All three return outputs in input order. Empty (or whitespace-only) texts
@@ -13,10 +14,11 @@ on an untrained model. Whitespace runs in outputs become one space, so an output
 a tab of its own.
 
 Decoding options not given (or given as None) come from ``model.generation_config``; for this project's
-models that is `modeling.default_generation_config` (the paper's beam 4, length penalty 0.6). With one beam,
-the beam-only options ``length_penalty`` and ``early_stopping`` are not passed on (they change nothing). Out-of-range
-options raise `ValueError` (`modeling.check_generation_arguments`) before anything is translated, and so does a
-tokenizer that does not match the model (`inference.loading.check_tokenizer_matches_model`).
+models that is `modeling.default_generation_config` (the paper's beam 4, length penalty 0.6). With one
+beam, the beam-only options ``length_penalty`` and ``early_stopping`` are not passed on (they change
+nothing). Out-of-range options raise `ValueError` (`modeling.check_generation_arguments`) before anything is
+translated, and so does a tokenizer that does not match the model
+(`inference.loading.check_tokenizer_matches_model`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ _BEAM_ONLY = ("length_penalty", "early_stopping")  # meaningless with one beam (
 
 
 def position_limit(model: PreTrainedModel) -> int | None:
-    """The model's ``max_position_embeddings``, or None when it has none or its positions are RoPE (no table)."""
+    """The model's ``max_position_embeddings``, or None when it has none or uses RoPE (no position table)."""
     config = model.config
     limit = getattr(config, "max_position_embeddings", None)
     if getattr(config, "position_encoding", None) == "rope" or not limit:
@@ -157,8 +159,8 @@ def translate(
     from ``model.generation_config``."""
     if generate_kwargs.get("num_return_sequences") not in (None, 1):
         raise ValueError(
-            f"num_return_sequences={generate_kwargs['num_return_sequences']!r} is invalid for translate(), which "
-            "returns one translation per text: use translate_nbest for n-best lists"
+            f"num_return_sequences={generate_kwargs['num_return_sequences']!r} is invalid for translate(), "
+            "which returns one translation per text: use translate_nbest for n-best lists"
         )
     nbest = translate_nbest(
         model, tokenizer, texts, batch_size,
@@ -174,7 +176,7 @@ def translate_lines(
     batch_size: int = 32,
     **generate_kwargs: Any,
 ) -> list[str]:
-    """One output per line, in input order, its n-best hypotheses joined by tabs (see the module docstring)."""
+    """One output per line, in input order: its n-best hypotheses joined by tabs (see the module docstring)."""
     return [
         "\t".join(hyps) for hyps in translate_nbest(model, tokenizer, lines, batch_size, **generate_kwargs)
     ]

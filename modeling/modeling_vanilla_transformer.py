@@ -3,8 +3,9 @@
 positions -> masks -> attention -> feed-forward -> encoder layer -> decoder layer -> encoder -> decoder
 -> pretrained base -> VanillaTransformerModel -> VanillaTransformerForConditionalGeneration
 
-Dropout, linear layers and the loss are drop-in CPU kernels (kernels_vanilla_transformer.py); checks of user
-input and of generate() arguments are in checks_vanilla_transformer.py.
+Positions (sinusoidal, learned, rotary) are in positions_vanilla_transformer.py; dropout, linear layers and the
+loss are drop-in CPU kernels (kernels_vanilla_transformer.py); checks of user input and of generate() arguments
+are in checks_vanilla_transformer.py.
 
 Shape legend used in the comments:
     B  batch size                     S  source length (encoder positions)
@@ -68,92 +69,19 @@ from .kernels_vanilla_transformer import (
     release_cpu_inference_weights,
     smoothed_cross_entropy,
 )
+from .positions_vanilla_transformer import (
+    LearnedPositionalEmbedding,
+    RotaryEmbedding,
+    SinusoidalPositionalEncoding,
+    apply_rotary,
+    build_position_ids,
+)
 
 # transformers 5.24 renamed the cache field of model outputs from `past_key_values` to `cache`; both are supported.
 CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Positions (paper section 3.5)
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def sinusoidal_table(num_positions: int, dim: int, layout: str) -> torch.Tensor:
-    """(num_positions, dim) table: PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(...).
-
-    `layout="interleaved"` stores the pairs as in the paper; `"concatenated"` stores all sines first, then all
-    cosines (Marian). Computed in float64, returned in float32.
-    """
-    position = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
-    inv_freq = torch.pow(10000.0, -torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (C/2,)
-    angles = position * inv_freq  # (P, C/2)
-    if layout == "interleaved":
-        table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # (P, C): sin, cos, sin, ...
-    else:
-        table = torch.cat((angles.sin(), angles.cos()), dim=-1)  # (P, C): sin..., cos...
-    return table.float()
-
-
-class SinusoidalPositionalEncoding(nn.Module):
-    """Fixed sinusoidal positions. The table is a non-persistent buffer: it is not saved, and
-    `_init_weights` rebuilds it after `from_pretrained` (which creates buffers on the meta device)."""
-
-    def __init__(self, config: VanillaTransformerConfig):
-        super().__init__()
-        self.num_positions = config.max_position_embeddings
-        self.dim = config.d_model
-        self.layout = config.sinusoidal_layout
-        self.register_buffer("table", self.build_table(), persistent=False)
-
-    def build_table(self) -> torch.Tensor:
-        return sinusoidal_table(self.num_positions, self.dim, self.layout)
-
-    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
-        # position_ids: (B or 1, L) -> (B or 1, L, C)
-        return self.table[position_ids]
-
-
-class LearnedPositionalEmbedding(nn.Embedding):
-    """A trained position table (paper Table 3, row E)."""
-
-    def __init__(self, config: VanillaTransformerConfig):
-        super().__init__(config.max_position_embeddings, config.d_model)
-
-
-class RotaryEmbedding(nn.Module):
-    """Rotary position embedding (RoFormer): rotates query/key pairs by position-dependent angles."""
-
-    def __init__(self, config: VanillaTransformerConfig, head_dim: int):
-        super().__init__()
-        self.head_dim = head_dim
-        self.theta = config.rope_theta
-        self.register_buffer("inv_freq", self.build_inv_freq(), persistent=False)
-
-    def build_inv_freq(self) -> torch.Tensor:
-        return 1.0 / (self.theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim))
-
-    def forward(self, position_ids: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        # position_ids: (B or 1, L) -> cos, sin: (B or 1, 1, L, D)
-        angles = position_ids[..., None].float() * self.inv_freq  # (B, L, D/2)
-        angles = torch.cat((angles, angles), dim=-1)[:, None]  # (B, 1, L, D)
-        return angles.cos().to(dtype), angles.sin().to(dtype)
-
-
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x: (B, H, L, D); rotate the two halves of the head dimension (the "rotate_half" convention)."""
-    first, second = x.chunk(2, dim=-1)  # (B, H, L, D/2) each
-    return x * cos + torch.cat((-second, first), dim=-1) * sin
-
-
-def build_position_ids(
-    token_mask: torch.Tensor | None, past_length: int | torch.Tensor, length: int, device: torch.device
-) -> torch.Tensor:
-    """Positions of the `length` newest tokens: (B, L) from a 2-D token mask (real tokens are counted, so left
-    padding does not shift positions), else (1, L) = past_length + [0, L)."""
-    if token_mask is not None and token_mask.dim() == 2:
-        counted = token_mask.long().cumsum(-1) - 1  # (B, K)
-        return counted[:, -length:].clamp(min=0)  # (B, L)
-    return (torch.arange(length, device=device) + past_length)[None]  # (1, L)
+# Positions (paper section 3.5, and rotary positions): see positions_vanilla_transformer.py
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -348,13 +276,13 @@ class VanillaTransformerAttention(nn.Module):
                 key, value = cache.self_attention_cache.update(key, value, self.layer_idx)
 
         implementation = attention_backend(self.config, output_attentions)
+        dropout = self.dropout if self.training else 0.0
         if implementation == "sdpa":
             # torch's kernel called directly (what transformers' sdpa wrapper ends up doing for this model, minus
             # its per-call checks); no mask on causal self-attention means causal: decoder_self_attention_mask
             is_causal = self.is_causal and attention_mask is None and query.shape[2] > 1
             output = F.scaled_dot_product_attention(
-                query, key, value, attn_mask=attention_mask, dropout_p=self.dropout if self.training else 0.0,
-                is_causal=is_causal, scale=self.scaling,
+                query, key, value, attn_mask=attention_mask, dropout_p=dropout, is_causal=is_causal, scale=self.scaling
             ).transpose(1, 2)  # (B, T, H, D)
             weights = None
         else:
@@ -362,13 +290,7 @@ class VanillaTransformerAttention(nn.Module):
                 implementation, eager_attention_forward
             )
             output, weights = attention_interface(
-                self,
-                query,
-                key,
-                value,
-                attention_mask,
-                dropout=self.dropout if self.training else 0.0,
-                scaling=self.scaling,
+                self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling,
                 is_causal=False if attention_mask is not None else None,
             )
         output = output.reshape(*hidden_states.shape[:-1], self.embed_dim)  # (B, T, H, D) -> (B, T, C)
@@ -525,9 +447,7 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
                 init.normal_(module.weight, mean=0.0, std=self.config.linear_init_std)
             if module.bias is not None:
                 init.zeros_(module.bias)
-        elif isinstance(module, LearnedPositionalEmbedding):
-            init.normal_(module.weight, mean=0.0, std=self.config.embedding_init_std)
-        elif isinstance(module, nn.Embedding):
+        elif isinstance(module, nn.Embedding):  # token embeddings and learned positions
             init.normal_(module.weight, mean=0.0, std=self.config.embedding_init_std)
             if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
                 init.zeros_(module.weight[module.padding_idx])
@@ -561,12 +481,6 @@ class _Stack(VanillaTransformerPreTrainedModel):
         # pre-LN leaves the residual stream un-normalised: one LayerNorm closes the stack
         self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
 
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.embed_tokens
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.embed_tokens = value
-
     def embed(
         self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, position_ids: torch.Tensor
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
@@ -581,8 +495,27 @@ class _Stack(VanillaTransformerPreTrainedModel):
             rotary = self.rotary_emb(position_ids, hidden_states.dtype)
         return apply_dropout(hidden_states, self.dropout, self.training), rotary
 
-    def finish(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.layer_norm(hidden_states) if self.layer_norm is not None else hidden_states
+    def run_layers(
+        self, hidden_states: torch.Tensor, output_hidden_states: bool, output_attentions: bool, *args, **kwargs
+    ) -> tuple[torch.Tensor, tuple | None, tuple]:
+        """Every layer (given `*args, **kwargs` after the states), then the final pre-LN norm: (B, L, C) -> (B, L, C).
+
+        Also returns the states entering each layer plus the final ones (None unless `output_hidden_states`) and,
+        for each attention of a layer (self-attention; in the decoder also encoder-decoder attention), the weights
+        of every layer (None unless `output_attentions`)."""
+        all_states = () if output_hidden_states else None
+        all_weights = []
+        for layer in self.layers:
+            if output_hidden_states:
+                all_states += (hidden_states,)
+            hidden_states, *weights = layer(hidden_states, *args, output_attentions=output_attentions, **kwargs)
+            all_weights.append(weights)
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        if output_hidden_states:
+            all_states += (hidden_states,)
+        attentions = tuple(kind if output_attentions else None for kind in zip(*all_weights))
+        return hidden_states, all_states, attentions
 
 
 class VanillaTransformerEncoder(_Stack):
@@ -616,18 +549,10 @@ class VanillaTransformerEncoder(_Stack):
         hidden_states, rotary = self.embed(input_ids, inputs_embeds, position_ids)  # (B, S, C)
         mask = build_attention_mask(attention_mask, hidden_states.dtype)  # (B, 1, 1, S) or None
 
-        all_states = () if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        for layer in self.layers:
-            if output_hidden_states:
-                all_states += (hidden_states,)
-            hidden_states, weights = layer(hidden_states, mask, rotary, output_attentions)
-            if output_attentions:
-                all_attentions += (weights,)
-        hidden_states = self.finish(hidden_states)
-        if output_hidden_states:
-            all_states += (hidden_states,)
-        output = BaseModelOutput(last_hidden_state=hidden_states, hidden_states=all_states, attentions=all_attentions)
+        hidden_states, all_states, (attentions,) = self.run_layers(
+            hidden_states, output_hidden_states, output_attentions, mask, rotary=rotary
+        )
+        output = BaseModelOutput(last_hidden_state=hidden_states, hidden_states=all_states, attentions=attentions)
         return output if return_dict else output.to_tuple()
 
 
@@ -675,10 +600,7 @@ class VanillaTransformerDecoder(_Stack):
         attention_mask = without_padding(attention_mask)
         position_ids = build_position_ids(attention_mask, past_length, new_tokens, device)  # (B or 1, T)
         hidden_states, rotary = self.embed(input_ids, inputs_embeds, position_ids)  # (B, T, C)
-        if cache is not None:
-            key_length = cache.self_attention_cache.get_mask_sizes(new_tokens, 0)[0]
-        else:
-            key_length = new_tokens
+        key_length = cache.self_attention_cache.get_mask_sizes(new_tokens, 0)[0] if cache is not None else new_tokens
         kernel_is_causal = attention_backend(self.config, output_attentions) == "sdpa"
         self_mask = decoder_self_attention_mask(
             attention_mask, hidden_states.dtype, device, past_length, new_tokens, key_length, kernel_is_causal
@@ -689,27 +611,10 @@ class VanillaTransformerDecoder(_Stack):
             cross_mask = build_attention_mask(without_padding(encoder_attention_mask), hidden_states.dtype)
             self._cross_mask_memo.put(encoder_attention_mask, memo_key, cross_mask)  # (B, 1, 1, S) or None
 
-        all_states = () if output_hidden_states else None
-        self_attentions = () if output_attentions else None
-        cross_attentions = () if output_attentions else None
-        for layer in self.layers:
-            if output_hidden_states:
-                all_states += (hidden_states,)
-            hidden_states, self_weights, cross_weights = layer(
-                hidden_states,
-                self_mask,
-                encoder_hidden_states,
-                cross_mask,
-                cache=cache,
-                rotary=rotary,
-                output_attentions=output_attentions,
-            )
-            if output_attentions:
-                self_attentions += (self_weights,)
-                cross_attentions += (cross_weights,)
-        hidden_states = self.finish(hidden_states)
-        if output_hidden_states:
-            all_states += (hidden_states,)
+        hidden_states, all_states, (self_attentions, cross_attentions) = self.run_layers(
+            hidden_states, output_hidden_states, output_attentions, self_mask, encoder_hidden_states, cross_mask,
+            cache=cache, rotary=rotary,
+        )
         output = BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
             hidden_states=all_states,
@@ -757,12 +662,6 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             self.decoder.embed_tokens = value
         self.encoder.embed_tokens = value
 
-    def get_encoder(self) -> VanillaTransformerEncoder:
-        return self.encoder
-
-    def get_decoder(self) -> VanillaTransformerDecoder:
-        return self.decoder
-
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -799,11 +698,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
                 output_hidden_states=output_hidden_states,
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
-            encoder_outputs = BaseModelOutput(
-                last_hidden_state=encoder_outputs[0],
-                hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
-                attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
-            )
+            encoder_outputs = BaseModelOutput(*encoder_outputs[:3])  # (last_hidden_state, hidden_states, attentions)
         if attention_mask is not None:
             shape = tuple(encoder_outputs.last_hidden_state.shape[:2])
             if not self._checked_mask.get(attention_mask, shape)[0]:
@@ -872,7 +767,10 @@ def default_generation_config(config: VanillaTransformerConfig) -> GenerationCon
 
 class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
     """The full translation model: encoder, decoder and the output projection to target-vocabulary logits
-    (tied to the decoder's input embedding when `tie_word_embeddings`), usable with `generate()`."""
+    (tied to the decoder's input embedding when `tie_word_embeddings`), usable with `generate()`.
+
+    The accessors `get_encoder`, `get_decoder`, `get_input_embeddings` and `get_output_embeddings` (and setters)
+    are PreTrainedModel's: they find `model.encoder`, `model.decoder`, the model's embeddings and `lm_head`."""
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
@@ -892,24 +790,6 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         self.post_init()
         self.generation_config = default_generation_config(config)
 
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.model.get_input_embeddings()
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.model.set_input_embeddings(value)
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head
-
-    def set_output_embeddings(self, value: nn.Linear) -> None:
-        self.lm_head = value
-
-    def get_encoder(self) -> VanillaTransformerEncoder:
-        return self.model.encoder
-
-    def get_decoder(self) -> VanillaTransformerDecoder:
-        return self.model.decoder
-
     def generate(self, *args, **kwargs):
         """`GenerationMixin.generate` after `check_generation_arguments` (values that transformers would reject
         late or accept silently: top_p outside (0, 1], temperature <= 0, negative top_k, ...)."""
@@ -928,12 +808,10 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         embeddings = super().resize_token_embeddings(new_num_tokens, *args, **kwargs)
         if self.config.share_encoder_decoder_embeddings:
             self.config.decoder_vocab_size = self.config.vocab_size
-            if self.final_logits_bias is not None and self.final_logits_bias.shape[0] != self.config.vocab_size:
-                old = self.final_logits_bias.data
-                new = old.new_zeros(self.config.vocab_size)
-                keep = min(old.shape[0], new.shape[0])
-                new[:keep] = old[:keep]
-                self.final_logits_bias = nn.Parameter(new)
+            bias = self.final_logits_bias
+            if bias is not None and bias.shape[0] != self.config.vocab_size:
+                # F.pad appends zeros, or crops when the vocabulary shrinks (negative width)
+                self.final_logits_bias = nn.Parameter(F.pad(bias.data, (0, self.config.vocab_size - bias.shape[0])))
         return embeddings
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
@@ -990,17 +868,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
                 )
             loss_sum, _ = smoothed_cross_entropy(logits, labels)
             loss = loss_sum / (labels != IGNORE_INDEX).sum()  # mean over labelled positions (NaN if none)
-        output = Seq2SeqLMOutput(
-            loss=loss,
-            logits=logits,
-            decoder_hidden_states=outputs.decoder_hidden_states,
-            decoder_attentions=outputs.decoder_attentions,
-            cross_attentions=outputs.cross_attentions,
-            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
-            encoder_hidden_states=outputs.encoder_hidden_states,
-            encoder_attentions=outputs.encoder_attentions,
-            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
-        )
-        if return_dict is False:
-            return output.to_tuple()
-        return output
+        # every field of the model's output but the decoder states that became logits: cache, states, attentions
+        passed = {name: value for name, value in outputs.items() if name != "last_hidden_state"}
+        output = Seq2SeqLMOutput(loss=loss, logits=logits, **passed)
+        return output.to_tuple() if return_dict is False else output

@@ -15,7 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training.checkpoint import export_averaged_model, list_checkpoints  # noqa: E402
+from training.averaging import export_averaged_model  # noqa: E402
+from training.checkpoint import list_checkpoints  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,9 +20,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
+from benchmarks.speed import VOCAB_SIZES, Settings, build_contenders, format_rows, quick_settings, run_preset  # noqa: E402
 from modeling import cpu_inference_gemm, cpu_vendor, set_cpu_inference_gemm  # noqa: E402
 from training.allocator import tune_cpu_allocator  # noqa: E402
-from benchmarks.speed import VOCAB_SIZES, Settings, build_contenders, format_rows, quick_settings, run_preset  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

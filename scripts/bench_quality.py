@@ -11,7 +11,7 @@ Examples:
     python scripts/bench_quality.py --budget_minutes 0.2 --preset tiny --max_lines 300 --valid_size 20 \
         --test_size 8 --vocab_size 1200                             # smoke run
 
-All options: python scripts/bench_quality.py --help (the fields of training.quality.QualityConfig).
+All options: python scripts/bench_quality.py --help (the fields of benchmarks.quality.QualityConfig).
 Writes OUTPUT_DIR/{ours,marian}/ (loadable models), OUTPUT_DIR/plots/comparison.png and OUTPUT_DIR/results.json.
 """
 
@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from benchmarks.quality import QualityConfig, QualityResult, run_quality_benchmark  # noqa: E402
 from training.cli import parse_dataclass  # noqa: E402
-from training.quality import QualityConfig, QualityResult, run_quality_benchmark  # noqa: E402
 
 
 class Progress:

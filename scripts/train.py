@@ -23,8 +23,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from tqdm.auto import tqdm  # noqa: E402
 
-from training.cli import parse_dataclass  # noqa: E402
 from training import TrainConfig, train  # noqa: E402
+from training.cli import parse_dataclass  # noqa: E402
 
 
 class Progress:

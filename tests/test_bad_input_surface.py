@@ -17,12 +17,12 @@ from test_translate_cli import run_main
 from transformers import AutoConfig, AutoTokenizer, pipeline
 
 from corpus import DEFAULT_DATA, load_parallel_corpus, load_split
+from export import check_exported_folder, push_folder, resolve_token
+from inference import load_model_and_tokenizer, translate_lines
 from modeling import VanillaTransformerConfig
+from training import TrainConfig, train
 from training.checkpoint import CheckpointError, load_model_weights, write_manifest
 from training.cli import parse_dataclass
-from export import check_exported_folder, push_folder, resolve_token
-from training import TrainConfig, train
-from inference import load_model_and_tokenizer, translate_lines
 
 # ---------------------------------------------------------------------------------------------- model
 

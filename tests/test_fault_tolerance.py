@@ -25,8 +25,8 @@ import torch
 from safetensors.torch import load_file
 
 from corpus import DEFAULT_DATA, load_parallel_corpus
-from training import checkpoint as ckpt
 from training import TrainConfig, train
+from training import checkpoint as ckpt
 
 STEPS = 12
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-\d+$")

@@ -26,7 +26,7 @@ SOURCE = "起初，神创造天地。"
 LOAD_FROM_HUB = r"""
 import importlib.abc, json, sys
 
-BLOCKED = ("modeling", "tokenizer", "training")
+BLOCKED = ("modeling", "corpus", "tokenizer", "inference", "export", "training", "benchmarks")
 
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):

@@ -11,7 +11,7 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from modeling import VanillaTransformerForConditionalGeneration, build_attention_mask
 from modeling.kernels_vanilla_transformer import add_dropout, apply_dropout
-from modeling.modeling_vanilla_transformer import sinusoidal_table
+from modeling.positions_vanilla_transformer import sinusoidal_table
 
 
 def full_logits(model, src, mask, tgt):

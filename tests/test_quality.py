@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmarks.quality import QualityConfig, parse_overrides, run_quality_benchmark
 from inference.attention import AttentionMap, cross_attention, plot_attention, tick_labels
 from training.plots import curves_from_history
-from training.quality import QualityConfig, parse_overrides, run_quality_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 BLEU_SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"
@@ -103,7 +103,7 @@ def test_both_systems_have_the_same_size_tokenizer_and_special_ids(bench):
 def test_training_and_comparison_plots_are_written(bench):
     out, text = bench
     assert_png(out / "plots" / "comparison.png")
-    assert_png(out / "ours" / "plots" / "training_curves.png")  # written by training.trainer itself
+    assert_png(out / "ours" / "plots" / "training_curves.png")  # written by training.train itself
     assert str(out / "plots" / "comparison.png") in text
 
 
@@ -186,10 +186,11 @@ def test_overrides_and_bad_options_are_clear_errors(tmp_path):
 
 
 def test_marian_keeps_the_anchor_dropout_whatever_our_preset_uses():
-    """Our `small` preset trains without dropout (docs/quality.md, experiment 12); the Marian anchor of issue #7
+    """Our `small` preset trains without dropout (docs/quality.md); the Marian anchor of the quality benchmark
     keeps its 0.1 unless --marian_dropout says otherwise."""
+    from benchmarks.marian import marian_config
+    from benchmarks.quality import QualityConfig
     from training.presets import PRESETS
-    from training.quality import QualityConfig, marian_config
 
     assert PRESETS["small"]["model"]["dropout"] == 0.0
     assert QualityConfig().marian_dropout == 0.1

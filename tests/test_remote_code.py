@@ -20,7 +20,7 @@ from modeling import save_with_remote_code
 BLOCK_PROJECT = textwrap.dedent(
     """
     import sys
-    for name in ("modeling", "tokenizer", "training"):
+    for name in ("modeling", "corpus", "tokenizer", "inference", "export", "training", "benchmarks"):
         sys.modules[name] = None  # `import modeling` now raises ImportError: only remote code can be used
     """
 )
@@ -50,7 +50,7 @@ def test_folder_contents(exported):
     assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("VanillaTransformerForConditionalGeneration")
     assert config["custom_pipelines"]["translation"]["impl"] == "pipeline_vanilla_transformer.TranslationPipeline"
     for name in ("modeling_vanilla_transformer.py", "configuration_vanilla_transformer.py",
-                 "kernels_vanilla_transformer.py", "checks_vanilla_transformer.py",
+                 "kernels_vanilla_transformer.py", "checks_vanilla_transformer.py", "positions_vanilla_transformer.py",
                  "pipeline_vanilla_transformer.py", "model.safetensors", "generation_config.json"):
         assert (folder / name).is_file(), name
     assert not list(folder.glob("*.bin"))  # weights only as safetensors

@@ -19,9 +19,10 @@ from conftest import ROOT
 from test_remote_code import run_isolated
 
 from corpus import DEFAULT_DATA, load_parallel_corpus
-from training import checkpoint as ckpt
-from training import TrainConfig, train
 from inference import load_model_and_tokenizer
+from training import TrainConfig, train
+from training import checkpoint as ckpt
+from training.averaging import average_checkpoints
 
 
 class Payload:
@@ -102,7 +103,7 @@ def test_checkpoint_weights_are_read_from_safetensors_only(finished_run, tmp_pat
                                                    "safetensors, never from pickle files"):  # fmt: skip
         train(TrainConfig(output_dir=str(out), resume=True, **{**finished_run[1], "max_steps": 2}))
     with pytest.raises(ckpt.CheckpointError, match="has no model.safetensors"):
-        ckpt.average_checkpoints([out / "checkpoints" / "checkpoint-1"])  # scripts/average_checkpoints.py
+        average_checkpoints([out / "checkpoints" / "checkpoint-1"])  # scripts/average_checkpoints.py
     assert not marker.exists()
 
 

@@ -11,10 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from export.model_card import DEFAULT_TEMPLATE, render_model_card
+from training.averaging import average_state_dicts
 from training.batching import BatchStream, TokenBudgetBatchSampler, collate
 from training.checkpoint import (
     CheckpointError,
-    average_state_dicts,
     latest_checkpoint,
     list_checkpoints,
     prune_checkpoints,
@@ -22,7 +23,6 @@ from training.checkpoint import (
     verify_checkpoint,
 )
 from training.loss import label_smoothed_nll_loss
-from export.model_card import DEFAULT_TEMPLATE, render_model_card
 from training.schedule import build_optimizer, build_scheduler
 
 

@@ -10,8 +10,8 @@ import torch
 from safetensors.torch import load_file
 
 from corpus import DEFAULT_DATA, load_parallel_corpus
-from training.checkpoint import CheckpointError
 from training import TrainConfig, train
+from training.checkpoint import CheckpointError
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""Checkpoint averaging (paper, section 6.1) on in-memory weight snapshots.
+"""Checkpoint averaging (paper, section 6.1): of in-memory weight snapshots during a run, and of saved checkpoints
+(`export_averaged_model`, behind scripts/average_checkpoints.py).
 
 `Snapshots` keeps a CPU copy of the weights every ``every`` updates, the newest ``last`` of them. At the end of a
 run (and at each ``--export_at_minutes`` mark) `average_if_better` replaces the model's weights by the mean of the
@@ -9,11 +10,16 @@ taken since it resumed. Checkpoints keep the un-averaged training state, so aver
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 
 from . import checkpoint as ckpt
+
+logger = logging.getLogger(__name__)
 
 Weights = dict[str, torch.Tensor]
 
@@ -62,7 +68,7 @@ def average_if_better(
     device = next(model.parameters()).device
     with torch.random.fork_rng(devices=[device.index or 0] if device.type == "cuda" else []):
         before = validation_loss()
-        ckpt.load_weights_into(model, ckpt.average_state_dicts([w for _, w in snapshots]))
+        ckpt.load_weights_into(model, average_state_dicts([w for _, w in snapshots]))
         after = validation_loss()
     kept = not before or after["valid_loss"] < before["valid_loss"]
     if not kept:
@@ -75,3 +81,58 @@ def average_if_better(
         "valid_ppl_final": before.get("valid_ppl"),
         "valid_ppl_averaged": after.get("valid_ppl"),
     }
+
+
+def average_state_dicts(state_dicts: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The element-wise mean of state dicts with identical keys and shapes (computed in float64, returned in
+    each tensor's dtype; integer tensors must be equal and are copied)."""
+    if not state_dicts:
+        raise ValueError("average_state_dicts needs at least one state dict.")
+    keys = list(state_dicts[0])
+    for i, sd in enumerate(state_dicts[1:], start=1):
+        if set(sd) != set(keys):
+            diff = sorted(set(sd) ^ set(keys))[:5]
+            raise ValueError(
+                f"State dict {i} has different keys from state dict 0 (e.g. {diff}); same model needed."
+            )
+    out = {}
+    for k in keys:
+        tensors = [sd[k] for sd in state_dicts]
+        if any(t.shape != tensors[0].shape for t in tensors):
+            raise ValueError(f"Parameter {k} has different shapes {[tuple(t.shape) for t in tensors]}.")
+        if tensors[0].is_floating_point():
+            out[k] = (sum(t.double() for t in tensors) / len(tensors)).to(tensors[0].dtype)
+        else:
+            out[k] = tensors[0].clone()
+    return out
+
+
+def average_checkpoints(folders: Sequence[str | os.PathLike]) -> dict[str, torch.Tensor]:
+    """Average the model weights of the given checkpoint directories (each verified first)."""
+    return average_state_dicts([ckpt.load_model_weights(f) for f in folders])
+
+
+def export_averaged_model(
+    folders: Sequence[str | os.PathLike], output_dir: str | os.PathLike, tokenizer=None
+) -> Path:
+    """Average the model weights of checkpoint ``folders`` (same architecture; config from the newest one's
+    ``config.json``) and save a self-contained model folder with `save_with_remote_code`."""
+    from modeling import (
+        VanillaTransformerConfig,
+        VanillaTransformerForConditionalGeneration,
+        save_with_remote_code,
+    )
+
+    if not folders:
+        raise ValueError("No checkpoints to average.")
+    folders = [Path(f) for f in folders]
+    config_file = folders[-1] / "config.json"
+    if not config_file.exists():
+        raise ckpt.CheckpointError(
+            f"Checkpoint {str(folders[-1])!r} has no config.json; it was not written by training/."
+        )
+    config = VanillaTransformerConfig.from_json_file(str(config_file))
+    model = VanillaTransformerForConditionalGeneration(config)
+    ckpt.load_weights_into(model, average_checkpoints(folders))
+    logger.info("Averaged %d checkpoints: %s", len(folders), ", ".join(f.name for f in folders))
+    return save_with_remote_code(model.eval(), output_dir, tokenizer)

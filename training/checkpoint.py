@@ -1,4 +1,4 @@
-"""Atomic, verifiable training checkpoints; keeping the last K and the best; averaging.
+"""Atomic, verifiable training checkpoints; keeping the last K and the best; loading weights safely.
 
 Layout under a checkpoint root (``<output_dir>/checkpoints``)::
 
@@ -347,35 +347,6 @@ def load_model_weights(folder: str | os.PathLike) -> dict[str, torch.Tensor]:
     return load_file(str(path))
 
 
-def average_state_dicts(state_dicts: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """The element-wise mean of state dicts with identical keys and shapes (computed in float64, returned in
-    each tensor's dtype; integer tensors must be equal and are copied)."""
-    if not state_dicts:
-        raise ValueError("average_state_dicts needs at least one state dict.")
-    keys = list(state_dicts[0])
-    for i, sd in enumerate(state_dicts[1:], start=1):
-        if set(sd) != set(keys):
-            diff = sorted(set(sd) ^ set(keys))[:5]
-            raise ValueError(
-                f"State dict {i} has different keys from state dict 0 (e.g. {diff}); same model needed."
-            )
-    out = {}
-    for k in keys:
-        tensors = [sd[k] for sd in state_dicts]
-        if any(t.shape != tensors[0].shape for t in tensors):
-            raise ValueError(f"Parameter {k} has different shapes {[tuple(t.shape) for t in tensors]}.")
-        if tensors[0].is_floating_point():
-            out[k] = (sum(t.double() for t in tensors) / len(tensors)).to(tensors[0].dtype)
-        else:
-            out[k] = tensors[0].clone()
-    return out
-
-
-def average_checkpoints(folders: Sequence[str | os.PathLike]) -> dict[str, torch.Tensor]:
-    """Average the model weights of the given checkpoint directories (each verified first)."""
-    return average_state_dicts([load_model_weights(f) for f in folders])
-
-
 def load_weights_into(model: torch.nn.Module, state_dict: dict[str, torch.Tensor]) -> None:
     """Load ``state_dict`` into ``model`` strictly, except that keys of tied parameters (stored once, e.g.
     ``lm_head.weight`` = ``model.shared.weight``) may be absent when a tensor they share is present."""
@@ -391,29 +362,3 @@ def load_weights_into(model: torch.nn.Module, state_dict: dict[str, torch.Tensor
         raise ValueError(
             f"Weights lack {sorted(untied)[:5]} (not tied to any loaded tensor); wrong checkpoint?"
         )
-
-
-def export_averaged_model(
-    folders: Sequence[str | os.PathLike], output_dir: str | os.PathLike, tokenizer=None
-) -> Path:
-    """Average the model weights of checkpoint ``folders`` (same architecture; config from the newest one's
-    ``config.json``) and save a self-contained model folder with `save_with_remote_code`."""
-    from modeling import (
-        VanillaTransformerConfig,
-        VanillaTransformerForConditionalGeneration,
-        save_with_remote_code,
-    )
-
-    if not folders:
-        raise ValueError("No checkpoints to average.")
-    folders = [Path(f) for f in folders]
-    config_file = folders[-1] / "config.json"
-    if not config_file.exists():
-        raise CheckpointError(
-            f"Checkpoint {str(folders[-1])!r} has no config.json; it was not written by training/."
-        )
-    config = VanillaTransformerConfig.from_json_file(str(config_file))
-    model = VanillaTransformerForConditionalGeneration(config)
-    load_weights_into(model, average_checkpoints(folders))
-    logger.info("Averaged %d checkpoints: %s", len(folders), ", ".join(f.name for f in folders))
-    return save_with_remote_code(model.eval(), output_dir, tokenizer)

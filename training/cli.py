@@ -28,6 +28,26 @@ def _none_or(kind: type):
     return parse
 
 
+def parse_field_value(cls: type, name: str, text: str) -> Any:
+    """``text`` read as the type of field ``name`` of dataclass ``cls``: ``none`` (or nothing) is None for an
+    optional field, a bool is true/false (1/0, yes/no). Raises `ValueError` naming the field and what it expects."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    if name not in fields:
+        raise ValueError(f"{name!r} is not an option of {cls.__name__}; choose one of {sorted(fields)}.")
+    kind, optional = _base_type(typing.get_type_hints(cls)[name])
+    if optional and text.lower() in ("none", ""):
+        return None
+    if kind is bool:
+        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ValueError(f"{name}={text!r} must be true or false.")
+        return text.lower() in ("true", "1", "yes")
+    try:
+        return kind(text)
+    except (TypeError, ValueError) as error:
+        expected = kind.__name__ + (" or none" if optional else "")
+        raise ValueError(f"{name}={text!r} is not a valid {expected}.") from error
+
+
 def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> argparse.ArgumentParser:
     """Add one ``--name`` option per field of dataclass ``cls`` (bools get ``--name/--no-name``)."""
     hints = typing.get_type_hints(cls)

@@ -1,18 +1,19 @@
-"""Translation quality against a peer trained in the same run: our model with our recipe (`training.trainer`,
+"""Translation quality against a peer trained in the same run: our model with our recipe (`training.train`,
 the code path of ``scripts/train.py``) and transformers' `MarianMTModel` with `Seq2SeqTrainer` and the standard
 Hugging Face recipe, at the same size, on the same tokenizer, training split and wall-clock budget, one after
 the other on the same machine, then scored on the same held-out split with the same decoding.
 
 Both systems:
-    * data: `training.data`'s deterministic split of the corpus (``--valid_size``/``--test_size``/``--split_*``),
-      training pairs with more than ``max_length`` tokens on a side dropped;
-    * tokenizer: one joint BPE (`tokenizer.bpe.train_bpe_tokenizer` on the training split, as ``scripts/train.py``
-      trains it), ids ``<pad>`` 0, ``<s>`` 2 (decoder start), ``</s>`` 3;
+    * data: the corpus and its deterministic split as `corpus.DataOptions` reads them (the same flags as
+      ``scripts/train.py``), training pairs with more than ``max_length`` tokens on a side dropped;
+    * tokenizer: `tokenizer.load_or_train_tokenizer` (``--tokenizer``, else one joint BPE trained on the training
+      split, as ``scripts/train.py`` trains it), ids ``<pad>`` 0, ``<s>`` 2 (decoder start), ``</s>`` 3;
     * architecture: the preset's sizes (``small``: d_model 256, 4 heads, FFN 1024, 3+3 layers, ReLU, post-LN,
-      tied embeddings); dropout: Marian 0.1 (the anchor's, ``marian_dropout``), ours its preset's (``small``: 0);
+      tied embeddings; Marian's config is `benchmarks.marian.marian_config`); dropout: Marian 0.1 (the anchor's, ``marian_dropout``), ours its preset's (``small``: 0);
     * budget: ``budget_minutes`` of the training loop, periodic validation included (every ``eval_every``
-      updates: perplexity on the validation split, greedy BLEU on its first ``bleu_samples`` pairs);
-    * test decoding: `training.evaluation.translate` with beam ``num_beams`` and transformers' length penalty
+      updates: `training.validation.validation_metrics`, perplexity on the validation split, greedy BLEU on its
+      first ``bleu_samples`` pairs);
+    * test decoding: `inference.evaluate_translation` with beam ``num_beams`` and transformers' length penalty
       ``length_penalty`` (sum log-prob / length ** alpha), at most ``2 * source length + 10`` new tokens, pad and
       ``<s>`` never generated; sacreBLEU BLEU/chrF with signatures and the output/reference length ratio
       (sacreBLEU's ``sys_len / ref_len``).
@@ -36,11 +37,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
-import os
 import re
 import time
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,17 +46,22 @@ from typing import Any
 
 import torch
 
-from benchmarks.marian import marian_config
+from corpus import DataOptions
+from inference import bleu_tokenizer_for, evaluate_translation, length_stats
+from tokenizer import load_or_train_tokenizer
+from training.cli import parse_field_value
+from training.data import filter_by_length, tokenize_dataset
+from training.hardware import available_cores
+from training.loop import Event, train
+from training.options import TrainConfig
+from training.plots import Curves, curves_from_history, plot_training_curves
+from training.presets import PRESETS, preset_names
+from training.validation import LENGTH_CAP, validation_metrics
 
-from .cli import _base_type
-from .data import DEFAULT_DATA, filter_by_length, load_parallel_corpus, split_corpus, tokenize_dataset
-from .evaluation import evaluate_translation, score_translations, translate
-from .plots import Curves, curves_from_history, plot_training_curves
-from .presets import PRESETS, preset_names
+from .marian import marian_config
 
 logger = logging.getLogger(__name__)
 
-Event = Callable[[str, dict], None]
 SYSTEMS = ("ours", "marian")
 
 
@@ -67,17 +70,12 @@ def _f(default: Any, help: str, **kw) -> Any:
 
 
 @dataclass
-class QualityConfig:
-    """Options of `run_quality_benchmark` (the flags of scripts/bench_quality.py, same names)."""
+class QualityConfig(DataOptions):
+    """Options of `run_quality_benchmark` (the flags of scripts/bench_quality.py, same names): the corpus and its
+    split (`corpus.DataOptions`, as scripts/train.py), then the benchmark's own."""
 
     budget_minutes: float = _f(25.0, "wall-clock budget of each system's training loop (validation included)")
     systems: str = _f("ours,marian", "comma-separated systems to train, in this order: ours, marian")
-    data: str = _f(str(DEFAULT_DATA), "parallel corpus (as scripts/train.py --data; TSV columns 0 and 1)")
-    max_lines: int | None = _f(None, "use only the first N pairs of the corpus (smoke runs)")
-    valid_size: int = _f(500, "validation pairs held out (as scripts/train.py)")
-    test_size: int = _f(1000, "test pairs held out; both systems are scored on all of them")
-    split_block_size: int = _f(20, "held-out pairs are random blocks of this many consecutive lines")
-    split_seed: int = _f(1234, "seed of the train/validation/test split")
     max_length: int = _f(256, "drop training/validation pairs with more tokens than this on a side")
     tokenizer: str | None = _f(None, "tokenizer folder; default: train a joint BPE into OUTPUT_DIR/tokenizer")
     vocab_size: int = _f(8000, "joint BPE vocabulary size when the tokenizer is trained here")
@@ -141,9 +139,6 @@ class QualityResult:
 # ------------------------------------------------------------------------------------------------- helpers
 def parse_overrides(text: str) -> dict[str, Any]:
     """``"lr_scale=1.0 warmup_steps=400"`` (spaces or commas) -> typed `TrainConfig` overrides."""
-    from .trainer import TrainConfig
-
-    hints = typing.get_type_hints(TrainConfig)
     names = {f.name for f in dataclasses.fields(TrainConfig)}
     out: dict[str, Any] = {}
     for item in re.split(r"[\s,]+", text.strip()):
@@ -155,37 +150,16 @@ def parse_overrides(text: str) -> dict[str, Any]:
             raise ValueError(
                 f"--ours: {item!r} is not KEY=VALUE with KEY a scripts/train.py option (e.g. 'lr_scale=1.0')."
             )
-        kind, optional = _base_type(hints[key])
-        if optional and value.lower() in ("none", ""):
-            out[key] = None
-        elif kind is bool:
-            if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                raise ValueError(f"--ours: {key}={value!r} must be true or false.")
-            out[key] = value.lower() in ("true", "1", "yes")
-        else:
-            out[key] = kind(value)
+        try:
+            out[key] = parse_field_value(TrainConfig, key, value)
+        except ValueError as error:
+            raise ValueError(f"--ours: {error}") from error
     return out
-
-
-def bleu_tokenizer_for(cfg: QualityConfig) -> str:
-    """sacreBLEU's tokeniser: ``cfg.sacrebleu_tokenize``, else 'zh' if the file name says the target is zh."""
-    if cfg.sacrebleu_tokenize:
-        return cfg.sacrebleu_tokenize
-    m = re.search(r"[._-]([a-z]{2,3})-([a-z]{2,3})\.", Path(cfg.data).name)
-    return "zh" if m and m.group(2) == "zh" else "13a"
-
-
-def length_stats(hypotheses: list[str], references: list[str], tokenize: str) -> tuple[float, int, int]:
-    """(output/reference length ratio, output length, reference length) in sacreBLEU's BLEU tokens."""
-    from sacrebleu.metrics import BLEU
-
-    score = BLEU(tokenize=tokenize).corpus_score(hypotheses, [references])
-    return score.sys_len / max(score.ref_len, 1), int(score.sys_len), int(score.ref_len)
 
 
 def _check(cfg: QualityConfig) -> list[str]:
     systems = [s.strip() for s in cfg.systems.split(",") if s.strip()]
-    problems = [
+    problems = cfg.check() + [
         f"unknown system {s!r} (choose from {', '.join(SYSTEMS)})" for s in systems if s not in SYSTEMS
     ]
     if not systems:
@@ -204,11 +178,6 @@ def _check(cfg: QualityConfig) -> list[str]:
     return systems
 
 
-def _threads(cfg: QualityConfig) -> int:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return cfg.num_threads or cores
-
-
 @dataclass
 class _Data:
     splits: Any
@@ -221,50 +190,28 @@ class _Data:
 
 
 def _prepare_data(cfg: QualityConfig, out: Path) -> _Data:
-    from transformers import AutoTokenizer
-
-    corpus, _ = load_parallel_corpus(cfg.data, max_lines=cfg.max_lines)
-    splits = split_corpus(corpus, cfg.valid_size, cfg.test_size, cfg.split_block_size, cfg.split_seed)
-    tok_dir = Path(cfg.tokenizer) if cfg.tokenizer else out / "tokenizer"
-    if not (tok_dir / "tokenizer.json").exists():
-        if cfg.tokenizer:
-            raise ValueError(f"--tokenizer {cfg.tokenizer!r} has no tokenizer.json; pass a tokenizer folder.")
-        from tokenizer.bpe import train_bpe_tokenizer
-
-        texts = list(splits["train"]["source"]) + list(splits["train"]["target"])
-        train_bpe_tokenizer(texts, vocab_size=cfg.vocab_size).save_pretrained(str(tok_dir))
-    else:
-        logger.info("Reusing the tokenizer in %s", tok_dir)
-    tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
-    ids = {
-        "pad": tokenizer.pad_token_id,
-        "<s>": tokenizer.convert_tokens_to_ids("<s>"),
-        "eos": tokenizer.eos_token_id,
-    }
-    if ids != {"pad": 0, "<s>": 2, "eos": 3}:
-        raise ValueError(f"Tokenizer {str(tok_dir)!r} has special ids {ids}; expected pad 0, <s> 2, </s> 3 "
-                         "(train it with scripts/train_tokenizer.py).")  # fmt: skip
+    splits, _ = cfg.load_splits()
+    tokenizer_dir = cfg.tokenizer or str(out / "tokenizer")
+    tokenizer = load_or_train_tokenizer(cfg.tokenizer, out / "tokenizer", splits["train"], cfg.vocab_size)
     cache = out / "cache"
-    train, _ = filter_by_length(tokenize_dataset(splits["train"], tokenizer, cache), cfg.max_length)
+    train_split, _ = filter_by_length(tokenize_dataset(splits["train"], tokenizer, cache), cfg.max_length)
     valid_src: list[list[int]] = []
     valid_tgt: list[list[int]] = []
     if len(splits["validation"]):
         valid, _ = filter_by_length(tokenize_dataset(splits["validation"], tokenizer, cache), cfg.max_length)
         valid_src, valid_tgt = [list(x) for x in valid["input_ids"]], [list(x) for x in valid["labels"]]
-    return _Data(splits, tokenizer, str(tok_dir), train, valid_src, valid_tgt,
-                 sum(len(t) for t in train["labels"]))  # fmt: skip
+    return _Data(splits, tokenizer, tokenizer_dir, train_split, valid_src, valid_tgt,
+                 sum(len(t) for t in train_split["labels"]))  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ ours
-def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event) -> tuple[Any, dict]:
+def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event, tokenize: str) -> tuple[Any, dict]:
     from modeling import save_with_remote_code
 
-    from .trainer import TrainConfig, train
-
     overrides = parse_overrides(cfg.ours)
-    fixed = dict(data=cfg.data, max_lines=cfg.max_lines, valid_size=cfg.valid_size, test_size=cfg.test_size,
-                 split_block_size=cfg.split_block_size, split_seed=cfg.split_seed, max_length=cfg.max_length,
-                 tokenizer=data.tokenizer_dir, cache_dir=str(out / "cache"), output_dir=str(out / "ours"))  # fmt: skip
+    data_options = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(DataOptions)}
+    fixed = dict(**data_options, max_length=cfg.max_length, tokenizer=data.tokenizer_dir,
+                 cache_dir=str(out / "cache"), output_dir=str(out / "ours"))  # fmt: skip
     clash = sorted(set(overrides) & (set(fixed) | {"export", "resume", "overwrite", "max_minutes"}))
     if clash:
         raise ValueError(
@@ -274,7 +221,7 @@ def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event) -> tupl
         **fixed, preset=cfg.preset, label_smoothing=cfg.label_smoothing, max_minutes=cfg.budget_minutes,
         eval_every=cfg.eval_every, bleu_samples=cfg.bleu_samples, log_every=cfg.log_every,
         length_penalty=cfg.length_penalty, eval_batch_size=cfg.eval_batch_size, seed=cfg.seed,
-        num_threads=cfg.num_threads, sacrebleu_tokenize=bleu_tokenizer_for(cfg), tensorboard=False,
+        num_threads=cfg.num_threads, sacrebleu_tokenize=tokenize, tensorboard=False,
         export=False, overwrite=True,
     )  # fmt: skip
     train_cfg = dataclasses.replace(train_cfg, **overrides)
@@ -284,11 +231,11 @@ def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event) -> tupl
     history = result.history
     last_valid = result.valid_history[-1] if result.valid_history else {}
     info = dict(
-        description=f"VanillaTransformer, training.trainer recipe (preset {cfg.preset}"
+        description=f"VanillaTransformer, our training recipe (preset {cfg.preset}"
         + (f"; {cfg.ours.strip()}" if cfg.ours.strip() else "")
         + (f"; averaged updates {result.averaging['steps']}" if result.averaging and result.averaging["kept"] else "")
         + ")",
-        num_parameters=result.num_parameters, steps=result.step, target_tokens=sum(h["ntokens"] for h in history),
+        num_parameters=result.num_parameters, steps=result.step, target_tokens=result.target_tokens,
         train_seconds=result.train_seconds, tokens_per_second=result.target_tokens_per_second,
         valid_ppl=last_valid.get("valid_ppl"), history=history, valid_history=result.valid_history,
         model_dir=str(model_dir),
@@ -297,54 +244,6 @@ def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event) -> tupl
 
 
 # ---------------------------------------------------------------------------------------------- marian
-@torch.no_grad()
-def validation_metrics(
-    model, tokenizer, valid_src: list[list[int]], valid_tgt: list[list[int]], sources: list[str],
-    references: list[str], *, label_smoothing: float, bleu_samples: int, length_penalty: float,
-    batch_size: int, tokenize: str,
-) -> dict:  # fmt: skip
-    """What `training.trainer` computes at each validation, for any seq2seq model: ``valid_loss``,
-    ``valid_nll_loss``, ``valid_ppl`` per target token over all validation pairs (teacher forcing), and
-    greedy ``valid_bleu``/``valid_chrf`` on the first ``bleu_samples`` validation sentences."""
-    from modeling import shift_tokens_right
-
-    from .batching import collate
-    from .loss import label_smoothed_nll_loss
-
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    config = model.config
-    sums = torch.zeros(3)
-    order = sorted(range(len(valid_src)), key=lambda i: len(valid_tgt[i]))
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
-        batch = collate([valid_src[i] for i in idx], [valid_tgt[i] for i in idx], config.pad_token_id)
-        decoder_input_ids = shift_tokens_right(
-            batch["labels"], config.pad_token_id, config.decoder_start_token_id
-        )
-        logits = model(input_ids=batch["input_ids"].to(device), attention_mask=batch["attention_mask"].to(device),
-                       decoder_input_ids=decoder_input_ids.to(device), use_cache=False).logits  # fmt: skip
-        loss, nll = label_smoothed_nll_loss(logits, batch["labels"].to(device), label_smoothing)
-        sums += torch.stack([loss.cpu(), nll.cpu(), batch["ntokens"].float()])
-    metrics: dict = {}
-    if valid_src:
-        loss_v, nll_v, ntok = (float(x) for x in sums)
-        metrics = {"valid_loss": loss_v / ntok, "valid_nll_loss": nll_v / ntok,
-                   "valid_ppl": math.exp(min(nll_v / ntok, 50))}  # fmt: skip
-    n = min(bleu_samples, len(sources))
-    if n > 0:
-        scores, _ = evaluate_translation(
-            model, tokenizer, sources[:n], references[:n], tokenize=tokenize, num_beams=1,
-            length_penalty=length_penalty, batch_size=batch_size,
-        )  # fmt: skip
-        metrics.update(
-            valid_bleu=scores["bleu"], valid_chrf=scores["chrf"], bleu_signature=scores["bleu_signature"]
-        )
-    model.train(was_training)
-    return metrics
-
-
 def _marian_trainer_class():
     from transformers import Seq2SeqTrainer
 
@@ -412,7 +311,7 @@ def _train_marian(cfg: QualityConfig, data: _Data, out: Path, emit: Event, token
 
     from modeling import default_generation_config
 
-    torch.set_num_threads(_threads(cfg))
+    torch.set_num_threads(cfg.num_threads or available_cores())
     torch.manual_seed(cfg.seed)
     model = MarianMTModel(marian_config(cfg.preset, len(data.tokenizer), cfg.marian_dropout))
     # the same decoding defaults as ours (beam 4, length penalty 0.6, never <pad>/<s>, max_new_tokens)
@@ -470,9 +369,10 @@ def _evaluate(
     test = data.splits["test"]
     sources, references = list(test["source"]), list(test["target"])
     emit("test_start", {"system": name, "num_sentences": len(sources)})
-    hyps = translate(model, data.tokenizer, sources, num_beams=cfg.num_beams, length_penalty=cfg.length_penalty,
-                     batch_size=cfg.eval_batch_size)  # fmt: skip
-    scores = score_translations(hyps, references, tokenize=tokenize)
+    scores, hyps = evaluate_translation(
+        model, data.tokenizer, sources, references, tokenize=tokenize, num_beams=cfg.num_beams,
+        length_penalty=cfg.length_penalty, batch_size=cfg.eval_batch_size, **LENGTH_CAP,
+    )  # fmt: skip
     scores.update(num_beams=cfg.num_beams, length_penalty=cfg.length_penalty, split="test")
     ratio, hyp_len, ref_len = length_stats(hyps, references, tokenize)
     samples = [{"source": s, "reference": r, "hypothesis": h}
@@ -495,12 +395,12 @@ def run_quality_benchmark(cfg: QualityConfig, event: Event | None = None) -> Qua
     emit = event or (lambda name, info: None)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenize = bleu_tokenizer_for(cfg)
+    tokenize = bleu_tokenizer_for(cfg.languages()[1], cfg.sacrebleu_tokenize)
     data = _prepare_data(cfg, out)
     results: list[SystemResult] = []
     for name in systems:
         if name == "ours":
-            model, info = _train_ours(cfg, data, out, emit)
+            model, info = _train_ours(cfg, data, out, emit, tokenize)
         else:
             model, info = _train_marian(cfg, data, out, emit, tokenize)
         result = _evaluate(cfg, name, model, data, info, tokenize, emit)

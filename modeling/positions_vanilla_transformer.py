@@ -1,0 +1,103 @@
+"""Positions (paper section 3.5, plus rotary positions): which position each token has, and how it enters.
+
+Contract:
+    * `build_position_ids` gives the positions of the newest tokens: (B, L) counted over real tokens of a 2-D
+      token mask (1 = token, 0 = padding), so left padding does not shift them; without a mask (1, L) =
+      cached length + [0, L). Source positions start at 0; target positions are absolute (the cache counts).
+    * `sinusoidal_table` is (positions, d_model) in float32 (computed in float64). Layout "interleaved" is the
+      paper's sin, cos, sin, cos, ...; "concatenated" is all sines, then all cosines (Marian).
+    * `SinusoidalPositionalEncoding` and `LearnedPositionalEmbedding` map (B or 1, L) positions to
+      (B or 1, L, d_model) vectors added to the scaled token embedding.
+    * `RotaryEmbedding` gives (B or 1, 1, L, D) cos and sin, which `apply_rotary` applies to queries and keys
+      (B, H, L, D) with the "rotate_half" convention (the two halves of the head dimension are the pairs).
+    * The sinusoidal table and the rotary `inv_freq` are non-persistent buffers: never saved nor loaded.
+      `from_pretrained` creates them on the meta device, and the model's `_init_weights` rebuilds them with
+      `build_table` / `build_inv_freq`.
+
+Shapes: B batch, L tokens of this call, K cached + new tokens, P table positions, C d_model, H heads, D head dim.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .configuration_vanilla_transformer import VanillaTransformerConfig
+
+
+def sinusoidal_table(num_positions: int, dim: int, layout: str) -> torch.Tensor:
+    """(num_positions, dim) table: PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(...).
+
+    `layout="interleaved"` stores the pairs as in the paper; `"concatenated"` stores all sines first, then all
+    cosines (Marian). Computed in float64, returned in float32.
+    """
+    position = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    inv_freq = torch.pow(10000.0, -torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (C/2,)
+    angles = position * inv_freq  # (P, C/2)
+    if layout == "interleaved":
+        table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # (P, C): sin, cos, sin, ...
+    else:
+        table = torch.cat((angles.sin(), angles.cos()), dim=-1)  # (P, C): sin..., cos...
+    return table.float()
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Fixed sinusoidal positions. The table is a non-persistent buffer: it is not saved, and
+    `_init_weights` rebuilds it after `from_pretrained` (which creates buffers on the meta device)."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.num_positions = config.max_position_embeddings
+        self.dim = config.d_model
+        self.layout = config.sinusoidal_layout
+        self.register_buffer("table", self.build_table(), persistent=False)
+
+    def build_table(self) -> torch.Tensor:
+        return sinusoidal_table(self.num_positions, self.dim, self.layout)
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        # position_ids: (B or 1, L) -> (B or 1, L, C)
+        return self.table[position_ids]
+
+
+class LearnedPositionalEmbedding(nn.Embedding):
+    """A trained position table (paper Table 3, row E)."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config.max_position_embeddings, config.d_model)
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding (RoFormer): rotates query/key pairs by position-dependent angles."""
+
+    def __init__(self, config: VanillaTransformerConfig, head_dim: int):
+        super().__init__()
+        self.head_dim = head_dim
+        self.theta = config.rope_theta
+        self.register_buffer("inv_freq", self.build_inv_freq(), persistent=False)
+
+    def build_inv_freq(self) -> torch.Tensor:
+        return 1.0 / (self.theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim))
+
+    def forward(self, position_ids: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        # position_ids: (B or 1, L) -> cos, sin: (B or 1, 1, L, D)
+        angles = position_ids[..., None].float() * self.inv_freq  # (B, L, D/2)
+        angles = torch.cat((angles, angles), dim=-1)[:, None]  # (B, 1, L, D)
+        return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: (B, H, L, D); rotate the two halves of the head dimension (the "rotate_half" convention)."""
+    first, second = x.chunk(2, dim=-1)  # (B, H, L, D/2) each
+    return x * cos + torch.cat((-second, first), dim=-1) * sin
+
+
+def build_position_ids(
+    token_mask: torch.Tensor | None, past_length: int | torch.Tensor, length: int, device: torch.device
+) -> torch.Tensor:
+    """Positions of the `length` newest tokens: (B, L) from a 2-D token mask (real tokens are counted, so left
+    padding does not shift positions), else (1, L) = past_length + [0, L)."""
+    if token_mask is not None and token_mask.dim() == 2:
+        counted = token_mask.long().cumsum(-1) - 1  # (B, K)
+        return counted[:, -length:].clamp(min=0)  # (B, L)
+    return (torch.arange(length, device=device) + past_length)[None]  # (1, L)
