@@ -48,6 +48,7 @@ import torch
 
 from corpus import DataOptions
 from inference import bleu_tokenizer_for, evaluate_translation, length_stats
+from modeling import IGNORE_INDEX, VanillaTransformerConfig, default_generation_config
 from tokenizer import load_or_train_tokenizer
 from training.cli import parse_field_value
 from training.data import filter_by_length, tokenize_dataset
@@ -91,8 +92,11 @@ class QualityConfig(DataOptions):
     eval_every: int = _f(500, "validate both systems every N updates (and at the end)")
     bleu_samples: int = _f(200, "validation pairs translated greedily for the periodic BLEU (0 = loss only)")
     log_every: int = _f(10, "training loss is logged (and plotted) per N updates")
-    num_beams: int = _f(4, "beams for the test translation")
-    length_penalty: float = _f(0.6, "length penalty alpha (transformers': log-prob / length**alpha)")
+    num_beams: int | None = _f(None, "beams for the test translation; default: the generation config's (4)")
+    length_penalty: float | None = _f(
+        None, "length penalty alpha (transformers': log-prob / length**alpha) of both systems, no search on "
+        "validation; default: the generation config's (0.6)"
+    )
     eval_batch_size: int = _f(64, "sentences per generate() batch")
     sacrebleu_tokenize: str | None = _f(
         None, "sacreBLEU tokeniser (default: 'zh' for Chinese targets, else '13a')"
@@ -248,12 +252,12 @@ def _marian_trainer_class():
     from transformers import Seq2SeqTrainer
 
     class CountingSeq2SeqTrainer(Seq2SeqTrainer):
-        """`Seq2SeqTrainer` that counts the target tokens (labels other than -100) it trains on."""
+        """`Seq2SeqTrainer` that counts the target tokens (labels other than IGNORE_INDEX) it trains on."""
 
         target_tokens = 0
 
         def training_step(self, model, inputs, num_items_in_batch=None):
-            self.target_tokens += int((inputs["labels"] != -100).sum())
+            self.target_tokens += int((inputs["labels"] != IGNORE_INDEX).sum())
             return super().training_step(model, inputs, num_items_in_batch)
 
     return CountingSeq2SeqTrainer
@@ -309,8 +313,6 @@ def _marian_monitor(budget_seconds: float, eval_every: int, validate: Callable[[
 def _train_marian(cfg: QualityConfig, data: _Data, out: Path, emit: Event, tokenize: str) -> tuple[Any, dict]:
     from transformers import DataCollatorForSeq2Seq, MarianMTModel, PrinterCallback, Seq2SeqTrainingArguments
 
-    from modeling import default_generation_config
-
     torch.set_num_threads(cfg.num_threads or available_cores())
     torch.manual_seed(cfg.seed)
     model = MarianMTModel(marian_config(cfg.preset, len(data.tokenizer), cfg.marian_dropout))
@@ -338,7 +340,7 @@ def _train_marian(cfg: QualityConfig, data: _Data, out: Path, emit: Event, token
     monitor = _marian_monitor(cfg.budget_minutes * 60, cfg.eval_every, validate, emit)
     trainer = _marian_trainer_class()(
         model=model, args=args, train_dataset=data.train.select_columns(["input_ids", "labels"]),
-        data_collator=DataCollatorForSeq2Seq(data.tokenizer, model=model, label_pad_token_id=-100),
+        data_collator=DataCollatorForSeq2Seq(data.tokenizer, model=model, label_pad_token_id=IGNORE_INDEX),
         processing_class=data.tokenizer, callbacks=[monitor],
     )  # fmt: skip
     trainer.remove_callback(PrinterCallback)  # library code does not print; `event` reports progress
@@ -391,6 +393,11 @@ def run_quality_benchmark(cfg: QualityConfig, event: Event | None = None) -> Qua
 
     ``event(name, info)`` receives progress ("start", "step", "eval", "test_start", "done", and our trainer's
     other events), each ``info`` with a ``system`` key."""
+    defaults = default_generation_config(VanillaTransformerConfig())  # the decoding defaults of both systems
+    cfg = dataclasses.replace(
+        cfg, num_beams=cfg.num_beams or defaults.num_beams,
+        length_penalty=defaults.length_penalty if cfg.length_penalty is None else cfg.length_penalty,
+    )  # fmt: skip
     systems = _check(cfg)
     emit = event or (lambda name, info: None)
     out = Path(cfg.output_dir)

@@ -17,7 +17,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerFast
 
-from tokenizer import BOS_ID, BYTE_TOKENS, EOS_ID, PAD_ID, UNK_ID, normalize_text
+from tokenizer import BYTE_TOKENS, PAD_ID, UNK_ID, normalize_text
 
 
 @dataclass
@@ -76,8 +76,8 @@ def train_sentencepiece_bpe(
         character_coverage=character_coverage,
         pad_id=PAD_ID,
         unk_id=UNK_ID,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
+        bos_id=2,
+        eos_id=3,
         num_threads=num_threads or os.cpu_count() or 1,
         input_sentence_size=0,
         max_sentence_length=1 << 20,

@@ -1,9 +1,10 @@
 """Positions (paper section 3.5, plus rotary positions): which position each token has, and how it enters.
 
 Contract:
-    * `build_position_ids` gives the positions of the newest tokens: (B, L) counted over real tokens of a 2-D
-      token mask (1 = token, 0 = padding), so left padding does not shift them; without a mask (1, L) =
-      cached length + [0, L). Source positions start at 0; target positions are absolute (the cache counts).
+    * `build_position_ids` gives the positions of the L newest tokens. With a 2-D (B, K) token mask (1 = token,
+      0 = padding; for the target, K covers cached + new tokens) they are (B, L) and count real tokens only, so
+      left padding does not shift them; without one they are (1, L) = cached length + [0, L). Either way
+      source positions start at 0 and target positions are absolute (cached tokens count).
     * `sinusoidal_table` is (positions, d_model) in float32 (computed in float64). Layout "interleaved" is the
       paper's sin, cos, sin, cos, ...; "concatenated" is all sines, then all cosines (Marian).
     * `SinusoidalPositionalEncoding` and `LearnedPositionalEmbedding` map (B or 1, L) positions to

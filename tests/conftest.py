@@ -1,4 +1,5 @@
-"""Shared fixtures: tiny configs and models that build in milliseconds on CPU."""
+"""Shared fixtures: tiny configs and models that build in milliseconds on CPU, a tiny exported model folder,
+and short `tiny`-preset training runs with their BPE tokenizers."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import lzma
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # Tiny test models run fastest on one thread, and tests that start subprocesses (accelerate launch, CLIs)
 # would otherwise oversubscribe the cores with OpenMP threads. Set before torch is imported.
@@ -25,6 +27,9 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, 
 from transformers import PreTrainedTokenizerFast  # noqa: E402
 
 from modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration  # noqa: E402
+
+if TYPE_CHECKING:
+    from training import TrainConfig
 
 
 def tiny_config(**overrides) -> VanillaTransformerConfig:
@@ -122,3 +127,53 @@ def loaded(export):
     from inference import load_model_and_tokenizer
 
     return load_model_and_tokenizer(str(export))
+
+
+# ---- short training runs on the first 300 lines of the shipped corpus ---------------------------------------
+
+
+def small_run_options(**overrides) -> dict:
+    """The options of a short `tiny`-preset run on the first 300 lines of the shipped corpus (20 validation and
+    6 test pairs, 512-token batches, no time limit, one thread, no validation BLEU, TensorBoard or export), with
+    `overrides` on top. There is no default stopping rule: pass max_steps."""
+    from corpus import DEFAULT_DATA
+
+    values = dict(
+        data=str(DEFAULT_DATA), max_lines=300, valid_size=20, test_size=6, preset="tiny", max_tokens=512,
+        max_minutes=None, eval_every=100, bleu_samples=0, tensorboard=False, num_threads=1, export=False,
+    )  # fmt: skip
+    values.update(overrides)
+    return values
+
+
+def small_run(out: Path, **overrides) -> TrainConfig:
+    """A `TrainConfig` for the run of `small_run_options(**overrides)` that writes to `out`."""
+    from training import TrainConfig
+
+    return TrainConfig(**small_run_options(output_dir=str(out), **overrides))
+
+
+@pytest.fixture(scope="session")
+def bpe_tokenizer_dir(tmp_path_factory):
+    """`bpe_tokenizer_dir(vocab_size)`: the folder of a joint BPE tokenizer trained on both sides of the first 300
+    lines of the shipped corpus, trained once per vocabulary size for the whole test run (read-only)."""
+    from corpus import DEFAULT_DATA, load_parallel_corpus
+    from tokenizer.bpe import train_bpe_tokenizer
+
+    folders: dict[int, str] = {}
+
+    def build(vocab_size: int) -> str:
+        if vocab_size not in folders:
+            ds, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=300)
+            folder = tmp_path_factory.mktemp(f"bpe{vocab_size}")
+            train_bpe_tokenizer(list(ds["source"]) + list(ds["target"]), vocab_size=vocab_size).save_pretrained(folder)
+            folders[vocab_size] = str(folder)
+        return folders[vocab_size]
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def tokenizer_dir(bpe_tokenizer_dir) -> str:
+    """The 1200-token BPE tokenizer folder that the short runs train with."""
+    return bpe_tokenizer_dir(1200)

@@ -1,6 +1,6 @@
 """Wrong input across the public surface ends well: a specific exception whose message names the bad value
 and the fix (exit code 2 for the CLIs), or a documented, well-defined result. Complements the bad-input tests
-in test_model_bad_input.py, test_generation.py, test_tokenizer.py, test_data_loading.py, test_translate_cli.py,
+in test_bad_input_model.py, test_generation.py, test_tokenizer.py, test_data_loading.py, test_translate_cli.py,
 test_hub.py and test_training_resume.py (docs/reliability.md counts them all)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, random_batch, tiny_config, tiny_model, tiny_tokenizer
+from conftest import ROOT, random_batch, small_run, tiny_config, tiny_model, tiny_tokenizer
 from test_translate_cli import run_main
 from transformers import AutoConfig, AutoTokenizer, pipeline
 
-from corpus import DEFAULT_DATA, load_parallel_corpus, load_split
+from corpus import load_parallel_corpus, load_split
 from export import check_exported_folder, push_folder, resolve_token
 from inference import load_model_and_tokenizer, translate_lines
 from modeling import VanillaTransformerConfig
@@ -343,34 +343,15 @@ def test_train_script_reports_user_errors_without_traceback(tmp_path, capsys):
 # ------------------------------------------------------------------------------------ resume / checkpoints
 
 
-@pytest.fixture(scope="module")
-def tokenizers(tmp_path_factory):
-    from tokenizer.bpe import train_bpe_tokenizer
-
-    ds, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=300)
-    texts = list(ds["source"]) + list(ds["target"])
-    folders = []
-    for vocab in (1200, 900):
-        folder = tmp_path_factory.mktemp(f"tok{vocab}")
-        train_bpe_tokenizer(texts, vocab_size=vocab).save_pretrained(folder)
-        folders.append(str(folder))
-    return folders
-
-
-def small_run(out: Path, tokenizer: str, cache: Path, **overrides) -> TrainConfig:
-    values = dict(
-        data=str(DEFAULT_DATA), max_lines=300, valid_size=20, test_size=6, preset="tiny", max_tokens=512,
-        max_minutes=None, max_steps=2, eval_every=100, bleu_samples=0, output_dir=str(out), tensorboard=False,
-        num_threads=1, export=False, tokenizer=tokenizer, cache_dir=str(cache),
-    )  # fmt: skip
-    values.update(overrides)
-    return TrainConfig(**values)
+def resume_run(out: Path, tokenizer: str, cache: Path, **overrides) -> TrainConfig:
+    """The shared short run of 2 updates with `tokenizer` and the tokenisation cache in `cache`."""
+    return small_run(out, **{"max_steps": 2, "tokenizer": tokenizer, "cache_dir": str(cache), **overrides})
 
 
 @pytest.fixture(scope="module")
-def finished_run(tokenizers, tmp_path_factory) -> tuple[Path, Path]:
+def finished_run(tokenizer_dir, tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("run")
-    train(small_run(root / "out", tokenizers[0], root / "cache"))
+    train(resume_run(root / "out", tokenizer_dir, root / "cache"))
     return root / "out", root / "cache"
 
 
@@ -380,43 +361,43 @@ def _copy_run(finished_run, tmp_path) -> Path:
     return out
 
 
-def test_resume_with_an_empty_checkpoint_folder(tokenizers, tmp_path):
+def test_resume_with_an_empty_checkpoint_folder(tokenizer_dir, tmp_path):
     (tmp_path / "out" / "checkpoints").mkdir(parents=True)
     with pytest.raises(ValueError, match=r"--resume: no checkpoint in '.*checkpoints'. Run without --resume"):
-        train(small_run(tmp_path / "out", tokenizers[0], tmp_path / "cache", resume=True))
+        train(resume_run(tmp_path / "out", tokenizer_dir, tmp_path / "cache", resume=True))
 
 
-def test_resume_when_latest_names_an_empty_directory(finished_run, tokenizers, tmp_path):
+def test_resume_when_latest_names_an_empty_directory(finished_run, tokenizer_dir, tmp_path):
     out = _copy_run(finished_run, tmp_path)
     (out / "checkpoints" / "checkpoint-9").mkdir()
     (out / "checkpoints" / "latest").write_text("checkpoint-9\n")
     with pytest.raises(
         CheckpointError, match=r"checkpoint-9' is incomplete: it has no manifest.json. Delete it"
     ):
-        train(small_run(out, tokenizers[0], finished_run[1], resume=True, max_steps=3))
+        train(resume_run(out, tokenizer_dir, finished_run[1], resume=True, max_steps=3))
 
 
-def test_resume_from_a_truncated_weights_file(finished_run, tokenizers, tmp_path):
+def test_resume_from_a_truncated_weights_file(finished_run, tokenizer_dir, tmp_path):
     out = _copy_run(finished_run, tmp_path)
     weights = out / "checkpoints" / "checkpoint-2" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])
     with pytest.raises(CheckpointError, match="truncated or corrupted: model.safetensors has 1000 bytes"):
-        train(small_run(out, tokenizers[0], finished_run[1], resume=True, max_steps=3))
+        train(resume_run(out, tokenizer_dir, finished_run[1], resume=True, max_steps=3))
     with pytest.raises(CheckpointError, match="model.safetensors has 1000 bytes.*Delete it"):
         load_model_weights(out / "checkpoints" / "checkpoint-2")  # the averaging path
 
 
-def test_resume_with_another_vocabulary_is_a_clear_error(finished_run, tokenizers, tmp_path):
+def test_resume_with_another_vocabulary_is_a_clear_error(finished_run, bpe_tokenizer_dir, tmp_path):
     out = _copy_run(finished_run, tmp_path)
     match = (
         r"written for a different architecture or vocabulary: \S+ has shape \[1200\S*\] there but \[900\S*\] in "
         r"this model \(checkpoint config: .*vocab_size=1200\). Resume with the --preset and --tokenizer"
     )
     with pytest.raises(CheckpointError, match=match):
-        train(small_run(out, tokenizers[1], finished_run[1], resume=True, max_steps=3))
+        train(resume_run(out, bpe_tokenizer_dir(900), finished_run[1], resume=True, max_steps=3))
 
 
-def test_checkpoint_without_safetensors_weights_is_refused(finished_run, tokenizers, tmp_path):
+def test_checkpoint_without_safetensors_weights_is_refused(finished_run, tokenizer_dir, tmp_path):
     out = _copy_run(finished_run, tmp_path)
     folder = out / "checkpoints" / "checkpoint-2"
     (folder / "model.safetensors").unlink()
@@ -424,14 +405,14 @@ def test_checkpoint_without_safetensors_weights_is_refused(finished_run, tokeniz
     with pytest.raises(
         CheckpointError, match="has no model.safetensors; model weights are only read from safetensors"
     ):
-        train(small_run(out, tokenizers[0], finished_run[1], resume=True, max_steps=3))
+        train(resume_run(out, tokenizer_dir, finished_run[1], resume=True, max_steps=3))
 
 
-def test_latest_pointer_with_a_bad_name(finished_run, tokenizers, tmp_path):
+def test_latest_pointer_with_a_bad_name(finished_run, tokenizer_dir, tmp_path):
     out = _copy_run(finished_run, tmp_path)
     (out / "checkpoints" / "latest").write_text("../../etc\n")
     with pytest.raises(CheckpointError, match=r"names '../../etc', which is not a checkpoint directory name"):
-        train(small_run(out, tokenizers[0], finished_run[1], resume=True, max_steps=3))
+        train(resume_run(out, tokenizer_dir, finished_run[1], resume=True, max_steps=3))
 
 
 # ------------------------------------------------------------------------------------------- converter

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import small_run
 from safetensors.torch import load_file
 
-from corpus import DEFAULT_DATA, load_parallel_corpus
 from training import TrainConfig, train
 from training import checkpoint as ckpt
 
@@ -32,24 +32,10 @@ STEPS = 12
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-\d+$")
 
 
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory) -> str:
-    from tokenizer.bpe import train_bpe_tokenizer
-
-    ds, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=300)
-    folder = tmp_path_factory.mktemp("tok")
-    train_bpe_tokenizer(list(ds["source"]) + list(ds["target"]), vocab_size=1200).save_pretrained(folder)
-    return str(folder)
-
-
 def run_config(out: Path, tokenizer: str, cache: Path, **overrides) -> TrainConfig:
-    values = dict(
-        data=str(DEFAULT_DATA), max_lines=300, valid_size=20, test_size=6, preset="tiny", max_tokens=512,
-        max_minutes=None, max_steps=STEPS, eval_every=1, keep_last=2, bleu_samples=0, output_dir=str(out),
-        tensorboard=False, num_threads=1, export=False, tokenizer=tokenizer, cache_dir=str(cache),
-    )  # fmt: skip
-    values.update(overrides)
-    return TrainConfig(**values)
+    """The shared short run of STEPS updates with a checkpoint after every update (the last 2 kept)."""
+    return small_run(out, **{"max_steps": STEPS, "eval_every": 1, "keep_last": 2, "tokenizer": tokenizer,
+                             "cache_dir": str(cache), **overrides})  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, small_run
 from test_remote_code import run_isolated
 
-from corpus import DEFAULT_DATA, load_parallel_corpus
 from inference import load_model_and_tokenizer
-from training import TrainConfig, train
 from training import checkpoint as ckpt
+from training import train
 from training.averaging import average_checkpoints
 
 
@@ -58,21 +57,12 @@ def test_the_payload_is_live(tmp_path, marker):
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory) -> tuple[Path, dict]:
-    from tokenizer.bpe import train_bpe_tokenizer
-
+def finished_run(tokenizer_dir, tmp_path_factory) -> tuple[Path, dict]:
+    """The output folder of a one-update run, and the options (besides the folder) it was trained with."""
     root = tmp_path_factory.mktemp("run")
-    ds, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=300)
-    train_bpe_tokenizer(list(ds["source"]) + list(ds["target"]), vocab_size=1200).save_pretrained(
-        root / "tok"
-    )
-    values = dict(
-        data=str(DEFAULT_DATA), max_lines=300, valid_size=20, test_size=6, preset="tiny", max_tokens=512,
-        max_minutes=None, max_steps=1, eval_every=100, bleu_samples=0, tensorboard=False, num_threads=1,
-        export=False, tokenizer=str(root / "tok"), cache_dir=str(root / "cache"),
-    )  # fmt: skip
-    train(TrainConfig(output_dir=str(root / "out"), **values))
-    return root / "out", values
+    options = dict(max_steps=1, tokenizer=tokenizer_dir, cache_dir=str(root / "cache"))
+    train(small_run(root / "out", **options))
+    return root / "out", options
 
 
 def tampered_run(finished_run, tmp_path, marker, replace: str, planted: str | None = None) -> Path:
@@ -93,7 +83,7 @@ def test_malicious_training_state_is_not_unpickled(finished_run, tmp_path, marke
     with pytest.raises(ckpt.CheckpointError, match=rf"{re.escape(name)} is not plain tensors and numbers, so it was "
                                                    r"not loaded \(torch.load\(weights_only=True\) refused it.*nothing "
                                                    r"in it was executed. Delete this checkpoint"):  # fmt: skip
-        train(TrainConfig(output_dir=str(out), resume=True, **{**finished_run[1], "max_steps": 2}))
+        train(small_run(out, resume=True, **{**finished_run[1], "max_steps": 2}))
     assert not marker.exists()
 
 
@@ -101,7 +91,7 @@ def test_checkpoint_weights_are_read_from_safetensors_only(finished_run, tmp_pat
     out = tampered_run(finished_run, tmp_path, marker, "model.safetensors", planted="pytorch_model.bin")
     with pytest.raises(ckpt.CheckpointError, match="has no model.safetensors; model weights are only read from "
                                                    "safetensors, never from pickle files"):  # fmt: skip
-        train(TrainConfig(output_dir=str(out), resume=True, **{**finished_run[1], "max_steps": 2}))
+        train(small_run(out, resume=True, **{**finished_run[1], "max_steps": 2}))
     with pytest.raises(ckpt.CheckpointError, match="has no model.safetensors"):
         average_checkpoints([out / "checkpoints" / "checkpoint-1"])  # scripts/average_checkpoints.py
     assert not marker.exists()

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import small_run, small_run_options
 from safetensors.torch import load_file
 
-from corpus import DEFAULT_DATA, load_parallel_corpus
-from training import TrainConfig, train
+from training import train
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 3
@@ -29,21 +29,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_processes_equal_one_process_with_gradient_accumulation(tmp_path):
+def test_two_processes_equal_one_process_with_gradient_accumulation(tokenizer_dir, tmp_path):
     pytest.importorskip("accelerate")
-    from tokenizer.bpe import train_bpe_tokenizer
+    run = dict(tokenizer=tokenizer_dir, max_steps=STEPS, dropout=0.0, cooldown=0.5, cache_dir=str(tmp_path / "cache"))
+    single = train(small_run(tmp_path / "single", grad_accum=2, **run))
 
-    ds, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=300)
-    tok = tmp_path / "tok"
-    train_bpe_tokenizer(list(ds["source"]) + list(ds["target"]), vocab_size=1200).save_pretrained(tok)
-    common = dict(
-        data=str(DEFAULT_DATA), max_lines=300, valid_size=20, test_size=6, preset="tiny", tokenizer=str(tok),
-        max_tokens=512, max_minutes=None, max_steps=STEPS, eval_every=100, bleu_samples=0, dropout=0.0, cooldown=0.5,
-        tensorboard=False, export=False, cache_dir=str(tmp_path / "cache"),
-    )  # fmt: skip
-    single = train(TrainConfig(**common, grad_accum=2, num_threads=1, output_dir=str(tmp_path / "single")))
-
-    args = [f"--{k}={v}" for k, v in common.items() if k not in ("tensorboard", "export")]
+    # the same options as flags; the boolean ones and --num_threads are spelled out below
+    options = small_run_options(**run)
+    args = [f"--{k}={v}" for k, v in options.items() if k not in ("tensorboard", "export", "num_threads")]
     cmd = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",

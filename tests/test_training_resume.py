@@ -3,40 +3,18 @@ data order, dropout RNG, learning rate and step); corrupted checkpoints and chan
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
+from conftest import small_run
 from safetensors.torch import load_file
 
-from corpus import DEFAULT_DATA, load_parallel_corpus
-from training import TrainConfig, train
+from training import train
 from training.checkpoint import CheckpointError
-
-
-@pytest.fixture(scope="module")
-def tokenizer_dir(tmp_path_factory):
-    from tokenizer.bpe import train_bpe_tokenizer
-
-    ds, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=300)
-    folder = tmp_path_factory.mktemp("tok")
-    train_bpe_tokenizer(list(ds["source"]) + list(ds["target"]), vocab_size=1200).save_pretrained(folder)
-    return str(folder)
-
-
-def small_run(out: Path, **overrides) -> TrainConfig:
-    values = dict(
-        data=str(DEFAULT_DATA), max_lines=300, valid_size=20, test_size=6, preset="tiny", max_tokens=512,
-        max_minutes=None, max_steps=6, eval_every=100, bleu_samples=0, output_dir=str(out), tensorboard=False,
-        num_threads=1, export=False,
-    )  # fmt: skip
-    values.update(overrides)
-    return TrainConfig(**values)
 
 
 def test_resume_continues_exactly_and_corruption_is_a_clear_error(tokenizer_dir, tmp_path):
     # the cooldown (last quarter of 6 updates) starts after the cut: the resumed update 6 is cooled down
-    common = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"), cooldown=0.25)
+    common = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"), cooldown=0.25, max_steps=6)
     full = train(small_run(tmp_path / "full", **common))
     train(small_run(tmp_path / "cut", **{**common, "max_steps": 3}))
     resumed = train(small_run(tmp_path / "cut", **common, resume=True))

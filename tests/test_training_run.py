@@ -7,27 +7,26 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import small_run
 from safetensors.torch import load_file
 
 from corpus import DEFAULT_DATA
-from training import TrainConfig, train
+from training import train
 
 ROOT = Path(__file__).resolve().parents[1]
 SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"
 
 
-def small_run(out: Path, **overrides) -> TrainConfig:
-    values = dict(
-        data=str(DEFAULT_DATA), max_lines=300, valid_size=20, test_size=6, preset="tiny", vocab_size=1200,
-        max_tokens=512, max_minutes=None, max_steps=16, eval_every=8, log_every=4, bleu_samples=2,
-        eval_batch_size=16, test_beams=2, num_samples=2, output_dir=str(out), tensorboard=False, num_threads=1,
-    )  # fmt: skip
-    values.update(overrides)
-    return TrainConfig(**values)
+# the shared short run, trained from its own 1200-token tokenizer, with validation BLEU, samples and an export
+smoke_run = partial(
+    small_run, vocab_size=1200, max_steps=16, eval_every=8, log_every=4, bleu_samples=2, eval_batch_size=16,
+    test_beams=2, num_samples=2, export=True,
+)  # fmt: skip
 
 
 def load_script(name: str):
@@ -41,7 +40,7 @@ def load_script(name: str):
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke")
     events = []
-    result = train(small_run(out, tensorboard=True), lambda name, info: events.append(name))
+    result = train(smoke_run(out, tensorboard=True), lambda name, info: events.append(name))
     return out, result, events
 
 
@@ -105,7 +104,7 @@ def test_in_run_averaging_exports_the_mean_of_the_last_snapshots_only_when_valid
     final weights are always included); the exported model is that mean if it lowered the validation loss,
     else the final weights, while checkpoint-14 keeps the un-averaged training state for resuming."""
     events = []
-    cfg = small_run(tmp_path, max_steps=14, eval_every=4, keep_last=5, average_last=3, average_every=4,
+    cfg = smoke_run(tmp_path, max_steps=14, eval_every=4, keep_last=5, average_last=3, average_every=4,
                     bleu_samples=0, test_size=2)  # fmt: skip
     result = train(cfg, lambda name, info: events.append((name, info)))
     info = result.averaging
@@ -138,7 +137,7 @@ def test_averaging_decision_follows_validation_loss(tmp_path, monkeypatch, kept)
         return metrics
 
     monkeypatch.setattr(Trainer, "validate", fake_validate)
-    cfg = small_run(tmp_path, max_steps=6, eval_every=6, average_last=2, average_every=3, bleu_samples=0,
+    cfg = smoke_run(tmp_path, max_steps=6, eval_every=6, average_last=2, average_every=3, bleu_samples=0,
                     export=False)  # fmt: skip
     result = train(cfg)
     assert result.averaging["kept"] is kept and len(calls) == 2
@@ -150,7 +149,7 @@ def test_length_penalty_is_chosen_on_validation_and_exported(tmp_path):
     """Unset --length_penalty: every candidate is tried with the test beam size on the validation split, the best
     BLEU wins, and the test translation, the model card and the exported generation config all use it."""
     events = []
-    cfg = small_run(tmp_path, max_steps=8, eval_every=8, bleu_samples=0, test_beams=2, length_penalty=None,
+    cfg = smoke_run(tmp_path, max_steps=8, eval_every=8, bleu_samples=0, test_beams=2, length_penalty=None,
                     length_penalty_candidates="0.0, 2.0")  # fmt: skip
     result = train(cfg, lambda name, info: events.append((name, info)))
     search = result.length_penalty_search
@@ -164,14 +163,14 @@ def test_length_penalty_is_chosen_on_validation_and_exported(tmp_path):
 
 
 def test_explicit_length_penalty_skips_the_search(tmp_path):
-    result = train(small_run(tmp_path, max_steps=4, eval_every=4, bleu_samples=0, length_penalty=0.8))
+    result = train(smoke_run(tmp_path, max_steps=4, eval_every=4, bleu_samples=0, length_penalty=0.8))
     assert result.length_penalty_search == [] and result.length_penalty == 0.8
     assert json.loads((tmp_path / "generation_config.json").read_text())["length_penalty"] == 0.8
 
 
 def test_bad_length_penalty_candidates_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="--length_penalty_candidates must be comma-separated numbers"):
-        train(small_run(tmp_path, length_penalty_candidates="0.6,long"))
+        train(smoke_run(tmp_path, length_penalty_candidates="0.6,long"))
 
 
 def test_export_at_minutes_saves_intermediate_models_without_changing_training(tmp_path, monkeypatch):
@@ -192,10 +191,10 @@ def test_export_at_minutes_saves_intermediate_models_without_changing_training(t
     monkeypatch.setattr(Trainer, "validate", rigged)
     base = dict(max_steps=24, eval_every=24, bleu_samples=0, average_last=2, average_every=1, length_penalty=0.6,
                 test_size=2)  # fmt: skip
-    plain = train(small_run(tmp_path / "plain", **base))
+    plain = train(smoke_run(tmp_path / "plain", **base))
     tokenizer = str(tmp_path / "plain" / "checkpoints" / "tokenizer")
     marks = "0.00002, 0.003, 1000"  # after update 1; after about 0.2 s (snapshots to average by then); never
-    marked = train(small_run(tmp_path / "marked", export_at_minutes=marks, tokenizer=tokenizer, **base))
+    marked = train(smoke_run(tmp_path / "marked", export_at_minutes=marks, tokenizer=tokenizer, **base))
     assert [e["minutes"] for e in marked.exports] == [0.00002, 0.003] and marked.exports[0]["step"] == 1
     assert marked.exports[1]["step"] > 1 and (tmp_path / "marked" / "minute-0.003" / "model.safetensors").exists()
     assert marked.exports[1]["averaged_steps"] is not None and marked.averaging["kept"]
@@ -213,7 +212,7 @@ def test_export_at_minutes_saves_intermediate_models_without_changing_training(t
 
 def test_bad_export_marks_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="--export_at_minutes must be comma-separated positive minutes"):
-        train(small_run(tmp_path, export_at_minutes="25,sixty"))
+        train(smoke_run(tmp_path, export_at_minutes="25,sixty"))
 
 
 @pytest.mark.parametrize("tune", [True, False])
@@ -222,7 +221,7 @@ def test_trainer_tunes_the_cpu_allocator_only_when_asked(tmp_path, monkeypatch, 
 
     calls = []
     monkeypatch.setattr(hardware, "tune_cpu_allocator", lambda: calls.append(1) or True)
-    train(small_run(tmp_path, max_steps=1, eval_every=100, bleu_samples=0, export=False, tune_cpu_allocator=tune))
+    train(smoke_run(tmp_path, max_steps=1, eval_every=100, bleu_samples=0, export=False, tune_cpu_allocator=tune))
     assert calls == ([1] if tune else [])
 
 
@@ -230,9 +229,9 @@ def test_cooldown_decays_the_learning_rate_linearly_to_zero_over_the_end_of_the_
     """--cooldown 0.5 of a 16-update run: updates 1-8 follow the schedule, update k > 8 gets the scheduled rate
     times (1 - (k - 1) / 16) / 0.5, so the last one is small but not zero; the weights differ from a plain run."""
     base = dict(max_steps=16, eval_every=100, bleu_samples=0, export=False)
-    plain = train(small_run(tmp_path / "plain", cooldown=0.0, **base))
+    plain = train(smoke_run(tmp_path / "plain", cooldown=0.0, **base))
     tokenizer = str(tmp_path / "plain" / "checkpoints" / "tokenizer")
-    cooled = train(small_run(tmp_path / "cooled", cooldown=0.5, tokenizer=tokenizer, **base))
+    cooled = train(smoke_run(tmp_path / "cooled", cooldown=0.5, tokenizer=tokenizer, **base))
     expected = [h["lr"] * min(1.0, (1 - (h["step"] - 1) / 16) / 0.5) for h in plain.history]
     assert [h["lr"] for h in cooled.history] == pytest.approx(expected, rel=1e-12)
     assert [h["loss"] for h in cooled.history[:9]] == [h["loss"] for h in plain.history[:9]]  # same until then
@@ -259,4 +258,4 @@ def test_cooldown_progress_follows_the_budget_that_ends_first():
 @pytest.mark.parametrize("value", [1.0, -0.1, float("nan")])
 def test_bad_cooldown_is_rejected(tmp_path, value):
     with pytest.raises(ValueError, match=r"--cooldown must be in \[0, 1\)"):
-        train(small_run(tmp_path, cooldown=value))
+        train(smoke_run(tmp_path, cooldown=value))
