@@ -6,6 +6,7 @@ from __future__ import annotations
 import lzma
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,14 +55,20 @@ def tiny_model(seed: int = 0, attn: str = "sdpa", **overrides) -> VanillaTransfo
     config = tiny_config(**overrides)
     config._attn_implementation = attn
     model = VanillaTransformerForConditionalGeneration(config).eval()
-    with torch.no_grad():  # non-zero output bias and LayerNorm affine so that tests exercise them
-        if model.final_logits_bias is not None:
-            model.final_logits_bias.normal_(0, 0.5)
+    perturb_bias_and_layer_norms(model, logits_bias_std=0.5)
+    return model
+
+
+def perturb_bias_and_layer_norms(model: torch.nn.Module, logits_bias_std: float) -> None:
+    """Draw a non-zero output bias (`final_logits_bias`, where the model has one) and non-trivial LayerNorm
+    weights and biases, in place, so that tests exercise every parameter (fresh ones are zeros and ones)."""
+    with torch.no_grad():
+        if getattr(model, "final_logits_bias", None) is not None:
+            model.final_logits_bias.normal_(0, logits_bias_std)
         for module in model.modules():
             if isinstance(module, torch.nn.LayerNorm):
                 module.weight.normal_(1.0, 0.1)
                 module.bias.normal_(0.0, 0.1)
-    return model
 
 
 def random_batch(vocab: int, batch: int, length: int, seed: int = 0, pad_id: int = 0, min_id: int = 4):
@@ -129,18 +136,20 @@ def loaded(export):
     return load_model_and_tokenizer(str(export))
 
 
-# ---- short training runs on the first 300 lines of the shipped corpus ---------------------------------------
+# ---- short training runs on the first 300 lines of the shipped corpus --------------------------------------
+SMALL_RUN_LINES = 300
 
 
 def small_run_options(**overrides) -> dict:
-    """The options of a short `tiny`-preset run on the first 300 lines of the shipped corpus (20 validation and
-    6 test pairs, 512-token batches, no time limit, one thread, no validation BLEU, TensorBoard or export), with
-    `overrides` on top. There is no default stopping rule: pass max_steps."""
+    """The options of a short `tiny`-preset run on the first 300 lines of the shipped corpus (20 validation
+    and 6 test pairs, 512-token batches, no time limit, one thread, no validation BLEU, TensorBoard or
+    export), with `overrides` on top. There is no default stopping rule: pass max_steps."""
     from corpus import DEFAULT_DATA
 
     values = dict(
-        data=str(DEFAULT_DATA), max_lines=300, valid_size=20, test_size=6, preset="tiny", max_tokens=512,
-        max_minutes=None, eval_every=100, bleu_samples=0, tensorboard=False, num_threads=1, export=False,
+        data=str(DEFAULT_DATA), max_lines=SMALL_RUN_LINES, valid_size=20, test_size=6, preset="tiny",
+        max_tokens=512, max_minutes=None, eval_every=100, bleu_samples=0, tensorboard=False, num_threads=1,
+        export=False,
     )  # fmt: skip
     values.update(overrides)
     return values
@@ -154,9 +163,9 @@ def small_run(out: Path, **overrides) -> TrainConfig:
 
 
 @pytest.fixture(scope="session")
-def bpe_tokenizer_dir(tmp_path_factory):
-    """`bpe_tokenizer_dir(vocab_size)`: the folder of a joint BPE tokenizer trained on both sides of the first 300
-    lines of the shipped corpus, trained once per vocabulary size for the whole test run (read-only)."""
+def bpe_tokenizer_dir(tmp_path_factory) -> Callable[[int], str]:
+    """`bpe_tokenizer_dir(vocab_size)`: the folder of a joint BPE tokenizer trained on both sides of the first
+    300 lines of the shipped corpus, trained once per vocabulary size for the whole test run (read-only)."""
     from corpus import DEFAULT_DATA, load_parallel_corpus
     from tokenizer.bpe import train_bpe_tokenizer
 
@@ -164,9 +173,10 @@ def bpe_tokenizer_dir(tmp_path_factory):
 
     def build(vocab_size: int) -> str:
         if vocab_size not in folders:
-            ds, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=300)
+            ds, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=SMALL_RUN_LINES)
+            tokenizer = train_bpe_tokenizer(list(ds["source"]) + list(ds["target"]), vocab_size=vocab_size)
             folder = tmp_path_factory.mktemp(f"bpe{vocab_size}")
-            train_bpe_tokenizer(list(ds["source"]) + list(ds["target"]), vocab_size=vocab_size).save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
             folders[vocab_size] = str(folder)
         return folders[vocab_size]
 

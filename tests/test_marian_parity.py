@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import perturb_bias_and_layer_norms
 from transformers import AutoModelForSeq2SeqLM, MarianConfig, MarianMTModel
 
 from modeling.convert_marian import convert_marian_checkpoint, convert_marian_model
@@ -35,12 +36,7 @@ def make_marian(index: int) -> MarianMTModel:
     config._attn_implementation = "sdpa"
     torch.manual_seed(100 + index)
     marian = MarianMTModel(config).eval()
-    with torch.no_grad():  # exercise every parameter: non-trivial LayerNorms and output bias
-        marian.final_logits_bias.normal_(0, 0.3)
-        for module in marian.modules():
-            if isinstance(module, torch.nn.LayerNorm):
-                module.weight.normal_(1.0, 0.1)
-                module.bias.normal_(0.0, 0.1)
+    perturb_bias_and_layer_norms(marian, logits_bias_std=0.3)
     return marian
 
 

@@ -31,7 +31,9 @@ def free_port() -> int:
 
 def test_two_processes_equal_one_process_with_gradient_accumulation(tokenizer_dir, tmp_path):
     pytest.importorskip("accelerate")
-    run = dict(tokenizer=tokenizer_dir, max_steps=STEPS, dropout=0.0, cooldown=0.5, cache_dir=str(tmp_path / "cache"))
+    run = dict(
+        tokenizer=tokenizer_dir, max_steps=STEPS, dropout=0.0, cooldown=0.5, cache_dir=str(tmp_path / "cache")
+    )
     single = train(small_run(tmp_path / "single", grad_accum=2, **run))
 
     # the same options as flags; the boolean ones and --num_threads are spelled out below
