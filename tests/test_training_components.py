@@ -263,3 +263,24 @@ def test_every_option_of_the_training_clis_has_printable_help(module, name, caps
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "--max_minutes" in out or "--budget_minutes" in out
+
+
+def test_run_dir_reads_the_saved_recipe_and_the_dropout_of_an_older_run_folder(tmp_path):
+    """Resume takes the recipe saved with the checkpoints; a folder with only the options file (written before
+    recipe.json existed) still gives the dropout its run was trained with."""
+    import json
+
+    from training.options import TrainConfig
+    from training.recipe import resolve_recipe
+    from training.run_dir import RunDir
+
+    run = RunDir(tmp_path)
+    run.checkpoints.mkdir(parents=True)
+    assert run.saved_recipe() is None
+    (run.checkpoints / "train_config.json").write_text(json.dumps({"effective_dropout": 0.25}))
+    assert run.saved_recipe() == {"dropout": 0.25}
+    cfg = TrainConfig(preset="small", max_minutes=25)
+    assert resolve_recipe(cfg).dropout is None  # a 25-minute small run keeps the preset's dropout
+    assert resolve_recipe(cfg, run.saved_recipe()).dropout == 0.25
+    run.save(cfg, resolve_recipe(TrainConfig(preset="small", max_minutes=90)))
+    assert run.saved_recipe()["dropout"] == 0.1 and resolve_recipe(cfg, run.saved_recipe()).dropout == 0.1

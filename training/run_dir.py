@@ -75,7 +75,14 @@ class RunDir:
     def saved_recipe(self) -> dict | None:
         """The recipe the run in this folder was started with, or None."""
         path = self.checkpoints / RECIPE_FILE
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+        if path.exists():
+            return json.loads(path.read_text(encoding="utf-8"))
+        options = self.checkpoints / OPTIONS_FILE  # a run folder written before recipe.json existed
+        if options.exists():
+            saved = json.loads(options.read_text(encoding="utf-8"))
+            if "effective_dropout" in saved:
+                return {"dropout": saved["effective_dropout"]}
+        return None
 
     def save(self, cfg: TrainConfig, recipe: Recipe) -> None:
         """Write the options and the resolved recipe (atomically) into the checkpoint folder."""
