@@ -32,7 +32,7 @@ from .averaging import Snapshots, average_if_better, weights_copy
 from .batching import collate
 from .card import card_values
 from .data import TrainingData, prepare_training_data
-from .finish import evaluate_run, export_model
+from .finish import Evaluation, evaluate_run, export_model
 from .hardware import setup_accelerator
 from .options import TrainConfig, check_options
 from .plots import write_training_plots
@@ -348,7 +348,13 @@ class Trainer:
                 self.emit("average", result.averaging)
         result.model = self.unwrapped
         if cfg.export:
-            self.finish(result)
+            evaluation = self.finish(result)
+            if evaluation is not None:
+                result.length_penalty = evaluation.length_penalty
+                result.length_penalty_search = evaluation.length_penalty_search
+                result.test_metrics, result.samples = evaluation.test_metrics, evaluation.samples
+                self.export(result)
+            acc.wait_for_everyone()
         if acc.is_main_process:
             write_training_plots(result, self.run_dir.plots, window=cfg.log_every)
         acc.end_training()
@@ -362,9 +368,10 @@ class Trainer:
             result.valid_history.append(metrics)
         return state.step
 
-    def finish(self, result: TrainResult) -> None:
-        """Length penalty, test score, export and model card (`training.finish`), on the main process."""
+    def finish(self, result: TrainResult) -> Evaluation | None:
+        """Length penalty and test score (`training.finish.evaluate_run`) on the main process (None elsewhere)."""
         cfg, acc, data = self.cfg, self.accelerator, self.data
+        evaluation = None
         if acc.is_main_process:
             model = self.unwrapped
             extra = cfg.sample_sentences
@@ -376,16 +383,17 @@ class Trainer:
                 batch_size=cfg.eval_batch_size, tokenize=self.bleu_tokenize, num_samples=cfg.num_samples,
                 extra_sentences=[t.strip() for t in (extra or "").split("|") if t.strip()], emit=self.emit,
             )  # fmt: skip
-            result.length_penalty = evaluation.length_penalty
-            result.length_penalty_search = evaluation.length_penalty_search
-            result.test_metrics, result.samples = evaluation.test_metrics, evaluation.samples
-            if result.test_metrics:
-                acc.log({"test/bleu": result.test_metrics["bleu"], "test/chrf": result.test_metrics["chrf"]},
+            if evaluation.test_metrics:
+                acc.log({"test/bleu": evaluation.test_metrics["bleu"], "test/chrf": evaluation.test_metrics["chrf"]},
                         step=result.step)  # fmt: skip
-            values = card_values(cfg, self.recipe, self.config, result)
-            export_model(model, data.tokenizer, self.run_dir.root, values, cfg.model_card, result.test_metrics)
-            self.emit("exported", {"path": str(self.run_dir.root)})
-        acc.wait_for_everyone()
+        return evaluation
+
+    def export(self, result: TrainResult) -> None:
+        """Save the final model folder with eval_results.json and the model card (main process)."""
+        values = card_values(self.cfg, self.recipe, self.config, result)
+        export_model(self.unwrapped, self.data.tokenizer, self.run_dir.root, values, self.cfg.model_card,
+                     result.test_metrics)  # fmt: skip
+        self.emit("exported", {"path": str(self.run_dir.root)})
 
 
 def train(cfg: TrainConfig, event: Event | None = None) -> TrainResult:
