@@ -55,16 +55,17 @@ class Snapshots:
 
 
 def average_if_better(
-    model: torch.nn.Module, snapshots: list[tuple[int, Weights]], validation_loss: Callable[[], dict]
-) -> dict | None:
+    model: torch.nn.Module, snapshots: list[tuple[int, Weights]], current: Weights,
+    validation_loss: Callable[[], dict],
+) -> dict | None:  # fmt: skip
     """Leave the mean of ``snapshots`` in ``model`` if ``validation_loss()`` (a dict with ``valid_loss`` and
-    ``valid_ppl``, empty without a validation split) is lower with it than with the current weights, else leave
-    the current weights. Returns what was done, or None (model untouched) for fewer than two snapshots.
+    ``valid_ppl``, empty without a validation split) is lower with it than with the model's weights now
+    (``current``, a copy the caller holds), else put ``current`` back. Returns what was done, or None (model
+    untouched) for fewer than two snapshots.
 
     The two validations run in a forked RNG, so averaging does not change the training random stream."""
     if len(snapshots) < 2:
         return None
-    current = weights_copy(model)
     device = next(model.parameters()).device
     with torch.random.fork_rng(devices=[device.index or 0] if device.type == "cuda" else []):
         before = validation_loss()

@@ -18,7 +18,7 @@ from pathlib import Path
 import datasets
 
 from export.model_card import load_template, render_model_card
-from inference import evaluate_translation, score_translations, translate
+from inference import evaluate_translation, translate
 from modeling import save_with_remote_code
 
 from . import checkpoint as ckpt
@@ -77,9 +77,10 @@ def evaluate_run(
         return result
     emit("test_start", {"num_sentences": len(test)})
     decoding = dict(num_beams=num_beams, length_penalty=result.length_penalty, batch_size=batch_size, **LENGTH_CAP)
-    hyps = translate(model, tokenizer, list(test["source"]), progress=lambda n: emit("test_progress", {"n": n}),
-                     **decoding)  # fmt: skip
-    result.test_metrics = score_translations(hyps, list(test["target"]), tokenize=tokenize)
+    result.test_metrics, hyps = evaluate_translation(
+        model, tokenizer, list(test["source"]), list(test["target"]), tokenize=tokenize,
+        progress=lambda n: emit("test_progress", {"n": n}), **decoding,
+    )  # fmt: skip
     result.test_metrics.update(num_beams=num_beams, length_penalty=result.length_penalty, split="test")
     result.samples = [{"source": s, "reference": r, "hypothesis": h}
                       for s, r, h in list(zip(test["source"], test["target"], hyps))[:num_samples]]  # fmt: skip

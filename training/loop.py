@@ -28,7 +28,7 @@ from inference import bleu_tokenizer_for
 from modeling import VanillaTransformerForConditionalGeneration, save_with_remote_code
 
 from . import checkpoint as ckpt
-from .averaging import Snapshots, average_if_better, weights_copy
+from .averaging import Snapshots, Weights, average_if_better, weights_copy
 from .batching import collate
 from .card import card_values
 from .data import TrainingData, prepare_training_data
@@ -236,16 +236,17 @@ class Trainer:
         return state
 
     # ------------------------------------------------------------------------------------------- exports
-    def average(self, step: int) -> dict | None:
-        """Leave the average of the newest snapshots in the model when it validates better (`training.averaging`)."""
-        window = self.snapshots.window(step, weights_copy(self.unwrapped))
-        return average_if_better(self.unwrapped, window, lambda: self.validate(bleu=False))
+    def average(self, step: int, current: Weights) -> dict | None:
+        """Leave the average of the newest snapshots in the model when it validates better (`training.averaging`);
+        ``current`` is a copy of the weights at ``step``."""
+        window = self.snapshots.window(step, current)
+        return average_if_better(self.unwrapped, window, current, lambda: self.validate(bleu=False))
 
     def export_at_mark(self, step: int, minutes: float) -> dict:
         """Export the model as the run would if it stopped now (averaging included) to OUTPUT_DIR/minute-M/, then
         put the training weights back."""
-        current = weights_copy(self.unwrapped)
-        info = self.average(step)
+        current = weights_copy(self.unwrapped) if self.snapshots.enabled else {}
+        info = self.average(step, current) if self.snapshots.enabled else None
         averaged = info is not None and info["kept"]
         folder = self.run_dir.minute_export(minutes)
         if self.accelerator.is_main_process:
@@ -343,7 +344,7 @@ class Trainer:
         result.epochs, result.target_tokens = self.epochs_done(), state.target_tokens
         result.best_valid_loss = state.best.get("valid_loss")
         if self.snapshots.enabled:
-            result.averaging = self.average(state.step)
+            result.averaging = self.average(state.step, weights_copy(self.unwrapped))
             if result.averaging is not None:
                 self.emit("average", result.averaging)
         result.model = self.unwrapped
