@@ -29,7 +29,6 @@ from modeling import VanillaTransformerForConditionalGeneration, save_with_remot
 
 from . import checkpoint as ckpt
 from .averaging import Snapshots, Weights, average_if_better, weights_copy
-from .batching import collate
 from .card import card_values
 from .data import TrainingData, prepare_training_data
 from .finish import Evaluation, evaluate_run, export_model
@@ -39,7 +38,7 @@ from .plots import write_training_plots
 from .recipe import Recipe, dropout_note, resolve_recipe
 from .run_dir import RunDir
 from .schedule import budget_progress, build_optimizer, build_scheduler, cooldown_factor
-from .validation import batch_to, forward_loss, validation_metrics
+from .validation import forward_loss, model_batch, validation_metrics
 
 Event = Callable[[str, dict], None]
 
@@ -136,8 +135,7 @@ class Trainer:
         world, rank = acc.num_processes, acc.process_index
         batches = data.stream.take(cfg.grad_accum * world)
         mine = [
-            batch_to(collate([data.train_src[i] for i in b], [data.train_tgt[i] for i in b], self.config.pad_token_id),
-                     self.config, acc.device)
+            model_batch(b, data.train_src, data.train_tgt, self.config, acc.device)
             for b in batches[rank * cfg.grad_accum :][: cfg.grad_accum]
         ]  # fmt: skip
         local = torch.stack([b["ntokens"] for b in mine]).sum()

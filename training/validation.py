@@ -28,9 +28,11 @@ from .loss import label_smoothed_nll_loss
 LENGTH_CAP = {"max_len_a": 2.0, "max_len_b": 10}
 
 
-def batch_to(batch: dict[str, torch.Tensor], config, device: torch.device) -> dict[str, torch.Tensor]:
-    """A collated batch with the teacher-forcing decoder input (labels shifted right), on ``device``."""
-    batch = dict(batch)
+def model_batch(indices: Sequence[int], sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], config,
+                device: torch.device) -> dict[str, torch.Tensor]:  # fmt: skip
+    """The pairs ``indices`` of ``sources``/``targets`` collated (`training.batching.collate`), with the
+    teacher-forcing decoder input (labels shifted right), on ``device``."""
+    batch = collate([sources[i] for i in indices], [targets[i] for i in indices], config.pad_token_id)
     batch["decoder_input_ids"] = shift_tokens_right(
         batch["labels"], config.pad_token_id, config.decoder_start_token_id
     )
@@ -38,7 +40,7 @@ def batch_to(batch: dict[str, torch.Tensor], config, device: torch.device) -> di
 
 
 def forward_loss(model, batch: dict[str, torch.Tensor], label_smoothing: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(loss sum, nll sum) of one prepared batch (`batch_to`) over its target tokens."""
+    """(loss sum, nll sum) of one prepared batch (`model_batch`) over its target tokens."""
     logits = model(
         input_ids=batch["input_ids"],
         attention_mask=batch["attention_mask"],
@@ -80,8 +82,7 @@ def validation_metrics(
                                           max(max_tokens, longest), shuffle=False)  # fmt: skip
         sums = torch.zeros(3, device=device)
         for indices in sampler.batches(0)[rank::world]:
-            batch = collate([valid_src[i] for i in indices], [valid_tgt[i] for i in indices], model.config.pad_token_id)
-            batch = batch_to(batch, model.config, device)
+            batch = model_batch(indices, valid_src, valid_tgt, model.config, device)
             with accelerator.autocast() if accelerator else nullcontext():
                 loss, nll = forward_loss(model, batch, label_smoothing)
             sums += torch.stack([loss.float(), nll.float(), batch["ntokens"].float()])
