@@ -2,12 +2,24 @@
 train/validation/test split (`split_corpus`, `load_split`), and `DataOptions`, the one configuration of both.
 
 Modules: ``files`` (opening, decompressing and decoding files; the languages a file name states), ``read``
-(formats: TSV, CSV, JSON Lines, Hub datasets), ``split`` (the split), ``options`` (`DataOptions`).
+(formats: TSV, CSV, JSON, JSON Lines, Parquet, folders and globs, `datasets` objects, Hub datasets; a source's
+own splits), ``split`` (the held-out split), ``options`` (`DataOptions`: options and the choice of splits).
 """
 
 from .files import language_pair, read_lines
 from .options import DataOptions
-from .read import DEFAULT_DATA, SOURCE, TARGET, DataReport, OnBadLine, load_parallel_corpus
+from .read import (
+    DEFAULT_DATA,
+    FORMATS,
+    SOURCE,
+    TARGET,
+    DataReport,
+    OnBadLine,
+    describe_data,
+    is_dataset_object,
+    load_parallel_corpus,
+    read_parallel_splits,
+)
 from .split import load_split, split_corpus
 
 __all__ = [
@@ -16,10 +28,14 @@ __all__ = [
     "TARGET",
     "DataOptions",
     "DataReport",
+    "FORMATS",
     "OnBadLine",
+    "describe_data",
+    "is_dataset_object",
     "language_pair",
     "load_parallel_corpus",
     "load_split",
     "read_lines",
+    "read_parallel_splits",
     "split_corpus",
 ]

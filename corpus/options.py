@@ -6,12 +6,14 @@ Training's `TrainConfig` extends it, so every field is also a command-line flag 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import datasets
 
 from .files import language_pair
-from .read import DEFAULT_DATA, DataReport, load_parallel_corpus
+from .read import DEFAULT_DATA, SPLITS, DataReport, read_parallel_splits
 from .split import split_corpus
 
 ON_BAD_LINE_CHOICES = ("skip", "error")
@@ -21,9 +23,13 @@ ON_BAD_LINE_CHOICES = ("skip", "error")
 class DataOptions:
     """The corpus (file or Hub dataset), how its lines become pairs, and the train/validation/test split."""
 
-    data: str = field(
+    data: Any = field(
         default=str(DEFAULT_DATA),
-        metadata={"help": "parallel file (.tsv/.csv/.jsonl, optionally .xz/.gz/.bz2) or Hub dataset name"},
+        metadata={
+            "help": "parallel data: a file (.tsv/.txt/.csv/.jsonl/.json/.parquet, optionally .xz/.gz/.bz2), a folder "
+            "or glob of such files, a save_to_disk folder or a Hub dataset name (Python: also a Dataset/DatasetDict)",
+            "type": str,
+        },
     )
     source_column: str | None = field(
         default=None,
@@ -42,8 +48,28 @@ class DataOptions:
     target_lang: str | None = field(
         default=None, metadata={"help": "target language (default: from the file name, e.g. en)"}
     )
+    has_header: bool | None = field(
+        default=None,
+        metadata={
+            "help": "whether TSV/CSV files start with a header row (default: detected for TSV, logged; yes for CSV)"
+        },
+    )
     hub_config: str | None = field(default=None, metadata={"help": "configuration of a Hub dataset"})
-    hub_split: str = field(default="train", metadata={"help": "split of a Hub dataset to read"})
+    train_split: str = field(default="train", metadata={"help": "the split of the data source to train on"})
+    valid_split: str = field(
+        default="auto",
+        metadata={
+            "help": "the source's validation split: 'auto' (its validation/valid/dev split if it has one), a split "
+            "name, or 'none' (hold out --valid_size pairs of the training split instead)"
+        },
+    )
+    test_split: str = field(
+        default="auto",
+        metadata={
+            "help": "the source's test split: 'auto' (its test split if it has one), a split name, or 'none' (hold "
+            "out --test_size pairs of the training split instead)"
+        },
+    )
     max_lines: int | None = field(
         default=None, metadata={"help": "use only the first N pairs of the corpus (a slice for smoke runs)"}
     )
@@ -54,8 +80,14 @@ class DataOptions:
             "choices": ON_BAD_LINE_CHOICES,
         },
     )
-    valid_size: int = field(default=500, metadata={"help": "validation pairs held out from the corpus"})
-    test_size: int = field(default=1000, metadata={"help": "test pairs held out from the corpus"})
+    valid_size: int = field(
+        default=500,
+        metadata={"help": "validation pairs held out from the training split when the source has none"},
+    )
+    test_size: int = field(
+        default=1000,
+        metadata={"help": "test pairs held out from the training split when the source has none"},
+    )
     split_block_size: int = field(
         default=20,
         metadata={"help": "held-out pairs are chosen as random blocks of this many consecutive lines"},
@@ -67,25 +99,74 @@ class DataOptions:
     def languages(self) -> tuple[str | None, str | None]:
         """(source, target) language: ``source_lang``/``target_lang`` when given, else what the file name
         states (`language_pair`), else None."""
-        src, tgt = language_pair(str(self.data))
+        src, tgt = (
+            language_pair(str(self.data)) if isinstance(self.data, (str, os.PathLike)) else (None, None)
+        )
         return self.source_lang or src, self.target_lang or tgt
 
     def load_splits(self) -> tuple[datasets.DatasetDict, DataReport]:
-        """Read the corpus with every option here, then split it (`split_corpus`): (train/validation/test
-        splits, what reading did)."""
-        corpus, report = load_parallel_corpus(
+        """Read the data with every option here (`read_parallel_splits`) and return its train/validation/test
+        splits and what reading did. The source's own validation and test splits are used as they are (see
+        ``valid_split``/``test_split``); a split the source lacks is held out from the training split by
+        `split_corpus` (seeded random blocks). ``report.split_origin`` says where each split came from."""
+        available, report = read_parallel_splits(
             self.data,
             source_column=self.source_column,
             target_column=self.target_column,
             source_lang=self.source_lang,
             target_lang=self.target_lang,
+            has_header=self.has_header,
             hub_config=self.hub_config,
-            hub_split=self.hub_split,
             max_lines=self.max_lines,
             on_bad_line=self.on_bad_line,  # type: ignore[arg-type]
         )
-        splits = split_corpus(corpus, self.valid_size, self.test_size, self.split_block_size, self.split_seed)
+        chosen = {
+            "train": self._split_name(self.train_split, available, "train_split"),
+            "validation": self._split_name(self.valid_split, available, "valid_split"),
+            "test": self._split_name(self.test_split, available, "test_split"),
+        }
+        train = available[chosen["train"]]  # type: ignore[index]
+        held = split_corpus(
+            train,
+            self.valid_size if chosen["validation"] is None else 0,
+            self.test_size if chosen["test"] is None else 0,
+            self.split_block_size,
+            self.split_seed,
+        )
+        splits = datasets.DatasetDict(
+            {
+                "train": held["train"],
+                **{
+                    name: held[name] if chosen[name] is None else available[chosen[name]]
+                    for name in SPLITS[1:]
+                },
+            }
+        )
+        carved = (
+            f"held out from '{chosen['train']}' (seeded random blocks of {self.split_block_size} lines, seed "
+        )
+        carved += f"{self.split_seed})"
+        report.split_origin = {
+            name: (f"'{chosen[name]}' split of the data" + (", minus held-out pairs" if name == "train" and (
+                chosen["validation"] is None or chosen["test"] is None) else "")) if chosen[name] is not None
+            else carved
+            for name in chosen
+        }  # fmt: skip
         return splits, report
+
+    def _split_name(self, value: str, available: dict, option: str) -> str | None:
+        """The source split that ``--option value`` names, or None to hold one out of the training split."""
+        auto = {"valid_split": "validation", "test_split": "test"}.get(option)
+        if value == "none" and auto:
+            return None
+        if value == "auto" and auto:
+            return auto if auto in available else None
+        if value in available:
+            return value
+        raise ValueError(
+            f"--{option} {value!r}: the data has no such split; its splits are {sorted(available)}"
+            + (". Pass one of them, 'auto' or 'none'." if auto else ". Pass one of them.")
+        )
 
     def check(self) -> list[str]:
         """The problems of these options, each naming the flag, the bad value and what is expected (empty: none).
@@ -98,6 +179,9 @@ class DataOptions:
                 problems.append(f"--{name} must be >= 0, got {getattr(self, name)}")
         if self.split_block_size < 1:
             problems.append(f"--split_block_size must be >= 1, got {self.split_block_size}")
+        for name in ("train_split", "valid_split", "test_split"):
+            if not getattr(self, name):
+                problems.append(f"--{name} must name a split, got an empty value")
         if self.max_lines is not None and self.max_lines < 1:
             problems.append(f"--max_lines must be >= 1 (or unset for the whole corpus), got {self.max_lines}")
         return problems

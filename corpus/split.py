@@ -16,7 +16,7 @@ from typing import Literal
 import datasets
 import numpy as np
 
-from .read import DataReport, load_parallel_corpus
+from .read import DataReport
 
 
 def split_corpus(
@@ -66,14 +66,24 @@ def load_split(
     test_size: int = 1000,
     block_size: int = 20,
     seed: int = 1234,
-    **load_kwargs,
+    **options,
 ) -> tuple[datasets.Dataset, DataReport]:
-    """One split of a corpus as training made it (same sizes and seed give the same pairs), or "all" pairs.
+    """One split of the data as training made it (`DataOptions.load_splits`: same options give the same pairs),
+    or "all" pairs of its training split. ``options`` are other `DataOptions` fields (columns, languages,
+    has_header, max_lines, on_bad_line, valid_split, test_split...)."""
+    from .options import DataOptions
 
-    ``load_kwargs`` go to `load_parallel_corpus` (columns, languages, max_lines, on_bad_line)."""
-    corpus, report = load_parallel_corpus(data, **load_kwargs)
-    if split == "all":
-        return corpus, report
-    if split not in ("train", "validation", "test"):
+    if split not in ("train", "validation", "test", "all"):
         raise ValueError(f"split={split!r} must be one of 'train', 'validation', 'test', 'all'.")
-    return split_corpus(corpus, valid_size, test_size, block_size, seed)[split], report
+    if split == "all":
+        options = {**options, "valid_split": "none", "test_split": "none"}
+        valid_size = test_size = 0
+    splits, report = DataOptions(
+        data=data,
+        valid_size=valid_size,
+        test_size=test_size,
+        split_block_size=block_size,
+        split_seed=seed,
+        **options,
+    ).load_splits()
+    return splits["train" if split == "all" else split], report

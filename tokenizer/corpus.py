@@ -1,9 +1,12 @@
-"""Reading training text for the tokenizer: parallel TSV files, plain text files, `datasets` datasets.
+"""Reading training text for the tokenizer: parallel files and folders, plain text files, `datasets` datasets.
 
-A *file* gives one text per line. If its name (ignoring a ``.xz``/``.lzma``/``.gz``/``.bz2`` compression
-suffix, which is decompressed on the fly) ends in ``.tsv``, every line is split on tabs and each selected
-column is one text, so both sides of a parallel corpus feed the same joint vocabulary. Files must be UTF-8.
-Empty lines and empty fields are skipped. Files are opened and decoded by `corpus.files`, as training data is.
+A plain text file (``.txt``, or any name without a parallel format suffix) gives one text per line; names may
+end in ``.xz``/``.lzma``/``.gz``/``.bz2`` (decompressed on the fly). Parallel files (``.tsv``, ``.csv``,
+``.jsonl``, ``.json``, ``.parquet``) and folders of them are read by `corpus.load_parallel_corpus`, exactly as
+training reads them (header detection, column choice, bad-line checks): each pair gives its source, then its
+target, so both sides feed the same joint vocabulary. Selecting ``columns`` of a ``.tsv`` file instead reads
+those tab-separated fields of every line as they are.
+Files must be UTF-8. Empty lines and empty fields are skipped.
 """
 
 from __future__ import annotations
@@ -15,14 +18,19 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from corpus import SOURCE, TARGET, load_parallel_corpus
+from corpus import FORMATS, SOURCE, TARGET, load_parallel_corpus
 from corpus.files import check_file, read_lines, strip_compression
+
+_PARALLEL = {suffix for suffix, kind in FORMATS.items() if kind in ("csv", "jsonl", "json", "parquet")}
 
 logger = logging.getLogger(__name__)
 
 
 def check_readable_file(path: str | os.PathLike) -> Path:
-    """Return `path` as a `Path`; raise `FileNotFoundError`/`ValueError` with a fix if it cannot be read."""
+    """Return `path` as a `Path` (a file, or a folder or glob of data files); raise `FileNotFoundError`/`ValueError` with a
+    fix if it cannot be read."""
+    if Path(path).is_dir() or (any(c in str(path) for c in "*?[") and not Path(path).exists()):
+        return Path(path)  # a folder or glob of data files, read by the corpus reader
     return check_file(
         path,
         missing_fix="Check the path, or pass texts instead of a file name.",
@@ -38,7 +46,8 @@ def iter_file_texts(
     """Yield the non-empty texts of one file.
 
     Args:
-        path: a UTF-8 text file, one text per line, optionally compressed (.xz, .lzma, .gz, .bz2).
+        path: a UTF-8 text file, one text per line, optionally compressed (.xz, .lzma, .gz, .bz2); or a parallel
+            file or folder read by `corpus.load_parallel_corpus` (module docstring).
         columns: for ``.tsv`` files, the 0-based tab-separated columns to use (default: all). Ignored for
             other files.
         max_lines: read at most this many lines (``None``: all).
@@ -48,7 +57,19 @@ def iter_file_texts(
         ValueError: the file is a directory, unreadable, not UTF-8, badly compressed, or a TSV line lacks a
             requested column.
     """
+    name = strip_compression(Path(path).name)[0]
     p = check_readable_file(path)
+    if (
+        p.is_dir()
+        or not p.exists()
+        or name.endswith(tuple(_PARALLEL))
+        or (name.endswith(".tsv") and columns is None)
+    ):
+        dataset, _ = load_parallel_corpus(path, max_lines=max_lines, on_bad_line="error")
+        for source, target in zip(dataset[SOURCE], dataset[TARGET]):
+            yield source
+            yield target
+        return
     tsv = strip_compression(p.name)[0].endswith(".tsv")
     for lineno, (line, _) in enumerate(islice(read_lines(p), max_lines), start=1):
         if not tsv:

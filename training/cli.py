@@ -35,6 +35,7 @@ def parse_field_value(cls: type, name: str, text: str) -> Any:
     if name not in fields:
         raise ValueError(f"{name!r} is not an option of {cls.__name__}; choose one of {sorted(fields)}.")
     kind, optional = _base_type(typing.get_type_hints(cls)[name])
+    kind = next(f for f in dataclasses.fields(cls) if f.name == name).metadata.get("type", kind)
     if optional and text.lower() in ("none", ""):
         return None
     if kind is bool:
@@ -53,6 +54,7 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> argpa
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         kind, optional = _base_type(hints[f.name])
+        kind = f.metadata.get("type", kind)  # a field that also takes Python objects parses from one type
         help_text = f.metadata.get("help", "")
         # argparse %-formats help strings: a literal % in a help text or a default must be doubled
         help_text = f"{help_text} (default: {f.default})".replace("%", "%%")

@@ -107,7 +107,11 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
         splits, report = cfg.load_splits()
         tokenizer = load_or_train_tokenizer(cfg.tokenizer, run_dir.tokenizer, splits["train"], cfg.vocab_size)
         train = tokenize_dataset(splits["train"], tokenizer, run_dir.cache)
-        valid = tokenize_dataset(splits["validation"], tokenizer, run_dir.cache) if len(splits["validation"]) else None
+        valid = (
+            tokenize_dataset(splits["validation"], tokenizer, run_dir.cache)
+            if len(splits["validation"])
+            else None
+        )
     train, dropped_train = filter_by_length(train, cfg.max_length)
     dropped_valid = 0
     if valid is not None:
@@ -119,9 +123,13 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
         [len(s) for s in train_src], [len(t) for t in train_tgt], recipe.max_tokens, seed=cfg.seed,
         skip_too_long=cfg.skip_too_long,
     )  # fmt: skip
-    summary = report.summary() + (
-        f". Split (seeded random blocks of {cfg.split_block_size} lines, seed {cfg.split_seed}): "
-        f"{len(splits['train'])} train / {len(splits['validation'])} validation / {len(splits['test'])} test"
+    summary = (
+        report.summary()
+        + ". Splits: "
+        + "; ".join(
+            f"{len(splits[name])} {name} ({report.split_origin[name]})"
+            for name in ("train", "validation", "test")
+        )
     )
     if dropped_train or dropped_valid:
         summary += (
@@ -129,7 +137,10 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
             f"{dropped_valid} validation"
         )
     if sampler.num_skipped:
-        summary += f". Skipped {sampler.num_skipped} training pairs longer than --max_tokens={recipe.max_tokens}"
-    summary = summary.replace(str(cfg.data), Path(cfg.data).name)
+        summary += (
+            f". Skipped {sampler.num_skipped} training pairs longer than --max_tokens={recipe.max_tokens}"
+        )
+    if isinstance(cfg.data, (str, Path)):
+        summary = summary.replace(str(cfg.data), Path(cfg.data).name)
     return TrainingData(splits, tokenizer, train_src, train_tgt, valid_src, valid_tgt, sampler, BatchStream(sampler),
                         summary)  # fmt: skip

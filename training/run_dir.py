@@ -23,12 +23,23 @@ import json
 import shutil
 from pathlib import Path
 
+from corpus import describe_data
+
 from . import checkpoint as ckpt
 from .options import RESUME_KEYS, TrainConfig
 from .recipe import Recipe
 
 OPTIONS_FILE = "train_config.json"
 RECIPE_FILE = "recipe.json"
+
+
+def options_dict(cfg: TrainConfig) -> dict:
+    """The options as saved in ``train_config.json``: every field, an in-memory dataset named by
+    `corpus.describe_data` (its splits and fingerprints)."""
+    return {
+        f.name: describe_data(cfg.data) if f.name == "data" else getattr(cfg, f.name)
+        for f in dataclasses.fields(cfg)
+    }
 
 
 class RunDir:
@@ -64,7 +75,8 @@ class RunDir:
         saved = self.checkpoints / OPTIONS_FILE
         if cfg.resume and saved.exists():
             old = json.loads(saved.read_text(encoding="utf-8"))
-            diff = {k: (old.get(k), getattr(cfg, k)) for k in RESUME_KEYS if old.get(k) != getattr(cfg, k)}
+            new = options_dict(cfg)
+            diff = {k: (old.get(k), new[k]) for k in RESUME_KEYS if old.get(k) != new[k]}
             if diff:
                 raise ValueError(
                     "Cannot resume with different options (checkpoint value, this run): "
@@ -86,5 +98,5 @@ class RunDir:
 
     def save(self, cfg: TrainConfig, recipe: Recipe) -> None:
         """Write the options and the resolved recipe (atomically) into the checkpoint folder."""
-        ckpt.write_json_atomic(self.checkpoints / OPTIONS_FILE, dataclasses.asdict(cfg))
+        ckpt.write_json_atomic(self.checkpoints / OPTIONS_FILE, options_dict(cfg))
         ckpt.write_json_atomic(self.checkpoints / RECIPE_FILE, recipe.to_dict())
