@@ -51,7 +51,12 @@ from .files import check_file, language_pair, read_lines, strip_compression
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_DATA = Path(__file__).resolve().parents[1] / "data" / "bible.zh-en.tsv.xz"
+# the shipped corpora: data/ of a source checkout, or corpus/data/ where a wheel installs them
+_CHECKOUT_DATA = Path(__file__).resolve().parents[1] / "data"
+SHIPPED_DATA = (
+    _CHECKOUT_DATA if (_CHECKOUT_DATA / "bible.zh-en.tsv.xz").exists() else Path(__file__).parent / "data"
+)
+DEFAULT_DATA = SHIPPED_DATA / "bible.zh-en.tsv.xz"
 SOURCE, TARGET = "source", "target"
 SPLITS = ("train", "validation", "test")
 _MAX_EXAMPLES = 5
