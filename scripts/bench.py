@@ -32,21 +32,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--quick", action="store_true", help="small preset, 3 rounds, no 4k-token training step")
     p.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 5, quick 3)")
-    p.add_argument("--new-tokens", type=int, default=None, help="tokens generated per sentence (default 32)")
-    p.add_argument("--src-len", type=int, default=None, help="source and training target length (default 32)")
-    p.add_argument("--train-batch", type=int, default=None, help="sentences per training step (default 32)")
-    p.add_argument("--budget-tokens", type=int, default=None, help="target tokens of the large training step")
-    p.add_argument("--gen-batches", type=int, nargs="+", default=None, help="generation batch sizes (1 16)")
+    p.add_argument("--new_tokens", type=int, default=None, help="tokens generated per sentence (default 32)")
+    p.add_argument("--src_len", type=int, default=None, help="source and training target length (default 32)")
+    p.add_argument("--train_batch", type=int, default=None, help="sentences per training step (default 32)")
+    p.add_argument("--budget_tokens", type=int, default=None, help="target tokens of the large training step")
+    p.add_argument("--gen_batches", type=int, nargs="+", default=None, help="generation batch sizes (1 16)")
     p.add_argument("--beams", type=int, nargs="+", default=None, help="beam sizes (1 4)")
-    p.add_argument("--no-ct2", action="store_true", help="skip CTranslate2 even if installed")
-    p.add_argument("--no-cache-runs", action="store_true", help="skip the generation runs without KV cache")
+    p.add_argument("--no_ct2", action="store_true", help="skip CTranslate2 even if installed")
+    p.add_argument("--no_cache_runs", action="store_true", help="skip the generation runs without KV cache")
     p.add_argument("--threads", type=int, default=2, help="torch (and CTranslate2) threads")
     p.add_argument(
         "--allocator", choices=("tuned", "default"), default="tuned",
         help="'tuned': the CPU allocator settings our trainer uses (training.allocator), for every contender alike",
     )  # fmt: skip
     p.add_argument(
-        "--cpu-gemm", choices=("auto", "onednn", "default"), default=None,
+        "--cpu_gemm", choices=("auto", "onednn", "default"), default=None,
         help="GEMM of our model's CPU decoding (default: $VANILLA_TRANSFORMER_CPU_GEMM, else auto = oneDNN on "
         "non-Intel x86, PyTorch's default elsewhere); Marian always uses PyTorch's default",
     )  # fmt: skip

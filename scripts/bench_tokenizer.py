@@ -3,8 +3,8 @@
 Prints encode throughput (sentences/s, medians over interleaved rounds, and the ratio ours/SentencePiece)
 and the average tokens per sentence of both, per language side.
 
-    RAYON_NUM_THREADS=2 python scripts/bench_tokenizer.py data/bible.zh-en.tsv.xz --vocab-size 8000
-    python scripts/bench_tokenizer.py data/bible.zh-en.tsv.xz --compare-kinds   # char vs byte-level table
+    RAYON_NUM_THREADS=2 python scripts/bench_tokenizer.py data/bible.zh-en.tsv.xz --vocab_size 8000
+    python scripts/bench_tokenizer.py data/bible.zh-en.tsv.xz --compare_kinds   # char vs byte-level table
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ from tokenizer import DEFAULT_VOCAB_SIZE, load_parallel_texts, train_bpe_tokeniz
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("tsv", type=Path, help="parallel source<TAB>target file (.xz ok)")
-    p.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE)
+    p.add_argument("--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE)
     p.add_argument("--kind", choices=["char", "byte"], default="char")
-    p.add_argument("--max-lines", type=int, default=None, help="use only the first N pairs")
+    p.add_argument("--max_lines", type=int, default=None, help="use only the first N pairs")
     p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (median reported)")
     p.add_argument(
         "--threads", type=int, default=None, help="threads for SentencePiece (set RAYON_NUM_THREADS alike)"
     )
     p.add_argument(
-        "--compare-kinds", action="store_true", help="also print the char vs byte-level comparison"
+        "--compare_kinds", action="store_true", help="also print the char vs byte-level comparison"
     )
     return p.parse_args(argv)
 

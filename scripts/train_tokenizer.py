@@ -2,8 +2,8 @@
 
 Examples:
     python scripts/train_tokenizer.py data/bible.zh-en.tsv.xz --output outputs/tokenizer-zh-en
-    python scripts/train_tokenizer.py src.txt tgt.txt --vocab-size 16000 --output outputs/tok
-    python scripts/train_tokenizer.py --dataset wmt14 --dataset-config de-en --columns translation --output outputs/tok
+    python scripts/train_tokenizer.py src.txt tgt.txt --vocab_size 16000 --output outputs/tok
+    python scripts/train_tokenizer.py --dataset wmt14 --dataset_config de-en --columns translation --output outputs/tok
 
 Load the result anywhere with ``AutoTokenizer.from_pretrained(OUTPUT)``.
 """
@@ -32,11 +32,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--dataset", default=None, help="a `datasets` dataset name or local path (loaded with load_dataset)"
     )
-    p.add_argument("--dataset-config", default=None, help="dataset configuration name")
+    p.add_argument("--dataset_config", default=None, help="dataset configuration name")
     p.add_argument("--split", default="train", help="dataset split (default: train)")
-    p.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE, help=f"default {DEFAULT_VOCAB_SIZE}")
+    p.add_argument("--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE, help=f"default {DEFAULT_VOCAB_SIZE}")
     p.add_argument(
-        "--min-frequency", type=int, default=DEFAULT_MIN_FREQUENCY, help=f"default {DEFAULT_MIN_FREQUENCY}"
+        "--min_frequency", type=int, default=DEFAULT_MIN_FREQUENCY, help=f"default {DEFAULT_MIN_FREQUENCY}"
     )
     p.add_argument(
         "--kind",
@@ -45,14 +45,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="char BPE + byte fallback (default) or byte-level",
     )
     p.add_argument(
-        "--limit-alphabet",
+        "--limit_alphabet",
         default="auto",
         help="max distinct characters kept (char kind): int, 'auto' or 'none'",
     )
-    p.add_argument("--max-lines", type=int, default=None, help="read at most this many lines per file")
-    p.add_argument("--model-max-length", type=int, default=512)
+    p.add_argument("--max_lines", type=int, default=None, help="read at most this many lines per file")
+    p.add_argument("--model_max_length", type=int, default=512)
     p.add_argument("--output", "-o", type=Path, required=True, help="output folder")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    p.add_argument("--no_progress", action="store_true", help="hide the progress bars")
     args = p.parse_args(argv)
     if not args.files and not args.dataset:
         p.error("give input files and/or --dataset")

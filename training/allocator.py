@@ -10,7 +10,7 @@ tokens), with the same results (the allocator does not change any arithmetic). T
 keeps up to ``TRIM_THRESHOLD`` bytes of freed heap mapped (its resident size stays near its peak).
 
 This is a process-wide setting (``mallopt``), applied by `training.hardware.setup_accelerator` on CPU unless
-``--no-tune_cpu_allocator``, and by the benchmarks for every contender alike. It is a no-op (returning False)
+``--no_tune_cpu_allocator``, and by the benchmarks for every contender alike. It is a no-op (returning False)
 where glibc's ``mallopt`` is not available (macOS, Windows, musl).
 """
 

@@ -1,14 +1,25 @@
-"""Command-line parsing generated from a dataclass (one source of truth for option names, defaults, help)."""
+"""Command-line parsing generated from a dataclass (one source of truth for option names, defaults, help).
+
+The style is transformers' (`HfArgumentParser`): every field is ``--field_name`` (underscores); a bool field is
+``--flag`` (true), ``--flag false`` or, when it defaults to true, ``--no_flag``; an optional field takes ``none``.
+Fields are shown in ``--help`` in groups: a field's ``group`` metadata, else the dataclass that declares it.
+``--config FILE`` (YAML or JSON, keys are field names) sets options; flags on the command line override it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
+import json
 import types
 import typing
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
 
 def _base_type(annotation: Any) -> tuple[type, bool]:
@@ -20,56 +31,123 @@ def _base_type(annotation: Any) -> tuple[type, bool]:
     return annotation, False
 
 
-def _none_or(kind: type):
-    def parse(text: str):
-        return None if text.lower() in ("none", "") else kind(text)
+def _field_type(cls: type, f: dataclasses.Field) -> tuple[type, bool]:
+    kind, optional = _base_type(typing.get_type_hints(cls)[f.name])
+    return f.metadata.get(
+        "type", kind
+    ), optional  # a field that also takes Python objects parses from one type
 
-    parse.__name__ = kind.__name__
+
+def _parser_for(kind: type, optional: bool, name: str):
+    def parse(text: str):
+        if optional and text.lower() in ("none", ""):
+            return None
+        if kind is bool:
+            if text.lower() not in _TRUE + _FALSE:
+                raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+            return text.lower() in _TRUE
+        return kind(text)
+
+    parse.__name__ = kind.__name__ if not optional else f"{kind.__name__} or none"
     return parse
 
 
 def parse_field_value(cls: type, name: str, text: str) -> Any:
     """``text`` read as the type of field ``name`` of dataclass ``cls``: ``none`` (or nothing) is None for an
     optional field, a bool is true/false (1/0, yes/no). Raises `ValueError` naming the field and what it expects."""
-    fields = {f.name for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     if name not in fields:
         raise ValueError(f"{name!r} is not an option of {cls.__name__}; choose one of {sorted(fields)}.")
-    kind, optional = _base_type(typing.get_type_hints(cls)[name])
-    kind = next(f for f in dataclasses.fields(cls) if f.name == name).metadata.get("type", kind)
-    if optional and text.lower() in ("none", ""):
-        return None
-    if kind is bool:
-        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
-            raise ValueError(f"{name}={text!r} must be true or false.")
-        return text.lower() in ("true", "1", "yes")
+    kind, optional = _field_type(cls, fields[name])
     try:
-        return kind(text)
-    except (TypeError, ValueError) as error:
-        expected = kind.__name__ + (" or none" if optional else "")
+        return _parser_for(kind, optional, name)(text)
+    except (TypeError, ValueError, argparse.ArgumentTypeError) as error:
+        expected = "true or false" if kind is bool else kind.__name__ + (" or none" if optional else "")
         raise ValueError(f"{name}={text!r} is not a valid {expected}.") from error
 
 
+def _group_title(cls: type, f: dataclasses.Field) -> str:
+    if "group" in f.metadata:
+        return f.metadata["group"]
+    owner = next(c for c in cls.__mro__ if f.name in getattr(c, "__annotations__", {}))
+    return f"{owner.__name__} options"
+
+
 def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> argparse.ArgumentParser:
-    """Add one ``--name`` option per field of dataclass ``cls`` (bools get ``--name/--no-name``)."""
-    hints = typing.get_type_hints(cls)
+    """Add one ``--name`` option per field of dataclass ``cls``, in argument groups (module docstring)."""
+    groups: dict[str, argparse._ArgumentGroup] = {}
     for f in dataclasses.fields(cls):
-        kind, optional = _base_type(hints[f.name])
-        kind = f.metadata.get("type", kind)  # a field that also takes Python objects parses from one type
+        kind, optional = _field_type(cls, f)
+        title = _group_title(cls, f)
+        group = groups.setdefault(title, parser.add_argument_group(title))
         help_text = f.metadata.get("help", "")
         # argparse %-formats help strings: a literal % in a help text or a default must be doubled
         help_text = f"{help_text} (default: {f.default})".replace("%", "%%")
-        kwargs: dict[str, Any] = {"default": f.default, "help": help_text}
+        kwargs: dict[str, Any] = {
+            "default": f.default,
+            "help": help_text,
+            "type": _parser_for(kind, optional, f.name),
+        }
         if kind is bool:
-            kwargs["action"] = argparse.BooleanOptionalAction
-        else:
-            kwargs["type"] = _none_or(kind) if optional else kind
-            if "choices" in f.metadata:
-                kwargs["choices"] = f.metadata["choices"]
-        parser.add_argument(f"--{f.name}", **kwargs)
+            kwargs.update(nargs="?", const=True, metavar="true|false")
+        elif "choices" in f.metadata:
+            kwargs["choices"] = f.metadata["choices"]
+        group.add_argument(f"--{f.name}", **kwargs)
+        if kind is bool and f.default is True:
+            group.add_argument(f"--no_{f.name}", dest=f.name, action="store_false", help=f"--{f.name} false")
     return parser
 
 
+def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:
+    """The options in a YAML or JSON file (a mapping of field names of ``cls`` to values).
+
+    Raises:
+        ValueError: the file is missing or unreadable, not a mapping, or names an unknown option (with the
+            nearest option names).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"--config {str(path)!r} does not exist; pass a YAML or JSON file of options.")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix.lower() == ".json":
+            values = json.loads(text)
+        else:
+            import yaml
+
+            values = yaml.safe_load(text)
+    except Exception as error:  # json/yaml parse errors
+        raise ValueError(
+            f"--config {str(path)!r} is not valid {path.suffix.lstrip('.') or 'YAML'}: {error}"
+        ) from error
+    if not isinstance(values, dict):
+        raise ValueError(f"--config {str(path)!r} must hold a mapping of option names to values.")
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = [k for k in values if k not in names]
+    if unknown:
+        hints = {k: difflib.get_close_matches(k, names, n=1) for k in unknown}
+        raise ValueError(
+            f"--config {str(path)!r} has unknown option(s): "
+            + ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items())
+        )
+    return values
+
+
 def parse_dataclass(cls: type[T], argv: list[str] | None = None, description: str | None = None) -> T:
-    """Parse ``argv`` (default: sys.argv) into an instance of dataclass ``cls``."""
-    parser = add_dataclass_arguments(argparse.ArgumentParser(description=description), cls)
-    return cls(**vars(parser.parse_args(argv)))
+    """Parse ``argv`` (default: sys.argv) into an instance of dataclass ``cls``; ``--config FILE`` sets defaults
+    that flags override. Bad flags and a bad config file exit with status 2 and one line, as argparse does."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--config", default=None, metavar="FILE",
+        help="YAML or JSON file of options (e.g. a run's OUTPUT_DIR/checkpoints/train_config.json); flags override it",
+    )  # fmt: skip
+    add_dataclass_arguments(parser, cls)
+    known, _ = parser.parse_known_args(argv)
+    if known.config is not None:
+        try:
+            parser.set_defaults(**read_config_file(cls, known.config))
+        except ValueError as error:
+            parser.error(str(error))
+    values = vars(parser.parse_args(argv))
+    values.pop("config")
+    return cls(**values)

@@ -1,0 +1,107 @@
+"""Every script speaks one command-line style (transformers' underscores), answers --help, rejects an unknown
+flag with exit status 2, and a run's saved configuration reruns it (`--config`)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from training import TrainConfig, train
+from training.cli import parse_dataclass
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(p.stem for p in (ROOT / "scripts").glob("*.py"))
+# arguments a script requires (values are never used: parsing stops at the unknown flag)
+REQUIRED = {
+    "average_checkpoints": ["--output", "x"],
+    "bench_tokenizer": ["corpus.tsv"],
+    "train_tokenizer": ["--output", "x"],
+    "convert_marian": ["src", "out"],
+    "evaluate": ["--model", "m"],
+    "plot_attention": ["--model", "m", "--text", "t"],
+    "push_to_hub": ["--model", "m", "--repo_id", "r"],
+    "translate": ["--model", "m"],
+}
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(f"script_{name}", ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_main(module, argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        pytest.raises(SystemExit) as exit_info,
+    ):
+        module.main(argv)
+    return exit_info.value.code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_script_has_help_in_one_style_and_rejects_unknown_flags(name):
+    module = load_script(name)
+    code, help_text, _ = run_main(module, ["--help"])
+    assert code == 0 and "usage:" in help_text
+    options = re.findall(r"(?<![\w-])--[A-Za-z0-9_-]+", help_text)
+    assert options and not [o for o in options if "-" in o[2:]], f"{name}: hyphenated options {options}"
+    code, _, err = run_main(module, [*REQUIRED.get(name, []), "--no_such_flag_here"])
+    assert code == 2 and "unrecognized arguments: --no_such_flag_here" in err
+
+
+def test_train_help_is_grouped_and_bools_take_values():
+    module = load_script("train")
+    _, help_text, _ = run_main(module, ["--help"])
+    assert "DataOptions options:" in help_text and "--config FILE" in help_text
+    assert "--no_export" in help_text and "--no-export" not in help_text
+    assert parse_dataclass(TrainConfig, ["--export", "false"]).export is False
+    assert parse_dataclass(TrainConfig, ["--no_export"]).export is False
+    assert parse_dataclass(TrainConfig, ["--resume"]).resume is True
+    assert parse_dataclass(TrainConfig, ["--has_header", "true"]).has_header is True
+    assert parse_dataclass(TrainConfig, []).has_header is None
+
+
+def test_a_bad_config_file_is_one_line_and_exit_2(tmp_path):
+    bad = tmp_path / "run.yaml"
+    bad.write_text("vocab_sise: 8000\n", encoding="utf-8")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_info:
+        parse_dataclass(TrainConfig, ["--config", str(bad)])
+    assert (
+        exit_info.value.code == 2
+        and "unknown option(s): 'vocab_sise' (did you mean 'vocab_size'?)" in err.getvalue()
+    )
+    with contextlib.redirect_stderr(io.StringIO()), pytest.raises(SystemExit):
+        parse_dataclass(TrainConfig, ["--config", str(tmp_path / "missing.yaml")])
+
+
+def test_config_file_values_and_flags_that_override_them(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("preset: tiny\nmax_steps: 7\nlabel_smoothing: 0.2\nexport: false\n", encoding="utf-8")
+    cfg = parse_dataclass(TrainConfig, ["--config", str(config), "--max_steps", "9"])
+    assert (cfg.preset, cfg.max_steps, cfg.label_smoothing, cfg.export) == ("tiny", 9, 0.2, False)
+
+
+def test_a_saved_run_configuration_reruns_the_run(tmp_path, tokenizer_dir):
+    from conftest import small_run_options
+
+    options = small_run_options(output_dir=str(tmp_path / "first"), max_steps=100, tokenizer=tokenizer_dir)
+    argv = [f"--{k}={v}" for k, v in options.items() if v is not None]
+    first = train(parse_dataclass(TrainConfig, argv))
+    saved = tmp_path / "first" / "checkpoints" / "train_config.json"
+    assert json.loads(saved.read_text(encoding="utf-8"))["max_steps"] == 100
+    again = train(
+        parse_dataclass(TrainConfig, ["--config", str(saved), "--output_dir", str(tmp_path / "again")])
+    )
+    assert len(first.history) == 100
+    assert [h["loss"] for h in again.history] == [h["loss"] for h in first.history]
