@@ -2,7 +2,11 @@
 (torchrun + gloo; without --multi_gpu accelerate starts a single process on a machine with no GPU) makes
 the same updates as one process accumulating 2 batches per update, because every update sums the loss over
 the same global batches and divides by their total target-token count (dropout off so that the two runs
-draw no random numbers; tolerance: float32 summation order of the gradient all-reduce)."""
+draw no random numbers; tolerance: float32 summation order of the gradient all-reduce).
+
+Adam's update changes only through its eps when every gradient is scaled by the same factor, so equal weights are
+a weak check of the gradient scale (such as the world-size factor that undoes DDP's averaging); Adam's moment
+estimates, the gradients' running mean and mean square, scale with the gradients: they must match too."""
 
 from __future__ import annotations
 
@@ -29,6 +33,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def adam_moments(path: Path) -> dict[tuple[int, str], torch.Tensor]:
+    """Adam's ``exp_avg`` and ``exp_avg_sq`` of every parameter in a checkpoint's optimizer state."""
+    state = torch.load(path, weights_only=True)["state"]
+    return {(index, name): value for index, moments in state.items() for name, value in moments.items()
+            if name in ("exp_avg", "exp_avg_sq")}  # fmt: skip
+
+
 def test_two_processes_equal_one_process_with_gradient_accumulation(tokenizer_dir, tmp_path):
     pytest.importorskip("accelerate")
     run = dict(
@@ -43,7 +54,7 @@ def test_two_processes_equal_one_process_with_gradient_accumulation(tokenizer_di
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
         "--main_process_port", str(free_port()), str(ROOT / "scripts" / "train.py"),
-        *args, "--no-tensorboard", "--no-export", "--grad_accum=1", "--num_threads=1",
+        *args, "--no_tensorboard", "--no_export", "--grad_accum=1", "--num_threads=1",
         f"--output_dir={tmp_path / 'ddp'}",
     ]  # fmt: skip
     env = {
@@ -64,5 +75,11 @@ def test_two_processes_equal_one_process_with_gradient_accumulation(tokenizer_di
     assert set(a) == set(b)
     for key in a:
         torch.testing.assert_close(b[key], a[key], rtol=1e-4, atol=1e-5, msg=key)
+    adam_a, adam_b = (
+        adam_moments(tmp_path / run / "checkpoints" / ckpt / "optimizer.bin") for run in ("single", "ddp")
+    )
+    assert set(adam_a) == set(adam_b) and len(adam_a) == 2 * len(list(single.model.parameters()))
+    for key in adam_a:
+        torch.testing.assert_close(adam_b[key], adam_a[key], rtol=1e-4, atol=1e-9, msg=str(key))
     assert (tmp_path / "ddp" / "checkpoints" / ckpt / "random_states_1.pkl").exists()
     assert single.history[-1]["ntokens"] > 0

@@ -19,17 +19,31 @@ def available_cores() -> int:
 def setup_accelerator(cfg: TrainConfig, logging_dir: Path):
     """The run's `Accelerator` (CPU when no GPU is present, so that a multi-process launch on a CPU machine
     trains with gloo instead of each process training alone); on CPU, ``cores / processes`` torch threads per
-    process (or ``--num_threads``) and the allocator settings of `training.allocator`."""
+    process (or ``--num_threads``) and the allocator settings of `training.allocator`.
+
+    Mixed precision is ``--mixed_precision`` when given, else accelerate's configuration
+    (``ACCELERATE_MIXED_PRECISION``, set by ``accelerate launch --mixed_precision`` and ``accelerate config``).
+
+    Raises:
+        ValueError: fp16 on the CPU, where accelerate would train in float32 without saying so.
+        RuntimeError: the launch and accelerate disagree about the number of processes.
+    """
     from accelerate import Accelerator
 
     accelerated = torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
     accelerator = Accelerator(
-        mixed_precision=cfg.mixed_precision,
+        mixed_precision=cfg.mixed_precision,  # None: accelerate's configuration decides
         cpu=cfg.cpu or not accelerated,
         log_with="tensorboard" if cfg.tensorboard else None,
         project_dir=str(logging_dir),
         step_scheduler_with_optimizer=False,  # the loop steps the scheduler once per update
     )
+    if accelerator.mixed_precision == "fp16" and accelerator.device.type == "cpu":
+        raise ValueError(
+            "fp16 mixed precision was requested (--mixed_precision or accelerate's configuration) but the run is on "
+            "the CPU, where accelerate uses neither autocast nor a gradient scaler for fp16: use bf16 on the CPU, "
+            "fp16 on a GPU, or --mixed_precision no."
+        )
     launched = int(os.environ.get("WORLD_SIZE", "1"))
     if launched != accelerator.num_processes:
         raise RuntimeError(

@@ -72,6 +72,7 @@ class TrainResult:
     num_parameters: int = 0
     num_processes: int = 1
     device: str = "cpu"
+    mixed_precision: str = "no"  # what the run used: --mixed_precision, else accelerate's configuration
     data_summary: str = ""
     split_sizes: dict = field(default_factory=dict)
     best_valid_loss: float | None = None
@@ -119,6 +120,9 @@ class Trainer:
         optimizer = build_optimizer(model, self.recipe.lr_scale, weight_decay=cfg.weight_decay)
         scheduler = build_scheduler(optimizer, self.config.d_model, self.recipe.warmup_steps)
         self.model, self.optimizer, self.scheduler = acc.prepare(model, optimizer, scheduler)
+        if acc.mixed_precision != "no":
+            note = f"mixed precision {acc.mixed_precision} (autocast on {acc.device.type})"
+            self.emit("info", {"message": note})
         self.snapshots = Snapshots(self.recipe.average_last, self.recipe.average_every)
         self.languages = cfg.languages()
         self.bleu_tokenize = bleu_tokenizer_for(self.languages[1], cfg.sacrebleu_tokenize)
@@ -293,12 +297,13 @@ class Trainer:
         state = self.resume_state()
         result = TrainResult(
             output_dir=str(self.run_dir.root), num_parameters=self.num_parameters, data_summary=data.summary,
-            num_processes=acc.num_processes, device=acc.device.type,
+            num_processes=acc.num_processes, device=acc.device.type, mixed_precision=acc.mixed_precision,
             split_sizes={name: len(split) for name, split in data.splits.items()},
         )  # fmt: skip
         if cfg.tensorboard:
             hparams = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
                        for k, v in dataclasses.asdict(cfg).items()}  # fmt: skip
+            hparams["mixed_precision"] = acc.mixed_precision  # also when accelerate's configuration chose it
             acc.init_trackers("train", config=hparams)
         self.emit("start", {"step": state.step, "max_steps": cfg.max_steps, "num_parameters": self.num_parameters,
                             "max_tokens": recipe.max_tokens, "num_processes": acc.num_processes})  # fmt: skip

@@ -15,6 +15,8 @@ from corpus import DataOptions
 
 from .presets import preset_names
 
+MIXED_PRECISIONS = ("no", "bf16", "fp16")
+
 
 def _f(default: Any, help: str, **kw) -> Any:
     return field(default=default, metadata={"help": help, **kw})
@@ -64,7 +66,12 @@ class TrainConfig(DataOptions):
     max_minutes: float | None = _f(25.0, "wall-clock budget of the training loop of this invocation (0/None = none)")
     seed: int = _f(1, "seed of model initialisation, dropout and batch order")
     # hardware
-    mixed_precision: str = _f("no", "mixed precision on GPU", choices=("no", "bf16", "fp16"))
+    mixed_precision: str | None = _f(
+        None,
+        "no, bf16 (autocast; GPU or CPU) or fp16 (autocast and a gradient scaler; GPU only); default: accelerate's "
+        "configuration (`accelerate launch --mixed_precision`, `accelerate config`), else no",
+        choices=MIXED_PRECISIONS,
+    )
     cpu: bool = _f(False, "force the CPU even if a GPU is present")
     num_threads: int | None = _f(None, "torch CPU threads per process (default: available cores / processes)")
     tune_cpu_allocator: bool = _f(
@@ -162,6 +169,8 @@ def check_options(cfg: TrainConfig) -> None:
         problems.append(f"--cooldown must be in [0, 1), got {cfg.cooldown}")
     if cfg.average_every is not None and cfg.average_every < 1:
         problems.append(f"--average_every must be >= 1, got {cfg.average_every}")
+    if cfg.mixed_precision is not None and cfg.mixed_precision not in MIXED_PRECISIONS:
+        problems.append(f"--mixed_precision must be one of {', '.join(MIXED_PRECISIONS)}, got {cfg.mixed_precision!r}")
     if cfg.max_length < 2:
         problems.append(f"--max_length must be >= 2, got {cfg.max_length}")
     if not (cfg.max_steps or cfg.max_epochs or cfg.max_minutes):
