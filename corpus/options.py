@@ -23,6 +23,8 @@ ON_BAD_LINE_CHOICES = ("skip", "error")
 class DataOptions:
     """The corpus (file or Hub dataset), how its lines become pairs, and the train/validation/test split."""
 
+    help_groups = {"data": "data options", "valid_size": "split options"}  # `--help` sections (training.cli)
+
     data: Any = field(
         default=str(DEFAULT_DATA),
         metadata={

@@ -1,23 +1,42 @@
 """Export: model cards and pushing an exported model folder to the Hugging Face Hub.
 
 Modules:
-    model_card   THE model-card code: `render_model_card`, `load_template`, `DEFAULT_TEMPLATE`,
-                 `TEMPLATE_FILE` (the card training writes) and `hub_model_card` (the card of a pushed folder)
-    hub          `push_folder`, `check_exported_folder`, `resolve_token`
+    model_card   THE model-card code, built with huggingface_hub's ModelCard: `model_card_data` (metadata with
+                 the model-index), `build_model_card` (the card training writes, from the ``model_card.md``
+                 template), `hub_model_card` (the card of a pushed folder without one), `model_card_for_repo`
+    hub          `push_folder` (training state left out unless asked for), `check_exported_folder`,
+                 `resolve_token`, `TRAINING_STATE_PATTERNS`
 
 The folder itself is written by `modeling.save_with_remote_code`.
 """
 
-from .hub import check_exported_folder, push_folder, resolve_token
-from .model_card import DEFAULT_TEMPLATE, TEMPLATE_FILE, hub_model_card, load_template, render_model_card
+from .hub import TRAINING_STATE_PATTERNS, check_exported_folder, push_folder, resolve_token
+from .model_card import (
+    LICENSE,
+    TEMPLATE_FILE,
+    CardValues,
+    build_model_card,
+    hub_model_card,
+    language_codes,
+    load_template,
+    model_card_data,
+    model_card_for_repo,
+    usage_section,
+)
 
 __all__ = [
-    "DEFAULT_TEMPLATE",
+    "LICENSE",
     "TEMPLATE_FILE",
+    "TRAINING_STATE_PATTERNS",
+    "CardValues",
+    "build_model_card",
     "check_exported_folder",
     "hub_model_card",
+    "language_codes",
     "load_template",
+    "model_card_data",
+    "model_card_for_repo",
     "push_folder",
-    "render_model_card",
     "resolve_token",
+    "usage_section",
 ]

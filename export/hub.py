@@ -1,9 +1,13 @@
 """Push an exported model folder (see `modeling.save_with_remote_code`) to the Hugging Face Hub.
 
-The folder is uploaded as it is: weights, config (with `auto_map` and `custom_pipelines`), generation config,
-the modeling and pipeline source files (remote code), the tokenizer, and a README.md model card, which is
-written into the folder first when it has none (`export.model_card.hub_model_card`). After the push, anyone
-can load the repo without this project: ``AutoModelForSeq2SeqLM.from_pretrained(repo_id,
+The folder is uploaded in one commit: weights, config (with `auto_map` and `custom_pipelines`), generation
+config, the modeling and pipeline source files (remote code), the tokenizer, ``eval_results.json`` and a
+README.md model card. A card is written into the folder first when it has none
+(`export.model_card.hub_model_card`); a card written by training gets the repo id in its usage code and
+``model-index`` (`export.model_card.model_card_for_repo`). A training output folder also holds the run's state
+(``TRAINING_STATE_PATTERNS``: checkpoints with optimizer and RNG state, TensorBoard logs, the tokenised-data
+cache, plots, the ``--export_at_minutes`` models): it is left out unless ``include_training_state=True``.
+After the push, anyone can load the repo without this project: ``AutoModelForSeq2SeqLM.from_pretrained(repo_id,
 trust_remote_code=True)`` or ``pipeline("translation", model=repo_id, trust_remote_code=True)``.
 
 The token comes from ``HF_TOKEN`` or the ``hf auth login`` cache (`huggingface_hub.get_token`) and is never
@@ -21,11 +25,20 @@ from huggingface_hub import HfApi, get_token
 
 from inference.loading import TOKENIZER_FILES
 
-from .model_card import hub_model_card
+from .model_card import hub_model_card, model_card_for_repo
 
 logger = logging.getLogger(__name__)
 
 _REPO_ID = re.compile(r"^[\w][\w.-]*/[\w][\w.-]*$")
+
+# `huggingface_hub` ignore patterns (fnmatch on the path in the folder; "dir/" means everything under dir) of
+# what a training output folder holds besides the model (the layout of training/run_dir.py), and of optimizer,
+# scheduler and RNG state files wherever they are.
+TRAINING_STATE_PATTERNS: tuple[str, ...] = (
+    "checkpoints/", "runs/", "cache/", "plots/", "minute-*/",
+    "optimizer*.bin", "optimizer*.pt", "scheduler*.bin", "scheduler*.pt", "rng_state*.pth", "*.pkl",
+    "trainer_state.json", "training_args.bin",
+)  # fmt: skip
 
 
 def check_exported_folder(folder: str | Path) -> dict:
@@ -87,12 +100,14 @@ def push_folder(
     commit_message: str | None = None,
     token: str | None = None,
     endpoint: str | None = None,
+    include_training_state: bool = False,
 ) -> str:
-    """Create `repo_id` if needed and upload every file of the exported `folder` in one commit.
+    """Create `repo_id` if needed and upload the exported `folder` in one commit: every file but those matching
+    `TRAINING_STATE_PATTERNS`, unless `include_training_state`.
 
-    Writes README.md (a model card) into `folder` first when it has none. `endpoint` defaults to
-    ``HF_ENDPOINT`` (https://huggingface.co). Returns the commit URL. Raises
-    `ValueError` for a bad folder, repo id or a missing token; Hub errors propagate as
+    Writes README.md (a model card) into `folder` first when it has none, and sets `repo_id` in a card
+    training wrote (module docstring). `endpoint` defaults to ``HF_ENDPOINT`` (https://huggingface.co). Returns
+    the commit URL. Raises `ValueError` for a bad folder, repo id or a missing token; Hub errors propagate as
     `huggingface_hub.errors.HfHubHTTPError`."""
     folder = Path(folder)
     if not _REPO_ID.match(repo_id):
@@ -109,6 +124,12 @@ def push_folder(
         )
         readme.write_text(hub_model_card(config, repo_id, generation), encoding="utf-8")
         logger.info("wrote a model card to %s", readme)
+    else:
+        card = readme.read_text(encoding="utf-8")
+        for_repo = model_card_for_repo(card, repo_id)
+        if for_repo != card:
+            readme.write_text(for_repo, encoding="utf-8")
+            logger.info("set the repo id %s in the model card %s", repo_id, readme)
     api = HfApi(endpoint=endpoint, token=token)
     repo_url = api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
     logger.info("uploading %s to %s", folder, repo_url)
@@ -117,5 +138,6 @@ def push_folder(
         folder_path=folder,
         repo_type="model",
         commit_message=commit_message or f"Upload {folder.name} (vanilla-transformer export)",
+        ignore_patterns=None if include_training_state else list(TRAINING_STATE_PATTERNS),
     )
     return commit.commit_url

@@ -1,156 +1,188 @@
-"""Model cards (README.md): the one home for the card's metadata block and usage text.
+"""Model cards (README.md), built with `huggingface_hub`'s `ModelCard`, `ModelCardData` and `EvalResult`.
 
-Two cards share them: the card that training writes next to its exported model, rendered from a Markdown
-template (`load_template`, `render_model_card`: the repository's ``model_card.md``, else `DEFAULT_TEMPLATE`),
-and the card `export.hub.push_folder` writes into a folder that has none (`hub_model_card`, from the
-folder's config).
+Two cards are written:
 
-Template placeholders are ``{name}`` with ``name`` a Python identifier; ``{{`` and ``}}`` are literal braces.
-Other braces (YAML, JSON, code) are left alone unless they look like a placeholder.
+* the card of a trained model (`build_model_card`): metadata from `model_card_data` (language codes, license,
+  datasets, metrics, and a ``model-index`` with the test BLEU/chrF, their sacreBLEU signatures and the decoding
+  settings), text from the Jinja template ``model_card.md`` at the top of the repository (or ``--model_card``),
+  filled with sections that the caller (`training.card`) writes from what the run did;
+* the card of an exported folder pushed without one (`hub_model_card`), from its config.json.
+
+Both show how to load the model with ``model_id = "..."``: the folder a card was written for, rewritten to the
+repo id when the folder is pushed (`model_card_for_repo`).
 """
 
 from __future__ import annotations
 
-import logging
+import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-logger = logging.getLogger(__name__)
+import jinja2
+import jinja2.meta
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-TEMPLATE_FILE = Path(__file__).resolve().parents[1] / "model_card.md"
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def metadata_block(*extra_tags: str) -> str:
-    """The card's YAML front matter (library, pipeline tag, tags), ending with its closing ``---`` line."""
-    tags = "".join(f"- {tag}\n" for tag in ("translation", "vanilla-transformer", *extra_tags))
-    return f"---\nlibrary_name: transformers\npipeline_tag: translation\ntags:\n{tags}---\n"
-
-
-def usage_section(repo_id: str) -> str:
-    """How to load the model (remote code) and translate with it, for a folder or Hub repo `repo_id`."""
-    return f"""## Usage
-
-The model code is stored with the weights, so loading needs `trust_remote_code=True` (also for the tokenizer:
-config.json maps `AutoConfig` to that code):
-
-```python
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
-
-tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)
-model = AutoModelForSeq2SeqLM.from_pretrained("{repo_id}", trust_remote_code=True)
-batch = tokenizer(["我爱机器翻译"], return_tensors="pt")
-print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))
-
-translator = pipeline("translation", model="{repo_id}", trust_remote_code=True)
-print(translator("我爱机器翻译"))
-```
-"""
-
-
-DEFAULT_TEMPLATE = (
-    metadata_block()
-    + """
-# {model_name}
-
-An encoder-decoder Transformer ("Attention Is All You Need") trained from scratch for {source_lang}→{target_lang}
-translation.
-
-"""
-    + usage_section("PATH_OR_REPO")
-    + """
-## Data
-{data}
-
-## Training recipe
-{recipe}
-
-## Results
-{metrics}
-
-sacreBLEU signatures: BLEU `{bleu_signature}`, chrF `{chrf_signature}`.
-"""
+# model_card.md at the top of a source checkout, or where a wheel installs it (export/template/)
+_CHECKOUT_TEMPLATE = Path(__file__).resolve().parents[1] / "model_card.md"
+TEMPLATE_FILE = (
+    _CHECKOUT_TEMPLATE
+    if _CHECKOUT_TEMPLATE.exists()
+    else Path(__file__).parent / "template" / "model_card.md"
 )
+LICENSE = "apache-2.0"  # vanilla-transformer's license, which the exported code files carry
+TAGS = ("translation", "vanilla-transformer", "attention-is-all-you-need", "custom_code")
+METRICS = {"bleu": "BLEU", "chrf": "chrF"}  # Hub metric id -> name; the test metrics' keys
+_LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}$")  # ISO 639-1 (two letters) or 639-2/3 (three letters)
+_MODEL_ID_LINE = re.compile(r'^model_id = ".*"$', re.MULTILINE)
 
 
-def render_model_card(template_text: str, values: Mapping[str, object], strict: bool = True) -> str:
-    """Replace every ``{name}`` in ``template_text`` with ``str(values[name])``.
+@dataclass
+class CardValues:
+    """What a trained model's card is built from: its metadata and the template's variables (Markdown)."""
 
-    Raises:
-        ValueError: ``strict`` and the template uses placeholders that ``values`` lacks (all are named).
-            With ``strict=False`` they are left as they are and a warning is logged.
-    """
-    missing: list[str] = []
+    data: ModelCardData
+    text: dict[str, str] = field(default_factory=dict)
 
-    def fill(m: re.Match) -> str:
-        token = m.group(0)
-        if token == "{{":
-            return "{"
-        if token == "}}":
-            return "}"
-        name = m.group(1)
-        if name in values:
-            return str(values[name])
-        missing.append(name)
-        return token
 
-    text = _PLACEHOLDER.sub(fill, template_text)
-    if missing:
-        names = sorted(set(missing))
-        message = (
-            f"model card template uses placeholder(s) {names} that have no value; available: {sorted(values)}. "
-            "Fix the template (write {{ and }} for literal braces)."
-        )
-        if strict:
-            raise ValueError(message)
-        logger.warning(message)
-    return text
+def language_codes(*languages: str | None) -> list[str]:
+    """The ISO 639 codes among ``languages`` in order, without duplicates; anything else (None, a name) is left
+    out, so that the card never states a language it does not know."""
+    codes: list[str] = []
+    for language in languages:
+        if language and _LANGUAGE_CODE.match(language) and language not in codes:
+            codes.append(language)
+    return codes
+
+
+def model_card_data(
+    *, model_name: str, languages: tuple[str | None, str | None], dataset: str | None,
+    dataset_config: str | None = None, test_metrics: Mapping | None = None, license: str = LICENSE,
+) -> ModelCardData:  # fmt: skip
+    """The card's metadata. ``dataset`` is a Hub dataset id or the name of the corpus (None: unnamed, left out of
+    ``datasets``). ``test_metrics`` (as `inference.evaluate_translation` returns them, with ``num_beams`` and
+    ``length_penalty``) become the ``model-index``: one result per metric on the test split, with the sacreBLEU
+    signature as the metric's ``config`` and the decoding settings as its ``args``."""
+    results = []
+    if test_metrics:
+        decoding = {
+            name: test_metrics[name] for name in ("num_beams", "length_penalty") if name in test_metrics
+        }
+        results = [
+            EvalResult(
+                task_type="translation",
+                task_name="Translation",
+                dataset_type=dataset or "unnamed",
+                dataset_name=dataset or "unnamed dataset",
+                dataset_config=dataset_config,
+                dataset_split="test",
+                metric_type=metric,
+                metric_name=name,
+                metric_value=test_metrics[metric],
+                metric_config=test_metrics.get(f"{metric}_signature"),
+                metric_args=decoding or None,
+            )
+            for metric, name in METRICS.items()
+        ]
+    return ModelCardData(
+        model_name=model_name, language=language_codes(*languages) or None, license=license,
+        library_name="transformers", pipeline_tag="translation", tags=list(TAGS),
+        datasets=[dataset] if dataset else None, metrics=list(METRICS) if results else None,
+        eval_results=results or None,
+    )  # fmt: skip
+
+
+def usage_section(model_id: str, example: str | None = None) -> str:
+    """How to load the model (remote code) and translate with it; ``example`` is a source sentence to show."""
+    text = json.dumps(example, ensure_ascii=False) if example else None
+    translate = (
+        f"batch = tokenizer([{text}], return_tensors=\"pt\")\n"
+        "print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))\n\n"
+        'translator = pipeline("translation", model=model_id, trust_remote_code=True)\n'
+        f"print(translator({text}))\n"
+        if text else
+        'translator = pipeline("translation", model=model_id, trust_remote_code=True)\n'
+    )  # fmt: skip
+    return (
+        "```python\nfrom transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline\n\n"
+        f"model_id = {json.dumps(model_id, ensure_ascii=False)}\n"
+        "tokenizer = AutoTokenizer.from_pretrained(model_id, trust_remote_code=True)\n"
+        "model = AutoModelForSeq2SeqLM.from_pretrained(model_id, trust_remote_code=True)\n"
+        f"{translate}```"
+    )
 
 
 def load_template(path: str | Path | None = None) -> str:
-    """The template at ``path`` (default: the repository's ``model_card.md``), or `DEFAULT_TEMPLATE` when that
-    default file does not exist."""
-    if path is not None:
-        return Path(path).read_text(encoding="utf-8")
-    if TEMPLATE_FILE.exists():
-        return TEMPLATE_FILE.read_text(encoding="utf-8")
-    return DEFAULT_TEMPLATE
+    """The Jinja template at ``path`` (default: the repository's ``model_card.md``)."""
+    return Path(path or TEMPLATE_FILE).read_text(encoding="utf-8")
+
+
+def build_model_card(values: CardValues, template: str | Path | None = None) -> ModelCard:
+    """The card rendered from the template at ``template`` (default ``model_card.md``) with
+    `ModelCard.from_template`: ``{{ card_data }}`` is the YAML metadata, the other variables come from
+    ``values.text`` and the metadata fields.
+
+    Raises:
+        ValueError: the template uses variables that have no value (all are named).
+    """
+    source = load_template(template)
+    known = {"card_data", *values.text, *values.data.to_dict()}
+    unknown = sorted(jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(source)) - known)
+    if unknown:
+        raise ValueError(
+            f"model card template {str(template or TEMPLATE_FILE)!r} uses variable(s) {unknown} that have no "
+            f"value; available: {sorted(known)}. Fix the template."
+        )
+    return ModelCard.from_template(values.data, template_str=source, **values.text)
+
+
+def model_card_for_repo(text: str, repo_id: str) -> str:
+    """The card ``text`` of an exported folder, pushed as ``repo_id``: its ``model_id = "..."`` usage line and
+    the ``model-index`` name become ``repo_id``. A card without that usage line (not written here) is returned
+    unchanged."""
+    if not _MODEL_ID_LINE.search(text):
+        return text
+    card = ModelCard(_MODEL_ID_LINE.sub(lambda _: f"model_id = {json.dumps(repo_id)}", text, count=1))
+    if card.data.eval_results:
+        card.data.model_name = repo_id
+    return str(card)
 
 
 def hub_model_card(config: Mapping, repo_id: str, generation_config: Mapping | None = None) -> str:
-    """A README.md for an exported folder pushed as `repo_id`, from its config.json and generation_config.json
-    (as dicts): the metadata block, the architecture's sizes, the default decoding and the usage section."""
+    """A README.md for an exported folder pushed as `repo_id` without a card, from its config.json and
+    generation_config.json (as dicts): metadata, the architecture's sizes, the default decoding and the usage."""
     generation_config = generation_config or {}
 
-    def field(name: str) -> str:
-        return str(config.get(name, "?"))
+    def value(name: str) -> str:
+        return str(config.get(name, "not set"))
 
     decoding = ", ".join(
         f"{name}={generation_config[name]}"
         for name in ("num_beams", "length_penalty", "max_new_tokens")
         if name in generation_config
     )
-    return (
-        metadata_block("custom_code")
-        + f"""
+    data = ModelCardData(library_name="transformers", pipeline_tag="translation", tags=list(TAGS))
+    body = f"""
 # {repo_id}
 
 An encoder-decoder Transformer as in "Attention Is All You Need" (Vaswani et al., 2017), implemented from
-scratch as Hugging Face remote code (`{field("model_type")}`).
+scratch as Hugging Face remote code (`{value("model_type")}`).
 
 | field | value |
 |---|---|
-| d_model | {field("d_model")} |
-| encoder / decoder layers | {field("encoder_layers")} / {field("decoder_layers")} |
-| attention heads (encoder / decoder) | {field("encoder_attention_heads")} / {field("decoder_attention_heads")} |
-| feed-forward size (encoder / decoder) | {field("encoder_ffn_dim")} / {field("decoder_ffn_dim")} |
-| vocabulary | {field("vocab_size")} |
-| maximum positions | {field("max_position_embeddings")} |
+| d_model | {value("d_model")} |
+| encoder / decoder layers | {value("encoder_layers")} / {value("decoder_layers")} |
+| attention heads (encoder / decoder) | {value("encoder_attention_heads")} / {value("decoder_attention_heads")} |
+| feed-forward size (encoder / decoder) | {value("encoder_ffn_dim")} / {value("decoder_ffn_dim")} |
+| vocabulary | {value("vocab_size")} |
+| maximum positions | {value("max_position_embeddings")} |
 | default decoding | {decoding or "see generation_config.json"} |
 
 `length_penalty` follows transformers: a finished hypothesis scores sum(log p) / length ** length_penalty.
 
+## How to use
+
+{usage_section(repo_id)}
 """
-        + usage_section(repo_id)
-    )
+    return str(ModelCard(f"---\n{data.to_yaml()}\n---\n{body}"))

@@ -5,7 +5,8 @@ Modules:
                  `resolve_device`, `check_tokenizer_matches_model`, `hub_config`
     translate    THE batched translation: `translate` (one output per text), `translate_nbest`,
                  `translate_lines` (n-best joined by tabs, for the CLI)
-    scoring      `score_translations`, `evaluate_translation`, `length_stats`, `bleu_tokenizer_for`
+    scoring      `score_translations`, `evaluate_translation`, `length_stats`, `bleu_tokenizer_for`,
+                 `load_metric` / `metric_path` (the BLEU and chrF `evaluate` modules shipped in metrics/)
     attention    `cross_attention`, `AttentionMap`, `plot_attention`, `tick_labels`, `find_fonts`
 
 Importing the package is cheap: torch, transformers, sacreBLEU and matplotlib are imported where used, so
@@ -14,7 +15,14 @@ that bad input fails in milliseconds.
 
 from .attention import AttentionMap, cross_attention, find_fonts, plot_attention, tick_labels
 from .loading import check_tokenizer_matches_model, hub_config, load_model_and_tokenizer, resolve_device
-from .scoring import bleu_tokenizer_for, evaluate_translation, length_stats, score_translations
+from .scoring import (
+    bleu_tokenizer_for,
+    evaluate_translation,
+    length_stats,
+    load_metric,
+    metric_path,
+    score_translations,
+)
 from .translate import max_source_length, position_limit, translate, translate_lines, translate_nbest
 
 __all__ = [
@@ -26,8 +34,10 @@ __all__ = [
     "find_fonts",
     "hub_config",
     "length_stats",
+    "load_metric",
     "load_model_and_tokenizer",
     "max_source_length",
+    "metric_path",
     "plot_attention",
     "position_limit",
     "resolve_device",

@@ -1,46 +1,79 @@
-"""Corpus-level BLEU and chrF with sacreBLEU (its own API, no Hub download), and translation plus scoring.
+"""Corpus-level BLEU and chrF through `evaluate`, and translation plus scoring: the one scoring home of training,
+`scripts/evaluate.py` and the quality benchmark.
 
-Scores are sacreBLEU's defaults (BLEU: 13a tokenisation unless told otherwise, mixed case, exponential
-smoothing; chrF2) on detokenised text, and are always reported with sacreBLEU's signature so that they can be
-compared.
+The metrics are `evaluate` modules shipped with this package (``inference/metrics/bleu``, ``inference/metrics/chrf``)
+and loaded by local path (`load_metric`), so scoring needs no Hub access. They compute sacreBLEU's defaults (BLEU:
+13a tokenisation unless told otherwise, mixed case, exponential smoothing; chrF2) on detokenised text, and every
+score is reported with sacreBLEU's signature so that it can be compared.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import evaluate
+
+METRICS_DIR = Path(__file__).resolve().parent / "metrics"
+METRICS = ("bleu", "chrf")
+
+
+def metric_path(name: str) -> Path:
+    """The folder of the shipped `evaluate` module ``name`` ("bleu" or "chrf"): ``evaluate.load(str(path))``."""
+    if name not in METRICS:
+        raise ValueError(f"metric {name!r} is not shipped with this package; choose one of {', '.join(METRICS)}")
+    return METRICS_DIR / name
+
+
+@functools.cache
+def load_metric(name: str) -> evaluate.EvaluationModule:
+    """The shipped `evaluate` module ``name`` ("bleu" or "chrf"), loaded by local path (no Hub access) and kept in
+    memory (no cache files); loaded once per process."""
+    import evaluate
+
+    return evaluate.load(str(metric_path(name)), keep_in_memory=True)
 
 
 def bleu_tokenizer_for(target_lang: str | None, override: str | None = None) -> str:
-    """sacreBLEU's BLEU tokeniser for a target language: `override` when given, else "zh" for Chinese targets
-    and "13a" for everything else (including an unknown target language)."""
+    """sacreBLEU's BLEU tokeniser for a target language: `override` when given (`ValueError` unless sacreBLEU has
+    it), else "zh" for Chinese targets and "13a" for everything else (including an unknown target language)."""
     if override:
+        from sacrebleu.metrics import BLEU
+
+        if override not in BLEU.TOKENIZERS:
+            raise ValueError(
+                f"sacreBLEU tokeniser {override!r} does not exist; choose one of {', '.join(BLEU.TOKENIZERS)}"
+            )
         return override
     return "zh" if target_lang == "zh" else "13a"
+
+
+def _bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str) -> dict:
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; they must align.")
+    if not hypotheses:
+        raise ValueError("No sentences to score.")
+    return load_metric("bleu").compute(predictions=list(hypotheses), references=list(references), tokenize=tokenize)
 
 
 def score_translations(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "13a") -> dict:
     """Corpus BLEU and chrF of ``hypotheses`` against one reference each.
 
-    Returns ``{"bleu", "chrf", "bleu_signature", "chrf_signature", "bleu_details", "num_sentences"}``.
-    ``tokenize`` is sacreBLEU's BLEU tokeniser ("13a" for English targets, "zh" for Chinese targets).
+    Returns ``{"bleu", "chrf", "bleu_signature", "chrf_signature", "bleu_details", "num_sentences"}``; the scores
+    are rounded to 2 decimals. ``tokenize`` is sacreBLEU's BLEU tokeniser ("13a" for English targets, "zh" for
+    Chinese targets: `bleu_tokenizer_for`).
     """
-    from sacrebleu.metrics import BLEU, CHRF
-
-    if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; they must align.")
-    if not hypotheses:
-        raise ValueError("No sentences to score.")
-    bleu = BLEU(tokenize=tokenize)
-    chrf = CHRF()
-    b = bleu.corpus_score(list(hypotheses), [list(references)])
-    c = chrf.corpus_score(list(hypotheses), [list(references)])
+    bleu = _bleu(hypotheses, references, tokenize)
+    chrf = load_metric("chrf").compute(predictions=list(hypotheses), references=list(references))
     return {
-        "bleu": round(b.score, 2),
-        "chrf": round(c.score, 2),
-        "bleu_signature": str(bleu.get_signature()),
-        "chrf_signature": str(chrf.get_signature()),
-        "bleu_details": str(b),
+        "bleu": round(bleu["score"], 2),
+        "chrf": round(chrf["score"], 2),
+        "bleu_signature": bleu["signature"],
+        "chrf_signature": chrf["signature"],
+        "bleu_details": bleu["details"],
         "num_sentences": len(hypotheses),
     }
 
@@ -49,10 +82,8 @@ def length_stats(
     hypotheses: Sequence[str], references: Sequence[str], tokenize: str
 ) -> tuple[float, int, int]:
     """(output/reference length ratio, output length, reference length) in sacreBLEU's BLEU tokens."""
-    from sacrebleu.metrics import BLEU
-
-    score = BLEU(tokenize=tokenize).corpus_score(list(hypotheses), [list(references)])
-    return score.sys_len / max(score.ref_len, 1), int(score.sys_len), int(score.ref_len)
+    bleu = _bleu(hypotheses, references, tokenize)
+    return bleu["sys_len"] / max(bleu["ref_len"], 1), int(bleu["sys_len"]), int(bleu["ref_len"])
 
 
 def evaluate_translation(
@@ -65,7 +96,7 @@ def evaluate_translation(
     **translate_kwargs: Any,
 ) -> tuple[dict, list[str]]:
     """Translate ``sources`` with `inference.translate` (``translate_kwargs`` go to it) and score them against
-    ``references``; returns (scores, hypotheses)."""
+    ``references`` (`score_translations`); returns (scores, hypotheses)."""
     from .translate import translate
 
     hypotheses = translate(model, tokenizer, sources, **translate_kwargs)

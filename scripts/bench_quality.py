@@ -22,7 +22,10 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# the repository root replaces scripts/ on the import path (scripts/evaluate.py would shadow the `evaluate` library)
+SCRIPTS = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != SCRIPTS]
+sys.path.insert(0, str(SCRIPTS.parent))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from benchmarks.quality import QualityConfig, QualityResult, run_quality_benchmark  # noqa: E402

@@ -15,7 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# the repository root replaces scripts/ on the import path (scripts/evaluate.py would shadow the `evaluate` library)
+SCRIPTS = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != SCRIPTS]
+sys.path.insert(0, str(SCRIPTS.parent))
 
 from benchmarks.tokenizer import (  # noqa: E402
     compare_encode_speed,

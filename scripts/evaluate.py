@@ -1,111 +1,160 @@
 #!/usr/bin/env python
-"""Translate a parallel file with a saved model and print BLEU and chrF with sacreBLEU's signatures.
+"""Translate one split of a parallel corpus with a saved model and print BLEU and chrF with sacreBLEU's signatures,
+exactly as training scored its test split.
 
-    python scripts/evaluate.py --model outputs/default --data data/bible.zh-en.tsv.xz --split test
-    python scripts/evaluate.py --model outputs/default --data my_test.tsv --num_beams 1
+    python scripts/evaluate.py --model outputs/default                  # the run's own test split
+    python scripts/evaluate.py --model outputs/default --split validation --length_penalty 1.0
+    python scripts/evaluate.py --model alice/zh-en --trust_remote_code --data my_test.tsv --split all
 
-Decoding defaults come from the model's generation_config.json (the paper's beam 4, length penalty 0.6); a
-batch generates at most ``--max_len_a * longest source + --max_len_b`` tokens. The BLEU tokeniser is "zh" for
-Chinese targets (``--target_lang`` or the file name, e.g. ``*.en-zh.tsv``), else "13a", unless ``--tokenize``
-says otherwise. Weights are read from safetensors only.
-
-``--split test``/``validation``/``train`` re-creates the split that training made of the same file (same
-``--valid_size``, ``--test_size``, ``--split_seed``, ``--split_block_size``); ``--split all`` (default) uses
-every pair of the file.
+Everything is what training used: the loader (`inference.load_model_and_tokenizer`: safetensors only, tokenizer
+checked against the model), decoding from the model's generation_config.json (beams and the length penalty that
+training chose) with training's length cap and batch size, the BLEU tokeniser of the target language ("zh" for
+Chinese, else "13a"), the metrics (`inference.scoring`) and the split: when the model folder is a training output
+folder, the corpus and split options default to the ones the run saved (checkpoints/train_config.json), so
+``--model M`` alone re-scores the run's test split. Every corpus option of scripts/train.py is also a flag here
+and wins over the saved one. Exit code 2, with one line on stderr, for bad options, a model or corpus that
+cannot be loaded, or an empty split.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# the repository root replaces scripts/ on the import path (scripts/evaluate.py would shadow the `evaluate` library)
+SCRIPTS = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != SCRIPTS]
+sys.path.insert(0, str(SCRIPTS.parent))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import torch  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
-from corpus import language_pair, load_split  # noqa: E402
-from inference import bleu_tokenizer_for, load_model_and_tokenizer, score_translations, translate  # noqa: E402
+from corpus import DataOptions  # noqa: E402
+from inference import bleu_tokenizer_for, evaluate_translation, load_model_and_tokenizer  # noqa: E402
+from modeling import check_generation_arguments  # noqa: E402
+from training import TrainConfig  # noqa: E402
+from training.cli import add_dataclass_arguments  # noqa: E402
+from training.run_dir import OPTIONS_FILE, RunDir  # noqa: E402
+from training.validation import LENGTH_CAP  # noqa: E402
+
+SPLITS = ("test", "validation", "train", "all")
+RUN_DEFAULTS = tuple(f.name for f in dataclasses.fields(DataOptions)) + (
+    "eval_batch_size",
+    "sacrebleu_tokenize",
+)
+_UNSET = object()
 
 
-def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, help="saved model folder (with its tokenizer) or Hub repo id")
-    p.add_argument("--data", required=True, help="parallel file (.tsv/.csv/.jsonl, optionally compressed)")
-    p.add_argument("--split", default="all", choices=("all", "train", "validation", "test"))
-    p.add_argument("--valid_size", type=int, default=500)
-    p.add_argument("--test_size", type=int, default=1000)
-    p.add_argument("--split_seed", type=int, default=1234)
-    p.add_argument("--split_block_size", type=int, default=20)
-    p.add_argument("--source_column", default=None)
-    p.add_argument("--target_column", default=None)
-    p.add_argument("--source_lang", default=None)
-    p.add_argument("--target_lang", default=None)
-    p.add_argument("--max_lines", type=int, default=None, help="read only the first N pairs of the file")
+    p.add_argument("--split", default="test", choices=SPLITS,
+                   help="split to score; all = every pair of the training source (of a file: every pair)")  # fmt: skip
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N pairs of the split")
-    p.add_argument("--num_beams", type=int, default=None, help="1 = greedy (default: the model's, 4)")
     p.add_argument(
-        "--length_penalty", type=float, default=None, help="transformers' alpha: log-prob / length**alpha"
+        "--num_beams", type=int, default=None, help="1 = greedy (default: the model's generation config)"
     )
-    p.add_argument("--max_len_a", type=float, default=2.0, help="at most a * source length + b new tokens")
-    p.add_argument("--max_len_b", type=int, default=10)
-    p.add_argument("--batch_size", type=int, default=32)
-    p.add_argument(
-        "--tokenize", default=None, help="sacreBLEU BLEU tokeniser (default: zh for zh targets, else 13a)"
-    )
+    p.add_argument("--length_penalty", type=float, default=None,
+                   help="transformers' alpha: log-prob / length**alpha (default: the model's generation config)")  # fmt: skip
+    p.add_argument("--max_len_a", type=float, default=LENGTH_CAP["max_len_a"],
+                   help="at most a * longest source + b new tokens per batch, as in training")  # fmt: skip
+    p.add_argument("--max_len_b", type=int, default=LENGTH_CAP["max_len_b"])
+    p.add_argument("--batch_size", type=int, default=None,
+                   help=f"sentences per batch (default: the run's --eval_batch_size, else {TrainConfig.eval_batch_size})")  # fmt: skip
+    p.add_argument("--tokenize", default=None,
+                   help="sacreBLEU BLEU tokeniser (default: the run's, else zh for Chinese targets, else 13a)")  # fmt: skip
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     p.add_argument(
         "--trust_remote_code", action="store_true", help="allow a Hub repo's own model code to run"
     )
-    p.add_argument("--output", default=None, help="write hypotheses (one per line) to this file")
-    p.add_argument("--json", default=None, help="write the scores as JSON to this file")
-    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    args = p.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    p.add_argument("--output", default=None, help="write the hypotheses (one per line) to this file")
+    p.add_argument("--json", default=None, help="write the scores and settings as JSON to this file")
+    add_dataclass_arguments(
+        p, DataOptions
+    )  # the corpus and split: default the run's saved options, else these
+    p.set_defaults(**{f.name: _UNSET for f in dataclasses.fields(DataOptions)})
+    return p.parse_args(argv)
 
+
+def run_options(model: str) -> dict:
+    """The options a training run saved in its output folder ``model`` (empty for other folders and repo ids)."""
+    saved = RunDir(model).checkpoints / OPTIONS_FILE
+    if not saved.is_file():
+        return {}
+    options = json.loads(saved.read_text(encoding="utf-8"))
+    return {k: options[k] for k in RUN_DEFAULTS if k in options}
+
+
+def data_options(args: argparse.Namespace, saved: dict) -> DataOptions:
+    """The corpus options: a flag given on the command line, else the run's saved value, else the default."""
+    values = {}
+    for f in dataclasses.fields(DataOptions):
+        given = getattr(args, f.name)
+        if given is not _UNSET:
+            values[f.name] = given
+        elif f.name in saved:
+            values[f.name] = saved[f.name]
+    return DataOptions(**values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    saved = run_options(args.model)
+    options = data_options(args, saved)
+    batch_size = args.batch_size or saved.get("eval_batch_size") or TrainConfig.eval_batch_size
     try:
+        problems = options.check()
+        for name in ("limit", "batch_size"):
+            if getattr(args, name) is not None and getattr(args, name) < 1:
+                problems.append(f"--{name} must be >= 1, got {getattr(args, name)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        check_generation_arguments({"num_beams": args.num_beams, "length_penalty": args.length_penalty})
+        tokenize = bleu_tokenizer_for(
+            options.languages()[1], args.tokenize or saved.get("sacrebleu_tokenize")
+        )
         model, tokenizer = load_model_and_tokenizer(
             args.model, device=args.device, trust_remote_code=True if args.trust_remote_code else None
         )
-    except ValueError as err:
+        if args.split == "all":
+            nothing_held_out = dict(valid_split="none", test_split="none", valid_size=0, test_size=0)
+            splits, report = dataclasses.replace(options, **nothing_held_out).load_splits()
+            pairs = splits["train"]
+        else:
+            splits, report = options.load_splits()
+            pairs = splits[args.split]
+        if not len(pairs):
+            raise ValueError(f"the {args.split} split of {options.data} is empty; choose another --split")
+    except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    pairs, report = load_split(
-        args.data, args.split, valid_size=args.valid_size, test_size=args.test_size, block_size=args.split_block_size,
-        seed=args.split_seed, source_column=args.source_column, target_column=args.target_column,
-        source_lang=args.source_lang, target_lang=args.target_lang, max_lines=args.max_lines,
-    )  # fmt: skip
-    print(report.summary())
     if args.limit is not None:
         pairs = pairs.select(range(min(args.limit, len(pairs))))
-    sources, references = list(pairs["source"]), list(pairs["target"])
-    with tqdm(total=len(sources), unit="sent", desc="translating") as bar:
-        hyps = translate(
-            model, tokenizer, sources, batch_size=args.batch_size, max_len_a=args.max_len_a,
-            max_len_b=args.max_len_b, progress=bar.update, num_beams=args.num_beams,
-            length_penalty=args.length_penalty,
-        )  # fmt: skip
-    target_lang = args.target_lang or language_pair(Path(args.data).name)[1]
-    scores = score_translations(hyps, references, tokenize=bleu_tokenizer_for(target_lang, args.tokenize))
     generation = model.generation_config
+    num_beams = args.num_beams or generation.num_beams
     length_penalty = generation.length_penalty if args.length_penalty is None else args.length_penalty
-    scores.update(model=args.model, data=args.data, split=args.split,
-                  num_beams=args.num_beams or generation.num_beams, length_penalty=length_penalty)  # fmt: skip
-    print(f"BLEU = {scores['bleu']}  ({scores['bleu_details']})")
-    print(f"  signature: {scores['bleu_signature']}")
-    print(f"chrF = {scores['chrf']}")
-    print(f"  signature: {scores['chrf_signature']}")
+    print(report.summary())
+    with tqdm(total=len(pairs), unit="sent", desc="translating") as bar:
+        scores, hyps = evaluate_translation(
+            model, tokenizer, list(pairs["source"]), list(pairs["target"]), tokenize=tokenize, num_beams=num_beams,
+            length_penalty=length_penalty, batch_size=batch_size, max_len_a=args.max_len_a,
+            max_len_b=args.max_len_b, progress=bar.update,
+        )  # fmt: skip
+    scores.update(model=args.model, data=options.data, split=args.split, num_beams=num_beams,
+                  length_penalty=length_penalty)  # fmt: skip
+    print(f"{args.split.capitalize()} BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  "
+          f"({scores['num_sentences']} sentences, beam {num_beams}, length penalty {length_penalty})")  # fmt: skip
+    print(f"  {scores['bleu_signature']}\n  {scores['chrf_signature']}\n  {scores['bleu_details']}")
     if args.output:
-        Path(args.output).write_text("\n".join(hyps) + "\n", encoding="utf-8")
+        Path(args.output).write_text("".join(f"{h}\n" for h in hyps), encoding="utf-8")
     if args.json:
-        Path(args.json).write_text(json.dumps(scores, indent=2), encoding="utf-8")
+        Path(args.json).write_text(json.dumps(scores, indent=2, ensure_ascii=False), encoding="utf-8")
     return 0
 
 

@@ -1,6 +1,9 @@
 """Push an exported model folder (weights, config, remote code, pipeline, tokenizer, model card) to the Hub.
 
-    python scripts/push_to_hub.py --model runs/base/export --repo_id alice/zh-en-base [--private]
+    python scripts/push_to_hub.py --model outputs/default --repo_id alice/zh-en-small [--private]
+
+A training output folder's checkpoints (optimizer and RNG state), TensorBoard logs, data cache, plots and
+--export_at_minutes models stay local unless --include_training_state is given.
 
 The token comes from HF_TOKEN or the `hf auth login` cache and is never printed. Exit codes: 0 pushed,
 2 bad input (folder, repo id, no token), 1 the Hub refused or could not be reached.
@@ -13,7 +16,10 @@ import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# the repository root replaces scripts/ on the import path (scripts/evaluate.py would shadow the `evaluate` library)
+SCRIPTS = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != SCRIPTS]
+sys.path.insert(0, str(SCRIPTS.parent))
 
 from huggingface_hub.errors import HfHubHTTPError  # noqa: E402
 
@@ -24,17 +30,32 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", required=True, help="folder written by modeling.save_with_remote_code")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="exported model folder: a training output folder or save_with_remote_code's",
+    )
     parser.add_argument("--repo_id", required=True, help="USER/NAME or ORG/NAME on the Hub")
     parser.add_argument("--private", action="store_true", help="create the repo as private")
     parser.add_argument("--commit_message", default=None)
+    parser.add_argument(
+        "--include_training_state",
+        action="store_true",
+        help="also upload checkpoints/, runs/, cache/, plots/, minute-*/ and optimizer/RNG state files",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     logging.getLogger("export").setLevel(logging.INFO)
     try:
-        url = push_folder(args.model, args.repo_id, private=args.private, commit_message=args.commit_message)
+        url = push_folder(
+            args.model,
+            args.repo_id,
+            private=args.private,
+            commit_message=args.commit_message,
+            include_training_state=args.include_training_state,
+        )
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -25,8 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# the repository root replaces scripts/ on the import path (scripts/evaluate.py would shadow the `evaluate` library)
+SCRIPTS = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != SCRIPTS]
+sys.path.insert(0, str(SCRIPTS.parent))
+ROOT = SCRIPTS.parent
 
 
 def rss_mib() -> float:

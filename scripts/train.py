@@ -18,7 +18,10 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# the repository root replaces scripts/ on the import path (scripts/evaluate.py would shadow the `evaluate` library)
+SCRIPTS = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != SCRIPTS]
+sys.path.insert(0, str(SCRIPTS.parent))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from tqdm.auto import tqdm  # noqa: E402
@@ -60,17 +63,20 @@ class Progress:
             steps = info["steps"]
             text = f"averaged the weights at {len(steps)} updates ({steps[0]}..{steps[-1]})"
             if info["valid_loss_final"] is not None:
-                text += (
-                    f": valid ppl {info['valid_ppl_final']:.2f} -> {info['valid_ppl_averaged']:.2f}, "
-                    + ("exporting the average" if info["kept"] else "keeping the final weights")
+                text += f": valid ppl {info['valid_ppl_final']:.2f} -> {info['valid_ppl_averaged']:.2f}, " + (
+                    "exporting the average" if info["kept"] else "keeping the final weights"
                 )
             tqdm.write(text)
         elif name == "export_at":
             avg = f", averaged updates {info['averaged_steps']}" if info["averaged_steps"] else ""
             tqdm.write(f"minute {info['minutes']:g} (update {info['step']}{avg}): exported to {info['path']}")
         elif name == "length_penalty":
-            tried = ", ".join(f"{r['length_penalty']}: BLEU {r['bleu']} chrF {r['chrf']}" for r in info["search"])
-            tqdm.write(f"length penalty on {info['num_sentences']} validation pairs: {tried} -> {info['chosen']}")
+            tried = ", ".join(
+                f"{r['length_penalty']}: BLEU {r['bleu']} chrF {r['chrf']}" for r in info["search"]
+            )
+            tqdm.write(
+                f"length penalty on {info['num_sentences']} validation pairs: {tried} -> {info['chosen']}"
+            )
         elif name == "test_start":
             if self.bar is not None:
                 self.bar.close()

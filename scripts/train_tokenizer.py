@@ -16,7 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-from tokenizer import DEFAULT_MIN_FREQUENCY, DEFAULT_VOCAB_SIZE, SPECIAL_TOKENS, train_bpe_tokenizer
+# the repository root replaces scripts/ on the import path (scripts/evaluate.py would shadow the `evaluate` library)
+SCRIPTS = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != SCRIPTS]
+sys.path.insert(0, str(SCRIPTS.parent))
+
+from tokenizer import DEFAULT_MIN_FREQUENCY, DEFAULT_VOCAB_SIZE, SPECIAL_TOKENS, train_bpe_tokenizer  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

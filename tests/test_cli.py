@@ -62,7 +62,9 @@ def test_every_script_has_help_in_one_style_and_rejects_unknown_flags(name):
 def test_train_help_is_grouped_and_bools_take_values():
     module = load_script("train")
     _, help_text, _ = run_main(module, ["--help"])
-    assert "DataOptions options:" in help_text and "--config FILE" in help_text
+    titles = re.findall(r"(?m)^(\S[^:\n]*):$", help_text)
+    assert titles[:4] == ["options", "data options", "split options", "training data options"], titles
+    assert "--config FILE" in help_text
     assert "--no_export" in help_text and "--no-export" not in help_text
     assert parse_dataclass(TrainConfig, ["--export", "false"]).export is False
     assert parse_dataclass(TrainConfig, ["--no_export"]).export is False

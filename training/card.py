@@ -1,14 +1,117 @@
-"""The values a trained model's card (the ``model_card.md`` template, `export.model_card`) is filled with: what
-the run did, in words and figures, from the options, the recipe, the model config and the run's result."""
+"""What a trained model's card says (`export.model_card`): its metadata and its sections, written from what the
+run did — the options, the recipe, the model config and the run's result — and nothing else.
+
+Languages are the data's (``--source_lang``/``--target_lang`` or the file name) and are left out when unknown;
+the dataset is the Hub dataset's id or the name of the corpus file or folder; the corpus is described in words only for the
+corpora shipped in ``data/`` (the Bible), anything else only by its name and figures.
+"""
 
 from __future__ import annotations
 
+from os import PathLike
 from pathlib import Path
 
+import datasets
+
+from corpus import DEFAULT_DATA
+from corpus.files import COMPRESSIONS
+from export.model_card import LICENSE, CardValues, model_card_data, usage_section
 from modeling import VanillaTransformerConfig
 
 from .options import TrainConfig
 from .recipe import Recipe
+
+_FORMATS = (".tsv", ".txt", ".csv", ".jsonl", ".json", ".parquet")
+_GLOB = "*?["
+_BIBLE_LIMITATION = (
+    "- Trained only on Bible verses (archaic, religious register; World English Bible on the English side). "
+    "Expect poor output on modern, technical or conversational text, and on names it has not seen."
+)
+SHIPPED_CORPORA = {  # file name in data/ -> (description, limitation); provenance in data/README.md
+    "bible.zh-en.tsv.xz": (
+        "Bible verses shipped with vanilla-transformer: the Chinese Union Version (1919, in Simplified characters) "
+        "aligned verse by verse with the World English Bible; both texts are in the public domain.",
+        _BIBLE_LIMITATION,
+    ),
+    "bible.de-en.tsv.xz": (
+        "Bible verses shipped with vanilla-transformer: the unrevised Elberfelder Bible aligned verse by verse "
+        "with the World English Bible; both texts are in the public domain.",
+        _BIBLE_LIMITATION,
+    ),
+}
+
+
+def is_hub_dataset(data) -> bool:
+    """Whether ``--data`` names a Hub dataset: the corpus reader reads a name that is no path, folder or glob of
+    files from the Hub."""
+    return isinstance(data, str) and not Path(data).exists() and not any(c in data for c in _GLOB)
+
+
+def dataset_name(data) -> str | None:
+    """What the card calls the data: the Hub dataset id; a file's name without its compression and format
+    suffixes (``data/bible.zh-en.tsv.xz`` -> ``bible.zh-en``); a folder's name; a glob's last folder without
+    wildcards; an in-memory dataset's `datasets` name, else None."""
+    if isinstance(data, (datasets.Dataset, datasets.DatasetDict)):
+        first = data if isinstance(data, datasets.Dataset) else next(iter(data.values()), None)
+        return getattr(getattr(first, "info", None), "dataset_name", None) or None
+    if is_hub_dataset(data):
+        return data
+    path = Path(data)
+    while any(c in path.name for c in _GLOB):
+        path = path.parent
+    name = path.resolve().name
+    if path.is_file():
+        for suffixes in (tuple(COMPRESSIONS), _FORMATS):
+            name = next((name[: -len(s)] for s in suffixes if name.lower().endswith(s)), name)
+    return name or None
+
+
+def _shipped(cfg: TrainConfig) -> tuple[str, str] | None:
+    if isinstance(cfg.data, (str, PathLike)) and Path(cfg.data).is_file():
+        path = Path(cfg.data).resolve()
+        if path.parent == DEFAULT_DATA.parent:
+            return SHIPPED_CORPORA.get(path.name)
+    return None
+
+
+def _direction(cfg: TrainConfig) -> str:
+    src, tgt = cfg.languages()
+    return f"**{src} → {tgt}** translation" if src and tgt else "translation"
+
+
+def _named(dataset: str | None) -> str:
+    return f"`{dataset}`" if dataset else "a dataset given in memory"
+
+
+def _summary(cfg: TrainConfig, result, dataset: str | None) -> str:
+    m = result.test_metrics
+    text = (
+        f'An encoder-decoder Transformer as described in *Attention Is All You Need* (Vaswani et al., 2017), '
+        f"implemented from scratch with vanilla-transformer and trained from scratch for {_direction(cfg)} on "
+        f"{_named(dataset)} ({result.split_sizes.get('train', 0):,} training pairs): preset `{cfg.preset}`, "
+        f"{result.num_parameters:,} parameters, {result.step:,} updates in {result.train_seconds / 60:.1f} min on "
+        f"{result.device}."
+    )  # fmt: skip
+    if m:
+        text += (
+            f" Test BLEU {m['bleu']}, chrF {m['chrf']} on the {m['num_sentences']:,} pairs of the test split."
+        )
+    return text
+
+
+def _data_text(cfg: TrainConfig, result, dataset: str | None) -> str:
+    shipped = _shipped(cfg)
+    if shipped:
+        origin = shipped[0]
+    elif is_hub_dataset(cfg.data):
+        origin = f"The Hub dataset `{dataset}`" + (
+            f", configuration `{cfg.hub_config}`." if cfg.hub_config else "."
+        )
+    else:
+        origin = f"The parallel corpus {_named(dataset)}."
+    src, tgt = cfg.languages()
+    languages = f" Source language `{src}`, target language `{tgt}`." if src and tgt else ""
+    return f"{origin}{languages}\n\n{result.data_summary}."
 
 
 def _recipe_text(cfg: TrainConfig, recipe: Recipe, c: VanillaTransformerConfig, result) -> str:
@@ -22,8 +125,12 @@ def _recipe_text(cfg: TrainConfig, recipe: Recipe, c: VanillaTransformerConfig, 
            if recipe.cooldown else "")
         + f"token budget {recipe.max_tokens} x {cfg.grad_accum} accumulation x {result.num_processes} process(es), "
         f"{result.step} updates ({result.epochs:.2f} epochs), {result.target_tokens:,} target tokens, "
-        f"{result.train_seconds / 60:.1f} min on {result.device}, seed {cfg.seed}."
+        f"{result.train_seconds / 60:.1f} min on {result.device}"
+        + (f" with {result.mixed_precision} mixed precision" if result.mixed_precision != "no" else "")
+        + f", seed {cfg.seed}."
     )  # fmt: skip
+    if result.stopped_because:
+        text += f" The run ended at its budget: {result.stopped_because}."
     avg = result.averaging
     if avg:
         steps = ", ".join(map(str, avg["steps"]))
@@ -39,7 +146,7 @@ def _recipe_text(cfg: TrainConfig, recipe: Recipe, c: VanillaTransformerConfig, 
     return text
 
 
-def _metrics_text(result) -> str:
+def _results_text(result) -> str:
     m = result.test_metrics
     if not m:
         return "No test split was evaluated."
@@ -49,39 +156,57 @@ def _metrics_text(result) -> str:
     )
     if result.length_penalty_search:
         tried = ", ".join(
-            f"{r['length_penalty']} (BLEU {r['bleu']}, chrF {r['chrf']})" for r in result.length_penalty_search
+            f"{r['length_penalty']} (BLEU {r['bleu']}, chrF {r['chrf']})"
+            for r in result.length_penalty_search
         )
         text += f", chosen on the validation split among {tried}"
-    return text + ". The exported `generation_config.json` uses the same settings."
-
-
-def card_values(cfg: TrainConfig, recipe: Recipe, config: VanillaTransformerConfig, result) -> dict:
-    """Every placeholder of the model-card template, from a finished run (``result``: a `TrainResult`)."""
-    src, tgt = cfg.languages()
-    m = result.test_metrics or {}
-    best = result.best_valid_loss
-    return {
-        "model_name": Path(cfg.output_dir).name,
-        "source_lang": src or "source",
-        "target_lang": tgt or "target",
-        "data": result.data_summary,
-        "recipe": _recipe_text(cfg, recipe, config, result),
-        "metrics": _metrics_text(result),
-        "bleu": m.get("bleu", "n/a"),
-        "chrf": m.get("chrf", "n/a"),
-        "bleu_signature": m.get("bleu_signature", "n/a"),
-        "chrf_signature": m.get("chrf_signature", "n/a"),
-        "preset": cfg.preset,
-        "num_parameters": f"{result.num_parameters:,}",
-        "steps": result.step,
-        "train_minutes": f"{result.train_seconds / 60:.1f}",
-        "valid_loss": f"{best:.3f}" if best is not None else "n/a",
-        "train_pairs": result.split_sizes.get("train", 0),
-        "valid_pairs": result.split_sizes.get("validation", 0),
-        "test_pairs": result.split_sizes.get("test", 0),
-        "data_file": Path(cfg.data).name,
-        "samples": "\n".join(
-            f"- {s['source']} → {s['hypothesis']}" + (f" (reference: {s['reference']})" if s["reference"] else "")
+    text += (
+        ". The exported `generation_config.json` uses the same settings.\n\n"
+        f"sacreBLEU signatures: BLEU `{m['bleu_signature']}`, chrF `{m['chrf_signature']}`."
+    )
+    if result.samples:
+        text += "\n\nSample translations:\n\n" + "\n".join(
+            f"- {s['source']} → {s['hypothesis']}"
+            + (f" (reference: {s['reference']})" if s["reference"] else "")
             for s in result.samples
-        ) or "n/a",
-    }  # fmt: skip
+        )
+    return text
+
+
+def _limitations_text(cfg: TrainConfig, result, dataset: str | None) -> str:
+    shipped = _shipped(cfg)
+    lines = [
+        shipped[1] if shipped else
+        f"- Trained only on {_named(dataset)} ({result.split_sizes.get('train', 0):,} training pairs): expect poor output "
+        "on text unlike it.",
+        f"- A model trained from scratch for {result.step:,} updates: outputs can be fluent but wrong, repeat "
+        "phrases or omit content. Check the evaluation above before relying on any output.",
+        "- Inputs longer than the model's `max_position_embeddings` tokens are truncated.",
+    ]  # fmt: skip
+    if not shipped:
+        lines.append(
+            f"- The license ({LICENSE}) is vanilla-transformer's; check that the terms of the training data allow "
+            "releasing a model trained on it."
+        )
+    return "\n".join(lines)
+
+
+def card_values(cfg: TrainConfig, recipe: Recipe, config: VanillaTransformerConfig, result) -> CardValues:
+    """The metadata and sections of the card of a finished run (``result``: a `TrainResult`)."""
+    dataset = dataset_name(cfg.data)
+    src, tgt = cfg.languages()
+    data = model_card_data(
+        model_name=Path(cfg.output_dir).name, languages=(src, tgt), dataset=dataset,
+        dataset_config=cfg.hub_config if is_hub_dataset(cfg.data) else None, test_metrics=result.test_metrics,
+    )  # fmt: skip
+    example = result.samples[0]["source"] if result.samples else None
+    title = f"vanilla-transformer {src} → {tgt}" if src and tgt else "vanilla-transformer translation model"
+    return CardValues(data, {
+        "title": f"{title} (preset {cfg.preset})",
+        "summary": _summary(cfg, result, dataset),
+        "usage": usage_section(cfg.output_dir, example),
+        "data": _data_text(cfg, result, dataset),
+        "training": _recipe_text(cfg, recipe, config, result),
+        "results": _results_text(result),
+        "limitations": _limitations_text(cfg, result, dataset),
+    })  # fmt: skip

@@ -2,7 +2,8 @@
 
 The style is transformers' (`HfArgumentParser`): every field is ``--field_name`` (underscores); a bool field is
 ``--flag`` (true), ``--flag false`` or, when it defaults to true, ``--no_flag``; an optional field takes ``none``.
-Fields are shown in ``--help`` in groups: a field's ``group`` metadata, else the dataclass that declares it.
+Fields are shown in ``--help`` in groups: a field's ``group`` metadata, else its section in the declaring class's
+``help_groups`` table, else the declaring class.
 ``--config FILE`` (YAML or JSON, keys are field names) sets options; flags on the command line override it.
 """
 
@@ -66,19 +67,27 @@ def parse_field_value(cls: type, name: str, text: str) -> Any:
         raise ValueError(f"{name}={text!r} is not a valid {expected}.") from error
 
 
-def _group_title(cls: type, f: dataclasses.Field) -> str:
-    if "group" in f.metadata:
-        return f.metadata["group"]
-    owner = next(c for c in cls.__mro__ if f.name in getattr(c, "__annotations__", {}))
-    return f"{owner.__name__} options"
+def _group_titles(cls: type) -> dict[str, str]:
+    """The ``--help`` group of every field: the title of the last ``help_groups`` entry (a class attribute
+    mapping a field name to a title that applies from that field on) of the class that declares the field, else
+    the declaring class's name."""
+    titles, current = {}, {}
+    for f in dataclasses.fields(cls):
+        owner = next(c for c in reversed(cls.__mro__) if f.name in getattr(c, "__annotations__", {}))
+        current[owner] = owner.__dict__.get("help_groups", {}).get(
+            f.name, current.get(owner, f"{owner.__name__} options")
+        )
+        titles[f.name] = f.metadata.get("group", current[owner])
+    return titles
 
 
 def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> argparse.ArgumentParser:
     """Add one ``--name`` option per field of dataclass ``cls``, in argument groups (module docstring)."""
     groups: dict[str, argparse._ArgumentGroup] = {}
+    titles = _group_titles(cls)
     for f in dataclasses.fields(cls):
         kind, optional = _field_type(cls, f)
-        title = _group_title(cls, f)
+        title = titles[f.name]
         group = groups.setdefault(title, parser.add_argument_group(title))
         help_text = f.metadata.get("help", "")
         # argparse %-formats help strings: a literal % in a help text or a default must be doubled

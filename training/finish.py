@@ -6,7 +6,8 @@ model folder with ``eval_results.json`` and a model card.
   the test beam size, and the best BLEU (then chrF) wins. Skipped with greedy test decoding, one candidate or no
   validation split. The exported ``generation_config.json`` carries the chosen value.
 * Test: every test pair translated with the test beams and the chosen penalty, scored with sacreBLEU.
-* Export: `modeling.save_with_remote_code` (weights, config, code, tokenizer), then README.md from the template.
+* Export: `modeling.save_with_remote_code` (weights, config, code, tokenizer), then README.md: the model card
+  (`export.model_card.build_model_card` with the metadata and sections of `training.card`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import datasets
 
-from export.model_card import load_template, render_model_card
+from export.model_card import CardValues, build_model_card
 from inference import evaluate_translation, translate
 from modeling import save_with_remote_code
 
@@ -90,12 +91,13 @@ def evaluate_run(
     return result
 
 
-def export_model(model, tokenizer, folder: Path, card_values: dict, template: str | None,
+def export_model(model, tokenizer, folder: Path, card_values: CardValues, template: str | None,
                  test_metrics: dict | None) -> Path:  # fmt: skip
-    """Save the model folder (code, weights, tokenizer), ``eval_results.json`` and README.md (the card)."""
+    """Save the model folder (code, weights, tokenizer), ``eval_results.json`` and README.md (the card, rendered
+    from ``template``, default ``model_card.md``)."""
+    card = build_model_card(card_values, template)  # a bad template fails before anything is written
     if test_metrics:
         ckpt.write_json_atomic(folder / "eval_results.json", test_metrics)
     save_with_remote_code(model, folder, tokenizer)
-    card = render_model_card(load_template(template), card_values, strict=False)
-    (folder / "README.md").write_text(card, encoding="utf-8")
+    card.save(folder / "README.md")
     return folder

@@ -26,7 +26,9 @@ def _f(default: Any, help: str, **kw) -> Any:
 class TrainConfig(DataOptions):
     """Every option of a training run (the command-line flags of scripts/train.py, same names)."""
 
-    max_length: int = _f(256, "drop (and count) training/validation pairs with more tokens than this on a side")
+    max_length: int = _f(
+        256, "drop (and count) training/validation pairs with more tokens than this on a side"
+    )
     # tokenizer
     tokenizer: str | None = _f(
         None, "tokenizer folder; default: train a joint BPE on the training split (or reuse it)"
@@ -46,14 +48,18 @@ class TrainConfig(DataOptions):
         None, "std of the normal initialisation of linear layers (default: the preset's, else Xavier-uniform)"
     )
     # batching and optimisation
-    max_tokens: int | None = _f(None, "token budget per batch (batch size x longest side); default: the preset's")
+    max_tokens: int | None = _f(
+        None, "token budget per batch (batch size x longest side); default: the preset's"
+    )
     skip_too_long: bool = _f(False, "skip (and count) pairs longer than --max_tokens instead of failing")
     grad_accum: int = _f(1, "batches accumulated per optimizer update (per process)")
     lr_scale: float | None = _f(None, "scale of the paper's learning-rate formula; default: the preset's")
     warmup_steps: int | None = _f(None, "warm-up updates of the schedule; default: the preset's")
     label_smoothing: float = _f(0.1, "label smoothing epsilon")
     weight_decay: float = _f(0.0, "AdamW weight decay (0 = Adam, as in the paper)")
-    clip_norm: float | None = _f(None, "clip the gradient norm to this value (0 = off); default: the preset's")
+    clip_norm: float | None = _f(
+        None, "clip the gradient norm to this value (0 = off); default: the preset's"
+    )
     cooldown: float | None = _f(
         None,
         "fraction of the budget at its end over which the learning rate decays linearly to 0 (the budget that stops "
@@ -63,7 +69,9 @@ class TrainConfig(DataOptions):
     # budget
     max_steps: int | None = _f(None, "stop after this many optimizer updates (in total, across resumes)")
     max_epochs: int | None = _f(None, "stop after this many epochs")
-    max_minutes: float | None = _f(25.0, "wall-clock budget of the training loop of this invocation (0/None = none)")
+    max_minutes: float | None = _f(
+        25.0, "wall-clock budget of the training loop of this invocation (0/None = none)"
+    )
     seed: int = _f(1, "seed of model initialisation, dropout and batch order")
     # hardware
     mixed_precision: str | None = _f(
@@ -75,8 +83,9 @@ class TrainConfig(DataOptions):
     cpu: bool = _f(False, "force the CPU even if a GPU is present")
     num_threads: int | None = _f(None, "torch CPU threads per process (default: available cores / processes)")
     tune_cpu_allocator: bool = _f(
-        True, "on CPU, keep freed memory mapped for reuse (glibc mallopt; ~13% faster small-model steps; "
-        "training.allocator)"
+        True,
+        "on CPU, keep freed memory mapped for reuse (glibc mallopt; ~13% faster small-model steps; "
+        "training.allocator)",
     )
     # logging, validation, checkpoints
     output_dir: str = _f("outputs/default", "where checkpoints, logs and the final model go")
@@ -89,14 +98,18 @@ class TrainConfig(DataOptions):
         "export the average of the weights at the last N snapshots (one every --average_every updates, the final "
         "weights included) when it lowers the validation loss; 0 or 1 = off; default: the preset's",
     )
-    average_every: int | None = _f(None, "updates between the snapshots that are averaged; default: the preset's")
+    average_every: int | None = _f(
+        None, "updates between the snapshots that are averaged; default: the preset's"
+    )
     export_at_minutes: str = _f(
         "",
         "comma-separated training minutes at which to also export the model as if the run stopped there (averaging "
         "included) to OUTPUT_DIR/minute-M/, e.g. '25,60' in a 120-minute run; training is not changed (the run's "
         "dropout is the run's: the small preset's long-budget dropout applies to the whole run)",
     )
-    bleu_samples: int = _f(200, "validation pairs translated (greedy) for the periodic BLEU/chrF; 0 = loss only")
+    bleu_samples: int = _f(
+        200, "validation pairs translated (greedy) for the periodic BLEU/chrF; 0 = loss only"
+    )
     valid_beams: int = _f(1, "beams for the periodic validation BLEU")
     test_beams: int | None = _f(
         None, "beams for the final test evaluation; default: the model's generation config (the paper's 4)"
@@ -107,10 +120,13 @@ class TrainConfig(DataOptions):
         "generation config; default: the candidate with the best BLEU on the validation split",
     )
     length_penalty_candidates: str = _f(
-        "0.6,1.0,1.4", "comma-separated length penalties tried on the validation split when --length_penalty is unset"
+        "0.6,1.0,1.4",
+        "comma-separated length penalties tried on the validation split when --length_penalty is unset",
     )
     eval_batch_size: int = _f(64, "sentences per generate() batch")
-    sacrebleu_tokenize: str | None = _f(None, "sacreBLEU tokeniser (default: 'zh' for Chinese targets, else '13a')")
+    sacrebleu_tokenize: str | None = _f(
+        None, "sacreBLEU tokeniser (default: 'zh' for Chinese targets, else '13a')"
+    )
     tensorboard: bool = _f(True, "log to TensorBoard (OUTPUT_DIR/runs) through accelerate's tracker")
     num_samples: int = _f(3, "sample test translations returned (and printed by the script)")
     sample_sentences: str | None = _f(
@@ -122,6 +138,19 @@ class TrainConfig(DataOptions):
     overwrite: bool = _f(False, "start from scratch even if OUTPUT_DIR has checkpoints (they are deleted)")
     export: bool = _f(True, "evaluate on the test split and export the final model to OUTPUT_DIR")
 
+
+# `--help` groups: each title applies from the option it names to the next named one (in field order)
+TrainConfig.help_groups = {
+    "max_length": "training data options",
+    "tokenizer": "tokenizer options",
+    "preset": "model options",
+    "max_tokens": "batching and optimisation options",
+    "max_steps": "budget options",
+    "mixed_precision": "hardware options",
+    "output_dir": "output, logging and checkpoint options",
+    "bleu_samples": "validation and test options",
+    "resume": "run folder options",
+}
 
 # options that must not change when a run is resumed
 RESUME_KEYS = ("data", "max_lines", "valid_size", "test_size", "split_block_size", "split_seed", "max_length",
@@ -170,7 +199,9 @@ def check_options(cfg: TrainConfig) -> None:
     if cfg.average_every is not None and cfg.average_every < 1:
         problems.append(f"--average_every must be >= 1, got {cfg.average_every}")
     if cfg.mixed_precision is not None and cfg.mixed_precision not in MIXED_PRECISIONS:
-        problems.append(f"--mixed_precision must be one of {', '.join(MIXED_PRECISIONS)}, got {cfg.mixed_precision!r}")
+        problems.append(
+            f"--mixed_precision must be one of {', '.join(MIXED_PRECISIONS)}, got {cfg.mixed_precision!r}"
+        )
     if cfg.max_length < 2:
         problems.append(f"--max_length must be >= 2, got {cfg.max_length}")
     if not (cfg.max_steps or cfg.max_epochs or cfg.max_minutes):
