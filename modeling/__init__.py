@@ -1,7 +1,8 @@
 """vanilla-transformer: the encoder-decoder Transformer of "Attention Is All You Need", Hugging Face-native.
 
 Importing this package registers the config and models with `AutoConfig`, `AutoModel` and
-`AutoModelForSeq2SeqLM`, and the "translation" pipeline (transformers 5.23+ has none built in).
+`AutoModelForSeq2SeqLM`, and the "translation" pipeline (transformers 5.23+ has none built in). Every
+`save_pretrained` / `push_to_hub` of the models writes the code with the weights (remote code).
 """
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
@@ -50,13 +51,13 @@ import transformers.pipelines as _pipelines  # noqa: E402
 from transformers.pipelines import PIPELINE_REGISTRY  # noqa: E402
 
 from .export import save_with_remote_code  # noqa: E402
-from .pipeline_vanilla_transformer import TranslationPipeline  # noqa: E402
+from .pipeline_vanilla_transformer import TASK, TranslationPipeline  # noqa: E402
 
 # transformers >= 5.23 lists "translation" as a removed task and refuses the name before it looks at the registry;
 # un-list it so that `pipeline("translation", model=..., tokenizer=...)` reaches our registered pipeline.
-getattr(_pipelines, "REMOVED_TASKS", {}).pop("translation", None)
-if "translation" not in PIPELINE_REGISTRY.supported_tasks:
+getattr(_pipelines, "REMOVED_TASKS", {}).pop(TASK, None)
+if TASK not in PIPELINE_REGISTRY.supported_tasks:
     PIPELINE_REGISTRY.register_pipeline(
-        "translation", pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
+        TASK, pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
     )
 __all__ += ["TranslationPipeline", "save_with_remote_code"]

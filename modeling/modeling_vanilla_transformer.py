@@ -5,7 +5,9 @@ positions -> masks -> attention -> feed-forward -> encoder layer -> decoder laye
 
 Positions (sinusoidal, learned, rotary) are in positions_vanilla_transformer.py; dropout, linear layers and the
 loss are drop-in CPU kernels (kernels_vanilla_transformer.py); checks of user input and of generate() arguments
-are in checks_vanilla_transformer.py.
+are in checks_vanilla_transformer.py; the "translation" pipeline is in pipeline_vanilla_transformer.py. These
+files import each other with single-dot relative imports only, so that `save_pretrained` copies all of them next
+to the weights (remote code, see `VanillaTransformerPreTrainedModel.save_pretrained`).
 
 Shape legend used in the comments:
     B  batch size                     S  source length (encoder positions)
@@ -32,6 +34,7 @@ Conventions (fixed here, relied on everywhere):
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 
 import torch
@@ -69,6 +72,7 @@ from .kernels_vanilla_transformer import (
     release_cpu_inference_weights,
     smoothed_cross_entropy,
 )
+from .pipeline_vanilla_transformer import TASK, TranslationPipeline
 from .positions_vanilla_transformer import (
     LearnedPositionalEmbedding,
     RotaryEmbedding,
@@ -429,6 +433,15 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     _can_compile_fullgraph = True
     _no_split_modules = ["VanillaTransformerEncoderLayer", "VanillaTransformerDecoderLayer"]
 
+    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
+        """`PreTrainedModel.save_pretrained` (also what `push_to_hub` and `Trainer` call), writing a folder that
+        loads where this project is not installed: config.json maps `AutoConfig`, `AutoModel`,
+        `AutoModelForSeq2SeqLM` and the "translation" pipeline to this file and its siblings, which
+        transformers copies next to the weights (the classes are registered for their auto classes below)."""
+        self.config.auto_map = remote_code_auto_map()
+        self.config.custom_pipelines = custom_pipelines_entry()
+        super().save_pretrained(save_directory, *args, **kwargs)
+
     def train(self, mode: bool = True):
         """`PreTrainedModel.train`; entering training mode also frees the packed copies of this model's weights
         that CPU decoding keeps (see `linear`): the updates to come would make them stale."""
@@ -769,8 +782,14 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     """The full translation model: encoder, decoder and the output projection to target-vocabulary logits
     (tied to the decoder's input embedding when `tie_word_embeddings`), usable with `generate()`.
 
+    With `transformers.Trainer` / `Seq2SeqTrainer` the loss is normalised over the whole accumulated batch:
+    `accepts_loss_kwargs` makes Trainer pass `num_items_in_batch` to `forward` (see there) and leave the loss
+    unscaled by the accumulation steps, so accumulating k batches gives the gradient of one concatenated batch.
+
     The accessors `get_encoder`, `get_decoder`, `get_input_embeddings` and `get_output_embeddings` (and setters)
     are PreTrainedModel's: they find `model.encoder`, `model.decoder`, the model's embeddings and `lm_head`."""
+
+    accepts_loss_kwargs = True
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
@@ -833,12 +852,14 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         past_key_values: EncoderDecoderCache | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput | tuple:
         """Like `VanillaTransformerModel.forward`, plus `labels` (B, T): target ids ending with </s>,
         IGNORE_INDEX for positions to ignore. With labels and no decoder input, the decoder input is the labels
-        shifted right (teacher forcing) and `loss` is the mean token cross-entropy over non-ignored positions.
-        Returns `logits` (B, T, V)."""
+        shifted right (teacher forcing). `loss` is the token cross-entropy summed over the non-ignored positions
+        and divided by `num_items_in_batch` (Trainer's count of labelled positions in all the batches of one
+        update), or by this batch's count when it is None: the mean. Returns `logits` (B, T, V)."""
         if labels is not None:
             check_token_ids(labels.masked_fill(labels == IGNORE_INDEX, 0), self.config.decoder_vocab_size, "labels")
             use_cache = False
@@ -867,8 +888,47 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
                     f"positions; pass labels of the same shape as decoder_input_ids"
                 )
             loss_sum, _ = smoothed_cross_entropy(logits, labels)
-            loss = loss_sum / (labels != IGNORE_INDEX).sum()  # mean over labelled positions (NaN if none)
+            count = (labels != IGNORE_INDEX).sum() if num_items_in_batch is None else num_items_in_batch
+            loss = loss_sum / count  # NaN when nothing is labelled
         # every field of the model's output but the decoder states that became logits: cache, states, attentions
         passed = {name: value for name, value in outputs.items() if name != "last_hidden_state"}
         output = Seq2SeqLMOutput(loss=loss, logits=logits, **passed)
         return output.to_tuple() if return_dict is False else output
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Remote code: every save writes a folder that loads with trust_remote_code=True
+# ----------------------------------------------------------------------------------------------------------------
+
+VanillaTransformerModel.register_for_auto_class("AutoModel")
+VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
+
+
+def _module_file(obj: type) -> str:
+    """The file name (without .py) that defines `obj`: the same locally and as remote code
+    (`transformers_modules.<hash>.<file>`)."""
+    return obj.__module__.rsplit(".", 1)[-1]
+
+
+def remote_code_auto_map() -> dict[str, str]:
+    """The `auto_map` of config.json: the auto classes of transformers -> `file.Class` of this model's code."""
+    return {
+        "AutoConfig": f"{_module_file(VanillaTransformerConfig)}.{VanillaTransformerConfig.__name__}",
+        "AutoModel": f"{_module_file(VanillaTransformerModel)}.{VanillaTransformerModel.__name__}",
+        "AutoModelForSeq2SeqLM": (
+            f"{_module_file(VanillaTransformerForConditionalGeneration)}."
+            f"{VanillaTransformerForConditionalGeneration.__name__}"
+        ),
+    }
+
+
+def custom_pipelines_entry() -> dict[str, dict]:
+    """The `custom_pipelines` value of config.json: the "translation" task -> `TranslationPipeline`, so that
+    `pipeline("translation", model=folder, trust_remote_code=True)` finds it."""
+    return {
+        TASK: {
+            "impl": f"{_module_file(TranslationPipeline)}.{TranslationPipeline.__name__}",
+            "pt": ["AutoModelForSeq2SeqLM"],
+            "type": "text",
+        }
+    }

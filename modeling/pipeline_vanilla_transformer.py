@@ -1,7 +1,8 @@
 """A "translation" pipeline for encoder-decoder models (transformers 5.23 removed the built-in one).
 
-It is registered under the task name "translation" when `modeling` is imported, and saved next to exported
-models (`custom_pipelines` in config.json), so that in a fresh process
+It is registered under the task name "translation" (`TASK`) when `modeling` is imported, and saved with every
+model (`custom_pipelines` in config.json, see `VanillaTransformerPreTrainedModel.save_pretrained`), so that in a
+fresh process
 
     pipeline("translation", model=folder, trust_remote_code=True)("我爱机器翻译")
     -> [{"translation_text": "I love machine translation"}]
@@ -16,6 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from transformers import Pipeline
+
+TASK = "translation"
 
 
 def check_vocabulary(config: Any, tokenizer: Any) -> None:
@@ -47,11 +50,12 @@ def check_vocabulary(config: Any, tokenizer: Any) -> None:
 
 
 class TranslationPipeline(Pipeline):
-    """Text (or a list of texts) -> [{"translation_text": str}] per input.
+    """A text -> [{"translation_text": str}]; a list of texts -> one {"translation_text": str} per text (as
+    transformers' own translation pipeline returned), or one such list per text when `num_return_sequences` > 1.
 
-    Call-time options: `max_length` (source truncation, default the model's maximum), `num_beams`,
-    `length_penalty`, `max_new_tokens`, `do_sample`, `temperature`, `top_k`, `top_p`, `num_return_sequences`
-    and any other `generate()` keyword; `clean_up_tokenization_spaces`.
+    Call-time options: `truncation` (default True: sources longer than `max_length` are cut) and `max_length`
+    (default the model's maximum), `num_beams`, `length_penalty`, `max_new_tokens`, `do_sample`, `temperature`,
+    `top_k`, `top_p`, `num_return_sequences` and any other `generate()` keyword; `clean_up_tokenization_spaces`.
     """
 
     _load_processor = False
@@ -66,31 +70,38 @@ class TranslationPipeline(Pipeline):
     def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(inputs, (list, tuple)) and not inputs:
             return []  # an empty batch has no translations (transformers' Pipeline would fail on it)
-        return super().__call__(inputs, *args, **kwargs)
+        result = super().__call__(inputs, *args, **kwargs)
+        if isinstance(inputs, (list, tuple)) and all(len(outputs) == 1 for outputs in result):
+            return [outputs[0] for outputs in result]
+        return result
 
     def _sanitize_parameters(
         self,
         max_length: int | None = None,
+        truncation: bool | None = None,
         clean_up_tokenization_spaces: bool | None = None,
         **generate_kwargs: Any,
     ):
         preprocess_params = {}
         if max_length is not None:
             preprocess_params["max_length"] = max_length
+        if truncation is not None:
+            preprocess_params["truncation"] = bool(truncation)
         postprocess_params = {}
         if clean_up_tokenization_spaces is not None:
             postprocess_params["clean_up_tokenization_spaces"] = clean_up_tokenization_spaces
         return preprocess_params, dict(generate_kwargs), postprocess_params
 
-    def preprocess(self, text: str, max_length: int | None = None) -> dict:
+    def preprocess(self, text: str, max_length: int | None = None, truncation: bool = True) -> dict:
         if not isinstance(text, str):
             raise ValueError(
                 f"the translation pipeline takes a string or a list of strings, got {type(text).__name__}"
             )
         if max_length is None:
             max_length = getattr(self.model.config, "max_position_embeddings", None)
+        truncation = truncation and max_length is not None
         return self.tokenizer(
-            text, return_tensors="pt", truncation=max_length is not None, max_length=max_length
+            text, return_tensors="pt", truncation=truncation, max_length=max_length if truncation else None
         )
 
     def _forward(self, model_inputs: dict, **generate_kwargs: Any) -> dict:
