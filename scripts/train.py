@@ -31,10 +31,13 @@ from training.cli import parse_dataclass  # noqa: E402
 
 
 class Progress:
-    """Turns training events into a tqdm bar and printed lines (main process only)."""
+    """Turns training events into progress bars with an ETA and printed lines (main process only). Training shows
+    updates out of ``--max_steps``, or, under a time or epoch budget, the percentage of the budget done (the rule
+    that stops the run first); the length-penalty search and the test translation have bars of their own."""
 
-    def __init__(self, main: bool):
+    def __init__(self, main: bool, steps_only: bool):
         self.main = main
+        self.steps_only = steps_only
         self.bar = None
         self.test_bar = None
 
@@ -48,10 +51,24 @@ class Progress:
                 f"Training {info['num_parameters']:,} parameters, token budget {info['max_tokens']}, "
                 f"{info['num_processes']} process(es), from step {info['step']}"
             )
-            self.bar = tqdm(total=info["max_steps"], initial=info["step"], unit="step", dynamic_ncols=True)
+            if self.steps_only:
+                self.bar = tqdm(
+                    total=info["max_steps"], initial=info["step"], unit="step", dynamic_ncols=True
+                )
+            else:
+                self.bar = tqdm(total=100, unit="%", dynamic_ncols=True, desc="training budget",
+                                bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt}% [{elapsed}<{remaining}{postfix}]")  # fmt: skip
         elif name == "step" and self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix(loss=f"{info['loss']:.3f}", ppl=f"{info['ppl']:.1f}", lr=f"{info['lr']:.2e}")
+            if self.steps_only:
+                self.bar.update(1)
+            else:
+                self.bar.update(max(0.0, 100 * info["budget"] - self.bar.n))
+            self.bar.set_postfix(
+                step=info["step"],
+                loss=f"{info['loss']:.3f}",
+                ppl=f"{info['ppl']:.1f}",
+                lr=f"{info['lr']:.2e}",
+            )
         elif name == "eval":
             text = f"step {info['step']}: valid loss {info['valid_loss']:.3f}, ppl {info['valid_ppl']:.1f}"
             if "valid_bleu" in info:
@@ -71,39 +88,50 @@ class Progress:
             avg = f", averaged updates {info['averaged_steps']}" if info["averaged_steps"] else ""
             tqdm.write(f"minute {info['minutes']:g} (update {info['step']}{avg}): exported to {info['path']}")
         elif name == "length_penalty":
+            self.close()
             tried = ", ".join(
                 f"{r['length_penalty']}: BLEU {r['bleu']} chrF {r['chrf']}" for r in info["search"]
             )
             tqdm.write(
                 f"length penalty on {info['num_sentences']} validation pairs: {tried} -> {info['chosen']}"
             )
+        elif name == "length_penalty_start":
+            self.close()
+            self.test_bar = tqdm(
+                total=info["num_sentences"], unit="sent", desc="length penalty search", dynamic_ncols=True
+            )
+        elif name in ("length_penalty_progress", "test_progress") and self.test_bar is not None:
+            self.test_bar.update(info["n"])
         elif name == "test_start":
-            if self.bar is not None:
-                self.bar.close()
+            self.close()
             self.test_bar = tqdm(
                 total=info["num_sentences"], unit="sent", desc="test translation", dynamic_ncols=True
             )
-        elif name == "test_progress" and self.test_bar is not None:
-            self.test_bar.update(info["n"])
         elif name == "exported":
-            if self.test_bar is not None:
-                self.test_bar.close()
+            self.close()
             tqdm.write(f"exported the model to {info['path']}")
+
+    def close(self) -> None:
+        for bar in (self.bar, self.test_bar):
+            if bar is not None:
+                bar.close()
+        self.bar = self.test_bar = None
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     cfg = parse_dataclass(TrainConfig, argv, description=__doc__.split("\n\n")[0])
     main_process = int(os.environ.get("RANK", "0")) == 0
-    progress = Progress(main_process)
+    progress = Progress(
+        main_process, steps_only=bool(cfg.max_steps) and not cfg.max_minutes and not cfg.max_epochs
+    )
     try:
         result = train(cfg, progress)
     except (ValueError, OSError) as error:  # user errors (bad data, options, checkpoints): no traceback
         print(f"error: {error}", file=sys.stderr)
         return 2
     finally:
-        if progress.bar is not None:
-            progress.bar.close()
+        progress.close()
     if not main_process:
         return 0
     print(f"Stopped after {result.step} updates ({result.stopped_because}); "

@@ -243,7 +243,12 @@ def test_config_with_a_string_vocab_size():
 
 def test_data_file_that_does_not_exist_through_train(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"'.*nope.tsv' does not exist.*Check --data"):
-        train(TrainConfig(data=str(tmp_path / "nope.tsv"), output_dir=str(tmp_path / "o"), max_steps=1))
+        # the thread count and allocator (mallopt) of this process are left as they are
+        config = TrainConfig(
+            data=str(tmp_path / "nope.tsv"), output_dir=str(tmp_path / "o"), max_steps=1,
+            num_threads=torch.get_num_threads(), tune_cpu_allocator=False,
+        )  # fmt: skip
+        train(config)
 
 
 def test_tsv_with_a_missing_column_in_a_compressed_file(tmp_path):
@@ -277,13 +282,14 @@ def test_crlf_lines_keep_no_carriage_return(tmp_path):
     "name, content, kwargs, error, match",
     [
         ("a.csv", "source,target\na,A\nb\n", {"on_bad_line": "error"}, ValueError,
-         r"line 3: source or target is missing.*--on_bad_line skip"),
+         r"line 3: 1 comma-separated columns, expected 2.*--on_bad_line skip"),
         ("a.jsonl", '{"source": "a", "target": "A"}\nnot json\n', {"on_bad_line": "error"}, ValueError,
          r"line 2: invalid JSON"),
         ("a.tsv.gz", "not gzip", {}, ValueError, r"Could not decompress.*remove the '.gz' suffix"),
         ("a.tsv", "a\tA\n", {"on_bad_line": "ignore"}, ValueError, "on_bad_line='ignore' must be 'error' or 'skip'"),
         ("a.tsv", "a\tA\n", {"source_column": -1}, ValueError, r"source_column=-1 does not exist.*indices 0..1"),
-        ("a.parquet", "x", {}, ValueError, r"no tab on its first non-empty line.*for CSV use a .csv name"),
+        ("a.parquet", "x", {}, ValueError, r"as Parquet.*check that it is a Parquet file"),
+        ("a.xyz", "x", {}, ValueError, r"no tab on its first non-empty line.*for CSV use a .csv name"),
     ],
 )  # fmt: skip
 def test_bad_data_files(tmp_path, name, content, kwargs, error, match):
@@ -297,8 +303,9 @@ def test_bad_split_name_and_directory(tmp_path):
     (tmp_path / "a.tsv").write_text("a\tA\n", encoding="utf-8")
     with pytest.raises(ValueError, match="split='dev' must be one of 'train', 'validation', 'test', 'all'"):
         load_split(tmp_path / "a.tsv", split="dev")
-    with pytest.raises(ValueError, match="is a directory; pass a .tsv/.csv/.jsonl file inside it"):
-        load_parallel_corpus(tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match=r"holds no data files; pass a folder or glob with .tsv/.txt/.csv"):
+        load_parallel_corpus(tmp_path / "empty")
 
 
 # ---------------------------------------------------------------------------------------- training CLI
@@ -307,7 +314,7 @@ def test_bad_split_name_and_directory(tmp_path):
 @pytest.mark.parametrize(
     "argv, match",
     [
-        (["--max_steps", "abc"], "argument --max_steps: invalid int value: 'abc'"),
+        (["--max_steps", "abc"], "argument --max_steps: invalid int or none value: 'abc'"),
         (["--preset", "huge"], "argument --preset: invalid choice: 'huge'"),
         (["--on_bad_line", "drop"], "argument --on_bad_line: invalid choice: 'drop'"),
     ],
@@ -336,7 +343,8 @@ def test_train_script_reports_user_errors_without_traceback(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("train_script", ROOT / "scripts" / "train.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    code = script.main(["--data", str(tmp_path / "nope.tsv"), "--output_dir", str(tmp_path / "o")])
+    threads = ["--num_threads", str(torch.get_num_threads()), "--no_tune_cpu_allocator"]  # process left alone
+    code = script.main(["--data", str(tmp_path / "nope.tsv"), "--output_dir", str(tmp_path / "o"), *threads])
     assert code == 2 and "does not exist" in capsys.readouterr().err
 
 

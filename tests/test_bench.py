@@ -51,21 +51,27 @@ def test_benchmark_runs_on_tiny_preset():
 
 
 def test_bench_script_cli(capsys):
+    """The script on the tiny preset; the process-wide settings it would change (allocator tuning, CPU GEMM) are
+    left alone and the thread count is put back."""
+    import modeling.kernels_vanilla_transformer as mv
+
     spec = importlib.util.spec_from_file_location("bench_script", ROOT / "scripts" / "bench.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    threads = torch.get_num_threads()
+    threads, gemm = torch.get_num_threads(), mv.cpu_inference_gemm()
     try:
         code = bench.main(
-            ["--preset", "tiny", "--rounds", "1", "--new-tokens", "3", "--src-len", "5", "--train-batch", "2",
-             "--budget-tokens", "20", "--gen-batches", "2", "--beams", "2", "--no-cache-runs", "--no-ct2"]
+            ["--preset", "tiny", "--rounds", "1", "--new_tokens", "3", "--src_len", "5", "--train_batch", "2",
+             "--budget_tokens", "20", "--gen_batches", "2", "--beams", "2", "--no_cache_runs", "--no_ct2",
+             "--threads", "1", "--allocator", "default"]
         )  # fmt: skip
     finally:
         torch.set_num_threads(threads)
-    assert code == 0
+    assert code == 0 and mv.cpu_inference_gemm() == gemm
     out = capsys.readouterr().out
+    assert "1 threads" in out and "allocator default" in out
     assert "ours/Marian" in out and "beam 2 b2" in out
-    assert "identical tokens" in out
+    assert "ours and Marian generate identical tokens in every workload" in out
 
 
 def test_parity_is_checked_with_the_default_gemm_when_ours_decodes_with_onednn(monkeypatch):

@@ -63,9 +63,10 @@ def test_wrong_columns_name_the_bad_value(tmp_path):
         load_parallel_corpus(tsv, source_column=5)
     with pytest.raises(ValueError, match="TSV files have no header"):
         load_parallel_corpus(tsv, source_column="zh")
-    csv_file = write(tmp_path / "a.csv", "zh,en\n你好,Hello\n")
+    # three columns, none named source/target (two would be read as source, target)
+    csv_file = write(tmp_path / "a.csv", "zh,en,fr\n你好,Hello,Bonjour\n")
     with pytest.raises(
-        ValueError, match=r"no column\(s\) \['source', 'target'\]; its columns are \['zh', 'en'\]"
+        ValueError, match=r"no column\(s\) \['source', 'target'\]; its columns are \['zh', 'en', 'fr'\]"
     ):
         load_parallel_corpus(csv_file)
 
@@ -151,4 +152,10 @@ def test_tokenizer_reads_files_like_the_corpus(tmp_path):
     for read in (load_parallel_corpus, lambda p: list(iter_file_texts(p))):
         with pytest.raises(ValueError, match=r"b.tsv' line 2 is not valid UTF-8.*iconv"):
             read(bad)
-    assert list(iter_file_texts(bad, max_lines=1)) == ["a", "A"]  # reading stops before the bad line
+    # a parallel file is read whole, as training reads it, even when only its first pairs are kept
+    with pytest.raises(ValueError, match=r"b.tsv' line 2 is not valid UTF-8"):
+        list(iter_file_texts(bad, max_lines=1))
+    plain = write(tmp_path / "c.txt", b"a\n\xff\n")
+    assert list(iter_file_texts(plain, max_lines=1)) == ["a"]  # a plain text file stops reading at max_lines
+    header = write(tmp_path / "d.tsv", "source\ttarget\na\tA\n\"q\"\tQ\n")
+    assert list(iter_file_texts(header)) == ["a", "A", '"q"', "Q"]  # the header row is not text

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 import torch
 from conftest import random_batch, tiny_model
@@ -25,6 +28,19 @@ def setup():
     return model, src, mask
 
 
+@contextmanager
+def raised_logits(model, tokens: list[int], amount: float) -> Iterator[None]:
+    """Add `amount` to the output bias of `tokens` inside the block; restore the exact values after it."""
+    saved = model.final_logits_bias.detach().clone()
+    with torch.no_grad():
+        model.final_logits_bias[tokens] += amount
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            model.final_logits_bias.copy_(saved)
+
+
 def gen(model, src, mask, **kwargs):
     kwargs.setdefault("num_beams", 1)
     kwargs.setdefault("do_sample", False)
@@ -41,13 +57,8 @@ def test_default_generation_config_follows_the_paper(setup):
 
 def test_default_generate_never_emits_pad_or_bos(setup):
     model, src, mask = setup
-    with torch.no_grad():  # make pad and bos the most likely tokens: they must still never appear
-        model.final_logits_bias[[0, 2]] += 100.0
-    try:
+    with raised_logits(model, [0, 2], 100.0):  # pad and bos the most likely tokens: they must still never appear
         out = model.generate(input_ids=src, attention_mask=mask, max_new_tokens=6)
-    finally:
-        with torch.no_grad():
-            model.final_logits_bias[[0, 2]] -= 100.0
     assert out[:, 0].eq(2).all()  # starts with decoder_start
     generated = out[:, 1:]
     for row in generated:
@@ -59,18 +70,82 @@ def test_default_generate_never_emits_pad_or_bos(setup):
 def test_sampling_is_seeded_and_top_k_one_is_greedy(setup):
     model, src, mask = setup
     greedy = gen(model, src, mask)
-    torch.manual_seed(0)
-    assert torch.equal(gen(model, src, mask, do_sample=True, top_k=1), greedy)
-    torch.manual_seed(1)
-    a = gen(model, src, mask, do_sample=True, temperature=1.5, top_p=0.9)
-    torch.manual_seed(1)
-    b = gen(model, src, mask, do_sample=True, temperature=1.5, top_p=0.9)
-    assert torch.equal(a, b)
-    samples = set()
-    for seed in range(6):
-        torch.manual_seed(seed)
-        samples.add(tuple(gen(model, src, mask, do_sample=True, temperature=5.0)[0].tolist()))
+    with torch.random.fork_rng():  # the global generator is left as it was
+        torch.manual_seed(0)
+        assert torch.equal(gen(model, src, mask, do_sample=True, top_k=1), greedy)
+        torch.manual_seed(1)
+        a = gen(model, src, mask, do_sample=True, temperature=1.5, top_p=0.9)
+        torch.manual_seed(1)
+        b = gen(model, src, mask, do_sample=True, temperature=1.5, top_p=0.9)
+        assert torch.equal(a, b)
+        samples = set()
+        for seed in range(6):
+            torch.manual_seed(seed)
+            samples.add(tuple(gen(model, src, mask, do_sample=True, temperature=5.0)[0].tolist()))
     assert len(samples) > 1
+
+
+# A hand-made next-token distribution: five likely tokens, the remaining 0.04 spread evenly over the other 92.
+# With an all-zero output projection the logits are the output bias at every step, whatever the source.
+HEAD = {10: 0.40, 11: 0.25, 12: 0.15, 13: 0.10, 14: 0.06}
+SUPPRESSED = {0, 2}  # <pad> and <s>, suppressed by the default generation config
+
+
+@pytest.fixture(scope="module")
+def fixed_distribution():
+    model = tiny_model(seed=42, tie_word_embeddings=False)
+    probs = torch.full((97,), 0.04 / (97 - len(HEAD)), dtype=torch.float64)
+    for token, p in HEAD.items():
+        probs[token] = p
+    with torch.no_grad():
+        model.lm_head.weight.zero_()
+        model.final_logits_bias.copy_(probs.log().float())
+    src, mask = random_batch(97, 1, 5, seed=43)
+    return model, src, mask
+
+
+# Expected kept sets, worked out by hand on HEAD. top_p keeps the smallest set of most likely tokens whose
+# probability reaches top_p (the two suppressed tokens carry under 0.001 and move no cut-off):
+# 0.30 -> {10} (0.40); 0.60 -> {10, 11} (0.65); 0.75 -> {10, 11, 12} (0.80); 1.0 keeps every token.
+# top_k=2 then top_p=0.95 renormalises over {10, 11} (0.62, 0.38): both stay.
+ALL_TOKENS = set(range(97)) - SUPPRESSED
+
+
+@pytest.mark.parametrize(
+    "kwargs, kept",
+    [
+        (dict(top_k=1), {10}),
+        (dict(top_k=3), {10, 11, 12}),
+        (dict(top_k=4), {10, 11, 12, 13}),
+        (dict(top_p=0.3), {10}),
+        (dict(top_p=0.6), {10, 11}),
+        (dict(top_p=0.75), {10, 11, 12}),
+        (dict(top_k=2, top_p=0.95), {10, 11}),
+        (dict(top_k=0, top_p=1.0), ALL_TOKENS),  # 0 and 1.0 disable the filters
+    ],
+)  # fmt: skip
+def test_top_k_and_top_p_keep_exactly_the_right_tokens(fixed_distribution, kwargs, kept):
+    """The scores generate() samples from are finite exactly on the tokens the filters keep, every sample is
+    one of them, and samples follow the renormalised distribution (within 5 standard deviations)."""
+    model, src, mask = fixed_distribution
+    n = 2000
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        out = model.generate(
+            input_ids=src, attention_mask=mask, do_sample=True, num_beams=1, max_new_tokens=1,
+            num_return_sequences=n, output_scores=True, return_dict_in_generate=True, **kwargs,
+        )  # fmt: skip
+    (scores,) = out.scores  # (n, V): one step
+    assert {int(t) for t in torch.isfinite(scores[0]).nonzero()} == kept
+    assert torch.equal(torch.isfinite(scores), torch.isfinite(scores[:1]).expand_as(scores))
+    sampled = out.sequences[:, 1]
+    assert set(sampled.tolist()) <= kept
+    if len(kept) <= len(HEAD):
+        total = sum(HEAD[t] for t in kept)
+        for token in kept:
+            p = HEAD[token] / total
+            frequency = (sampled == token).float().mean().item()
+            assert abs(frequency - p) <= 5 * (p * (1 - p) / n) ** 0.5, (token, frequency, p)
 
 
 def test_logits_processors(setup):
@@ -85,15 +160,10 @@ def test_logits_processors(setup):
     for row in out[:, 1:]:
         real = [t for t in row.tolist() if t not in (0, 3)]
         assert len(real) == len(set(real))
-    with torch.no_grad():
-        model.final_logits_bias[3] += 50.0  # make </s> overwhelmingly likely
-    try:
+    with raised_logits(model, [3], 50.0):  # </s> overwhelmingly likely
         assert gen(model, src, mask, max_new_tokens=6)[:, 1].eq(3).all()
         out = gen(model, src, mask, max_new_tokens=6, min_new_tokens=4)
         assert not out[:, 1:5].eq(3).any()
-    finally:
-        with torch.no_grad():
-            model.final_logits_bias[3] -= 50.0
     penalised = gen(model, src, mask, max_new_tokens=10, repetition_penalty=5.0)
     assert not torch.equal(penalised, gen(model, src, mask, max_new_tokens=10))
 

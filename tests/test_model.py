@@ -3,6 +3,8 @@ numerical safety, compile-ability, and that every config option is real."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from conftest import random_batch, tiny_config, tiny_model
@@ -29,7 +31,7 @@ def incremental_logits(model, src, mask, tgt, cache):
                 encoder_outputs=encoder_outputs, attention_mask=mask, decoder_input_ids=tgt[:, t : t + 1],
                 cache=cache, use_cache=True,
             )
-            cache = out.cache if hasattr(out, "cache") else out.past_key_values
+            cache = out.past_key_values
             steps.append(out.logits)
     return torch.cat(steps, dim=1)
 
@@ -88,20 +90,38 @@ def test_eager_equals_sdpa():
 
 def test_output_attentions_and_hidden_states():
     model = tiny_model()
-    src, mask = random_batch(97, 2, 6, seed=9)
+    g = torch.Generator().manual_seed(9)
+    src = torch.randint(4, 97, (2, 6), generator=g)
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]])  # the second sentence has 3 padded positions
+    src = src.masked_fill(mask == 0, 0)
     out = model(input_ids=src, attention_mask=mask, decoder_input_ids=src[:, :4], output_attentions=True,
                 output_hidden_states=True)
     c = model.config
     assert len(out.encoder_attentions) == c.encoder_layers and len(out.cross_attentions) == c.decoder_layers
+    assert len(out.decoder_attentions) == c.decoder_layers
+    assert out.encoder_attentions[0].shape == (2, c.encoder_attention_heads, 6, 6)
     assert out.cross_attentions[0].shape == (2, c.decoder_attention_heads, 4, 6)
+    assert out.decoder_attentions[0].shape == (2, c.decoder_attention_heads, 4, 4)
     assert len(out.encoder_hidden_states) == c.encoder_layers + 1
     assert len(out.decoder_hidden_states) == c.decoder_layers + 1
+    torch.testing.assert_close(out.encoder_hidden_states[-1], out.encoder_last_hidden_state)
     # padded source positions get no attention; rows are distributions
-    probs = out.cross_attentions[-1]
-    torch.testing.assert_close(probs.sum(-1), torch.ones_like(probs.sum(-1)))
-    assert probs[1][..., mask[1] == 0].abs().max() == 0 if (mask[1] == 0).any() else True
-    # causal: no decoder position attends to a later one
-    assert torch.triu(out.decoder_attentions[0], diagonal=1).abs().max() == 0
+    for probs in (*out.encoder_attentions, *out.cross_attentions):
+        torch.testing.assert_close(probs.sum(-1), torch.ones_like(probs.sum(-1)))
+        assert probs[1, ..., 3:].abs().max() == 0 and probs[1, ..., :3].min() > 0
+    # causal: no decoder position attends to a later one, and every earlier one gets some attention
+    for probs in out.decoder_attentions:
+        assert torch.triu(probs, diagonal=1).abs().max() == 0 and torch.tril(probs).gt(0).sum() == 2 * 2 * 10
+    # the first encoder layer's weights, recomputed by hand from the states entering it (post-LN: the layer's
+    # input goes straight into self-attention): softmax(Q K^T / sqrt(D)) with padded keys at -inf
+    attn = model.model.encoder.layers[0].self_attn
+    h = out.encoder_hidden_states[0]
+    heads, dim = c.encoder_attention_heads, c.d_model // c.encoder_attention_heads
+    q = torch.nn.functional.linear(h, attn.q_proj.weight, attn.q_proj.bias).view(2, 6, heads, dim).transpose(1, 2)
+    k = torch.nn.functional.linear(h, attn.k_proj.weight, attn.k_proj.bias).view(2, 6, heads, dim).transpose(1, 2)
+    scores = (q @ k.transpose(-1, -2)) / dim**0.5
+    expected = scores.masked_fill(mask[:, None, None, :] == 0, float("-inf")).softmax(-1)
+    torch.testing.assert_close(out.encoder_attentions[0], expected, atol=1e-6, rtol=1e-5)
 
 
 @pytest.mark.parametrize("side", ["right", "left"])
@@ -186,13 +206,20 @@ def test_save_load_round_trip_is_exact(tmp_path, overrides):
 
 
 def test_sinusoidal_table_matches_the_paper():
-    table = sinusoidal_table(50, 16, "interleaved")
-    pos, i = 7, 3
-    torch.testing.assert_close(table[pos, 2 * i], torch.tensor(float(torch.sin(torch.tensor(pos / 10000 ** (2 * i / 16), dtype=torch.float64)))))
-    torch.testing.assert_close(table[pos, 2 * i + 1], torch.tensor(float(torch.cos(torch.tensor(pos / 10000 ** (2 * i / 16), dtype=torch.float64)))))
-    concatenated = sinusoidal_table(50, 16, "concatenated")
-    torch.testing.assert_close(concatenated[:, :8], table[:, 0::2])
-    torch.testing.assert_close(concatenated[:, 8:], table[:, 1::2])
+    """Section 3.5 written out element by element: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...);
+    Marian's layout puts all sines first, then all cosines."""
+    positions, dim = 50, 16
+    paper = torch.zeros(positions, dim, dtype=torch.float64)
+    marian = torch.zeros(positions, dim, dtype=torch.float64)
+    for pos in range(positions):
+        for i in range(dim // 2):
+            angle = pos / 10000 ** (2 * i / dim)
+            paper[pos, 2 * i], paper[pos, 2 * i + 1] = math.sin(angle), math.cos(angle)
+            marian[pos, i], marian[pos, dim // 2 + i] = math.sin(angle), math.cos(angle)
+    torch.testing.assert_close(sinusoidal_table(positions, dim, "interleaved"), paper.float())
+    torch.testing.assert_close(sinusoidal_table(positions, dim, "concatenated"), marian.float())
+    model = tiny_model(sinusoidal_layout="concatenated")
+    torch.testing.assert_close(model.model.encoder.embed_positions.table, sinusoidal_table(64, 32, "concatenated"))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
@@ -245,33 +272,40 @@ def test_decode_step_compiles_with_fullgraph():
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
-BASE = dict(vocab_size=97)
-
-
 @pytest.mark.parametrize(
     "field, value",
     [("activation_function", "gelu"), ("activation_function", "silu"), ("normalize_before", True),
      ("position_encoding", "learned"), ("position_encoding", "rope"), ("sinusoidal_layout", "concatenated"),
      ("scale_embedding", False), ("output_bias", False), ("tie_word_embeddings", False),
-     ("layer_norm_eps", 1e-1), ("max_position_embeddings", 32)],
+     ("layer_norm_eps", 1e-1)],
 )
 def test_every_option_changes_the_model(field, value):
     src, mask = random_batch(97, 2, 6, seed=27)
     tgt, _ = random_batch(97, 2, 5, seed=28)
-    outs = []
-    for overrides in ({}, {field: value}):
-        model = tiny_model(seed=29, **overrides)
-        if field == "max_position_embeddings":
-            with torch.no_grad():  # same weights, only the table length differs: the limit must be enforced
-                long_src = torch.randint(4, 97, (1, 40))
-            if overrides:
-                with pytest.raises(ValueError, match="max_position_embeddings=32"):
-                    model(input_ids=long_src, decoder_input_ids=tgt[:1])
-            else:
-                model(input_ids=long_src, decoder_input_ids=tgt[:1])
-            return
-        outs.append(model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits)
+    outs = [
+        tiny_model(seed=29, **overrides)(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+        for overrides in ({}, {field: value})
+    ]
     assert not torch.allclose(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("position_encoding", ["sinusoidal", "learned"])
+def test_max_position_embeddings_is_the_length_limit(position_encoding):
+    """max_position_embeddings sizes the position table, bounds the input length (40 tokens pass a 64-position
+    model and are refused by a 32-position one) and bounds generate()'s default length (start token + 31)."""
+    g = torch.Generator().manual_seed(27)
+    long_src = torch.randint(4, 97, (1, 40), generator=g)
+    tgt = torch.randint(4, 97, (1, 5), generator=g)
+    short = tiny_model(seed=29, position_encoding=position_encoding, max_position_embeddings=32)
+    default = tiny_model(seed=29, position_encoding=position_encoding)
+    table = short.model.encoder.embed_positions
+    assert (table.table if position_encoding == "sinusoidal" else table.weight).shape == (32, 32)
+    assert torch.isfinite(default(input_ids=long_src, decoder_input_ids=tgt).logits).all()
+    with pytest.raises(ValueError, match="input_ids has 40 positions but the model supports at most "
+                                         "max_position_embeddings=32"):  # fmt: skip
+        short(input_ids=long_src, decoder_input_ids=tgt)
+    assert short(input_ids=long_src[:, :32], decoder_input_ids=tgt).logits.shape == (1, 5, 97)
+    assert (short.generation_config.max_new_tokens, default.generation_config.max_new_tokens) == (31, 63)
 
 
 def test_dropout_options_act_in_training_only():

@@ -97,13 +97,9 @@ def test_round_trip_edge_cases(tok, text):
 
 
 def test_unseen_characters_use_byte_fallback(tok):
-    tokens = tok.tokenize("𪚥")
-    assert tokens == ["<0xF0>", "<0xAA>", "<0x9A>", "<0xA5>"] or tokens[1:] == [
-        "<0xF0>",
-        "<0xAA>",
-        "<0x9A>",
-        "<0xA5>",
-    ]
+    # the leading "▁" is the space marker every text starts with; the character is spelled as its UTF-8 bytes
+    assert "𪚥".encode() == bytes([0xF0, 0xAA, 0x9A, 0xA5])
+    assert tok.tokenize("𪚥") == ["▁", "<0xF0>", "<0xAA>", "<0x9A>", "<0xA5>"]
 
 
 def test_normalizer_contract():
@@ -155,17 +151,19 @@ def test_eos_appended_no_bos_and_literal_specials_are_text(tok):
 
 
 def test_text_target_padding_truncation(tok):
+    """Sources and targets are each right-padded with <pad> to the longest row and cut at max_length keeping a
+    final </s>; targets come back as `labels`."""
     src = ["我爱机器翻译", "神说：要有光，就有了光。" * 20]
-    tgt = ["I love machine translation.", "God said, let there be light."]
+    tgt = ["I love machine translation.", "God said, let there be light. " * 10]
     batch = tok(src, text_target=tgt, padding=True, truncation=True, max_length=16)
     assert set(batch) == {"input_ids", "attention_mask", "labels"}
-    assert len(batch["input_ids"][1]) == 16 and batch["input_ids"][1][-1] == EOS_ID
-    assert all(len(x) == len(batch["input_ids"][0]) for x in batch["input_ids"])
-    assert (
-        batch["labels"][0] == tok(tgt[0])["input_ids"][: len(batch["labels"][0])]
-        or PAD_ID in batch["labels"][0]
-    )
-    assert tok.decode(batch["labels"][1], skip_special_tokens=True) == tgt[1]
+    short_src, long_src = (tok(text)["input_ids"] for text in src)
+    short_tgt, long_tgt = (tok(text)["input_ids"] for text in tgt)
+    assert len(short_src) < 16 < len(long_src) and len(short_tgt) < 16 < len(long_tgt)
+    assert batch["input_ids"] == [short_src + [PAD_ID] * (16 - len(short_src)), long_src[:15] + [EOS_ID]]
+    assert batch["attention_mask"] == [[1] * len(short_src) + [0] * (16 - len(short_src)), [1] * 16]
+    assert batch["labels"] == [short_tgt + [PAD_ID] * (16 - len(short_tgt)), long_tgt[:15] + [EOS_ID]]
+    assert tok.decode(batch["labels"][0], skip_special_tokens=True) == tgt[0]
 
 
 def test_label_padding_is_ignored_in_loss(tok):
@@ -218,9 +216,10 @@ def test_saved_folder_needs_no_project_code(tok, saved, tmp_path):
     texts = ["我爱机器翻译", "I love machine translation.", "emoji 😀 𪚥"]
     code = (
         "import json, sys\n"
+        "for name in ('modeling', 'corpus', 'tokenizer', 'inference', 'export', 'training', 'benchmarks'):\n"
+        "    sys.modules[name] = None  # importing any package of this project now raises ImportError\n"
         "from transformers import AutoTokenizer\n"
         f"t = AutoTokenizer.from_pretrained({str(saved)!r})\n"
-        "assert 'tokenizer' not in sys.modules or not hasattr(sys.modules['tokenizer'], 'train_bpe_tokenizer')\n"
         f"texts = {texts!r}\n"
         "b = t(texts, text_target=texts, padding=True)\n"
         "print(json.dumps({'ids': t(texts)['input_ids'], 'labels': b['labels'], "
@@ -321,7 +320,7 @@ def test_bad_files(tmp_path):
         train_bpe_tokenizer(missing, vocab_size=400)
     with pytest.raises(FileNotFoundError, match="nope.tsv"):
         train_bpe_tokenizer(files=[str(missing)], vocab_size=400)
-    with pytest.raises(ValueError, match="is a directory"):
+    with pytest.raises(ValueError, match="holds no data files"):
         train_bpe_tokenizer(tmp_path, vocab_size=400)
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("Übersetzung\n".encode("latin-1"))
@@ -352,18 +351,20 @@ def _load_script(name: str):
 def test_train_tokenizer_cli(tmp_path, capsys):
     cli = _load_script("train_tokenizer")
     out = tmp_path / "tok"
-    rc = cli.main([str(ZH_EN), "--max-lines", "300", "--vocab-size", "1200", "--no-progress", "-o", str(out)])
+    rc = cli.main(
+        [str(ZH_EN), "--max_lines", "300", "--vocab_size", "1200", "--no_progress", "--output", str(out)]
+    )
     assert rc == 0 and (out / "tokenizer.json").exists()
     loaded = AutoTokenizer.from_pretrained(out)
     assert len(loaded) == 1200 and loaded.eos_token_id == EOS_ID
-    assert cli.main([str(tmp_path / "missing.tsv"), "-o", str(out), "--no-progress"]) == 2
+    assert cli.main([str(tmp_path / "missing.tsv"), "--output", str(out), "--no_progress"]) == 2
     assert "missing.tsv" in capsys.readouterr().err
 
 
 def test_bench_script_runs_on_tiny_slice(capsys):
     pytest.importorskip("sentencepiece")
     bench = _load_script("bench_tokenizer")
-    assert bench.main([str(ZH_EN), "--max-lines", "150", "--vocab-size", "1200", "--rounds", "1"]) == 0
+    assert bench.main([str(ZH_EN), "--max_lines", "150", "--vocab_size", "1200", "--rounds", "1"]) == 0
     out = capsys.readouterr().out
     assert "ratio vs SentencePiece" in out and "tokens per sentence" in out
 
@@ -383,7 +384,13 @@ def test_training_is_reproducible_across_processes():
     env = {**os.environ, "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     digests = {
         subprocess.run(
-            [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
         ).stdout.split()[-1]
         for _ in range(3)
     }

@@ -4,7 +4,7 @@ model folder with ``eval_results.json`` and a model card.
 * Length penalty (transformers': a finished hypothesis scores ``sum(log p) / length ** alpha``): ``--length_penalty``
   when given; else each of ``--length_penalty_candidates`` translates (up to 500 of) the validation pairs with
   the test beam size, and the best BLEU (then chrF) wins. Skipped with greedy test decoding, one candidate or no
-  validation split. The exported ``generation_config.json`` carries the chosen value.
+  validation split. The exported ``generation_config.json`` carries the chosen value and the test beam size.
 * Test: every test pair translated with the test beams and the chosen penalty, scored with sacreBLEU.
 * Export: `modeling.save_with_remote_code` (weights, config, code, tokenizer), then README.md: the model card
   (`export.model_card.build_model_card` with the metadata and sections of `training.card`).
@@ -41,15 +41,16 @@ class Evaluation:
 
 def choose_length_penalty(
     model, tokenizer, valid: datasets.Dataset, candidates: Sequence[float], *, num_beams: int, batch_size: int,
-    tokenize: str,
+    tokenize: str, progress: Callable[[int], None] | None = None,
 ) -> list[dict]:  # fmt: skip
-    """BLEU and chrF of each candidate length penalty on (up to `SEARCH_SENTENCES` of) the validation split."""
+    """BLEU and chrF of each candidate length penalty on (up to `SEARCH_SENTENCES` of) the validation split;
+    ``progress(n)`` is called after each batch of ``n`` translated sentences."""
     part = valid.select(range(min(SEARCH_SENTENCES, len(valid))))
     search = []
     for lp in candidates:
         scores, _ = evaluate_translation(
             model, tokenizer, list(part["source"]), list(part["target"]), tokenize=tokenize, num_beams=num_beams,
-            length_penalty=lp, batch_size=batch_size, **LENGTH_CAP,
+            length_penalty=lp, batch_size=batch_size, progress=progress, **LENGTH_CAP,
         )  # fmt: skip
         search.append({"length_penalty": lp, "bleu": scores["bleu"], "chrf": scores["chrf"]})
     return search
@@ -66,14 +67,18 @@ def evaluate_run(
     result = Evaluation(length_penalty if length_penalty is not None else candidates[0])
     valid, test = splits["validation"], splits["test"]
     if length_penalty is None and num_beams > 1 and len(valid) and len(candidates) > 1:
+        emit("length_penalty_start", {"num_sentences": min(SEARCH_SENTENCES, len(valid)) * len(candidates)})
         result.length_penalty_search = choose_length_penalty(
-            model, tokenizer, valid, candidates, num_beams=num_beams, batch_size=batch_size, tokenize=tokenize
-        )
+            model, tokenizer, valid, candidates, num_beams=num_beams, batch_size=batch_size, tokenize=tokenize,
+            progress=lambda n: emit("length_penalty_progress", {"n": n}),
+        )  # fmt: skip
         best = max(result.length_penalty_search, key=lambda r: (r["bleu"], r["chrf"]))
         result.length_penalty = best["length_penalty"]
         emit("length_penalty", {"search": result.length_penalty_search, "chosen": result.length_penalty,
                                 "num_sentences": min(SEARCH_SENTENCES, len(valid))})  # fmt: skip
+    # the exported defaults are the decoding the reported figures used (scripts/evaluate.py reproduces them)
     model.generation_config.length_penalty = result.length_penalty
+    model.generation_config.num_beams = num_beams
     if not len(test):
         return result
     emit("test_start", {"num_sentences": len(test)})

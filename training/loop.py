@@ -312,11 +312,9 @@ class Trainer:
         tokens_now, last_saved = 0, state.step if cfg.resume else None
         while True:
             seconds = time.monotonic() - start
-            progress = 0.0
-            if recipe.cooldown:
-                progress = budget_progress(step=state.step, epochs=self.epochs_done(), seconds=seconds,
-                                           max_steps=cfg.max_steps, max_epochs=cfg.max_epochs,
-                                           max_minutes=cfg.max_minutes)  # fmt: skip
+            progress = budget_progress(step=state.step, epochs=self.epochs_done(), seconds=seconds,
+                                       max_steps=cfg.max_steps, max_epochs=cfg.max_epochs,
+                                       max_minutes=cfg.max_minutes)  # fmt: skip
             stopped, progress = self.agree(self.stop_reason(state.step, seconds), progress)
             if stopped:
                 break
@@ -326,7 +324,7 @@ class Trainer:
             state.target_tokens += logs["ntokens"]
             state.train_seconds = before + time.monotonic() - start
             tokens_now += logs["ntokens"]
-            logs.update(step=state.step, epoch=data.stream.epoch, seconds=state.train_seconds)
+            logs.update(step=state.step, epoch=data.stream.epoch, seconds=state.train_seconds, budget=progress)
             result.history.append(logs)
             self.emit("step", logs)
             if state.step % cfg.log_every == 0:
