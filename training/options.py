@@ -155,7 +155,8 @@ TrainConfig.help_groups = {
 # options that must not change when a run is resumed
 RESUME_KEYS = ("data", "max_lines", "valid_size", "test_size", "split_block_size", "split_seed", "max_length",
                "preset", "dropout", "init_std", "linear_init_std", "seed", "grad_accum", "label_smoothing",
-               "source_column", "target_column")  # fmt: skip
+               "source_column", "target_column", "source_lang", "target_lang", "has_header", "hub_config", "train_split",
+               "valid_split", "test_split", "on_bad_line")  # fmt: skip
 
 
 def float_list(text: str, option: str, what: str, positive: bool = False) -> list[float]:

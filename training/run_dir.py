@@ -76,7 +76,11 @@ class RunDir:
         if cfg.resume and saved.exists():
             old = json.loads(saved.read_text(encoding="utf-8"))
             new = options_dict(cfg)
-            diff = {k: (old.get(k), new[k]) for k in RESUME_KEYS if old.get(k) != new[k]}
+            # a key the saved options lack (saved before the option existed) had its default then
+            defaults = {f.name: f.default for f in dataclasses.fields(cfg)}
+            diff = {
+                k: (old.get(k, defaults[k]), new[k]) for k in RESUME_KEYS if old.get(k, defaults[k]) != new[k]
+            }
             if diff:
                 raise ValueError(
                     "Cannot resume with different options (checkpoint value, this run): "
