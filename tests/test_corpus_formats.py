@@ -190,6 +190,9 @@ def test_training_on_a_dataset_dict_reports_its_own_test_split(tmp_path, pairs, 
     assert result.split_sizes["test"] == len(parts["test"]) and result.test_metrics is not None
     assert "15 validation ('validation' split of the data)" in result.data_summary
     assert "15 test ('test' split of the data)" in result.data_summary
+    assert result.split_origin["test"] == "'test' split of the data"
+    card = (tmp_path / "run" / "README.md").read_text(encoding="utf-8")
+    assert "pairs of the test split ('test' split of the data)" in card
     saved = json.loads((tmp_path / "run" / "checkpoints" / "train_config.json").read_text(encoding="utf-8"))
     assert saved["data"].startswith("DatasetDict(train:")
 

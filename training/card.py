@@ -94,7 +94,8 @@ def _summary(cfg: TrainConfig, result, dataset: str | None) -> str:
     )  # fmt: skip
     if m:
         text += (
-            f" Test BLEU {m['bleu']}, chrF {m['chrf']} on the {m['num_sentences']:,} pairs of the test split."
+            f" Test BLEU {m['bleu']}, chrF {m['chrf']} on the {m['num_sentences']:,} pairs of the test split"
+            + (f" ({result.split_origin['test']})." if result.split_origin.get("test") else ".")
         )
     return text
 

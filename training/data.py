@@ -97,6 +97,7 @@ class TrainingData:
     sampler: TokenBudgetBatchSampler
     stream: BatchStream
     summary: str  # what reading, splitting and filtering did, for the log and the model card
+    split_origin: dict[str, str]  # where each split came from (corpus.DataReport.split_origin)
 
 
 def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
@@ -143,4 +144,4 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
     if isinstance(cfg.data, (str, Path)):
         summary = summary.replace(str(cfg.data), Path(cfg.data).name)
     return TrainingData(splits, tokenizer, train_src, train_tgt, valid_src, valid_tgt, sampler, BatchStream(sampler),
-                        summary)  # fmt: skip
+                        summary, report.split_origin)  # fmt: skip

@@ -79,6 +79,8 @@ def evaluate_run(
     # the exported defaults are the decoding the reported figures used (scripts/evaluate.py reproduces them)
     model.generation_config.length_penalty = result.length_penalty
     model.generation_config.num_beams = num_beams
+    if num_beams == 1:  # greedy: the beam-only settings return to their defaults (transformers refuses them)
+        model.generation_config.length_penalty, model.generation_config.early_stopping = 1.0, False
     if not len(test):
         return result
     emit("test_start", {"num_sentences": len(test)})

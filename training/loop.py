@@ -75,6 +75,7 @@ class TrainResult:
     mixed_precision: str = "no"  # what the run used: --mixed_precision, else accelerate's configuration
     data_summary: str = ""
     split_sizes: dict = field(default_factory=dict)
+    split_origin: dict = field(default_factory=dict)  # where each split came from (the data's own, or held out)
     best_valid_loss: float | None = None
     output_dir: str = ""
     last_checkpoint: str | None = None
@@ -298,7 +299,7 @@ class Trainer:
         result = TrainResult(
             output_dir=str(self.run_dir.root), num_parameters=self.num_parameters, data_summary=data.summary,
             num_processes=acc.num_processes, device=acc.device.type, mixed_precision=acc.mixed_precision,
-            split_sizes={name: len(split) for name, split in data.splits.items()},
+            split_sizes={name: len(split) for name, split in data.splits.items()}, split_origin=data.split_origin,
         )  # fmt: skip
         if cfg.tensorboard:
             hparams = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
