@@ -10,19 +10,30 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-# Tiny test models run fastest on one thread, and tests that start subprocesses (accelerate launch, CLIs)
-# would otherwise oversubscribe the cores with OpenMP threads. Set before torch is imported.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The test session's process-wide settings, made here once and put back when the session ends: tiny test models
+# run fastest on one thread, and tests that start subprocesses (accelerate launch, CLIs) would otherwise
+# oversubscribe the cores with OpenMP threads; no test reaches the Hub. Set before torch is imported.
+SESSION_ENV = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+_ENV_BEFORE_SESSION = {name: os.environ.get(name) for name in SESSION_ENV}
+for _name, _value in SESSION_ENV.items():
+    os.environ.setdefault(_name, _value)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+_THREADS_BEFORE_SESSION = torch.get_num_threads()
 torch.set_num_threads(1)
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+# Property tests draw the same examples on every run (no flaky CI) and have no per-example deadline (2 shared
+# cores make timings meaningless); no example database is written into the checkout.
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("ci")
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: E402
 from transformers import PreTrainedTokenizerFast  # noqa: E402
@@ -31,6 +42,53 @@ from modeling import VanillaTransformerConfig, VanillaTransformerForConditionalG
 
 if TYPE_CHECKING:
     from training import TrainConfig
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """Put back the process-wide settings this file made for the session."""
+    torch.set_num_threads(_THREADS_BEFORE_SESSION)
+    for name, value in _ENV_BEFORE_SESSION.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def _process_state() -> dict:
+    # PYTEST_CURRENT_TEST is pytest's own, rewritten in every phase of a test
+    environment = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    return {"torch threads": torch.get_num_threads(), "torch default dtype": torch.get_default_dtype(),
+            "environment": environment}  # fmt: skip
+
+
+SESSION_STATE = _process_state()  # the thread count and default dtype every test starts and ends with
+
+
+@pytest.fixture(autouse=True)
+def process_state_is_restored():
+    """Every test leaves the process as it found it, so that no test depends on the order of the others: the
+    session's thread count and default dtype (also after module- and session-scoped fixtures, which run before
+    this check) and the environment the test started with. A test (or its fixtures) that does not is an error
+    naming what changed, and the state is put back."""
+    expected = {**SESSION_STATE, "environment": _process_state()["environment"]}
+    yield
+    after = _process_state()
+    if after == expected:
+        return
+    torch.set_num_threads(expected["torch threads"])
+    torch.set_default_dtype(expected["torch default dtype"])
+    for key in set(os.environ) - set(expected["environment"]) - {"PYTEST_CURRENT_TEST"}:
+        del os.environ[key]
+    os.environ.update(expected["environment"])
+    changed = [f"{name} {expected[name]} -> {after[name]}" for name in ("torch threads", "torch default dtype")
+               if expected[name] != after[name]]  # fmt: skip
+    env_before, env_after = expected["environment"], after["environment"]
+    changed += [f"${key}" for key in sorted(set(env_before) | set(env_after))
+                if env_before.get(key) != env_after.get(key)]  # fmt: skip
+    pytest.fail(
+        f"the test changed process-wide state without restoring it: {', '.join(changed)} (use monkeypatch "
+        "or a fixture that restores it)"
+    )
 
 
 def tiny_config(**overrides) -> VanillaTransformerConfig:
@@ -142,14 +200,15 @@ SMALL_RUN_LINES = 300
 
 def small_run_options(**overrides) -> dict:
     """The options of a short `tiny`-preset run on the first 300 lines of the shipped corpus (20 validation
-    and 6 test pairs, 512-token batches, no time limit, one thread, no validation BLEU, TensorBoard or
-    export), with `overrides` on top. There is no default stopping rule: pass max_steps."""
+    and 6 test pairs, 512-token batches, no time limit, one thread, no allocator tuning (mallopt cannot be undone
+    in the test process), no validation BLEU, TensorBoard or export), with `overrides` on top. There is no default
+    stopping rule: pass max_steps."""
     from corpus import DEFAULT_DATA
 
     values = dict(
         data=str(DEFAULT_DATA), max_lines=SMALL_RUN_LINES, valid_size=20, test_size=6, preset="tiny",
         max_tokens=512, max_minutes=None, eval_every=100, bleu_samples=0, tensorboard=False, num_threads=1,
-        export=False,
+        tune_cpu_allocator=False, export=False,
     )  # fmt: skip
     values.update(overrides)
     return values

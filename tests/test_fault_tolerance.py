@@ -1,23 +1,26 @@
-"""Training survives being killed: SIGKILL at random moments and at every step of a checkpoint write, each
-followed by --resume, ends with weights bit-identical to an uninterrupted run (CPU, deterministic), and after
+"""Training survives being killed: SIGKILL at random moments of a run and at every step of a checkpoint write,
+each followed by --resume, ends with weights bit-identical to an uninterrupted run (CPU, deterministic), and after
 every kill each checkpoint on disk verifies and loads. A full disk during a save (a writer raising
 OSError(ENOSPC)) reports the error and leaves the previous checkpoint intact.
 
-The runs are children forked from the test process (no interpreter start-up per kill). A child dies either
-by an external SIGKILL after a random delay, or by sending itself SIGKILL at an injected point: inside the
-writer of a checkpoint file, before each `os.replace` of the commit sequence, during pruning, or right after
-an optimizer update."""
+The killed runs are children of a fork server (tests/kill_server.py: a fresh interpreter that imports the trainer
+once), each bounded by a timeout. A random kill is sent once the child has logged a randomly chosen update (before
+the last one) plus a random delay, and counts only if it landed while the run was still going."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import json
 import os
 import random
 import re
+import select
 import shutil
-import signal
+import subprocess
+import sys
 import time
-import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +32,7 @@ from training import TrainConfig, train
 from training import checkpoint as ckpt
 
 STEPS = 12
+CHILD_TIMEOUT = 120  # seconds for one training child (a run takes a few seconds)
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-\d+$")
 
 
@@ -53,122 +57,51 @@ def reference(tokenizer_dir, tmp_path_factory) -> tuple[dict[int, dict[str, torc
     return weights, root / "cache"
 
 
-# ------------------------------------------------------------------------------------------ the child
+# ------------------------------------------------------------------------------------------ the children
 
 
-def _die() -> None:
-    os.kill(os.getpid(), signal.SIGKILL)
+class KillServer:
+    """The fork server (tests/kill_server.py) as a subprocess: `run` sends one request and waits, bounded, for its
+    outcome ('finished', 'killed', 'failed' or 'timeout')."""
 
+    def __init__(self):
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("kill_server.py"))],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=Path(__file__).parents[1])  # fmt: skip
+        self.pending = b""
 
-def _install_kill_point(point: str, nth: int) -> None:
-    """In the child: SIGKILL this process at `point` during its `nth` checkpoint save (or `nth` update)."""
-    import accelerate.checkpointing
+    def run(self, cfg: TrainConfig, log: Path, point: str | None = None, nth: int = 1,
+            kill_after_step: int | None = None, delay: float = 0.0) -> str:  # fmt: skip
+        job = {"config": dataclasses.asdict(cfg), "log": str(log), "point": point, "nth": nth,
+               "kill_after_step": kill_after_step, "delay": delay, "timeout": CHILD_TIMEOUT}  # fmt: skip
+        self.proc.stdin.write((json.dumps(job) + "\n").encode())
+        self.proc.stdin.flush()
+        deadline = time.monotonic() + CHILD_TIMEOUT + 60  # the server enforces CHILD_TIMEOUT itself
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.pending:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(fd, 4096) if ready else b""
+            if not chunk:
+                self.close()
+                pytest.fail(f"the fork server died or did not answer in time; child log:\n{log.read_text()}")
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return json.loads(line)["outcome"]
 
-    saves = {"n": 0}
-    real_save_checkpoint = ckpt.save_checkpoint
-
-    def counting_save(*args, **kwargs):
-        saves["n"] += 1
-        return real_save_checkpoint(*args, **kwargs)
-
-    ckpt.save_checkpoint = counting_save  # the trainer calls it through the module
-    armed = lambda: saves["n"] == nth  # noqa: E731
-
-    if point in ("model.safetensors", "optimizer.bin"):
-        real_save = accelerate.checkpointing.save
-
-        def half_written(obj, path, *args, **kwargs):
-            if armed() and Path(path).name == point:
-                real_save(obj, path, *args, **kwargs)
-                data = Path(path).read_bytes()
-                Path(path).write_bytes(data[: len(data) // 2])  # the kill lands mid-file
-                _die()
-            return real_save(obj, path, *args, **kwargs)
-
-        accelerate.checkpointing.save = half_written
-    elif point in ("trainer_state.json", "manifest.json", "rename", "latest"):
-        real_replace = os.replace
-
-        def replace(src, dst, *args, **kwargs):
-            src, dst = Path(src), Path(dst)
-            hit = (
-                dst.name == point
-                or (point == "rename" and src.name.startswith(".tmp-checkpoint-") and _CHECKPOINT_DIR.match(dst.name))
-            )  # fmt: skip
-            if armed() and hit:
-                _die()
-            return real_replace(src, dst, *args, **kwargs)
-
-        os.replace = replace
-    elif point == "prune":
-        real_rmtree = shutil.rmtree
-
-        def rmtree(path, *args, **kwargs):
-            path = Path(path)
-            if armed() and re.search(r"checkpoint-\d+$", path.name) and not path.name.startswith(".tmp-"):
-                (path / ckpt.MODEL_FILE).unlink()  # deletion under way
-                _die()
-            return real_rmtree(path, *args, **kwargs)
-
-        shutil.rmtree = rmtree
-    elif point != "update":
-        raise ValueError(point)
-
-
-def run_child(
-    cfg: TrainConfig, log: Path, point: str | None = None, nth: int = 1, delay: float | None = None
-) -> str:
-    """Fork a child that trains with `cfg`; return 'finished', 'killed' or 'failed: <traceback>'."""
-    log.write_text("")
-    pid = os.fork()
-    if pid == 0:  # child
-        code = 1
+    def close(self) -> None:
+        self.proc.stdin.close()
         try:
-            fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        self.proc.stdout.close()
 
-            def event(name: str, info: dict) -> None:
-                if name == "step":
-                    os.write(fd, f"step {info['step']}\n".encode())
-                    if point == "update" and info["step"] - first_step[0] == nth:
-                        _die()  # the update is in memory, not yet in a checkpoint
-                elif name == "start":
-                    first_step[0] = info["step"]
 
-            first_step = [0]
-            if point is not None:
-                _install_kill_point(point, nth)
-            real = ckpt.save_checkpoint
-
-            def marked_save(accelerator, root, step, *args, **kwargs):
-                os.write(fd, f"save-begin {step}\n".encode())
-                path = real(accelerator, root, step, *args, **kwargs)
-                os.write(fd, f"save-end {step}\n".encode())
-                return path
-
-            ckpt.save_checkpoint = marked_save
-            train(cfg, event)
-            code = 0
-        except BaseException:
-            os.write(fd, ("FAILED " + traceback.format_exc()).encode())
-        finally:
-            os._exit(code)
-    done, status = 0, 0
-    if delay is not None:
-        deadline = time.monotonic() + delay
-        while time.monotonic() < deadline:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:  # the child ended before the kill (and is reaped now)
-                break
-            time.sleep(0.005)
-        else:
-            os.kill(pid, signal.SIGKILL)
-    if not done:
-        _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
-        return "killed"
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-        return "finished"
-    return "failed: " + log.read_text()
+@pytest.fixture
+def kill_server() -> Iterator[KillServer]:
+    server = KillServer()
+    yield server
+    server.close()
 
 
 def phase_of(log: Path) -> str:
@@ -199,49 +132,59 @@ INJECTED = [
     ("manifest.json", 2),  # before the manifest (the completion mark) is in place
     ("rename", 1),  # before the temporary directory becomes checkpoint-<step>
     ("latest", 2),  # after the rename, before `latest` points at it (the next run re-saves that step)
-    ("prune", 1),  # while deleting an old checkpoint
+    ("prune", 3),  # while deleting an old checkpoint (a fresh run's third save prunes its first checkpoint)
 ]
 RANDOM_KILLS = 6
 
 
+def resumable_step(root: Path) -> int:
+    """The update a run in `root` resumes after (0 for a fresh run)."""
+    latest = ckpt.latest_checkpoint(root)
+    return int(latest.name.split("-")[1]) if latest is not None else 0
+
+
 def test_sigkill_at_random_points_and_during_checkpoint_writes_then_resume_exactly(
-    reference, tokenizer_dir, tmp_path
+    reference, tokenizer_dir, tmp_path, kill_server
 ):
     weights, cache = reference
     out, log = tmp_path / "out", tmp_path / "child.log"
     root = out / "checkpoints"
     rng = random.Random(6)
-    plan = [(point, nth, None) for point, nth in INJECTED]
-    plan += [(None, 1, rng.uniform(0.1, 1.0)) for _ in range(RANDOM_KILLS)]
+    plan = [(point, nth) for point, nth in INJECTED] + [(None, 0)] * RANDOM_KILLS
     rng.shuffle(plan)
     kills = {"saving": 0, "training": 0}
-    injected_hit = set()
-    for point, nth, delay in plan:
+    injected_hit, random_landed = set(), 0
+    for point, nth in plan:
         for _attempt in range(2):
-            resume = bool(ckpt.list_checkpoints(root))
-            outcome = run_child(run_config(out, tokenizer_dir, cache, resume=resume), log, point, nth, delay)
-            assert not outcome.startswith("failed"), outcome
-            if outcome != "finished":
+            if STEPS - resumable_step(root) <= max(nth, 1):
+                shutil.rmtree(out)  # too little of the run is left for this kill: start over
+            cfg = run_config(out, tokenizer_dir, cache, resume=resumable_step(root) > 0)
+            if point is None:  # after a random update of this run (not the last one), a random delay later
+                target = rng.randint(resumable_step(root) + 1, STEPS - 1)
+                outcome = kill_server.run(cfg, log, kill_after_step=target, delay=rng.uniform(0.0, 0.03))
+            else:
+                outcome = kill_server.run(cfg, log, point, nth)
+            assert outcome in ("finished", "killed"), f"{outcome}: {log.read_text()}"
+            if outcome == "killed":
                 break
-            # the run ended before the kill came (a late random kill, or a resumed run with fewer than `nth`
-            # events left): nothing left to interrupt; start over, and give an injected point a fresh run
+            # the run ended before the kill came (a resumed run with fewer than `nth` events left, or a random
+            # kill that came too late): nothing was interrupted; start over on a fresh run
             shutil.rmtree(out)
-            if point is None:
-                break
         else:
-            pytest.fail(f"the injected kill at {point!r} (occurrence {nth}) never fired, even on a fresh run")
-        if outcome == "finished":
-            continue
+            pytest.fail(f"the kill at {point or 'a random moment'!r} never landed, even on a fresh run")
+        assert "train-done" not in log.read_text(), "the kill landed after the run had ended"
         kills[phase_of(log)] += 1
-        if point is not None:
+        if point is None:
+            random_landed += 1
+        else:
             injected_hit.add(point)
         assert_every_checkpoint_readable(root)
-    assert injected_hit == {point for point, _ in INJECTED}
+    assert injected_hit == {point for point, _ in INJECTED} and random_landed == RANDOM_KILLS
     # six injected points lie inside save_checkpoint (weights, optimizer, trainer state, manifest, rename, latest)
     # and always count as "saving"; "update" and "prune" count as "training"; random kills land in either phase
     assert kills["saving"] >= 6 and kills["training"] >= 2, kills
-    outcome = run_child(run_config(out, tokenizer_dir, cache, resume=bool(ckpt.list_checkpoints(root))), log)
-    assert outcome == "finished", outcome
+    outcome = kill_server.run(run_config(out, tokenizer_dir, cache, resume=resumable_step(root) > 0), log)
+    assert outcome == "finished", log.read_text()
     assert_every_checkpoint_readable(root)
     final = load_file(root / f"checkpoint-{STEPS}" / ckpt.MODEL_FILE)
     assert final.keys() == weights[STEPS].keys()

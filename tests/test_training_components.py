@@ -1,6 +1,6 @@
 """Training building blocks against independent references: token-budget batching, collation, the
-label-smoothed loss, the learning-rate schedule, checkpoints (atomic, verified, pruned), averaging and the
-model card."""
+label-smoothed loss, the learning-rate schedule and its cool-down, checkpoints (atomic, verified, pruned),
+averaging and the length-penalty choice."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from export.model_card import DEFAULT_TEMPLATE, render_model_card
 from training.averaging import average_state_dicts
 from training.batching import BatchStream, TokenBudgetBatchSampler, collate
 from training.checkpoint import (
@@ -102,7 +101,6 @@ def test_label_smoothed_loss_matches_explicit_target_distribution():
     plain, _ = label_smoothed_nll_loss(logits, labels, 0.0)
     ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum")
     torch.testing.assert_close(plain, ce)
-
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
@@ -217,23 +215,127 @@ def test_average_state_dicts_is_the_mean():
         average_state_dicts([{"a": torch.zeros(1)}, {"b": torch.zeros(1)}])
 
 
-def test_render_model_card():
-    text = render_model_card('# {name}\nBLEU {bleu} {{literal}} `{"x": 1}`', {"name": "m", "bleu": 12.3})
-    assert text == '# m\nBLEU 12.3 {literal} `{"x": 1}`'
-    with pytest.raises(ValueError, match=r"placeholder\(s\) \['chrf'\]"):
-        render_model_card("{chrf}", {"bleu": 1})
-    assert render_model_card("{chrf}", {}, strict=False) == "{chrf}"
-    keys = [
-        "model_name",
-        "source_lang",
-        "target_lang",
-        "data",
-        "recipe",
-        "metrics",
-        "bleu_signature",
-        "chrf_signature",
-    ]
-    assert "{" not in render_model_card(DEFAULT_TEMPLATE, dict.fromkeys(keys, "v"))
+def test_average_if_better_keeps_the_mean_only_when_it_lowers_the_validation_loss():
+    """A one-weight model with snapshots w=1 (update 2) and w=3 (update 4, the current weights) and the validation
+    loss (w - target)^2: the mean w=2 is kept for target 2 (loss 1 -> 0), the current w=3 is put back for target 3
+    (0 -> 1) and on a tie (target 2.5: 0.25 both); without a validation split the mean is kept."""
+    from training.averaging import average_if_better
+
+    model = torch.nn.Linear(1, 1, bias=False)
+
+    def case(target: float | None) -> tuple[dict | None, float]:
+        current = {"weight": torch.tensor([[3.0]])}
+        model.load_state_dict(current)
+        snapshots = [(2, {"weight": torch.tensor([[1.0]])}), (4, current)]
+
+        def validation() -> dict:
+            return (
+                {}
+                if target is None
+                else {"valid_loss": (model.weight.item() - target) ** 2, "valid_ppl": 1.0}
+            )
+
+        return average_if_better(model, snapshots, current, validation), model.weight.item()
+
+    def outcome(info: dict) -> tuple:
+        return info["kept"], info["valid_loss_final"], info["valid_loss_averaged"]
+
+    info, weight = case(2.0)
+    assert outcome(info) == (True, 1.0, 0.0) and weight == 2.0 and info["steps"] == [2, 4]
+    info, weight = case(3.0)
+    assert outcome(info) == (False, 0.0, 1.0) and weight == 3.0
+    info, weight = case(2.5)
+    assert outcome(info) == (False, 0.25, 0.25) and weight == 3.0
+    info, weight = case(None)
+    assert outcome(info) == (True, None, None) and weight == 2.0
+    model.load_state_dict({"weight": torch.tensor([[3.0]])})
+    assert average_if_better(model, [(4, {"weight": torch.tensor([[3.0]])})], {}, lambda: {}) is None
+
+
+SCORES = {0.6: (20.0, 50.0), 1.0: (25.0, 40.0), 1.4: (25.0, 45.0)}  # candidate -> validation (BLEU, chrF)
+
+
+@pytest.fixture
+def scored_by_length_penalty(monkeypatch) -> list[dict]:
+    """Replace the translation scorer of training.finish with `SCORES` (test scores: 30, 60); returns the calls."""
+    import training.finish
+
+    calls = []
+
+    def fake(model, tokenizer, sources, references, *, tokenize, length_penalty, num_beams, **kwargs):
+        calls.append({"sources": list(sources), "length_penalty": length_penalty, "num_beams": num_beams})
+        bleu, chrf = SCORES[length_penalty] if sources[0].startswith("valid") else (30.0, 60.0)
+        return {"bleu": bleu, "chrf": chrf}, ["hypothesis"] * len(sources)
+
+    monkeypatch.setattr(training.finish, "evaluate_translation", fake)
+    return calls
+
+
+def run_finish(length_penalty: float | None, num_beams: int):
+    import datasets
+    from transformers import GenerationConfig
+
+    from training.finish import evaluate_run
+
+    class Model:
+        generation_config = GenerationConfig()
+
+    splits = datasets.DatasetDict({
+        name: datasets.Dataset.from_dict({"source": [f"{name} {i}" for i in range(3)], "target": ["t"] * 3})
+        for name in ("validation", "test")
+    })  # fmt: skip
+    model = Model()
+    events = []
+    evaluation = evaluate_run(model, None, splits, candidates=list(SCORES), length_penalty=length_penalty,
+                              num_beams=num_beams, batch_size=8, tokenize="13a", num_samples=1,
+                              emit=lambda name, info: events.append((name, info)))  # fmt: skip
+    return evaluation, model, events
+
+
+def test_length_penalty_with_the_best_validation_bleu_then_chrf_is_chosen(scored_by_length_penalty):
+    """Candidates 0.6, 1.0, 1.4 score BLEU 20, 25, 25 and chrF 50, 40, 45 on validation: 1.4 wins (BLEU tie
+    broken by chrF), the test split is translated with it and the model's generation config carries it."""
+    evaluation, model, events = run_finish(length_penalty=None, num_beams=4)
+    assert evaluation.length_penalty == 1.4 and model.generation_config.length_penalty == 1.4
+    assert model.generation_config.num_beams == 4
+    assert evaluation.length_penalty_search == [
+        {"length_penalty": 0.6, "bleu": 20.0, "chrf": 50.0}, {"length_penalty": 1.0, "bleu": 25.0, "chrf": 40.0},
+        {"length_penalty": 1.4, "bleu": 25.0, "chrf": 45.0},
+    ]  # fmt: skip
+    search, test = scored_by_length_penalty[:3], scored_by_length_penalty[3:]
+    assert [c["sources"][0] for c in search] == ["validation 0"] * 3 and {c["num_beams"] for c in search} == {
+        4
+    }
+    assert [(c["sources"], c["length_penalty"]) for c in test] == [(["test 0", "test 1", "test 2"], 1.4)]
+    assert evaluation.test_metrics["length_penalty"] == 1.4 and evaluation.test_metrics["bleu"] == 30.0
+    assert (
+        "length_penalty",
+        {"search": evaluation.length_penalty_search, "chosen": 1.4, "num_sentences": 3},
+    ) in events
+
+
+@pytest.mark.parametrize("length_penalty, num_beams, used, exported", [(0.8, 4, 0.8, 0.8), (None, 1, 0.6, 1.0)])
+def test_length_penalty_search_is_skipped_when_given_or_greedy(
+    scored_by_length_penalty, length_penalty, num_beams, used, exported
+):
+    """--length_penalty 0.8 is used as given; greedy test decoding has no length penalty to choose (the first
+    candidate is recorded, and the exported greedy generation config keeps transformers' default 1.0)."""
+    evaluation, model, _ = run_finish(length_penalty=length_penalty, num_beams=num_beams)
+    assert evaluation.length_penalty_search == [] and evaluation.length_penalty == used
+    assert [c["length_penalty"] for c in scored_by_length_penalty] == [used]  # the test split only
+    assert model.generation_config.length_penalty == exported and model.generation_config.num_beams == num_beams
+
+
+@pytest.mark.parametrize(
+    "progress, factor",
+    [(0.0, 1.0), (0.5, 1.0), (0.75, 1.0), (0.8, 0.8), (0.9, 0.4), (0.95, 0.2), (1.0, 0.0), (1.2, 0.0)],
+)
+def test_cooldown_factor_decays_linearly_over_the_last_quarter(progress, factor):
+    """cooldown 0.25: full rate until 75% of the budget, then linear to 0 at 100% (hand-computed: 0.8 -> 0.2/0.25)."""
+    from training.schedule import cooldown_factor
+
+    assert cooldown_factor(progress, 0.25) == pytest.approx(factor, abs=1e-12)
+    assert cooldown_factor(progress, 0.0) == 1.0  # off
 
 
 def test_cpu_allocator_tuning_takes_effect_once_on_glibc_linux():
@@ -244,12 +346,18 @@ def test_cpu_allocator_tuning_takes_effect_once_on_glibc_linux():
     code = ("import sys; sys.path.insert(0, '.'); import training.allocator as a; "
             "print(a._applied, a.tune_cpu_allocator(), a.tune_cpu_allocator(), a._applied)")  # fmt: skip
     root = __import__("pathlib").Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True, timeout=120
+    ).stdout
     glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
-    assert out.split() == (["False", "True", "True", "True"] if glibc else ["False", "False", "False", "False"])
+    assert out.split() == (
+        ["False", "True", "True", "True"] if glibc else ["False", "False", "False", "False"]
+    )
 
 
-@pytest.mark.parametrize("module, name", [("training.options", "TrainConfig"), ("benchmarks.quality", "QualityConfig")])
+@pytest.mark.parametrize(
+    "module, name", [("training.options", "TrainConfig"), ("benchmarks.quality", "QualityConfig")]
+)
 def test_every_option_of_the_training_clis_has_printable_help(module, name, capsys):
     """`scripts/train.py --help` and `scripts/bench_quality.py --help` format every option's help (argparse
     %-formats help strings: a '%' in one crashed --help)."""

@@ -1,11 +1,16 @@
 """Resuming: a run interrupted after k updates and resumed equals an uninterrupted run exactly (CPU, same
-data order, dropout RNG, learning rate and step); corrupted checkpoints and changed options are clear errors."""
+data order, dropout RNG, learning rate and step); corrupted checkpoints are clear errors; each option that fixes
+the data, the model or the batches is refused when it changes on --resume, the budget and logging options may
+change."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
-from conftest import small_run
+from conftest import small_run, small_run_options
 from safetensors.torch import load_file
 
 from training import train
@@ -54,7 +59,9 @@ def test_budget_dropout_rule_of_the_small_preset():
     assert budget_dropout("small", None, 59.9) is None
     assert budget_dropout("small", None, 60) == 0.1 and budget_dropout("small", None, 120) == 0.1
     assert budget_dropout("small", None, None) is None  # --max_steps / --max_epochs budgets: no rule
-    assert budget_dropout("small", 0.0, 120) == 0.0 and budget_dropout("small", 0.3, 25) == 0.3  # --dropout wins
+    assert (
+        budget_dropout("small", 0.0, 120) == 0.0 and budget_dropout("small", 0.3, 25) == 0.3
+    )  # --dropout wins
     assert budget_dropout("base", None, 600) is None  # presets without the rule
 
 
@@ -62,7 +69,9 @@ def test_long_budget_dropout_is_applied_and_kept_on_resume(tokenizer_dir, tmp_pa
     from training.presets import PRESETS
 
     monkeypatch.setitem(
-        PRESETS["tiny"], "recipe", {**PRESETS["tiny"]["recipe"], "long_budget_minutes": 1.0, "long_budget_dropout": 0.3}
+        PRESETS["tiny"],
+        "recipe",
+        {**PRESETS["tiny"]["recipe"], "long_budget_minutes": 1.0, "long_budget_dropout": 0.3},
     )
     common = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"))
     messages = []
@@ -77,3 +86,67 @@ def test_long_budget_dropout_is_applied_and_kept_on_resume(tokenizer_dir, tmp_pa
     # resuming with a budget below the threshold keeps the dropout the run was trained with
     resumed = train(small_run(tmp_path / "long", **common, max_minutes=0.9, max_steps=3, resume=True))
     assert resumed.step == 3 and resumed.model.config.dropout == 0.3
+
+
+@pytest.fixture(scope="module")
+def one_update_run(tokenizer_dir, tmp_path_factory) -> tuple[Path, dict]:
+    """A run folder with one checkpoint (read-only for the tests) and the options it was trained with."""
+    root = tmp_path_factory.mktemp("resumable")
+    options = dict(tokenizer=tokenizer_dir, cache_dir=str(root / "cache"), max_steps=1)
+    train(small_run(root / "run", **options))
+    return root / "run", options
+
+
+def copied_data(tmp_path: Path) -> str:
+    from corpus import DEFAULT_DATA
+
+    copy = tmp_path / DEFAULT_DATA.name
+    shutil.copyfile(DEFAULT_DATA, copy)
+    return str(copy)
+
+
+# every option documented as fixed for a resumed run, a different valid value for it, the value the run was
+# trained with (small_run_options and the preset defaults); written out here, not read from training/
+CHANGED = {
+    "data": (copied_data, None), "max_lines": (299, 300), "valid_size": (21, 20), "test_size": (7, 6),
+    "split_block_size": (10, 20), "split_seed": (7, 1234), "max_length": (200, 256), "preset": ("small", "tiny"),
+    "dropout": (0.2, None), "init_std": (0.05, None), "linear_init_std": (0.05, None), "seed": (5, 1),
+    "grad_accum": (2, 1), "label_smoothing": (0.2, 0.1), "source_column": ("0", None), "target_column": ("1", None),
+    "source_lang": ("de", None), "target_lang": ("fr", None), "has_header": (False, None), "hub_config": ("x", None),
+    "train_split": ("all", "train"), "valid_split": ("none", "auto"), "test_split": ("none", "auto"),
+    "on_bad_line": ("error", "skip"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("option", list(CHANGED))
+def test_resume_refuses_each_option_that_fixes_the_data_model_or_batches(one_update_run, tmp_path, option):
+    folder, options = one_update_run
+    new, old = CHANGED[option]
+    if callable(new):
+        new, old = new(tmp_path), small_run_options()[option]
+    with pytest.raises(ValueError, match="Cannot resume with different options") as err:
+        train(small_run(folder, **{**options, "max_steps": 2, option: new}, resume=True))
+    assert f"--{option} {old!r} vs {new!r}." in str(err.value)  # the only difference named
+    assert str(err.value).count(" vs ") == 1
+
+
+def test_resume_takes_new_budget_logging_and_checkpoint_options(one_update_run, tmp_path):
+    """Options outside the fixed set apply to the resumed part: a longer --max_steps, checkpoints every update
+    (--eval_every 1) of which --keep_last 1 is kept, losses logged every update."""
+    folder, options = one_update_run
+    shutil.copytree(folder, tmp_path / "run")
+    steps = []
+    result = train(small_run(tmp_path / "run", **{**options, "max_steps": 3}, eval_every=1, keep_last=1, log_every=1,
+                             resume=True), lambda name, info: steps.append((name, info.get("step"))))  # fmt: skip
+    assert result.step == 3 and [h["step"] for h in result.history] == [2, 3]
+    assert [step for name, step in steps if name == "checkpoint"] == [2, 3]
+    assert [p.name for p in (tmp_path / "run" / "checkpoints").glob("checkpoint-*")] == ["checkpoint-3"]
+
+
+def test_resume_refuses_a_different_token_budget(one_update_run, tmp_path):
+    """--max_tokens decides the batches, so the saved batch order cannot continue with another one."""
+    folder, options = one_update_run
+    folder = Path(shutil.copytree(folder, tmp_path / "run"))  # this refusal comes after the options are saved
+    with pytest.raises(ValueError, match=r"max_tokens=512, this run has seed=1 and max_tokens=400.*same --seed and "
+                                         r"--max_tokens"):  # fmt: skip
+        train(small_run(folder, **{**options, "max_steps": 2}, max_tokens=400, resume=True))
