@@ -156,7 +156,7 @@ TrainConfig.help_groups = {
 RESUME_KEYS = ("data", "max_lines", "valid_size", "test_size", "split_block_size", "split_seed", "max_length",
                "preset", "dropout", "init_std", "linear_init_std", "seed", "grad_accum", "label_smoothing",
                "source_column", "target_column", "source_lang", "target_lang", "has_header", "hub_config", "train_split",
-               "valid_split", "test_split", "on_bad_line")  # fmt: skip
+               "valid_split", "test_split", "on_bad_line", "max_tokens")  # fmt: skip
 
 
 def float_list(text: str, option: str, what: str, positive: bool = False) -> list[float]:
