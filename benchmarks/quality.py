@@ -225,7 +225,7 @@ def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event, tokeniz
         **fixed, preset=cfg.preset, label_smoothing=cfg.label_smoothing, max_minutes=cfg.budget_minutes,
         eval_every=cfg.eval_every, bleu_samples=cfg.bleu_samples, log_every=cfg.log_every,
         length_penalty=cfg.length_penalty, eval_batch_size=cfg.eval_batch_size, seed=cfg.seed,
-        num_threads=cfg.num_threads, sacrebleu_tokenize=tokenize, tensorboard=False,
+        num_threads=cfg.num_threads, sacrebleu_tokenize=tokenize, report_to="none",
         export=False, overwrite=True,
     )  # fmt: skip
     train_cfg = dataclasses.replace(train_cfg, **overrides)

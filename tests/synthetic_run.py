@@ -31,6 +31,6 @@ def train_synthetic_run(folder: Path) -> tuple[TrainConfig, TrainResult]:
     data = write_synthetic_corpus(folder / "toy.fr-en.tsv")
     cfg = small_run(
         folder / "out", data=str(data), max_lines=None, valid_size=10, test_size=8, max_steps=3, vocab_size=300,
-        export=True, tensorboard=True,
+        export=True, report_to="tensorboard",
     )  # fmt: skip
     return cfg, train(cfg)

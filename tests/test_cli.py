@@ -107,3 +107,19 @@ def test_a_saved_run_configuration_reruns_the_run(tmp_path, tokenizer_dir):
     )
     assert len(first.history) == 100
     assert [h["loss"] for h in again.history] == [h["loss"] for h in first.history]
+
+
+def test_report_to_names_accelerate_trackers(monkeypatch):
+    from training.options import check_options, report_to_trackers
+
+    assert report_to_trackers("none") == [] and report_to_trackers("tensorboard, tensorboard") == [
+        "tensorboard"
+    ]
+    with pytest.raises(ValueError, match=r"unknown tracker\(s\) \['tensorbord'\]"):
+        check_options(TrainConfig(report_to="tensorbord"))
+    monkeypatch.setattr("accelerate.tracking.get_available_trackers", lambda: [])
+    with pytest.raises(
+        ValueError, match="wandb is not installed here; pip install wandb, or pass --report_to none"
+    ):
+        check_options(TrainConfig(report_to="wandb"))
+    assert report_to_trackers("all") == []

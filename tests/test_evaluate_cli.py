@@ -22,7 +22,7 @@ from inference import translate
 
 TRAIN_FLAGS = ["--preset", "tiny", "--max_lines", str(SMALL_RUN_LINES), "--valid_size", "20", "--test_size", "6",
                "--max_steps", "120", "--max_minutes", "none", "--max_tokens", "512", "--vocab_size", "1200",
-               "--eval_every", "1000", "--bleu_samples", "0", "--num_threads", "1", "--tensorboard", "false"]  # fmt: skip
+               "--eval_every", "1000", "--bleu_samples", "0", "--num_threads", "1", "--report_to", "none"]  # fmt: skip
 SCORE_LINE = re.compile(r"^Test BLEU ([\d.]+)  chrF ([\d.]+)  \((\d+) sentences, beam (\d+)(?:, length penalty ([\d.]+))?\)$", re.M)  # fmt: skip
 
 

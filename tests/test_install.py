@@ -20,7 +20,7 @@ TRAIN = textwrap.dedent(
 
     result = train(TrainConfig(
         preset="tiny", max_lines=300, valid_size=20, test_size=6, max_steps=3, max_minutes=None, vocab_size=400,
-        max_tokens=512, eval_every=100, bleu_samples=0, tensorboard=False, num_threads=1, tune_cpu_allocator=False,
+        max_tokens=512, eval_every=100, bleu_samples=0, report_to="none", num_threads=1, tune_cpu_allocator=False,
         test_beams=1, length_penalty=1.0, output_dir="out",
     ))
     print(json.dumps({"corpus": corpus.__file__, "training": training.__file__, "data": str(corpus.DEFAULT_DATA),

@@ -176,8 +176,8 @@ def test_tokens_without_a_font_are_labelled_by_id_with_a_warning(monkeypatch, tm
 
 
 def test_overrides_and_bad_options_are_clear_errors(tmp_path):
-    assert parse_overrides("lr_scale=1.0, warmup_steps=400 dropout=none tensorboard=false") == {
-        "lr_scale": 1.0, "warmup_steps": 400, "dropout": None, "tensorboard": False}  # fmt: skip
+    assert parse_overrides("lr_scale=1.0, warmup_steps=400 dropout=none report_to=none") == {
+        "lr_scale": 1.0, "warmup_steps": 400, "dropout": None, "report_to": "none"}  # fmt: skip
     with pytest.raises(ValueError, match="'lr=1' is not KEY=VALUE"):
         parse_overrides("lr=1")
     with pytest.raises(ValueError, match="unknown system 'gpt'"):

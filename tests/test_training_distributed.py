@@ -49,12 +49,12 @@ def test_two_processes_equal_one_process_with_gradient_accumulation(tokenizer_di
 
     # the same options as flags; the boolean ones and --num_threads are spelled out below
     options = small_run_options(**run)
-    args = [f"--{k}={v}" for k, v in options.items() if k not in ("tensorboard", "export", "num_threads")]
+    args = [f"--{k}={v}" for k, v in options.items() if k not in ("report_to", "export", "num_threads")]
     cmd = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
         "--main_process_port", str(free_port()), str(ROOT / "scripts" / "train.py"),
-        *args, "--no_tensorboard", "--no_export", "--grad_accum=1", "--num_threads=1",
+        *args, "--report_to=none", "--no_export", "--grad_accum=1", "--num_threads=1",
         f"--output_dir={tmp_path / 'ddp'}",
     ]  # fmt: skip
     env = {

@@ -40,7 +40,7 @@ def load_script(name: str):
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke")
     events = []
-    result = train(smoke_run(out, tensorboard=True), lambda name, info: events.append(name))
+    result = train(smoke_run(out, report_to="tensorboard"), lambda name, info: events.append(name))
     return out, result, events
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from .allocator import tune_cpu_allocator
-from .options import TrainConfig
+from .options import TrainConfig, report_to_trackers
 
 
 def available_cores() -> int:
@@ -34,7 +34,7 @@ def setup_accelerator(cfg: TrainConfig, logging_dir: Path):
     accelerator = Accelerator(
         mixed_precision=cfg.mixed_precision,  # None: accelerate's configuration decides
         cpu=cfg.cpu or not accelerated,
-        log_with="tensorboard" if cfg.tensorboard else None,
+        log_with=report_to_trackers(cfg.report_to) or None,
         project_dir=str(logging_dir),
         step_scheduler_with_optimizer=False,  # the loop steps the scheduler once per update
     )

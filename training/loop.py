@@ -36,7 +36,7 @@ from .hardware import setup_accelerator
 from .options import TrainConfig, check_options
 from .plots import write_training_plots
 from .recipe import Recipe, dropout_note, resolve_recipe
-from .run_dir import RunDir
+from .run_dir import RunDir, options_dict
 from .schedule import budget_progress, build_optimizer, build_scheduler, cooldown_factor
 from .validation import forward_loss, model_batch, validation_metrics
 
@@ -301,9 +301,9 @@ class Trainer:
             num_processes=acc.num_processes, device=acc.device.type, mixed_precision=acc.mixed_precision,
             split_sizes={name: len(split) for name, split in data.splits.items()}, split_origin=data.split_origin,
         )  # fmt: skip
-        if cfg.tensorboard:
+        if acc.log_with:
             hparams = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
-                       for k, v in dataclasses.asdict(cfg).items()}  # fmt: skip
+                       for k, v in options_dict(cfg).items()}  # fmt: skip
             hparams["mixed_precision"] = acc.mixed_precision  # also when accelerate's configuration chose it
             acc.init_trackers("train", config=hparams)
         self.emit("start", {"step": state.step, "max_steps": cfg.max_steps, "num_parameters": self.num_parameters,

@@ -16,6 +16,29 @@ from corpus import DataOptions
 from .presets import preset_names
 
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
+TRACKERS = ("tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml", "dvclive", "swanlab", "trackio")
+
+
+def report_to_trackers(report_to: str) -> list[str]:
+    """The accelerate trackers ``--report_to`` names (module docstring of accelerate.tracking): [] for 'none',
+    every installed one for 'all'. Raises `ValueError` for an unknown name or a tracker that is not installed."""
+    from accelerate.tracking import get_available_trackers
+
+    names = [n.strip().lower() for n in report_to.split(",") if n.strip()]
+    installed = [str(getattr(t, "value", t)) for t in get_available_trackers()]
+    if names in ([], ["none"]):
+        return []
+    if names == ["all"]:
+        return installed
+    unknown = [n for n in names if n not in TRACKERS]
+    if unknown:
+        raise ValueError(f"--report_to {report_to!r}: unknown tracker(s) {unknown}; choose among {', '.join(TRACKERS)}, "
+                         "'all' or 'none'.")  # fmt: skip
+    missing = [n for n in names if n not in installed]
+    if missing:
+        raise ValueError(f"--report_to {report_to!r}: {', '.join(missing)} is not installed here; pip install "
+                         f"{' '.join(missing)}, or pass --report_to none.")  # fmt: skip
+    return list(dict.fromkeys(names))
 
 
 def _f(default: Any, help: str, **kw) -> Any:
@@ -127,7 +150,11 @@ class TrainConfig(DataOptions):
     sacrebleu_tokenize: str | None = _f(
         None, "sacreBLEU tokeniser (default: 'zh' for Chinese targets, else '13a')"
     )
-    tensorboard: bool = _f(True, "log to TensorBoard (OUTPUT_DIR/runs) through accelerate's tracker")
+    report_to: str = _f(
+        "tensorboard",
+        "experiment trackers, through accelerate: comma-separated names among " + ", ".join(TRACKERS)
+        + " (local ones write to OUTPUT_DIR/runs), 'all' (every installed one) or 'none'",
+    )
     num_samples: int = _f(3, "sample test translations returned (and printed by the script)")
     sample_sentences: str | None = _f(
         None,
@@ -184,6 +211,10 @@ def minute_marks(cfg: TrainConfig) -> list[float]:
 def check_options(cfg: TrainConfig) -> None:
     """Raise one `ValueError` naming every invalid or contradictory option (the list parsers raise their own)."""
     problems = cfg.check()
+    try:
+        report_to_trackers(cfg.report_to)
+    except ValueError as error:
+        problems.append(str(error).rstrip("."))
     for name in ("grad_accum", "log_every", "eval_every", "keep_last", "eval_batch_size", "valid_beams"):
         if getattr(cfg, name) < 1:
             problems.append(f"--{name} must be >= 1, got {getattr(cfg, name)}")
