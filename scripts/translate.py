@@ -2,12 +2,15 @@
 
     python scripts/translate.py --model runs/base/export < test.zh > test.hyp.en
     python scripts/translate.py --model alice/zh-en-base --trust_remote_code --num_beams 1 < test.zh
+    python scripts/translate.py --engine ct2 --model outputs/default-ct2 < test.zh   # scripts/export_ct2.py
 
 Empty input lines give empty output lines. Lines are batched by length internally. Sources longer than the
 model maximum are truncated (the count is reported on stderr). With --num_return_sequences N > 1 each
 output line holds N tab-separated hypotheses, best first. Decoding defaults come from the model's
 generation_config.json (the paper's beam 4, length penalty 0.6); --do_sample without --num_beams samples
-with one beam. Exit code 2 for bad options or a model that cannot be found.
+with one beam. --engine ct2 / onnx translates with a folder exported by scripts/export_ct2.py /
+scripts/export_onnx.py, through the same batching (beams, length penalty, max_new_tokens and n-best; sampling
+needs --engine torch). Exit code 2 for bad options or a model that cannot be found.
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--model", required=True, help="exported model folder or Hub repo id")
+    parser.add_argument(
+        "--engine", choices=("torch", "ct2", "onnx"), default="torch",
+        help="torch (the model folder), ct2 or onnx (a folder from scripts/export_ct2.py / export_onnx.py)",
+    )  # fmt: skip
     parser.add_argument("--num_beams", type=int, default=None, help="1 = greedy (default: the model's, 4)")
     parser.add_argument(
         "--length_penalty", type=float, default=None, help="beam score = log p / length**alpha"
@@ -70,11 +77,22 @@ def main(argv: list[str] | None = None) -> int:
         if args.batch_size < 1:
             raise ValueError(f"batch_size={args.batch_size} is invalid: expected an integer >= 1; e.g. 32")
         check_generation_arguments(generate_kwargs)  # before loading the model: bad values fail at once
-        model, tokenizer = load_model_and_tokenizer(
-            args.model, device=args.device, trust_remote_code=True if args.trust_remote_code else None
-        )
+        if args.engine == "torch":
+            model, tokenizer = load_model_and_tokenizer(
+                args.model, device=args.device, trust_remote_code=True if args.trust_remote_code else None
+            )
+        else:
+            from inference.engines import ENGINE_OPTIONS, load_engine
+
+            unsupported = [f"--{k}" for k, v in {**generate_kwargs, "seed": args.seed, "device": args.device}.items()
+                           if v is not None and k not in ENGINE_OPTIONS]  # fmt: skip
+            if unsupported:
+                raise ValueError(
+                    f"--engine {args.engine} does not take {', '.join(unsupported)}; use --engine torch"
+                )
+            model, tokenizer = load_engine(args.engine, args.model)
         check_generation_arguments(generate_kwargs, model.generation_config)
-    except ValueError as err:
+    except (ValueError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
