@@ -1,5 +1,7 @@
 """Speed of our model against transformers' `MarianMTModel` (same architecture, same weights) and, when the
-`ctranslate2` package is installed, against a CTranslate2 conversion of the same weights.
+`ctranslate2` package is installed, against a CTranslate2 conversion of the same Marian weights; our own model
+exported with `export.ct2` (fp32 and int8) and with `export.onnx` (ONNX Runtime) are further contenders, each
+with its token agreement against our `generate()`.
 
 Every figure is measured in interleaved rounds (each round runs every contender once, in alternating order)
 and reported as the median of the per-round ratios against Marian, so that the noise of a shared machine
@@ -43,6 +45,8 @@ class Contenders:
     ct2: object | None = None
     ct2_note: str = ""
     hp: dict = field(default_factory=dict)
+    engines: dict[str, object] = field(default_factory=dict)  # deployed exports of ours: name -> translator
+    engine_notes: list[str] = field(default_factory=list)
 
     @property
     def pad(self) -> int:
@@ -64,10 +68,14 @@ def generation_config(pad: int, num_beams: int, new_tokens: int, use_cache: bool
     )  # fmt: skip
 
 
-def build_contenders(preset: str, seed: int = 0, with_ct2: bool = True, dropout: float = 0.1) -> Contenders:
+def build_contenders(
+    preset: str, seed: int = 0, with_ct2: bool = True, dropout: float = 0.1, with_engines: bool = False,
+    new_tokens: int = 32,
+) -> Contenders:  # fmt: skip
     """Marian with random weights (non-trivial LayerNorms and output bias), ours converted from it, and the
     CTranslate2 conversion when the package is installed. Both PyTorch models use sdpa attention and OPUS-MT's
-    special ids (pad and decoder start = the last id, eos 0)."""
+    special ids (pad and decoder start = the last id, eos 0). `with_engines`: also ours exported to CTranslate2
+    fp32 and int8 and to ONNX Runtime (`export_engines`), decoding exactly `new_tokens` tokens."""
     if preset not in VOCAB_SIZES:
         raise ValueError(
             f"Unknown benchmark preset {preset!r}; choose one of {list(VOCAB_SIZES)} (--preset)."
@@ -89,7 +97,50 @@ def build_contenders(preset: str, seed: int = 0, with_ct2: bool = True, dropout:
     result = Contenders(preset, marian, ours.eval(), hp=sizes(config))
     if with_ct2:
         result.ct2, result.ct2_note = convert_to_ctranslate2(marian)
+    if with_engines:
+        result.engines, result.engine_notes = export_engines(result.ours, new_tokens)
     return result
+
+
+ENGINES = ("ct2_fp32", "ct2_int8", "onnx")
+
+
+def export_engines(ours: torch.nn.Module, new_tokens: int) -> tuple[dict[str, object], list[str]]:
+    """Ours exported to CTranslate2 (fp32, int8) and ONNX Runtime, each loaded as its translator
+    (`CT2Translator`, `OnnxTranslator`), with a generation config that decodes exactly `new_tokens` tokens; an
+    engine whose package is missing or whose export fails is left out with a note saying why."""
+    import importlib
+
+    model = copy.copy(ours)  # the exported generation config must not change the PyTorch contender's
+    model.generation_config = generation_config(ours.config.pad_token_id, 4, new_tokens)
+    # every hypothesis has exactly new_tokens tokens: early stopping changes nothing, and CT2Translator needs it
+    model.generation_config.early_stopping = True
+    tokenizer = word_level_tokenizer(ours.config.vocab_size)
+    root = Path(tempfile.mkdtemp(prefix="bench_engines_"))
+    threads = torch.get_num_threads()
+    plans = {
+        "ct2_fp32": ("export.ct2", "export_ct2", {}, "inference.engine_ct2", "CT2Translator"),
+        "ct2_int8": (
+            "export.ct2",
+            "export_ct2",
+            {"quantization": "int8"},
+            "inference.engine_ct2",
+            "CT2Translator",
+        ),
+        "onnx": ("export.onnx", "export_onnx", {}, "inference.engine_onnx", "OnnxTranslator"),
+    }
+    engines, notes = {}, []
+    for name, (export_module, export_name, options, engine_module, engine_name) in plans.items():
+        try:
+            export = getattr(importlib.import_module(export_module), export_name)
+            engine = getattr(importlib.import_module(engine_module), engine_name)
+            folder = export(model, root / name, tokenizer=tokenizer, **options)
+            engines[name] = engine(folder, num_threads=threads)
+        except ImportError as error:
+            notes.append(f"{name}: - ({error}; pip install -e '.[export]')")
+        except Exception as error:  # report, never abort the PyTorch benchmark
+            notes.append(f"{name}: export failed: {type(error).__name__}: {error}")
+    return engines, notes
 
 
 def convert_to_ctranslate2(marian: MarianMTModel) -> tuple[object | None, str]:
@@ -103,17 +154,7 @@ def convert_to_ctranslate2(marian: MarianMTModel) -> tuple[object | None, str]:
         from ctranslate2.converters import TransformersConverter
     except ImportError:
         return None, "ctranslate2 not installed (pip install ctranslate2)"
-    from tokenizers import Tokenizer
-    from tokenizers.models import WordLevel
-    from tokenizers.pre_tokenizers import WhitespaceSplit
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {token: i for i, token in enumerate(ct2_tokens(marian.config.vocab_size))}
-    backend = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = WhitespaceSplit()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, eos_token="</s>", unk_token="<unk>", pad_token="<pad>"
-    )
+    tokenizer = word_level_tokenizer(marian.config.vocab_size)
     root = Path(tempfile.mkdtemp(prefix="bench_ct2_"))
     marian.save_pretrained(root / "marian")
     tokenizer.save_pretrained(root / "marian")
@@ -129,6 +170,21 @@ def convert_to_ctranslate2(marian: MarianMTModel) -> tuple[object | None, str]:
         inter_threads=1,
     )
     return translator, f"CTranslate2 {ctranslate2.__version__} fp32, {torch.get_num_threads()} threads"
+
+
+def word_level_tokenizer(vocab_size: int):
+    """A word-level `tokenizers` tokenizer over `ct2_tokens(vocab_size)` (no download needed)."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import WhitespaceSplit
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: i for i, token in enumerate(ct2_tokens(vocab_size))}
+    backend = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = WhitespaceSplit()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="</s>", unk_token="<unk>", pad_token="<pad>"
+    )
 
 
 def ct2_tokens(vocab_size: int) -> list[str]:
@@ -194,6 +250,18 @@ def ct2_call(
             max_batch_size=0, num_hypotheses=1, return_end_token=True,
         )  # fmt: skip
         return [[index[t] for t in r.hypotheses[0]] for r in results]
+
+    return run
+
+
+def engine_call(engine, src: torch.Tensor, num_beams: int, new_tokens: int) -> Callable[[], list[list[int]]]:
+    """Decode the (B, S) ids with an exported engine (`generate_ids`); the callable returns the best hypotheses."""
+    sources = src.tolist()
+
+    def run() -> list[list[int]]:
+        return [
+            hyps[0] for hyps in engine.generate_ids(sources, num_beams=num_beams, max_new_tokens=new_tokens)
+        ]
 
     return run
 
@@ -411,6 +479,8 @@ def bench_generation(
     }
     if c.ct2 is not None and use_cache:
         cases["ct2"] = ct2_call(c.ct2, src, hp["vocab"], beams, n)
+    if use_cache:
+        cases.update({name: engine_call(engine, src, beams, n) for name, engine in c.engines.items()})
     copy_run, copy_bytes = copy_probe()
     cases["copy"] = copy_run
     reference = cases["marian"]()
@@ -429,6 +499,13 @@ def bench_generation(
         ref = reference[:, 1:].tolist()
         agree = sum(a == b for a, b in zip(ref, cases["ct2"]()))
         notes.append(f"CTranslate2 output = Marian's for {agree}/{batch} sentences")
+    engines = [name for name in ENGINES if name in cases]
+    if engines:
+        ours_tokens = _with_default_gemm(cases["ours"])()[:, 1:].tolist()  # PyTorch's default GEMM, as Marian
+        agreement = [
+            f"{name} {sum(a == b for a, b in zip(ours_tokens, cases[name]()))}/{batch}" for name in engines
+        ]
+        notes.append("sentences equal to ours (generate()): " + ", ".join(agreement))
     times = interleaved(cases, s.rounds, repeat={"copy": 5})
     names = [k for k in cases if k not in ("copy", "ours_default")]
     throughput, ratio = _ratios(times, batch * n, names)
@@ -506,10 +583,11 @@ def run_preset(
 
 def format_rows(rows: list[Row]) -> list[str]:
     """A text table: throughput medians and, per contender, the median (min-max) of per-round ratios
-    (contender throughput / Marian throughput; > 1 is faster than Marian)."""
-    lines = [
-        f"{'workload':<28}{'unit':<14}{'Marian median':>14}{'ours/Marian':>22}{'CT2/Marian':>22}{'ours/CT2':>10}"
-    ]
+    (contender throughput / Marian throughput; > 1 is faster than Marian). "CT2" is Marian's weights converted
+    by CTranslate2's converter; "ct2_fp32", "ct2_int8" and "onnx" are ours exported (`export_engines`)."""
+    engines = [name for name in ENGINES if any(name in row.ratio for row in rows)]
+    header = f"{'workload':<28}{'unit':<14}{'Marian median':>14}{'ours/Marian':>22}{'CT2/Marian':>22}{'ours/CT2':>10}"
+    lines = [header + "".join(f"{name + '/Marian':>22}" for name in engines)]
     for row in rows:
         ours, ct2 = row.ratio.get("ours"), row.ratio.get("ct2")
         ours_vs_ct2 = ""
@@ -518,6 +596,7 @@ def format_rows(rows: list[Row]) -> list[str]:
         lines.append(
             f"{row.name:<28}{row.unit:<14}{row.throughput['marian'].median:>14.1f}"
             f"{ours.fmt():>22}{ct2.fmt() if ct2 else '-':>22}{ours_vs_ct2:>10}"
+            + "".join(f"{row.ratio[name].fmt() if name in row.ratio else '-':>22}" for name in engines)
         )
         lines.extend(f"{'':<4}{note}" for note in row.notes)
     return lines

@@ -1,4 +1,4 @@
-"""Export: model cards and pushing an exported model folder to the Hugging Face Hub.
+"""Export: model cards, pushing an exported model folder to the Hugging Face Hub, and other engines' formats.
 
 Modules:
     model_card   THE model-card code, built with huggingface_hub's ModelCard: `model_card_data` (metadata with
@@ -6,10 +6,14 @@ Modules:
                  template), `hub_model_card` (the card of a pushed folder without one), `model_card_for_repo`
     hub          `push_folder` (training state left out unless asked for), `check_exported_folder`,
                  `resolve_token`, `TRAINING_STATE_PATTERNS`
+    ct2          `export_ct2`: a CTranslate2 folder (its spec API; fp32, int8, ...), `check_expressible`
+    onnx         `export_onnx`: ONNX encoder + decoder graphs for ONNX Runtime
+(ct2 and onnx import their engines only when called: `pip install '.[export]'`.)
 
 The folder itself is written by `modeling.save_with_remote_code`.
 """
 
+from .ct2 import QUANTIZATIONS, check_expressible, export_ct2
 from .hub import TRAINING_STATE_PATTERNS, check_exported_folder, push_folder, resolve_token
 from .model_card import (
     LICENSE,
@@ -26,11 +30,14 @@ from .model_card import (
 
 __all__ = [
     "LICENSE",
+    "QUANTIZATIONS",
     "TEMPLATE_FILE",
     "TRAINING_STATE_PATTERNS",
     "CardValues",
     "build_model_card",
     "check_exported_folder",
+    "check_expressible",
+    "export_ct2",
     "hub_model_card",
     "language_codes",
     "load_template",

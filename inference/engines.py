@@ -19,20 +19,17 @@ ENGINE_OPTIONS = ("num_beams", "length_penalty", "max_new_tokens", "num_return_s
 
 
 class EngineModel:
-    """A stand-in for a PyTorch model in `inference.translate`: generation goes to an engine translator."""
+    """A stand-in for a PyTorch model in `inference.translate`: generation goes to an engine translator, which
+    has ``config``, ``generation_config``, ``tokenizer`` and ``generate_ids`` (module docstring)."""
 
     training = False
+    device = "cpu"
 
-    def __init__(self, translator: Any, folder: str | Path, engine: str):
-        from transformers import AutoConfig, GenerationConfig
-
-        import modeling  # noqa: F401  (registers the config class)
-
+    def __init__(self, translator: Any, engine: str):
         self.translator = translator
         self.engine = engine
-        self.config = AutoConfig.from_pretrained(folder)
-        self.generation_config = GenerationConfig.from_pretrained(folder)
-        self.device = "cpu"
+        self.config = translator.config
+        self.generation_config = translator.generation_config
 
     def eval(self) -> EngineModel:
         return self
@@ -81,4 +78,4 @@ def load_engine(engine: str, folder: str | Path, *, num_threads: int | None = No
     else:
         from .engine_onnx import OnnxTranslator as Translator
     translator = Translator(folder, num_threads=num_threads)
-    return EngineModel(translator, folder, engine), translator.tokenizer
+    return EngineModel(translator, engine), translator.tokenizer

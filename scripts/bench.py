@@ -1,4 +1,5 @@
-"""Speed of our model against transformers' MarianMTModel (same weights) and CTranslate2 (if installed).
+"""Speed of our model against transformers' MarianMTModel (same weights) and CTranslate2 (if installed), and of
+our model exported to CTranslate2 (fp32, int8) and ONNX Runtime (if the `export` extras are installed).
 
 Every figure is a median over interleaved rounds of the ratio against Marian measured in the same round.
 
@@ -41,7 +42,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--budget_tokens", type=int, default=None, help="target tokens of the large training step")
     p.add_argument("--gen_batches", type=int, nargs="+", default=None, help="generation batch sizes (1 16)")
     p.add_argument("--beams", type=int, nargs="+", default=None, help="beam sizes (1 4)")
-    p.add_argument("--no_ct2", action="store_true", help="skip CTranslate2 even if installed")
+    p.add_argument(
+        "--no_ct2", action="store_true", help="skip CTranslate2 on Marian's weights even if installed"
+    )
+    p.add_argument(
+        "--no_engines",
+        action="store_true",
+        help="skip ours exported to CTranslate2 (fp32, int8) and ONNX Runtime",
+    )
     p.add_argument("--no_cache_runs", action="store_true", help="skip the generation runs without KV cache")
     p.add_argument("--threads", type=int, default=2, help="torch (and CTranslate2) threads")
     p.add_argument(
@@ -86,8 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"CPU vendor {cpu_vendor() or 'unknown'}; our CPU decoding GEMM: {cpu_inference_gemm()}")
     print(f"settings: {settings}")
     for preset in presets:
-        contenders = build_contenders(preset, with_ct2=not args.no_ct2)
+        contenders = build_contenders(
+            preset, with_ct2=not args.no_ct2, with_engines=not args.no_engines, new_tokens=settings.new_tokens
+        )
         print(f"\n== preset {preset}: {contenders.hp}; {contenders.ct2_note or 'CTranslate2: -'}")
+        if not args.no_engines:
+            print(
+                f"ours exported: {', '.join(contenders.engines) or '-'}; "
+                + "; ".join(contenders.engine_notes)
+            )
         rows, summary = run_preset(contenders, settings, log=lambda m: print(m, file=sys.stderr, flush=True))
         print("\n".join(format_rows(rows)))
         print("\n".join(summary))

@@ -62,7 +62,7 @@ def test_bench_script_cli(capsys):
     try:
         code = bench.main(
             ["--preset", "tiny", "--rounds", "1", "--new_tokens", "3", "--src_len", "5", "--train_batch", "2",
-             "--budget_tokens", "20", "--gen_batches", "2", "--beams", "2", "--no_cache_runs", "--no_ct2",
+             "--budget_tokens", "20", "--gen_batches", "2", "--beams", "2", "--no_cache_runs", "--no_ct2", "--no_engines",
              "--threads", "1", "--allocator", "default"]
         )  # fmt: skip
     finally:
@@ -108,3 +108,26 @@ def test_training_workloads_leave_the_compared_weights_untouched():
     for name, model in (("marian", contenders.marian), ("ours", contenders.ours)):
         for key, value in model.state_dict().items():
             assert torch.equal(value, before[name][key]), f"{name} {key} changed"
+
+
+def test_exported_engines_are_timed_and_agree_with_generate():
+    """Ours exported to CTranslate2 fp32 and int8 (and ONNX Runtime once its engine exists) are columns of the
+    generation workloads, with their token agreement against our generate()."""
+    pytest.importorskip("ctranslate2")
+    contenders = build_contenders("tiny", with_ct2=False, with_engines=True, new_tokens=TINY.new_tokens)
+    assert {"ct2_fp32", "ct2_int8"} <= set(contenders.engines)
+    rows, _ = run_preset(contenders, TINY)
+    greedy = next(row for row in rows if row.name == "greedy b2")
+    assert {"ct2_fp32", "ct2_int8"} <= set(greedy.ratio)
+    assert "ct2_fp32" not in next(row for row in rows if row.name == "greedy b2 no-cache").ratio
+    agreement = next(note for note in greedy.notes if note.startswith("sentences equal to ours"))
+    assert "ct2_fp32 2/2" in agreement
+    beam = next(row for row in rows if row.name == "beam 2 b2")
+    assert "ct2_fp32 2/2" in next(note for note in beam.notes if note.startswith("sentences equal to ours"))
+    table = "\n".join(format_rows(rows))
+    assert "ct2_fp32/Marian" in table and "ct2_int8/Marian" in table
+    if importlib.util.find_spec("inference.engine_onnx") is not None and importlib.util.find_spec(
+        "onnxruntime"
+    ):
+        assert "onnx" in greedy.ratio, contenders.engine_notes
+        assert "onnx 2/2" in agreement

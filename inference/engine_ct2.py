@@ -1,0 +1,190 @@
+"""Translation with a CTranslate2 export (`export.ct2.export_ct2`): the same contract as `inference.translate`,
+run by `ctranslate2.Translator`.
+
+Decoding settings map to CTranslate2 one for one, so that tokens equal our `generate()` for the same settings:
+`num_beams` -> `beam_size`, `length_penalty` (transformers' `sum(log p) / length ** alpha`, `</s>` counted) ->
+`length_penalty`, `early_stopping=True` -> `patience=1` (stop once `num_beams` hypotheses are finished),
+`max_new_tokens` (or `max_length - 1`) -> `max_decoding_length`, `min_new_tokens` -> `min_decoding_length`,
+`suppress_tokens` and `bad_words_ids` -> `suppress_sequences`, `no_repeat_ngram_size` -> the option of the
+same name, `num_return_sequences` -> `num_hypotheses`. Settings CTranslate2 cannot
+reproduce raise `ValueError` naming them: sampling, `early_stopping` other than True with beams,
+`forced_bos_token_id` / `forced_eos_token_id`, `repetition_penalty` (CTranslate2 penalises other scores than
+transformers does), diverse beam groups, constraints and the other processors in `UNSUPPORTED`.
+
+One difference is in the scores, not the search: CTranslate2 removes suppressed tokens before the softmax,
+transformers after it, so a hypothesis' score differs by the log of the probability mass the model gives
+suppressed tokens (`<pad>`, `<s>`), which is ~0 for a trained model (neither is ever a training target).
+
+The length limits are `inference.translate`'s: sources are truncated to the model's position table and the
+tokenizer's `model_max_length`, `max_new_tokens` is lowered to the position table.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from .translate import position_limit
+
+if TYPE_CHECKING:
+    from transformers import GenerationConfig, PreTrainedTokenizerBase
+
+logger = logging.getLogger(__name__)
+
+# the exported model's VanillaTransformerConfig, written by export.ct2
+MODEL_CONFIG_FILE = "model_config.json"
+
+# generation-config fields CTranslate2 has no equivalent for, with the value that means "off"
+UNSUPPORTED: dict[str, Any] = {
+    "do_sample": False,
+    "repetition_penalty": 1.0,
+    "forced_bos_token_id": None,
+    "forced_eos_token_id": None,
+    "num_beam_groups": 1,
+    "diversity_penalty": 0.0,
+    "constraints": None,
+    "force_words_ids": None,
+    "begin_suppress_tokens": None,
+    "sequence_bias": None,
+    "exponential_decay_length_penalty": None,
+    "encoder_no_repeat_ngram_size": 0,
+    "encoder_repetition_penalty": 1.0,
+    "renormalize_logits": False,
+    "epsilon_cutoff": 0.0,
+    "eta_cutoff": 0.0,
+}
+
+
+class CT2Translator:
+    """An exported CTranslate2 folder, ready to translate on CPU.
+
+    `num_threads`: CTranslate2's `intra_threads` (None: its default). The folder's tokenizer is `tokenizer`;
+    its generation_config.json gives the decoding defaults."""
+
+    def __init__(self, folder: str | Path, *, num_threads: int | None = None):
+        folder = Path(folder)
+        if not (folder / "model.bin").is_file() or not (folder / MODEL_CONFIG_FILE).is_file():
+            raise ValueError(
+                f"{str(folder)!r} is not a CTranslate2 export (no model.bin or {MODEL_CONFIG_FILE}): create one "
+                "with python scripts/export_ct2.py MODEL OUT"
+            )
+        import ctranslate2
+        from transformers import AutoTokenizer, GenerationConfig
+
+        from modeling import VanillaTransformerConfig
+
+        self.folder = folder
+        self.config = VanillaTransformerConfig.from_json_file(str(folder / MODEL_CONFIG_FILE))
+        self.tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(str(folder))
+        self.generation_config: GenerationConfig = GenerationConfig.from_pretrained(str(folder))
+        self.translator = ctranslate2.Translator(
+            str(folder), device="cpu", intra_threads=num_threads or 0, inter_threads=1
+        )
+        self.source_tokens, self.target_tokens = _vocabularies(folder)
+        self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
+
+    def generate_ids(
+        self, input_ids: list[list[int]], *, num_beams: int = 1, length_penalty: float = 1.0,
+        max_new_tokens: int | None = None, num_return_sequences: int = 1,
+    ) -> list[list[list[int]]]:  # fmt: skip
+        """For each source (token ids with `</s>`, no padding), its `num_return_sequences` hypotheses, best
+        first: the generated ids without the decoder start token, up to and including `</s>` if produced.
+        `max_new_tokens` None: the generation config's."""
+        return self.generate_with_scores(
+            input_ids, num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens,
+            num_return_sequences=num_return_sequences,
+        )[0]  # fmt: skip
+
+    def generate_with_scores(
+        self, input_ids: list[list[int]], *, num_beams: int = 1, length_penalty: float = 1.0,
+        max_new_tokens: int | None = None, num_return_sequences: int = 1,
+    ) -> tuple[list[list[list[int]]], list[list[float]]]:  # fmt: skip
+        """`generate_ids` and each hypothesis' score: with beams, `sum(log p) / length ** length_penalty`
+        (transformers' `sequences_scores`); greedy, `sum(log p)`."""
+        options = self.decoding_options(num_beams, length_penalty, max_new_tokens, num_return_sequences)
+        if not input_ids:
+            return [], []
+        source = [[self.source_tokens[i] for i in ids] for ids in input_ids]
+        results = self.translator.translate_batch(
+            source, return_scores=True, return_end_token=True, **options
+        )
+        ids = [[[self.target_ids[t] for t in hyp] for hyp in result.hypotheses] for result in results]
+        return ids, [list(result.scores) for result in results]
+
+    def decoding_options(
+        self, num_beams: int, length_penalty: float, max_new_tokens: int | None, num_return_sequences: int
+    ) -> dict[str, Any]:
+        """The `translate_batch` options of these settings and the folder's generation config; `ValueError` for
+        settings CTranslate2 cannot reproduce (see the module docstring)."""
+        config = self.generation_config
+        for name, off in UNSUPPORTED.items():
+            if getattr(config, name, off) not in (off, None):
+                raise ValueError(
+                    f"{name}={getattr(config, name)!r} in {self.folder / 'generation_config.json'} has no "
+                    f"CTranslate2 equivalent: remove it (set {off!r}) or translate with the PyTorch engine"
+                )
+        if not isinstance(num_beams, int) or num_beams < 1:
+            raise ValueError(f"num_beams={num_beams!r} is invalid: expected an integer >= 1")
+        if not isinstance(num_return_sequences, int) or not 1 <= num_return_sequences <= num_beams:
+            raise ValueError(
+                f"num_return_sequences={num_return_sequences!r} is invalid: expected 1 .. num_beams={num_beams}"
+            )
+        if num_beams > 1 and config.early_stopping is not True:
+            raise ValueError(
+                f"early_stopping={config.early_stopping!r} cannot be reproduced by CTranslate2, whose beam search "
+                "stops once num_beams hypotheses are finished (early_stopping=True): set it in "
+                "generation_config.json or translate with the PyTorch engine"
+            )
+        if max_new_tokens is None:
+            max_new_tokens = config.max_new_tokens
+            if max_new_tokens is None:
+                max_new_tokens = config.max_length - 1  # the decoder input starts with one token
+        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens={max_new_tokens!r} is invalid: expected an integer >= 1")
+        limit = position_limit(SimpleNamespace(config=self.config))
+        if limit is not None and max_new_tokens > limit:
+            logger.warning("max_new_tokens=%d exceeds max_position_embeddings=%d; using %d", max_new_tokens,
+                           limit, limit)  # fmt: skip
+            max_new_tokens = limit
+        suppress = [[i] for i in config.suppress_tokens or []] + [list(s) for s in config.bad_words_ids or []]
+        return dict(
+            beam_size=num_beams,
+            patience=1,
+            num_hypotheses=num_return_sequences,
+            length_penalty=length_penalty if num_beams > 1 else 0.0,  # greedy: the plain sum of log-probs
+            max_decoding_length=max_new_tokens,
+            min_decoding_length=config.min_new_tokens or 0,
+            max_input_length=0,  # sources are truncated by translate(), like inference.translate
+            no_repeat_ngram_size=config.no_repeat_ngram_size or 0,
+            suppress_sequences=[[self.target_tokens[i] for i in s] for s in suppress] or None,
+        )
+
+    def translate(
+        self, texts: list[str], *, num_beams: int | None = None, length_penalty: float | None = None,
+        max_new_tokens: int | None = None, batch_size: int = 32, max_len_a: float | None = None,
+        max_len_b: int = 10,
+    ) -> list[str]:  # fmt: skip
+        """One translation per text, in input order: `inference.translate.translate` with this engine in place of
+        `generate()` (options left out come from the folder's generation config; same truncation and caps)."""
+        from .engines import EngineModel
+        from .translate import translate
+
+        return translate(
+            EngineModel(self, "ct2"), self.tokenizer, texts, batch_size=batch_size, max_len_a=max_len_a,
+            max_len_b=max_len_b, num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens,
+        )  # fmt: skip
+
+
+def _vocabularies(folder: Path) -> tuple[list[str], list[str]]:
+    """The source and target token lists CTranslate2 saved (one shared file, or one per side)."""
+    shared = folder / "shared_vocabulary.json"
+    if shared.is_file():
+        tokens = json.loads(shared.read_text(encoding="utf-8"))
+        return tokens, tokens
+    return tuple(
+        json.loads((folder / f"{side}_vocabulary.json").read_text(encoding="utf-8"))
+        for side in ("source", "target")
+    )
