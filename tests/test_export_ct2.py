@@ -228,3 +228,26 @@ def test_script_bad_input_exits_2_with_one_line(tokenizer, tmp_path, capsys):
         assert code == 2, argv
         assert out.err.count("\n") == 1 and out.err.startswith("error: ") and message in out.err, out.err
         assert not (tmp_path / argv[1]).exists()
+
+
+def test_a_run_leaves_a_ct2_folder_that_translates_like_the_model(tmp_path, tokenizer_dir):
+    """`--export_ct2 float32`: the run's output folder gets ct2/, whose greedy translations equal the exported
+    model's own through the one translation loop; without --export it is an option error."""
+    from conftest import small_run
+
+    from inference import load_model_and_tokenizer, translate
+    from inference.engines import load_engine
+    from training import train
+    from training.options import check_options
+
+    out = tmp_path / "run"
+    result = train(
+        small_run(out, max_steps=3, export=True, test_beams=1, tokenizer=tokenizer_dir, export_ct2="float32")
+    )
+    sources = list(result.samples[i]["source"] for i in range(len(result.samples)))
+    model, tokenizer = load_model_and_tokenizer(str(out))
+    engine, engine_tokenizer = load_engine("ct2", out / "ct2")
+    expected = translate(model, tokenizer, sources, num_beams=1, max_new_tokens=12)
+    assert translate(engine, engine_tokenizer, sources, num_beams=1, max_new_tokens=12) == expected
+    with pytest.raises(ValueError, match="--export_ct2 needs --export"):
+        check_options(small_run(tmp_path / "x", max_steps=1, export=False, export_ct2="int8"))

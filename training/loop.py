@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from export.ct2 import check_expressible, export_ct2
 from inference import bleu_tokenizer_for
 from modeling import VanillaTransformerForConditionalGeneration, save_with_remote_code
 
@@ -111,6 +112,8 @@ class Trainer:
         self.data: TrainingData = prepare_training_data(cfg, self.recipe, self.run_dir, acc)
         self.emit("info", {"message": self.data.summary})
         self.config = self.recipe.model_config(len(self.data.tokenizer))
+        if cfg.export_ct2:
+            check_expressible(self.config)  # before training, not after it
         if cfg.max_length > self.config.max_position_embeddings:
             raise ValueError(
                 f"--max_length={cfg.max_length} exceeds the preset's max_position_embeddings="
@@ -397,6 +400,10 @@ class Trainer:
         export_model(self.unwrapped, self.data.tokenizer, self.run_dir.root, values, self.cfg.model_card,
                      result.test_metrics)  # fmt: skip
         self.emit("exported", {"path": str(self.run_dir.root)})
+        if self.cfg.export_ct2:
+            quantization = None if self.cfg.export_ct2 == "float32" else self.cfg.export_ct2
+            path = export_ct2(self.run_dir.root, self.run_dir.ct2, quantization=quantization)
+            self.emit("exported", {"path": str(path)})
 
 
 def train(cfg: TrainConfig, event: Event | None = None) -> TrainResult:

@@ -7,11 +7,13 @@ are filled from the preset's recipe once, by `training.recipe.resolve_recipe`. T
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from corpus import DataOptions
+from export.ct2 import QUANTIZATIONS
 
 from .presets import preset_names
 
@@ -164,6 +166,12 @@ class TrainConfig(DataOptions):
     resume: bool = _f(False, "continue from OUTPUT_DIR/checkpoints/latest")
     overwrite: bool = _f(False, "start from scratch even if OUTPUT_DIR has checkpoints (they are deleted)")
     export: bool = _f(True, "evaluate on the test split and export the final model to OUTPUT_DIR")
+    export_ct2: str | None = _f(
+        None,
+        "also export the final model for CTranslate2 to OUTPUT_DIR/ct2: 'float32' or a quantization ("
+        + ", ".join(QUANTIZATIONS) + "); needs pip install '.[export]'",
+        choices=("float32", *QUANTIZATIONS),
+    )
 
 
 # `--help` groups: each title applies from the option it names to the next named one (in field order)
@@ -211,6 +219,13 @@ def minute_marks(cfg: TrainConfig) -> list[float]:
 def check_options(cfg: TrainConfig) -> None:
     """Raise one `ValueError` naming every invalid or contradictory option (the list parsers raise their own)."""
     problems = cfg.check()
+    if cfg.export_ct2 is not None:
+        if cfg.export_ct2 not in ("float32", *QUANTIZATIONS):
+            problems.append(f"--export_ct2 must be float32 or one of {', '.join(QUANTIZATIONS)}, got {cfg.export_ct2!r}")
+        elif not cfg.export:
+            problems.append("--export_ct2 needs --export (it converts the exported model)")
+        elif importlib.util.find_spec("ctranslate2") is None:
+            problems.append("--export_ct2 needs CTranslate2: pip install '.[export]'")
     try:
         report_to_trackers(cfg.report_to)
     except ValueError as error:

@@ -10,6 +10,7 @@ Layout of ``output_dir``::
     plots/                   training_curves.png
     cache/                   tokenised data (keyed by tokenizer and data hashes)
     minute-<M>/              models exported at --export_at_minutes marks
+    ct2/                     the final model for CTranslate2 (--export_ct2)
 
 Policy (`RunDir.prepare`, main process only): a folder with checkpoints is never silently reused — pass
 ``--resume`` to continue the run (refused when an option of `RESUME_KEYS` differs from the saved one) or
@@ -51,6 +52,7 @@ class RunDir:
         self.tokenizer = self.checkpoints / "tokenizer"
         self.runs = self.root / "runs"
         self.plots = self.root / "plots"
+        self.ct2 = self.root / "ct2"
         self.cache = Path(cache_dir) if cache_dir else self.root / "cache"
 
     def minute_export(self, minutes: float) -> Path:
