@@ -5,6 +5,7 @@ exactly as training scored its test split.
     python scripts/evaluate.py --model outputs/default                  # the run's own test split
     python scripts/evaluate.py --model outputs/default --split validation --length_penalty 1.0
     python scripts/evaluate.py --model alice/zh-en --trust_remote_code --data my_test.tsv --split all
+    python scripts/evaluate.py --engine ct2 --model outputs/default/ct2 --run outputs/default   # CTranslate2
 
 Everything is what training used: the loader (`inference.load_model_and_tokenizer`: safetensors only, tokenizer
 checked against the model), decoding from the model's generation_config.json (beams and the length penalty that
@@ -13,7 +14,9 @@ Chinese, else "13a"), the metrics (`inference.scoring`) and the split: when the 
 folder, the corpus and split options default to the ones the run saved (checkpoints/train_config.json), so
 ``--model M`` alone re-scores the run's test split. Every corpus option of scripts/train.py is also a flag here
 and wins over the saved one. Exit code 2, with one line on stderr, for bad options, a model or corpus that
-cannot be loaded, or an empty split.
+cannot be loaded, or an empty split. ``--engine ct2`` / ``onnx`` scores a folder exported by
+scripts/export_ct2.py / export_onnx.py through the same translation loop (``--run`` names the training output
+folder whose split to use).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from tqdm.auto import tqdm  # noqa: E402
 
 from corpus import DataOptions  # noqa: E402
 from inference import bleu_tokenizer_for, evaluate_translation, load_model_and_tokenizer  # noqa: E402
+from inference.engines import ENGINES, load_engine  # noqa: E402
 from modeling import check_generation_arguments  # noqa: E402
 from training import TrainConfig  # noqa: E402
 from training.cli import add_dataclass_arguments  # noqa: E402
@@ -53,6 +57,10 @@ _UNSET = object()
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, help="saved model folder (with its tokenizer) or Hub repo id")
+    p.add_argument("--engine", default="torch", choices=ENGINES,
+                   help="torch, or ct2 / onnx for a folder from scripts/export_ct2.py / export_onnx.py")  # fmt: skip
+    p.add_argument("--run", default=None,
+                   help="training output folder whose saved corpus and split options are used (default: --model)")  # fmt: skip
     p.add_argument("--split", default="test", choices=SPLITS,
                    help="split to score; all = every pair of the training source (of a file: every pair)")  # fmt: skip
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N pairs of the split")
@@ -105,7 +113,7 @@ def data_options(args: argparse.Namespace, saved: dict) -> DataOptions:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
-    saved = run_options(args.model)
+    saved = run_options(args.run or args.model)
     options = data_options(args, saved)
     batch_size = args.batch_size or saved.get("eval_batch_size") or TrainConfig.eval_batch_size
     try:
@@ -119,9 +127,14 @@ def main(argv: list[str] | None = None) -> int:
         tokenize = bleu_tokenizer_for(
             options.languages()[1], args.tokenize or saved.get("sacrebleu_tokenize")
         )
-        model, tokenizer = load_model_and_tokenizer(
-            args.model, device=args.device, trust_remote_code=True if args.trust_remote_code else None
-        )
+        if args.engine == "torch":
+            model, tokenizer = load_model_and_tokenizer(
+                args.model, device=args.device, trust_remote_code=True if args.trust_remote_code else None
+            )
+        elif args.device is not None:
+            raise ValueError(f"--engine {args.engine} runs on the CPU; leave out --device")
+        else:
+            model, tokenizer = load_engine(args.engine, args.model)
         if args.split == "all":
             nothing_held_out = dict(valid_split="none", test_split="none", valid_size=0, test_size=0)
             splits, report = dataclasses.replace(options, **nothing_held_out).load_splits()
@@ -131,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             pairs = splits[args.split]
         if not len(pairs):
             raise ValueError(f"the {args.split} split of {options.data} is empty; choose another --split")
-    except (ValueError, OSError) as err:
+    except (ValueError, OSError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.limit is not None:
@@ -146,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             length_penalty=length_penalty, batch_size=batch_size, max_len_a=args.max_len_a,
             max_len_b=args.max_len_b, progress=bar.update,
         )  # fmt: skip
-    scores.update(model=args.model, data=options.data, split=args.split, num_beams=num_beams,
+    scores.update(model=args.model, engine=args.engine, data=options.data, split=args.split, num_beams=num_beams,
                   length_penalty=length_penalty)  # fmt: skip
     print(f"{args.split.capitalize()} BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  "
           f"({scores['num_sentences']} sentences, beam {num_beams}, length penalty {length_penalty})")  # fmt: skip
