@@ -27,9 +27,12 @@ from .model_card import (
     model_card_for_repo,
     usage_section,
 )
+from .onnx import GRAPH_FILES, OPSET, export_onnx
 
 __all__ = [
+    "GRAPH_FILES",
     "LICENSE",
+    "OPSET",
     "QUANTIZATIONS",
     "TEMPLATE_FILE",
     "TRAINING_STATE_PATTERNS",
@@ -38,6 +41,7 @@ __all__ = [
     "check_exported_folder",
     "check_expressible",
     "export_ct2",
+    "export_onnx",
     "hub_model_card",
     "language_codes",
     "load_template",

@@ -7,6 +7,8 @@ Modules:
                  `translate_lines` (n-best joined by tabs, for the CLI)
     scoring      `score_translations`, `evaluate_translation`, `length_stats`, `bleu_tokenizer_for`,
                  `load_metric` / `metric_path` (the BLEU and chrF `evaluate` modules shipped in metrics/)
+    engines      `load_engine`: an exported CTranslate2 (`engine_ct2.CT2Translator`) or ONNX Runtime
+                 (`engine_onnx.OnnxTranslator`) folder driven through the same translation loop
     attention    `cross_attention`, `AttentionMap`, `plot_attention`, `tick_labels`, `find_fonts`
 
 Importing the package is cheap: torch, transformers, sacreBLEU and matplotlib are imported where used, so

@@ -1,0 +1,337 @@
+"""Export a trained model to ONNX: three graphs in the layout of optimum / transformers.js seq2seq exports.
+
+Files written to the output folder (opset `OPSET`, float32, every batch and length axis dynamic):
+
+    encoder_model.onnx             input_ids (B, S) int64, attention_mask (B, S) int64
+                                   -> last_hidden_state (B, S, C)
+    decoder_model.onnx             encoder_attention_mask (B, S) int64, input_ids (B, T) int64,
+                                   encoder_hidden_states (B, S, C)
+                                   -> logits (B, T, V), present.{i}.decoder.{key|value} (B, H, T, D),
+                                      present.{i}.encoder.{key|value} (B, H, S, D)
+    decoder_with_past_model.onnx   encoder_attention_mask (B, S) int64, input_ids (B, T) int64,
+                                   past_key_values.{i}.decoder.{key|value} (B, H, P, D),
+                                   past_key_values.{i}.encoder.{key|value} (B, H, S, D)
+                                   -> logits (B, T, V), present.{i}.decoder.{key|value} (B, H, P + T, D)
+
+B batch, S source length, T new target tokens, P cached target tokens, C d_model, H decoder heads, D head
+dimension, V target vocabulary, i decoder layer. Masks hold 1 for tokens and 0 for padding. The decoder takes
+no target mask: target positions are P + [0, T) for every row, as in `generate()`. The first decoding step runs
+decoder_model.onnx, which also returns the encoder keys/values of every cross-attention (computed once); later
+steps feed them back unchanged to decoder_with_past_model.onnx together with the growing self-attention cache.
+
+The graphs are traced from the model itself (`torch.onnx.export`, the dynamo-based exporter) through small
+wrapper modules: the network is not re-implemented. The folder also carries config.json, generation_config.json,
+the tokenizer files and a README; `inference.engine_onnx.OnnxTranslator` runs it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from modeling import VanillaTransformerConfig
+
+OPSET = 18
+ENCODER_FILE = "encoder_model.onnx"
+DECODER_FILE = "decoder_model.onnx"
+DECODER_WITH_PAST_FILE = "decoder_with_past_model.onnx"
+GRAPH_FILES = (ENCODER_FILE, DECODER_FILE, DECODER_WITH_PAST_FILE)
+# the names of the dynamic axes, as optimum names them: (input, axis) -> name
+ENCODER_AXES = {("input_ids", 0): "batch_size", ("input_ids", 1): "encoder_sequence_length"}
+DECODER_AXES = {
+    ("encoder_attention_mask", 0): "batch_size",
+    ("encoder_attention_mask", 1): "encoder_sequence_length",
+    ("input_ids", 1): "decoder_sequence_length",
+    ("past_key_values.0.decoder.key", 2): "past_decoder_sequence_length",
+}
+
+
+def past_names(layers: int, prefix: str, kinds: tuple[str, ...] = ("decoder", "encoder")) -> list[str]:
+    """`{prefix}.{i}.{kind}.{key|value}` for every layer i and kind, in graph order (layer, kind, key/value)."""
+    return [
+        f"{prefix}.{i}.{kind}.{part}" for i in range(layers) for kind in kinds for part in ("key", "value")
+    ]
+
+
+def export_onnx(
+    model_folder_or_model: str | Path | PreTrainedModel,
+    out: str | Path,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+) -> Path:
+    """Write the three ONNX graphs (see the module docstring), config, generation config, tokenizer and README
+    of a vanilla_transformer model to `out` and return it.
+
+    `model_folder_or_model` is a saved model folder (loaded with `inference.load_model_and_tokenizer`, whose
+    tokenizer is used) or a loaded model, in which case `tokenizer` is saved with it when given. Raises
+    `ValueError` for a missing or corrupt folder, a model of another type or not in float32, or an `out` that
+    is a file; `ImportError` without onnx and onnxscript (the export extras)."""
+    is_folder = isinstance(model_folder_or_model, (str, Path))
+    if is_folder and not Path(model_folder_or_model).is_dir():
+        raise ValueError(
+            f"model folder {str(model_folder_or_model)!r} does not exist or is not a folder: pass the folder that "
+            "training (or modeling.save_with_remote_code) wrote"
+        )
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out={str(out)!r} is a file; pass a folder to write the ONNX export to")
+    missing = [name for name in ("onnx", "onnxscript") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ImportError(f"exporting to ONNX needs {' and '.join(missing)}: pip install '.[export]'")
+    import torch
+
+    from modeling import VanillaTransformerForConditionalGeneration
+
+    if is_folder:
+        from safetensors import SafetensorError
+
+        from inference.loading import load_model_and_tokenizer
+
+        try:
+            model, folder_tokenizer = load_model_and_tokenizer(str(model_folder_or_model), device="cpu")
+        except SafetensorError as err:
+            raise ValueError(
+                f"the weights in {str(model_folder_or_model)!r} are corrupt ({err}); save the model again"
+            ) from err
+        tokenizer = tokenizer if tokenizer is not None else folder_tokenizer
+    else:
+        model = model_folder_or_model
+    if not isinstance(model, VanillaTransformerForConditionalGeneration):
+        raise ValueError(
+            f"expected a VanillaTransformerForConditionalGeneration, got {type(model).__name__}; "
+            "export other models with optimum (optimum-cli export onnx)"
+        )
+    if model.dtype != torch.float32:
+        raise ValueError(
+            f"the model is in {model.dtype}; ONNX graphs are exported in float32: pass model.float()"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+
+    was_training, device, attention = model.training, model.device, model.config._attn_implementation
+    # eager attention traces to plain MatMul/Softmax with an explicit mask (sdpa's is_causal needs a static bool)
+    model.set_attn_implementation("eager")
+    model.eval().to("cpu")
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the exporter's advice about dynamic shapes, opset upgrades, ...
+            _export_graphs(model, out)
+    finally:
+        model.set_attn_implementation(attention)
+        model.to(device).train(was_training)
+    config = model.config.to_dict()
+    config.pop("auto_map", None)  # no remote code: the weights are in the graphs
+    config.pop("custom_pipelines", None)
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    model.generation_config.save_pretrained(out)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(out)
+    (out / "README.md").write_text(readme(model.config), encoding="utf-8")
+    return out
+
+
+def _export_graphs(model: PreTrainedModel, out: Path) -> None:
+    """Trace the three graphs of the module docstring into `out`, with small example inputs (sizes >= 2, so that
+    the exporter keeps every axis dynamic, and a padded row, so that the masks are part of the graphs)."""
+    import torch
+    from torch import nn
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+    from modeling.modeling_vanilla_transformer import CACHE_FIELD
+
+    config = model.config
+    layers = config.decoder_layers
+    heads = config.decoder_attention_heads
+    head_dim = config.d_model // heads
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = model.get_encoder()
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    def flatten(cache: EncoderDecoderCache, kinds: tuple[str, ...]) -> list[torch.Tensor]:
+        tensors = []
+        for i in range(layers):
+            for kind in kinds:
+                layer = (
+                    cache.self_attention_cache if kind == "decoder" else cache.cross_attention_cache
+                ).layers[i]
+                tensors += [layer.keys, layer.values]
+        return tensors
+
+    class Decoder(nn.Module):
+        """First step: no cache in; logits, self-attention and cross-attention keys/values out."""
+
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, encoder_attention_mask, input_ids, encoder_hidden_states):
+            cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+            output = self.model(
+                attention_mask=encoder_attention_mask, decoder_input_ids=input_ids,
+                encoder_outputs=(encoder_hidden_states,), cache=cache, use_cache=True,
+            )  # fmt: skip
+            return (output.logits, *flatten(getattr(output, CACHE_FIELD), ("decoder", "encoder")))
+
+    class DecoderWithPast(nn.Module):
+        """Later steps: the cache in, logits and the grown self-attention cache out."""
+
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, encoder_attention_mask, input_ids, *past):
+            self_cache = DynamicCache([(past[4 * i], past[4 * i + 1]) for i in range(layers)])
+            cross_cache = DynamicCache([(past[4 * i + 2], past[4 * i + 3]) for i in range(layers)])
+            cache = EncoderDecoderCache(self_cache, cross_cache)
+            # every cross-attention reads its cached keys/values: the encoder output is an empty (B, S, 0) stand-in
+            placeholder = past[2].new_zeros((past[2].shape[0], past[2].shape[2], 0))
+            output = self.model(
+                attention_mask=encoder_attention_mask, decoder_input_ids=input_ids,
+                encoder_outputs=(placeholder,), cache=cache, use_cache=True,
+            )  # fmt: skip
+            return (output.logits, *flatten(getattr(output, CACHE_FIELD), ("decoder",)))
+
+    batch, source, target, cached = 2, 5, 3, 4
+    dim = torch.export.Dim
+    b, s, t, p = (dim.DYNAMIC for _ in range(4))
+    input_ids = torch.full((batch, source), config.eos_token_id, dtype=torch.long)
+    mask = torch.ones((batch, source), dtype=torch.long)
+    mask[1, -2:] = 0
+    hidden = torch.randn(batch, source, config.d_model)
+    decoder_ids = torch.full((batch, target), config.decoder_start_token_id, dtype=torch.long)
+    past = []
+    for _ in range(layers):
+        past += [torch.randn(batch, heads, cached, head_dim) for _ in range(2)]
+        past += [torch.randn(batch, heads, source, head_dim) for _ in range(2)]
+
+    def export(
+        module: nn.Module, args: tuple, names: list[str], outputs: list[str], shapes: tuple, file: str
+    ):
+        torch.onnx.export(
+            module, args, str(out / file), input_names=names, output_names=outputs, opset_version=OPSET,
+            dynamo=True, dynamic_shapes=shapes, external_data=False, optimize=True, verbose=False,
+        )  # fmt: skip
+        name_axes(out / file, ENCODER_AXES if file == ENCODER_FILE else DECODER_AXES)
+
+    export(
+        Encoder(), (input_ids, mask), ["input_ids", "attention_mask"], ["last_hidden_state"],
+        ({0: b, 1: s}, {0: b, 1: s}), ENCODER_FILE,
+    )  # fmt: skip
+    export(
+        Decoder(), (mask, decoder_ids, hidden), ["encoder_attention_mask", "input_ids", "encoder_hidden_states"],
+        ["logits", *past_names(layers, "present")], ({0: b, 1: s}, {0: b, 1: t}, {0: b, 1: s}), DECODER_FILE,
+    )  # fmt: skip
+    past_shapes = ({0: b, 2: p}, {0: b, 2: p}, {0: b, 2: s}, {0: b, 2: s}) * layers
+    export(
+        DecoderWithPast(), (mask, decoder_ids[:, :2], *past),
+        ["encoder_attention_mask", "input_ids", *past_names(layers, "past_key_values")],
+        ["logits", *past_names(layers, "present", ("decoder",))],
+        ({0: b, 1: s}, {0: b, 1: t}, past_shapes), DECODER_WITH_PAST_FILE,
+    )  # fmt: skip
+
+
+def name_axes(path: Path, axes: dict[tuple[str, int], str]) -> None:
+    """Give the exporter's symbolic axes (s0, s1, ...) of the graph at `path` readable names: `axes` maps
+    (input name, axis) -> name; axes of outputs and intermediate values become expressions of the names
+    (e.g. past_decoder_sequence_length + decoder_sequence_length)."""
+    import re
+
+    import onnx
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    names: dict[str, str] = {}
+    for value in graph.input:
+        for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+            if dim.dim_param and (value.name, axis) in axes:
+                names.setdefault(dim.dim_param, axes[value.name, axis])
+    symbol = re.compile(r"\b[su]\d+\b")
+    for value in [*graph.input, *graph.output, *graph.value_info]:
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.dim_param:
+                dim.dim_param = symbol.sub(
+                    lambda match: names.get(match.group(0), match.group(0)), dim.dim_param
+                )
+    onnx.save(model, str(path))
+
+
+def readme(config: VanillaTransformerConfig) -> str:
+    """The README.md of an exported folder: what the files are and how to run them."""
+    layers, heads = config.decoder_layers, config.decoder_attention_heads
+    # the decoder input holds the start token and the generated ones: stay inside the position table
+    rope = config.position_encoding == "rope"
+    steps = 256 if rope else min(256, config.max_position_embeddings - 1)
+    truncation = "" if rope else f", truncation=True, max_length={config.max_position_embeddings}"
+    return f"""# ONNX export of a vanilla_transformer translation model
+
+Exported with `scripts/export_onnx.py` (opset {OPSET}, float32). Files:
+
+- `encoder_model.onnx`: `input_ids`, `attention_mask` (int64, 1 = token, 0 = padding) -> `last_hidden_state`
+- `decoder_model.onnx` (first decoding step): `encoder_attention_mask`, `input_ids`, `encoder_hidden_states`
+  -> `logits`, `present.{{i}}.decoder.{{key,value}}`, `present.{{i}}.encoder.{{key,value}}`
+- `decoder_with_past_model.onnx` (later steps): `encoder_attention_mask`, `input_ids` (the new tokens),
+  `past_key_values.{{i}}.decoder.{{key,value}}`, `past_key_values.{{i}}.encoder.{{key,value}}`
+  -> `logits`, `present.{{i}}.decoder.{{key,value}}`
+- `config.json`, `generation_config.json` (decoding defaults), the tokenizer files
+
+{layers} decoder layers (i = 0 .. {layers - 1}); keys and values are (batch, {heads} heads, length,
+{config.d_model // heads}). Decoding starts from `decoder_start_token_id` = {config.decoder_start_token_id} and
+stops at `eos_token_id` = {config.eos_token_id}; the encoder keys/values returned by the first step are fed back
+unchanged at every later step.
+
+## Run it
+
+With this project installed (greedy and beam search with the generation config's settings, tokens equal to
+`generate()`):
+
+```python
+from inference.engine_onnx import OnnxTranslator
+
+translator = OnnxTranslator("this-folder")
+print(translator.translate(["A sentence to translate."], num_beams=4))
+```
+
+or `python scripts/translate.py --engine onnx --model this-folder < input.txt`.
+
+With onnxruntime alone (greedy, one sentence):
+
+```python
+import numpy as np, onnxruntime as ort
+from transformers import AutoTokenizer
+
+folder = "this-folder"
+tokenizer = AutoTokenizer.from_pretrained(folder)
+encoder = ort.InferenceSession(f"{{folder}}/encoder_model.onnx")
+decoder = ort.InferenceSession(f"{{folder}}/decoder_model.onnx")
+decoder_with_past = ort.InferenceSession(f"{{folder}}/decoder_with_past_model.onnx")
+source = tokenizer(["A sentence to translate."], return_tensors="np"{truncation})
+ids, mask = source["input_ids"].astype(np.int64), source["attention_mask"].astype(np.int64)
+hidden = encoder.run(None, {{"input_ids": ids, "attention_mask": mask}})[0]
+tokens = np.array([[{config.decoder_start_token_id}]], dtype=np.int64)
+outputs = decoder.run(None, {{"encoder_attention_mask": mask, "input_ids": tokens, "encoder_hidden_states": hidden}})
+names = [o.name.replace("present", "past_key_values") for o in decoder.get_outputs()[1:]]
+past, result = dict(zip(names, outputs[1:])), []
+for _ in range({steps}):
+    token = int(outputs[0][0, -1].argmax())
+    if token == {config.eos_token_id}:
+        break
+    result.append(token)
+    feeds = {{"encoder_attention_mask": mask, "input_ids": np.array([[token]], dtype=np.int64), **past}}
+    outputs = decoder_with_past.run(None, feeds)
+    past.update({{n.replace("present", "past_key_values"): v
+                 for n, v in zip([o.name for o in decoder_with_past.get_outputs()[1:]], outputs[1:])}})
+print(tokenizer.decode(result, skip_special_tokens=True))
+```
+
+(`OnnxTranslator` also applies the generation config's `suppress_tokens` and length limits, which this
+minimal loop leaves out.)
+"""

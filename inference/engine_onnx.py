@@ -1,0 +1,462 @@
+"""Translate with an ONNX export (`export.onnx.export_onnx`) on ONNX Runtime: greedy and beam search in numpy.
+
+`OnnxTranslator(folder)` loads the three graphs, the config, the generation config and the tokenizer of an
+exported folder. `generate_ids` decodes token ids; `translate` is `inference.translate.translate` (THE batched
+loop: sorting by length, truncation to the model's limits, ``max_len_a``/``max_len_b``, empty lines) with this
+engine in place of `generate()`.
+
+Decoding follows transformers' `generate()` for this model, so that the tokens are the same:
+    * greedy: argmax of the processed logits; a finished row continues with pad until every row is done;
+    * beam search: transformers' vectorised beam search (running beams from the top 2 * num_beams
+      continuations of the accumulated log-probabilities, finished hypotheses scored
+      sum(log p) / length ** length_penalty with the length counting generated tokens, `early_stopping`
+      True / False / "never" with transformers' stopping heuristics);
+    * logits processors from the generation config: `suppress_tokens`, `begin_suppress_tokens`,
+      `bad_words_ids`, `min_length`, `min_new_tokens`, `forced_bos_token_id`, `forced_eos_token_id`;
+    * length: `max_new_tokens`, else the generation config's `max_new_tokens`, else its `max_length`.
+Sampling and the other processors (repetition penalties, n-gram blocking, sequence bias, ...) are not
+implemented: a generation config or argument that asks for one raises `ValueError` naming it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .engines import EngineModel
+from .translate import position_limit, translate
+
+if TYPE_CHECKING:
+    from transformers import GenerationConfig, PreTrainedTokenizerBase
+
+_PENALTY = np.float32(-1.0e9)  # transformers' "never choose this" offset in beam search
+# options of a generation config that change tokens and that this engine does not implement, with their no-op value
+_UNSUPPORTED = {
+    "do_sample": False,
+    "repetition_penalty": 1.0,
+    "encoder_repetition_penalty": 1.0,
+    "no_repeat_ngram_size": 0,
+    "encoder_no_repeat_ngram_size": 0,
+    "sequence_bias": None,
+    "exponential_decay_length_penalty": None,
+    "renormalize_logits": False,
+    "force_words_ids": None,
+    "constraints": None,
+    "num_beam_groups": 1,
+    "diversity_penalty": 0.0,
+    "guidance_scale": None,
+}
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """Resolved decoding settings of one call (see the module docstring)."""
+
+    num_beams: int
+    num_return_sequences: int
+    length_penalty: float
+    early_stopping: bool | str
+    max_new_tokens: int
+    eos_token_ids: tuple[int, ...]
+    pad_token_id: int
+    decoder_start_token_id: int
+    suppress_tokens: tuple[int, ...]
+    begin_suppress_tokens: tuple[int, ...]
+    bad_words_ids: tuple[tuple[int, ...], ...]
+    min_length: int
+    min_new_tokens: int
+    forced_bos_token_id: int | None
+    forced_eos_token_id: int | None
+
+
+def resolve_decoding(generation_config: GenerationConfig, **overrides: Any) -> Decoding:
+    """The settings of `generation_config` updated with the non-None `overrides` (generate() keyword names).
+
+    Raises `ValueError` for an unknown option, an out-of-range value (`modeling.check_generation_arguments`) or an
+    option this engine does not implement."""
+    from modeling import check_generation_arguments
+
+    overrides = {name: value for name, value in overrides.items() if value is not None}
+    check_generation_arguments(overrides, generation_config)
+    config = generation_config.__class__.from_dict(generation_config.to_dict())
+    unknown = config.update(**overrides)
+    if unknown:
+        raise ValueError(f"unknown generation options {sorted(unknown)}: expected generate() keyword names")
+    for name, neutral in _UNSUPPORTED.items():
+        value = getattr(config, name, neutral)
+        if value is not None and value != neutral:
+            raise ValueError(
+                f"{name}={value!r} is not supported by the ONNX Runtime engine (greedy and beam search only); "
+                f"remove it from the generation config or use --engine torch"
+            )
+
+    def ids(value: Any) -> tuple[int, ...]:
+        return tuple(value) if isinstance(value, (list, tuple)) else (() if value is None else (value,))
+
+    eos = ids(config.eos_token_id)
+    max_new = config.max_new_tokens if config.max_new_tokens is not None else config.max_length - 1
+    bad_words = tuple(tuple(words) for words in config.bad_words_ids or ())
+    return Decoding(
+        num_beams=config.num_beams,
+        num_return_sequences=config.num_return_sequences or 1,
+        length_penalty=float(config.length_penalty),
+        early_stopping=config.early_stopping,
+        max_new_tokens=max_new,
+        eos_token_ids=eos,
+        pad_token_id=config.pad_token_id if config.pad_token_id is not None else eos[0],
+        decoder_start_token_id=config.decoder_start_token_id,
+        suppress_tokens=ids(config.suppress_tokens),
+        begin_suppress_tokens=ids(config.begin_suppress_tokens),
+        bad_words_ids=tuple(words for words in bad_words if list(words) not in [[token] for token in eos]),
+        min_length=config.min_length or 0,
+        min_new_tokens=config.min_new_tokens or 0,
+        forced_bos_token_id=config.forced_bos_token_id,
+        forced_eos_token_id=config.forced_eos_token_id,
+    )
+
+
+def process_scores(scores: np.ndarray, sequences: np.ndarray, decoding: Decoding) -> np.ndarray:
+    """transformers' logits processors, in its order, on (N, V) scores of N sequences (N, L) that start with the
+    decoder start token (L = the current length). Returns a new array; banned tokens get -inf."""
+    scores = scores.copy()
+    length = sequences.shape[1]
+    for words in decoding.bad_words_ids:
+        prefix = words[:-1]
+        if not prefix:
+            scores[:, words[-1]] = -np.inf
+        elif length >= len(prefix):
+            matches = (sequences[:, length - len(prefix) :] == np.asarray(prefix)).all(axis=1)
+            scores[matches, words[-1]] = -np.inf
+    eos = list(decoding.eos_token_ids)
+    if eos and (length < decoding.min_length or length - 1 < decoding.min_new_tokens):
+        scores[:, eos] = -np.inf
+    if decoding.forced_bos_token_id is not None and length == 1:
+        scores[:] = -np.inf
+        scores[:, decoding.forced_bos_token_id] = 0.0
+    if decoding.forced_eos_token_id is not None and length == decoding.max_new_tokens:  # max_length - 1
+        forced = decoding.forced_eos_token_id
+        scores[:] = -np.inf
+        scores[:, list(forced) if isinstance(forced, (list, tuple)) else forced] = 0.0
+    if decoding.suppress_tokens:
+        scores[:, list(decoding.suppress_tokens)] = -np.inf
+    begin = 2 if decoding.forced_bos_token_id is not None else 1
+    if decoding.begin_suppress_tokens and length == begin:
+        scores[:, list(decoding.begin_suppress_tokens)] = -np.inf
+    return scores
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log_softmax over the last axis, in float32."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def top_k(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values, indices) of the k largest entries of each row, largest first; equal values in index order (which
+    of several equal values at the k-th place are kept is unspecified, as with torch.topk)."""
+    if k < values.shape[-1]:
+        indices = np.argpartition(-values, k - 1, axis=-1)[:, :k]  # the k largest, unordered
+    else:
+        indices = np.broadcast_to(np.arange(values.shape[-1]), values.shape)
+    chosen = np.take_along_axis(values, indices, axis=-1)
+    order = np.lexsort((indices, -chosen), axis=-1)  # by value, then by index
+    return np.take_along_axis(chosen, order, axis=-1), np.take_along_axis(indices, order, axis=-1)
+
+
+class OnnxTranslator:
+    """An exported folder on ONNX Runtime (see the module docstring).
+
+    Attributes: `tokenizer` (the folder's), `config` (the model config), `generation_config` (the decoding
+    defaults of `translate`)."""
+
+    def __init__(self, folder: str | Path, *, num_threads: int | None = None):
+        """Load `folder` (written by `export.onnx.export_onnx`). `num_threads` sets ONNX Runtime's intra-op
+        threads (None: its default, one per core). Raises `ValueError` for a missing or incomplete folder."""
+        import onnxruntime
+        from transformers import AutoTokenizer, GenerationConfig
+
+        from export.onnx import DECODER_FILE, DECODER_WITH_PAST_FILE, ENCODER_FILE, GRAPH_FILES
+        from modeling import VanillaTransformerConfig
+        from modeling.pipeline_vanilla_transformer import check_vocabulary
+
+        folder = Path(folder)
+        hint = "export one with scripts/export_onnx.py MODEL OUT"
+        if not folder.is_dir():
+            raise ValueError(f"ONNX folder {str(folder)!r} does not exist or is not a folder: {hint}")
+        needed = [*GRAPH_FILES, "config.json", "generation_config.json"]
+        missing = [name for name in needed if not (folder / name).is_file()]
+        if not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+            missing.append("tokenizer.json")
+        if missing:
+            raise ValueError(
+                f"{str(folder)!r} is not a complete ONNX export: missing {', '.join(missing)}; {hint}"
+            )
+        if num_threads is not None and (
+            isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1
+        ):
+            raise ValueError(f"num_threads={num_threads!r} is invalid: expected an integer >= 1 or None")
+        try:
+            config_dict = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            self.config = VanillaTransformerConfig.from_dict(config_dict)
+            self.generation_config = GenerationConfig.from_pretrained(folder)
+        except (ValueError, OSError) as err:
+            raise ValueError(f"{str(folder)!r} has an unreadable config ({err}); {hint}") from err
+        self.tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(folder)
+        check_vocabulary(self.config, self.tokenizer)
+        options = onnxruntime.SessionOptions()
+        if num_threads is not None:
+            options.intra_op_num_threads = num_threads
+        options.inter_op_num_threads = 1
+        # no busy-waiting between runs: the numpy search and other processes get the cores back at once
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+
+        def session(name: str) -> onnxruntime.InferenceSession:
+            try:
+                return onnxruntime.InferenceSession(
+                    str(folder / name), options, providers=["CPUExecutionProvider"]
+                )
+            except Exception as err:  # onnxruntime raises its own exception types for an unreadable graph
+                raise ValueError(
+                    f"{str(folder / name)!r} is not a loadable ONNX graph ({err}); {hint}"
+                ) from err
+
+        self._encoder = session(ENCODER_FILE)
+        self._decoder = session(DECODER_FILE)
+        self._decoder_with_past = session(DECODER_WITH_PAST_FILE)
+        self._present = [output.name for output in self._decoder.get_outputs()[1:]]
+
+    # ------------------------------------------------------------------------------------------------------------
+    # the public interface
+    # ------------------------------------------------------------------------------------------------------------
+
+    def generate_ids(
+        self,
+        input_ids: list[list[int]],
+        *,
+        num_beams: int = 1,
+        length_penalty: float = 1.0,
+        max_new_tokens: int | None = None,
+        num_return_sequences: int = 1,
+    ) -> list[list[list[int]]]:
+        """For each source (token ids with </s>, no padding), its `num_return_sequences` hypotheses, best first:
+        generated ids without the decoder start token and without padding, ending with </s> if produced.
+        Other decoding settings come from the folder's generation config."""
+        decoding = resolve_decoding(
+            self.generation_config, num_beams=num_beams, length_penalty=length_penalty,
+            max_new_tokens=max_new_tokens, num_return_sequences=num_return_sequences,
+        )  # fmt: skip
+        ids, mask = self.pad_sources(input_ids)
+        return self.search(ids, mask, decoding)[0]
+
+    def translate(
+        self,
+        texts: list[str],
+        *,
+        num_beams: int | None = None,
+        length_penalty: float | None = None,
+        max_new_tokens: int | None = None,
+        batch_size: int = 32,
+        max_len_a: float | None = None,
+        max_len_b: int = 10,
+    ) -> list[str]:
+        """One translation per text, in input order: `inference.translate.translate` on this engine (options
+        left out come from the folder's generation config; same length caps and truncation)."""
+        return translate(
+            EngineModel(self, "onnx"), self.tokenizer, texts, batch_size=batch_size, max_len_a=max_len_a,
+            max_len_b=max_len_b, num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens,
+        )  # fmt: skip
+
+    # ------------------------------------------------------------------------------------------------------------
+    # decoding
+    # ------------------------------------------------------------------------------------------------------------
+
+    def pad_sources(self, input_ids: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Right-padded (B, S) int64 ids and 1/0 mask; `ValueError` for an empty batch or source, or one longer
+        than the model's positions."""
+        if not input_ids or any(len(ids) == 0 for ids in input_ids):
+            raise ValueError("input_ids must hold at least one source, each with at least one token (</s>)")
+        width = max(len(ids) for ids in input_ids)
+        limit = position_limit(self)
+        if limit is not None and width > limit:
+            raise ValueError(
+                f"a source has {width} tokens but the model accepts at most {limit} (max_position_embeddings); "
+                "truncate it (translate() does)"
+            )
+        ids = np.full((len(input_ids), width), self.config.pad_token_id, dtype=np.int64)
+        mask = np.zeros((len(input_ids), width), dtype=np.int64)
+        for row, tokens in enumerate(input_ids):
+            ids[row, : len(tokens)] = tokens
+            mask[row, : len(tokens)] = 1
+        return ids, mask
+
+    def search(
+        self, input_ids: np.ndarray, attention_mask: np.ndarray, decoding: Decoding
+    ) -> tuple[list[list[list[int]]], list[list[float]]]:
+        """Decode a padded (B, S) batch: per source, `decoding.num_return_sequences` hypotheses (generated ids,
+        as `generate_ids`) and their scores (beam search: transformers' `sequences_scores`; greedy: the sum of
+        the log-probabilities of the processed scores)."""
+        vocab = self.config.decoder_vocab_size
+        bad = [token for token in decoding.eos_token_ids + (decoding.pad_token_id,) if not 0 <= token < vocab]
+        if bad:
+            raise ValueError(
+                f"token ids {bad} of the generation config are outside the vocabulary [0, {vocab})"
+            )
+        limit = position_limit(self)
+        if limit is not None and decoding.max_new_tokens > limit:
+            raise ValueError(
+                f"max_new_tokens={decoding.max_new_tokens} exceeds the decoder's {limit} positions "
+                f"(max_position_embeddings); use at most {limit}"
+            )
+        if decoding.num_beams == 1 and decoding.num_return_sequences != 1:
+            raise ValueError("num_return_sequences > 1 needs beam search (num_beams >= num_return_sequences)")
+        hidden = self._encoder.run(None, {"input_ids": input_ids, "attention_mask": attention_mask})[0]
+        if decoding.num_beams == 1:
+            return self._greedy(hidden, attention_mask, decoding)
+        return self._beam_search(hidden, attention_mask, decoding)
+
+    def _step(
+        self, tokens: np.ndarray, mask: np.ndarray, hidden: np.ndarray | None, past: dict[str, np.ndarray]
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """One decoder call on (N, 1) tokens: the first (`hidden` given) runs decoder_model.onnx, later ones
+        decoder_with_past_model.onnx. Returns (N, V) float32 logits and the cache for the next call."""
+        if hidden is not None:
+            outputs = self._decoder.run(
+                None, {"encoder_attention_mask": mask, "input_ids": tokens, "encoder_hidden_states": hidden}
+            )
+            names = self._present
+        else:
+            feeds = {"encoder_attention_mask": mask, "input_ids": tokens, **past}
+            outputs = self._decoder_with_past.run(None, feeds)
+            names = [name for name in self._present if ".decoder." in name]
+        updated = dict(past)
+        for name, value in zip(names, outputs[1:]):
+            updated[name.replace("present.", "past_key_values.", 1)] = value
+        return outputs[0][:, -1].astype(np.float32), updated
+
+    def _greedy(
+        self, hidden: np.ndarray, mask: np.ndarray, decoding: Decoding
+    ) -> tuple[list[list[list[int]]], list[list[float]]]:
+        """transformers' greedy search (`GenerationMixin._sample` without sampling), in numpy."""
+        batch = hidden.shape[0]
+        sequences = np.full((batch, 1), decoding.decoder_start_token_id, dtype=np.int64)
+        unfinished = np.ones(batch, dtype=bool)
+        lengths = np.full(batch, decoding.max_new_tokens)
+        scores = np.zeros(batch, dtype=np.float32)
+        eos = np.asarray(decoding.eos_token_ids, dtype=np.int64)
+        past: dict[str, np.ndarray] = {}
+        tokens, encoder = sequences, hidden
+        for step in range(decoding.max_new_tokens):
+            logits, past = self._step(tokens, mask, encoder, past)
+            encoder = None
+            processed = process_scores(logits, sequences, decoding)
+            chosen = processed.argmax(axis=-1)
+            scores += np.where(
+                unfinished, np.take_along_axis(log_softmax(processed), chosen[:, None], -1)[:, 0], 0
+            )
+            chosen = np.where(unfinished, chosen, decoding.pad_token_id)
+            sequences = np.concatenate([sequences, chosen[:, None]], axis=1)
+            done = unfinished & np.isin(chosen, eos)
+            lengths[done] = step + 1
+            unfinished &= ~done
+            if not unfinished.any():
+                break
+            tokens = chosen[:, None]
+        hypotheses = [[sequences[row, 1 : 1 + lengths[row]].tolist()] for row in range(batch)]
+        return hypotheses, [[float(score)] for score in scores]
+
+    def _beam_search(
+        self, hidden: np.ndarray, mask: np.ndarray, decoding: Decoding
+    ) -> tuple[list[list[list[int]]], list[list[float]]]:
+        """transformers' `_beam_search` (vectorised, see `GenerationMixin._beam_search`), in numpy."""
+        batch, beams = hidden.shape[0], decoding.num_beams
+        max_length = 1 + decoding.max_new_tokens  # the decoder start token counts
+        eos = np.asarray(decoding.eos_token_ids, dtype=np.int64)
+        keep = max(2, 1 + len(eos)) * beams  # continuations considered per source
+        top_beams = np.arange(keep) < beams
+        hidden, mask = np.repeat(hidden, beams, axis=0), np.repeat(mask, beams, axis=0)  # (B * k, S, C)
+
+        running = np.full((batch, beams, max_length), decoding.pad_token_id, dtype=np.int64)
+        running[:, :, 0] = decoding.decoder_start_token_id
+        finished = running.copy()
+        running_scores = np.zeros((batch, beams), dtype=np.float32)
+        running_scores[:, 1:] = _PENALTY
+        finished_scores = np.full((batch, beams), _PENALTY, dtype=np.float32)
+        finished_lengths = np.zeros((batch, beams), dtype=np.int64)
+        is_finished = np.zeros((batch, beams), dtype=bool)
+        may_improve = np.ones((batch, 1), dtype=bool)
+        rows = np.arange(batch)[:, None]
+        past: dict[str, np.ndarray] = {}
+        tokens, encoder, length = running[:, :, 0].reshape(-1, 1), hidden, 1
+        while True:
+            logits, past = self._step(tokens, mask, encoder, past)
+            encoder = None
+            flat = running[:, :, :length].reshape(batch * beams, length)
+            log_probs = process_scores(log_softmax(logits), flat, decoding)
+            vocab = log_probs.shape[-1]
+            log_probs = (log_probs.reshape(batch, beams, vocab) + running_scores[:, :, None]).reshape(
+                batch, -1
+            )
+
+            top_scores, top_indices = top_k(log_probs, keep)  # (B, 2k)
+            parents, top_ids = top_indices // vocab, top_indices % vocab
+            candidates = running[rows, parents]  # (B, 2k, max_length)
+            candidates[:, :, length] = top_ids
+            stops = np.isin(top_ids, eos) | (length + 1 >= max_length)
+
+            # the best k candidates that did not stop keep running
+            running_candidates = top_scores + stops.astype(np.float32) * _PENALTY
+            running_scores, chosen = top_k(running_candidates, beams)
+            running = candidates[rows, chosen]
+            beam_origin = (parents[rows, chosen] + rows * beams).reshape(-1)  # (B * k,) rows of the cache
+
+            # candidates among the top k that stopped become finished hypotheses if they beat the worst ones
+            just_finished = stops & top_beams[None, :]
+            normalised = top_scores / np.float32((length + 1 - 1) ** decoding.length_penalty)
+            full = is_finished.all(axis=-1, keepdims=True) & (decoding.early_stopping is True)
+            normalised = normalised + full.astype(np.float32) * _PENALTY
+            normalised = normalised + (~may_improve).astype(np.float32) * _PENALTY
+            normalised = normalised + (~just_finished).astype(np.float32) * _PENALTY
+            merged_scores, merged = top_k(np.concatenate([finished_scores, normalised], axis=1), beams)
+            finished = np.concatenate([finished, candidates], axis=1)[rows, merged]
+            finished_scores = merged_scores
+            new_lengths = np.full((batch, keep), length, dtype=np.int64)  # generated tokens, </s> included
+            finished_lengths = np.concatenate([finished_lengths, new_lengths], axis=1)[rows, merged]
+            is_finished = np.concatenate([is_finished, just_finished], axis=1)[rows, merged]
+
+            past = {
+                name: value if ".encoder." in name else value[beam_origin] for name, value in past.items()
+            }
+            length += 1
+            may_improve = self._may_improve(
+                may_improve, running_scores, finished_scores, is_finished, length, max_length, decoding
+            )
+            stop_all = is_finished.all() and decoding.early_stopping is True
+            if not may_improve.any() or stop_all or stops.all():
+                break
+            tokens = running[:, :, length - 1].reshape(-1, 1)
+
+        count = decoding.num_return_sequences
+        hypotheses = [
+            [finished[b, j, 1 : 1 + finished_lengths[b, j]].tolist() for j in range(count)]
+            for b in range(batch)
+        ]
+        return hypotheses, [[float(finished_scores[b, j]) for j in range(count)] for b in range(batch)]
+
+    @staticmethod
+    def _may_improve(
+        may_improve: np.ndarray, running_scores: np.ndarray, finished_scores: np.ndarray, is_finished: np.ndarray,
+        length: int, max_length: int, decoding: Decoding,
+    ) -> np.ndarray:  # fmt: skip
+        """transformers' `_check_early_stop_heuristic`: (B, 1), whether a running beam could still beat the worst
+        finished hypothesis."""
+        if decoding.early_stopping == "never" and decoding.length_penalty > 0.0:
+            best_length = max_length - 1
+        else:
+            best_length = length - 1
+        best_running = running_scores[:, :1] / np.float32(best_length**decoding.length_penalty)
+        worst = np.where(is_finished, finished_scores.min(axis=1, keepdims=True), _PENALTY)
+        return may_improve & (best_running > worst).any(axis=-1, keepdims=True)
