@@ -89,6 +89,7 @@ def load_model_and_tokenizer(
 
     device = resolve_device(device) if not hasattr(device, "type") else device
     _register_local_classes()
+    from safetensors import SafetensorError
     from transformers import CONFIG_MAPPING, AutoModelForSeq2SeqLM, AutoTokenizer
 
     needs_remote_code = bool(config.get("auto_map")) and config.get("model_type") not in CONFIG_MAPPING
@@ -106,6 +107,10 @@ def load_model_and_tokenizer(
         model = AutoModelForSeq2SeqLM.from_pretrained(
             source, trust_remote_code=trust_remote_code, use_safetensors=True, **options
         )
+    except SafetensorError as err:  # a truncated or corrupt model.safetensors
+        raise ValueError(
+            f"{name_or_path!r} has a corrupt model.safetensors ({err}); export the model again, or {export_hint}"
+        ) from err
     except OSError as err:
         if "safetensors" not in str(err):
             raise

@@ -208,3 +208,13 @@ def test_trust_remote_code_is_needed_only_without_the_package(export):
     )
     assert "refused:" in out and "trust_remote_code=True" in out, out
     assert "with the flag: transformers_modules." in out, out
+
+
+def test_a_corrupt_safetensors_file_is_a_clear_error(tmp_path):
+    from conftest import export_tiny_model
+
+    folder = export_tiny_model(tmp_path / "model")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:200])
+    with pytest.raises(ValueError, match=r"has a corrupt model.safetensors .*export the model again"):
+        load_model_and_tokenizer(str(folder))
