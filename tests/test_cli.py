@@ -23,6 +23,8 @@ REQUIRED = {
     "bench_tokenizer": ["corpus.tsv"],
     "train_tokenizer": ["--output", "x"],
     "convert_marian": ["src", "out"],
+    "export_ct2": ["model", "out"],
+    "export_onnx": ["model", "out"],
     "evaluate": ["--model", "m"],
     "plot_attention": ["--model", "m", "--text", "t"],
     "push_to_hub": ["--model", "m", "--repo_id", "r"],
