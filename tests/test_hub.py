@@ -91,6 +91,7 @@ def push(hub, home, *args: str, token: str | None = TOKEN) -> subprocess.Complet
 
 
 def test_push_then_load_in_a_fresh_process_without_the_project(hub, export, tmp_path):
+    before = len(hub.requests)  # the module's other tests share the server
     done = push(hub, tmp_path / "push-home", "--model", str(export), "--repo_id", "alice/tiny-zh-en")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().startswith(f"{hub.endpoint}/alice/tiny-zh-en/commit/")
@@ -106,7 +107,7 @@ def test_push_then_load_in_a_fresh_process_without_the_project(hub, export, tmp_
     } <= set(local)
     assert hub.files("alice/tiny-zh-en") == local  # every file of the folder, byte for byte, in one commit
     assert hub.repos["alice/tiny-zh-en"].messages == [f"Upload {export.name} (vanilla-transformer export)"]
-    writes = [r for r in hub.requests if r[0] == "POST" and "/agent-harnesses" not in r[1]]
+    writes = [r for r in hub.requests[before:] if r[0] == "POST" and "/agent-harnesses" not in r[1]]
     assert writes and all(authorized for _, _, authorized in writes)
 
     cwd = tmp_path / "elsewhere"
@@ -131,7 +132,7 @@ def test_push_then_load_in_a_fresh_process_without_the_project(hub, export, tmp_
     assert result["generate"] == expected != ""
     assert result["pipeline"] == expected
     downloaded = {
-        path.rsplit("/", 1)[-1] for method, path, _ in hub.requests if "/resolve/" in path and method == "GET"
+        path.rsplit("/", 1)[-1] for method, path, _ in hub.requests[before:] if "/resolve/" in path and method == "GET"
     }
     assert {
         "config.json",
