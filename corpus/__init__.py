@@ -11,6 +11,7 @@ from .options import DataOptions
 from .read import (
     DEFAULT_DATA,
     FORMATS,
+    GLOB_CHARS,
     SOURCE,
     TARGET,
     DataReport,
@@ -19,6 +20,7 @@ from .read import (
     is_dataset_object,
     load_parallel_corpus,
     read_parallel_splits,
+    source_kind,
 )
 from .split import load_split, split_corpus
 
@@ -29,6 +31,7 @@ __all__ = [
     "DataOptions",
     "DataReport",
     "FORMATS",
+    "GLOB_CHARS",
     "OnBadLine",
     "describe_data",
     "is_dataset_object",
@@ -37,5 +40,6 @@ __all__ = [
     "load_split",
     "read_lines",
     "read_parallel_splits",
+    "source_kind",
     "split_corpus",
 ]

@@ -59,6 +59,7 @@ SHIPPED_DATA = (
 DEFAULT_DATA = SHIPPED_DATA / "bible.zh-en.tsv.xz"
 SOURCE, TARGET = "source", "target"
 SPLITS = ("train", "validation", "test")
+GLOB_CHARS = "*?["
 _MAX_EXAMPLES = 5
 FORMATS = {
     ".tsv": "tsv",
@@ -138,6 +139,24 @@ def describe_data(data: Any) -> str:
     return str(data)
 
 
+def source_kind(data: Any) -> str:
+    """What the reader takes a data source for: "dataset" (an in-memory `Dataset`/`DatasetDict`), "saved" (a folder
+    written by ``save_to_disk``), "folder", "glob" (wildcards, no such path), "file" (an existing path, or a name
+    with a data file suffix) or "hub" (anything else: a Hub dataset name)."""
+    if is_dataset_object(data):
+        return "dataset"
+    path = Path(data)
+    if path.is_dir():
+        return (
+            "saved"
+            if any((path / marker).exists() for marker in ("dataset_dict.json", "state.json"))
+            else "folder"
+        )
+    if any(c in str(data) for c in GLOB_CHARS) and not path.exists():
+        return "glob"
+    return "file" if path.exists() or _format_of(path) is not None else "hub"
+
+
 def _split_of(path: Path, root: Path) -> str | None:
     """The split a data file's relative path names (``data/test-00000.parquet`` -> "test"), or None."""
     rel = path.relative_to(root) if root in path.parents else Path(path.name)
@@ -214,9 +233,8 @@ def read_parallel_splits(
             _split_name(k): _dataset_pairs(ds, columns, report, f"dataset split {k!r}") for k, ds in parts
         }
         return _finish(pairs, report, max_lines)
-    text = str(data)
-    path = Path(data)
-    if path.is_dir() and any((path / marker).exists() for marker in ("dataset_dict.json", "state.json")):
+    text, path, kind = str(data), Path(data), source_kind(data)
+    if kind == "saved":
         loaded = datasets.load_from_disk(str(path))
         splits, inner = read_parallel_splits(
             loaded, source_column=source_column, target_column=target_column, source_lang=source_lang,
@@ -224,16 +242,16 @@ def read_parallel_splits(
         )  # fmt: skip
         inner.path = text
         return splits, inner
-    if path.is_dir():
+    if kind == "folder":
         by_split = _files_by_split(text, sorted(p for p in path.rglob("*") if p.is_file()), path)
-    elif any(c in text for c in "*?[") and not path.exists():
+    elif kind == "glob":
         matches = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
         if not matches:
             raise FileNotFoundError(
                 f"No file matches {text!r}; check the pattern (and quote it in the shell)."
             )
         by_split = _files_by_split(text, matches, Path(os.path.commonpath([str(m.parent) for m in matches])))
-    elif path.exists() or _format_of(path) is not None:
+    elif kind == "file":
         by_split = {"train": [path]}
     else:
         return _read_hub(text, hub_config, source_column, target_column, source_lang, target_lang, on_bad_line,
@@ -380,7 +398,7 @@ def _delimited_pairs(path: Path, lines: list[str], kind: str, columns: _Columns,
     if header:
         names = [f.strip() for f in first]
         body = [(n, dict(zip(names, f))) if len(f) == len(names) else (n, f) for n, f in rows[1:]]
-        _check_columns(names, columns, f"{kind.upper()} file {where!r}")
+        _resolve(names, columns, f"{kind.upper()} file {where!r}")
         return _rows_pairs(
             _with_width(body, len(names), kind, where, columns, report), columns, report, where
         )
@@ -450,7 +468,7 @@ def _jsonl_pairs(path: Path, lines: list[str], columns: _Columns, report: DataRe
             continue
         rows.append((lineno, row))
     if rows:
-        _check_columns(list(rows[0][1]), columns, f"JSON Lines file {str(path)!r}")
+        _resolve(list(rows[0][1]), columns, f"JSON Lines file {str(path)!r}")
     return _rows_pairs(rows, columns, report, str(path))
 
 
@@ -484,7 +502,7 @@ def _json_array_pairs(path: Path, value: Any, columns: _Columns, report: DataRep
             )
     report.lines_read += len(value)
     if rows:
-        _check_columns(list(rows[0][1]), columns, f"JSON file {str(path)!r}")
+        _resolve(list(rows[0][1]), columns, f"JSON file {str(path)!r}")
     return _rows_pairs(rows, columns, report, str(path))
 
 
@@ -539,10 +557,6 @@ def _resolve(available: list[str], columns: _Columns, where: str) -> tuple[str, 
         f"{where} has no column(s) {[SOURCE, TARGET]}; its columns are {available}. Pass --source_column and "
         "--target_column with names from that list (or --source_lang/--target_lang for a 'translation' column)."
     )
-
-
-def _check_columns(available: list[str], columns: _Columns, where: str) -> None:
-    _resolve(available, columns, where)
 
 
 def _rows_pairs(rows, columns: _Columns, report: DataReport, where: str):

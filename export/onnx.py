@@ -88,16 +88,9 @@ def export_onnx(
     from modeling import VanillaTransformerForConditionalGeneration
 
     if is_folder:
-        from safetensors import SafetensorError
-
         from inference.loading import load_model_and_tokenizer
 
-        try:
-            model, folder_tokenizer = load_model_and_tokenizer(str(model_folder_or_model), device="cpu")
-        except SafetensorError as err:
-            raise ValueError(
-                f"the weights in {str(model_folder_or_model)!r} are corrupt ({err}); save the model again"
-            ) from err
+        model, folder_tokenizer = load_model_and_tokenizer(str(model_folder_or_model), device="cpu")
         tokenizer = tokenizer if tokenizer is not None else folder_tokenizer
     else:
         model = model_folder_or_model

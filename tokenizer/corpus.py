@@ -18,7 +18,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from corpus import FORMATS, SOURCE, TARGET, load_parallel_corpus
+from corpus import FORMATS, SOURCE, TARGET, load_parallel_corpus, source_kind
 from corpus.files import check_file, read_lines, strip_compression
 
 _PARALLEL = {suffix for suffix, kind in FORMATS.items() if kind in ("csv", "jsonl", "json", "parquet")}
@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 def check_readable_file(path: str | os.PathLike) -> Path:
     """Return `path` as a `Path` (a file, or a folder or glob of data files); raise `FileNotFoundError`/`ValueError` with a
     fix if it cannot be read."""
-    if Path(path).is_dir() or (any(c in str(path) for c in "*?[") and not Path(path).exists()):
+    if source_kind(path) in ("folder", "saved", "glob"):
         return Path(path)  # a folder or glob of data files, read by the corpus reader
     return check_file(
         path,
@@ -70,7 +70,7 @@ def iter_file_texts(
             yield source
             yield target
         return
-    tsv = strip_compression(p.name)[0].endswith(".tsv")
+    tsv = name.endswith(".tsv")
     for lineno, (line, _) in enumerate(islice(read_lines(p), max_lines), start=1):
         if not tsv:
             if line.strip():

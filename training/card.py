@@ -13,7 +13,7 @@ from pathlib import Path
 
 import datasets
 
-from corpus import DEFAULT_DATA
+from corpus import DEFAULT_DATA, FORMATS, GLOB_CHARS, source_kind
 from corpus.files import COMPRESSIONS
 from export.model_card import LICENSE, CardValues, model_card_data, usage_section
 from modeling import VanillaTransformerConfig
@@ -21,8 +21,6 @@ from modeling import VanillaTransformerConfig
 from .options import TrainConfig
 from .recipe import Recipe
 
-_FORMATS = (".tsv", ".txt", ".csv", ".jsonl", ".json", ".parquet")
-_GLOB = "*?["
 _BIBLE_LIMITATION = (
     "- Trained only on Bible verses (archaic, religious register; World English Bible on the English side). "
     "Expect poor output on modern, technical or conversational text, and on names it has not seen."
@@ -42,9 +40,8 @@ SHIPPED_CORPORA = {  # file name in data/ -> (description, limitation); provenan
 
 
 def is_hub_dataset(data) -> bool:
-    """Whether ``--data`` names a Hub dataset: the corpus reader reads a name that is no path, folder or glob of
-    files from the Hub."""
-    return isinstance(data, str) and not Path(data).exists() and not any(c in data for c in _GLOB)
+    """Whether ``--data`` names a Hub dataset (as the corpus reader decides, `corpus.source_kind`)."""
+    return source_kind(data) == "hub"
 
 
 def dataset_name(data) -> str | None:
@@ -57,11 +54,11 @@ def dataset_name(data) -> str | None:
     if is_hub_dataset(data):
         return data
     path = Path(data)
-    while any(c in path.name for c in _GLOB):
+    while any(c in path.name for c in GLOB_CHARS):
         path = path.parent
     name = path.resolve().name
     if path.is_file():
-        for suffixes in (tuple(COMPRESSIONS), _FORMATS):
+        for suffixes in (tuple(COMPRESSIONS), tuple(FORMATS)):
             name = next((name[: -len(s)] for s in suffixes if name.lower().endswith(s)), name)
     return name or None
 
