@@ -62,12 +62,23 @@ class EngineModel:
         return out
 
 
-def load_engine(engine: str, folder: str | Path, *, num_threads: int | None = None):
-    """(model, tokenizer) of an exported folder for ``engine`` ("ct2": a `scripts/export_ct2.py` folder, "onnx": a
-    `scripts/export_onnx.py` folder). Raises `ValueError` for an unknown engine or a folder the engine cannot
-    load, and `ImportError` (with the pip command) when the engine is not installed."""
-    if engine not in ENGINES[1:]:
+def load_engine(
+    engine: str, folder: str | Path, *, device: str | None = None, trust_remote_code: bool | None = None,
+    num_threads: int | None = None,
+):  # fmt: skip
+    """(model, tokenizer) of ``folder`` for ``engine``: "torch" (`inference.load_model_and_tokenizer`, with
+    ``device`` and ``trust_remote_code``), "ct2" (a `scripts/export_ct2.py` folder) or "onnx" (a
+    `scripts/export_onnx.py` folder; both on the CPU). Raises `ValueError` for an unknown engine, a device given to
+    a CPU engine or a folder the engine cannot load, and `ImportError` (with the pip command) when the engine is not
+    installed."""
+    if engine not in ENGINES:
         raise ValueError(f"engine={engine!r} is not one of {', '.join(ENGINES)}")
+    if engine == "torch":
+        from .loading import load_model_and_tokenizer
+
+        return load_model_and_tokenizer(str(folder), device=device, trust_remote_code=trust_remote_code)
+    if device is not None:
+        raise ValueError(f"--engine {engine} runs on the CPU; leave out --device")
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(

@@ -38,7 +38,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from tqdm.auto import tqdm  # noqa: E402
 
 from corpus import DataOptions  # noqa: E402
-from inference import bleu_tokenizer_for, evaluate_translation, load_model_and_tokenizer  # noqa: E402
+from inference import bleu_tokenizer_for, evaluate_translation  # noqa: E402
 from inference.engines import ENGINES, load_engine  # noqa: E402
 from modeling import check_generation_arguments  # noqa: E402
 from training import TrainConfig  # noqa: E402
@@ -127,14 +127,12 @@ def main(argv: list[str] | None = None) -> int:
         tokenize = bleu_tokenizer_for(
             options.languages()[1], args.tokenize or saved.get("sacrebleu_tokenize")
         )
-        if args.engine == "torch":
-            model, tokenizer = load_model_and_tokenizer(
-                args.model, device=args.device, trust_remote_code=True if args.trust_remote_code else None
-            )
-        elif args.device is not None:
-            raise ValueError(f"--engine {args.engine} runs on the CPU; leave out --device")
-        else:
-            model, tokenizer = load_engine(args.engine, args.model)
+        model, tokenizer = load_engine(
+            args.engine,
+            args.model,
+            device=args.device,
+            trust_remote_code=True if args.trust_remote_code else None,
+        )
         if args.split == "all":
             nothing_held_out = dict(valid_split="none", test_split="none", valid_size=0, test_size=0)
             splits, report = dataclasses.replace(options, **nothing_held_out).load_splits()

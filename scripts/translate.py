@@ -60,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
 
-    from inference import load_model_and_tokenizer, translate_lines
+    from inference import translate_lines
+    from inference.engines import ENGINE_OPTIONS, load_engine
     from modeling import check_generation_arguments
 
     generate_kwargs = {
@@ -77,20 +78,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.batch_size < 1:
             raise ValueError(f"batch_size={args.batch_size} is invalid: expected an integer >= 1; e.g. 32")
         check_generation_arguments(generate_kwargs)  # before loading the model: bad values fail at once
-        if args.engine == "torch":
-            model, tokenizer = load_model_and_tokenizer(
-                args.model, device=args.device, trust_remote_code=True if args.trust_remote_code else None
-            )
-        else:
-            from inference.engines import ENGINE_OPTIONS, load_engine
-
-            unsupported = [f"--{k}" for k, v in {**generate_kwargs, "seed": args.seed, "device": args.device}.items()
+        if args.engine != "torch":
+            unsupported = [f"--{k}" for k, v in {**generate_kwargs, "seed": args.seed}.items()
                            if v is not None and k not in ENGINE_OPTIONS]  # fmt: skip
             if unsupported:
                 raise ValueError(
                     f"--engine {args.engine} does not take {', '.join(unsupported)}; use --engine torch"
                 )
-            model, tokenizer = load_engine(args.engine, args.model)
+        model, tokenizer = load_engine(
+            args.engine,
+            args.model,
+            device=args.device,
+            trust_remote_code=True if args.trust_remote_code else None,
+        )
         check_generation_arguments(generate_kwargs, model.generation_config)
     except (ValueError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -55,10 +55,14 @@ def test_evaluate_reproduces_the_test_scores_that_training_printed(trained, tmp_
     bleu, chrf, n, beams, _ = SCORE_LINE.search(train_stdout).groups()
     # training's own printed samples: the first test pairs with their hypotheses
     samples = re.findall(r"^SRC: (.*)\nREF: (.*)\nHYP: (.*)$", train_stdout, re.M)
-    chosen = float(re.search(r"length penalty on 20 validation pairs: .* -> ([\d.]+)$", train_stdout, re.M)[1])
+    chosen = float(
+        re.search(r"length penalty on 20 validation pairs: .* -> ([\d.]+)$", train_stdout, re.M)[1]
+    )
     assert len(samples) == 3 and all(h for _, _, h in samples), train_stdout
 
-    done = run_script("evaluate", "--model", str(out), "--output", "hyps.txt", "--json", "scores.json", cwd=tmp_path)
+    done = run_script(
+        "evaluate", "--model", str(out), "--output", "hyps.txt", "--json", "scores.json", cwd=tmp_path
+    )
     e_bleu, e_chrf, e_n, e_beams, e_lp = SCORE_LINE.search(done.stdout).groups()
     assert (f"{float(e_bleu):.2f}", f"{float(e_chrf):.2f}") == (f"{float(bleu):.2f}", f"{float(chrf):.2f}")
     assert (e_n, e_beams) == (n, beams) == ("6", "4")
@@ -67,7 +71,10 @@ def test_evaluate_reproduces_the_test_scores_that_training_printed(trained, tmp_
     written = json.loads((out / "eval_results.json").read_text())
     scores = json.loads((tmp_path / "scores.json").read_text())
     assert (scores["bleu"], scores["chrf"]) == (written["bleu"], written["chrf"])
-    assert (scores["bleu_signature"], scores["chrf_signature"]) == (written["bleu_signature"], written["chrf_signature"])
+    assert (scores["bleu_signature"], scores["chrf_signature"]) == (
+        written["bleu_signature"],
+        written["chrf_signature"],
+    )
     assert f"  {written['bleu_signature']}\n  {written['chrf_signature']}\n" in done.stdout
     hypotheses = (tmp_path / "hyps.txt").read_text(encoding="utf-8").splitlines()
     assert len(hypotheses) == 6 and hypotheses[:3] == [h for _, _, h in samples]
@@ -85,6 +92,36 @@ def test_command_line_flags_win_over_the_runs_saved_options(trained, tmp_path, c
     assert f": {SMALL_RUN_LINES} pairs from " in out and "Validation BLEU" in out  # the run's --max_lines
 
 
+def test_an_engine_folder_scores_the_runs_test_split_like_torch(trained, tmp_path, capsys):
+    """--engine ct2 on a CTranslate2 export of the run, with --run naming the run: the run's test split and the
+    scores and hypotheses of the torch model."""
+    pytest.importorskip("ctranslate2")
+    from export import export_ct2
+
+    out, _ = trained
+    script = load_evaluate_script()
+    assert script.main(["--model", str(out), "--json", str(tmp_path / "torch.json")]) == 0
+    folder = export_ct2(out, tmp_path / "ct2")
+    argv = [
+        "--engine",
+        "ct2",
+        "--model",
+        str(folder),
+        "--run",
+        str(out),
+        "--json",
+        str(tmp_path / "ct2.json"),
+    ]
+    assert script.main(argv) == 0
+    torch_scores, ct2_scores = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("torch", "ct2"))
+    assert ct2_scores["engine"] == "ct2" and ct2_scores["num_sentences"] == torch_scores["num_sentences"] == 6
+    assert {k: ct2_scores[k] for k in ("bleu", "chrf", "split", "data", "num_beams", "length_penalty")} == {
+        k: torch_scores[k] for k in ("bleu", "chrf", "split", "data", "num_beams", "length_penalty")
+    }
+    assert script.main([*argv[:4], "--device", "cpu"]) == 2
+    assert "runs on the CPU; leave out --device" in capsys.readouterr().err
+
+
 @pytest.fixture
 def zh_target_model(export, tmp_path) -> tuple[Path, Path]:
     """(model folder with beam 3 and length penalty 1.7 in its generation config, a 40-pair en->zh TSV file)."""
@@ -95,7 +132,9 @@ def zh_target_model(export, tmp_path) -> tuple[Path, Path]:
     (model / "generation_config.json").write_text(json.dumps(generation))
     pairs, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=40)
     data = tmp_path / "pairs.en-zh.tsv"  # the file name gives the languages: Chinese targets
-    data.write_text("".join(f"{t}\t{s}\n" for s, t in zip(pairs["source"], pairs["target"])), encoding="utf-8")
+    data.write_text(
+        "".join(f"{t}\t{s}\n" for s, t in zip(pairs["source"], pairs["target"])), encoding="utf-8"
+    )
     return model, data
 
 
@@ -107,7 +146,12 @@ def test_evaluate_decodes_with_the_generation_config_and_scores_chinese_with_the
             "--output", str(tmp_path / "h.txt"), "--json", str(tmp_path / "s.json")]  # fmt: skip
     assert load_evaluate_script().main(argv) == 0
     scores = json.loads((tmp_path / "s.json").read_text())
-    assert (scores["split"], scores["num_sentences"], scores["num_beams"], scores["length_penalty"]) == ("test", 8, 3, 1.7)
+    assert (scores["split"], scores["num_sentences"], scores["num_beams"], scores["length_penalty"]) == (
+        "test",
+        8,
+        3,
+        1.7,
+    )
     assert "|tok:zh|" in scores["bleu_signature"]
     test = split_corpus(load_parallel_corpus(data)[0], valid_size=5, test_size=8)["test"]
     from inference import load_model_and_tokenizer

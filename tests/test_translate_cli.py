@@ -179,3 +179,26 @@ def test_check_generation_arguments_messages_name_the_fix():
     check_generation_arguments(
         {"num_return_sequences": 9}
     )  # beam count unknown: checked once the model is loaded
+
+
+@pytest.mark.parametrize("engine", ["ct2", "onnx"])
+def test_engine_folders_translate_like_torch_and_refuse_what_they_cannot_do(engine, export, tmp_path, monkeypatch,
+                                                                            capsys):  # fmt: skip
+    """--engine ct2/onnx on an exported folder prints the lines --engine torch prints (same batching, empty lines
+    kept, default beam search and greedy); sampling flags and --device are one-line errors with exit 2."""
+    pytest.importorskip("ctranslate2" if engine == "ct2" else "onnxruntime")
+    from export import export_ct2, export_onnx
+
+    folder = (export_ct2 if engine == "ct2" else export_onnx)(export, tmp_path / engine)
+    lines = "起初神创造天地。\n\n地是空虚混沌。\n我爱机器翻译\n"
+    for options in ([], ["--num_beams", "1"]):
+        code, expected, _ = run_main(monkeypatch, capsys, "--model", str(export), *options, stdin=lines)
+        assert code == 0 and expected.count("\n") == 4 and expected.split("\n")[1] == ""
+        code, out, err = run_main(monkeypatch, capsys, "--engine", engine, "--model", str(folder), *options,
+                                  stdin=lines)  # fmt: skip
+        assert (code, out) == (0, expected), err
+    for options, flag in ((["--do_sample"], "--do_sample"), (["--top_k", "5"], "--top_k"),
+                          (["--device", "cpu"], "--device")):  # fmt: skip
+        code, out, err = run_main(monkeypatch, capsys, "--engine", engine, "--model", str(folder), *options,
+                                  stdin=lines)  # fmt: skip
+        assert code == 2 and out == "" and err.count("\n") == 1 and flag in err, err
