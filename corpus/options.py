@@ -135,25 +135,19 @@ class DataOptions:
             self.split_block_size,
             self.split_seed,
         )
-        splits = datasets.DatasetDict(
-            {
-                "train": held["train"],
-                **{
-                    name: held[name] if chosen[name] is None else available[chosen[name]]
-                    for name in SPLITS[1:]
-                },
-            }
-        )
-        carved = (
-            f"held out from '{chosen['train']}' (seeded random blocks of {self.split_block_size} lines, seed "
-        )
-        carved += f"{self.split_seed})"
-        report.split_origin = {
-            name: (f"'{chosen[name]}' split of the data" + (", minus held-out pairs" if name == "train" and (
-                chosen["validation"] is None or chosen["test"] is None) else "")) if chosen[name] is not None
-            else carved
-            for name in chosen
-        }  # fmt: skip
+        held_out = f"held out from '{chosen['train']}' (seeded random blocks of {self.split_block_size} lines, seed "
+        held_out += f"{self.split_seed})"
+        splits, report.split_origin = datasets.DatasetDict(train=held["train"]), {}
+        report.split_origin["train"] = f"'{chosen['train']}' split of the data"
+        for name in SPLITS[1:]:
+            if chosen[name] is None:
+                splits[name], report.split_origin[name] = held[name], held_out
+                report.split_origin["train"] = f"'{chosen['train']}' split of the data, minus held-out pairs"
+            else:
+                splits[name], report.split_origin[name] = (
+                    available[chosen[name]],
+                    f"'{chosen[name]}' split of the data",
+                )
         return splits, report
 
     def _split_name(self, value: str, available: dict, option: str) -> str | None:
