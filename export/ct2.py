@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
 PLACEHOLDER = "<ct2_unused_{}>"  # vocabulary entries for model ids the tokenizer does not have
-_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH", "swish": "SWISH"}
+_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "silu": "SWISH", "swish": "SWISH"}
 
 README = """\
 # {name}: CTranslate2 export

@@ -15,7 +15,7 @@ import math
 
 from transformers import GenerationConfig, PretrainedConfig
 
-ACTIVATIONS = ("relu", "gelu", "silu", "swish")
+ACTIVATIONS = ("relu", "gelu", "gelu_new", "silu", "swish")
 
 
 def _generic_config_fields() -> set[str]:
@@ -52,8 +52,8 @@ class VanillaTransformerConfig(PretrainedConfig):
         decoder_attention_heads: Attention heads in the decoder's self- and cross-attention.
         encoder_ffn_dim: Inner width of the encoder's position-wise feed-forward network (d_ff).
         decoder_ffn_dim: Inner width of the decoder's feed-forward network.
-        activation_function: Non-linearity of the feed-forward network: "relu" (paper), "gelu", "silu" or
-            "swish" (the same function; OPUS-MT/Marian checkpoints use it).
+        activation_function: Non-linearity of the feed-forward network: "relu" (paper), "gelu", "gelu_new"
+            (GPT-2's tanh approximation), "silu" or "swish" (the same function; OPUS-MT/Marian checkpoints use it).
         dropout: Dropout on the sum of embeddings and positions and on each sub-layer output before the
             residual addition (P_drop in the paper).
         attention_dropout: Dropout on the attention probabilities (0 in the paper).

@@ -438,9 +438,22 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         loads where this project is not installed: config.json maps `AutoConfig`, `AutoModel`,
         `AutoModelForSeq2SeqLM` and the "translation" pipeline to this file and its siblings, which
         transformers copies next to the weights (the classes are registered for their auto classes below)."""
-        self.config.auto_map = remote_code_auto_map()
-        self.config.custom_pipelines = custom_pipelines_entry()
+        self.config.auto_map = self.remote_code_auto_map()
+        pipelines = self.remote_code_pipelines()
+        if pipelines:
+            self.config.custom_pipelines = pipelines
         super().save_pretrained(save_directory, *args, **kwargs)
+
+    @classmethod
+    def remote_code_auto_map(cls) -> dict[str, str]:
+        """The `auto_map` written to config.json on save. A model family built from these blocks (another
+        config class, other auto classes) overrides this in its own pretrained base."""
+        return remote_code_auto_map()
+
+    @classmethod
+    def remote_code_pipelines(cls) -> dict[str, dict]:
+        """The `custom_pipelines` written to config.json on save (empty: none)."""
+        return custom_pipelines_entry()
 
     def train(self, mode: bool = True):
         """`PreTrainedModel.train`; entering training mode also frees the packed copies of this model's weights

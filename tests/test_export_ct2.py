@@ -25,8 +25,8 @@ CONFIGS = {
         activation_function="silu", position_encoding="learned", share_encoder_decoder_embeddings=False,
         tie_word_embeddings=False, output_bias=False,
     ),
-    "pre-LN swish, separate vocabulary sizes": dict(
-        normalize_before=True, activation_function="swish", share_encoder_decoder_embeddings=False,
+    "pre-LN gelu_new, separate vocabulary sizes": dict(
+        normalize_before=True, activation_function="gelu_new", share_encoder_decoder_embeddings=False,
         decoder_vocab_size=420,
     ),
 }  # fmt: skip
