@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import datasets
 
 from .files import language_pair
-from .read import DEFAULT_DATA, SPLITS, DataReport, read_parallel_splits
-from .split import split_corpus
+from .read import DEFAULT_DATA, SPLITS, DataReport, describe_data, read_parallel_splits
+from .split import group_file_for, read_groups, split_by_groups, split_corpus
 
 ON_BAD_LINE_CHOICES = ("skip", "error")
+SPLIT_BY_CHOICES = ("auto", "groups", "blocks")
 
 
 @dataclass
@@ -90,9 +92,26 @@ class DataOptions:
         default=1000,
         metadata={"help": "test pairs held out from the training split when the source has none"},
     )
+    split_by: str = field(
+        default="blocks",
+        metadata={
+            "help": "how pairs are held out: 'groups' (whole groups, e.g. books, from --split_groups: nothing "
+            "held out shares a document with training), 'blocks' (seeded random blocks of --split_block_size "
+            "lines: held-out lines come from the training documents), 'auto' (groups when a group file is found)",
+            "choices": SPLIT_BY_CHOICES,
+        },
+    )
+    split_groups: str | None = field(
+        default=None,
+        metadata={
+            "help": "file with one group label per corpus line (e.g. book.chapter.verse: the text before the "
+            "first '.' is the group); default: the .refs.xz file next to the data file, e.g. "
+            "data/bible.zh-en.refs.xz"
+        },
+    )
     split_block_size: int = field(
         default=20,
-        metadata={"help": "held-out pairs are chosen as random blocks of this many consecutive lines"},
+        metadata={"help": "with --split_by blocks: held-out pairs are random blocks of this many consecutive lines"},
     )
     split_seed: int = field(
         default=1234, metadata={"help": "seed of the train/validation/test split (independent of --seed)"}
@@ -110,7 +129,8 @@ class DataOptions:
         """Read the data with every option here (`read_parallel_splits`) and return its train/validation/test
         splits and what reading did. The source's own validation and test splits are used as they are (see
         ``valid_split``/``test_split``); a split the source lacks is held out from the training split by
-        `split_corpus` (seeded random blocks). ``report.split_origin`` says where each split came from."""
+        whole groups (`split_by_groups`, see ``split_by``) or by `split_corpus` (seeded random blocks).
+        ``report.split_origin`` says where each split came from."""
         available, report = read_parallel_splits(
             self.data,
             source_column=self.source_column,
@@ -128,20 +148,25 @@ class DataOptions:
             "test": self._split_name(self.test_split, available, "test_split"),
         }
         train = available[chosen["train"]]  # type: ignore[index]
-        held = split_corpus(
-            train,
-            self.valid_size if chosen["validation"] is None else 0,
-            self.test_size if chosen["test"] is None else 0,
-            self.split_block_size,
-            self.split_seed,
-        )
-        held_out = f"held out from '{chosen['train']}' (seeded random blocks of {self.split_block_size} lines, seed "
-        held_out += f"{self.split_seed})"
+        valid_size = self.valid_size if chosen["validation"] is None else 0
+        test_size = self.test_size if chosen["test"] is None else 0
+        group_file = self.group_file() if valid_size or test_size else None
+        if group_file is None:
+            held = split_corpus(train, valid_size, test_size, self.split_block_size, self.split_seed)
+            blocks = f"held out from '{chosen['train']}' (seeded random blocks of {self.split_block_size} lines, "
+            blocks += f"seed {self.split_seed}: in-domain)"
+            held_out = dict.fromkeys(SPLITS[1:], blocks)
+        else:
+            groups = self._groups_for(train, group_file, available, report)
+            held, names = split_by_groups(train, groups, valid_size, test_size, self.split_seed)
+            whole = f"held out from '{chosen['train']}' as whole groups of {group_file.name} (seed "
+            whole += f"{self.split_seed}; {{}}: no line shares a group with training)"
+            held_out = {split: whole.format(", ".join(names[split])) for split in names}
         splits, report.split_origin = datasets.DatasetDict(train=held["train"]), {}
         report.split_origin["train"] = f"'{chosen['train']}' split of the data"
         for name in SPLITS[1:]:
             if chosen[name] is None:
-                splits[name], report.split_origin[name] = held[name], held_out
+                splits[name], report.split_origin[name] = held[name], held_out[name]
                 report.split_origin["train"] = f"'{chosen['train']}' split of the data, minus held-out pairs"
             else:
                 splits[name], report.split_origin[name] = (
@@ -149,6 +174,40 @@ class DataOptions:
                     f"'{chosen[name]}' split of the data",
                 )
         return splits, report
+
+    def group_file(self) -> Path | None:
+        """The group-label file the held-out split uses, or None for random blocks: ``split_groups`` (with
+        ``split_by`` 'groups' or 'auto'), else with 'auto' or 'groups' the refs file next to a corpus file."""
+        if self.split_by == "blocks":
+            return None
+        if self.split_groups is not None:
+            return Path(self.split_groups)
+        found = group_file_for(self.data) if isinstance(self.data, (str, os.PathLike)) else None
+        if found is None and self.split_by == "groups":
+            raise ValueError(
+                f"--split_by groups: no group file next to {describe_data(self.data)} (looked for "
+                f"<name>.refs.xz); pass --split_groups FILE (one label per corpus line) or --split_by blocks."
+            )
+        return found
+
+    def _groups_for(self, train: datasets.Dataset, group_file: Path, available: dict, report: DataReport) -> list[str]:
+        """The group label of every pair of ``train``, read from ``group_file``, which labels the corpus lines
+        in order: that holds only for one corpus read without skipped lines."""
+        groups = read_groups(group_file)
+        skipped = report.skipped_bad_lines + report.skipped_empty
+        if len(available) > 1 or skipped:
+            why = f"{skipped} corpus line(s) were skipped" if skipped else f"the data has splits {sorted(available)}"
+            raise ValueError(
+                f"--split_groups {str(group_file)!r} labels the lines of one corpus file, but {why}, so labels "
+                "and pairs would not line up; fix the data or pass --split_by blocks."
+            )
+        whole = self.max_lines is None or len(groups) <= self.max_lines
+        if len(groups) < len(train) or (whole and len(groups) != len(train)):
+            raise ValueError(
+                f"{str(group_file)!r} has {len(groups)} labels for {len(train)} pairs: it needs one label per "
+                "corpus line, in order."
+            )
+        return groups[: len(train)]
 
     def _split_name(self, value: str, available: dict, option: str) -> str | None:
         """The source split that ``--option value`` names, or None to hold one out of the training split."""
@@ -173,6 +232,10 @@ class DataOptions:
         for name in ("valid_size", "test_size"):
             if getattr(self, name) < 0:
                 problems.append(f"--{name} must be >= 0, got {getattr(self, name)}")
+        if self.split_by not in SPLIT_BY_CHOICES:
+            problems.append(f"--split_by must be one of {', '.join(SPLIT_BY_CHOICES)}, got {self.split_by!r}")
+        if self.split_groups is not None and self.split_by == "blocks":
+            problems.append("--split_groups is given but --split_by is 'blocks'; pass --split_by groups (or auto)")
         if self.split_block_size < 1:
             problems.append(f"--split_block_size must be >= 1, got {self.split_block_size}")
         for name in ("train_split", "valid_split", "test_split"):

@@ -6,7 +6,9 @@ from __future__ import annotations
 import gzip
 import json
 import lzma
+import random
 
+import datasets
 import pytest
 
 from corpus import (
@@ -159,3 +161,107 @@ def test_tokenizer_reads_files_like_the_corpus(tmp_path):
     assert list(iter_file_texts(plain, max_lines=1)) == ["a"]  # a plain text file stops reading at max_lines
     header = write(tmp_path / "d.tsv", "source\ttarget\na\tA\n\"q\"\tQ\n")
     assert list(iter_file_texts(header)) == ["a", "A", '"q"', "Q"]  # the header row is not text
+
+
+# ------------------------------------------------------------------------------------------- whole-group split
+
+
+def grouped_corpus(tmp_path, sizes: dict[str, int], name: str = "book.de-en.tsv"):
+    """A TSV whose pairs name their group (`g3 7` = line 7 of group g3), and its refs file next to it."""
+    lines, refs = [], []
+    for group, size in sizes.items():
+        for verse in range(size):
+            lines.append(f"{group} {verse}\t{group.upper()} {verse}\n")
+            refs.append(f"{group}.1.{verse + 1}\n")
+    write(tmp_path / name, "".join(lines))
+    write(tmp_path / name.replace(".tsv", ".refs"), "".join(refs))
+    return tmp_path / name
+
+
+def group_of(text: str) -> str:
+    return text.split()[0]
+
+
+def test_group_split_holds_out_whole_groups_within_a_quarter_of_the_target():
+    from corpus.split import split_by_groups
+
+    rng = random.Random(0)
+    sizes = {f"b{i}": rng.randint(5, 60) for i in range(60)}
+    groups = [g for g, n in sizes.items() for _ in range(n)]
+    ds = datasets.Dataset.from_dict({"source": [f"{g} {i}" for i, g in enumerate(groups)], "target": groups})
+    for seed in range(5):
+        splits, names = split_by_groups(ds, groups, valid_size=100, test_size=200, seed=seed)
+        seen = {k: {group_of(s) for s in splits[k]["source"]} for k in splits}
+        assert seen["test"] == set(names["test"]) and seen["validation"] == set(names["validation"])
+        assert not (seen["train"] & seen["test"]) and not (seen["train"] & seen["validation"])
+        assert not (seen["test"] & seen["validation"])
+        assert 200 <= len(splits["test"]) <= 250 and 100 <= len(splits["validation"]) <= 125
+        # every line of a held-out group is held out; training keeps the rest in corpus order
+        assert len(splits["test"]) == sum(sizes[g] for g in names["test"])
+        assert sum(len(v) for v in splits.values()) == len(ds)
+        assert splits["train"]["source"] == [s for s in ds["source"] if group_of(s) in seen["train"]]
+    again, _ = split_by_groups(ds, groups, 100, 200, seed=4)
+    assert again["test"]["source"] == splits["test"]["source"]
+    assert split_by_groups(ds, groups, 100, 200, seed=3)[0]["test"]["source"] != splits["test"]["source"]
+    # lines of one group that are not adjacent still go together
+    scattered = groups[::-1][:50] + groups
+    both = datasets.Dataset.from_dict({"source": scattered, "target": scattered})
+    split, _ = split_by_groups(both, scattered, 20, 40, seed=1)
+    assert not set(split["train"]["source"]) & set(split["test"]["source"])
+    with pytest.raises(ValueError, match="no group is small enough.*--split_by blocks"):
+        split_by_groups(ds, groups, valid_size=0, test_size=3)
+    with pytest.raises(ValueError, match="leaves no training data"):
+        split_by_groups(ds, groups, valid_size=len(ds), test_size=len(ds))
+    with pytest.raises(ValueError, match="one label per pair"):
+        split_by_groups(ds, groups[:-1])
+
+
+def test_split_by_groups_and_auto_through_data_options(tmp_path):
+    tsv = grouped_corpus(tmp_path, {f"b{i}": 10 + i for i in range(12)})
+    options = dict(data=str(tsv), valid_size=20, test_size=30, split_seed=3)
+    splits, report = DataOptions(**options, split_by="auto").load_splits()
+    seen = {k: {group_of(s) for s in splits[k]["source"]} for k in splits}
+    assert not (seen["train"] & (seen["test"] | seen["validation"]))
+    assert "whole groups of book.de-en.refs" in report.split_origin["test"]
+    assert all(g in report.split_origin["test"] for g in seen["test"])
+    grouped, _ = DataOptions(**options, split_by="groups", split_groups=str(tmp_path / "book.de-en.refs")).load_splits()
+    assert grouped["test"]["source"] == splits["test"]["source"]
+    blocks, report = DataOptions(**options, split_by="blocks").load_splits()
+    assert "random blocks" in report.split_origin["test"] and "in-domain" in report.split_origin["test"]
+    assert {group_of(s) for s in blocks["train"]["source"]} & {group_of(s) for s in blocks["test"]["source"]}
+    test, _ = load_split(tsv, "test", valid_size=20, test_size=30, seed=3, split_by="groups")
+    assert test["source"] == splits["test"]["source"]
+    # without a group file 'auto' falls back to blocks and 'groups' says what to pass
+    (tmp_path / "book.de-en.refs").unlink()
+    _, report = DataOptions(**options, split_by="auto").load_splits()
+    assert "random blocks" in report.split_origin["test"]
+    with pytest.raises(ValueError, match="no group file next to.*--split_groups FILE"):
+        DataOptions(**options, split_by="groups").load_splits()
+    assert DataOptions(split_by="books").check() == ["--split_by must be one of auto, groups, blocks, got 'books'"]
+
+
+def test_group_labels_must_line_up_with_the_corpus_lines(tmp_path):
+    tsv = grouped_corpus(tmp_path, {f"b{i}": 10 for i in range(10)})
+    refs = tmp_path / "book.de-en.refs"
+    refs.write_text("".join(refs.read_text().splitlines(keepends=True)[:-1]))
+    options = dict(data=str(tsv), valid_size=10, test_size=20, split_by="groups")
+    with pytest.raises(ValueError, match="99 labels for 100 pairs"):
+        DataOptions(**options).load_splits()
+    splits, _ = DataOptions(**options, max_lines=60).load_splits()  # the first 60 lines have their labels
+    assert sum(len(v) for v in splits.values()) == 60
+    tsv.write_text(tsv.read_text() + "no tab\n")
+    with pytest.raises(ValueError, match="1 corpus line.s. were skipped.*--split_by blocks"):
+        DataOptions(**options).load_splits()
+
+
+@pytest.mark.parametrize("corpus", ["bible.zh-en", "bible.de-en"])
+def test_shipped_corpora_have_one_reference_per_line_and_contiguous_books(corpus):
+    from corpus.split import group_file_for, read_groups
+
+    data = DEFAULT_DATA.with_name(f"{corpus}.tsv.xz")
+    refs = group_file_for(data)
+    assert refs == data.with_name(f"{corpus}.refs.xz")
+    groups = read_groups(refs)
+    assert len(groups) == sum(1 for _ in read_lines(data))
+    runs = [g for i, g in enumerate(groups) if i == 0 or groups[i - 1] != g]
+    assert len(runs) == len(set(runs)) >= 50  # each book is one contiguous run
