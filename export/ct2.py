@@ -142,10 +142,11 @@ def check_expressible(config) -> None:
             f"model_type={getattr(config, 'model_type', None)!r} is not supported: export_ct2 converts "
             "VanillaTransformerForConditionalGeneration models (use ct2-transformers-converter for Marian/BART)"
         )
-    if config.position_encoding == "rope":
+    if config.position_encoding in ("rope", "none"):
         raise ValueError(
-            "position_encoding='rope' cannot be exported to CTranslate2: its encoder-decoder models take "
-            "sinusoidal or learned absolute positions; train with position_encoding='sinusoidal' or 'learned'"
+            f"position_encoding={config.position_encoding!r} cannot be exported to CTranslate2: its "
+            "encoder-decoder models take sinusoidal or learned absolute positions; train with "
+            "position_encoding='sinusoidal' or 'learned'"
         )
     if config.activation_function not in _ACTIVATIONS:
         raise ValueError(

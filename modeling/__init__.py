@@ -61,3 +61,48 @@ if TASK not in PIPELINE_REGISTRY.supported_tasks:
         TASK, pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
     )
 __all__ += ["TranslationPipeline", "save_with_remote_code"]
+
+# The encoder-only family (masked LM, sequence classification), built from the same blocks.
+from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification  # noqa: E402
+
+from .configuration_vanilla_encoder_only import VanillaEncoderOnlyConfig  # noqa: E402
+from .modeling_vanilla_encoder_only import (  # noqa: E402
+    VanillaEncoderOnlyForMaskedLM,
+    VanillaEncoderOnlyForSequenceClassification,
+    VanillaEncoderOnlyModel,
+)
+
+AutoConfig.register(VanillaEncoderOnlyConfig.model_type, VanillaEncoderOnlyConfig, exist_ok=True)
+AutoModel.register(VanillaEncoderOnlyConfig, VanillaEncoderOnlyModel, exist_ok=True)
+AutoModelForMaskedLM.register(VanillaEncoderOnlyConfig, VanillaEncoderOnlyForMaskedLM, exist_ok=True)
+AutoModelForSequenceClassification.register(
+    VanillaEncoderOnlyConfig, VanillaEncoderOnlyForSequenceClassification, exist_ok=True
+)
+__all__ += [
+    "VanillaEncoderOnlyConfig",
+    "VanillaEncoderOnlyModel",
+    "VanillaEncoderOnlyForMaskedLM",
+    "VanillaEncoderOnlyForSequenceClassification",
+]
+
+# The decoder-only family (causal LM), built from the same blocks.
+from transformers import AutoModelForCausalLM  # noqa: E402
+
+from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig  # noqa: E402
+from .modeling_vanilla_decoder_only import (  # noqa: E402
+    VanillaDecoderOnlyForCausalLM,
+    VanillaDecoderOnlyModel,
+    answer_only_example,
+    causal_lm_generation_config,
+)
+
+AutoConfig.register(VanillaDecoderOnlyConfig.model_type, VanillaDecoderOnlyConfig, exist_ok=True)
+AutoModel.register(VanillaDecoderOnlyConfig, VanillaDecoderOnlyModel, exist_ok=True)
+AutoModelForCausalLM.register(VanillaDecoderOnlyConfig, VanillaDecoderOnlyForCausalLM, exist_ok=True)
+__all__ += [
+    "VanillaDecoderOnlyConfig",
+    "VanillaDecoderOnlyModel",
+    "VanillaDecoderOnlyForCausalLM",
+    "answer_only_example",
+    "causal_lm_generation_config",
+]

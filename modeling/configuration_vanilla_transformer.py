@@ -32,7 +32,7 @@ def _generic_config_fields() -> set[str]:
         "num_labels", "id2label", "label2id", "tokenizer_class", "task_specific_params", "finetuning_task",
         "is_decoder", "add_cross_attention", "tie_encoder_decoder", "prefix", "sep_token_id",
     }  # fmt: skip
-POSITION_ENCODINGS = ("sinusoidal", "learned", "rope")
+POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "none")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
 
 
@@ -63,12 +63,14 @@ class VanillaTransformerConfig(PretrainedConfig):
             adds a final LayerNorm at the end of each stack, which pre-LN needs.
         layer_norm_eps: Epsilon of every LayerNorm.
         position_encoding: "sinusoidal" (paper, fixed), "learned" (a trained table, as in the paper's
-            Table 3 row E) or "rope" (rotary embeddings applied to queries and keys of self-attention; no
-            absolute position is added to the embeddings).
+            Table 3 row E), "rope" (rotary embeddings applied to queries and keys of self-attention; no
+            absolute position is added to the embeddings) or "none" (NoPE: no position information at all, a
+            deviation for studying it: the encoder is then permutation-equivariant, and the decoder knows
+            order only through its causal mask; inputs are still limited to `max_position_embeddings`).
         sinusoidal_layout: "interleaved" is the paper's PE(pos, 2i) = sin, PE(pos, 2i+1) = cos;
             "concatenated" puts all sines before all cosines (Marian / OPUS-MT checkpoints).
-        max_position_embeddings: Longest sequence (source or target) the model accepts with sinusoidal or
-            learned positions; longer inputs raise a `ValueError` that suggests truncation.
+        max_position_embeddings: Longest sequence (source or target) the model accepts with sinusoidal,
+            learned or no positions; longer inputs raise a `ValueError` that suggests truncation.
         rope_theta: Base of the rotary frequencies when `position_encoding="rope"`.
         scale_embedding: Multiply token embeddings by sqrt(d_model) (paper, section 3.4).
         share_encoder_decoder_embeddings: One embedding matrix for source and target tokens (needs one joint

@@ -276,8 +276,10 @@ class VanillaTransformerAttention(nn.Module):
             if rotary is not None:
                 key = apply_rotary(key, *rotary)
             if cache is not None:
-                # self-attention K/V grow by T positions per call: (B, H, K, D) with K = cached + T
-                key, value = cache.self_attention_cache.update(key, value, self.layer_idx)
+                # self-attention K/V grow by T positions per call: (B, H, K, D) with K = cached + T; the decoder of
+                # the encoder-decoder passes an EncoderDecoderCache, a decoder-only stack its one Cache
+                self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
+                key, value = self_cache.update(key, value, self.layer_idx)
 
         implementation = attention_backend(self.config, output_attentions)
         dropout = self.dropout if self.training else 0.0
@@ -501,7 +503,7 @@ class _Stack(VanillaTransformerPreTrainedModel):
             self.embed_positions = SinusoidalPositionalEncoding(config)
         elif config.position_encoding == "learned":
             self.embed_positions = LearnedPositionalEmbedding(config)
-        else:
+        elif config.position_encoding == "rope":
             self.rotary_emb = RotaryEmbedding(config, config.d_model // num_heads)
         self.dropout = config.dropout
         # pre-LN leaves the residual stream un-normalised: one LayerNorm closes the stack
@@ -517,7 +519,7 @@ class _Stack(VanillaTransformerPreTrainedModel):
         rotary = None
         if self.embed_positions is not None:
             hidden_states = hidden_states + self.embed_positions(position_ids).to(hidden_states.dtype)
-        else:
+        elif self.rotary_emb is not None:
             rotary = self.rotary_emb(position_ids, hidden_states.dtype)
         return apply_dropout(hidden_states, self.dropout, self.training), rotary
 

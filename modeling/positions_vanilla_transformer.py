@@ -51,7 +51,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.num_positions = config.max_position_embeddings
         self.dim = config.d_model
         self.layout = config.sinusoidal_layout
-        self.register_buffer("table", self.build_table(), persistent=False)
+        # in the dtype the model is built in (from_pretrained(dtype=...) sets it), not cast at every forward
+        self.register_buffer("table", self.build_table().to(torch.get_default_dtype()), persistent=False)
 
     def build_table(self) -> torch.Tensor:
         return sinusoidal_table(self.num_positions, self.dim, self.layout)

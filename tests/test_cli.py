@@ -23,6 +23,8 @@ REQUIRED = {
     "bench_tokenizer": ["corpus.tsv"],
     "train_tokenizer": ["--output", "x"],
     "convert_marian": ["src", "out"],
+    "convert_gpt2": ["src", "out"],
+    "convert_bert": ["src", "out"],
     "export_ct2": ["model", "out"],
     "export_onnx": ["model", "out"],
     "evaluate": ["--model", "m"],

@@ -1,0 +1,162 @@
+"""Convert transformers' `GPT2LMHeadModel` (e.g. the `gpt2` checkpoints) into a vanilla-transformer decoder-only model.
+
+GPT-2 is our decoder-only network with these choices, which the conversion maps exactly:
+  * pre-LN with a final LayerNorm (`ln_1`, `ln_2`, `ln_f`) -> `normalize_before=True`;
+  * learned positions (`wpe`) and unscaled token embeddings (`wte`) -> `position_encoding="learned"`,
+    `scale_embedding=False`;
+  * `gelu_new` (or the config's activation), `layer_norm_epsilon`, no output bias, tied output projection;
+  * its `Conv1D` layers store weights as (in, out), the transpose of `nn.Linear`'s (out, in), and the attention's
+    `c_attn` is the query, key and value projections side by side: it is split into `q_proj`, `k_proj`, `v_proj`;
+  * attention scores are scaled by 1 / sqrt(head_dim), as ours.
+GPT-2 has one more dropout than we do (`embd_pdrop` on the embeddings besides `resid_pdrop`): ours uses `resid_pdrop`
+for both, which changes nothing at inference. `reorder_and_upcast_attn` only changes fp16 rounding. Variants that
+compute something else (`scale_attn_weights=False`, `scale_attn_by_inverse_layer_idx=True`, cross-attention) are
+refused.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+from transformers.utils import logging
+
+from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig
+from .export import save_with_remote_code
+from .modeling_vanilla_decoder_only import VanillaDecoderOnlyForCausalLM, causal_lm_generation_config
+
+logger = logging.get_logger(__name__)
+
+# Weight files of a GPT-2 folder and its configs: replaced by the conversion; every other file (the tokenizer's) is
+# copied unchanged.
+_WEIGHT_SUFFIXES = (".bin", ".safetensors", ".h5", ".msgpack", ".ckpt", ".index.json", ".onnx", ".tflite")
+_REPLACED_FILES = {"config.json", "generation_config.json"}
+
+
+def config_from_gpt2(gpt2: GPT2Config) -> VanillaDecoderOnlyConfig:
+    """The decoder-only config that computes exactly what a `GPT2LMHeadModel` with config `gpt2` computes."""
+    unsupported = []
+    if not gpt2.scale_attn_weights:
+        unsupported.append("scale_attn_weights=False (ours always scales scores by 1/sqrt(head_dim))")
+    if gpt2.scale_attn_by_inverse_layer_idx:
+        unsupported.append("scale_attn_by_inverse_layer_idx=True")
+    if gpt2.add_cross_attention:
+        unsupported.append("add_cross_attention=True (a decoder-only model has no encoder)")
+    if unsupported:
+        raise ValueError("this GPT-2 variant cannot be converted: " + "; ".join(unsupported))
+    if gpt2.embd_pdrop != gpt2.resid_pdrop:
+        logger.warning(
+            "GPT-2 embd_pdrop=%s differs from resid_pdrop=%s; the converted model uses dropout=%s for both "
+            "(inference is unaffected)", gpt2.embd_pdrop, gpt2.resid_pdrop, gpt2.resid_pdrop,
+        )  # fmt: skip
+    return VanillaDecoderOnlyConfig(
+        vocab_size=gpt2.vocab_size,
+        d_model=gpt2.n_embd,
+        decoder_layers=gpt2.n_layer,
+        decoder_attention_heads=gpt2.n_head,
+        decoder_ffn_dim=gpt2.n_inner if gpt2.n_inner is not None else 4 * gpt2.n_embd,
+        activation_function=gpt2.activation_function,
+        dropout=float(gpt2.resid_pdrop),
+        attention_dropout=float(gpt2.attn_pdrop),
+        activation_dropout=0.0,
+        normalize_before=True,
+        layer_norm_eps=float(gpt2.layer_norm_epsilon),
+        position_encoding="learned",
+        max_position_embeddings=gpt2.n_positions,
+        scale_embedding=False,
+        tie_word_embeddings=bool(gpt2.tie_word_embeddings),
+        output_bias=False,
+        init_std=float(gpt2.initializer_range),
+        linear_init_std=float(gpt2.initializer_range),
+        pad_token_id=gpt2.pad_token_id,
+        bos_token_id=gpt2.bos_token_id,
+        eos_token_id=gpt2.eos_token_id,
+    )
+
+
+def _converted_state(gpt2: GPT2LMHeadModel) -> dict[str, torch.Tensor]:
+    """GPT-2's parameters under our names, Conv1D weights (in, out) transposed to Linear's (out, in)."""
+    source = gpt2.state_dict()
+    width = gpt2.config.n_embd
+    state = {
+        "model.embed_tokens.weight": source["transformer.wte.weight"],
+        "model.embed_positions.weight": source["transformer.wpe.weight"],
+        "model.layer_norm.weight": source["transformer.ln_f.weight"],
+        "model.layer_norm.bias": source["transformer.ln_f.bias"],
+        "lm_head.weight": source["lm_head.weight"],
+    }
+    for i in range(gpt2.config.n_layer):
+        block, ours = f"transformer.h.{i}.", f"model.layers.{i}."
+        qkv_weight = source[block + "attn.c_attn.weight"]  # (C, 3C): [q | k | v] along the output axis
+        qkv_bias = source[block + "attn.c_attn.bias"]  # (3C,)
+        for j, name in enumerate(("q_proj", "k_proj", "v_proj")):
+            state[f"{ours}self_attn.{name}.weight"] = qkv_weight[:, j * width : (j + 1) * width].t()  # (C, C)
+            state[f"{ours}self_attn.{name}.bias"] = qkv_bias[j * width : (j + 1) * width]
+        for theirs, mine in (("attn.c_proj", "self_attn.out_proj"), ("mlp.c_fc", "ffn.fc1"), ("mlp.c_proj", "ffn.fc2")):
+            state[f"{ours}{mine}.weight"] = source[f"{block}{theirs}.weight"].t()  # (in, out) -> (out, in)
+            state[f"{ours}{mine}.bias"] = source[f"{block}{theirs}.bias"]
+        for theirs, mine in (("ln_1", "self_attn_layer_norm"), ("ln_2", "final_layer_norm")):
+            state[f"{ours}{mine}.weight"] = source[f"{block}{theirs}.weight"]
+            state[f"{ours}{mine}.bias"] = source[f"{block}{theirs}.bias"]
+    return {name: tensor.contiguous() for name, tensor in state.items()}
+
+
+def convert_gpt2(model_or_folder: GPT2LMHeadModel | str | Path) -> VanillaDecoderOnlyForCausalLM:
+    """Our causal LM with the weights of a `GPT2LMHeadModel` (an object, or the folder of a saved one), in fp32 and
+    eval mode; both compute the same logits (fp32, within rounding) and generate the same tokens. The generation
+    config is our causal-LM default updated with the GPT-2 model's own settings."""
+    gpt2 = model_or_folder if isinstance(model_or_folder, GPT2LMHeadModel) else _load_gpt2(Path(model_or_folder))
+    config = config_from_gpt2(gpt2.config)
+    # decide tying from the weights themselves, as the converter of Marian does
+    config.tie_word_embeddings = torch.equal(gpt2.lm_head.weight, gpt2.transformer.wte.weight)
+    model = VanillaDecoderOnlyForCausalLM(config)
+    state = _converted_state(gpt2)
+    if config.tie_word_embeddings:
+        del state["lm_head.weight"]
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = set(model.get_expanded_tied_weights_keys(all_submodels=True))
+    missing = [name for name in missing if name not in tied]
+    if missing or unexpected:
+        raise ValueError(f"GPT-2 conversion mismatch: missing {missing}, unexpected {unexpected}")
+    model.tie_weights()
+    generation_config = causal_lm_generation_config(config)
+    source_settings = {  # what the GPT-2 model sets itself, less bookkeeping ("_from_model_config", version)
+        key: value for key, value in gpt2.generation_config.to_diff_dict().items()
+        if not key.startswith("_") and key != "transformers_version"
+    }  # fmt: skip
+    generation_config.update(**source_settings)
+    model.generation_config = generation_config
+    return model.to(torch.float32).eval()
+
+
+def _load_gpt2(folder: Path) -> GPT2LMHeadModel:
+    """The `GPT2LMHeadModel` saved in `folder`; `FileNotFoundError` / `ValueError` saying what the folder lacks."""
+    if not (folder / "config.json").is_file():
+        raise FileNotFoundError(
+            f"{folder} has no config.json: pass the folder of a saved GPT2LMHeadModel (save_pretrained or a "
+            f"downloaded gpt2 checkpoint)"
+        )
+    try:
+        model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as error:
+        raise ValueError(f"{folder / 'config.json'} is not a valid JSON config: {error}") from error
+    if model_type != "gpt2":
+        raise ValueError(f"{folder} holds a {model_type!r} model, not GPT-2; pass the folder of a GPT2LMHeadModel")
+    return GPT2LMHeadModel.from_pretrained(folder, dtype=torch.float32)
+
+
+def convert_gpt2_checkpoint(src_dir: str | Path, out_dir: str | Path) -> Path:
+    """Convert a saved `GPT2LMHeadModel` folder into a decoder-only folder with remote code (loads with
+    `AutoModelForCausalLM.from_pretrained(out_dir, trust_remote_code=True)`). The tokenizer files are copied
+    unchanged, so `AutoTokenizer.from_pretrained(out_dir)` still loads GPT-2's tokenizer."""
+    src_dir, out_dir = Path(src_dir), Path(out_dir)
+    model = convert_gpt2(src_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for path in src_dir.iterdir():
+        if path.is_file() and path.name not in _REPLACED_FILES and not path.name.endswith(_WEIGHT_SUFFIXES):
+            shutil.copy(path, out_dir / path.name)
+    save_with_remote_code(model, out_dir)
+    return out_dir

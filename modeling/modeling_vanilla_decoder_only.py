@@ -1,0 +1,371 @@
+"""The decoder-only Transformer (a causal language model), built from the blocks of the encoder-decoder.
+
+layer (masked self-attention + feed-forward) -> pretrained base -> VanillaDecoderOnlyModel
+-> VanillaDecoderOnlyForCausalLM; answer_only_example (supervised fine-tuning data)
+
+Each layer is the paper's decoder layer without the encoder-decoder attention. Attention
+(`VanillaTransformerAttention`, causal, with transformers' `DynamicCache` or `StaticCache`), feed-forward,
+`ResidualBlock`, positions (`_Stack`: embedding, scale, positions, dropout, final pre-LN norm) and the mask builder
+(`decoder_self_attention_mask` / `build_attention_mask`) are those of modeling_vanilla_transformer.py, so the
+conventions stated there hold here: public masks are (B, L) with 1 = token, one additive mask per call, no NaN
+for fully padded rows. With `normalize_before=True`, learned positions, `gelu_new`, unscaled embeddings and a tied
+output projection this is GPT-2 (convert_gpt2.py converts `GPT2LMHeadModel` weights; same logits).
+
+Shape legend used in the comments:
+    B  batch size        T  tokens of this call       K  key length (cached + new positions, or a static cache's size)
+    C  d_model           V  vocabulary size
+
+Positions count real tokens: position_ids default to `attention_mask.cumsum(-1) - 1` (0 on padding, as
+generate() computes them for GPT-2), so a left-padded prompt gets the positions it has alone. Labels have the
+length of `input_ids` and are shifted inside the model (logits at t are scored against labels at t + 1, as in
+GPT2LMHeadModel); IGNORE_INDEX (-100) marks positions that are not scored: padding, and the prompt when only the
+answer is trained on (`answer_only_example`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import GenerationConfig, GenerationMixin
+from transformers import initialization as init
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+
+from .checks_vanilla_transformer import (
+    check_generation_arguments,
+    check_inputs,
+    check_length,
+    check_token_ids,
+    check_token_mask,
+)
+from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig
+from .kernels_vanilla_transformer import IGNORE_INDEX, Linear, linear, smoothed_cross_entropy
+from .modeling_vanilla_transformer import (
+    CACHE_FIELD,
+    ResidualBlock,
+    VanillaTransformerAttention,
+    VanillaTransformerFeedForward,
+    VanillaTransformerPreTrainedModel,
+    _module_file,
+    _Stack,
+    attention_backend,
+    decoder_self_attention_mask,
+    without_padding,
+)
+from .positions_vanilla_transformer import build_position_ids
+
+# ----------------------------------------------------------------------------------------------------------------
+# The layer: the paper's decoder layer without encoder-decoder attention
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class VanillaDecoderOnlyLayer(GradientCheckpointingLayer):
+    """Masked self-attention then feed-forward, each wrapped in `ResidualBlock` (post-LN or pre-LN)."""
+
+    def __init__(self, config: VanillaDecoderOnlyConfig, layer_idx: int):
+        super().__init__()
+        self.self_attn = VanillaTransformerAttention(
+            config, config.decoder_attention_heads, layer_idx=layer_idx, is_causal=True
+        )
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.ffn = VanillaTransformerFeedForward(config, config.decoder_ffn_dim)
+        self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.residual = ResidualBlock(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        cache: Cache | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        # hidden_states: (B, T, C); attention_mask: (B or 1, 1, T, K), or None = causal (decoder_self_attention_mask)
+        x = self.residual.pre(hidden_states, self.self_attn_layer_norm)
+        x, weights = self.self_attn(x, attention_mask, cache=cache, rotary=rotary, output_attentions=output_attentions)
+        hidden_states = self.residual.post(hidden_states, x, self.self_attn_layer_norm)
+
+        x = self.ffn(self.residual.pre(hidden_states, self.final_layer_norm))
+        hidden_states = self.residual.post(hidden_states, x, self.final_layer_norm)
+        return hidden_states, weights
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Pretrained base: the encoder-decoder's initialisation, this family's config and remote code
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class VanillaDecoderOnlyPreTrainedModel(VanillaTransformerPreTrainedModel):
+    """The encoder-decoder's pretrained base (initialisation, remote code on every save) for this family: its
+    config class, its layer, its auto classes and no custom pipeline (transformers' "text-generation" pipeline
+    serves `AutoModelForCausalLM`)."""
+
+    config_class = VanillaDecoderOnlyConfig
+    config: VanillaDecoderOnlyConfig
+    _no_split_modules = ["VanillaDecoderOnlyLayer"]
+
+    @classmethod
+    def remote_code_auto_map(cls) -> dict[str, str]:
+        """The `auto_map` of config.json: `AutoConfig`, `AutoModel` and `AutoModelForCausalLM` -> this code."""
+        return {
+            "AutoConfig": f"{_module_file(VanillaDecoderOnlyConfig)}.{VanillaDecoderOnlyConfig.__name__}",
+            "AutoModel": f"{_module_file(VanillaDecoderOnlyModel)}.{VanillaDecoderOnlyModel.__name__}",
+            "AutoModelForCausalLM": (
+                f"{_module_file(VanillaDecoderOnlyForCausalLM)}.{VanillaDecoderOnlyForCausalLM.__name__}"
+            ),
+        }
+
+    @classmethod
+    def remote_code_pipelines(cls) -> dict[str, dict]:
+        return {}
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """The encoder-decoder's initialisation, and a zero output bias."""
+        super()._init_weights(module)
+        if isinstance(module, VanillaDecoderOnlyForCausalLM) and module.final_logits_bias is not None:
+            init.zeros_(module.final_logits_bias)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The model: embedding, positions, N layers, final pre-LN norm
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class VanillaDecoderOnlyModel(VanillaDecoderOnlyPreTrainedModel, _Stack):
+    """Token embedding (* sqrt(d_model) if `scale_embedding`) + positions, N decoder-only layers, and the final
+    LayerNorm of pre-LN; returns the (B, T, C) states (no output projection)."""
+
+    def __init__(self, config: VanillaDecoderOnlyConfig):
+        embed_tokens = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
+        super().__init__(config, embed_tokens, config.decoder_attention_heads)
+        self.layers = nn.ModuleList(
+            [VanillaDecoderOnlyLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
+        )
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPast | tuple:
+        """input_ids: (B, T) new tokens (or inputs_embeds (B, T, C)); attention_mask: (B, K) token mask over cached +
+        new positions (1 = token, 0 = padding), or a ready-made 4-D (B, 1, T, K) mask; position_ids: (B or 1, T),
+        by default counted over real tokens from the mask; cache: a transformers `Cache` (`DynamicCache`,
+        `StaticCache`) that self-attention K/V are appended to (one is created with `use_cache` and no cache).
+        `past_key_values` is the pre-5.24 name of `cache`. Returns (B, T, C) states."""
+        cache = cache if cache is not None else past_key_values
+        output_attentions = bool(output_attentions)
+        output_hidden_states = bool(output_hidden_states)
+        use_cache = self.config.use_cache if use_cache is None else use_cache
+        shape = check_inputs(input_ids, inputs_embeds, self.config.vocab_size, "input_ids")
+        if use_cache and cache is None:
+            cache = DynamicCache(config=self.config)
+        if cache is not None and (not isinstance(cache, Cache) or isinstance(cache, EncoderDecoderCache)):
+            raise ValueError(
+                f"cache must be a transformers Cache of self-attention K/V (DynamicCache or StaticCache), got "
+                f"{type(cache).__name__}"
+            )
+        new_tokens = shape[1]
+        past_length = cache.get_seq_length() if cache is not None else 0
+        device = (input_ids if input_ids is not None else inputs_embeds).device
+        if attention_mask is not None:
+            check_token_mask(attention_mask, attention_mask.shape, "attention_mask")  # type and 0/1 values
+        if isinstance(past_length, int):  # a static cache's length is a tensor: the cache bounds the length itself
+            check_length(past_length + new_tokens, self.config, "the sequence (cached + new tokens)")
+            expected = (shape[0], past_length + new_tokens)
+            if attention_mask is not None and attention_mask.dim() != 4 and tuple(attention_mask.shape) != expected:
+                raise ValueError(
+                    f"attention_mask has shape {tuple(attention_mask.shape)} but the model sees {shape[0]} sequences "
+                    f"of {past_length} cached + {new_tokens} new positions; pass the {expected} token mask of the "
+                    f"whole sequence so far (1 = token, 0 = padding), as generate() does"
+                )
+        attention_mask = without_padding(attention_mask)
+        if position_ids is None:
+            position_ids = build_position_ids(attention_mask, past_length, new_tokens, device)  # (B or 1, T)
+        elif position_ids.shape[-1] != new_tokens:
+            raise ValueError(
+                f"position_ids have shape {tuple(position_ids.shape)} but there are {new_tokens} new tokens; pass "
+                f"(batch, {new_tokens}) positions, or none to count them from attention_mask"
+            )
+        hidden_states, rotary = self.embed(input_ids, inputs_embeds, position_ids)  # (B, T, C)
+        key_length = cache.get_mask_sizes(new_tokens, 0)[0] if cache is not None else past_length + new_tokens
+        if attention_mask is not None and attention_mask.dim() == 2 and attention_mask.shape[1] < key_length:
+            # a static cache holds K slots, the ones after the written positions not yet filled: mask them
+            attention_mask = F.pad(attention_mask, (0, key_length - attention_mask.shape[1]))  # (B, K)
+        kernel_is_causal = attention_backend(self.config, output_attentions) == "sdpa"
+        mask = decoder_self_attention_mask(
+            attention_mask, hidden_states.dtype, device, past_length, new_tokens, key_length, kernel_is_causal
+        )  # (B or 1, 1, T, K), or None: causal, applied by the kernel
+
+        hidden_states, all_states, (attentions,) = self.run_layers(
+            hidden_states, output_hidden_states, output_attentions, mask, cache=cache, rotary=rotary
+        )
+        output = BaseModelOutputWithPast(
+            last_hidden_state=hidden_states,
+            hidden_states=all_states,
+            attentions=attentions,
+            **{CACHE_FIELD: cache if use_cache else None},
+        )
+        return output if return_dict is not False else output.to_tuple()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The model with the LM head: the causal language-model loss, generate()
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def causal_lm_generation_config(config: VanillaDecoderOnlyConfig) -> GenerationConfig:
+    """Decoding defaults of a causal LM: greedy, up to 256 new tokens (at most half the position table), never
+    emitting pad or (when it differs from eos) bos. Sampling and beam search are arguments of generate()."""
+    suppress = sorted(
+        ({config.pad_token_id} if config.pad_token_id is not None else set())
+        | ({config.bos_token_id} if config.bos_token_id not in (None, config.eos_token_id) else set())
+    )
+    return GenerationConfig(
+        bos_token_id=config.bos_token_id,
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+        max_new_tokens=min(256, max(1, config.max_position_embeddings // 2)),
+        suppress_tokens=suppress or None,
+    )
+
+
+class VanillaDecoderOnlyForCausalLM(VanillaDecoderOnlyPreTrainedModel, GenerationMixin):
+    """The causal language model: `VanillaDecoderOnlyModel` and the output projection to vocabulary logits (tied to
+    the input embedding when `tie_word_embeddings`), usable with `generate()` (greedy, sampling, beam search; with
+    `cache_implementation="static"` too) and `transformers.Trainer`.
+
+    With Trainer the loss is normalised over the whole accumulated batch: `accepts_loss_kwargs` makes Trainer pass
+    `num_items_in_batch` (for a model named `...ForCausalLM` it counts the labels after the first position, which
+    are the scored ones) and leave the loss unscaled by the accumulation steps."""
+
+    accepts_loss_kwargs = True
+
+    def __init__(self, config: VanillaDecoderOnlyConfig):
+        super().__init__(config)
+        self.model = VanillaDecoderOnlyModel(config)
+        self.lm_head = Linear(config.d_model, config.vocab_size, bias=False)
+        self.final_logits_bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.output_bias else None
+        tied = config.tie_word_embeddings
+        self._tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"} if tied else None
+        self.post_init()
+        self.generation_config = causal_lm_generation_config(config)
+
+    def generate(self, *args, **kwargs):
+        """`GenerationMixin.generate` after `check_generation_arguments` (see the encoder-decoder's generate)."""
+        check_generation_arguments(kwargs, kwargs.get("generation_config") or self.generation_config)
+        return super().generate(*args, **kwargs)
+
+    def resize_token_embeddings(self, new_num_tokens: int | None = None, *args, **kwargs) -> nn.Embedding:
+        """Resize the vocabulary; the output bias keeps its values and gets zeros for new tokens."""
+        embeddings = super().resize_token_embeddings(new_num_tokens, *args, **kwargs)
+        bias = self.final_logits_bias
+        if bias is not None and bias.shape[0] != self.config.vocab_size:
+            # F.pad appends zeros, or crops when the vocabulary shrinks (negative width)
+            self.final_logits_bias = nn.Parameter(F.pad(bias.data, (0, self.config.vocab_size - bias.shape[0])))
+        return embeddings
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        past_key_values: Cache | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        logits_to_keep: int = 0,
+        **kwargs,
+    ) -> CausalLMOutputWithPast | tuple:
+        """Like `VanillaDecoderOnlyModel.forward`, plus `labels` (B, T), the same shape as `input_ids` (usually
+        `input_ids` itself with IGNORE_INDEX on padding, and on the prompt for answer-only fine-tuning): the logits
+        at position t are scored against `labels[:, t + 1]`. `loss` is the token cross-entropy summed over the
+        scored positions (`labels[:, 1:] != IGNORE_INDEX`) and divided by `num_items_in_batch` (Trainer's count of
+        them in all the batches of one update), or by this batch's count when it is None: the mean. Returns
+        `logits` (B, T, V), or of the last `logits_to_keep` positions only (generate() asks for 1)."""
+        if labels is not None:
+            check_token_ids(labels.masked_fill(labels == IGNORE_INDEX, 0), self.config.vocab_size, "labels")
+            use_cache = False
+            logits_to_keep = 0
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            cache=cache if cache is not None else past_key_values,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        hidden_states = outputs.last_hidden_state
+        if logits_to_keep:
+            hidden_states = hidden_states[:, -logits_to_keep:]  # (B, T', C)
+        logits = linear(hidden_states, self.lm_head.weight, self.final_logits_bias)  # (B, T, V)
+        loss = None
+        if labels is not None:
+            if labels.shape != logits.shape[:2]:
+                raise ValueError(
+                    f"labels have shape {tuple(labels.shape)} but the model produced {tuple(logits.shape[:2])} "
+                    f"positions; pass labels of the same shape as input_ids (the model shifts them)"
+                )
+            targets = labels[:, 1:]  # (B, T - 1): the token after each position
+            loss_sum, _ = smoothed_cross_entropy(logits[:, :-1], targets)
+            count = (targets != IGNORE_INDEX).sum() if num_items_in_batch is None else num_items_in_batch
+            loss = loss_sum / count  # NaN when nothing is scored
+        passed = {name: value for name, value in outputs.items() if name != "last_hidden_state"}
+        output = CausalLMOutputWithPast(loss=loss, logits=logits, **passed)
+        return output.to_tuple() if return_dict is False else output
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Supervised fine-tuning data: the loss on the answer only
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def answer_only_example(prompt_ids: Sequence[int], answer_ids: Sequence[int]) -> dict[str, list[int]]:
+    """One supervised fine-tuning example whose loss covers the answer only.
+
+    Returns `input_ids = prompt + answer`, `attention_mask` (all 1) and `labels` of the same length with
+    IGNORE_INDEX (-100) on every prompt token, so that `VanillaDecoderOnlyForCausalLM` (which shifts the labels)
+    scores exactly the predictions of the answer tokens, the first one predicted from the last prompt token.
+    End `answer_ids` with the eos id for the model to learn to stop. Pad batches of these with IGNORE_INDEX in
+    `labels` (e.g. `DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100)`); either padding side works, as
+    positions are counted from the attention mask.
+    """
+    prompt_ids, answer_ids = [int(i) for i in prompt_ids], [int(i) for i in answer_ids]
+    if not prompt_ids or not answer_ids:
+        raise ValueError(
+            f"answer_only_example needs a non-empty prompt and answer, got {len(prompt_ids)} prompt and "
+            f"{len(answer_ids)} answer tokens (start the prompt with the bos id if it may be empty)"
+        )
+    return {
+        "input_ids": prompt_ids + answer_ids,
+        "attention_mask": [1] * (len(prompt_ids) + len(answer_ids)),
+        "labels": [IGNORE_INDEX] * len(prompt_ids) + answer_ids,
+    }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Remote code: every save writes a folder that loads with trust_remote_code=True
+# ----------------------------------------------------------------------------------------------------------------
+
+VanillaDecoderOnlyModel.register_for_auto_class("AutoModel")
+VanillaDecoderOnlyForCausalLM.register_for_auto_class("AutoModelForCausalLM")

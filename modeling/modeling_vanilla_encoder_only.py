@@ -1,0 +1,465 @@
+"""The encoder-only Transformer (the BERT family), built from the encoder-decoder's blocks, in paper order.
+
+embeddings (tokens, positions, token types) -> encoder layers (VanillaTransformerEncoderLayer: attention,
+feed-forward, residual blocks) -> pretrained base -> VanillaEncoderOnlyModel -> ...ForMaskedLM (masked-LM head)
+and ...ForSequenceClassification (pooler + classifier)
+
+Attention is bidirectional: every token sees every real token of its sequence; padding is masked as keys through
+`build_attention_mask` (one additive mask per forward pass, see modeling_vanilla_transformer.py for its
+convention). With `VanillaEncoderOnlyConfig`'s BERT values (`configuration_vanilla_encoder_only.BERT`) the model
+computes what transformers' `BertForMaskedLM` / `BertForSequenceClassification` compute (`convert_bert.py`).
+
+Shape legend used in the comments:
+    B  batch size       L  sequence length      C  d_model      V  vocabulary size      N  num_labels
+
+Conventions:
+    * `attention_mask` is (B, L), 1/True for real tokens and 0/False for padding, as produced by the tokenizer.
+    * `token_type_ids` (B, L) select the token-type (segment) embeddings; None means type 0 everywhere (BERT).
+    * Positions count real tokens (left padding does not shift them; with right padding they are 0..L-1, BERT's);
+      `position_ids` (B or 1, L) overrides them.
+    * Masked-LM `labels` (B, L): the original token at the positions to predict, IGNORE_INDEX (-100) elsewhere.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers.activations import ACT2FN
+from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput, SequenceClassifierOutput
+
+from .checks_vanilla_transformer import check_inputs, check_length, check_token_ids, check_token_mask
+from .configuration_vanilla_encoder_only import PROBLEM_TYPES, VanillaEncoderOnlyConfig
+from .kernels_vanilla_transformer import IGNORE_INDEX, Linear, apply_dropout, smoothed_cross_entropy
+from .modeling_vanilla_transformer import (
+    VanillaTransformerEncoderLayer,
+    VanillaTransformerPreTrainedModel,
+    _module_file,
+    _Stack,
+    build_attention_mask,
+    without_padding,
+)
+from .positions_vanilla_transformer import build_position_ids
+
+# ----------------------------------------------------------------------------------------------------------------
+# Checks of the inputs only this family has
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _is_index_tensor(value, shape: tuple[int, ...]) -> bool:
+    """Whether `value` is an integer tensor of shape (B or 1, L), where (B, L) = `shape`."""
+    return (
+        isinstance(value, torch.Tensor)
+        and not value.dtype.is_floating_point
+        and not value.dtype.is_complex
+        and value.dtype != torch.bool
+        and value.dim() == 2
+        and value.shape[0] in (1, shape[0])
+        and value.shape[1] == shape[1]
+    )
+
+
+def _describe(value) -> str:
+    return f"{value.dtype} of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+
+
+def check_token_type_ids(token_type_ids: torch.Tensor | None, shape: torch.Size, type_vocab_size: int) -> None:
+    """Raise `ValueError` unless `token_type_ids` is None or a (B, L) integer tensor like the input ids with values
+    in [0, type_vocab_size); a model without token types (`type_vocab_size=0`) accepts only type 0 (one segment,
+    what a tokenizer returns for single sentences)."""
+    if token_type_ids is None:
+        return
+    if not _is_index_tensor(token_type_ids, tuple(shape)) or token_type_ids.shape[0] != shape[0]:
+        raise ValueError(
+            f"token_type_ids must be an integer tensor of the input ids' shape {tuple(shape)}, got "
+            f"{_describe(token_type_ids)}; pass the token_type_ids the tokenizer returned with the input ids"
+        )
+    if torch.compiler.is_compiling():
+        return
+    low, high = (int(v) for v in torch.aminmax(token_type_ids))
+    if low < 0 or high >= max(type_vocab_size, 1):
+        fix = (
+            "this model has no token types: leave token_type_ids unset (tokenizer(..., return_token_type_ids=False))"
+            if type_vocab_size == 0
+            else f"token types are 0..{type_vocab_size - 1}"
+        )
+        raise ValueError(
+            f"token_type_ids contains {low if low < 0 else high}, but type_vocab_size={type_vocab_size}; {fix}"
+        )
+
+
+def check_position_ids(
+    position_ids: torch.Tensor | None, shape: torch.Size, config: VanillaEncoderOnlyConfig
+) -> None:
+    """Raise `ValueError` unless `position_ids` is None or a (B or 1, L) integer tensor with positions in
+    [0, max_position_embeddings) (any position >= 0 with rotary positions)."""
+    if position_ids is None:
+        return
+    if not _is_index_tensor(position_ids, tuple(shape)):
+        raise ValueError(
+            f"position_ids must be an integer tensor of shape (batch or 1, length) = ({shape[0]} or 1, {shape[1]}), "
+            f"got {_describe(position_ids)}"
+        )
+    if torch.compiler.is_compiling():
+        return
+    limit = config.max_position_embeddings if config.position_encoding != "rope" else None
+    low, high = (int(v) for v in torch.aminmax(position_ids))
+    if low < 0 or (limit is not None and high >= limit):
+        raise ValueError(
+            f"position_ids contains {low if low < 0 else high}, outside [0, {limit}) (max_position_embeddings); "
+            f"leave position_ids unset to count the real tokens from 0"
+        )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Embeddings and the stack of encoder layers
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class VanillaEncoderOnlyEncoder(_Stack):
+    """The paper's encoder (token embedding, positions, N encoder layers, final norm with pre-LN) plus BERT's
+    embedding options: token-type embeddings (`type_vocab_size`) and a LayerNorm on the summed embeddings
+    (`embedding_layer_norm`)."""
+
+    def __init__(self, config: VanillaEncoderOnlyConfig):
+        embed_tokens = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
+        super().__init__(config, embed_tokens, config.encoder_attention_heads)
+        self.token_type_embeddings = (
+            nn.Embedding(config.type_vocab_size, config.d_model) if config.type_vocab_size else None
+        )
+        self.layernorm_embedding = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.embedding_layer_norm else None
+        )
+        self.layers = nn.ModuleList([VanillaTransformerEncoderLayer(config) for _ in range(config.encoder_layers)])
+        self.post_init()
+
+    def embed(
+        self,
+        input_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+        position_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        """Token embedding * scale + positions (+ token type), embedding LayerNorm, then dropout: (B, L) ->
+        (B, L, C); RoPE cos/sin if used."""
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        hidden_states = inputs_embeds * self.embed_scale  # (B, L, C)
+        rotary = None
+        if self.embed_positions is not None:
+            hidden_states = hidden_states + self.embed_positions(position_ids).to(hidden_states.dtype)
+        elif self.rotary_emb is not None:
+            rotary = self.rotary_emb(position_ids, hidden_states.dtype)
+        if self.token_type_embeddings is not None:
+            if token_type_ids is None:  # type 0 everywhere, broadcast over (B, L)
+                token_type_ids = torch.zeros(1, 1, dtype=torch.long, device=hidden_states.device)
+            hidden_states = hidden_states + self.token_type_embeddings(token_type_ids).to(hidden_states.dtype)
+        if self.layernorm_embedding is not None:
+            hidden_states = self.layernorm_embedding(hidden_states)
+        return apply_dropout(hidden_states, self.dropout, self.training), rotary
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        return_dict: bool = True,
+        **kwargs,
+    ) -> BaseModelOutput | tuple:
+        """input_ids: (B, L); attention_mask: (B, L) 1 = token, 0 = padding. Returns (B, L, C) states."""
+        shape = check_inputs(input_ids, inputs_embeds, self.config.vocab_size, "input_ids")
+        if attention_mask is not None:
+            check_token_mask(attention_mask, shape, "attention_mask")
+            if attention_mask.dim() != 2:
+                raise ValueError(f"attention_mask must have shape (batch, length) = {tuple(shape)}")
+        check_length(shape[1], self.config, "input_ids")
+        check_token_type_ids(token_type_ids, shape, self.config.type_vocab_size)
+        check_position_ids(position_ids, shape, self.config)
+        device = (input_ids if input_ids is not None else inputs_embeds).device
+        attention_mask = without_padding(attention_mask)
+        if position_ids is None:
+            position_ids = build_position_ids(attention_mask, 0, shape[1], device)  # (B or 1, L)
+        hidden_states, rotary = self.embed(input_ids, inputs_embeds, position_ids, token_type_ids)  # (B, L, C)
+        mask = build_attention_mask(attention_mask, hidden_states.dtype)  # (B, 1, 1, L) or None
+
+        hidden_states, all_states, (attentions,) = self.run_layers(
+            hidden_states, output_hidden_states, output_attentions, mask, rotary=rotary
+        )
+        output = BaseModelOutput(last_hidden_state=hidden_states, hidden_states=all_states, attentions=attentions)
+        return output if return_dict else output.to_tuple()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Pretrained base: the encoder-decoder's initialisation, this family's config and auto classes
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class VanillaEncoderOnlyPreTrainedModel(VanillaTransformerPreTrainedModel):
+    """Initialisation and remote code as in the encoder-decoder (see `VanillaTransformerPreTrainedModel`); every
+    save writes the encoder-only family's `auto_map` and no pipeline (transformers' own "fill-mask" and
+    "text-classification" pipelines serve these models)."""
+
+    config_class = VanillaEncoderOnlyConfig
+    config: VanillaEncoderOnlyConfig
+    _no_split_modules = ["VanillaTransformerEncoderLayer"]
+
+    @classmethod
+    def remote_code_auto_map(cls) -> dict[str, str]:
+        """The `auto_map` of config.json: the auto classes of transformers -> `file.Class` of this family."""
+        classes = {
+            "AutoConfig": VanillaEncoderOnlyConfig,
+            "AutoModel": VanillaEncoderOnlyModel,
+            "AutoModelForMaskedLM": VanillaEncoderOnlyForMaskedLM,
+            "AutoModelForSequenceClassification": VanillaEncoderOnlyForSequenceClassification,
+        }
+        return {auto: f"{_module_file(obj)}.{obj.__name__}" for auto, obj in classes.items()}
+
+    @classmethod
+    def remote_code_pipelines(cls) -> dict[str, dict]:
+        """No custom pipeline: transformers' "fill-mask" and "text-classification" pipelines load these models."""
+        return {}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The model
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class VanillaEncoderOnlyModel(VanillaEncoderOnlyPreTrainedModel):
+    """The bidirectional encoder, returning the last hidden states (no head)."""
+
+    def __init__(self, config: VanillaEncoderOnlyConfig):
+        super().__init__(config)
+        self.encoder = VanillaEncoderOnlyEncoder(config)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.encoder.embed_tokens = value
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutput | tuple:
+        """input_ids (B, L), attention_mask (B, L), token_type_ids (B, L), position_ids (B or 1, L) -> (B, L, C)
+        states (see the module docstring for the conventions)."""
+        output = self.encoder(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=bool(output_attentions),
+            output_hidden_states=bool(output_hidden_states),
+        )
+        return output.to_tuple() if return_dict is False else output
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Masked-language-model head
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class VanillaEncoderOnlyLMTransform(nn.Module):
+    """BERT's prediction-head transform, LN(act(dense(x))): (B, L, C) -> (B, L, C)."""
+
+    def __init__(self, config: VanillaEncoderOnlyConfig):
+        super().__init__()
+        self.dense = Linear(config.d_model, config.d_model)
+        self.activation_fn = ACT2FN[config.activation_function]
+        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.layer_norm(self.activation_fn(self.dense(hidden_states)))
+
+
+class VanillaEncoderOnlyForMaskedLM(VanillaEncoderOnlyPreTrainedModel):
+    """The encoder with a masked-LM head: (optional) transform, then the output projection to vocabulary logits
+    (tied to the input embedding when `tie_word_embeddings`) with an optional bias.
+
+    Training batches come from transformers' `DataCollatorForLanguageModeling` (15 % of the tokens chosen, 80 %
+    of those replaced by the tokenizer's mask token, 10 % by a random token, 10 % kept; `labels` -100 elsewhere).
+    As in the encoder-decoder, `accepts_loss_kwargs` makes `Trainer` pass `num_items_in_batch`, and the loss is
+    normalised over the whole accumulated batch (see `forward`)."""
+
+    accepts_loss_kwargs = True
+
+    def __init__(self, config: VanillaEncoderOnlyConfig):
+        super().__init__(config)
+        self.model = VanillaEncoderOnlyModel(config)
+        self.lm_transform = VanillaEncoderOnlyLMTransform(config) if config.mlm_head_transform else None
+        self.lm_head = Linear(config.d_model, config.vocab_size, bias=config.output_bias)
+        self._tied_weights_keys = (
+            {"lm_head.weight": "model.encoder.embed_tokens.weight"} if config.tie_word_embeddings else None
+        )
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ) -> MaskedLMOutput | tuple:
+        """Like `VanillaEncoderOnlyModel.forward`, plus `labels` (B, L): the token to predict, IGNORE_INDEX (-100)
+        where nothing is scored. `loss` is the cross-entropy summed over the scored positions and divided by
+        `num_items_in_batch` (Trainer's count of scored positions in all the batches of one update), or by this
+        batch's count when it is None: the mean, as `BertForMaskedLM`. Returns `logits` (B, L, V)."""
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        hidden_states = outputs.last_hidden_state  # (B, L, C)
+        if self.lm_transform is not None:
+            hidden_states = self.lm_transform(hidden_states)
+        logits = self.lm_head(hidden_states)  # (B, L, V)
+        loss = None
+        if labels is not None:
+            if labels.shape != logits.shape[:2]:
+                raise ValueError(
+                    f"labels have shape {tuple(labels.shape)} but the input has {tuple(logits.shape[:2])} "
+                    f"positions; pass labels of the same shape as input_ids (-100 where nothing is predicted)"
+                )
+            check_token_ids(labels.masked_fill(labels == IGNORE_INDEX, 0), self.config.vocab_size, "labels")
+            loss_sum, _ = smoothed_cross_entropy(logits, labels)
+            count = (labels != IGNORE_INDEX).sum() if num_items_in_batch is None else num_items_in_batch
+            loss = loss_sum / count  # NaN when nothing is labelled
+        output = MaskedLMOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return output.to_tuple() if return_dict is False else output
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sequence-classification head
+# ----------------------------------------------------------------------------------------------------------------
+
+class VanillaEncoderOnlyPooler(nn.Module):
+    """BERT's pooler: one vector per sequence (`classifier_pooling`: the first token's state, or the mean over the
+    real tokens), then tanh(dense(.)): (B, L, C) -> (B, C)."""
+
+    def __init__(self, config: VanillaEncoderOnlyConfig):
+        super().__init__()
+        self.pooling = config.classifier_pooling
+        self.dense = Linear(config.d_model, config.d_model)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+        if self.pooling == "first":
+            pooled = hidden_states[:, 0]  # (B, C)
+        elif attention_mask is None:
+            pooled = hidden_states.mean(dim=1)  # (B, C)
+        else:
+            weights = attention_mask.to(hidden_states.dtype)[..., None]  # (B, L, 1)
+            pooled = (hidden_states * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1)  # (B, C)
+        return torch.tanh(self.dense(pooled))
+
+
+def problem_type_of(config: VanillaEncoderOnlyConfig, labels: torch.Tensor) -> str:
+    """`config.problem_type`, or when unset BERT's rule: one label is regression, integer labels with several
+    labels single-label classification, float labels multi-label classification."""
+    if config.problem_type is not None:
+        if config.problem_type not in PROBLEM_TYPES:
+            raise ValueError(f"problem_type must be one of {PROBLEM_TYPES}, got {config.problem_type!r}")
+        return config.problem_type
+    if config.num_labels == 1:
+        return "regression"
+    if labels.dtype in (torch.long, torch.int):
+        return "single_label_classification"
+    return "multi_label_classification"
+
+
+class VanillaEncoderOnlyForSequenceClassification(VanillaEncoderOnlyPreTrainedModel):
+    """The encoder with BERT's classification head: pooler, dropout (`classifier_dropout`), a linear layer to
+    `num_labels` logits. `labels` are (B,) class ids (single-label), (B, N) 0/1 floats (multi-label) or (B,) /
+    (B, N) floats (regression); the loss is BERT's (cross-entropy, binary cross-entropy with logits, mean squared
+    error), averaged over the batch. `Trainer` divides it by the accumulation steps itself
+    (`accepts_loss_kwargs` is False)."""
+
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: VanillaEncoderOnlyConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = VanillaEncoderOnlyModel(config)
+        self.pooler = VanillaEncoderOnlyPooler(config)
+        self.classifier_dropout = config.dropout if config.classifier_dropout is None else config.classifier_dropout
+        self.classifier = Linear(config.d_model, config.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> SequenceClassifierOutput | tuple:
+        """Like `VanillaEncoderOnlyModel.forward`, plus `labels` (see the class docstring). Returns `logits`
+        (B, N)."""
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        pooled = self.pooler(outputs.last_hidden_state, attention_mask)  # (B, C)
+        logits = self.classifier(apply_dropout(pooled, self.classifier_dropout, self.training))  # (B, N)
+        loss = None
+        if labels is not None:
+            problem_type = problem_type_of(self.config, labels)
+            if problem_type == "regression":
+                if self.num_labels == 1:
+                    loss = F.mse_loss(logits.squeeze(), labels.squeeze().to(logits.dtype))
+                else:
+                    loss = F.mse_loss(logits, labels.to(logits.dtype))
+            elif problem_type == "single_label_classification":
+                loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
+            else:
+                loss = F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+        output = SequenceClassifierOutput(
+            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+        )
+        return output.to_tuple() if return_dict is False else output
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Remote code: every save writes a folder that loads with trust_remote_code=True
+# ----------------------------------------------------------------------------------------------------------------
+
+VanillaEncoderOnlyModel.register_for_auto_class("AutoModel")
+VanillaEncoderOnlyForMaskedLM.register_for_auto_class("AutoModelForMaskedLM")
+VanillaEncoderOnlyForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
