@@ -1,8 +1,11 @@
-"""vanilla-transformer: the encoder-decoder Transformer of "Attention Is All You Need", Hugging Face-native.
+"""vanilla-transformer: the encoder-decoder Transformer of "Attention Is All You Need", Hugging Face-native, and
+the decoder-only and encoder-only models built from the same blocks.
 
-Importing this package registers the config and models with `AutoConfig`, `AutoModel` and
-`AutoModelForSeq2SeqLM`, and the "translation" pipeline (transformers 5.23+ has none built in). Every
-`save_pretrained` / `push_to_hub` of the models writes the code with the weights (remote code).
+Importing this package registers the configs and models with the auto classes: `AutoConfig`, `AutoModel`,
+`AutoModelForSeq2SeqLM` (encoder-decoder), `AutoModelForCausalLM` (decoder-only), `AutoModelForMaskedLM` and
+`AutoModelForSequenceClassification` (encoder-only), and the "translation" pipeline (transformers 5.23+ has
+none built in). Every `save_pretrained` / `push_to_hub` of the models writes the code with the weights (remote
+code).
 """
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
