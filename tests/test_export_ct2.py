@@ -179,6 +179,8 @@ def test_export_refuses_what_ctranslate2_cannot_express(tokenizer, tmp_path):
             tmp_path / "a",
             tokenizer=tokenizer,
         )
+    with pytest.raises(ValueError, match="position_encoding='none'"):
+        export_ct2(tiny_model(vocab_size=len(tokenizer), position_encoding="none"), tmp_path / "a", tokenizer=tokenizer)
     with pytest.raises(ValueError, match="quantization='int4'"):
         export_ct2(
             tiny_model(vocab_size=len(tokenizer)), tmp_path / "b", quantization="int4", tokenizer=tokenizer

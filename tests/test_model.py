@@ -275,7 +275,8 @@ def test_decode_step_compiles_with_fullgraph():
 @pytest.mark.parametrize(
     "field, value",
     [("activation_function", "gelu"), ("activation_function", "silu"), ("normalize_before", True),
-     ("position_encoding", "learned"), ("position_encoding", "rope"), ("sinusoidal_layout", "concatenated"),
+     ("position_encoding", "learned"), ("position_encoding", "rope"), ("position_encoding", "none"),
+     ("sinusoidal_layout", "concatenated"),
      ("scale_embedding", False), ("output_bias", False), ("tie_word_embeddings", False),
      ("layer_norm_eps", 1e-1)],
 )
