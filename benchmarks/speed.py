@@ -5,7 +5,9 @@ with its token agreement against our `generate()`.
 
 Every figure is measured in interleaved rounds (each round runs every contender once, in alternating order)
 and reported as the median of the per-round ratios against Marian, so that the noise of a shared machine
-cancels. Same-round probes (a large fp32 GEMM and a large memory copy) turn throughputs into training MFU and
+cancels. With `Settings.bf16`, ours and Marian also run in bf16 in the same rounds (training under
+`torch.autocast`, generation with bf16 weights), so that each system's bf16/fp32 ratio, ours/Marian at the same
+precision and each system's best precision on this machine come from the same rounds. Same-round probes (a large fp32 GEMM and a large memory copy) turn throughputs into training MFU and
 into the decode step's distance to the memory-bandwidth floor.
 
 The logic lives here; `scripts/bench.py` parses arguments and prints.
@@ -47,6 +49,7 @@ class Contenders:
     hp: dict = field(default_factory=dict)
     engines: dict[str, object] = field(default_factory=dict)  # deployed exports of ours: name -> translator
     engine_notes: list[str] = field(default_factory=list)
+    bf16: dict[str, torch.nn.Module] = field(default_factory=dict)  # "marian", "ours" with bf16 weights (decoding)
 
     @property
     def pad(self) -> int:
@@ -70,12 +73,13 @@ def generation_config(pad: int, num_beams: int, new_tokens: int, use_cache: bool
 
 def build_contenders(
     preset: str, seed: int = 0, with_ct2: bool = True, dropout: float = 0.1, with_engines: bool = False,
-    new_tokens: int = 32,
+    new_tokens: int = 32, with_bf16: bool = True,
 ) -> Contenders:  # fmt: skip
     """Marian with random weights (non-trivial LayerNorms and output bias), ours converted from it, and the
     CTranslate2 conversion when the package is installed. Both PyTorch models use sdpa attention and OPUS-MT's
     special ids (pad and decoder start = the last id, eos 0). `with_engines`: also ours exported to CTranslate2
-    fp32 and int8 and to ONNX Runtime (`export_engines`), decoding exactly `new_tokens` tokens."""
+    fp32 and int8 and to ONNX Runtime (`export_engines`), decoding exactly `new_tokens` tokens. `with_bf16`: also
+    copies of Marian and ours with bf16 weights, for the bf16 generation columns."""
     if preset not in VOCAB_SIZES:
         raise ValueError(
             f"Unknown benchmark preset {preset!r}; choose one of {list(VOCAB_SIZES)} (--preset)."
@@ -95,6 +99,9 @@ def build_contenders(
     ours = convert_marian_model(marian)  # copies dropout: both train with the same p
     ours.set_attn_implementation("sdpa")
     result = Contenders(preset, marian, ours.eval(), hp=sizes(config))
+    if with_bf16:
+        result.bf16 = {name: copy.deepcopy(model).to(torch.bfloat16).eval() for name, model in
+                       (("marian", marian), ("ours", result.ours))}  # fmt: skip
     if with_ct2:
         result.ct2, result.ct2_note = convert_to_ctranslate2(marian)
     if with_engines:
@@ -206,17 +213,19 @@ def source_batch(vocab: int, batch: int, length: int, seed: int = 0) -> tuple[to
 
 
 def train_step(
-    model: torch.nn.Module, batch: int, length: int, vocab: int, seed: int = 0
+    model: torch.nn.Module, batch: int, length: int, vocab: int, seed: int = 0, bf16: bool = False
 ) -> Callable[[], float]:
     """One training step (forward with labels, backward, Adam step) on a (batch, length) -> (batch, length)
-    batch; the callable returns the loss."""
+    batch, the forward under bf16 autocast when `bf16` (as the trainer's mixed precision runs it); the callable
+    returns the loss."""
     src, mask = source_batch(vocab, batch, length, seed)
     labels, _ = source_batch(vocab, batch, length, seed + 1)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-5)
 
     def step() -> float:
         model.train()
-        loss = model(input_ids=src, attention_mask=mask, labels=labels).loss
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(input_ids=src, attention_mask=mask, labels=labels).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -402,6 +411,7 @@ class Settings:
     no_cache: bool = True
     budget_training: bool = True
     peak_memory: bool = True
+    bf16: bool = True  # bf16 columns for ours and Marian (training under autocast, generation in bf16 weights)
 
 
 def quick_settings() -> Settings:
@@ -425,9 +435,12 @@ def bench_training(c: Contenders, s: Settings, batch: int, label: str) -> Row:
         "ours": train_step(ours, batch, s.src_len, hp["vocab"]),
         "gemm": gemm,
     }
+    if s.bf16:
+        for name, model in (("marian", c.marian), ("ours", c.ours)):
+            cases[f"{name}_bf16"] = train_step(copy.deepcopy(model), batch, s.src_len, hp["vocab"], bf16=True)
     times = interleaved(cases, s.rounds, repeat={"gemm": 5})
     tokens = batch * s.src_len
-    throughput, ratio = _ratios(times, tokens, ["marian", "ours"])
+    throughput, ratio = _ratios(times, tokens, [k for k in cases if k != "gemm"])
     flops = training_flops(hp, batch, s.src_len, s.src_len)
     notes = []
     for name in ("marian", "ours"):
@@ -481,10 +494,17 @@ def bench_generation(
         cases["ct2"] = ct2_call(c.ct2, src, hp["vocab"], beams, n)
     if use_cache:
         cases.update({name: engine_call(engine, src, beams, n) for name, engine in c.engines.items()})
+    if use_cache:
+        cases.update({f"{name}_bf16": generate_call(model, src, mask, config) for name, model in c.bf16.items()})
     copy_run, copy_bytes = copy_probe()
     cases["copy"] = copy_run
     reference = cases["marian"]()
     notes = []
+    if "ours_bf16" in cases:
+        agree = {name: sum(torch.equal(a, b) for a, b in zip(cases[name](), cases[f"{name}_bf16"]()))
+                 for name in ("marian", "ours")}  # fmt: skip
+        notes.append("bf16 output = the same system's fp32 output for: "
+                     + ", ".join(f"{name} {n}/{batch}" for name, n in agree.items()))  # fmt: skip
     if cpu_inference_gemm() == "onednn":
         # parity is checked with the GEMM Marian uses (oneDNN's float rounding differs from MKL's, ~1e-7 relative,
         # which can flip near-tied argmaxes of random weights, as CTranslate2's does), and that variant is timed
@@ -567,6 +587,7 @@ def run_preset(
                 if not same:
                     mismatches.append(slow.name)
                 summary.append(cache_speedups(row, slow, s.new_tokens))
+    summary.extend(precision_summary(rows))
     summary.insert(
         0,
         "ours and Marian generate identical tokens in every workload"
@@ -581,22 +602,77 @@ def run_preset(
     return rows, summary
 
 
+PRECISION_COLUMNS = {  # header -> (numerator, denominator): per-round throughput ratios of the same rounds
+    "Marian bf16/fp32": ("marian_bf16", "marian"),
+    "ours bf16/fp32": ("ours_bf16", "ours"),
+    "ours/Marian bf16": ("ours_bf16", "marian_bf16"),
+}
+
+
+def same_round_ratio(row: Row, numerator: str, denominator: str) -> Stat | None:
+    """Per-round throughput ratio of two contenders of a row (None when either did not run)."""
+    if numerator not in row.throughput or denominator not in row.throughput:
+        return None
+    return Stat([a / b for a, b in zip(row.throughput[numerator].values, row.throughput[denominator].values)])
+
+
+def best_precision(row: Row, system: str) -> str | None:
+    """"bf16" or "fp32": the precision in which ``system`` ("ours", "marian") ran the row's workload faster (median
+    of the per-round bf16/fp32 ratios); None without a bf16 measurement."""
+    ratio = same_round_ratio(row, f"{system}_bf16", system)
+    return None if ratio is None else "bf16" if ratio.median > 1.0 else "fp32"
+
+
+def best_of_each(row: Row) -> Stat | None:
+    """Per-round ratio of ours in its best precision to Marian in its best precision (`best_precision`)."""
+    ours, marian = best_precision(row, "ours"), best_precision(row, "marian")
+    if ours is None or marian is None:
+        return None
+    suffix = {"bf16": "_bf16", "fp32": ""}
+    return same_round_ratio(row, "ours" + suffix[ours], "marian" + suffix[marian])
+
+
+def precision_summary(rows: list[Row]) -> list[str]:
+    """One line per system: its best precision on this machine for each workload that ran in both."""
+    lines = []
+    for system, label in (("ours", "ours"), ("marian", "Marian")):
+        parts = [f"{row.name} {best_precision(row, system)} ({same_round_ratio(row, system + '_bf16', system).median:.2f})"
+                 for row in rows if best_precision(row, system)]  # fmt: skip
+        if parts:
+            lines.append(f"best precision of {label} on this machine (bf16/fp32 throughput): " + ", ".join(parts))
+    return lines
+
+
 def format_rows(rows: list[Row]) -> list[str]:
     """A text table: throughput medians and, per contender, the median (min-max) of per-round ratios
     (contender throughput / Marian throughput; > 1 is faster than Marian). "CT2" is Marian's weights converted
-    by CTranslate2's converter; "ct2_fp32", "ct2_int8" and "onnx" are ours exported (`export_engines`)."""
+    by CTranslate2's converter; "ct2_fp32", "ct2_int8" and "onnx" are ours exported (`export_engines`). With bf16
+    measurements: each system's bf16/fp32 ratio, ours/Marian both in bf16, and "best": ours in its best precision /
+    Marian in its best precision (`best_precision`), e.g. "bf16/fp32 1.30"."""
     engines = [name for name in ENGINES if any(name in row.ratio for row in rows)]
+    precisions = any("ours_bf16" in row.throughput for row in rows)
     header = f"{'workload':<28}{'unit':<14}{'Marian median':>14}{'ours/Marian':>22}{'CT2/Marian':>22}{'ours/CT2':>10}"
-    lines = [header + "".join(f"{name + '/Marian':>22}" for name in engines)]
+    header += "".join(f"{name + '/Marian':>22}" for name in engines)
+    if precisions:
+        header += "".join(f"{name:>22}" for name in PRECISION_COLUMNS) + f"{'best ours/Marian':>26}"
+    lines = [header]
     for row in rows:
         ours, ct2 = row.ratio.get("ours"), row.ratio.get("ct2")
         ours_vs_ct2 = ""
         if ct2 is not None:
             ours_vs_ct2 = f"{statistics.median(a / b for a, b in zip(ours.values, ct2.values)):.2f}"
-        lines.append(
+        line = (
             f"{row.name:<28}{row.unit:<14}{row.throughput['marian'].median:>14.1f}"
             f"{ours.fmt():>22}{ct2.fmt() if ct2 else '-':>22}{ours_vs_ct2:>10}"
             + "".join(f"{row.ratio[name].fmt() if name in row.ratio else '-':>22}" for name in engines)
         )
+        if precisions:
+            for numerator, denominator in PRECISION_COLUMNS.values():
+                ratio = same_round_ratio(row, numerator, denominator)
+                line += f"{ratio.fmt() if ratio else '-':>22}"
+            best = best_of_each(row)
+            line += (f"{best_precision(row, 'ours')}/{best_precision(row, 'marian')} {best.median:.2f}".rjust(26)
+                     if best else f"{'-':>26}")  # fmt: skip
+        lines.append(line)
         lines.extend(f"{'':<4}{note}" for note in row.notes)
     return lines

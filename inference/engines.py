@@ -64,21 +64,25 @@ class EngineModel:
 
 def load_engine(
     engine: str, folder: str | Path, *, device: str | None = None, trust_remote_code: bool | None = None,
-    num_threads: int | None = None,
+    num_threads: int | None = None, dtype: str | None = None, batch_size: int = 32, num_beams: int | None = None,
 ):  # fmt: skip
     """(model, tokenizer) of ``folder`` for ``engine``: "torch" (`inference.load_model_and_tokenizer`, with
-    ``device`` and ``trust_remote_code``), "ct2" (a `scripts/export_ct2.py` folder) or "onnx" (a
-    `scripts/export_onnx.py` folder; both on the CPU). Raises `ValueError` for an unknown engine, a device given to
-    a CPU engine or a folder the engine cannot load, and `ImportError` (with the pip command) when the engine is not
-    installed."""
+    ``device``, ``trust_remote_code``, ``dtype``, ``batch_size`` and ``num_beams``), "ct2" (a
+    `scripts/export_ct2.py` folder) or "onnx" (a `scripts/export_onnx.py` folder; both on the CPU, in the precision
+    they were exported in). Raises
+    `ValueError` for an unknown engine, a device or a dtype given to an exported engine or a folder the engine cannot
+    load, and `ImportError` (with the pip command) when the engine is not installed."""
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r} is not one of {', '.join(ENGINES)}")
     if engine == "torch":
         from .loading import load_model_and_tokenizer
 
-        return load_model_and_tokenizer(str(folder), device=device, trust_remote_code=trust_remote_code)
+        return load_model_and_tokenizer(str(folder), device=device, trust_remote_code=trust_remote_code,
+                                        dtype=dtype, batch_size=batch_size, num_beams=num_beams)  # fmt: skip
     if device is not None:
         raise ValueError(f"--engine {engine} runs on the CPU; leave out --device")
+    if dtype is not None:
+        raise ValueError(f"--engine {engine} computes in the precision it was exported in; leave out --dtype")
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(

@@ -6,8 +6,9 @@ and devices); only the cost differs, and only on CPU:
     apply_dropout(x, p, training)          F.dropout; on CPU the mask is a cheaper draw of the same generator and
     add_dropout(residual, x, p, training)  p is rounded to a multiple of 2**-16 (the expectation stays exact);
                                            add_dropout is residual + apply_dropout(x, p, training) in one pass
-    linear(x, weight, bias), Linear        F.linear, nn.Linear; CPU fp32 decoding steps may run on oneDNN with a
-                                           packed copy of the weight (float rounding), see set_cpu_inference_gemm
+    linear(x, weight, bias), Linear        F.linear, nn.Linear; CPU fp32 and bf16 decoding steps may run on oneDNN
+                                           with a packed copy of the weight (float rounding), see
+                                           set_cpu_inference_gemm
     smoothed_cross_entropy(logits, labels) fairseq's label-smoothed cross entropy, summed, with one fused
                                            backward (F.cross_entropy(reduction="sum") when epsilon = 0)
 
@@ -200,23 +201,27 @@ def _packed_weight(weight: torch.Tensor, rows: int) -> torch.Tensor | None:
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """`F.linear(x, weight, bias)`: (..., in) -> (..., out). Without autograd, on CPU in fp32 and for few rows
-    (a decoding step), it runs on oneDNN with a packed copy of the weight when `cpu_inference_gemm()` says so:
-    the same product up to float rounding (~1e-7 relative)."""
+    """`F.linear(x, weight, bias)`: (..., in) -> (..., out). Without autograd, on CPU in fp32 or bf16 (all three
+    tensors alike) and for few rows (a decoding step), it runs on oneDNN with a packed copy of the weight when
+    `cpu_inference_gemm()` says so: the same product up to float rounding (~1e-7 relative in fp32; bf16's own
+    products are oneDNN's either way, packed or not)."""
+    dtype = x.dtype
     if (
         torch.is_grad_enabled()
         or x.dim() < 2
         or x.device.type != "cpu"
-        or x.dtype != torch.float32
-        or weight.dtype != torch.float32
-        or (bias is not None and bias.dtype != torch.float32)
+        or dtype not in (torch.float32, torch.bfloat16)
+        or weight.dtype != dtype
+        or (bias is not None and bias.dtype != dtype)
         or torch.compiler.is_compiling()
         or torch.jit.is_tracing()
     ):
         return F.linear(x, weight, bias)
     rows = x.numel() // max(x.shape[-1], 1)
     size = weight.numel()
-    if not 0 < rows <= ONEDNN_MAX_ROWS or size < (ONEDNN_MIN_WEIGHT_ONE_ROW if rows == 1 else ONEDNN_MIN_WEIGHT):
+    # bf16: F.linear itself runs oneDNN with an unpacked weight, slower than the packed one at every size
+    smallest = 0 if dtype == torch.bfloat16 else ONEDNN_MIN_WEIGHT_ONE_ROW if rows == 1 else ONEDNN_MIN_WEIGHT
+    if not 0 < rows <= ONEDNN_MAX_ROWS or size < smallest:
         return F.linear(x, weight, bias)
     packed = _packed_weight(weight, rows) if cpu_inference_gemm() == "onednn" else None
     if packed is None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
+from contextlib import nullcontext
 
 import torch
 from torch import nn
@@ -257,6 +258,14 @@ class VanillaTransformerAttention(nn.Module):
         query = self._heads(self.q_proj(hidden_states))  # (B, H, T, D)
         if rotary is not None:
             query = apply_rotary(query, *rotary)
+        implementation = attention_backend(self.config, output_attentions)
+        # CPU bf16: PyTorch's bf16 sdpa kernel is several times slower than its fp32 one for the backward pass and for
+        # a single query (a decoding step), so those run in fp32, the decoding caches kept in fp32 (each new key and
+        # value cast once, not the whole cache at every step)
+        fp32_sdpa = (
+            implementation == "sdpa" and query.dtype == torch.bfloat16 and query.device.type == "cpu"
+            and (torch.is_grad_enabled() or query.shape[2] == 1)
+        )  # fmt: skip
 
         if self.is_cross_attention:
             layer_cache = cache.cross_attention_cache if cache is not None else None
@@ -268,6 +277,8 @@ class VanillaTransformerAttention(nn.Module):
                 key = self._heads(self.k_proj(key_value_states))  # (B, H, S, D)
                 value = self._heads(self.v_proj(key_value_states))  # (B, H, S, D)
                 if cache is not None:
+                    if fp32_sdpa:
+                        key, value = key.float(), value.float()
                     key, value = layer_cache.update(key, value, self.layer_idx)
                     cache.is_updated[self.layer_idx] = True
         else:
@@ -279,17 +290,22 @@ class VanillaTransformerAttention(nn.Module):
                 # self-attention K/V grow by T positions per call: (B, H, K, D) with K = cached + T; the decoder of
                 # the encoder-decoder passes an EncoderDecoderCache, a decoder-only stack its one Cache
                 self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
+                if fp32_sdpa:
+                    key, value = key.float(), value.float()
                 key, value = self_cache.update(key, value, self.layer_idx)
 
-        implementation = attention_backend(self.config, output_attentions)
         dropout = self.dropout if self.training else 0.0
         if implementation == "sdpa":
             # torch's kernel called directly (what transformers' sdpa wrapper ends up doing for this model, minus
             # its per-call checks); no mask on causal self-attention means causal: decoder_self_attention_mask
             is_causal = self.is_causal and attention_mask is None and query.shape[2] > 1
-            output = F.scaled_dot_product_attention(
-                query, key, value, attn_mask=attention_mask, dropout_p=dropout, is_causal=is_causal, scale=self.scaling
-            ).transpose(1, 2)  # (B, T, H, D)
+            # fp32_sdpa: outside autocast, which would cast the inputs back to bf16
+            q, k, v, mask = (t.float() if fp32_sdpa and t is not None else t for t in (query, key, value, attention_mask))
+            with torch.autocast("cpu", enabled=False) if fp32_sdpa else nullcontext():
+                output = F.scaled_dot_product_attention(
+                    q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal, scale=self.scaling
+                )
+            output = output.to(query.dtype).transpose(1, 2)  # (B, T, H, D)
             weights = None
         else:
             attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(

@@ -1,5 +1,7 @@
 """Speed of our model against transformers' MarianMTModel (same weights) and CTranslate2 (if installed), and of
-our model exported to CTranslate2 (fp32, int8) and ONNX Runtime (if the `export` extras are installed).
+our model exported to CTranslate2 (fp32, int8) and ONNX Runtime (if the `export` extras are installed); ours and
+Marian also in bf16 (training under autocast, generation with bf16 weights) in the same rounds, with each system's
+best precision on this machine.
 
 Every figure is a median over interleaved rounds of the ratio against Marian measured in the same round.
 
@@ -25,6 +27,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 
 from benchmarks.speed import VOCAB_SIZES, Settings, build_contenders, format_rows, quick_settings, run_preset  # noqa: E402
+from inference.precision import cpu_bf16_flags  # noqa: E402
 from modeling import cpu_inference_gemm, cpu_vendor, set_cpu_inference_gemm  # noqa: E402
 from training.allocator import tune_cpu_allocator  # noqa: E402
 
@@ -51,6 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="skip ours exported to CTranslate2 (fp32, int8) and ONNX Runtime",
     )
     p.add_argument("--no_cache_runs", action="store_true", help="skip the generation runs without KV cache")
+    p.add_argument("--no_bf16", action="store_true", help="skip the bf16 columns of ours and Marian")
     p.add_argument("--threads", type=int, default=2, help="torch (and CTranslate2) threads")
     p.add_argument(
         "--allocator", choices=("tuned", "default"), default="tuned",
@@ -75,6 +79,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         s.beams = tuple(args.beams)
     if args.no_cache_runs:
         s.no_cache = False
+    if args.no_bf16:
+        s.bf16 = False
     return s
 
 
@@ -91,12 +97,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{platform.processor() or platform.machine()}, load average {os.getloadavg()[0]:.1f}, "
         f"allocator {'tuned (training.allocator, all contenders)' if tuned else 'default'}"
     )
-    print(f"CPU vendor {cpu_vendor() or 'unknown'}; our CPU decoding GEMM: {cpu_inference_gemm()}")
+    print(f"CPU vendor {cpu_vendor() or 'unknown'}; our CPU decoding GEMM: {cpu_inference_gemm()}; "
+          f"bf16 CPU features: {', '.join(cpu_bf16_flags()) or 'none (no AMX-BF16, no AVX512-BF16)'}")  # fmt: skip
     print(f"settings: {settings}")
     for preset in presets:
         contenders = build_contenders(
-            preset, with_ct2=not args.no_ct2, with_engines=not args.no_engines, new_tokens=settings.new_tokens
-        )
+            preset, with_ct2=not args.no_ct2, with_engines=not args.no_engines, new_tokens=settings.new_tokens,
+            with_bf16=settings.bf16,
+        )  # fmt: skip
         print(f"\n== preset {preset}: {contenders.hp}; {contenders.ct2_note or 'CTranslate2: -'}")
         if not args.no_engines:
             print(

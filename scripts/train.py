@@ -136,7 +136,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"Stopped after {result.step} updates ({result.stopped_because}); "
           f"{result.target_tokens_per_second:.0f} target tokens/s")  # fmt: skip
-    if result.test_metrics:
+    if result.test_metrics and "perplexity" in result.test_metrics:  # the language-model objectives
+        m = result.test_metrics
+        print(f"Test {m['objective']} loss {m['nll_loss']:.4f}  perplexity {m['perplexity']:.2f}  "
+              f"({m['num_examples']} examples)")  # fmt: skip
+    elif result.test_metrics:
         m = result.test_metrics
         print(
             f"Test BLEU {m['bleu']}  chrF {m['chrf']}  ({m['num_sentences']} sentences, beam {m['num_beams']})"

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 
 # The test session's process-wide settings, made here once and put back when the session ends: tiny test models
 # run fastest on one thread, and tests that start subprocesses (accelerate launch, CLIs) would otherwise
-# oversubscribe the cores with OpenMP threads; no test reaches the Hub. Set before torch is imported.
-SESSION_ENV = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+# oversubscribe the cores with OpenMP threads; no test reaches the Hub; training runs in fp32 unless a test chooses
+# (the automatic precision would depend on the machine's bf16 speed). Set before torch is imported.
+SESSION_ENV = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+               "ACCELERATE_MIXED_PRECISION": "no"}  # fmt: skip
 _ENV_BEFORE_SESSION = {name: os.environ.get(name) for name in SESSION_ENV}
 for _name, _value in SESSION_ENV.items():
     os.environ.setdefault(_name, _value)

@@ -114,7 +114,9 @@ CHANGED = {
     "grad_accum": (2, 1), "label_smoothing": (0.2, 0.1), "source_column": ("0", None), "target_column": ("1", None),
     "source_lang": ("de", None), "target_lang": ("fr", None), "has_header": (False, None), "hub_config": ("x", None),
     "train_split": ("all", "train"), "valid_split": ("none", "auto"), "test_split": ("none", "auto"),
-    "on_bad_line": ("error", "skip"), "max_tokens": (400, 512),
+    "on_bad_line": ("error", "skip"), "max_tokens": (400, 512), "objective": ("causal_lm", "translation"),
+    "causal_lm_data": ("text", "pairs"), "mlm_probability": (0.2, 0.15), "noise_density": (0.2, 0.15),
+    "mean_noise_span_length": (2.0, 3.0),
 }  # fmt: skip
 
 

@@ -20,6 +20,17 @@ Pipeline (see docs/tokenizer.md for the measurements behind the choices):
 
 Special tokens have fixed ids: ``<pad>``=0, ``<unk>``=1, ``<s>``=2, ``</s>``=3; the byte tokens follow at
 4..259, then the learned pieces.
+
+**Denoising tokens** (``denoising_tokens=True``, for the pretraining objectives): BERT's ``<mask>`` and T5's 100
+sentinels ``<extra_id_0>`` ... ``<extra_id_99>`` are reserved right after the fixed part (the special tokens and,
+for ``kind="char"``, the byte tokens): ``<mask>``=260 and ``<extra_id_i>``=261+i for ``kind="char"`` (4 and 5+i
+for ``kind="byte"``), counted in ``vocab_size``; the learned pieces follow them. A tokenizer with them sets
+``mask_token`` and lists the sentinels as extra special tokens (decoding with ``skip_special_tokens`` drops
+them), and recognises special tokens written in the text (``"Paris is the <mask> of France."``), as BERT's and
+T5's tokenizers do. Without them (the default, and every tokenizer trained before they existed) the layout is
+the one above and special tokens in the text are split like any other text. Unlike T5, whose ``<extra_id_0>`` is
+the last id of the vocabulary, the ids do not depend on ``vocab_size``; code finds them by name
+(`sentinel_token_ids`, ``tokenizer.mask_token_id``).
 """
 
 from __future__ import annotations
@@ -47,6 +58,10 @@ UNK_ID = 1
 BOS_ID = 2
 EOS_ID = 3
 SPECIAL_TOKENS = (PAD_TOKEN, UNK_TOKEN, BOS_TOKEN, EOS_TOKEN)  # index == id
+MASK_TOKEN = "<mask>"
+NUM_SENTINELS = 100  # T5's extra_ids
+SENTINEL_TOKENS = tuple(f"<extra_id_{i}>" for i in range(NUM_SENTINELS))
+DENOISING_TOKENS = (MASK_TOKEN, *SENTINEL_TOKENS)  # in id order, after the fixed part (module docstring)
 
 SPACE_MARKER = "\u2581"  # "▁"
 BYTE_TOKENS = tuple(f"<0x{b:02X}>" for b in range(256))
@@ -123,12 +138,13 @@ def _build_pipeline(kind: TokenizerKind, model: models.Model) -> Tokenizer:
     return tok
 
 
-def _check_vocab_size(vocab_size: int, kind: TokenizerKind) -> None:
-    minimum = len(SPECIAL_TOKENS) + 256 + 1
+def _check_vocab_size(vocab_size: int, kind: TokenizerKind, denoising_tokens: bool = False) -> None:
+    n_special = len(SPECIAL_TOKENS) + (len(DENOISING_TOKENS) if denoising_tokens else 0)
+    minimum = n_special + 256 + 1
     if not isinstance(vocab_size, int) or vocab_size < minimum:
         what = "256 byte-fallback tokens" if kind == "char" else "the 256-byte alphabet"
         raise ValueError(
-            f"vocab_size={vocab_size!r} is too small: the {len(SPECIAL_TOKENS)} special tokens and {what} "
+            f"vocab_size={vocab_size!r} is too small: the {n_special} special tokens and {what} "
             f"alone take {minimum - 1} ids. Use vocab_size of at least {minimum} (in practice a few thousand, "
             f"e.g. {DEFAULT_VOCAB_SIZE})."
         )
@@ -162,6 +178,7 @@ def train_bpe_tokenizer(
     max_lines: int | None = None,
     model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
     show_progress: bool = False,
+    denoising_tokens: bool = False,
 ) -> PreTrainedTokenizerFast:
     """Train one joint BPE vocabulary on all given texts and return it as a transformers fast tokenizer.
 
@@ -183,6 +200,8 @@ def train_bpe_tokenizer(
         max_lines: read at most this many lines of each file.
         model_max_length: saved as the tokenizer's default truncation length.
         show_progress: show the `tokenizers` trainer's progress bars (for scripts; off in library use).
+        denoising_tokens: also reserve ``<mask>`` and the sentinels ``<extra_id_0>`` ... ``<extra_id_99>`` at
+            fixed ids (module docstring), for masked-LM and span-corruption training; they count in ``vocab_size``.
 
     Returns:
         A `PreTrainedTokenizerFast` with ``pad/unk/bos/eos`` tokens at ids 0/1/2/3, ``</s>`` appended by
@@ -195,10 +214,11 @@ def train_bpe_tokenizer(
     """
     if kind not in ("char", "byte"):
         raise ValueError(f"kind={kind!r} is not supported; use 'char' (BPE with byte fallback) or 'byte'.")
-    _check_vocab_size(vocab_size, kind)
+    _check_vocab_size(vocab_size, kind, denoising_tokens)
     if not isinstance(min_frequency, int) or min_frequency < 1:
         raise ValueError(f"min_frequency={min_frequency!r} must be an integer >= 1 (e.g. 2).")
-    n_special = len(SPECIAL_TOKENS)
+    specials = SPECIAL_TOKENS + (DENOISING_TOKENS if denoising_tokens else ())
+    n_special = len(specials)
     if limit_alphabet == "auto":
         limit_alphabet = (
             min(vocab_size // 4, vocab_size - n_special - len(BYTE_TOKENS)) if kind == "char" else None
@@ -229,7 +249,7 @@ def train_bpe_tokenizer(
         trainer = trainers.BpeTrainer(
             vocab_size=vocab_size - len(BYTE_TOKENS),
             min_frequency=min_frequency,
-            special_tokens=list(SPECIAL_TOKENS),
+            special_tokens=list(specials),
             show_progress=show_progress,
             **extra,
         )
@@ -237,7 +257,7 @@ def train_bpe_tokenizer(
         trainer = trainers.BpeTrainer(
             vocab_size=vocab_size,
             min_frequency=min_frequency,
-            special_tokens=list(SPECIAL_TOKENS),
+            special_tokens=list(specials),
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=show_progress,
         )
@@ -266,7 +286,8 @@ def train_bpe_tokenizer(
                 "can learn merges), or pass limit_alphabet=N to keep only the N most frequent characters "
                 "(the rest are spelled as bytes)."
             )
-        # Re-number: specials 0..3, byte tokens 4..259, learned pieces after them in training order.
+        # Re-number: specials 0..3, byte tokens 4..259, denoising tokens (if any) and the learned pieces after
+        # them in training order (the trainer gave the special tokens the first ids).
         new_vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
         for b in BYTE_TOKENS:
             new_vocab[b] = len(new_vocab)
@@ -275,7 +296,10 @@ def train_bpe_tokenizer(
                 new_vocab[tok] = len(new_vocab)
         model = models.BPE(vocab=new_vocab, merges=merges, unk_token=UNK_TOKEN, byte_fallback=True)
         backend = _build_pipeline(kind, model)
-    for i, tok in enumerate(SPECIAL_TOKENS):
+    fixed = len(BYTE_TOKENS) if kind == "char" else 0
+    expected = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
+    expected.update({tok: len(SPECIAL_TOKENS) + fixed + i for i, tok in enumerate(specials[len(SPECIAL_TOKENS) :])})
+    for tok, i in expected.items():
         if backend.token_to_id(tok) != i:
             raise RuntimeError(f"special token {tok} got id {backend.token_to_id(tok)}, expected {i}")
     logger.info(
@@ -289,10 +313,15 @@ def wrap_backend_tokenizer(
 ) -> PreTrainedTokenizerFast:
     """Wrap a `tokenizers.Tokenizer` built by this module as a transformers fast tokenizer.
 
-    The result saves to a folder that ``AutoTokenizer.from_pretrained`` loads with no project code.
+    The result saves to a folder that ``AutoTokenizer.from_pretrained`` loads with no project code. When the
+    vocabulary has the denoising tokens (module docstring), ``<mask>`` is the mask token, the sentinels are extra
+    special tokens and special tokens written in the text are recognised.
     """
+    denoising = all(backend.token_to_id(t) is not None for t in DENOISING_TOKENS)
+    extra = dict(mask_token=MASK_TOKEN, extra_special_tokens=list(SENTINEL_TOKENS)) if denoising else {}
     return PreTrainedTokenizerFast(
         tokenizer_object=backend,
+        **extra,
         pad_token=PAD_TOKEN,
         unk_token=UNK_TOKEN,
         bos_token=BOS_TOKEN,
@@ -301,8 +330,26 @@ def wrap_backend_tokenizer(
         add_eos_token=True,
         model_input_names=["input_ids", "attention_mask"],
         clean_up_tokenization_spaces=False,
-        split_special_tokens=True,
+        split_special_tokens=not denoising,
         model_max_length=model_max_length,
         padding_side="right",
         truncation_side="right",
     )
+
+
+def sentinel_token_ids(tokenizer) -> list[int]:
+    """The ids of ``<extra_id_0>`` ... ``<extra_id_99>`` in ``tokenizer``, in sentinel order.
+
+    Raises:
+        ValueError: the tokenizer has no sentinels (it was trained without ``denoising_tokens``), saying how to
+            get one that has them.
+    """
+    vocab = tokenizer.get_vocab()
+    missing = [t for t in SENTINEL_TOKENS if t not in vocab]
+    if missing:
+        raise ValueError(
+            f"The tokenizer has no T5 sentinel tokens ({missing[0]} is missing), which span corruption needs. "
+            "Train one with train_bpe_tokenizer(..., denoising_tokens=True), or leave --tokenizer unset so that "
+            "a span-corruption or masked-LM run trains one with them."
+        )
+    return [vocab[t] for t in SENTINEL_TOKENS]

@@ -1,4 +1,4 @@
-"""Token-budget batching (fairseq-style) and the seq2seq collator.
+"""Token-budget batching (fairseq-style) and the collators of the training objectives.
 
 A batch's *cost* is ``batch_size * longest`` where ``longest`` is the longest source or target sequence in
 the batch (in tokens, </s> included): the number of positions of the larger padded tensor. Batches are built
@@ -8,6 +8,20 @@ batches whose cost stays within ``max_tokens``, and the batches are shuffled (ag
 ``(seed, epoch)``). Batches thus hold sentences of similar length (little padding), and their order is random
 but a pure function of ``seed`` and ``epoch``, which makes a run resumable mid-epoch from
 ``(epoch, position)`` alone.
+
+Collators, one per objective (each returns ``input_ids``, ``attention_mask``, ``labels`` with -100 where nothing is
+scored, and ``ntokens``, the number of scored positions):
+
+* `collate`: translation pairs (and any source/target pair the encoder-decoder reads and writes).
+* `collate_span_corruption`: T5's denoising (Raffel et al., 2020, §3.1.4): `random_spans_noise_mask` chooses about
+  ``noise_density`` of a text's tokens in spans of mean length ``mean_noise_span_length``; the encoder reads the
+  text with each noise span replaced by one sentinel, the decoder writes each sentinel followed by its span.
+* `collate_causal_lm`: decoder-only sequences ``prompt + answer`` with the loss on the answer only (plain text:
+  the prompt is ``<s>``).
+* `collate_masked_lm`: BERT's masking through transformers' `DataCollatorForLanguageModeling`.
+
+Random choices (noise spans, masks) come from a generator the caller seeds per batch (`batch_generator`), so
+the batches of a run are a pure function of its seed and the batch's place in it, which keeps resume exact.
 """
 
 from __future__ import annotations
@@ -19,7 +33,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from modeling import IGNORE_INDEX
+from modeling import IGNORE_INDEX, answer_only_example
 
 logger = logging.getLogger(__name__)
 
@@ -200,3 +214,128 @@ def collate(
         "labels": labels,
         "ntokens": torch.tensor(sum(len(t) for t in targets), dtype=torch.long),
     }
+
+
+def batch_generator(*key: int) -> np.random.Generator:
+    """The generator of one batch's random choices, seeded by ``key`` (e.g. ``(seed, step, batch)``): the same
+    key gives the same choices in any process and after a resume."""
+    return np.random.default_rng(np.random.SeedSequence(list(key)))
+
+
+def _random_segmentation(num_items: int, num_segments: int, rng: np.random.Generator) -> np.ndarray:
+    """Lengths of a uniformly random split of ``num_items`` items into ``num_segments`` non-empty segments in
+    order: the ``num_segments - 1`` segment starts are a random subset of the ``num_items - 1`` gaps."""
+    starts = np.zeros(num_items, dtype=bool)
+    starts[1 + rng.choice(num_items - 1, num_segments - 1, replace=False)] = True
+    starts[0] = True
+    segment = np.cumsum(starts) - 1  # the segment of every item
+    return np.bincount(segment, minlength=num_segments)
+
+
+def random_spans_noise_mask(
+    length: int, rng: np.random.Generator, noise_density: float = 0.15, mean_noise_span_length: float = 3.0
+) -> np.ndarray:
+    """T5's noise mask (``random_spans_noise_mask`` of its preprocessors): a bool array of ``length``, True on the
+    noise tokens.
+
+    The counts are fixed by the length: ``round(length * noise_density)`` noise tokens (at least 1, at most
+    ``length - 1``) in ``round(noise tokens / mean_noise_span_length)`` spans (at least 1). The noise tokens and
+    the other tokens are each split into that many non-empty runs at random, and the runs alternate, starting with
+    a run of kept tokens (so a text never starts with noise and always ends with it). Lengths below 2 are treated
+    as 2 and cut back, so a one-token text has no noise.
+    """
+    if not 0.0 < noise_density < 1.0 or mean_noise_span_length < 1.0:
+        raise ValueError(
+            f"noise_density={noise_density} must be in (0, 1) and mean_noise_span_length={mean_noise_span_length} "
+            ">= 1 (T5: 0.15 and 3)."
+        )
+    original, length = length, max(length, 2)
+    num_noise = min(max(round(length * noise_density), 1), length - 1)
+    num_spans = max(round(num_noise / mean_noise_span_length), 1)
+    noise_lengths = _random_segmentation(num_noise, num_spans, rng)
+    kept_lengths = _random_segmentation(length - num_noise, num_spans, rng)
+    interleaved = np.stack([kept_lengths, noise_lengths], axis=1).reshape(-1)  # kept, noise, kept, noise, ...
+    is_noise = np.repeat(np.tile([False, True], num_spans), interleaved)
+    return is_noise[:original]
+
+
+def span_corruption(
+    tokens: Sequence[int], noise_mask: np.ndarray, sentinel_ids: Sequence[int], eos_token_id: int
+) -> tuple[list[int], list[int]]:
+    """``(inputs, targets)`` of one text (``tokens`` without </s>) and its noise mask: the inputs keep the other
+    tokens and put sentinel i where noise span i was; the targets are sentinel i followed by span i, for every
+    span in order. Both end with ``eos_token_id``.
+
+    Raises:
+        ValueError: more noise spans than sentinels (a text too long for ``len(sentinel_ids)`` spans).
+    """
+    tokens = list(tokens)
+    inputs, targets, span = [], [], -1
+    for i, (token, noise) in enumerate(zip(tokens, noise_mask)):
+        if noise:
+            if i == 0 or not noise_mask[i - 1]:
+                span += 1
+                if span >= len(sentinel_ids):
+                    raise ValueError(
+                        f"A text of {len(tokens)} tokens has more noise spans than the {len(sentinel_ids)} sentinels; "
+                        "lower --max_length (100 sentinels cover texts of about 2,000 tokens at T5's settings)."
+                    )
+                inputs.append(sentinel_ids[span])
+                targets.append(sentinel_ids[span])
+            targets.append(token)
+        else:
+            inputs.append(token)
+    return inputs + [eos_token_id], targets + [eos_token_id]
+
+
+def collate_span_corruption(
+    texts: Sequence[Sequence[int]], sentinel_ids: Sequence[int], rng: np.random.Generator, *, eos_token_id: int,
+    pad_token_id: int = 0, noise_density: float = 0.15, mean_noise_span_length: float = 3.0,
+) -> dict[str, torch.Tensor]:  # fmt: skip
+    """A span-corruption batch of ``texts`` (token ids, each ending with ``eos_token_id``, which is never noise):
+    `span_corruption` of each text with a `random_spans_noise_mask` drawn from ``rng``, collated like a
+    translation batch (`collate`): the corrupted texts are the sources, the sentinels and spans the targets."""
+    sources, targets = [], []
+    for text in texts:
+        body = list(text[:-1]) if text and text[-1] == eos_token_id else list(text)
+        mask = random_spans_noise_mask(len(body), rng, noise_density, mean_noise_span_length)
+        source, target = span_corruption(body, mask, sentinel_ids, eos_token_id)
+        sources.append(source)
+        targets.append(target)
+    return collate(sources, targets, pad_token_id)
+
+
+def collate_causal_lm(
+    prompts: Sequence[Sequence[int]], answers: Sequence[Sequence[int]], pad_token_id: int = 0
+) -> dict[str, torch.Tensor]:
+    """Decoder-only answer-only examples (`modeling.answer_only_example`: ``prompt + answer``, the prompt -100 in
+    ``labels``; a prompt of ``<s>`` alone scores every token of the answer), right-padded: ``input_ids``,
+    ``attention_mask`` and ``labels`` (B, T), -100 on padding (the model shifts the labels: position t predicts
+    token t + 1); ``ntokens`` is the number of scored positions."""
+    if len(prompts) == 0 or len(prompts) != len(answers):
+        raise ValueError(f"collate_causal_lm needs a non-empty batch, got {len(prompts)} prompts, {len(answers)} answers")
+    examples = [answer_only_example(p, a) for p, a in zip(prompts, answers)]
+    bsz, longest = len(examples), max(len(e["input_ids"]) for e in examples)
+    batch = {"input_ids": torch.full((bsz, longest), pad_token_id, dtype=torch.long),
+             "attention_mask": torch.zeros((bsz, longest), dtype=torch.long),
+             "labels": torch.full((bsz, longest), IGNORE_INDEX, dtype=torch.long)}  # fmt: skip
+    for i, example in enumerate(examples):
+        for key, values in example.items():
+            batch[key][i, : len(values)] = torch.as_tensor(values, dtype=torch.long)
+    batch["ntokens"] = (batch["labels"][:, 1:] != IGNORE_INDEX).sum()
+    return batch
+
+
+def collate_masked_lm(texts: Sequence[Sequence[int]], masker, rng: np.random.Generator) -> dict[str, torch.Tensor]:
+    """A masked-LM batch of ``texts`` (token ids): ``masker`` (transformers' `DataCollatorForLanguageModeling`,
+    e.g. 15 % of the non-special tokens chosen, 80 % of them replaced by the mask token, 10 % by a random token,
+    10 % kept) masks the right-padded batch with a torch generator seeded from ``rng``; ``labels`` hold the
+    chosen tokens (-100 elsewhere), ``attention_mask`` the real tokens, ``ntokens`` the number of chosen tokens."""
+    if len(texts) == 0:
+        raise ValueError("collate_masked_lm needs a non-empty batch of texts")
+    lengths = torch.tensor([len(t) for t in texts])
+    masker.generator = torch.Generator().manual_seed(int(rng.integers(2**63 - 1)))
+    batch = masker([list(t) for t in texts])
+    attention_mask = (torch.arange(batch["input_ids"].shape[1])[None] < lengths[:, None]).long()
+    return {"input_ids": batch["input_ids"], "attention_mask": attention_mask, "labels": batch["labels"],
+            "ntokens": (batch["labels"] != IGNORE_INDEX).sum()}  # fmt: skip

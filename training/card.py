@@ -3,11 +3,14 @@ run did — the options, the recipe, the model config and the run's result — a
 
 Languages are the data's (``--source_lang``/``--target_lang`` or the file name) and are left out when unknown;
 the dataset is the Hub dataset's id or the name of the corpus file or folder; the corpus is described in words only for the
-corpora shipped in ``data/`` (the Bible), anything else only by its name and figures.
+corpora shipped in ``data/`` (the Bible), anything else only by its name and figures. The card says the objective the
+model was trained with (``--objective``) and, for the language-model objectives, reports the test perplexity instead
+of BLEU and shows the usage of its family (`OBJECTIVE_CARDS`).
 """
 
 from __future__ import annotations
 
+import json
 from os import PathLike
 from pathlib import Path
 
@@ -37,6 +40,40 @@ SHIPPED_CORPORA = {  # file name in data/ -> (description, limitation); provenan
         _BIBLE_LIMITATION,
     ),
 }
+
+
+# objective -> (what the model is, Hub pipeline tag, Auto class); translation's is the model card's default
+OBJECTIVE_CARDS = {
+    "causal_lm": ("a decoder-only Transformer language model (the decoder stack without encoder-decoder attention)",
+                  "text-generation", "AutoModelForCausalLM"),
+    "masked_lm": ("an encoder-only Transformer masked language model (the encoder stack with a masked-LM head)",
+                  "fill-mask", "AutoModelForMaskedLM"),
+    "span_corruption": ("an encoder-decoder Transformer pretrained with T5's span-corruption denoising",
+                        "text2text-generation", "AutoModelForSeq2SeqLM"),
+}  # fmt: skip
+OBJECTIVE_TEXTS = {
+    "causal_lm": {
+        "pairs": "causal language modelling of 'source </s> target </s>' with the loss on the target only (supervised "
+                 "fine-tuning of translation as next-token prediction)",
+        "text": "causal language modelling of every source and target text after <s> (next-token prediction of every "
+                "token)",
+    },
+    "masked_lm": "masked language modelling (BERT's: {p:.0%} of the tokens chosen, 80% of them replaced by <mask>, "
+                 "10% by a random token, 10% kept; the loss on the chosen tokens) on every source and target text",
+    "span_corruption": "T5's span corruption (noise density {d}, mean span length {m}: each noise span replaced by a "
+                       "sentinel <extra_id_i> in the input, the decoder writes the sentinels and their spans) on every "
+                       "source and target text",
+}  # fmt: skip
+
+
+def objective_text(cfg: TrainConfig) -> str:
+    """The training objective of ``cfg`` in words (for the card)."""
+    if cfg.objective == "translation":
+        return "translation (teacher-forced cross entropy of the target given the source)"
+    text = OBJECTIVE_TEXTS[cfg.objective]
+    if cfg.objective == "causal_lm":
+        return text[cfg.causal_lm_data]
+    return text.format(p=cfg.mlm_probability, d=cfg.noise_density, m=cfg.mean_noise_span_length)
 
 
 def is_hub_dataset(data) -> bool:
@@ -82,9 +119,23 @@ def _named(dataset: str | None) -> str:
 
 def _summary(cfg: TrainConfig, result, dataset: str | None) -> str:
     m = result.test_metrics
+    if cfg.objective != "translation":
+        start = f"initialised from `{Path(cfg.init_from).name}` and trained" if cfg.init_from else "trained from scratch"
+        what = OBJECTIVE_CARDS[cfg.objective][0]
+        text = (
+            f"{what[0].upper()}{what[1:]}, implemented from scratch with vanilla-transformer and {start} on "
+            f"{_named(dataset)} ({result.split_sizes.get('train', 0):,} training pairs) with {objective_text(cfg)}: "
+            f"preset `{cfg.preset}`, {result.num_parameters:,} parameters, {result.step:,} updates in "
+            f"{result.train_seconds / 60:.1f} min on {result.device}."
+        )  # fmt: skip
+        if m:
+            text += f" Test perplexity {m['perplexity']:.2f} on the {m['num_examples']:,} examples of the test split."
+        return text
     text = (
-        f'An encoder-decoder Transformer as described in *Attention Is All You Need* (Vaswani et al., 2017), '
-        f"implemented from scratch with vanilla-transformer and trained from scratch for {_direction(cfg)} on "
+        'An encoder-decoder Transformer as described in *Attention Is All You Need* (Vaswani et al., 2017), '
+        "implemented from scratch with vanilla-transformer and "
+        + (f"fine-tuned from `{Path(cfg.init_from).name}`" if cfg.init_from else "trained from scratch")
+        + f" for {_direction(cfg)} on "
         f"{_named(dataset)} ({result.split_sizes.get('train', 0):,} training pairs): preset `{cfg.preset}`, "
         f"{result.num_parameters:,} parameters, {result.step:,} updates in {result.train_seconds / 60:.1f} min on "
         f"{result.device}."
@@ -112,11 +163,22 @@ def _data_text(cfg: TrainConfig, result, dataset: str | None) -> str:
     return f"{origin}{languages}\n\n{result.data_summary}."
 
 
+def _architecture(c) -> str:
+    """Heads, d_ff and depth of any of the model families."""
+    if hasattr(c, "encoder_layers") and hasattr(c, "decoder_layers"):
+        return f"{c.encoder_attention_heads} heads, d_ff {c.encoder_ffn_dim}, {c.encoder_layers}+{c.decoder_layers} layers"
+    side = "decoder" if hasattr(c, "decoder_layers") else "encoder"
+    return (f"{getattr(c, side + '_attention_heads')} heads, d_ff {getattr(c, side + '_ffn_dim')}, "
+            f"{getattr(c, side + '_layers')} {side} layers")  # fmt: skip
+
+
 def _recipe_text(cfg: TrainConfig, recipe: Recipe, c: VanillaTransformerConfig, result) -> str:
     text = (
-        f"Preset `{cfg.preset}`: d_model {c.d_model}, {c.encoder_attention_heads} heads, d_ff {c.encoder_ffn_dim}, "
-        f"{c.encoder_layers}+{c.decoder_layers} layers, dropout {c.dropout}, vocabulary {c.vocab_size} (joint BPE), "
-        f"{result.num_parameters:,} parameters. Adam (0.9, 0.98, 1e-9), lr = {recipe.lr_scale} * d_model^-0.5 * "
+        f"Objective: {objective_text(cfg)}"
+        + (f", starting from the weights of `{Path(cfg.init_from).name}` (new optimizer and schedule)" if cfg.init_from
+           else "")
+        + f". Preset `{cfg.preset}`: d_model {c.d_model}, {_architecture(c)}, dropout {c.dropout}, vocabulary "
+        f"{c.vocab_size} (joint BPE), {result.num_parameters:,} parameters. Adam (0.9, 0.98, 1e-9), lr = {recipe.lr_scale} * d_model^-0.5 * "
         f"min(step^-0.5, step * {recipe.warmup_steps}^-1.5), label smoothing {cfg.label_smoothing}, gradient "
         f"clipping {recipe.clip_norm or 'off'}, "
         + (f"linear learning-rate cooldown to 0 over the last {recipe.cooldown:.0%} of the budget, "
@@ -125,6 +187,8 @@ def _recipe_text(cfg: TrainConfig, recipe: Recipe, c: VanillaTransformerConfig, 
         f"{result.step} updates ({result.epochs:.2f} epochs), {result.target_tokens:,} target tokens, "
         f"{result.train_seconds / 60:.1f} min on {result.device}"
         + (f" with {result.mixed_precision} mixed precision" if result.mixed_precision != "no" else "")
+        + (f"{' in fp32' if result.mixed_precision == 'no' else ''} (chosen automatically: "
+           f"{result.precision['reason']})" if result.precision.get("source") == "automatic" else "")
         + f", seed {cfg.seed}."
     )  # fmt: skip
     if result.stopped_because:
@@ -148,6 +212,13 @@ def _results_text(result) -> str:
     m = result.test_metrics
     if not m:
         return "No test split was evaluated."
+    if "perplexity" in m:
+        return (
+            f"| split | examples | loss | perplexity |\n|---|---|---|---|\n| test | {m['num_examples']} | "
+            f"{m['nll_loss']:.4f} | {m['perplexity']:.2f} |\n\nNegative log-likelihood per scored token (natural log) "
+            "under the training objective, with the same seeded masks or spans at every evaluation. No translation "
+            "was scored."
+        )
     text = (
         f"| split | sentences | BLEU | chrF |\n|---|---|---|---|\n| test | {m['num_sentences']} | {m['bleu']} | "
         f"{m['chrf']} |\n\nBeam {m['num_beams']}, length penalty {m['length_penalty']}"
@@ -195,16 +266,31 @@ def card_values(cfg: TrainConfig, recipe: Recipe, config: VanillaTransformerConf
     src, tgt = cfg.languages()
     data = model_card_data(
         model_name=Path(cfg.output_dir).name, languages=(src, tgt), dataset=dataset,
-        dataset_config=cfg.hub_config if is_hub_dataset(cfg.data) else None, test_metrics=result.test_metrics,
+        dataset_config=cfg.hub_config if is_hub_dataset(cfg.data) else None,
+        test_metrics=result.test_metrics if cfg.objective == "translation" else None,
     )  # fmt: skip
     example = result.samples[0]["source"] if result.samples else None
     title = f"vanilla-transformer {src} → {tgt}" if src and tgt else "vanilla-transformer translation model"
+    usage = usage_section(cfg.output_dir, example)
+    if cfg.objective != "translation":
+        data.pipeline_tag = OBJECTIVE_CARDS[cfg.objective][1]
+        title = f"vanilla-transformer {cfg.objective.replace('_', ' ')} model"
+        usage = _family_usage(cfg.output_dir, OBJECTIVE_CARDS[cfg.objective][2])
     return CardValues(data, {
         "title": f"{title} (preset {cfg.preset})",
         "summary": _summary(cfg, result, dataset),
-        "usage": usage_section(cfg.output_dir, example),
+        "usage": usage,
         "data": _data_text(cfg, result, dataset),
         "training": _recipe_text(cfg, recipe, config, result),
         "results": _results_text(result),
         "limitations": _limitations_text(cfg, result, dataset),
     })  # fmt: skip
+
+
+def _family_usage(model_id: str, auto_class: str) -> str:
+    return (
+        f"```python\nfrom transformers import {auto_class}, AutoTokenizer\n\n"
+        f"model_id = {json.dumps(model_id, ensure_ascii=False)}\n"
+        "tokenizer = AutoTokenizer.from_pretrained(model_id)\n"
+        f"model = {auto_class}.from_pretrained(model_id, trust_remote_code=True)\n```"
+    )

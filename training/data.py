@@ -17,9 +17,10 @@ import datasets
 import numpy as np
 
 from corpus import SOURCE, TARGET
-from tokenizer import load_or_train_tokenizer
+from tokenizer import BOS_ID, load_or_train_tokenizer
 
 from .batching import BatchStream, TokenBudgetBatchSampler
+from .validation import Objective
 
 
 def content_hash(*parts: str | bytes) -> str:
@@ -82,11 +83,33 @@ def filter_by_length(dataset: datasets.Dataset, max_length: int) -> tuple[datase
     return dataset.select(keep.tolist()), dropped
 
 
+def objective_examples(
+    objective: str, sources: list[list[int]], targets: list[list[int]], max_length: int, causal_lm_data: str = "pairs"
+) -> tuple[list[list[int]], list[list[int]], int]:
+    """The examples ``(sources, targets)`` of ``objective`` (arranged as `validation.Objective` reads them) from the
+    token ids of a split's pairs, and how many were dropped for having more than ``max_length`` tokens: a pair with
+    a longer side (translation), a pair longer than that together (``causal_lm`` on pairs), a longer text (the text
+    objectives, which read every source and every target text alone; a causal LM reads each text after ``<s>``, so
+    that its first token is predicted too, as generation from ``<s>`` does)."""
+    if objective == "translation":
+        keep = [i for i, (s, t) in enumerate(zip(sources, targets)) if len(s) <= max_length and len(t) <= max_length]
+        return [sources[i] for i in keep], [targets[i] for i in keep], len(sources) - len(keep)
+    if objective == "causal_lm" and causal_lm_data == "pairs":
+        keep = [i for i, (s, t) in enumerate(zip(sources, targets)) if len(s) + len(t) <= max_length]
+        return [sources[i] for i in keep], [targets[i] for i in keep], len(sources) - len(keep)
+    texts = [t for t in sources + targets if len(t) <= max_length]
+    dropped = len(sources) + len(targets) - len(texts)
+    if objective == "causal_lm":
+        return [[BOS_ID] for _ in texts], texts, dropped
+    return texts, texts, dropped
+
+
 @dataclass
 class TrainingData:
-    """The data of one run: the text splits, the tokenizer, the length-filtered token ids of the training and
-    validation pairs, and the token-budget batch order over the training pairs (``stream``; its position is the
-    data part of a checkpoint)."""
+    """The data of one run: the text splits, the tokenizer, the objective, the length-filtered token ids of its
+    training and validation examples (`objective_examples`), and the token-budget batch order over the training
+    examples (``stream``; its position is the data part of a checkpoint). ``test_src``/``test_tgt`` are the test
+    examples of the language-model objectives (scored by loss; translation scores the test texts by BLEU)."""
 
     splits: datasets.DatasetDict
     tokenizer: Any
@@ -98,31 +121,43 @@ class TrainingData:
     stream: BatchStream
     summary: str  # what reading, splitting and filtering did, for the log and the model card
     split_origin: dict[str, str]  # where each split came from (corpus.DataReport.split_origin)
+    objective: Objective
+    test_src: list[list[int]]
+    test_tgt: list[list[int]]
+
+
+def _token_ids(split: datasets.Dataset, tokenizer, cache) -> tuple[list[list[int]], list[list[int]]]:
+    if not len(split):
+        return [], []
+    tokenized = tokenize_dataset(split, tokenizer, cache)
+    return [list(x) for x in tokenized["input_ids"]], [list(x) for x in tokenized["labels"]]
 
 
 def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
     """Read and split the corpus (``cfg``'s `corpus.DataOptions`), load or train the tokenizer (saved in the run
-    folder), tokenise with a cache, drop pairs longer than ``--max_length`` and order the training batches by
-    ``recipe.max_tokens``. The main process reads and tokenises first, the others then reuse its files."""
+    folder; ``--init_from``'s unless ``--tokenizer`` is given; with the denoising tokens when a masked-LM or
+    span-corruption run trains one), tokenise with a cache, arrange the examples of ``--objective``, drop those
+    longer than ``--max_length`` and order the training batches by ``recipe.max_tokens``. The main process reads
+    and tokenises first, the others then reuse its files."""
+    given = cfg.tokenizer
+    if given is None and cfg.init_from is not None and (Path(cfg.init_from) / "tokenizer.json").exists():
+        given = cfg.init_from
     with accelerator.main_process_first():
         splits, report = cfg.load_splits()
-        tokenizer = load_or_train_tokenizer(cfg.tokenizer, run_dir.tokenizer, splits["train"], cfg.vocab_size)
-        train = tokenize_dataset(splits["train"], tokenizer, run_dir.cache)
-        valid = (
-            tokenize_dataset(splits["validation"], tokenizer, run_dir.cache)
-            if len(splits["validation"])
-            else None
-        )
-    train, dropped_train = filter_by_length(train, cfg.max_length)
-    dropped_valid = 0
-    if valid is not None:
-        valid, dropped_valid = filter_by_length(valid, cfg.max_length)
-    train_src, train_tgt = [list(x) for x in train["input_ids"]], [list(x) for x in train["labels"]]
-    valid_src = [list(x) for x in valid["input_ids"]] if valid is not None else []
-    valid_tgt = [list(x) for x in valid["labels"]] if valid is not None else []
+        tokenizer = load_or_train_tokenizer(given, run_dir.tokenizer, splits["train"], cfg.vocab_size,
+                                            denoising_tokens=cfg.objective in ("masked_lm", "span_corruption"))  # fmt: skip
+        train_ids = _token_ids(splits["train"], tokenizer, run_dir.cache)
+        valid_ids = _token_ids(splits["validation"], tokenizer, run_dir.cache)
+        test_ids = _token_ids(splits["test"], tokenizer, run_dir.cache) if cfg.objective != "translation" else ([], [])
+    objective = Objective.for_tokenizer(cfg.objective, tokenizer, mlm_probability=cfg.mlm_probability,
+                                        noise_density=cfg.noise_density,
+                                        mean_noise_span_length=cfg.mean_noise_span_length)  # fmt: skip
+    arrange = dict(objective=cfg.objective, max_length=cfg.max_length, causal_lm_data=cfg.causal_lm_data)
+    train_src, train_tgt, dropped_train = objective_examples(sources=train_ids[0], targets=train_ids[1], **arrange)
+    valid_src, valid_tgt, dropped_valid = objective_examples(sources=valid_ids[0], targets=valid_ids[1], **arrange)
+    test_src, test_tgt, _ = objective_examples(sources=test_ids[0], targets=test_ids[1], **arrange)
     sampler = TokenBudgetBatchSampler(
-        [len(s) for s in train_src], [len(t) for t in train_tgt], recipe.max_tokens, seed=cfg.seed,
-        skip_too_long=cfg.skip_too_long,
+        *objective.lengths(train_src, train_tgt), recipe.max_tokens, seed=cfg.seed, skip_too_long=cfg.skip_too_long
     )  # fmt: skip
     summary = (
         report.summary()
@@ -132,9 +167,13 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
             for name in ("train", "validation", "test")
         )
     )
+    pairs = cfg.objective == "translation" or (cfg.objective == "causal_lm" and cfg.causal_lm_data == "pairs")
+    what = "pairs" if pairs else "texts"
+    if cfg.objective != "translation":
+        summary += f". Objective {cfg.objective}: {len(train_src)} training and {len(valid_src)} validation {what}"
     if dropped_train or dropped_valid:
         summary += (
-            f". Dropped pairs longer than --max_length={cfg.max_length} tokens: {dropped_train} train, "
+            f". Dropped {what} longer than --max_length={cfg.max_length} tokens: {dropped_train} train, "
             f"{dropped_valid} validation"
         )
     if sampler.num_skipped:
@@ -144,4 +183,4 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
     if isinstance(cfg.data, (str, Path)):
         summary = summary.replace(str(cfg.data), Path(cfg.data).name)
     return TrainingData(splits, tokenizer, train_src, train_tgt, valid_src, valid_tgt, sampler, BatchStream(sampler),
-                        summary, report.split_origin)  # fmt: skip
+                        summary, report.split_origin, objective, test_src, test_tgt)  # fmt: skip

@@ -6,6 +6,8 @@ model folder with ``eval_results.json`` and a model card.
   the test beam size, and the best BLEU (then chrF) wins. Skipped with greedy test decoding, one candidate or no
   validation split. The exported ``generation_config.json`` carries the chosen value and the test beam size.
 * Test: every test pair translated with the test beams and the chosen penalty, scored with sacreBLEU.
+* Language-model objectives (``--objective`` other than translation): no length penalty and no BLEU; the test
+  split's loss and perplexity under the objective (`score_test_loss`).
 * Export: `modeling.save_with_remote_code` (weights, config, code, tokenizer), then README.md: the model card
   (`export.model_card.build_model_card` with the metadata and sections of `training.card`).
 """
@@ -23,7 +25,7 @@ from inference import evaluate_translation, translate
 from modeling import save_with_remote_code
 
 from . import checkpoint as ckpt
-from .validation import LENGTH_CAP
+from .validation import LENGTH_CAP, Objective, validation_metrics
 
 Event = Callable[[str, dict], None]
 SEARCH_SENTENCES = 500
@@ -33,7 +35,7 @@ SEARCH_SENTENCES = 500
 class Evaluation:
     """What the end of a run computed."""
 
-    length_penalty: float
+    length_penalty: float | None  # None: no translation was scored (language-model objectives)
     length_penalty_search: list[dict] = field(default_factory=list)  # validation BLEU/chrF per candidate
     test_metrics: dict | None = None
     samples: list[dict] = field(default_factory=list)
@@ -95,6 +97,23 @@ def evaluate_run(
     if extra_sentences:
         outs = translate(model, tokenizer, list(extra_sentences), **decoding)
         result.samples += [{"source": s, "reference": None, "hypothesis": h} for s, h in zip(extra_sentences, outs)]
+    return result
+
+
+def score_test_loss(model, test_src: Sequence[Sequence[int]], test_tgt: Sequence[Sequence[int]], *,
+                    objective: Objective, label_smoothing: float, max_tokens: int, accelerator=None) -> Evaluation:  # fmt: skip
+    """The test split's loss, NLL and perplexity per scored token under ``objective`` (the same computation as
+    validation, the same seeded masks and spans); ``test_metrics`` is None without test examples."""
+    result = Evaluation(None)
+    if not test_src:
+        return result
+    metrics = validation_metrics(
+        model, None, test_src, test_tgt, [], [], label_smoothing=label_smoothing, bleu_samples=0, length_penalty=None,
+        batch_size=1, tokenize="none", max_tokens=max_tokens, accelerator=accelerator, objective=objective,
+    )  # fmt: skip
+    result.test_metrics = {"loss": metrics["valid_loss"], "nll_loss": metrics["valid_nll_loss"],
+                           "perplexity": metrics["valid_ppl"], "num_examples": len(test_src), "split": "test",
+                           "objective": objective.name}  # fmt: skip
     return result
 
 

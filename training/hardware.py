@@ -1,9 +1,11 @@
-"""Where a run computes: the `accelerate.Accelerator` (device, processes, mixed precision, trackers) and the CPU
-settings of each process (threads, allocator)."""
+"""Where a run computes: the `accelerate.Accelerator` (device, processes, mixed precision, trackers), the run's
+precision (`choose_mixed_precision`) and the CPU settings of each process (threads, allocator)."""
 
 from __future__ import annotations
 
+import logging
 import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -11,18 +13,102 @@ import torch
 from .allocator import tune_cpu_allocator
 from .options import TrainConfig, report_to_trackers
 
+logger = logging.getLogger(__name__)
+
+# set by `accelerate launch` (from its flags or `accelerate config`)
+PRECISION_ENV = "ACCELERATE_MIXED_PRECISION"
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    """The mixed precision of a run, in accelerate's names ("no", "bf16", "fp16"), who decided it ("command line",
+    "accelerate", "automatic") and why."""
+
+    mixed_precision: str
+    source: str
+    reason: str
+
+    def describe(self) -> str:
+        kind = {"no": "fp32", "bf16": "bf16 autocast", "fp16": "fp16 autocast with a gradient scaler"}
+        return f"precision: {kind.get(self.mixed_precision, self.mixed_precision)} ({self.source}: {self.reason})"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
 
 def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def setup_accelerator(cfg: TrainConfig, logging_dir: Path):
-    """The run's `Accelerator` (CPU when no GPU is present, so that a multi-process launch on a CPU machine
-    trains with gloo instead of each process training alone); on CPU, ``cores / processes`` torch threads per
-    process (or ``--num_threads``) and the allocator settings of `training.allocator`.
+def training_device(cfg: TrainConfig) -> torch.device:
+    """The device this process will train on (accelerate's choice): CUDA (this process's local rank) or XPU when
+    present and ``--cpu`` is not given, else the CPU."""
+    if not cfg.cpu and torch.cuda.is_available():
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    if not cfg.cpu and hasattr(torch, "xpu") and torch.xpu.is_available():
+        return torch.device("xpu")
+    return torch.device("cpu")
 
-    Mixed precision is ``--mixed_precision`` when given, else accelerate's configuration
-    (``ACCELERATE_MIXED_PRECISION``, set by ``accelerate launch --mixed_precision`` and ``accelerate config``).
+
+def choose_mixed_precision(
+    cfg: TrainConfig, device: torch.device, saved: dict | None = None
+) -> PrecisionChoice:
+    """The run's mixed precision, first rule that applies:
+
+    1. ``--mixed_precision`` (the command line or ``--config``);
+    2. accelerate's configuration: ``ACCELERATE_MIXED_PRECISION``, which ``accelerate launch`` always sets (from its
+       ``--mixed_precision`` flag, else ``accelerate config``'s file, else "no");
+    3. ``saved``, the `PrecisionChoice` (as a dict) that a resumed run's first invocation chose automatically, so
+       that a resumed run continues in the precision it started with;
+    4. automatic, `inference.precision.auto_training_precision` for ``device`` at the preset's sizes: bf16 autocast
+       on CUDA devices with bf16 and on CPUs with AMX-BF16 or AVX512-BF16 where a short timing of the model's GEMMs
+       finds bf16 faster; fp16 with a gradient scaler on CUDA devices without bf16; fp32 otherwise."""
+    if cfg.mixed_precision is not None:
+        return PrecisionChoice(
+            cfg.mixed_precision, "command line", f"--mixed_precision {cfg.mixed_precision}"
+        )
+    configured = os.environ.get(PRECISION_ENV, "").strip().lower()
+    if configured:
+        return PrecisionChoice(configured, "accelerate", f"{PRECISION_ENV}={configured}")
+    if saved and saved.get("mixed_precision") and saved.get("source") == "automatic":
+        return PrecisionChoice(
+            saved["mixed_precision"], "automatic", f"kept from the run's start: {saved['reason']}"
+        )
+    from inference.precision import auto_training_precision
+
+    from .presets import build_config
+
+    config = build_config(cfg.preset, cfg.vocab_size)
+    verdict, reason = auto_training_precision(
+        device, config.d_model, config.encoder_ffn_dim, config.vocab_size
+    )
+    return PrecisionChoice(verdict, "automatic", reason)
+
+
+def _agreed_choice(
+    cfg: TrainConfig, device: torch.device, saved: dict | None, launched: int
+) -> PrecisionChoice:
+    """`choose_mixed_precision`, measured on the main process and sent to the others when the run has several
+    processes and decides automatically (timings differ between processes; the precision must not)."""
+    if launched == 1 or cfg.mixed_precision is not None or os.environ.get(PRECISION_ENV, "").strip():
+        return choose_mixed_precision(cfg, device, saved)
+    from accelerate import PartialState
+    from accelerate.utils import broadcast_object_list
+
+    state = PartialState(cpu=device.type == "cpu")
+    box = [choose_mixed_precision(cfg, device, saved) if state.is_main_process else None]
+    broadcast_object_list(box)
+    return box[0]
+
+
+def setup_accelerator(cfg: TrainConfig, logging_dir: Path, saved_precision: dict | None = None):
+    """The run's `Accelerator` (CPU when no GPU is present, so that a multi-process launch on a CPU machine
+    trains with gloo instead of each process training alone) and its `PrecisionChoice`; on CPU,
+    ``cores / processes`` torch threads per process (or ``--num_threads``) and the allocator settings of
+    `training.allocator`.
+
+    The mixed precision follows `choose_mixed_precision` (``saved_precision``: the choice a resumed run saved in
+    its recipe).
 
     Raises:
         ValueError: fp16 on the CPU, where accelerate would train in float32 without saying so.
@@ -30,21 +116,27 @@ def setup_accelerator(cfg: TrainConfig, logging_dir: Path):
     """
     from accelerate import Accelerator
 
-    accelerated = torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    device = training_device(cfg)
+    threads = cfg.num_threads or (max(1, available_cores() // launched) if device.type == "cpu" else None)
+    if threads:
+        torch.set_num_threads(threads)  # before the precision probe, which times the run's threads
+    choice = _agreed_choice(cfg, device, saved_precision, launched)
     accelerator = Accelerator(
-        mixed_precision=cfg.mixed_precision,  # None: accelerate's configuration decides
-        cpu=cfg.cpu or not accelerated,
+        mixed_precision=None if choice.source == "accelerate" else choice.mixed_precision,
+        cpu=device.type == "cpu",
         log_with=report_to_trackers(cfg.report_to) or None,
         project_dir=str(logging_dir),
         step_scheduler_with_optimizer=False,  # the loop steps the scheduler once per update
     )
+    if choice.source == "accelerate":  # what accelerate made of its configuration
+        choice = PrecisionChoice(accelerator.mixed_precision, choice.source, choice.reason)
     if accelerator.mixed_precision == "fp16" and accelerator.device.type == "cpu":
         raise ValueError(
             "fp16 mixed precision was requested (--mixed_precision or accelerate's configuration) but the run is on "
             "the CPU, where accelerate uses neither autocast nor a gradient scaler for fp16: use bf16 on the CPU, "
             "fp16 on a GPU, or --mixed_precision no."
         )
-    launched = int(os.environ.get("WORLD_SIZE", "1"))
     if launched != accelerator.num_processes:
         raise RuntimeError(
             f"Launched as {launched} processes but accelerate runs {accelerator.num_processes}; each process would "
@@ -52,9 +144,7 @@ def setup_accelerator(cfg: TrainConfig, logging_dir: Path):
             "trainer; check `accelerate env`."
         )
     if accelerator.device.type == "cpu":
-        torch.set_num_threads(cfg.num_threads or max(1, available_cores() // accelerator.num_processes))
         if cfg.tune_cpu_allocator:
             tune_cpu_allocator()
-    elif cfg.num_threads:
-        torch.set_num_threads(cfg.num_threads)
-    return accelerator
+    logger.info(choice.describe())
+    return accelerator, choice

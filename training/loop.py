@@ -1,6 +1,12 @@
 """The training loop: token-budget batches -> label-smoothed loss -> Adam + inverse-sqrt schedule, with accelerate
 (single process, multi-process DDP, mixed precision), periodic validation, atomic checkpoints and exact resume.
 
+The objective (``--objective``) chooses the model family (`presets.build_family_config`, `objective_model`), the
+examples and their batches (`validation.Objective`) and the positions the loss scores (`validation.forward_loss`);
+everything else — batching by token budget, the update, resume, averaging, export — is the same for all. The
+random spans or masks of the batch numbered j of update s are drawn from ``batch_generator(seed, s, j)``, so a
+resumed run draws the same ones.
+
 Loss normalisation (fairseq's): every optimizer update sums the label-smoothed loss over all target tokens of all
 its batches — ``grad_accum`` batches on each of ``num_processes`` processes — and divides by the total number of
 those target tokens (all-reduced across processes). So 2 processes x 1 batch and 1 process x 2 accumulated batches
@@ -26,22 +32,72 @@ import torch
 
 from export.ct2 import check_expressible, export_ct2
 from inference import bleu_tokenizer_for
-from modeling import VanillaTransformerForConditionalGeneration, save_with_remote_code
+from modeling import (
+    VanillaTransformerForConditionalGeneration,
+    VanillaTransformerPreTrainedModel,
+    save_with_remote_code,
+)
 
 from . import checkpoint as ckpt
 from .averaging import Snapshots, Weights, average_if_better, weights_copy
+from .batching import batch_generator
 from .card import card_values
 from .data import TrainingData, prepare_training_data
-from .finish import Evaluation, evaluate_run, export_model
+from .finish import Evaluation, evaluate_run, export_model, score_test_loss
 from .hardware import setup_accelerator
 from .options import TrainConfig, check_options
 from .plots import write_training_plots
 from .recipe import Recipe, dropout_note, resolve_recipe
 from .run_dir import RunDir, options_dict
 from .schedule import budget_progress, build_optimizer, build_scheduler, cooldown_factor
-from .validation import forward_loss, model_batch, validation_metrics
+from .validation import SEQ2SEQ_OBJECTIVES, forward_loss, validation_metrics
 
 Event = Callable[[str, dict], None]
+
+
+def objective_model_class(objective: str) -> type[VanillaTransformerPreTrainedModel]:
+    """The model class an objective trains: the encoder-decoder with its LM head (translation, span corruption),
+    `VanillaDecoderOnlyForCausalLM` (causal_lm) or `VanillaEncoderOnlyForMaskedLM` (masked_lm)."""
+    if objective in SEQ2SEQ_OBJECTIVES:
+        return VanillaTransformerForConditionalGeneration
+    if objective == "causal_lm":
+        from modeling import VanillaDecoderOnlyForCausalLM
+
+        return VanillaDecoderOnlyForCausalLM
+    if objective == "masked_lm":
+        from modeling import VanillaEncoderOnlyForMaskedLM
+
+        return VanillaEncoderOnlyForMaskedLM
+    raise ValueError(f"Unknown objective {objective!r}; choose translation, causal_lm, masked_lm or span_corruption.")
+
+
+def objective_model(cfg: TrainConfig, recipe: Recipe, vocab_size: int) -> VanillaTransformerPreTrainedModel:
+    """A new model for ``cfg.objective`` (the recipe's architecture), or the weights of ``--init_from`` (its
+    architecture, with the recipe's dropout when ``--dropout`` or the long-budget rule set one).
+
+    Raises:
+        ValueError: the ``--init_from`` model is not of the objective's family, or its vocabulary is smaller than the
+            tokenizer's.
+    """
+    model_class = objective_model_class(cfg.objective)
+    if cfg.init_from is None:
+        return model_class(recipe.model_config(vocab_size))
+    from transformers import AutoConfig
+
+    found = AutoConfig.from_pretrained(cfg.init_from)
+    if not isinstance(found, model_class.config_class):
+        raise ValueError(
+            f"--init_from {cfg.init_from!r} holds a {type(found).__name__} model; --objective {cfg.objective} trains a "
+            f"{model_class.__name__}. Start from a model of that family, or drop --init_from."
+        )
+    overrides = {"dropout": recipe.dropout} if recipe.dropout is not None else {}
+    model = model_class.from_pretrained(cfg.init_from, **overrides)
+    if model.config.vocab_size < vocab_size:
+        raise ValueError(
+            f"--init_from {cfg.init_from!r} has a vocabulary of {model.config.vocab_size} tokens, the tokenizer "
+            f"{vocab_size}; use the folder's own tokenizer (leave --tokenizer unset)."
+        )
+    return model
 
 
 @dataclass
@@ -73,7 +129,8 @@ class TrainResult:
     num_parameters: int = 0
     num_processes: int = 1
     device: str = "cpu"
-    mixed_precision: str = "no"  # what the run used: --mixed_precision, else accelerate's configuration
+    mixed_precision: str = "no"  # what the run used: --mixed_precision, else accelerate's configuration, else automatic
+    precision: dict = field(default_factory=dict)  # training.hardware.PrecisionChoice: mixed_precision, source, reason
     data_summary: str = ""
     split_sizes: dict = field(default_factory=dict)
     split_origin: dict = field(default_factory=dict)  # where each split came from (the data's own, or held out)
@@ -97,12 +154,15 @@ class Trainer:
         self.cfg = cfg
         self.emit = event or (lambda name, info: None)
         self.run_dir = RunDir(cfg.output_dir, cfg.cache_dir)
-        self.accelerator = setup_accelerator(cfg, self.run_dir.runs)
+        saved_precision = (self.run_dir.saved_recipe() or {}).get("precision") if cfg.resume else None
+        self.accelerator, self.precision = setup_accelerator(cfg, self.run_dir.runs, saved_precision)
         acc = self.accelerator
         if acc.is_main_process:
             self.run_dir.prepare(cfg)
         acc.wait_for_everyone()
-        self.recipe: Recipe = resolve_recipe(cfg, self.run_dir.saved_recipe() if cfg.resume else None)
+        self.recipe: Recipe = dataclasses.replace(
+            resolve_recipe(cfg, self.run_dir.saved_recipe() if cfg.resume else None), precision=self.precision.to_dict()
+        )
         if acc.is_main_process:
             self.run_dir.save(cfg, self.recipe)
         note = dropout_note(cfg, self.recipe)
@@ -111,7 +171,8 @@ class Trainer:
         set_seed(cfg.seed)
         self.data: TrainingData = prepare_training_data(cfg, self.recipe, self.run_dir, acc)
         self.emit("info", {"message": self.data.summary})
-        self.config = self.recipe.model_config(len(self.data.tokenizer))
+        model = objective_model(cfg, self.recipe, len(self.data.tokenizer))
+        self.config = model.config
         if cfg.export_ct2:
             check_expressible(self.config)  # before training, not after it
         if cfg.max_length > self.config.max_position_embeddings:
@@ -119,32 +180,31 @@ class Trainer:
                 f"--max_length={cfg.max_length} exceeds the preset's max_position_embeddings="
                 f"{self.config.max_position_embeddings}; lower --max_length."
             )
-        model = VanillaTransformerForConditionalGeneration(self.config)
         self.num_parameters = sum(p.numel() for p in model.parameters())
         optimizer = build_optimizer(model, self.recipe.lr_scale, weight_decay=cfg.weight_decay)
         scheduler = build_scheduler(optimizer, self.config.d_model, self.recipe.warmup_steps)
         self.model, self.optimizer, self.scheduler = acc.prepare(model, optimizer, scheduler)
-        if acc.mixed_precision != "no":
-            note = f"mixed precision {acc.mixed_precision} (autocast on {acc.device.type})"
-            self.emit("info", {"message": note})
+        self.emit("info", {"message": self.precision.describe()})
         self.snapshots = Snapshots(self.recipe.average_last, self.recipe.average_every)
         self.languages = cfg.languages()
         self.bleu_tokenize = bleu_tokenizer_for(self.languages[1], cfg.sacrebleu_tokenize)
 
     @property
-    def unwrapped(self) -> VanillaTransformerForConditionalGeneration:
+    def unwrapped(self) -> VanillaTransformerPreTrainedModel:
         return self.accelerator.unwrap_model(self.model)
 
     # ------------------------------------------------------------------------------------------------ updates
-    def train_step(self, lr_factor: float) -> dict:
-        """One optimizer update over the next ``grad_accum x num_processes`` batches, the scheduled learning rate
-        multiplied by ``lr_factor`` (the cool-down); returns its logs (per-token loss, nll, ppl, lr, ...)."""
+    def train_step(self, lr_factor: float, step: int = 0) -> dict:
+        """Optimizer update ``step + 1`` over the next ``grad_accum x num_processes`` batches, the scheduled learning
+        rate multiplied by ``lr_factor`` (the cool-down); returns its logs (per-token loss, nll, ppl, lr, ...)."""
         acc, cfg, data = self.accelerator, self.cfg, self.data
         world, rank = acc.num_processes, acc.process_index
         batches = data.stream.take(cfg.grad_accum * world)
+        first = rank * cfg.grad_accum
         mine = [
-            model_batch(b, data.train_src, data.train_tgt, self.config, acc.device)
-            for b in batches[rank * cfg.grad_accum :][: cfg.grad_accum]
+            data.objective.batch(b, data.train_src, data.train_tgt, self.config, acc.device,
+                                 batch_generator(cfg.seed, step, first + j))
+            for j, b in enumerate(batches[first:][: cfg.grad_accum])
         ]  # fmt: skip
         local = torch.stack([b["ntokens"] for b in mine]).sum()
         total = acc.reduce(local.clone(), reduction="sum") if world > 1 else local
@@ -154,7 +214,7 @@ class Trainer:
         for j, batch in enumerate(mine):
             sync = j == len(mine) - 1
             with nullcontext() if sync else acc.no_sync(self.model):
-                loss, nll = forward_loss(self.model, batch, cfg.label_smoothing)
+                loss, nll = forward_loss(self.model, batch, cfg.label_smoothing, data.objective.name)
                 acc.backward(loss * world / total.float())
             loss_sum += loss.detach()
             nll_sum += nll.detach()
@@ -190,7 +250,7 @@ class Trainer:
             label_smoothing=cfg.label_smoothing, bleu_samples=cfg.bleu_samples if bleu else 0,
             length_penalty=self.recipe.length_penalty, batch_size=cfg.eval_batch_size, tokenize=self.bleu_tokenize,
             num_beams=cfg.valid_beams, max_tokens=max(self.recipe.max_tokens, cfg.max_length),
-            accelerator=self.accelerator,
+            accelerator=self.accelerator, objective=data.objective,
         )  # fmt: skip
         self.accelerator.wait_for_everyone()
         return metrics
@@ -302,6 +362,7 @@ class Trainer:
         result = TrainResult(
             output_dir=str(self.run_dir.root), num_parameters=self.num_parameters, data_summary=data.summary,
             num_processes=acc.num_processes, device=acc.device.type, mixed_precision=acc.mixed_precision,
+            precision=self.precision.to_dict(),
             split_sizes={name: len(split) for name, split in data.splits.items()}, split_origin=data.split_origin,
         )  # fmt: skip
         if acc.log_with:
@@ -322,7 +383,7 @@ class Trainer:
             stopped, progress = self.agree(self.stop_reason(state.step, seconds), progress)
             if stopped:
                 break
-            logs = self.train_step(cooldown_factor(progress, recipe.cooldown))
+            logs = self.train_step(cooldown_factor(progress, recipe.cooldown), state.step)
             state.step += 1
             state.stream = data.stream.state_dict()
             state.target_tokens += logs["ntokens"]
@@ -375,9 +436,17 @@ class Trainer:
         return state.step
 
     def finish(self, result: TrainResult) -> Evaluation | None:
-        """Length penalty and test score (`training.finish.evaluate_run`) on the main process (None elsewhere)."""
+        """Length penalty and test score (`training.finish.evaluate_run`) on the main process (None elsewhere); the
+        test loss and perplexity (`training.finish.score_test_loss`) for the other objectives."""
         cfg, acc, data = self.cfg, self.accelerator, self.data
         evaluation = None
+        if cfg.objective != "translation":
+            evaluation = score_test_loss(self.unwrapped, data.test_src, data.test_tgt, objective=data.objective,
+                                         label_smoothing=cfg.label_smoothing, accelerator=acc,
+                                         max_tokens=max(self.recipe.max_tokens, cfg.max_length))  # fmt: skip
+            if evaluation.test_metrics and acc.is_main_process:
+                acc.log({"test/ppl": evaluation.test_metrics["perplexity"]}, step=result.step)
+            return evaluation if acc.is_main_process else None
         if acc.is_main_process:
             model = self.unwrapped
             extra = cfg.sample_sentences

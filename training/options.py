@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from corpus import DataOptions
@@ -18,6 +19,8 @@ from export.ct2 import QUANTIZATIONS
 from .presets import preset_names
 
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
+OBJECTIVES = ("translation", "causal_lm", "masked_lm", "span_corruption")
+CAUSAL_LM_DATA = ("pairs", "text")
 TRACKERS = ("tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml", "dvclive", "swanlab", "trackio")
 
 
@@ -61,6 +64,31 @@ class TrainConfig(DataOptions):
     vocab_size: int = _f(8000, "joint BPE vocabulary size when the tokenizer is trained here")
     # model
     preset: str = _f("small", "architecture preset", choices=tuple(preset_names()))
+    objective: str = _f(
+        "translation",
+        "what the run trains: 'translation' (the encoder-decoder on the pairs), 'causal_lm' (a decoder-only "
+        "language model with the preset's decoder; see --causal_lm_data), 'masked_lm' (an encoder-only model with "
+        "the preset's encoder, BERT's masking; see --mlm_probability) or 'span_corruption' (the encoder-decoder "
+        "pretrained with T5's denoising on the source and target texts; fine-tune it with --objective translation "
+        "--init_from)",
+        choices=OBJECTIVES,
+    )
+    init_from: str | None = _f(
+        None,
+        "start from the weights of this exported model folder (e.g. a span_corruption run's OUTPUT_DIR): its "
+        "architecture and, unless --tokenizer is given, its tokenizer; a new optimizer and schedule",
+    )
+    causal_lm_data: str = _f(
+        "pairs",
+        "causal_lm sequences: 'pairs' ('source </s> target </s>', loss on the target only: supervised fine-tuning "
+        "of translation) or 'text' (every source and every target text alone, loss on every token)",
+        choices=CAUSAL_LM_DATA,
+    )
+    mlm_probability: float = _f(
+        0.15, "masked_lm: fraction of tokens chosen (80% of them masked, 10% random, 10% kept; BERT's)"
+    )
+    noise_density: float = _f(0.15, "span_corruption: fraction of each text's tokens replaced (T5's 0.15)")
+    mean_noise_span_length: float = _f(3.0, "span_corruption: mean length of the replaced spans (T5's 3)")
     dropout: float | None = _f(
         None,
         "override the preset's dropout (default: the preset's; small: 0.0, or 0.1 when --max_minutes >= 60, "
@@ -102,7 +130,9 @@ class TrainConfig(DataOptions):
     mixed_precision: str | None = _f(
         None,
         "no, bf16 (autocast; GPU or CPU) or fp16 (autocast and a gradient scaler; GPU only); default: accelerate's "
-        "configuration (`accelerate launch --mixed_precision`, `accelerate config`), else no",
+        "configuration (`accelerate launch --mixed_precision`, `accelerate config`), else automatic: bf16 on GPUs "
+        "with bf16 and on CPUs with AMX-BF16 or AVX512-BF16 where a short timing finds it faster, fp16 on GPUs "
+        "without bf16, no elsewhere (the choice and its reason are logged and saved in the recipe)",
         choices=MIXED_PRECISIONS,
     )
     cpu: bool = _f(False, "force the CPU even if a GPU is present")
@@ -188,10 +218,12 @@ TrainConfig.help_groups = {
 }
 
 # options that must not change when a run is resumed
-RESUME_KEYS = ("data", "max_lines", "valid_size", "test_size", "split_block_size", "split_seed", "max_length",
+RESUME_KEYS = ("data", "max_lines", "valid_size", "test_size", "split_by", "split_groups", "split_block_size",
+               "split_seed", "max_length",
                "preset", "dropout", "init_std", "linear_init_std", "seed", "grad_accum", "label_smoothing",
                "source_column", "target_column", "source_lang", "target_lang", "has_header", "hub_config", "train_split",
-               "valid_split", "test_split", "on_bad_line", "max_tokens")  # fmt: skip
+               "valid_split", "test_split", "on_bad_line", "max_tokens", "objective", "init_from", "causal_lm_data",
+               "mlm_probability", "noise_density", "mean_noise_span_length")  # fmt: skip
 
 
 def float_list(text: str, option: str, what: str, positive: bool = False) -> list[float]:
@@ -249,6 +281,20 @@ def check_options(cfg: TrainConfig) -> None:
         problems.append(
             f"--mixed_precision must be one of {', '.join(MIXED_PRECISIONS)}, got {cfg.mixed_precision!r}"
         )
+    if cfg.objective not in OBJECTIVES:
+        problems.append(f"--objective must be one of {', '.join(OBJECTIVES)}, got {cfg.objective!r}")
+    elif cfg.export_ct2 is not None and cfg.objective in ("causal_lm", "masked_lm"):
+        problems.append(f"--export_ct2 exports translation models; --objective {cfg.objective} cannot use it")
+    if cfg.causal_lm_data not in CAUSAL_LM_DATA:
+        problems.append(f"--causal_lm_data must be one of {', '.join(CAUSAL_LM_DATA)}, got {cfg.causal_lm_data!r}")
+    for name in ("mlm_probability", "noise_density"):
+        if not 0.0 < getattr(cfg, name) < 1.0:
+            problems.append(f"--{name} must be in (0, 1), got {getattr(cfg, name)}")
+    if not cfg.mean_noise_span_length >= 1.0:
+        problems.append(f"--mean_noise_span_length must be >= 1, got {cfg.mean_noise_span_length}")
+    if cfg.init_from is not None and not (Path(cfg.init_from) / "config.json").is_file():
+        problems.append(f"--init_from {cfg.init_from!r} is not a model folder (no config.json); pass the OUTPUT_DIR "
+                        "of a finished run")  # fmt: skip
     if cfg.max_length < 2:
         problems.append(f"--max_length must be >= 2, got {cfg.max_length}")
     if not (cfg.max_steps or cfg.max_epochs or cfg.max_minutes):

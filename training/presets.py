@@ -92,6 +92,29 @@ def build_config(preset: str, vocab_size: int, **overrides) -> VanillaTransforme
     return VanillaTransformerConfig(vocab_size=vocab_size, **values)
 
 
+def build_family_config(objective: str, preset: str, vocab_size: int, **overrides):
+    """The model configuration an ``objective`` trains, from ``preset``: the encoder-decoder
+    (`build_config`) for translation and span corruption; for ``causal_lm`` a `VanillaDecoderOnlyConfig` with the
+    preset's decoder (width, depth, heads, d_ff), and for ``masked_lm`` a `VanillaEncoderOnlyConfig` with its
+    encoder; both keep the preset's dropout, positions and initialisation. ``overrides`` as in `build_config`."""
+    if objective in ("translation", "span_corruption"):
+        return build_config(preset, vocab_size, **overrides)
+    _check(preset)
+    values = {**PRESETS[preset]["model"], **{k: v for k, v in overrides.items() if v is not None}}
+    if objective == "causal_lm":
+        from modeling import VanillaDecoderOnlyConfig
+
+        other, config_class = "encoder", VanillaDecoderOnlyConfig
+    elif objective == "masked_lm":
+        from modeling import VanillaEncoderOnlyConfig
+
+        other, config_class = "decoder", VanillaEncoderOnlyConfig
+    else:
+        raise ValueError(f"Unknown objective {objective!r}; choose translation, causal_lm, masked_lm or span_corruption.")
+    values = {k: v for k, v in values.items() if not k.startswith(other + "_")}
+    return config_class(vocab_size=vocab_size, **values)
+
+
 def _check(preset: str) -> None:
     if preset not in PRESETS:
         raise ValueError(f"Unknown preset {preset!r}; choose one of {list(PRESETS)} (--preset).")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from modeling import VanillaTransformerConfig
 
 from .options import TrainConfig, length_penalty_candidates, minute_marks
-from .presets import budget_dropout, build_config, recipe_defaults
+from .presets import budget_dropout, build_family_config, recipe_defaults
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class Recipe:
     """The hyperparameters of one run (every field decided; see the options of the same names)."""
 
     preset: str
+    objective: str  # what the model learns; it decides the model family (`presets.build_family_config`)
     max_tokens: int
     warmup_steps: int
     lr_scale: float
@@ -38,11 +39,13 @@ class Recipe:
     length_penalty_candidates: tuple[float, ...]
     length_penalty: float  # --length_penalty, else the first candidate (until the search on validation chooses)
     export_marks: tuple[float, ...]  # --export_at_minutes, sorted
+    precision: dict | None = None  # the run's mixed precision, who chose it and why (training.hardware.PrecisionChoice)
 
     def model_config(self, vocab_size: int) -> VanillaTransformerConfig:
-        """The model configuration: the preset's architecture with this recipe's dropout and initialisation."""
-        return build_config(self.preset, vocab_size, dropout=self.dropout, init_std=self.init_std,
-                            linear_init_std=self.linear_init_std)  # fmt: skip
+        """The model configuration: the preset's architecture for the objective's model family, with this
+        recipe's dropout and initialisation."""
+        return build_family_config(self.objective, self.preset, vocab_size, dropout=self.dropout,
+                                   init_std=self.init_std, linear_init_std=self.linear_init_std)  # fmt: skip
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -64,6 +67,7 @@ def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
     candidates = tuple(length_penalty_candidates(cfg))
     return Recipe(
         preset=cfg.preset,
+        objective=cfg.objective,
         max_tokens=pick("max_tokens", falsy_means_unset=True),
         warmup_steps=pick("warmup_steps", falsy_means_unset=True),
         lr_scale=pick("lr_scale"),
