@@ -136,6 +136,11 @@ def test_span_corruption_model_fine_tunes_into_translation(span_corruption_run, 
     result = train(cfg)  # the tokenizer is the pretrained model's: its sentinels and ids
     assert result.step == 2 and AutoTokenizer.from_pretrained(tmp_path / "ft").mask_token == "<mask>"
     assert "fine-tuned from `pretrained`" in (tmp_path / "ft" / "README.md").read_text(encoding="utf-8")
+    from huggingface_hub import ModelCard
+
+    pretrained_card = ModelCard.load(folder / "README.md").data
+    assert pretrained_card.pipeline_tag == "text2text-generation" and "translation" not in pretrained_card.tags
+    assert ModelCard.load(tmp_path / "ft" / "README.md").data.pipeline_tag == "translation"
     causal = toy_run(tmp_path / "wrong", data, objective="causal_lm", init_from=str(folder), max_steps=1)
     with pytest.raises(ValueError, match="holds a VanillaTransformerConfig model; --objective causal_lm trains"):
         train(causal)

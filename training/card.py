@@ -274,6 +274,7 @@ def card_values(cfg: TrainConfig, recipe: Recipe, config: VanillaTransformerConf
     usage = usage_section(cfg.output_dir, example)
     if cfg.objective != "translation":
         data.pipeline_tag = OBJECTIVE_CARDS[cfg.objective][1]
+        data.tags = [data.pipeline_tag if tag == "translation" else tag for tag in data.tags]
         title = f"vanilla-transformer {cfg.objective.replace('_', ' ')} model"
         usage = _family_usage(cfg.output_dir, OBJECTIVE_CARDS[cfg.objective][2])
     return CardValues(data, {
