@@ -10,8 +10,6 @@ initialisation (`modeling/convert_gpt2.py`, `config_from_gpt2`, maps a `GPT2Conf
 
 from __future__ import annotations
 
-import difflib
-import inspect
 import math
 
 from transformers import PretrainedConfig
@@ -20,7 +18,7 @@ from .configuration_vanilla_transformer import (
     ACTIVATIONS,
     POSITION_ENCODINGS,
     SINUSOIDAL_LAYOUTS,
-    _generic_config_fields,
+    reject_unknown_fields,
 )
 
 
@@ -127,7 +125,7 @@ class VanillaDecoderOnlyConfig(PretrainedConfig):
         self.init_std = init_std
         self.linear_init_std = linear_init_std
         self.use_cache = use_cache
-        self._reject_unknown_fields(kwargs)
+        reject_unknown_fields(VanillaDecoderOnlyConfig, kwargs, "a decoder-only model")
         self.validate_architecture(check_ids=False)  # sizes first: transformers' own checks assume ints
         kwargs.pop("is_encoder_decoder", None)
         super().__init__(
@@ -139,19 +137,6 @@ class VanillaDecoderOnlyConfig(PretrainedConfig):
             **kwargs,
         )
         self.validate_architecture()
-
-    @staticmethod
-    def _reject_unknown_fields(extra: dict) -> None:
-        """Keys that are neither ours nor generic `PretrainedConfig` fields raise (a misspelled field, or an
-        encoder field: a decoder-only model has no encoder)."""
-        ours = [name for name in inspect.signature(VanillaDecoderOnlyConfig.__init__).parameters if name != "kwargs"]
-        generic = _generic_config_fields()
-        for key in extra:
-            if key in ours or key in generic or key.startswith("_"):
-                continue
-            close = difflib.get_close_matches(key, ours, n=1, cutoff=0.7)
-            hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(ours)}"
-            raise ValueError(f"unknown config field {key!r} for a decoder-only model: {hint}")
 
     def validate_architecture(self, check_ids: bool = True) -> None:
         """Raise `ValueError` naming the offending values if the architecture fields are inconsistent."""

@@ -10,8 +10,6 @@ converter, `convert_bert.py`, sets them).
 
 from __future__ import annotations
 
-import difflib
-import inspect
 import math
 
 from transformers import PretrainedConfig
@@ -20,7 +18,7 @@ from .configuration_vanilla_transformer import (
     ACTIVATIONS,
     POSITION_ENCODINGS,
     SINUSOIDAL_LAYOUTS,
-    _generic_config_fields,
+    reject_unknown_fields,
 )
 
 CLASSIFIER_POOLINGS = ("first", "mean")
@@ -169,7 +167,7 @@ class VanillaEncoderOnlyConfig(PretrainedConfig):
         for alias, name in self.attribute_map.items():  # BERT's names given instead of ours
             if alias in kwargs:
                 setattr(self, name, kwargs.pop(alias))
-        self._reject_unknown_fields(kwargs)
+        reject_unknown_fields(VanillaEncoderOnlyConfig, kwargs)
         self.validate_architecture(check_ids=False)  # sizes first: transformers' own checks assume ints
         super().__init__(
             pad_token_id=pad_token_id,
@@ -179,22 +177,6 @@ class VanillaEncoderOnlyConfig(PretrainedConfig):
             **kwargs,
         )
         self.validate_architecture()
-
-    @staticmethod
-    def _reject_unknown_fields(extra: dict) -> None:
-        """Keys that are neither ours nor generic `PretrainedConfig` fields raise: a misspelled
-        `type_vocab_sise` must not silently become a no-op."""
-        ours = [
-            name for name in inspect.signature(VanillaEncoderOnlyConfig.__init__).parameters
-            if name not in ("self", "kwargs")
-        ]  # fmt: skip
-        generic = _generic_config_fields()
-        for key in extra:
-            if key in ours or key in generic or key.startswith("_"):
-                continue
-            close = difflib.get_close_matches(key, ours, n=1, cutoff=0.7)
-            hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(ours)}"
-            raise ValueError(f"unknown config field {key!r}: {hint}")
 
     def validate_architecture(self, check_ids: bool = True) -> None:
         """Raise `ValueError` naming every offending value if the architecture fields are inconsistent."""

@@ -32,6 +32,23 @@ def _generic_config_fields() -> set[str]:
         "num_labels", "id2label", "label2id", "tokenizer_class", "task_specific_params", "finetuning_task",
         "is_decoder", "add_cross_attention", "tie_encoder_decoder", "prefix", "sep_token_id",
     }  # fmt: skip
+
+
+def reject_unknown_fields(config_class: type, extra: dict, model: str = "") -> None:
+    """Keys of ``extra`` (a config's leftover keyword arguments) that are neither arguments of
+    ``config_class.__init__`` nor generic `PretrainedConfig` fields raise `ValueError` with the closest field: a
+    misspelled `d_modle` must not silently become a no-op. ``model`` names the family in the message (e.g.
+    "a decoder-only model")."""
+    ours = [name for name in inspect.signature(config_class.__init__).parameters if name not in ("self", "kwargs")]
+    generic = _generic_config_fields()
+    for key in extra:
+        if key in ours or key in generic or key.startswith("_"):
+            continue
+        close = difflib.get_close_matches(key, ours, n=1, cutoff=0.7)
+        hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(ours)}"
+        raise ValueError(f"unknown config field {key!r}{f' for {model}' if model else ''}: {hint}")
+
+
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "none")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
 
@@ -162,7 +179,7 @@ class VanillaTransformerConfig(PretrainedConfig):
         self.linear_init_std = linear_init_std
         self.use_cache = use_cache
         self.tie_word_embeddings = tie_word_embeddings
-        self._reject_unknown_fields(kwargs)
+        reject_unknown_fields(VanillaTransformerConfig, kwargs)
         self.validate_architecture(check_ids=False)  # sizes first: transformers' own checks assume ints
         super().__init__(
             pad_token_id=pad_token_id,
@@ -174,19 +191,6 @@ class VanillaTransformerConfig(PretrainedConfig):
             **kwargs,
         )
         self.validate_architecture()
-
-    @staticmethod
-    def _reject_unknown_fields(extra: dict) -> None:
-        """Keys that are neither ours nor generic `PretrainedConfig` fields raise: a misspelled `d_modle` must
-        not silently become a no-op."""
-        ours = [name for name in inspect.signature(VanillaTransformerConfig.__init__).parameters if name != "kwargs"]
-        generic = _generic_config_fields()
-        for key in extra:
-            if key in ours or key in generic or key.startswith("_"):
-                continue
-            close = difflib.get_close_matches(key, ours, n=1, cutoff=0.7)
-            hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(ours)}"
-            raise ValueError(f"unknown config field {key!r}: {hint}")
 
     def validate_architecture(self, check_ids: bool = True) -> None:
         """Raise `ValueError` naming the offending values if the architecture fields are inconsistent."""
