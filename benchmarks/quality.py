@@ -23,7 +23,8 @@ schedule, fairseq label smoothing 0.1, token-budget batches) plus any ``ours`` o
 standard `Seq2SeqTrainer` one: AdamW (0.9, 0.98, 1e-9, no weight decay), learning rate ``marian_lr`` with
 ``marian_warmup_steps`` linear warm-up then inverse-square-root decay (``lr_scheduler_type="inverse_sqrt"``),
 ``label_smoothing_factor`` 0.1, ``marian_batch_size``-sentence batches grouped by length, gradient clipping at
-the `TrainingArguments` default (1.0), fp32.
+the `TrainingArguments` default (1.0), fp32 (``marian_bf16``: bf16 autocast). Ours trains in the precision
+`scripts/train.py` chooses (bf16 autocast on CPUs where it is measured faster: `training.hardware`).
 
 Both systems run in one process with the CPU allocator settings of `training.allocator` (our trainer applies
 them when it starts; the Marian run that follows inherits them), so neither gains from them over the other.
@@ -52,7 +53,7 @@ from modeling import IGNORE_INDEX, VanillaTransformerConfig, default_generation_
 from tokenizer import load_or_train_tokenizer
 from training.cli import parse_field_value
 from training.data import filter_by_length, tokenize_dataset
-from training.hardware import available_cores
+from training.hardware import PRECISION_NAMES, available_cores
 from training.loop import Event, train
 from training.options import TrainConfig
 from training.plots import Curves, curves_from_history, plot_training_curves
@@ -88,6 +89,10 @@ class QualityConfig(DataOptions):
     marian_warmup_steps: int = _f(200, "Marian: linear warm-up updates before the inverse-sqrt decay")
     marian_batch_size: int = _f(64, "Marian: sentences per batch (length-grouped)")
     marian_dropout: float = _f(0.1, "Marian: dropout (the anchor's; ours follows its preset)")
+    marian_bf16: bool = _f(
+        False, "Marian: bf16 autocast (Seq2SeqTrainingArguments bf16=True, with use_cpu on a CPU) instead of the "
+        "standard recipe's fp32; ours chooses its precision as scripts/train.py does (--ours mixed_precision=no: fp32)"
+    )
     label_smoothing: float = _f(0.1, "label smoothing of both systems")
     eval_every: int = _f(500, "validate both systems every N updates (and at the end)")
     bleu_samples: int = _f(200, "validation pairs translated greedily for the periodic BLEU (0 = loss only)")
@@ -238,7 +243,7 @@ def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event, tokeniz
         description=f"VanillaTransformer, our training recipe (preset {cfg.preset}"
         + (f"; {cfg.ours.strip()}" if cfg.ours.strip() else "")
         + (f"; averaged updates {result.averaging['steps']}" if result.averaging and result.averaging["kept"] else "")
-        + ")",
+        + f"; {PRECISION_NAMES.get(result.mixed_precision, result.mixed_precision)})",
         num_parameters=result.num_parameters, steps=result.step, target_tokens=result.target_tokens,
         train_seconds=result.train_seconds, tokens_per_second=result.target_tokens_per_second,
         valid_ppl=last_valid.get("valid_ppl"), history=history, valid_history=result.valid_history,
@@ -310,8 +315,25 @@ def _marian_monitor(budget_seconds: float, eval_every: int, validate: Callable[[
     return Monitor()
 
 
+def marian_training_arguments(cfg: QualityConfig, output_dir: Path):
+    """The standard `Seq2SeqTrainer` recipe of the anchor (module docstring), fp32 unless ``cfg.marian_bf16``
+    (transformers refuses bf16 without a bf16 GPU unless ``use_cpu`` is set, so a CPU run sets it)."""
+    from transformers import Seq2SeqTrainingArguments
+
+    cpu_bf16 = cfg.marian_bf16 and not torch.cuda.is_available()
+    return Seq2SeqTrainingArguments(
+        output_dir=str(output_dir), per_device_train_batch_size=cfg.marian_batch_size,
+        learning_rate=cfg.marian_lr, adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-9, weight_decay=0.0,
+        lr_scheduler_type="inverse_sqrt", warmup_steps=cfg.marian_warmup_steps,
+        label_smoothing_factor=cfg.label_smoothing, train_sampling_strategy="group_by_length",
+        num_train_epochs=10_000, logging_steps=cfg.log_every, save_strategy="no", eval_strategy="no",
+        report_to="none", disable_tqdm=True, seed=cfg.seed, dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(), bf16=cfg.marian_bf16, use_cpu=cpu_bf16,
+    )  # fmt: skip
+
+
 def _train_marian(cfg: QualityConfig, data: _Data, out: Path, emit: Event, tokenize: str) -> tuple[Any, dict]:
-    from transformers import DataCollatorForSeq2Seq, MarianMTModel, PrinterCallback, Seq2SeqTrainingArguments
+    from transformers import DataCollatorForSeq2Seq, MarianMTModel, PrinterCallback
 
     torch.set_num_threads(cfg.num_threads or available_cores())
     torch.manual_seed(cfg.seed)
@@ -319,15 +341,7 @@ def _train_marian(cfg: QualityConfig, data: _Data, out: Path, emit: Event, token
     # the same decoding defaults as ours (beam 4, length penalty 0.6, never <pad>/<s>, max_new_tokens)
     model.generation_config = default_generation_config(model.config)
     folder = out / "marian"
-    args = Seq2SeqTrainingArguments(
-        output_dir=str(folder / "trainer"), per_device_train_batch_size=cfg.marian_batch_size,
-        learning_rate=cfg.marian_lr, adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-9, weight_decay=0.0,
-        lr_scheduler_type="inverse_sqrt", warmup_steps=cfg.marian_warmup_steps,
-        label_smoothing_factor=cfg.label_smoothing, train_sampling_strategy="group_by_length",
-        num_train_epochs=10_000, logging_steps=cfg.log_every, save_strategy="no", eval_strategy="no",
-        report_to="none", disable_tqdm=True, seed=cfg.seed, dataloader_num_workers=0,
-        dataloader_pin_memory=torch.cuda.is_available(),
-    )  # fmt: skip
+    args = marian_training_arguments(cfg, folder / "trainer")
     valid = data.splits["validation"]
 
     def validate(m) -> dict:
@@ -355,7 +369,8 @@ def _train_marian(cfg: QualityConfig, data: _Data, out: Path, emit: Event, token
     last_valid = monitor.valid_history[-1] if monitor.valid_history else {}
     info = dict(
         description=f"MarianMTModel, Seq2SeqTrainer (AdamW, lr {cfg.marian_lr}, warm-up {cfg.marian_warmup_steps} "
-        f"+ inverse sqrt, {cfg.marian_batch_size} sentences/batch, length-grouped)",
+        f"+ inverse sqrt, {cfg.marian_batch_size} sentences/batch, length-grouped, "
+        f"{'bf16 autocast' if cfg.marian_bf16 else 'fp32'})",
         num_parameters=num_parameters, steps=trainer.state.global_step,
         target_tokens=trainer.target_tokens, train_seconds=seconds,
         tokens_per_second=trainer.target_tokens / max(seconds, 1e-9), valid_ppl=last_valid.get("valid_ppl"),

@@ -93,11 +93,12 @@ class DataOptions:
         metadata={"help": "test pairs held out from the training split when the source has none"},
     )
     split_by: str = field(
-        default="blocks",
+        default="auto",
         metadata={
             "help": "how pairs are held out: 'groups' (whole groups, e.g. books, from --split_groups: nothing "
             "held out shares a document with training), 'blocks' (seeded random blocks of --split_block_size "
-            "lines: held-out lines come from the training documents), 'auto' (groups when a group file is found)",
+            "lines: held-out lines come from the training documents), 'auto' (the default: groups when a group file is "
+            "found and its groups can hold the requested sizes, else blocks; the log says which and why)",
             "choices": SPLIT_BY_CHOICES,
         },
     )
@@ -129,8 +130,10 @@ class DataOptions:
         """Read the data with every option here (`read_parallel_splits`) and return its train/validation/test
         splits and what reading did. The source's own validation and test splits are used as they are (see
         ``valid_split``/``test_split``); a split the source lacks is held out from the training split by
-        whole groups (`split_by_groups`, see ``split_by``) or by `split_corpus` (seeded random blocks).
-        ``report.split_origin`` says where each split came from."""
+        whole groups (`split_by_groups`, see ``split_by``) or by `split_corpus` (seeded random blocks); with
+        ``split_by`` 'auto', a group file whose groups cannot hold the requested sizes (e.g. ``max_lines`` keeps
+        one book) or cannot be lined up with the pairs gives random blocks instead.
+        ``report.split_origin`` says where each split came from, and why not by groups."""
         available, report = read_parallel_splits(
             self.data,
             source_column=self.source_column,
@@ -151,17 +154,24 @@ class DataOptions:
         valid_size = self.valid_size if chosen["validation"] is None else 0
         test_size = self.test_size if chosen["test"] is None else 0
         group_file = self.group_file() if valid_size or test_size else None
-        if group_file is None:
+        held, why_not_groups = None, ""
+        if group_file is not None:
+            try:
+                groups = self._groups_for(train, group_file, available, report)
+                held, names = split_by_groups(train, groups, valid_size, test_size, self.split_seed)
+            except ValueError as error:
+                if self.split_by != "auto":
+                    raise
+                why_not_groups = f"; not by the groups of {group_file.name}: {error}"
+            else:
+                whole = f"held out from '{chosen['train']}' as whole groups of {group_file.name} (seed "
+                whole += f"{self.split_seed}; {{}}: no line shares a group with training)"
+                held_out = {split: whole.format(", ".join(names[split])) for split in names}
+        if held is None:
             held = split_corpus(train, valid_size, test_size, self.split_block_size, self.split_seed)
             blocks = f"held out from '{chosen['train']}' (seeded random blocks of {self.split_block_size} lines, "
-            blocks += f"seed {self.split_seed}: in-domain)"
+            blocks += f"seed {self.split_seed}: in-domain{why_not_groups})"
             held_out = dict.fromkeys(SPLITS[1:], blocks)
-        else:
-            groups = self._groups_for(train, group_file, available, report)
-            held, names = split_by_groups(train, groups, valid_size, test_size, self.split_seed)
-            whole = f"held out from '{chosen['train']}' as whole groups of {group_file.name} (seed "
-            whole += f"{self.split_seed}; {{}}: no line shares a group with training)"
-            held_out = {split: whole.format(", ".join(names[split])) for split in names}
         splits, report.split_origin = datasets.DatasetDict(train=held["train"]), {}
         report.split_origin["train"] = f"'{chosen['train']}' split of the data"
         for name in SPLITS[1:]:

@@ -146,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
             f"Test BLEU {m['bleu']}  chrF {m['chrf']}  ({m['num_sentences']} sentences, beam {m['num_beams']})"
         )
         print(f"  {m['bleu_signature']}\n  {m['chrf_signature']}")
+        if m.get("bleu_details"):
+            print(f"  {m['bleu_details']}")
+        if result.split_origin.get("test"):
+            print(f"  test split: {result.split_origin['test']}")
     for s in result.samples:
         ref = f"\nREF: {s['reference']}" if s["reference"] is not None else ""
         print(f"\nSRC: {s['source']}{ref}\nHYP: {s['hypothesis']}")

@@ -59,6 +59,10 @@ def test_evaluate_reproduces_the_test_scores_that_training_printed(trained, tmp_
         re.search(r"length penalty on 20 validation pairs: .* -> ([\d.]+)$", train_stdout, re.M)[1]
     )
     assert len(samples) == 3 and all(h for _, _, h in samples), train_stdout
+    # 300 lines hold one book: the default split (auto) falls back to blocks and says why
+    origin = re.search(r"^  test split: (.*)$", train_stdout, re.M)[1]
+    assert origin.startswith("held out from 'train' (seeded random blocks of 20 lines"), origin
+    assert "not by the groups of bible.zh-en.refs.xz: no group is small enough" in origin
 
     done = run_script(
         "evaluate", "--model", str(out), "--output", "hyps.txt", "--json", "scores.json", cwd=tmp_path

@@ -197,3 +197,21 @@ def test_marian_keeps_the_anchor_dropout_whatever_our_preset_uses():
     assert QualityConfig().marian_dropout == 0.1
     assert marian_config("small", 8000).dropout == 0.1
     assert marian_config("small", 8000, dropout=0.3).dropout == 0.3
+
+
+def test_marian_trains_in_fp32_unless_marian_bf16_asks_for_bf16(tmp_path):
+    """The anchor's standard recipe is Seq2SeqTrainer's default fp32; --marian_bf16 gives it bf16 autocast, which
+    transformers accepts on a CPU only with use_cpu (without it: "Your setup doesn't support bf16/gpu")."""
+    from transformers import Seq2SeqTrainingArguments
+
+    from benchmarks.quality import marian_training_arguments
+
+    fp32 = marian_training_arguments(QualityConfig(), tmp_path)
+    assert not fp32.bf16 and not fp32.fp16 and not fp32.use_cpu
+    bf16 = marian_training_arguments(QualityConfig(marian_bf16=True), tmp_path)
+    assert bf16.bf16 and bf16.mixed_precision == "bf16"
+    assert (bf16.learning_rate, bf16.warmup_steps, bf16.seed) == (fp32.learning_rate, fp32.warmup_steps, fp32.seed)
+    if not torch.cuda.is_available():
+        assert bf16.use_cpu
+        with pytest.raises(ValueError, match="bf16"):
+            Seq2SeqTrainingArguments(output_dir=str(tmp_path), bf16=True)

@@ -17,6 +17,8 @@ logger = logging.getLogger(__name__)
 
 # set by `accelerate launch` (from its flags or `accelerate config`)
 PRECISION_ENV = "ACCELERATE_MIXED_PRECISION"
+# accelerate's mixed-precision names in words
+PRECISION_NAMES = {"no": "fp32", "bf16": "bf16 autocast", "fp16": "fp16 autocast with a gradient scaler"}
 
 
 @dataclass(frozen=True)
@@ -29,8 +31,8 @@ class PrecisionChoice:
     reason: str
 
     def describe(self) -> str:
-        kind = {"no": "fp32", "bf16": "bf16 autocast", "fp16": "fp16 autocast with a gradient scaler"}
-        return f"precision: {kind.get(self.mixed_precision, self.mixed_precision)} ({self.source}: {self.reason})"
+        kind = PRECISION_NAMES.get(self.mixed_precision, self.mixed_precision)
+        return f"precision: {kind} ({self.source}: {self.reason})"
 
     def to_dict(self) -> dict:
         return asdict(self)
