@@ -175,6 +175,35 @@ class FakeAccelerator:
         (pathlib.Path(folder) / "optimizer.bin").write_bytes(b"x" * 100)
 
 
+def test_tied_weights_checkpoint_without_the_shared_tensor_warning(tmp_path, caplog):
+    """accelerate's save_state warns "Removed shared tensor" for every checkpoint of a tied model; save_checkpoint
+    drops that warning (only while saving) and the checkpoint loads back into the tied model exactly."""
+    import logging
+
+    from accelerate import Accelerator
+    from accelerate.utils import clean_state_dict_for_safetensors
+    from conftest import tiny_model
+
+    acc = Accelerator(cpu=True)
+    model = acc.prepare(tiny_model(seed=3))
+    assert model.lm_head.weight is model.model.shared.weight
+    with caplog.at_level(logging.WARNING):
+        folder = save_checkpoint(acc, tmp_path, 7, {"step": 7})
+    assert not [r for r in caplog.records if "Removed shared tensor" in r.getMessage()]
+    expected = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    acc.load_state(str(folder))
+    assert model.lm_head.weight is model.model.shared.weight
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in expected.items())
+    # outside save_checkpoint the warning is accelerate's as before
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        clean_state_dict_for_safetensors(dict(model.state_dict()))
+    assert [r for r in caplog.records if "Removed shared tensor" in r.getMessage()]
+
+
 def test_checkpoints_atomic_verified_pruned(tmp_path):
     acc = FakeAccelerator()
     for step in (10, 20, 30, 40):

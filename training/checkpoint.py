@@ -32,7 +32,8 @@ import os
 import pickle
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -156,6 +157,24 @@ def latest_checkpoint(root: str | os.PathLike) -> Path | None:
     return found[-1] if found else None
 
 
+@contextmanager
+def _without_tied_weight_warning() -> Iterator[None]:
+    """accelerate's ``save_state`` writes one copy of tensors that share storage (our tied embeddings and output
+    projection) to model.safetensors and warns "Removed shared tensor ... while saving" at every checkpoint;
+    ``load_state`` loads into the tied model, so a resumed run is exact (tests/test_training_resume.py) and the
+    warning is noise. It is dropped while saving, and only it."""
+
+    def keep(record: logging.LogRecord) -> bool:
+        return "Removed shared tensor" not in record.getMessage()
+
+    source = logging.getLogger("accelerate.utils.other")
+    source.addFilter(keep)
+    try:
+        yield
+    finally:
+        source.removeFilter(keep)
+
+
 def save_checkpoint(
     accelerator,
     root: str | os.PathLike,
@@ -176,7 +195,8 @@ def save_checkpoint(
             shutil.rmtree(tmp)
     accelerator.wait_for_everyone()
     try:
-        accelerator.save_state(str(tmp))
+        with _without_tied_weight_warning():
+            accelerator.save_state(str(tmp))
         accelerator.wait_for_everyone()
         if accelerator.is_main_process:
             write_json_atomic(tmp / TRAINER_STATE, trainer_state)
