@@ -157,3 +157,52 @@ def compare_encode_speed(
             times[name].append(time.perf_counter() - start)
     rate = {k: len(texts) / statistics.median(v) for k, v in times.items()}
     return SpeedComparison(rounds=rounds, sentences=len(texts), **rate)
+
+
+@dataclass
+class DropoutCost:
+    """The cost of one BPE-dropout segmentation of a list of texts (`tokenizer.BPEDropout`, what a training epoch
+    with ``--bpe_dropout`` pays), against encoding the same texts with the tokenizer (the peer, same rounds)."""
+
+    rounds: int
+    texts: int
+    setup_seconds: float  # BPEDropout(...): splitting the texts into unmerged symbols, once per run
+    segment_seconds: float  # BPEDropout.segment (median)
+    encode_seconds: float  # tokenizer(texts) (median)
+    extra_tokens: float  # fraction of tokens the dropout segmentation adds
+
+    @property
+    def ratio(self) -> float:
+        return self.segment_seconds / self.encode_seconds
+
+
+def measure_dropout_cost(
+    tokenizer: PreTrainedTokenizerFast, texts: Sequence[str], p: float = 0.1, rounds: int = 3
+) -> DropoutCost:
+    """Time `BPEDropout` on ``texts`` at probability ``p`` against ``tokenizer(texts)`` (interleaved rounds,
+    medians; the BPE word cache cleared before each encoding, so it is a cold pass like tokenising a split once)."""
+    import numpy as np
+
+    from tokenizer import BPEDropout
+
+    if rounds < 1 or not texts:
+        raise ValueError(f"rounds={rounds} must be >= 1 and texts non-empty.")
+    texts = list(texts)
+    start = time.perf_counter()
+    segmenter = BPEDropout(tokenizer, texts)
+    setup = time.perf_counter() - start
+    clear_cache = getattr(tokenizer.backend_tokenizer.model, "_clear_cache", lambda: None)
+    segment_times, encode_times = [], []
+    for i in range(rounds):
+        gc.collect()
+        start = time.perf_counter()
+        dropped = segmenter.segment(p, np.random.default_rng(i))
+        segment_times.append(time.perf_counter() - start)
+        clear_cache()
+        gc.collect()
+        start = time.perf_counter()
+        plain = tokenizer(texts)["input_ids"]
+        encode_times.append(time.perf_counter() - start)
+    extra = sum(map(len, dropped)) / sum(map(len, plain)) - 1
+    return DropoutCost(rounds, len(texts), setup, statistics.median(segment_times), statistics.median(encode_times),
+                       extra)  # fmt: skip

@@ -5,6 +5,7 @@ and the average tokens per sentence of both, per language side.
 
     RAYON_NUM_THREADS=2 python scripts/bench_tokenizer.py data/bible.zh-en.tsv.xz --vocab_size 8000
     python scripts/bench_tokenizer.py data/bible.zh-en.tsv.xz --compare_kinds   # char vs byte-level table
+    python scripts/bench_tokenizer.py data/bible.zh-en.tsv.xz --bpe_dropout 0.1  # cost of a BPE-dropout epoch
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ sys.path.insert(0, str(SCRIPTS.parent))
 from benchmarks.tokenizer import (  # noqa: E402
     compare_encode_speed,
     encoding_stats,
+    measure_dropout_cost,
     sentencepiece_tokens_per_sentence,
     train_sentencepiece_bpe,
 )
@@ -42,6 +44,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--compare_kinds", action="store_true", help="also print the char vs byte-level comparison"
     )
+    p.add_argument(
+        "--bpe_dropout", type=float, default=None,
+        help="instead: time one BPE-dropout segmentation of every text at this probability (a training epoch with "
+        "--bpe_dropout) against encoding them once",
+    )  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -55,6 +62,17 @@ def main(argv: list[str] | None = None) -> int:
         f"RAYON_NUM_THREADS={os.environ.get('RAYON_NUM_THREADS', 'unset')}"
     )
 
+    if args.bpe_dropout is not None:
+        start = time.perf_counter()
+        tok = train_bpe_tokenizer(texts, vocab_size=args.vocab_size, kind=args.kind)
+        print(f"trained ours ({args.kind}) in {time.perf_counter() - start:.1f} s, {len(tok)} tokens")
+        c = measure_dropout_cost(tok, texts, args.bpe_dropout, rounds=args.rounds)
+        print(f"BPE-dropout {args.bpe_dropout} over {c.texts} texts (median of {c.rounds} interleaved rounds):")
+        print(f"  one segmentation   : {c.segment_seconds:.2f} s, {c.ratio:.2f} x encoding them once "
+              f"({c.encode_seconds:.2f} s, same rounds)")  # fmt: skip
+        print(f"  setup, once per run: {c.setup_seconds:.2f} s")
+        print(f"  extra tokens       : {100 * c.extra_tokens:.1f}%")
+        return 0
     kinds = ["char", "byte"] if args.compare_kinds else [args.kind]
     tokenizers = {}
     for kind in kinds:

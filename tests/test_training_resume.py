@@ -109,14 +109,14 @@ def copied_data(tmp_path: Path) -> str:
 # trained with (small_run_options and the preset defaults); written out here, not read from training/
 CHANGED = {
     "data": (copied_data, None), "max_lines": (299, 300), "valid_size": (21, 20), "test_size": (7, 6),
-    "split_by": ("groups", "blocks"), "split_block_size": (10, 20), "split_seed": (7, 1234), "max_length": (200, 256), "preset": ("small", "tiny"),
+    "split_by": ("blocks", "auto"), "split_block_size": (10, 20), "split_seed": (7, 1234), "max_length": (200, 256), "preset": ("small", "tiny"),
     "dropout": (0.2, None), "init_std": (0.05, None), "linear_init_std": (0.05, None), "seed": (5, 1),
     "grad_accum": (2, 1), "label_smoothing": (0.2, 0.1), "source_column": ("0", None), "target_column": ("1", None),
     "source_lang": ("de", None), "target_lang": ("fr", None), "has_header": (False, None), "hub_config": ("x", None),
     "train_split": ("all", "train"), "valid_split": ("none", "auto"), "test_split": ("none", "auto"),
     "on_bad_line": ("error", "skip"), "max_tokens": (400, 512), "objective": ("causal_lm", "translation"),
     "causal_lm_data": ("text", "pairs"), "mlm_probability": (0.2, 0.15), "noise_density": (0.2, 0.15),
-    "mean_noise_span_length": (2.0, 3.0),
+    "mean_noise_span_length": (2.0, 3.0), "bpe_dropout": (0.1, 0.0),
 }  # fmt: skip
 
 

@@ -22,11 +22,13 @@ from .bpe import (
     wrap_backend_tokenizer,
 )
 from .corpus import iter_corpus_texts, load_parallel_texts
+from .dropout import BPEDropout
 from .prepare import load_or_train_tokenizer
 
 __all__ = [
     "BOS_ID",
     "BOS_TOKEN",
+    "BPEDropout",
     "BYTE_TOKENS",
     "DEFAULT_MIN_FREQUENCY",
     "DEFAULT_VOCAB_SIZE",

@@ -7,7 +7,8 @@ like fairseq's ``batch_by_size``: every epoch the examples are shuffled with a g
 batches whose cost stays within ``max_tokens``, and the batches are shuffled (again seeded by
 ``(seed, epoch)``). Batches thus hold sentences of similar length (little padding), and their order is random
 but a pure function of ``seed`` and ``epoch``, which makes a run resumable mid-epoch from
-``(epoch, position)`` alone.
+``(epoch, position)`` alone. With BPE-dropout the lengths are those of the epoch's segmentation, itself a pure
+function of ``seed`` and ``epoch`` (`training.data.EpochExamples`).
 
 Collators, one per objective (each returns ``input_ids``, ``attention_mask``, ``labels`` with -100 where nothing is
 scored, and ``ntokens``, the number of scored positions):
@@ -27,7 +28,7 @@ the batches of a run are a pure function of its seed and the batch's place in it
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -49,6 +50,10 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         shuffle: False gives length-sorted batches in a fixed order (for validation).
         skip_too_long: an example longer than ``max_tokens`` is an error (False, the default) or is skipped and
             counted in ``num_skipped`` (True).
+        epoch_lengths: ``epoch_lengths(e)`` gives the (source, target) lengths of epoch ``e``'s examples when they
+            change from epoch to epoch (BPE-dropout segments every epoch anew); the batches of epoch ``e`` are then
+            cut by those lengths. ``src_lengths``/``tgt_lengths`` still decide which examples fit in ``max_tokens``
+            (and are skipped or refused); an epoch's lengths must keep every fitting example within it.
 
     ``set_epoch(e)`` chooses the epoch; iteration starts at ``position`` (see `state_dict`) and advances it,
     so a sampler restored with `load_state_dict` continues the same epoch where it stopped.
@@ -62,6 +67,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         seed: int = 0,
         shuffle: bool = True,
         skip_too_long: bool = False,
+        epoch_lengths: Callable[[int], tuple[Sequence[int], Sequence[int]]] | None = None,
     ):
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens={max_tokens!r} must be a positive integer (e.g. 4096).")
@@ -73,6 +79,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.max_tokens = max_tokens
         self.seed = seed
         self.shuffle = shuffle
+        self.epoch_lengths = epoch_lengths
         too_long = np.flatnonzero(self.lengths > max_tokens)
         self.num_skipped = len(too_long)
         if self.num_skipped and not skip_too_long:
@@ -98,19 +105,20 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         """All batches of ``epoch`` in iteration order (deterministic given seed and epoch)."""
         if self._cache is not None and self._cache[0] == epoch:
             return self._cache[1]
+        lengths = self.lengths if self.epoch_lengths is None else self._lengths_of_epoch(epoch)
         idx = self.valid
         if self.shuffle:
             rng = np.random.default_rng([self.seed, epoch])
             idx = idx[rng.permutation(len(idx))]
-        idx = idx[np.argsort(self.lengths[idx], kind="stable")]
+        idx = idx[np.argsort(lengths[idx], kind="stable")]
         batches: list[list[int]] = []
         current: list[int] = []
         longest = 0
         for i in idx.tolist():
-            new_longest = max(longest, int(self.lengths[i]))
+            new_longest = max(longest, int(lengths[i]))
             if current and new_longest * (len(current) + 1) > self.max_tokens:
                 batches.append(current)
-                current, new_longest = [], int(self.lengths[i])
+                current, new_longest = [], int(lengths[i])
             current.append(i)
             longest = new_longest
         if current:
@@ -120,6 +128,17 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             batches = [batches[j] for j in order]
         self._cache = (epoch, batches)
         return batches
+
+    def _lengths_of_epoch(self, epoch: int) -> np.ndarray:
+        src, tgt = self.epoch_lengths(epoch)
+        lengths = np.maximum(np.asarray(src, dtype=np.int64), np.asarray(tgt, dtype=np.int64))
+        if len(lengths) != len(self.lengths) or (lengths[self.valid] > self.max_tokens).any():
+            raise ValueError(
+                f"epoch_lengths({epoch}) gave {len(lengths)} examples to a sampler of {len(self.lengths)}, or made an "
+                f"example longer than max_tokens={self.max_tokens} that fits it in src_lengths/tgt_lengths; every "
+                "epoch must have the same examples, those that fit within the budget."
+            )
+        return lengths
 
     def set_epoch(self, epoch: int) -> None:
         if epoch != self.epoch:
@@ -160,20 +179,22 @@ class BatchStream:
     """An endless stream of batches over epochs: epoch 0's batches, then epoch 1's, ...
 
     `take(n)` returns the next ``n`` batches (crossing epoch boundaries), so every optimizer update gets the
-    same number of batches. The state is the sampler's ``(epoch, position)``.
+    same number of batches; each comes with its epoch, whose examples its indices refer to (they change from epoch
+    to epoch with BPE-dropout). The state is the sampler's ``(epoch, position)``.
     """
 
     def __init__(self, sampler: TokenBudgetBatchSampler):
         self.sampler = sampler
 
-    def take(self, n: int) -> list[list[int]]:
-        out: list[list[int]] = []
+    def take(self, n: int) -> list[tuple[int, list[int]]]:
+        """The next ``n`` batches as ``(epoch, example indices)``."""
+        out: list[tuple[int, list[int]]] = []
         while len(out) < n:
             batches = self.sampler.batches(self.sampler.epoch)
             if self.sampler.position >= len(batches):
                 self.sampler.set_epoch(self.sampler.epoch + 1)
                 continue
-            out.append(batches[self.sampler.position])
+            out.append((self.sampler.epoch, batches[self.sampler.position]))
             self.sampler.position += 1
         return out
 

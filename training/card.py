@@ -179,8 +179,9 @@ def _recipe_text(cfg: TrainConfig, recipe: Recipe, c: VanillaTransformerConfig, 
            else "")
         + f". Preset `{cfg.preset}`: d_model {c.d_model}, {_architecture(c)}, dropout {c.dropout}, vocabulary "
         f"{c.vocab_size} (joint BPE), {result.num_parameters:,} parameters. Adam (0.9, 0.98, 1e-9), lr = {recipe.lr_scale} * d_model^-0.5 * "
-        f"min(step^-0.5, step * {recipe.warmup_steps}^-1.5), label smoothing {cfg.label_smoothing}, gradient "
-        f"clipping {recipe.clip_norm or 'off'}, "
+        f"min(step^-0.5, step * {recipe.warmup_steps}^-1.5), label smoothing {cfg.label_smoothing}, "
+        + (f"BPE-dropout {cfg.bpe_dropout} (training pairs re-segmented every epoch), " if cfg.bpe_dropout else "")
+        + f"gradient clipping {recipe.clip_norm or 'off'}, "
         + (f"linear learning-rate cooldown to 0 over the last {recipe.cooldown:.0%} of the budget, "
            if recipe.cooldown else "")
         + f"token budget {recipe.max_tokens} x {cfg.grad_accum} accumulation x {result.num_processes} process(es), "

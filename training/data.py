@@ -1,4 +1,5 @@
-"""Training's view of the parallel data: tokenisation with a cache, the length filter, and `TrainingData`
+"""Training's view of the parallel data: tokenisation with a cache, the length filter, the training examples of
+each epoch (`EpochExamples`: the same every epoch, or re-segmented with ``--bpe_dropout``), and `TrainingData`
 (everything a run reads from its corpus, built by `prepare_training_data`).
 
 Reading and splitting corpora is `corpus`'s job; this module turns a split with ``source``/``target`` text
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import datasets
 import numpy as np
 
 from corpus import SOURCE, TARGET
-from tokenizer import BOS_ID, load_or_train_tokenizer
+from tokenizer import BOS_ID, BPEDropout, load_or_train_tokenizer
 
 from .batching import BatchStream, TokenBudgetBatchSampler
 from .validation import Objective
@@ -83,6 +84,11 @@ def filter_by_length(dataset: datasets.Dataset, max_length: int) -> tuple[datase
     return dataset.select(keep.tolist()), dropped
 
 
+def pairs_within(sources: list[list[int]], targets: list[list[int]], max_length: int) -> list[int]:
+    """The indices of the pairs with at most ``max_length`` tokens on each side (the translation length filter)."""
+    return [i for i, (s, t) in enumerate(zip(sources, targets)) if len(s) <= max_length and len(t) <= max_length]
+
+
 def objective_examples(
     objective: str, sources: list[list[int]], targets: list[list[int]], max_length: int, causal_lm_data: str = "pairs"
 ) -> tuple[list[list[int]], list[list[int]], int]:
@@ -92,7 +98,7 @@ def objective_examples(
     objectives, which read every source and every target text alone; a causal LM reads each text after ``<s>``, so
     that its first token is predicted too, as generation from ``<s>`` does)."""
     if objective == "translation":
-        keep = [i for i, (s, t) in enumerate(zip(sources, targets)) if len(s) <= max_length and len(t) <= max_length]
+        keep = pairs_within(sources, targets, max_length)
         return [sources[i] for i in keep], [targets[i] for i in keep], len(sources) - len(keep)
     if objective == "causal_lm" and causal_lm_data == "pairs":
         keep = [i for i, (s, t) in enumerate(zip(sources, targets)) if len(s) + len(t) <= max_length]
@@ -104,17 +110,57 @@ def objective_examples(
     return texts, texts, dropped
 
 
+# the key that, after (seed, epoch), seeds an epoch's BPE-dropout draws (the batch order uses (seed, epoch) and
+# (seed, epoch, 1): training.batching)
+BPE_DROPOUT_STREAM = 2
+
+
+@dataclass
+class EpochExamples:
+    """The training examples of every epoch, ``(sources, targets)`` token-id lists arranged by `objective_examples`.
+
+    With ``dropout`` 0 they are ``sources``/``targets`` in every epoch. With ``dropout`` P > 0 (``--bpe_dropout``,
+    translation pairs) epoch ``e`` gets a BPE-dropout segmentation of the same pairs (`tokenizer.BPEDropout` over
+    ``segmenter``'s texts: the sources, then the targets), drawn from ``(seed, e, BPE_DROPOUT_STREAM)``: a pure
+    function of the seed and the epoch, so that every process computes the same one and a resumed run trains on
+    the one the interrupted run had. A side whose segmentation has more than ``limit`` tokens keeps its
+    deterministic ids, so that the length filter and the token budget hold in every epoch. Calling the object for
+    an epoch memoises the two newest epochs (a batch stream asks for the next one before it leaves the current).
+    """
+
+    sources: list[list[int]]
+    targets: list[list[int]]
+    dropout: float = 0.0
+    segmenter: BPEDropout | None = None
+    seed: int = 0
+    limit: int = 0
+    _memo: dict = field(default_factory=dict, repr=False)
+
+    def __call__(self, epoch: int) -> tuple[list[list[int]], list[list[int]]]:
+        if self.dropout == 0 or self.segmenter is None:
+            return self.sources, self.targets
+        if epoch not in self._memo:
+            rng = np.random.default_rng([self.seed, epoch, BPE_DROPOUT_STREAM])
+            texts = self.segmenter.segment(self.dropout, rng)
+            n = len(self.sources)
+            sources = [s if len(s) <= self.limit else d for s, d in zip(texts[:n], self.sources)]
+            targets = [t if len(t) <= self.limit else d for t, d in zip(texts[n:], self.targets)]
+            self._memo = {e: v for e, v in self._memo.items() if e == epoch - 1}
+            self._memo[epoch] = (sources, targets)
+        return self._memo[epoch]
+
+
 @dataclass
 class TrainingData:
     """The data of one run: the text splits, the tokenizer, the objective, the length-filtered token ids of its
-    training and validation examples (`objective_examples`), and the token-budget batch order over the training
-    examples (``stream``; its position is the data part of a checkpoint). ``test_src``/``test_tgt`` are the test
-    examples of the language-model objectives (scored by loss; translation scores the test texts by BLEU)."""
+    training examples in each epoch (``train_examples(epoch)``, `EpochExamples`) and of its validation examples
+    (`objective_examples`), and the token-budget batch order over the training examples (``stream``; its position
+    is the data part of a checkpoint). ``test_src``/``test_tgt`` are the test examples of the language-model
+    objectives (scored by loss; translation scores the test texts by BLEU)."""
 
     splits: datasets.DatasetDict
     tokenizer: Any
-    train_src: list[list[int]]
-    train_tgt: list[list[int]]
+    train_examples: EpochExamples
     valid_src: list[list[int]]
     valid_tgt: list[list[int]]
     sampler: TokenBudgetBatchSampler
@@ -138,7 +184,9 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
     folder; ``--init_from``'s unless ``--tokenizer`` is given; with the denoising tokens when a masked-LM or
     span-corruption run trains one), tokenise with a cache, arrange the examples of ``--objective``, drop those
     longer than ``--max_length`` and order the training batches by ``recipe.max_tokens``. The main process reads
-    and tokenises first, the others then reuse its files."""
+    and tokenises first, the others then reuse its files. With ``--bpe_dropout`` the training pairs kept by the
+    length filter are re-segmented in every epoch (`EpochExamples`; validation and test keep the tokenizer's own
+    segmentation)."""
     given = cfg.tokenizer
     if given is None and cfg.init_from is not None and (Path(cfg.init_from) / "tokenizer.json").exists():
         given = cfg.init_from
@@ -156,8 +204,16 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
     train_src, train_tgt, dropped_train = objective_examples(sources=train_ids[0], targets=train_ids[1], **arrange)
     valid_src, valid_tgt, dropped_valid = objective_examples(sources=valid_ids[0], targets=valid_ids[1], **arrange)
     test_src, test_tgt, _ = objective_examples(sources=test_ids[0], targets=test_ids[1], **arrange)
+    train_examples = EpochExamples(train_src, train_tgt)
+    if cfg.bpe_dropout > 0:  # translation only (training.options.check_options)
+        kept = pairs_within(*train_ids, cfg.max_length)
+        sources, targets = list(splits["train"][SOURCE]), list(splits["train"][TARGET])
+        texts = [sources[i] for i in kept] + [targets[i] for i in kept]
+        train_examples = EpochExamples(train_src, train_tgt, cfg.bpe_dropout, BPEDropout(tokenizer, texts), cfg.seed,
+                                       limit=min(cfg.max_length, recipe.max_tokens))  # fmt: skip
     sampler = TokenBudgetBatchSampler(
-        *objective.lengths(train_src, train_tgt), recipe.max_tokens, seed=cfg.seed, skip_too_long=cfg.skip_too_long
+        *objective.lengths(train_src, train_tgt), recipe.max_tokens, seed=cfg.seed, skip_too_long=cfg.skip_too_long,
+        epoch_lengths=(lambda epoch: objective.lengths(*train_examples(epoch))) if cfg.bpe_dropout > 0 else None,
     )  # fmt: skip
     summary = (
         report.summary()
@@ -176,11 +232,13 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
             f". Dropped {what} longer than --max_length={cfg.max_length} tokens: {dropped_train} train, "
             f"{dropped_valid} validation"
         )
+    if cfg.bpe_dropout > 0:
+        summary += f". BPE-dropout {cfg.bpe_dropout}: the training pairs are re-segmented in every epoch"
     if sampler.num_skipped:
         summary += (
             f". Skipped {sampler.num_skipped} training pairs longer than --max_tokens={recipe.max_tokens}"
         )
     if isinstance(cfg.data, (str, Path)):
         summary = summary.replace(str(cfg.data), Path(cfg.data).name)
-    return TrainingData(splits, tokenizer, train_src, train_tgt, valid_src, valid_tgt, sampler, BatchStream(sampler),
+    return TrainingData(splits, tokenizer, train_examples, valid_src, valid_tgt, sampler, BatchStream(sampler),
                         summary, report.split_origin, objective, test_src, test_tgt)  # fmt: skip

@@ -202,9 +202,9 @@ class Trainer:
         batches = data.stream.take(cfg.grad_accum * world)
         first = rank * cfg.grad_accum
         mine = [
-            data.objective.batch(b, data.train_src, data.train_tgt, self.config, acc.device,
+            data.objective.batch(b, *data.train_examples(epoch), self.config, acc.device,
                                  batch_generator(cfg.seed, step, first + j))
-            for j, b in enumerate(batches[first:][: cfg.grad_accum])
+            for j, (epoch, b) in enumerate(batches[first:][: cfg.grad_accum])
         ]  # fmt: skip
         local = torch.stack([b["ntokens"] for b in mine]).sum()
         total = acc.reduce(local.clone(), reduction="sum") if world > 1 else local

@@ -62,6 +62,12 @@ class TrainConfig(DataOptions):
         None, "tokenizer folder; default: train a joint BPE on the training split (or reuse it)"
     )
     vocab_size: int = _f(8000, "joint BPE vocabulary size when the tokenizer is trained here")
+    bpe_dropout: float = _f(
+        0.0,
+        "BPE-dropout (Provilkov et al., 2020): every epoch re-segments the training pairs (both sides), each merge "
+        "dropped with this probability (the paper's 0.1); validation, test and the exported tokenizer stay "
+        "deterministic; 0 = off; --objective translation only",
+    )
     # model
     preset: str = _f("small", "architecture preset", choices=tuple(preset_names()))
     objective: str = _f(
@@ -223,7 +229,7 @@ RESUME_KEYS = ("data", "max_lines", "valid_size", "test_size", "split_by", "spli
                "preset", "dropout", "init_std", "linear_init_std", "seed", "grad_accum", "label_smoothing",
                "source_column", "target_column", "source_lang", "target_lang", "has_header", "hub_config", "train_split",
                "valid_split", "test_split", "on_bad_line", "max_tokens", "objective", "init_from", "causal_lm_data",
-               "mlm_probability", "noise_density", "mean_noise_span_length")  # fmt: skip
+               "mlm_probability", "noise_density", "mean_noise_span_length", "bpe_dropout")  # fmt: skip
 
 
 def float_list(text: str, option: str, what: str, positive: bool = False) -> list[float]:
@@ -290,6 +296,11 @@ def check_options(cfg: TrainConfig) -> None:
     for name in ("mlm_probability", "noise_density"):
         if not 0.0 < getattr(cfg, name) < 1.0:
             problems.append(f"--{name} must be in (0, 1), got {getattr(cfg, name)}")
+    if not 0.0 <= cfg.bpe_dropout < 1.0:
+        problems.append(f"--bpe_dropout must be in [0, 1), got {cfg.bpe_dropout} (the paper's value is 0.1)")
+    elif cfg.bpe_dropout > 0 and cfg.objective != "translation":
+        problems.append(f"--bpe_dropout re-segments translation pairs; --objective {cfg.objective} cannot use it "
+                        "(pass --bpe_dropout 0)")  # fmt: skip
     if not cfg.mean_noise_span_length >= 1.0:
         problems.append(f"--mean_noise_span_length must be >= 1, got {cfg.mean_noise_span_length}")
     if cfg.init_from is not None and not (Path(cfg.init_from) / "config.json").is_file():
