@@ -370,7 +370,7 @@ def _train_marian(cfg: QualityConfig, data: _Data, out: Path, emit: Event, token
     info = dict(
         description=f"MarianMTModel, Seq2SeqTrainer (AdamW, lr {cfg.marian_lr}, warm-up {cfg.marian_warmup_steps} "
         f"+ inverse sqrt, {cfg.marian_batch_size} sentences/batch, length-grouped, "
-        f"{'bf16 autocast' if cfg.marian_bf16 else 'fp32'})",
+        f"{PRECISION_NAMES['bf16' if cfg.marian_bf16 else 'no']})",
         num_parameters=num_parameters, steps=trainer.state.global_step,
         target_tokens=trainer.target_tokens, train_seconds=seconds,
         tokens_per_second=trainer.target_tokens / max(seconds, 1e-9), valid_ppl=last_valid.get("valid_ppl"),
