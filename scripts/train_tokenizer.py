@@ -54,6 +54,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="auto",
         help="max distinct characters kept (char kind): int, 'auto' or 'none'",
     )
+    p.add_argument(
+        "--han_characters",
+        action="store_true",
+        help="every Han (Chinese) character is a piece of its own: no multi-character Chinese tokens",
+    )
     p.add_argument("--max_lines", type=int, default=None, help="read at most this many lines per file")
     p.add_argument("--model_max_length", type=int, default=512)
     p.add_argument("--output", "-o", type=Path, required=True, help="output folder")
@@ -87,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             min_frequency=args.min_frequency,
             kind=args.kind,
             limit_alphabet=limit_alphabet,
+            han_characters=args.han_characters,
             max_lines=args.max_lines,
             model_max_length=args.model_max_length,
             show_progress=not args.no_progress,

@@ -274,6 +274,35 @@ def test_byte_level_variant_round_trip(corpora):
         assert tok.decode(ids, skip_special_tokens=True) == normalize_text(text)
 
 
+def _han_characters_in_tokens(tok) -> list[int]:
+    """How many Han characters each vocabulary entry spells (entries with at least one)."""
+    counts = [sum(1 for ch in t if "\u4e00" <= ch <= "\u9fff") for t in tok.get_vocab()]
+    return [c for c in counts if c]
+
+
+@pytest.mark.parametrize("kind", ["char", "byte"])
+def test_han_characters_gives_one_piece_per_han_character(corpora, kind, tmp_path):
+    texts = corpora["zh"][:TRAIN_LINES] + corpora["en"][:TRAIN_LINES]
+    words = train_bpe_tokenizer(texts, vocab_size=VOCAB, kind=kind)
+    chars = train_bpe_tokenizer(texts, vocab_size=VOCAB, kind=kind, han_characters=True)
+    if kind == "char":  # byte-level tokens spell Han characters as byte symbols; counted only for char BPE
+        assert max(_han_characters_in_tokens(words)) > 1  # runs: BPE learns Chinese words (耶和华, 以色列)
+        assert max(_han_characters_in_tokens(chars)) == 1
+    sentence = "耶和华对摩西说：你去告诉以色列人。And Moses said unto the LORD."
+    pieces = chars.tokenize(sentence)
+    han = [p for p in pieces if any("\u4e00" <= ch <= "\u9fff" for ch in p)]
+    if kind == "char":
+        assert han and all(len(p.lstrip("\u2581")) == 1 for p in han), pieces
+    assert len(chars.tokenize("耶和华对摩西说")) > len(words.tokenize("耶和华对摩西说"))
+    # English still merges, and the freed vocabulary goes to it: no more English tokens than before
+    assert len(chars.tokenize("And Moses said unto the LORD.")) <= len(words.tokenize("And Moses said unto the LORD."))
+    for text in corpora["zh"][TRAIN_LINES:TRAIN_LINES + 50] + EDGE_CASES:  # decoding is unchanged
+        ids = chars(text)["input_ids"]
+        assert chars.decode(ids, skip_special_tokens=True) == normalize_text(text)
+    chars.save_pretrained(tmp_path)  # the split is in tokenizer.json: a plain AutoTokenizer keeps it
+    assert AutoTokenizer.from_pretrained(tmp_path).tokenize(sentence) == pieces
+
+
 # ---- 3. bad input ------------------------------------------------------------------------------------
 
 
@@ -357,6 +386,11 @@ def test_train_tokenizer_cli(tmp_path, capsys):
     assert rc == 0 and (out / "tokenizer.json").exists()
     loaded = AutoTokenizer.from_pretrained(out)
     assert len(loaded) == 1200 and loaded.eos_token_id == EOS_ID
+    han = tmp_path / "han"
+    assert cli.main([str(ZH_EN), "--max_lines", "300", "--vocab_size", "1200", "--no_progress", "--han_characters",
+                     "--output", str(han)]) == 0  # fmt: skip
+    assert max(_han_characters_in_tokens(AutoTokenizer.from_pretrained(han))) == 1
+    assert max(_han_characters_in_tokens(loaded)) > 1
     assert cli.main([str(tmp_path / "missing.tsv"), "--output", str(out), "--no_progress"]) == 2
     assert "missing.tsv" in capsys.readouterr().err
 
@@ -418,6 +452,9 @@ def test_load_or_train_tokenizer_trains_once_then_reuses_the_folder(tmp_path):
     assert (folder / "tokenizer.json").exists() and "翻" in vocab and "▁love" in vocab
     reused = load_or_train_tokenizer(None, folder, pairs.select(range(2)), vocab_size=300)
     assert reused.get_vocab() == vocab  # not trained again on other pairs and another size
+    per_character = load_or_train_tokenizer(None, tmp_path / "han", pairs, vocab_size=400, han_characters=True)
+    assert "翻" in per_character.get_vocab() and max(_han_characters_in_tokens(per_character)) == 1
+    assert max(_han_characters_in_tokens(trained)) > 1
     given = load_or_train_tokenizer(str(folder), tmp_path / "unused", pairs, 400)
     assert given.get_vocab() == vocab and not (tmp_path / "unused").exists()
 

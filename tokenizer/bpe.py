@@ -10,7 +10,8 @@ Pipeline (see docs/tokenizer.md for the measurements behind the choices):
   letters (with combining marks), a run of digits, or a single other character (punctuation, symbol,
   emoji); each piece keeps the "▁" that preceded it. Chinese has no spaces, so its pieces carry no "▁"
   and decoding inserts no space between Chinese characters; a space in the input is restored exactly
-  where it was.
+  where it was. With ``han_characters=True`` every Han character is a piece of its own (no
+  multi-character Chinese tokens).
 * **Model** (``kind="char"``, the default): character-level BPE with byte fallback. The 256 byte tokens
   ``<0x00>`` ... ``<0xFF>`` are in the vocabulary, so a character never seen in training is spelled as its
   UTF-8 bytes instead of `<unk>`; decoding re-assembles the bytes. ``kind="byte"`` gives GPT-2-style
@@ -71,18 +72,23 @@ DEFAULT_MODEL_MAX_LENGTH = 512
 
 TokenizerKind = Literal["char", "byte"]
 
-# A piece is a run of Han characters, a run of letters/marks/other non-space characters, a run of digits,
-# or one punctuation or symbol character (emoji included); each may start with the space marker. With
-# behavior="isolated", text between matches (only runs of markers or whitespace can be) is kept as pieces
-# too, so splitting never drops or adds characters. The order of the alternatives is tuned for speed.
-_PIECE_PATTERN = (
-    rf"{SPACE_MARKER}?\p{{Han}}+"
-    rf"|{SPACE_MARKER}?[^\s{SPACE_MARKER}\p{{Han}}\p{{P}}\p{{S}}\p{{N}}]+"
-    rf"|{SPACE_MARKER}?\p{{N}}+"
-    rf"|{SPACE_MARKER}?[\p{{P}}\p{{S}}]"
-)
-# Byte-level variant: only separate Han runs from their neighbours; ByteLevel's GPT-2 regex does the rest.
-_HAN_PATTERN = r"\p{Han}+"
+# A Han piece: a run of Han characters (BPE learns Chinese words inside it), or with han_characters one character.
+_HAN_RUN, _HAN_CHARACTER = r"\p{Han}+", r"\p{Han}"
+
+
+def _piece_pattern(han: str) -> str:
+    """A piece is a Han piece (``han``), a run of letters/marks/other non-space characters, a run of digits, or
+    one punctuation or symbol character (emoji included); each may start with the space marker. With
+    behavior="isolated", text between matches (only runs of markers or whitespace can be) is kept as pieces
+    too, so splitting never drops or adds characters. The order of the alternatives is tuned for speed."""
+    return (
+        rf"{SPACE_MARKER}?{han}"
+        rf"|{SPACE_MARKER}?[^\s{SPACE_MARKER}\p{{Han}}\p{{P}}\p{{S}}\p{{N}}]+"
+        rf"|{SPACE_MARKER}?\p{{N}}+"
+        rf"|{SPACE_MARKER}?[\p{{P}}\p{{S}}]"
+    )
+
+
 # Whitespace to collapse into one space: runs of two or more, and every single non-space whitespace
 # character that NFKC leaves alone (NFKC already maps U+00A0, U+2000-U+200A, U+3000 ... to a space).
 _WHITESPACE_PATTERN = r"\s{2,}|[\t\n\v\f\r\x{85}\x{1680}\x{2028}\x{2029}]"
@@ -109,14 +115,15 @@ def normalize_text(text: str) -> str:
     return _NORMALIZER.normalize_str(text)
 
 
-def _build_pipeline(kind: TokenizerKind, model: models.Model) -> Tokenizer:
+def _build_pipeline(kind: TokenizerKind, model: models.Model, han_characters: bool = False) -> Tokenizer:
     tok = Tokenizer(model)
     tok.normalizer = build_normalizer()
+    han = _HAN_CHARACTER if han_characters else _HAN_RUN
     if kind == "char":
         tok.pre_tokenizer = pre_tokenizers.Sequence(
             [
                 pre_tokenizers.Metaspace(replacement=SPACE_MARKER, prepend_scheme="first", split=False),
-                pre_tokenizers.Split(Regex(_PIECE_PATTERN), behavior="isolated"),
+                pre_tokenizers.Split(Regex(_piece_pattern(han)), behavior="isolated"),
             ]
         )
         tok.decoder = decoders.Sequence(
@@ -128,7 +135,8 @@ def _build_pipeline(kind: TokenizerKind, model: models.Model) -> Tokenizer:
     elif kind == "byte":
         tok.pre_tokenizer = pre_tokenizers.Sequence(
             [
-                pre_tokenizers.Split(Regex(_HAN_PATTERN), behavior="isolated"),
+                # only Han pieces are cut here; ByteLevel's GPT-2 regex does the rest
+                pre_tokenizers.Split(Regex(han), behavior="isolated"),
                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
             ]
         )
@@ -179,6 +187,7 @@ def train_bpe_tokenizer(
     model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
     show_progress: bool = False,
     denoising_tokens: bool = False,
+    han_characters: bool = False,
 ) -> PreTrainedTokenizerFast:
     """Train one joint BPE vocabulary on all given texts and return it as a transformers fast tokenizer.
 
@@ -202,6 +211,9 @@ def train_bpe_tokenizer(
         show_progress: show the `tokenizers` trainer's progress bars (for scripts; off in library use).
         denoising_tokens: also reserve ``<mask>`` and the sentinels ``<extra_id_0>`` ... ``<extra_id_99>`` at
             fixed ids (module docstring), for masked-LM and span-corruption training; they count in ``vocab_size``.
+        han_characters: every Han character is a piece of its own, so BPE learns no multi-character Chinese
+            tokens (Chinese is read character by character; the merges go to the other languages). Default:
+            runs of Han characters are pieces, inside which BPE learns words and set phrases.
 
     Returns:
         A `PreTrainedTokenizerFast` with ``pad/unk/bos/eos`` tokens at ids 0/1/2/3, ``</s>`` appended by
@@ -261,7 +273,7 @@ def train_bpe_tokenizer(
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
             show_progress=show_progress,
         )
-    backend = _build_pipeline(kind, models.BPE(unk_token=UNK_TOKEN))
+    backend = _build_pipeline(kind, models.BPE(unk_token=UNK_TOKEN), han_characters)
     n_texts = [0]
     texts = _counting(iter_corpus_texts(corpus, files=files, columns=columns, max_lines=max_lines), n_texts)
     backend.train_from_iterator(texts, trainer=trainer)
@@ -295,7 +307,7 @@ def train_bpe_tokenizer(
             if tok not in new_vocab:
                 new_vocab[tok] = len(new_vocab)
         model = models.BPE(vocab=new_vocab, merges=merges, unk_token=UNK_TOKEN, byte_fallback=True)
-        backend = _build_pipeline(kind, model)
+        backend = _build_pipeline(kind, model, han_characters)
     fixed = len(BYTE_TOKENS) if kind == "char" else 0
     expected = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
     expected.update({tok: len(SPECIAL_TOKENS) + fixed + i for i, tok in enumerate(specials[len(SPECIAL_TOKENS) :])})

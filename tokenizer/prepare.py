@@ -21,13 +21,15 @@ def load_or_train_tokenizer(
     train_split: datasets.Dataset,
     vocab_size: int,
     denoising_tokens: bool = False,
+    han_characters: bool = False,
 ) -> PreTrainedTokenizerBase:
     """The tokenizer for a model trained on ``train_split``.
 
     ``tokenizer`` (a folder or Hub name) when given; else the tokenizer saved in ``folder`` (it has a
     ``tokenizer.json``), so a resumed or repeated run reuses it; else a joint BPE of ``vocab_size`` tokens
     trained on the ``source`` and ``target`` texts of ``train_split`` and saved to ``folder``, with ``<mask>`` and
-    the T5 sentinels when ``denoising_tokens`` (`train_bpe_tokenizer`).
+    the T5 sentinels when ``denoising_tokens`` and one piece per Han character when ``han_characters``
+    (`train_bpe_tokenizer`).
 
     Raises:
         ValueError: the folder ``tokenizer`` names has no ``tokenizer.json``, or the tokenizer's special ids
@@ -48,7 +50,9 @@ def load_or_train_tokenizer(
             "Training a %d-token joint BPE tokenizer on %d training pairs", vocab_size, len(train_split)
         )
         texts = list(train_split[SOURCE]) + list(train_split[TARGET])
-        where, loaded = str(folder), train_bpe_tokenizer(texts, vocab_size=vocab_size, denoising_tokens=denoising_tokens)
+        where, loaded = str(folder), train_bpe_tokenizer(
+            texts, vocab_size=vocab_size, denoising_tokens=denoising_tokens, han_characters=han_characters
+        )
         loaded.save_pretrained(str(folder))
     ids = {
         "pad": loaded.pad_token_id,

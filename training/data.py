@@ -193,7 +193,8 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
     with accelerator.main_process_first():
         splits, report = cfg.load_splits()
         tokenizer = load_or_train_tokenizer(given, run_dir.tokenizer, splits["train"], cfg.vocab_size,
-                                            denoising_tokens=cfg.objective in ("masked_lm", "span_corruption"))  # fmt: skip
+                                            denoising_tokens=cfg.objective in ("masked_lm", "span_corruption"),
+                                            han_characters=cfg.han_characters)  # fmt: skip
         train_ids = _token_ids(splits["train"], tokenizer, run_dir.cache)
         valid_ids = _token_ids(splits["validation"], tokenizer, run_dir.cache)
         test_ids = _token_ids(splits["test"], tokenizer, run_dir.cache) if cfg.objective != "translation" else ([], [])

@@ -62,6 +62,11 @@ class TrainConfig(DataOptions):
         None, "tokenizer folder; default: train a joint BPE on the training split (or reuse it)"
     )
     vocab_size: int = _f(8000, "joint BPE vocabulary size when the tokenizer is trained here")
+    han_characters: bool = _f(
+        False,
+        "when the tokenizer is trained here: every Han (Chinese) character is a piece of its own, so BPE learns "
+        "no multi-character Chinese tokens and spends the vocabulary on the other language",
+    )
     bpe_dropout: float = _f(
         0.0,
         "BPE-dropout (Provilkov et al., 2020): every epoch re-segments the training pairs (both sides), each merge "
