@@ -312,3 +312,20 @@ def test_cooldown_progress_follows_the_budget_that_ends_first():
 def test_bad_cooldown_is_rejected(tmp_path, value):
     with pytest.raises(ValueError, match=r"--cooldown must be in \[0, 1\)"):
         train(smoke_run(tmp_path, cooldown=value))
+
+
+def test_han_characters_reaches_the_tokenizer_a_run_trains(tmp_path):
+    """--han_characters: the run's own tokenizer (saved in the run folder and used for its data) has one piece per
+    Han character; without it, Chinese words are tokens."""
+    from transformers import AutoTokenizer
+
+    def han_lengths(folder: Path) -> set[int]:
+        vocab = AutoTokenizer.from_pretrained(folder).get_vocab()
+        return {sum("\u4e00" <= ch <= "\u9fff" for ch in t) for t in vocab} - {0}
+
+    for flag in (False, True):
+        out = tmp_path / str(flag)
+        result = train(small_run(out, vocab_size=600, max_steps=1, han_characters=flag))
+        assert result.step == 1
+        lengths = han_lengths(out / "checkpoints" / "tokenizer")
+        assert (lengths == {1}) if flag else (max(lengths) > 1), lengths
