@@ -2,14 +2,15 @@
 
 ``base`` and ``big`` are the paper's Table 3 models (big: dropout 0.3, as for EN-DE); ``small`` is the CPU
 default (about 7.5M parameters with an 8k vocabulary) and ``tiny`` is for tests and smoke runs. ``small``'s
-recipe is sized for the default 25-minute run on 2 CPU cores (3,438 updates of 1,024-token batches, 3.5 epochs,
-on the machine of the latest comparison in docs/quality.md; more on a faster one), each choice
+recipe is sized for the default 25-minute run on 2 CPU cores (7,000 updates of 1,024-token batches, 7.3 epochs,
+in bf16 on the machine of the latest comparison in docs/quality.md; fewer in fp32 or on a slower one), each choice
 measured (docs/quality.md): small batches for more updates (1,024-token budgets: after the same 1.4M target
 tokens, 1,400 updates of 1,024 reached validation perplexity 21.8 where 700 of 2,048 reached 31.3, at the same
 tokens per second on 2 cores), a peak learning rate of about
-9e-4 reached after 450 updates (``lr_scale`` 0.3, ``warmup_steps`` 450: the same peak as 0.2 with 200 warm-up
-updates, but a 1.5x higher rate afterwards, which was ahead by 1,000 updates; peaks 0.14 and 0.3 with 200 updates
-were worse) with gradient clipping at 1.0 (``lr_scale`` 0.5 without
+9e-4 reached after 1,000 updates (``lr_scale`` 0.45, ``warmup_steps`` 1000: the peak of 0.2 with 200 warm-up
+updates, then 2.25x its rate; 0.3 with 450, 1.5x, was ahead of 0.2 by 1,000 updates, and 0.45 with 1,012 beat 0.3
+with 450 on unseen books at the default's budget: test 23.07 / 44.01 instead of 22.48 / 43.36; peaks 0.14 and 0.3
+with 200 updates were worse) with gradient clipping at 1.0 (``lr_scale`` 0.5 without
 clipping left the decoder ignoring the source), Marian's N(0, 0.02) initialisation of embeddings and linear
 layers (validation perplexity after 1,000 updates 24 instead of 40 with Xavier-uniform), averaging of the
 last 5 weight snapshots taken every 200 updates (the token span of the 5 x 100 snapshots of 2,048-token batches
@@ -38,7 +39,7 @@ PRESETS: dict[str, dict] = {
         model=dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
                    decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.0,
                    max_position_embeddings=512, init_std=0.02, linear_init_std=0.02),
-        recipe=dict(max_tokens=1024, warmup_steps=450, lr_scale=0.3, clip_norm=1.0, average_last=5,
+        recipe=dict(max_tokens=1024, warmup_steps=1000, lr_scale=0.45, clip_norm=1.0, average_last=5,
                     average_every=200, long_budget_minutes=60, long_budget_dropout=0.1),
     ),
     "base": dict(
