@@ -172,6 +172,13 @@ def tiny_tokenizer(num_lines: int = 300, vocab_size: int = 400) -> PreTrainedTok
     )
 
 
+def han_characters_per_token(tokenizer) -> list[int]:
+    """How many Han characters each vocabulary entry of ``tokenizer`` spells, for the entries with at least one
+    (1 everywhere: a tokenizer trained with ``han_characters``)."""
+    counts = [sum("\u4e00" <= ch <= "\u9fff" for ch in token) for token in tokenizer.get_vocab()]
+    return [c for c in counts if c]
+
+
 def export_tiny_model(folder: Path) -> Path:
     """A tiny random model + tokenizer written with save_with_remote_code (greedy by default, short outputs)."""
     from modeling import save_with_remote_code

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import han_characters_per_token
 from transformers import AutoTokenizer, DataCollatorForSeq2Seq
 
 from modeling import IGNORE_INDEX
@@ -274,24 +275,17 @@ def test_byte_level_variant_round_trip(corpora):
         assert tok.decode(ids, skip_special_tokens=True) == normalize_text(text)
 
 
-def _han_characters_in_tokens(tok) -> list[int]:
-    """How many Han characters each vocabulary entry spells (entries with at least one)."""
-    counts = [sum(1 for ch in t if "\u4e00" <= ch <= "\u9fff") for t in tok.get_vocab()]
-    return [c for c in counts if c]
-
-
 @pytest.mark.parametrize("kind", ["char", "byte"])
 def test_han_characters_gives_one_piece_per_han_character(corpora, kind, tmp_path):
     texts = corpora["zh"][:TRAIN_LINES] + corpora["en"][:TRAIN_LINES]
     words = train_bpe_tokenizer(texts, vocab_size=VOCAB, kind=kind)
     chars = train_bpe_tokenizer(texts, vocab_size=VOCAB, kind=kind, han_characters=True)
-    if kind == "char":  # byte-level tokens spell Han characters as byte symbols; counted only for char BPE
-        assert max(_han_characters_in_tokens(words)) > 1  # runs: BPE learns Chinese words (耶和华, 以色列)
-        assert max(_han_characters_in_tokens(chars)) == 1
     sentence = "耶和华对摩西说：你去告诉以色列人。And Moses said unto the LORD."
     pieces = chars.tokenize(sentence)
-    han = [p for p in pieces if any("\u4e00" <= ch <= "\u9fff" for ch in p)]
-    if kind == "char":
+    if kind == "char":  # byte-level tokens spell Han characters as byte symbols; counted only for char BPE
+        assert max(han_characters_per_token(words)) > 1  # runs: BPE learns Chinese words (耶和华, 以色列)
+        assert max(han_characters_per_token(chars)) == 1
+        han = [p for p in pieces if any("\u4e00" <= ch <= "\u9fff" for ch in p)]
         assert han and all(len(p.lstrip("\u2581")) == 1 for p in han), pieces
     assert len(chars.tokenize("耶和华对摩西说")) > len(words.tokenize("耶和华对摩西说"))
     # English still merges, and the freed vocabulary goes to it: no more English tokens than before
@@ -389,8 +383,8 @@ def test_train_tokenizer_cli(tmp_path, capsys):
     han = tmp_path / "han"
     assert cli.main([str(ZH_EN), "--max_lines", "300", "--vocab_size", "1200", "--no_progress", "--han_characters",
                      "--output", str(han)]) == 0  # fmt: skip
-    assert max(_han_characters_in_tokens(AutoTokenizer.from_pretrained(han))) == 1
-    assert max(_han_characters_in_tokens(loaded)) > 1
+    assert max(han_characters_per_token(AutoTokenizer.from_pretrained(han))) == 1
+    assert max(han_characters_per_token(loaded)) > 1
     assert cli.main([str(tmp_path / "missing.tsv"), "--output", str(out), "--no_progress"]) == 2
     assert "missing.tsv" in capsys.readouterr().err
 
@@ -453,8 +447,8 @@ def test_load_or_train_tokenizer_trains_once_then_reuses_the_folder(tmp_path):
     reused = load_or_train_tokenizer(None, folder, pairs.select(range(2)), vocab_size=300)
     assert reused.get_vocab() == vocab  # not trained again on other pairs and another size
     per_character = load_or_train_tokenizer(None, tmp_path / "han", pairs, vocab_size=400, han_characters=True)
-    assert "翻" in per_character.get_vocab() and max(_han_characters_in_tokens(per_character)) == 1
-    assert max(_han_characters_in_tokens(trained)) > 1
+    assert "翻" in per_character.get_vocab() and max(han_characters_per_token(per_character)) == 1
+    assert max(han_characters_per_token(trained)) > 1
     given = load_or_train_tokenizer(str(folder), tmp_path / "unused", pairs, 400)
     assert given.get_vocab() == vocab and not (tmp_path / "unused").exists()
 

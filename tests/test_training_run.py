@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import small_run
+from conftest import han_characters_per_token, small_run
 from safetensors.torch import load_file
 
 from corpus import DEFAULT_DATA
@@ -319,13 +319,9 @@ def test_han_characters_reaches_the_tokenizer_a_run_trains(tmp_path):
     Han character; without it, Chinese words are tokens."""
     from transformers import AutoTokenizer
 
-    def han_lengths(folder: Path) -> set[int]:
-        vocab = AutoTokenizer.from_pretrained(folder).get_vocab()
-        return {sum("\u4e00" <= ch <= "\u9fff" for ch in t) for t in vocab} - {0}
-
     for flag in (False, True):
         out = tmp_path / str(flag)
         result = train(small_run(out, vocab_size=600, max_steps=1, han_characters=flag))
         assert result.step == 1
-        lengths = han_lengths(out / "checkpoints" / "tokenizer")
+        lengths = set(han_characters_per_token(AutoTokenizer.from_pretrained(out / "checkpoints" / "tokenizer")))
         assert (lengths == {1}) if flag else (max(lengths) > 1), lengths
