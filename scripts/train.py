@@ -142,9 +142,10 @@ def main(argv: list[str] | None = None) -> int:
               f"({m['num_examples']} examples)")  # fmt: skip
     elif result.test_metrics:
         m = result.test_metrics
-        print(
-            f"Test BLEU {m['bleu']}  chrF {m['chrf']}  ({m['num_sentences']} sentences, beam {m['num_beams']})"
-        )
+        decoding = f"beam {m['num_beams']}"
+        if m["num_beams"] > 1:
+            decoding += f", length penalty {m['length_penalty']}"
+        print(f"Test BLEU {m['bleu']}  chrF {m['chrf']}  ({m['num_sentences']} sentences, {decoding})")
         print(f"  {m['bleu_signature']}\n  {m['chrf_signature']}")
         if m.get("bleu_details"):
             print(f"  {m['bleu_details']}")

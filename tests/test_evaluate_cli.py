@@ -46,13 +46,14 @@ def trained(tmp_path_factory) -> tuple[Path, str]:
     """(output folder, stdout) of `scripts/train.py` on the first 300 pairs of the shipped corpus: 120 updates of
     the tiny preset, length penalty chosen on validation, beam-4 test score."""
     root = tmp_path_factory.mktemp("train_cli")
-    done = run_script("train", *TRAIN_FLAGS, "--output_dir", "out", cwd=root)
+    done = run_script("train", *TRAIN_FLAGS, "--length_penalty_candidates", "0.6,1.0,1.4", "--output_dir", "out",
+                      cwd=root)  # fmt: skip
     return root / "out", done.stdout
 
 
 def test_evaluate_reproduces_the_test_scores_that_training_printed(trained, tmp_path):
     out, train_stdout = trained
-    bleu, chrf, n, beams, _ = SCORE_LINE.search(train_stdout).groups()
+    bleu, chrf, n, beams, lp = SCORE_LINE.search(train_stdout).groups()
     # training's own printed samples: the first test pairs with their hypotheses
     samples = re.findall(r"^SRC: (.*)\nREF: (.*)\nHYP: (.*)$", train_stdout, re.M)
     chosen = float(
@@ -71,7 +72,7 @@ def test_evaluate_reproduces_the_test_scores_that_training_printed(trained, tmp_
     assert (f"{float(e_bleu):.2f}", f"{float(e_chrf):.2f}") == (f"{float(bleu):.2f}", f"{float(chrf):.2f}")
     assert (e_n, e_beams) == (n, beams) == ("6", "4")
     generation = json.loads((out / "generation_config.json").read_text())
-    assert float(e_lp) == generation["length_penalty"] == chosen
+    assert float(e_lp) == float(lp) == generation["length_penalty"] == chosen
     written = json.loads((out / "eval_results.json").read_text())
     scores = json.loads((tmp_path / "scores.json").read_text())
     assert (scores["bleu"], scores["chrf"]) == (written["bleu"], written["chrf"])

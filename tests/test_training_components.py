@@ -355,6 +355,22 @@ def test_length_penalty_search_is_skipped_when_given_or_greedy(
     assert model.generation_config.length_penalty == exported and model.generation_config.num_beams == num_beams
 
 
+def test_evaluate_run_needs_a_length_penalty_or_candidates():
+    import datasets
+    from transformers import GenerationConfig
+
+    from training.finish import evaluate_run
+
+    class Model:
+        generation_config = GenerationConfig()
+
+    splits = datasets.DatasetDict({name: datasets.Dataset.from_dict({"source": ["s"], "target": ["t"]})
+                                   for name in ("validation", "test")})  # fmt: skip
+    with pytest.raises(ValueError, match="needs a length penalty or candidates"):
+        evaluate_run(Model(), None, splits, candidates=[], length_penalty=None, num_beams=4, batch_size=8,
+                     tokenize="13a", num_samples=0, emit=lambda name, info: None)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "progress, factor",
     [(0.0, 1.0), (0.5, 1.0), (0.75, 1.0), (0.8, 0.8), (0.9, 0.4), (0.95, 0.2), (1.0, 0.0), (1.2, 0.0)],

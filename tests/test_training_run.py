@@ -56,6 +56,11 @@ def test_smoke_run_trains_checkpoints_evaluates_and_exports(smoke):
     m = result.test_metrics
     assert m["num_sentences"] == 6 and m["bleu_signature"].startswith(SIGNATURE) and "chrf_signature" in m
     assert json.loads((out / "eval_results.json").read_text())["bleu"] == m["bleu"]
+    # no --length_penalty(_candidates): beam search with the default 1.0, no search on validation
+    generation = json.loads((out / "generation_config.json").read_text())
+    assert result.length_penalty_search == [] and "length_penalty" not in events
+    assert result.length_penalty == m["length_penalty"] == generation["length_penalty"] == 1.0
+    assert m["num_beams"] == generation["num_beams"] == 2
     assert (
         len(result.samples) == 3
         and result.samples[-1]["source"] == "我爱机器翻译"
@@ -218,6 +223,8 @@ def test_explicit_length_penalty_skips_the_search(tmp_path):
 def test_bad_length_penalty_candidates_are_rejected(tmp_path):
     with pytest.raises(ValueError, match="--length_penalty_candidates must be comma-separated numbers"):
         train(smoke_run(tmp_path, length_penalty_candidates="0.6,long"))
+    with pytest.raises(ValueError, match="--length_penalty fixes the length penalty, --length_penalty_candidates"):
+        train(smoke_run(tmp_path, length_penalty=0.8, length_penalty_candidates="0.6,1.0"))
 
 
 def test_export_at_minutes_saves_intermediate_models_without_changing_training(tmp_path):
@@ -225,7 +232,7 @@ def test_export_at_minutes_saves_intermediate_models_without_changing_training(t
     OUTPUT_DIR/minute-M/, a 1000-minute mark never comes; the run itself ends with exactly the weights of the same
     run without marks. Without a validation split the average always wins, so the second mark exports the mean
     of the snapshots of its update and the one before, and must put the training weights back."""
-    base = dict(max_steps=24, eval_every=24, bleu_samples=0, average_last=2, average_every=1, length_penalty=0.6,
+    base = dict(max_steps=24, eval_every=24, bleu_samples=0, average_last=2, average_every=1, length_penalty=0.8,
                 valid_size=0, test_size=2)  # fmt: skip
     plain = train(smoke_run(tmp_path / "plain", **base))
     tokenizer = str(tmp_path / "plain" / "checkpoints" / "tokenizer")
@@ -237,6 +244,7 @@ def test_export_at_minutes_saves_intermediate_models_without_changing_training(t
     assert second["averaged_steps"] == [first["step"], second["step"]]
     folder = tmp_path / "marked" / "minute-2e-05"
     assert Path(first["path"]) == folder and (folder / "model.safetensors").exists()
+    assert json.loads((folder / "generation_config.json").read_text())["length_penalty"] == 0.8  # the run's
     ck = tmp_path / "marked" / "checkpoints" / "checkpoint-24" / "model.safetensors"
     from transformers import AutoModelForSeq2SeqLM
 

@@ -1,10 +1,11 @@
-"""The end of a run (main process): choose the length penalty on validation, score the test split, export the
-model folder with ``eval_results.json`` and a model card.
+"""The end of a run (main process): the length penalty (fixed, or chosen on validation), the test score, and the
+export of the model folder with ``eval_results.json`` and a model card.
 
-* Length penalty (transformers': a finished hypothesis scores ``sum(log p) / length ** alpha``): ``--length_penalty``
-  when given; else each of ``--length_penalty_candidates`` translates (up to 500 of) the validation pairs with
-  the test beam size, and the best BLEU (then chrF) wins. Skipped with greedy test decoding, one candidate or no
-  validation split. The exported ``generation_config.json`` carries the chosen value and the test beam size.
+* Length penalty (transformers': a finished hypothesis scores ``sum(log p) / length ** alpha``):
+  ``--length_penalty``, by default 1.0 (`training.options.DEFAULT_LENGTH_PENALTY`); or, with ``--length_penalty_candidates``, each
+  candidate translates (up to 500 of) the validation pairs with the test beam size and the best BLEU (then chrF)
+  wins (the search is skipped with greedy test decoding, one candidate or no validation split: the first
+  candidate is used). The exported ``generation_config.json`` carries the value used and the test beam size.
 * Test: every test pair translated with the test beams and the chosen penalty, scored with sacreBLEU.
 * Language-model objectives (``--objective`` other than translation): no length penalty and no BLEU; the test
   split's loss and perplexity under the objective (`score_test_loss`).
@@ -66,6 +67,8 @@ def evaluate_run(
     """Length-penalty choice (module docstring) and test scores of ``model``; the chosen penalty is also set in
     ``model.generation_config``. ``length_penalty`` None means: search among ``candidates`` (the first one is
     used when no search runs)."""
+    if length_penalty is None and not candidates:
+        raise ValueError("evaluate_run needs a length penalty or candidates to search")
     result = Evaluation(length_penalty if length_penalty is not None else candidates[0])
     valid, test = splits["validation"], splits["test"]
     if length_penalty is None and num_beams > 1 and len(valid) and len(candidates) > 1:

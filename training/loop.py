@@ -310,12 +310,16 @@ class Trainer:
 
     def export_at_mark(self, step: int, minutes: float) -> dict:
         """Export the model as the run would if it stopped now (averaging included) to OUTPUT_DIR/minute-M/, then
-        put the training weights back."""
+        put the training weights back. Its generation config decodes with the run's ``--length_penalty`` (default
+        1.0; a search on validation runs only at the end of the run)."""
         current = weights_copy(self.unwrapped) if self.snapshots.enabled else {}
         info = self.average(step, current) if self.snapshots.enabled else None
         averaged = info is not None and info["kept"]
         folder = self.run_dir.minute_export(minutes)
         if self.accelerator.is_main_process:
+            generation = self.unwrapped.generation_config
+            if self.cfg.objective == "translation" and generation.num_beams > 1:
+                generation.length_penalty = self.recipe.length_penalty
             save_with_remote_code(self.unwrapped, folder, self.data.tokenizer)
         if averaged:
             ckpt.load_weights_into(self.unwrapped, current)
@@ -454,7 +458,8 @@ class Trainer:
                 extra = "我爱机器翻译"
             evaluation = evaluate_run(
                 model, data.tokenizer, data.splits, candidates=self.recipe.length_penalty_candidates,
-                length_penalty=cfg.length_penalty, num_beams=cfg.test_beams or model.generation_config.num_beams,
+                length_penalty=None if self.recipe.length_penalty_candidates else self.recipe.length_penalty,
+                num_beams=cfg.test_beams or model.generation_config.num_beams,
                 batch_size=cfg.eval_batch_size, tokenize=self.bleu_tokenize, num_samples=cfg.num_samples,
                 extra_sentences=[t.strip() for t in (extra or "").split("|") if t.strip()], emit=self.emit,
             )  # fmt: skip

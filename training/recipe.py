@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from modeling import VanillaTransformerConfig
 
-from .options import TrainConfig, length_penalty_candidates, minute_marks
+from .options import DEFAULT_LENGTH_PENALTY, TrainConfig, length_penalty_candidates, minute_marks
 from .presets import budget_dropout, build_family_config, recipe_defaults
 
 
@@ -37,7 +37,7 @@ class Recipe:
     init_std: float | None  # None: the preset's
     linear_init_std: float | None  # None: the preset's
     length_penalty_candidates: tuple[float, ...]
-    length_penalty: float  # --length_penalty, else the first candidate (until the search on validation chooses)
+    length_penalty: float  # --length_penalty, else DEFAULT_LENGTH_PENALTY (until a search on validation chooses)
     export_marks: tuple[float, ...]  # --export_at_minutes, sorted
     precision: dict | None = None  # the run's mixed precision, who chose it and why (training.hardware.PrecisionChoice)
 
@@ -79,7 +79,7 @@ def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
         init_std=cfg.init_std,
         linear_init_std=cfg.linear_init_std,
         length_penalty_candidates=candidates,
-        length_penalty=cfg.length_penalty if cfg.length_penalty is not None else candidates[0],
+        length_penalty=cfg.length_penalty if cfg.length_penalty is not None else DEFAULT_LENGTH_PENALTY,
         export_marks=tuple(minute_marks(cfg)),
     )
 
