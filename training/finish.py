@@ -2,10 +2,10 @@
 export of the model folder with ``eval_results.json`` and a model card.
 
 * Length penalty (transformers': a finished hypothesis scores ``sum(log p) / length ** alpha``):
-  ``--length_penalty``, by default 1.0 (`training.options.DEFAULT_LENGTH_PENALTY`); or, with ``--length_penalty_candidates``, each
-  candidate translates (up to 500 of) the validation pairs with the test beam size and the best BLEU (then chrF)
-  wins (the search is skipped with greedy test decoding, one candidate or no validation split: the first
-  candidate is used). The exported ``generation_config.json`` carries the value used and the test beam size.
+  ``--length_penalty``, by default 1.0 (`training.options.DEFAULT_LENGTH_PENALTY`); or, with
+  ``--length_penalty_candidates``, each candidate translates (up to 500 of) the validation pairs with the test
+  beam size and the best BLEU (then chrF) wins (the search is skipped with greedy test decoding, one candidate or
+  no validation split: the first candidate is used). The exported ``generation_config.json`` carries the value used and the test beam size.
 * Test: every test pair translated with the test beams and the chosen penalty, scored with sacreBLEU.
 * Language-model objectives (``--objective`` other than translation): no length penalty and no BLEU; the test
   split's loss and perplexity under the objective (`score_test_loss`).
