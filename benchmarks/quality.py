@@ -14,7 +14,8 @@ Both systems:
       updates: `training.validation.validation_metrics`, perplexity on the validation split, greedy BLEU on its
       first ``bleu_samples`` pairs);
     * test decoding: `inference.evaluate_translation` with beam ``num_beams`` and transformers' length penalty
-      ``length_penalty`` (sum log-prob / length ** alpha), at most ``2 * source length + 10`` new tokens, pad and
+      ``length_penalty`` (sum log-prob / length ** alpha; default 1.0, the value ``scripts/train.py`` decodes
+      with and transformers' own default), at most ``2 * source length + 10`` new tokens, pad and
       ``<s>`` never generated; sacreBLEU BLEU/chrF with signatures and the output/reference length ratio
       (sacreBLEU's ``sys_len / ref_len``).
 
@@ -55,7 +56,7 @@ from training.cli import parse_field_value
 from training.data import filter_by_length, tokenize_dataset
 from training.hardware import PRECISION_NAMES, available_cores
 from training.loop import Event, train
-from training.options import TrainConfig
+from training.options import DEFAULT_LENGTH_PENALTY, TrainConfig
 from training.plots import Curves, curves_from_history, plot_training_curves
 from training.presets import PRESETS, preset_names
 from training.validation import LENGTH_CAP, validation_metrics
@@ -98,9 +99,9 @@ class QualityConfig(DataOptions):
     bleu_samples: int = _f(200, "validation pairs translated greedily for the periodic BLEU (0 = loss only)")
     log_every: int = _f(10, "training loss is logged (and plotted) per N updates")
     num_beams: int | None = _f(None, "beams for the test translation; default: the generation config's (4)")
-    length_penalty: float | None = _f(
-        None, "length penalty alpha (transformers': log-prob / length**alpha) of both systems, no search on "
-        "validation; default: the generation config's (0.6)"
+    length_penalty: float = _f(
+        DEFAULT_LENGTH_PENALTY, "length penalty alpha (transformers': log-prob / length**alpha) of both systems, "
+        "no search on validation; scripts/train.py's default"
     )
     eval_batch_size: int = _f(64, "sentences per generate() batch")
     sacrebleu_tokenize: str | None = _f(
@@ -408,11 +409,8 @@ def run_quality_benchmark(cfg: QualityConfig, event: Event | None = None) -> Qua
 
     ``event(name, info)`` receives progress ("start", "step", "eval", "test_start", "done", and our trainer's
     other events), each ``info`` with a ``system`` key."""
-    defaults = default_generation_config(VanillaTransformerConfig())  # the decoding defaults of both systems
-    cfg = dataclasses.replace(
-        cfg, num_beams=cfg.num_beams or defaults.num_beams,
-        length_penalty=defaults.length_penalty if cfg.length_penalty is None else cfg.length_penalty,
-    )  # fmt: skip
+    defaults = default_generation_config(VanillaTransformerConfig())  # the beams of both systems
+    cfg = dataclasses.replace(cfg, num_beams=cfg.num_beams or defaults.num_beams)
     systems = _check(cfg)
     emit = event or (lambda name, info: None)
     out = Path(cfg.output_dir)

@@ -2,7 +2,7 @@
 """Translation quality of our model and recipe against transformers' MarianMTModel trained with Seq2SeqTrainer
 and the standard HF recipe: same size, tokenizer, training split and wall-clock budget, one after the other on
 this machine, then BLEU/chrF (with sacreBLEU signatures), updates, tokens seen and output/reference length ratio
-on the same held-out test split (beam 4, length penalty 0.6).
+on the same held-out test split (beam 4, length penalty 1.0).
 
 Examples:
     python scripts/bench_quality.py                                  # 25 minutes per system, small preset

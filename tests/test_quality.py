@@ -70,7 +70,7 @@ def test_bench_quality_trains_both_systems_and_prints_scores_with_signatures(ben
         assert (
             r["test"]["num_sentences"] == 6
             and r["test"]["num_beams"] == 4
-            and r["test"]["length_penalty"] == 0.6
+            and r["test"]["length_penalty"] == 1.0
         )
         assert r["length_ratio"] == pytest.approx(r["hyp_len"] / r["ref_len"])
         assert f"ratio = {r['length_ratio']:.3f}" in r["test"]["bleu_details"]  # sacreBLEU's own ratio

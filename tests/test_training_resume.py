@@ -143,3 +143,23 @@ def test_resume_takes_new_budget_logging_and_checkpoint_options(one_update_run, 
     assert result.step == 3 and [h["step"] for h in result.history] == [2, 3]
     assert [step for name, step in steps if name == "checkpoint"] == [2, 3]
     assert [p.name for p in (tmp_path / "run" / "checkpoints").glob("checkpoint-*")] == ["checkpoint-3"]
+
+
+def test_tokenizer_options_are_fixed_on_resume_and_refused_with_a_given_tokenizer(tokenizer_dir, tmp_path):
+    """--vocab_size and --han_characters shape the tokenizer a run trains for itself: a resumed run keeps that
+    tokenizer, so changing them is refused like the other fixed options; with --tokenizer they cannot apply."""
+    from training.options import check_options
+
+    options = dict(cache_dir=str(tmp_path / "c"), max_steps=1, vocab_size=500)
+    train(small_run(tmp_path / "own", **options))
+    for option, new, old in (("vocab_size", 600, 500), ("han_characters", True, False)):
+        with pytest.raises(ValueError, match="Cannot resume with different options") as err:
+            train(small_run(tmp_path / "own", **{**options, "max_steps": 2, option: new}, resume=True))
+        assert f"--{option} {old!r} vs {new!r}." in str(err.value)
+    with pytest.raises(ValueError, match=r"--vocab_size 500 and --han_characters shape a tokenizer trained by the "
+                                         r"run; --tokenizer .* is used as it is"):  # fmt: skip
+        check_options(small_run(tmp_path / "given", tokenizer=tokenizer_dir, vocab_size=500, han_characters=True,
+                                max_steps=1))  # fmt: skip
+    with pytest.raises(ValueError, match=r"--han_characters shape"):
+        check_options(small_run(tmp_path / "given", tokenizer=tokenizer_dir, han_characters=True, max_steps=1))
+    check_options(small_run(tmp_path / "given", tokenizer=tokenizer_dir, vocab_size=8000, max_steps=1))

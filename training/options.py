@@ -25,6 +25,8 @@ CAUSAL_LM_DATA = ("pairs", "text")
 # per token. On unseen books it beat the 0.6 that a search on the validation books chose, in every run measured
 # (docs/quality.md "Length penalty"), so no search runs unless --length_penalty_candidates asks for one.
 DEFAULT_LENGTH_PENALTY = 1.0
+# the joint BPE a run trains for itself; 4,000 and 16,000 both scored lower on unseen books (docs/quality.md)
+DEFAULT_VOCAB_SIZE = 8000
 TRACKERS = ("tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml", "dvclive", "swanlab", "trackio")
 
 
@@ -65,11 +67,13 @@ class TrainConfig(DataOptions):
     tokenizer: str | None = _f(
         None, "tokenizer folder; default: train a joint BPE on the training split (or reuse it)"
     )
-    vocab_size: int = _f(8000, "joint BPE vocabulary size when the tokenizer is trained here")
+    vocab_size: int = _f(
+        DEFAULT_VOCAB_SIZE, "joint BPE vocabulary size when the tokenizer is trained here (not with --tokenizer)"
+    )
     han_characters: bool = _f(
         False,
         "when the tokenizer is trained here: every Han (Chinese) character is a piece of its own, so BPE learns "
-        "no multi-character Chinese tokens and spends the vocabulary on the other language",
+        "no multi-character Chinese tokens and spends the vocabulary on the other language (not with --tokenizer)",
     )
     bpe_dropout: float = _f(
         0.0,
@@ -240,7 +244,8 @@ RESUME_KEYS = ("data", "max_lines", "valid_size", "test_size", "split_by", "spli
                "preset", "dropout", "init_std", "linear_init_std", "seed", "grad_accum", "label_smoothing",
                "source_column", "target_column", "source_lang", "target_lang", "has_header", "hub_config", "train_split",
                "valid_split", "test_split", "on_bad_line", "max_tokens", "objective", "init_from", "causal_lm_data",
-               "mlm_probability", "noise_density", "mean_noise_span_length", "bpe_dropout")  # fmt: skip
+               "mlm_probability", "noise_density", "mean_noise_span_length", "bpe_dropout", "vocab_size",
+               "han_characters")  # fmt: skip
 
 
 def float_list(text: str, option: str, what: str, positive: bool = False) -> list[float]:
@@ -293,6 +298,12 @@ def check_options(cfg: TrainConfig) -> None:
         problems.append("--length_penalty fixes the length penalty, --length_penalty_candidates searches for it: "
                         "give one of them")  # fmt: skip
     minute_marks(cfg)
+    if cfg.tokenizer is not None:
+        shaping = [f"--vocab_size {cfg.vocab_size}"] if cfg.vocab_size != DEFAULT_VOCAB_SIZE else []
+        shaping += ["--han_characters"] if cfg.han_characters else []
+        if shaping:
+            problems.append(f"{' and '.join(shaping)} shape a tokenizer trained by the run; --tokenizer "
+                            f"{cfg.tokenizer!r} is used as it is: drop one or the other")  # fmt: skip
     if cfg.average_last is not None and cfg.average_last < 0:
         problems.append(f"--average_last must be >= 0, got {cfg.average_last}")
     if cfg.cooldown is not None and not 0.0 <= cfg.cooldown < 1.0:
