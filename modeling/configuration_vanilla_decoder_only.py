@@ -14,12 +14,7 @@ import math
 
 from transformers import PretrainedConfig
 
-from .configuration_vanilla_transformer import (
-    ACTIVATIONS,
-    POSITION_ENCODINGS,
-    SINUSOIDAL_LAYOUTS,
-    reject_unknown_fields,
-)
+from .configuration_vanilla_transformer import field_problems, head_problems, reject_unknown_fields
 
 
 class VanillaDecoderOnlyConfig(PretrainedConfig):
@@ -140,53 +135,14 @@ class VanillaDecoderOnlyConfig(PretrainedConfig):
 
     def validate_architecture(self, check_ids: bool = True) -> None:
         """Raise `ValueError` naming the offending values if the architecture fields are inconsistent."""
-        problems: list[str] = []
-        for name in ("vocab_size", "d_model", "decoder_layers", "decoder_attention_heads", "decoder_ffn_dim",
-                     "max_position_embeddings"):  # fmt: skip
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                problems.append(f"{name} must be a positive integer, got {value!r}")
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                problems.append(f"{name} must be a probability in [0, 1), got {value!r}")
-        for name in ("normalize_before", "scale_embedding", "tie_word_embeddings", "output_bias", "use_cache"):
-            if not isinstance(getattr(self, name), bool):
-                problems.append(f"{name} must be true or false, got {getattr(self, name)!r}")
-        if isinstance(self.layer_norm_eps, bool) or not isinstance(self.layer_norm_eps, (int, float)) or not (
-            self.layer_norm_eps > 0
-        ):
-            problems.append(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
-        for name in ("init_std", "linear_init_std"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
-                problems.append(f"{name} must be > 0 or None, got {value!r}")
-        if self.activation_function not in ACTIVATIONS:
-            problems.append(f"activation_function must be one of {ACTIVATIONS}, got {self.activation_function!r}")
-        if self.position_encoding not in POSITION_ENCODINGS:
-            problems.append(f"position_encoding must be one of {POSITION_ENCODINGS}, got {self.position_encoding!r}")
-        if self.sinusoidal_layout not in SINUSOIDAL_LAYOUTS:
-            problems.append(f"sinusoidal_layout must be one of {SINUSOIDAL_LAYOUTS}, got {self.sinusoidal_layout!r}")
-        if self.position_encoding == "rope" and (
-            isinstance(self.rope_theta, bool)
-            or not isinstance(self.rope_theta, (int, float))
-            or not self.rope_theta > 0
-        ):
-            problems.append(f"rope_theta must be > 0, got {self.rope_theta!r}")
+        problems = field_problems(
+            self,
+            sizes=("vocab_size", "d_model", "decoder_layers", "decoder_attention_heads", "decoder_ffn_dim",
+                   "max_position_embeddings"),
+            flags=("normalize_before", "scale_embedding", "tie_word_embeddings", "output_bias", "use_cache"),
+        )  # fmt: skip
         if not problems and check_ids:  # the checks below assume well-typed sizes and the ids set
-            heads = self.decoder_attention_heads
-            if self.d_model % heads:
-                problems.append(
-                    f"d_model={self.d_model} is not divisible by decoder_attention_heads={heads}; choose a head "
-                    f"count that divides d_model"
-                )
-            elif self.position_encoding == "rope" and (self.d_model // heads) % 2:
-                problems.append(
-                    f"rope needs an even head dimension, but d_model={self.d_model} / decoder_attention_heads="
-                    f"{heads} = {self.d_model // heads}"
-                )
-            if self.position_encoding == "sinusoidal" and self.d_model % 2:
-                problems.append(f"sinusoidal positions need an even d_model, got d_model={self.d_model}")
+            problems += head_problems(self, ("decoder",))
             for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
                 value = getattr(self, name, None)
                 for token_id in value if isinstance(value, list) else [value]:

@@ -14,12 +14,7 @@ import math
 
 from transformers import PretrainedConfig
 
-from .configuration_vanilla_transformer import (
-    ACTIVATIONS,
-    POSITION_ENCODINGS,
-    SINUSOIDAL_LAYOUTS,
-    reject_unknown_fields,
-)
+from .configuration_vanilla_transformer import field_problems, head_problems, reject_unknown_fields
 
 CLASSIFIER_POOLINGS = ("first", "mean")
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
@@ -180,64 +175,30 @@ class VanillaEncoderOnlyConfig(PretrainedConfig):
 
     def validate_architecture(self, check_ids: bool = True) -> None:
         """Raise `ValueError` naming every offending value if the architecture fields are inconsistent."""
-        problems: list[str] = []
-
-        def is_number(value) -> bool:
-            return not isinstance(value, bool) and isinstance(value, (int, float))
-
-        for name in ("vocab_size", "d_model", "encoder_layers", "encoder_attention_heads", "encoder_ffn_dim",
-                     "max_position_embeddings"):  # fmt: skip
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                problems.append(f"{name} must be a positive integer, got {value!r}")
+        problems = field_problems(
+            self,
+            sizes=("vocab_size", "d_model", "encoder_layers", "encoder_attention_heads", "encoder_ffn_dim",
+                   "max_position_embeddings"),
+            flags=("normalize_before", "scale_embedding", "embedding_layer_norm", "mlm_head_transform",
+                   "tie_word_embeddings", "output_bias"),
+        )  # fmt: skip
         types = self.type_vocab_size
         if isinstance(types, bool) or not isinstance(types, int) or types < 0:
             problems.append(f"type_vocab_size must be an integer >= 0 (0: no token types), got {types!r}")
-        for name in ("dropout", "attention_dropout", "activation_dropout", "classifier_dropout"):
-            value = getattr(self, name)
-            if name == "classifier_dropout" and value is None:
-                continue
-            if not is_number(value) or not 0.0 <= value < 1.0:
-                problems.append(f"{name} must be a probability in [0, 1), got {value!r}")
-        for name in ("normalize_before", "scale_embedding", "embedding_layer_norm", "mlm_head_transform",
-                     "tie_word_embeddings", "output_bias"):  # fmt: skip
-            if not isinstance(getattr(self, name), bool):
-                problems.append(f"{name} must be true or false, got {getattr(self, name)!r}")
-        if not is_number(self.layer_norm_eps) or not self.layer_norm_eps > 0:
-            problems.append(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
-        for name in ("init_std", "linear_init_std"):
-            value = getattr(self, name)
-            if value is not None and (not is_number(value) or not value > 0):
-                problems.append(f"{name} must be > 0 or None, got {value!r}")
-        for name, allowed in (
-            ("activation_function", ACTIVATIONS),
-            ("position_encoding", POSITION_ENCODINGS),
-            ("sinusoidal_layout", SINUSOIDAL_LAYOUTS),
-            ("classifier_pooling", CLASSIFIER_POOLINGS),
-        ):
-            if getattr(self, name) not in allowed:
-                problems.append(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+        dropout = self.classifier_dropout
+        number = not isinstance(dropout, bool) and isinstance(dropout, (int, float))
+        if dropout is not None and (not number or not 0.0 <= dropout < 1.0):
+            problems.append(f"classifier_dropout must be a probability in [0, 1), got {dropout!r}")
+        pooling = self.classifier_pooling
+        if pooling not in CLASSIFIER_POOLINGS:
+            problems.append(f"classifier_pooling must be one of {CLASSIFIER_POOLINGS}, got {pooling!r}")
         problem_type = getattr(self, "problem_type", None)  # set by PretrainedConfig.__init__
         if problem_type is not None and problem_type not in PROBLEM_TYPES:
             problems.append(
                 f"problem_type must be None (follow the labels) or one of {PROBLEM_TYPES}, got {problem_type!r}"
             )
-        if self.position_encoding == "rope" and (not is_number(self.rope_theta) or not self.rope_theta > 0):
-            problems.append(f"rope_theta must be > 0, got {self.rope_theta!r}")
         if not problems and check_ids:  # the checks below assume well-typed sizes and the ids set
-            heads = self.encoder_attention_heads
-            if self.d_model % heads:
-                problems.append(
-                    f"d_model={self.d_model} is not divisible by encoder_attention_heads={heads}; choose a head "
-                    f"count that divides d_model"
-                )
-            elif self.position_encoding == "rope" and (self.d_model // heads) % 2:
-                problems.append(
-                    f"rope needs an even head dimension, but d_model={self.d_model} / encoder_attention_heads="
-                    f"{heads} = {self.d_model // heads}"
-                )
-            if self.position_encoding == "sinusoidal" and self.d_model % 2:
-                problems.append(f"sinusoidal positions need an even d_model, got d_model={self.d_model}")
+            problems += head_problems(self, ("encoder",))
             pad = self.pad_token_id
             if pad is None:
                 problems.append(f"pad_token_id must be set (an id in [0, {self.vocab_size}))")

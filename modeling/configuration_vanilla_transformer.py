@@ -51,6 +51,65 @@ def reject_unknown_fields(config_class: type, extra: dict, model: str = "") -> N
 
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "none")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
+DROPOUTS = ("dropout", "attention_dropout", "activation_dropout")
+
+
+def _is_number(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float))
+
+
+def field_problems(config, sizes: tuple[str, ...], flags: tuple[str, ...]) -> list[str]:
+    """What is wrong with the fields every model family shares, one message per offending value: ``sizes``
+    must be positive integers, ``flags`` true or false, the dropouts probabilities in [0, 1), ``layer_norm_eps``
+    and the initialisation stds (or None) positive, the activation and position choices known, ``rope_theta``
+    positive when RoPE is used."""
+    problems = []
+    for name in sizes:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            problems.append(f"{name} must be a positive integer, got {value!r}")
+    for name in DROPOUTS:
+        value = getattr(config, name)
+        if not _is_number(value) or not 0.0 <= value < 1.0:
+            problems.append(f"{name} must be a probability in [0, 1), got {value!r}")
+    for name in flags:
+        if not isinstance(getattr(config, name), bool):
+            problems.append(f"{name} must be true or false, got {getattr(config, name)!r}")
+    if not _is_number(config.layer_norm_eps) or not config.layer_norm_eps > 0:
+        problems.append(f"layer_norm_eps must be > 0, got {config.layer_norm_eps!r}")
+    for name in ("init_std", "linear_init_std"):
+        value = getattr(config, name)
+        if value is not None and (not _is_number(value) or not value > 0):
+            problems.append(f"{name} must be > 0 or None, got {value!r}")
+    for name, allowed in (("activation_function", ACTIVATIONS), ("position_encoding", POSITION_ENCODINGS),
+                          ("sinusoidal_layout", SINUSOIDAL_LAYOUTS)):  # fmt: skip
+        if getattr(config, name) not in allowed:
+            problems.append(f"{name} must be one of {allowed}, got {getattr(config, name)!r}")
+    if config.position_encoding == "rope" and (not _is_number(config.rope_theta) or not config.rope_theta > 0):
+        problems.append(f"rope_theta must be > 0, got {config.rope_theta!r}")
+    return problems
+
+
+def head_problems(config, sides: tuple[str, ...]) -> list[str]:
+    """What is wrong with the attention heads of the ``sides`` ("encoder", "decoder") and the width: d_model
+    must split into whole heads, RoPE needs an even head dimension and sinusoidal positions an even d_model.
+    Call only when the sizes are well typed (`field_problems` found nothing)."""
+    problems = []
+    for side in sides:
+        heads = getattr(config, f"{side}_attention_heads")
+        if config.d_model % heads:
+            problems.append(
+                f"d_model={config.d_model} is not divisible by {side}_attention_heads={heads}; "
+                f"choose a head count that divides d_model"
+            )
+        elif config.position_encoding == "rope" and (config.d_model // heads) % 2:
+            problems.append(
+                f"rope needs an even head dimension, but d_model={config.d_model} / "
+                f"{side}_attention_heads={heads} = {config.d_model // heads}"
+            )
+    if config.position_encoding == "sinusoidal" and config.d_model % 2:
+        problems.append(f"sinusoidal positions need an even d_model, got d_model={config.d_model}")
+    return problems
 
 
 class VanillaTransformerConfig(PretrainedConfig):
@@ -194,70 +253,16 @@ class VanillaTransformerConfig(PretrainedConfig):
 
     def validate_architecture(self, check_ids: bool = True) -> None:
         """Raise `ValueError` naming the offending values if the architecture fields are inconsistent."""
-        problems: list[str] = []
-
-        def positive_int(name: str) -> None:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                problems.append(f"{name} must be a positive integer, got {value!r}")
-
-        for name in (
-            "vocab_size",
-            "decoder_vocab_size",
-            "d_model",
-            "encoder_layers",
-            "decoder_layers",
-            "encoder_attention_heads",
-            "decoder_attention_heads",
-            "encoder_ffn_dim",
-            "decoder_ffn_dim",
-            "max_position_embeddings",
-        ):
-            positive_int(name)
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                problems.append(f"{name} must be a probability in [0, 1), got {value!r}")
-        for name in (
-            "normalize_before",
-            "scale_embedding",
-            "share_encoder_decoder_embeddings",
-            "tie_word_embeddings",
-            "output_bias",
-        ):
-            if not isinstance(getattr(self, name), bool):
-                problems.append(f"{name} must be true or false, got {getattr(self, name)!r}")
-        if not isinstance(self.layer_norm_eps, (int, float)) or not self.layer_norm_eps > 0:
-            problems.append(f"layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
-        for name in ("init_std", "linear_init_std"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
-                problems.append(f"{name} must be > 0 or None, got {value!r}")
-        if self.activation_function not in ACTIVATIONS:
-            problems.append(f"activation_function must be one of {ACTIVATIONS}, got {self.activation_function!r}")
-        if self.position_encoding not in POSITION_ENCODINGS:
-            problems.append(f"position_encoding must be one of {POSITION_ENCODINGS}, got {self.position_encoding!r}")
-        if self.sinusoidal_layout not in SINUSOIDAL_LAYOUTS:
-            problems.append(f"sinusoidal_layout must be one of {SINUSOIDAL_LAYOUTS}, got {self.sinusoidal_layout!r}")
-        if self.position_encoding == "rope" and (
-            not isinstance(self.rope_theta, (int, float)) or not self.rope_theta > 0
-        ):
-            problems.append(f"rope_theta must be > 0, got {self.rope_theta!r}")
+        problems = field_problems(
+            self,
+            sizes=("vocab_size", "decoder_vocab_size", "d_model", "encoder_layers", "decoder_layers",
+                   "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim",
+                   "max_position_embeddings"),
+            flags=("normalize_before", "scale_embedding", "share_encoder_decoder_embeddings", "tie_word_embeddings",
+                   "output_bias"),
+        )  # fmt: skip
         if not problems and check_ids:  # the checks below assume well-typed sizes and the ids set
-            for side in ("encoder", "decoder"):
-                heads = getattr(self, f"{side}_attention_heads")
-                if self.d_model % heads:
-                    problems.append(
-                        f"d_model={self.d_model} is not divisible by {side}_attention_heads={heads}; "
-                        f"choose a head count that divides d_model"
-                    )
-                elif self.position_encoding == "rope" and (self.d_model // heads) % 2:
-                    problems.append(
-                        f"rope needs an even head dimension, but d_model={self.d_model} / "
-                        f"{side}_attention_heads={heads} = {self.d_model // heads}"
-                    )
-            if self.position_encoding == "sinusoidal" and self.d_model % 2:
-                problems.append(f"sinusoidal positions need an even d_model, got d_model={self.d_model}")
+            problems += head_problems(self, ("encoder", "decoder"))
             if self.share_encoder_decoder_embeddings and self.decoder_vocab_size != self.vocab_size:
                 problems.append(
                     f"share_encoder_decoder_embeddings=True needs one vocabulary, but vocab_size={self.vocab_size} "

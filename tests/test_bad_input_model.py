@@ -43,6 +43,31 @@ def test_invalid_config_values_are_named(overrides, match):
         tiny_config(**overrides)
 
 
+
+@pytest.mark.parametrize("family", ["VanillaTransformerConfig", "VanillaDecoderOnlyConfig", "VanillaEncoderOnlyConfig"])
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (dict(layer_norm_eps=True), "layer_norm_eps must be > 0, got True"),
+        (dict(position_encoding="rope", rope_theta=True), "rope_theta must be > 0, got True"),
+        (dict(dropout="0.1"), r"dropout must be a probability in \[0, 1\), got '0.1'"),
+        (dict(d_model=0, max_position_embeddings=-2), "d_model must be a positive integer, got 0; "
+                                                      "max_position_embeddings must be a positive integer, got -2"),
+        (dict(tie_word_embeddings=1), "tie_word_embeddings must be true or false, got 1"),
+        (dict(d_model=510), "d_model=510 is not divisible by (encoder|decoder)_attention_heads=8"),
+        (dict(d_model=8, max_position_embeddings=10), None),
+    ],
+)
+def test_every_family_checks_the_shared_fields_alike(family, overrides, match):
+    import modeling
+
+    config_class = getattr(modeling, family)
+    if match is None:  # a valid small config of every family
+        config_class(**overrides)
+        return
+    with pytest.raises(ValueError, match=f"Invalid {family}: .*{match}"):
+        config_class(**overrides)
+
 def test_config_file_with_wrong_typed_or_misspelled_field(tmp_path):
     tiny_config().save_pretrained(tmp_path)
     path = tmp_path / "config.json"
