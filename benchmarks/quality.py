@@ -237,6 +237,7 @@ def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event, tokeniz
     train_cfg = dataclasses.replace(train_cfg, **overrides)
     result = train(train_cfg, lambda name, info: emit(name, {**info, "system": "ours"}))
     model = result.model.eval()  # the final weights, or their average with the last snapshots (preset recipe)
+    model.generation_config.update(num_beams=cfg.num_beams, length_penalty=cfg.length_penalty)  # as scored
     model_dir = save_with_remote_code(model, out / "ours", data.tokenizer)
     history = result.history
     last_valid = result.valid_history[-1] if result.valid_history else {}
@@ -339,8 +340,9 @@ def _train_marian(cfg: QualityConfig, data: _Data, out: Path, emit: Event, token
     torch.set_num_threads(cfg.num_threads or available_cores())
     torch.manual_seed(cfg.seed)
     model = MarianMTModel(marian_config(cfg.preset, len(data.tokenizer), cfg.marian_dropout))
-    # the same decoding defaults as ours (beam 4, length penalty 0.6, never <pad>/<s>, max_new_tokens)
+    # the same decoding as ours: never <pad>/<s>, max_new_tokens, the benchmark's beams and length penalty
     model.generation_config = default_generation_config(model.config)
+    model.generation_config.update(num_beams=cfg.num_beams, length_penalty=cfg.length_penalty)
     folder = out / "marian"
     args = marian_training_arguments(cfg, folder / "trainer")
     valid = data.splits["validation"]

@@ -99,6 +99,10 @@ def test_both_systems_have_the_same_size_tokenizer_and_special_ids(bench):
     assert ours["num_parameters"] == marian["num_parameters"] + o_cfg.vocab_size
     marian_model = AutoModelForSeq2SeqLM.from_pretrained(out / "marian")
     assert marian_model.generation_config.suppress_tokens == [0, 2]
+    # both saved models decode as the benchmark scored them
+    ours_model = AutoModelForSeq2SeqLM.from_pretrained(out / "ours", trust_remote_code=True)
+    for model in (marian_model, ours_model):
+        assert (model.generation_config.num_beams, model.generation_config.length_penalty) == (4, 1.0)
 
 
 def test_training_and_comparison_plots_are_written(bench):
