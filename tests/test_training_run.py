@@ -29,6 +29,14 @@ smoke_run = partial(
 )  # fmt: skip
 
 
+def reuse_tokenizer(run: Path) -> dict:
+    """Options of a smoke run that uses the tokenizer `run` trained (smoke_run's --vocab_size back at its default:
+    with --tokenizer it is an error)."""
+    from training.options import DEFAULT_VOCAB_SIZE
+
+    return dict(tokenizer=str(run / "checkpoints" / "tokenizer"), vocab_size=DEFAULT_VOCAB_SIZE)
+
+
 def load_script(name: str):
     spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
@@ -235,9 +243,9 @@ def test_export_at_minutes_saves_intermediate_models_without_changing_training(t
     base = dict(max_steps=24, eval_every=24, bleu_samples=0, average_last=2, average_every=1, length_penalty=0.8,
                 valid_size=0, test_size=2)  # fmt: skip
     plain = train(smoke_run(tmp_path / "plain", **base))
-    tokenizer = str(tmp_path / "plain" / "checkpoints" / "tokenizer")
+    given = reuse_tokenizer(tmp_path / "plain")
     marks = "0.00002, 0.00004, 1000"
-    marked = train(smoke_run(tmp_path / "marked", export_at_minutes=marks, tokenizer=tokenizer, **base))
+    marked = train(smoke_run(tmp_path / "marked", export_at_minutes=marks, **given, **base))
     first, second = marked.exports
     assert [first["minutes"], second["minutes"]] == [0.00002, 0.00004]
     assert first["step"] >= 1 and second["step"] == first["step"] + 1
@@ -284,8 +292,7 @@ def test_cooldown_decays_the_learning_rate_linearly_to_zero_over_the_end_of_the_
     weights differ from a plain run."""
     base = dict(max_steps=16, eval_every=100, bleu_samples=0, export=False)
     plain = train(smoke_run(tmp_path / "plain", cooldown=0.0, **base))
-    tokenizer = str(tmp_path / "plain" / "checkpoints" / "tokenizer")
-    cooled = train(smoke_run(tmp_path / "cooled", cooldown=0.5, tokenizer=tokenizer, **base))
+    cooled = train(smoke_run(tmp_path / "cooled", cooldown=0.5, **reuse_tokenizer(tmp_path / "plain"), **base))
     factors = [1.0] * 9 + [7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8]
     # the tiny preset's schedule (lr_scale 1, d_model 64, warm-up 100) at updates 1..16
     scheduled = [64**-0.5 * k * 100**-1.5 for k in range(1, 17)]
