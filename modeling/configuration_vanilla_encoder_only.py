@@ -14,7 +14,7 @@ import math
 
 from transformers import PretrainedConfig
 
-from .configuration_vanilla_transformer import field_problems, head_problems, reject_unknown_fields
+from .configuration_vanilla_transformer import field_problems, head_problems, is_number, reject_unknown_fields
 
 CLASSIFIER_POOLINGS = ("first", "mean")
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
@@ -186,8 +186,7 @@ class VanillaEncoderOnlyConfig(PretrainedConfig):
         if isinstance(types, bool) or not isinstance(types, int) or types < 0:
             problems.append(f"type_vocab_size must be an integer >= 0 (0: no token types), got {types!r}")
         dropout = self.classifier_dropout
-        number = not isinstance(dropout, bool) and isinstance(dropout, (int, float))
-        if dropout is not None and (not number or not 0.0 <= dropout < 1.0):
+        if dropout is not None and (not is_number(dropout) or not 0.0 <= dropout < 1.0):
             problems.append(f"classifier_dropout must be a probability in [0, 1), got {dropout!r}")
         pooling = self.classifier_pooling
         if pooling not in CLASSIFIER_POOLINGS:

@@ -54,7 +54,8 @@ SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
 DROPOUTS = ("dropout", "attention_dropout", "activation_dropout")
 
 
-def _is_number(value) -> bool:
+def is_number(value) -> bool:
+    """An int or float that is not a bool (True/False are ints in Python)."""
     return not isinstance(value, bool) and isinstance(value, (int, float))
 
 
@@ -70,22 +71,22 @@ def field_problems(config, sizes: tuple[str, ...], flags: tuple[str, ...]) -> li
             problems.append(f"{name} must be a positive integer, got {value!r}")
     for name in DROPOUTS:
         value = getattr(config, name)
-        if not _is_number(value) or not 0.0 <= value < 1.0:
+        if not is_number(value) or not 0.0 <= value < 1.0:
             problems.append(f"{name} must be a probability in [0, 1), got {value!r}")
     for name in flags:
         if not isinstance(getattr(config, name), bool):
             problems.append(f"{name} must be true or false, got {getattr(config, name)!r}")
-    if not _is_number(config.layer_norm_eps) or not config.layer_norm_eps > 0:
+    if not is_number(config.layer_norm_eps) or not config.layer_norm_eps > 0:
         problems.append(f"layer_norm_eps must be > 0, got {config.layer_norm_eps!r}")
     for name in ("init_std", "linear_init_std"):
         value = getattr(config, name)
-        if value is not None and (not _is_number(value) or not value > 0):
+        if value is not None and (not is_number(value) or not value > 0):
             problems.append(f"{name} must be > 0 or None, got {value!r}")
     for name, allowed in (("activation_function", ACTIVATIONS), ("position_encoding", POSITION_ENCODINGS),
                           ("sinusoidal_layout", SINUSOIDAL_LAYOUTS)):  # fmt: skip
         if getattr(config, name) not in allowed:
             problems.append(f"{name} must be one of {allowed}, got {getattr(config, name)!r}")
-    if config.position_encoding == "rope" and (not _is_number(config.rope_theta) or not config.rope_theta > 0):
+    if config.position_encoding == "rope" and (not is_number(config.rope_theta) or not config.rope_theta > 0):
         problems.append(f"rope_theta must be > 0, got {config.rope_theta!r}")
     return problems
 
