@@ -147,7 +147,8 @@ def test_resume_takes_new_budget_logging_and_checkpoint_options(one_update_run, 
 
 def test_tokenizer_options_are_fixed_on_resume_and_refused_with_a_given_tokenizer(tokenizer_dir, tmp_path):
     """--vocab_size and --han_characters shape the tokenizer a run trains for itself: a resumed run keeps that
-    tokenizer, so changing them is refused like the other fixed options; with --tokenizer they cannot apply."""
+    tokenizer, so changing them is refused like the other fixed options; with --tokenizer (or --init_from's
+    tokenizer) they cannot apply."""
     from training.options import check_options
 
     options = dict(cache_dir=str(tmp_path / "c"), max_steps=1, vocab_size=500)
@@ -163,3 +164,11 @@ def test_tokenizer_options_are_fixed_on_resume_and_refused_with_a_given_tokenize
     with pytest.raises(ValueError, match=r"--han_characters shape"):
         check_options(small_run(tmp_path / "given", tokenizer=tokenizer_dir, han_characters=True, max_steps=1))
     check_options(small_run(tmp_path / "given", tokenizer=tokenizer_dir, vocab_size=8000, max_steps=1))
+    # --init_from brings its own tokenizer unless --tokenizer is given: the same options cannot apply to it
+    model_dir = tmp_path / "model"
+    shutil.copytree(tokenizer_dir, model_dir)
+    (model_dir / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"--vocab_size 600 shapes a tokenizer trained by the run; --init_from .*'s "
+                                         r"tokenizer is used as it is"):  # fmt: skip
+        check_options(small_run(tmp_path / "tuned", init_from=str(model_dir), vocab_size=600, max_steps=1))
+    check_options(small_run(tmp_path / "tuned", init_from=str(model_dir), vocab_size=8000, max_steps=1))

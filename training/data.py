@@ -21,6 +21,7 @@ from corpus import SOURCE, TARGET
 from tokenizer import BOS_ID, BPEDropout, load_or_train_tokenizer
 
 from .batching import BatchStream, TokenBudgetBatchSampler
+from .options import given_tokenizer
 from .validation import Objective
 
 
@@ -187,9 +188,7 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
     and tokenises first, the others then reuse its files. With ``--bpe_dropout`` the training pairs kept by the
     length filter are re-segmented in every epoch (`EpochExamples`; validation and test keep the tokenizer's own
     segmentation)."""
-    given = cfg.tokenizer
-    if given is None and cfg.init_from is not None and (Path(cfg.init_from) / "tokenizer.json").exists():
-        given = cfg.init_from
+    given = given_tokenizer(cfg)
     with accelerator.main_process_first():
         splits, report = cfg.load_splits()
         tokenizer = load_or_train_tokenizer(given, run_dir.tokenizer, splits["train"], cfg.vocab_size,

@@ -269,6 +269,14 @@ def length_penalty_candidates(cfg: TrainConfig) -> list[float]:
     return values
 
 
+def given_tokenizer(cfg: TrainConfig) -> str | None:
+    """The tokenizer folder the run uses as it is: ``--tokenizer``, else ``--init_from``'s when that folder holds a
+    tokenizer; None when the run trains its own."""
+    if cfg.tokenizer is None and cfg.init_from is not None and (Path(cfg.init_from) / "tokenizer.json").exists():
+        return cfg.init_from
+    return cfg.tokenizer
+
+
 def minute_marks(cfg: TrainConfig) -> list[float]:
     return sorted(float_list(cfg.export_at_minutes, "export_at_minutes", "positive minutes", positive=True))
 
@@ -298,12 +306,14 @@ def check_options(cfg: TrainConfig) -> None:
         problems.append("--length_penalty fixes the length penalty, --length_penalty_candidates searches for it: "
                         "give one of them")  # fmt: skip
     minute_marks(cfg)
-    if cfg.tokenizer is not None:
+    if (given := given_tokenizer(cfg)) is not None:
         shaping = [f"--vocab_size {cfg.vocab_size}"] if cfg.vocab_size != DEFAULT_VOCAB_SIZE else []
         shaping += ["--han_characters"] if cfg.han_characters else []
+        source = f"--tokenizer {given!r}" if cfg.tokenizer is not None else f"--init_from {given!r}'s tokenizer"
         if shaping:
-            problems.append(f"{' and '.join(shaping)} shape a tokenizer trained by the run; --tokenizer "
-                            f"{cfg.tokenizer!r} is used as it is: drop one or the other")  # fmt: skip
+            verb = "shape" if len(shaping) > 1 else "shapes"
+            problems.append(f"{' and '.join(shaping)} {verb} a tokenizer trained by the run; {source} is used as it "
+                            "is: drop one or the other")  # fmt: skip
     if cfg.average_last is not None and cfg.average_last < 0:
         problems.append(f"--average_last must be >= 0, got {cfg.average_last}")
     if cfg.cooldown is not None and not 0.0 <= cfg.cooldown < 1.0:
