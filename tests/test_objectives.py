@@ -20,6 +20,7 @@ from modeling import IGNORE_INDEX, shift_tokens_right
 from training import TrainConfig, train
 from training.batching import batch_generator, collate_causal_lm, collate_span_corruption
 from training.cli import parse_dataclass
+from training.options import DEFAULT_VOCAB_SIZE
 from training.validation import Objective, forward_loss
 
 # A copy-task corpus whose texts are predictable from their context: runs of consecutive words of a 30-word cycle
@@ -129,7 +130,7 @@ def test_span_corruption_model_fine_tunes_into_translation(span_corruption_run, 
     from training.recipe import resolve_recipe
 
     cfg = toy_run(tmp_path / "ft", data, objective="translation", init_from=str(folder), max_steps=2, dropout=None,
-                  export=True, length_penalty=1.0, test_beams=1)
+                  vocab_size=DEFAULT_VOCAB_SIZE, export=True, length_penalty=1.0, test_beams=1)  # the folder's tokenizer
     model = objective_model(cfg, resolve_recipe(cfg), len(AutoTokenizer.from_pretrained(folder)))
     saved = load_file(folder / "model.safetensors")
     assert all(torch.equal(model.state_dict()[k], v) for k, v in saved.items())
@@ -141,7 +142,8 @@ def test_span_corruption_model_fine_tunes_into_translation(span_corruption_run, 
     pretrained_card = ModelCard.load(folder / "README.md").data
     assert pretrained_card.pipeline_tag == "text2text-generation" and "translation" not in pretrained_card.tags
     assert ModelCard.load(tmp_path / "ft" / "README.md").data.pipeline_tag == "translation"
-    causal = toy_run(tmp_path / "wrong", data, objective="causal_lm", init_from=str(folder), max_steps=1)
+    causal = toy_run(tmp_path / "wrong", data, objective="causal_lm", init_from=str(folder), max_steps=1,
+                     vocab_size=DEFAULT_VOCAB_SIZE)  # fmt: skip
     with pytest.raises(ValueError, match="holds a VanillaTransformerConfig model; --objective causal_lm trains"):
         train(causal)
 
