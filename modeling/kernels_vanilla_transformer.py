@@ -17,6 +17,7 @@ and devices); only the cost differs, and only on CPU:
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 from collections.abc import Iterable
@@ -135,6 +136,14 @@ def _onednn_linear_available() -> bool:
     )
 
 
+@functools.cache
+def _onednn_bf16_available() -> bool:
+    """oneDNN's bf16 kernels run on this CPU (AVX512 BW/VL/DQ or AVX-NE-CONVERT); packing a bf16 weight fails
+    elsewhere, where `F.linear` still computes bf16 products by PyTorch's own kernels."""
+    supported = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return _onednn_linear_available() and supported is not None and bool(supported())
+
+
 def set_cpu_inference_gemm(mode: str | None) -> None:
     """Choose the GEMM of CPU fp32 inference-time linear layers with few rows (decoding steps):
 
@@ -202,7 +211,7 @@ def _packed_weight(weight: torch.Tensor, rows: int) -> torch.Tensor | None:
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """`F.linear(x, weight, bias)`: (..., in) -> (..., out). Without autograd, on CPU in fp32 or bf16 (all three
-    tensors alike) and for few rows (a decoding step), it runs on oneDNN with a packed copy of the weight when
+    tensors alike; bf16 where this CPU runs oneDNN's bf16 kernels) and for few rows (a decoding step), it runs on oneDNN with a packed copy of the weight when
     `cpu_inference_gemm()` says so: the same product up to float rounding (~1e-7 relative in fp32; bf16's own
     products are oneDNN's either way, packed or not)."""
     dtype = x.dtype
@@ -211,6 +220,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         or x.dim() < 2
         or x.device.type != "cpu"
         or dtype not in (torch.float32, torch.bfloat16)
+        or (dtype == torch.bfloat16 and not _onednn_bf16_available())
         or weight.dtype != dtype
         or (bias is not None and bias.dtype != dtype)
         or torch.compiler.is_compiling()

@@ -279,8 +279,8 @@ def test_onednn_linear_in_bf16_equals_torch_linear(monkeypatch, rows, shape):
     bf16 rounding step (rtol 2**-7)."""
     import modeling.kernels_vanilla_transformer as kernels
 
-    if not kernels._onednn_linear_available():
-        pytest.skip("this PyTorch build has no oneDNN")
+    if not kernels._onednn_bf16_available():
+        pytest.skip("this PyTorch build or CPU has no oneDNN bf16 kernels")
     monkeypatch.setattr(kernels, "_cpu_gemm", {"mode": "onednn", "onednn": True})
     monkeypatch.setattr(kernels, "_packed_weights", type(kernels._packed_weights)())
     g = torch.Generator().manual_seed(rows)
@@ -293,6 +293,23 @@ def test_onednn_linear_in_bf16_equals_torch_linear(monkeypatch, rows, shape):
         want = torch.nn.functional.linear(x, weight, bias)
     assert got.dtype == torch.bfloat16 and got.shape == want.shape
     torch.testing.assert_close(got.float(), want.float(), rtol=2**-7, atol=2**-7)
+
+
+def test_bf16_decoding_step_without_onednn_bf16_kernels_uses_torch_linear(monkeypatch):
+    """On a CPU without oneDNN's bf16 kernels (AVX2 only), packing a bf16 weight raises: a bf16 decoding step
+    then runs F.linear, with the oneDNN GEMM chosen for fp32."""
+    import modeling.kernels_vanilla_transformer as kernels
+
+    monkeypatch.setattr(kernels, "_cpu_gemm", {"mode": "onednn", "onednn": True})
+    monkeypatch.setattr(kernels, "_packed_weights", type(kernels._packed_weights)())
+    monkeypatch.setattr(kernels, "_onednn_bf16_available", lambda: False)
+    g = torch.Generator().manual_seed(0)
+    weight, bias = torch.randn(512, 256, generator=g).bfloat16(), torch.randn(512, generator=g).bfloat16()
+    x = torch.randn(2, 1, 256, generator=g).bfloat16()
+    with torch.no_grad():
+        got = kernels.linear(x, weight, bias)
+        assert torch.equal(got, torch.nn.functional.linear(x, weight, bias))
+    assert weight not in kernels._packed_weights
 
 
 @pytest.mark.parametrize(("speeds", "expected"), [(FASTER, torch.bfloat16), (SLOWER, torch.float32)])
