@@ -309,8 +309,8 @@ def check_options(cfg: TrainConfig) -> None:
     if (given := given_tokenizer(cfg)) is not None:
         shaping = [f"--vocab_size {cfg.vocab_size}"] if cfg.vocab_size != DEFAULT_VOCAB_SIZE else []
         shaping += ["--han_characters"] if cfg.han_characters else []
-        source = f"--tokenizer {given!r}" if cfg.tokenizer is not None else f"--init_from {given!r}'s tokenizer"
         if shaping:
+            source = f"--tokenizer {given!r}" if cfg.tokenizer is not None else f"--init_from {given!r}'s tokenizer"
             verb = "shape" if len(shaping) > 1 else "shapes"
             problems.append(f"{' and '.join(shaping)} {verb} a tokenizer trained by the run; {source} is used as it "
                             "is: drop one or the other")  # fmt: skip
