@@ -212,8 +212,8 @@ def _packed_weight(weight: torch.Tensor, rows: int) -> torch.Tensor | None:
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """`F.linear(x, weight, bias)`: (..., in) -> (..., out). Without autograd, on CPU in fp32 or bf16 (all three
     tensors alike; bf16 where this CPU runs oneDNN's bf16 kernels) and for few rows (a decoding step), it runs on
-    oneDNN with a packed copy of the weight when `cpu_inference_gemm()` says so: the same product up to float rounding (~1e-7 relative in fp32; bf16's own
-    products are oneDNN's either way, packed or not)."""
+    oneDNN with a packed copy of the weight when `cpu_inference_gemm()` says so: the same product up to float
+    rounding (~1e-7 relative in fp32; bf16's own products are oneDNN's either way, packed or not)."""
     dtype = x.dtype
     if (
         torch.is_grad_enabled()
