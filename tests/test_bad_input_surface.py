@@ -332,6 +332,8 @@ def test_train_cli_rejects_bad_option_values(argv, match, capsys):
         (dict(max_steps=None, max_minutes=None), "no stopping rule: pass --max_steps, --max_epochs or --max_minutes"),
         (dict(grad_accum=0), "--grad_accum must be >= 1, got 0"),
         (dict(max_length=1), "--max_length must be >= 2, got 1"),
+        (dict(tokenizer="outputs/no-such-run/tokenizer"), "--tokenizer 'outputs/no-such-run/tokenizer' is neither a "
+                                                          "folder nor a Hub name"),
     ],
 )  # fmt: skip
 def test_contradictory_training_options(tmp_path, overrides, match):

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from huggingface_hub.utils import HFValidationError, validate_repo_id
+
 from corpus import DataOptions
 from export.ct2 import QUANTIZATIONS
 
@@ -306,6 +308,9 @@ def check_options(cfg: TrainConfig) -> None:
         problems.append("--length_penalty fixes the length penalty, --length_penalty_candidates searches for it: "
                         "give one of them")  # fmt: skip
     minute_marks(cfg)
+    if cfg.tokenizer is not None and not Path(cfg.tokenizer).exists() and not _is_hub_name(cfg.tokenizer):
+        problems.append(f"--tokenizer {cfg.tokenizer!r} is neither a folder nor a Hub name; pass a tokenizer folder "
+                        "(OUTPUT_DIR of a run or of scripts/train_tokenizer.py)")  # fmt: skip
     if (given := given_tokenizer(cfg)) is not None:
         shaping = [f"--vocab_size {cfg.vocab_size}"] if cfg.vocab_size != DEFAULT_VOCAB_SIZE else []
         shaping += ["--han_characters"] if cfg.han_characters else []
@@ -351,3 +356,12 @@ def check_options(cfg: TrainConfig) -> None:
         problems.append("--resume and --overwrite contradict each other; pass one")
     if problems:
         raise ValueError("Invalid training options: " + "; ".join(problems) + ".")
+
+
+def _is_hub_name(name: str) -> bool:
+    """Whether ``name`` is a well-formed Hub repository id (``name`` or ``namespace/name``)."""
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
