@@ -65,6 +65,17 @@ def test_budget_dropout_rule_of_the_small_preset():
     assert budget_dropout("base", None, 600) is None  # presets without the rule
 
 
+def test_warmup_note_only_for_runs_shorter_than_twice_the_warmup():
+    from training.options import TrainConfig
+    from training.recipe import resolve_recipe, warmup_note
+
+    recipe = resolve_recipe(TrainConfig(preset="small", max_minutes=25))
+    assert recipe.warmup_steps == 1000
+    assert "after 1017 updates, before twice its 1000 warm-up updates" in warmup_note(recipe, 1017)
+    assert "--warmup_steps" in warmup_note(recipe, 1999)
+    assert warmup_note(recipe, 2000) is None and warmup_note(recipe, 8813) is None
+
+
 def test_long_budget_dropout_is_applied_and_kept_on_resume(tokenizer_dir, tmp_path, monkeypatch):
     from training.presets import PRESETS
 
@@ -79,6 +90,8 @@ def test_long_budget_dropout_is_applied_and_kept_on_resume(tokenizer_dir, tmp_pa
                  lambda name, info: messages.append(info.get("message", "")))  # fmt: skip
     assert long.model.config.dropout == 0.3
     assert any("long-budget dropout" in m and "minute-0.5 export is this run's state" in m for m in messages)
+    # 2 updates of the tiny preset's 100 warm-up updates: the run says so
+    assert any("stopped after 2 updates, before twice its 100 warm-up updates" in m for m in messages)
     short = train(small_run(tmp_path / "short", **common, max_minutes=0.9, max_steps=2))
     assert short.model.config.dropout == 0.1  # below the threshold: the preset's dropout
     explicit = train(small_run(tmp_path / "explicit", **common, max_minutes=5, max_steps=2, dropout=0.0))

@@ -47,7 +47,7 @@ from .finish import Evaluation, evaluate_run, export_model, score_test_loss
 from .hardware import setup_accelerator
 from .options import TrainConfig, check_options
 from .plots import write_training_plots
-from .recipe import Recipe, dropout_note, resolve_recipe
+from .recipe import Recipe, dropout_note, resolve_recipe, warmup_note
 from .run_dir import RunDir, options_dict
 from .schedule import budget_progress, build_optimizer, build_scheduler, cooldown_factor
 from .validation import SEQ2SEQ_OBJECTIVES, forward_loss, validation_metrics
@@ -408,6 +408,8 @@ class Trainer:
         elapsed = time.monotonic() - start
         result.target_tokens_per_second = tokens_now / max(elapsed, 1e-9)
         result.step, result.epoch, result.stopped_because = state.step, data.stream.epoch, stopped
+        if (note := warmup_note(recipe, state.step)) is not None:
+            self.emit("info", {"message": note})
         if last_saved != state.step:
             self.save(state, result, before + time.monotonic() - start)
         result.train_seconds = before + elapsed

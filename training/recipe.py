@@ -96,3 +96,17 @@ def dropout_note(cfg: TrainConfig, recipe: Recipe) -> str | None:
         + (f"; the minute-{early[0]:g} export is this run's state, not what a {early[0]:g}-minute run "
            "(no long-budget dropout) would give" if early else "")
     )  # fmt: skip
+
+
+def warmup_note(recipe: Recipe, steps: int) -> str | None:
+    """A line for the log when a run stopped before twice its warm-up: most of its updates ran below the peak
+    learning rate, so a shorter ``--warmup_steps`` suits a budget this small for the machine (docs/quality.md,
+    "Slower machines": at about 1,000 updates, 450 warm-up updates instead of the ``small`` preset's 1,000 scored
+    higher)."""
+    if steps >= 2 * recipe.warmup_steps:
+        return None
+    return (
+        f"the run stopped after {steps} updates, before twice its {recipe.warmup_steps} warm-up updates: most of "
+        "it trained below the peak learning rate. For a budget this small on this machine pass a shorter "
+        "--warmup_steps (docs/quality.md, \"Slower machines\")"
+    )
