@@ -141,7 +141,10 @@ class TrainConfig(DataOptions):
         "preset's",
     )
     # budget
-    max_steps: int | None = _f(None, "stop after this many optimizer updates (in total, across resumes)")
+    max_steps: int | None = _f(
+        None, "stop after this many optimizer updates (in total, across resumes); the default --max_minutes 25 "
+        "still applies: add --max_minutes 0 for a budget in updates only"
+    )
     max_epochs: int | None = _f(None, "stop after this many epochs")
     max_minutes: float | None = _f(
         25.0, "wall-clock budget of the training loop of this invocation (0/None = none)"
