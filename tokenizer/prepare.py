@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import datasets
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from corpus import SOURCE, TARGET
@@ -32,15 +33,13 @@ def load_or_train_tokenizer(
     (`train_bpe_tokenizer`).
 
     Raises:
-        ValueError: the folder ``tokenizer`` names has no ``tokenizer.json``, or the tokenizer's special ids
-            are not those the model expects: ``<pad>`` 0, ``<s>`` 2 (decoder start), ``</s>`` 3.
+        ValueError: ``tokenizer`` is neither a folder nor a well-formed Hub name, the folder it names has no
+            ``tokenizer.json``, or the tokenizer's special ids are not those the model expects: ``<pad>`` 0,
+            ``<s>`` 2 (decoder start), ``</s>`` 3.
     """
     if tokenizer is not None:
-        if Path(tokenizer).is_dir() and not (Path(tokenizer) / "tokenizer.json").exists():
-            raise ValueError(
-                f"--tokenizer {tokenizer!r} has no tokenizer.json; pass a tokenizer folder (one saved by "
-                "scripts/train_tokenizer.py or by a training run), or leave it unset to train one."
-            )
+        if (problem := given_tokenizer_problem(tokenizer)) is not None:
+            raise ValueError(problem + ".")
         where, loaded = tokenizer, AutoTokenizer.from_pretrained(tokenizer)
     elif (Path(folder) / "tokenizer.json").exists():
         logger.info("Reusing the tokenizer in %s", folder)
@@ -66,3 +65,19 @@ def load_or_train_tokenizer(
             f"</s> {EOS_ID}. Train one with scripts/train_tokenizer.py, or {fix} to train one here."
         )
     return loaded
+
+
+def given_tokenizer_problem(tokenizer: str) -> str | None:
+    """Why ``tokenizer`` (``--tokenizer``) names no tokenizer, or None: it is neither an existing path nor a
+    well-formed Hub name (``name`` or ``namespace/name``), or it is a folder without ``tokenizer.json``."""
+    advice = ("pass a tokenizer folder (one saved by scripts/train_tokenizer.py or by a training run), or leave it "
+              "unset to train one")  # fmt: skip
+    path = Path(tokenizer)
+    if path.is_dir() and not (path / "tokenizer.json").exists():
+        return f"--tokenizer {tokenizer!r} has no tokenizer.json; {advice}"
+    if not path.exists():
+        try:
+            validate_repo_id(tokenizer)
+        except HFValidationError:
+            return f"--tokenizer {tokenizer!r} is neither a folder nor a Hub name; {advice}"
+    return None

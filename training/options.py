@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from huggingface_hub.utils import HFValidationError, validate_repo_id
-
 from corpus import DataOptions
 from export.ct2 import QUANTIZATIONS
+from tokenizer.prepare import given_tokenizer_problem
 
 from .presets import preset_names
 
@@ -311,9 +310,8 @@ def check_options(cfg: TrainConfig) -> None:
         problems.append("--length_penalty fixes the length penalty, --length_penalty_candidates searches for it: "
                         "give one of them")  # fmt: skip
     minute_marks(cfg)
-    if cfg.tokenizer is not None and not Path(cfg.tokenizer).exists() and not _is_hub_name(cfg.tokenizer):
-        problems.append(f"--tokenizer {cfg.tokenizer!r} is neither a folder nor a Hub name; pass a tokenizer folder "
-                        "(OUTPUT_DIR of a run or of scripts/train_tokenizer.py)")  # fmt: skip
+    if cfg.tokenizer is not None and (problem := given_tokenizer_problem(cfg.tokenizer)) is not None:
+        problems.append(problem)
     if (given := given_tokenizer(cfg)) is not None:
         shaping = [f"--vocab_size {cfg.vocab_size}"] if cfg.vocab_size != DEFAULT_VOCAB_SIZE else []
         shaping += ["--han_characters"] if cfg.han_characters else []
@@ -359,12 +357,3 @@ def check_options(cfg: TrainConfig) -> None:
         problems.append("--resume and --overwrite contradict each other; pass one")
     if problems:
         raise ValueError("Invalid training options: " + "; ".join(problems) + ".")
-
-
-def _is_hub_name(name: str) -> bool:
-    """Whether ``name`` is a well-formed Hub repository id (``name`` or ``namespace/name``)."""
-    try:
-        validate_repo_id(name)
-    except HFValidationError:
-        return False
-    return True
