@@ -66,6 +66,7 @@ DENOISING_TOKENS = (MASK_TOKEN, *SENTINEL_TOKENS)  # in id order, after the fixe
 
 SPACE_MARKER = "\u2581"  # "▁"
 BYTE_TOKENS = tuple(f"<0x{b:02X}>" for b in range(256))
+# the joint BPE a training run trains for itself; 4,000 and 16,000 both scored lower on unseen books (docs/quality.md)
 DEFAULT_VOCAB_SIZE = 8000
 DEFAULT_MIN_FREQUENCY = 2
 DEFAULT_MODEL_MAX_LENGTH = 512

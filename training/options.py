@@ -15,6 +15,7 @@ from typing import Any
 
 from corpus import DataOptions
 from export.ct2 import QUANTIZATIONS
+from tokenizer import DEFAULT_VOCAB_SIZE
 from tokenizer.prepare import given_tokenizer_problem
 
 from .presets import preset_names
@@ -26,8 +27,6 @@ CAUSAL_LM_DATA = ("pairs", "text")
 # per token. On unseen books it beat the 0.6 that a search on the validation books chose, in every run measured
 # (docs/quality.md "Length penalty"), so no search runs unless --length_penalty_candidates asks for one.
 DEFAULT_LENGTH_PENALTY = 1.0
-# the joint BPE a run trains for itself; 4,000 and 16,000 both scored lower on unseen books (docs/quality.md)
-DEFAULT_VOCAB_SIZE = 8000
 TRACKERS = ("tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml", "dvclive", "swanlab", "trackio")
 
 
