@@ -101,8 +101,7 @@ def dropout_note(cfg: TrainConfig, recipe: Recipe) -> str | None:
 def warmup_note(recipe: Recipe, steps: int) -> str | None:
     """A line for the log when a run stopped before twice its warm-up: most of its updates ran below the peak
     learning rate, so a shorter ``--warmup_steps`` suits a budget this small for the machine (docs/quality.md,
-    "Slower machines": at about 1,000 updates, 450 warm-up updates instead of the ``small`` preset's 1,000 scored
-    higher)."""
+    "Slower machines": at about 1,000 updates, 450 warm-up updates scored 2.4 BLEU higher than 1,000)."""
     if steps >= 2 * recipe.warmup_steps:
         return None
     return (
