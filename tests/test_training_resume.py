@@ -5,6 +5,7 @@ change."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -101,6 +102,44 @@ def test_long_budget_dropout_is_applied_and_kept_on_resume(tokenizer_dir, tmp_pa
     # resuming with a budget below the threshold keeps the dropout the run was trained with
     resumed = train(small_run(tmp_path / "long", **common, max_minutes=0.9, max_steps=3, resume=True))
     assert resumed.step == 3 and resumed.model.config.dropout == 0.3
+
+
+def test_resume_keeps_the_recipe_it_started_with_when_the_preset_changes(tokenizer_dir, tmp_path, monkeypatch):
+    """Options left unset on --resume take the saved recipe's values, not the preset's (another version of the
+    code may have changed the preset): the learning rate continues exactly and recipe.json stays true; a new
+    learning-rate schedule is refused (it is restored from the checkpoint); a new --clip_norm applies to the
+    rest of the run and the log says so."""
+    from training.presets import PRESETS
+    from training.recipe import resolve_recipe
+
+    common = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"), max_steps=5)
+    full = train(small_run(tmp_path / "full", **common))
+    train(small_run(tmp_path / "cut", **{**common, "max_steps": 2}))
+    shutil.copytree(tmp_path / "cut", tmp_path / "cut2")
+    tiny = PRESETS["tiny"]["recipe"]
+    monkeypatch.setitem(PRESETS["tiny"], "recipe", {**tiny, "warmup_steps": 7, "lr_scale": 0.5, "max_tokens": 900})
+    messages = []
+    resumed = train(small_run(tmp_path / "cut", **common, resume=True),
+                    lambda name, info: messages.append(info.get("message", "")))  # fmt: skip
+    assert [(h["step"], h["lr"], h["loss"]) for h in resumed.history] == [
+        (h["step"], h["lr"], h["loss"]) for h in full.history[2:]]  # fmt: skip
+    assert not any(m.startswith("resumed with") for m in messages)
+    recipe_file = json.loads((tmp_path / "cut" / "checkpoints" / "recipe.json").read_text())
+    assert (recipe_file["warmup_steps"], recipe_file["lr_scale"]) == (tiny["warmup_steps"], tiny["lr_scale"])
+    with pytest.raises(ValueError, match=r"different learning-rate schedule.*--warmup_steps 100 vs 50\. "):
+        train(small_run(tmp_path / "cut2", **common, warmup_steps=50, resume=True))
+    changed = []
+    train(small_run(tmp_path / "cut2", **common, warmup_steps=tiny["warmup_steps"], clip_norm=0.5, resume=True),
+          lambda name, info: changed.append(info.get("message", "")))  # fmt: skip
+    assert f"resumed with --clip_norm 0.5 (started with {tiny['clip_norm']}):" in "\n".join(changed)
+
+    saved = {"max_tokens": 2048, "warmup_steps": 450, "lr_scale": 0.3, "clip_norm": 0.0, "cooldown": 0.0,
+             "average_last": 0, "average_every": 300, "dropout": 0.2}  # fmt: skip
+    recipe = resolve_recipe(small_run(tmp_path / "r", clip_norm=0.9, lr_scale=0.3), saved)
+    assert {name: getattr(recipe, name) for name in saved} == {**saved, "clip_norm": 0.9, "max_tokens": 512}
+    with pytest.raises(ValueError, match=r"--lr_scale 0\.3 vs 0\.9\. "):
+        resolve_recipe(small_run(tmp_path / "r", lr_scale=0.9), saved)
+    assert resolve_recipe(small_run(tmp_path / "r")).warmup_steps == 7  # a new run takes the preset's
 
 
 @pytest.fixture(scope="module")

@@ -47,7 +47,7 @@ from .finish import Evaluation, evaluate_run, export_model, score_test_loss
 from .hardware import setup_accelerator
 from .options import TrainConfig, check_options
 from .plots import write_training_plots
-from .recipe import Recipe, dropout_note, resolve_recipe, warmup_note
+from .recipe import Recipe, dropout_note, resolve_recipe, resume_changes, warmup_note
 from .run_dir import RunDir, options_dict
 from .schedule import budget_progress, build_optimizer, build_scheduler, cooldown_factor
 from .validation import SEQ2SEQ_OBJECTIVES, forward_loss, validation_metrics
@@ -160,14 +160,13 @@ class Trainer:
         if acc.is_main_process:
             self.run_dir.prepare(cfg)
         acc.wait_for_everyone()
-        self.recipe: Recipe = dataclasses.replace(
-            resolve_recipe(cfg, self.run_dir.saved_recipe() if cfg.resume else None), precision=self.precision.to_dict()
-        )
+        saved_recipe = self.run_dir.saved_recipe() if cfg.resume else None
+        self.recipe: Recipe = dataclasses.replace(resolve_recipe(cfg, saved_recipe), precision=self.precision.to_dict())
         if acc.is_main_process:
             self.run_dir.save(cfg, self.recipe)
-        note = dropout_note(cfg, self.recipe)
-        if note:
-            self.emit("info", {"message": note})
+        for note in (resume_changes(saved_recipe, self.recipe), dropout_note(cfg, self.recipe)):
+            if note:
+                self.emit("info", {"message": note})
         set_seed(cfg.seed)
         self.data: TrainingData = prepare_training_data(cfg, self.recipe, self.run_dir, acc)
         self.emit("info", {"message": self.data.summary})

@@ -2,8 +2,12 @@
 
 `resolve_recipe` fills every option left unset (None) from the preset's recipe (`training.presets`) and decides
 the dropout: ``--dropout`` when given, else the preset's long-budget rule (`presets.budget_dropout`), else the
-preset's model dropout. A resumed run keeps the dropout its first invocation decided (read from the saved
-recipe), so a shorter ``--max_minutes`` on resume does not change the model it continues to train.
+preset's model dropout. A resumed run keeps the recipe its first invocation decided (read from the saved
+recipe): an option left unset on ``--resume`` takes the saved value, not the preset's (which may differ in
+another version of the code); the dropout stays even when a shorter ``--max_minutes`` would not switch the
+long-budget rule on. The learning-rate schedule (``--lr_scale``, ``--warmup_steps``) is restored with the
+optimizer and scheduler state, so a different value is refused; ``--clip_norm``, ``--cooldown`` and the averaging
+options given with a new value apply to the rest of the run, and `resume_changes` says so in the log.
 
 The `Recipe` is frozen: nothing changes it during the run. `training.run_dir.RunDir` saves it as
 ``checkpoints/recipe.json`` next to the options (``train_config.json``).
@@ -51,19 +55,37 @@ class Recipe:
         return dataclasses.asdict(self)
 
 
+# the recipe fields a resumed run takes from its saved recipe when the option is left unset (the dropout too)
+RESUMED_FIELDS = ("max_tokens", "warmup_steps", "lr_scale", "clip_norm", "cooldown", "average_last", "average_every")
+# restored from the checkpoint's optimizer and scheduler state: a resumed run cannot change them
+SCHEDULE_FIELDS = ("warmup_steps", "lr_scale")
+
+
 def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
-    """The recipe of ``cfg``: its options, else the preset's defaults; ``saved`` is the recipe a resumed run was
-    started with (its dropout is kept unless ``--dropout`` is given)."""
+    """The recipe of ``cfg``: its options, else (on resume) the ``saved`` recipe the run was started with, else
+    the preset's defaults. Raises `ValueError` when a resumed run is given a learning-rate schedule other than
+    the saved one."""
     defaults = recipe_defaults(cfg.preset)
+    saved = saved or {}
+    fixed = {name: (saved[name], getattr(cfg, name)) for name in SCHEDULE_FIELDS
+             if saved.get(name) is not None and getattr(cfg, name) not in (None, saved[name])}  # fmt: skip
+    if fixed:
+        raise ValueError(
+            "Cannot resume with a different learning-rate schedule (checkpoint value, this run): "
+            + ", ".join(f"--{k} {a!r} vs {b!r}" for k, (a, b) in fixed.items())
+            + ". The schedule is restored from the checkpoint: resume without these options, or start a new "
+            "--output_dir with --init_from to train these weights on a new schedule."
+        )
 
     def pick(name: str, falsy_means_unset: bool = False):
         value = getattr(cfg, name)
-        unset = value is None or (falsy_means_unset and not value)
-        return defaults[name] if unset else value
+        if value is not None and not (falsy_means_unset and not value):
+            return value
+        return saved[name] if saved.get(name) is not None else defaults[name]
 
     dropout = budget_dropout(cfg.preset, cfg.dropout, cfg.max_minutes)
-    if saved is not None and cfg.dropout is None:
-        dropout = saved.get("dropout", dropout)
+    if cfg.dropout is None and "dropout" in saved:
+        dropout = saved["dropout"]
     candidates = tuple(length_penalty_candidates(cfg))
     return Recipe(
         preset=cfg.preset,
@@ -82,6 +104,19 @@ def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
         length_penalty=cfg.length_penalty if cfg.length_penalty is not None else DEFAULT_LENGTH_PENALTY,
         export_marks=tuple(minute_marks(cfg)),
     )
+
+
+def resume_changes(saved: dict | None, recipe: Recipe) -> str | None:
+    """A line for the log when a resumed run was given an option that replaces its saved recipe's value."""
+    saved = saved or {}
+    changed = [
+        f"--{name} {getattr(recipe, name)!r} (started with {saved[name]!r})"
+        for name in RESUMED_FIELDS
+        if name not in SCHEDULE_FIELDS and saved.get(name) is not None and saved[name] != getattr(recipe, name)
+    ]
+    if not changed:
+        return None
+    return "resumed with " + ", ".join(changed) + ": the rest of the run uses the new values"
 
 
 def dropout_note(cfg: TrainConfig, recipe: Recipe) -> str | None:
