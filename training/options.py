@@ -319,6 +319,17 @@ def check_options(cfg: TrainConfig) -> None:
             verb = "shape" if len(shaping) > 1 else "shapes"
             problems.append(f"{' and '.join(shaping)} {verb} a tokenizer trained by the run; {source} is used as it "
                             "is: drop one or the other")  # fmt: skip
+    if cfg.lr_scale is not None and not (math.isfinite(cfg.lr_scale) and cfg.lr_scale > 0):
+        problems.append(f"--lr_scale must be a number > 0, got {cfg.lr_scale}")
+    for name in ("warmup_steps", "max_tokens"):
+        if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
+            problems.append(f"--{name} must be >= 1, got {getattr(cfg, name)}")
+    for name, value in (("clip_norm", cfg.clip_norm), ("weight_decay", cfg.weight_decay)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            problems.append(f"--{name} must be a number >= 0 (0 turns it off), got {value}")
+    for name, value in (("dropout", cfg.dropout), ("label_smoothing", cfg.label_smoothing)):
+        if value is not None and not 0.0 <= value < 1.0:
+            problems.append(f"--{name} must be in [0, 1), got {value}")
     if cfg.average_last is not None and cfg.average_last < 0:
         problems.append(f"--average_last must be >= 0, got {cfg.average_last}")
     if cfg.cooldown is not None and not 0.0 <= cfg.cooldown < 1.0:
