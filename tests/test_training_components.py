@@ -424,7 +424,7 @@ def test_run_dir_reads_the_saved_recipe_and_the_dropout_of_an_older_run_folder(t
     import json
 
     from training.options import TrainConfig
-    from training.recipe import resolve_recipe
+    from training.recipe import dropout_pending, resolve_recipe
     from training.run_dir import RunDir
 
     run = RunDir(tmp_path)
@@ -433,7 +433,8 @@ def test_run_dir_reads_the_saved_recipe_and_the_dropout_of_an_older_run_folder(t
     (run.checkpoints / "train_config.json").write_text(json.dumps({"effective_dropout": 0.25}))
     assert run.saved_recipe() == {"dropout": 0.25}
     cfg = TrainConfig(preset="small", max_minutes=25)
-    assert resolve_recipe(cfg).dropout is None  # a 25-minute small run keeps the preset's dropout
-    assert resolve_recipe(cfg, run.saved_recipe()).dropout == 0.25
-    run.save(cfg, resolve_recipe(TrainConfig(preset="small", max_minutes=90)))
+    # a new small run leaves its dropout to the long-budget rule; a resumed one keeps its own
+    assert resolve_recipe(cfg).dropout is None and dropout_pending(cfg, None)
+    assert resolve_recipe(cfg, run.saved_recipe()).dropout == 0.25 and not dropout_pending(cfg, run.saved_recipe())
+    run.save(cfg, resolve_recipe(TrainConfig(preset="small", max_minutes=90, dropout=0.1)))
     assert run.saved_recipe()["dropout"] == 0.1 and resolve_recipe(cfg, run.saved_recipe()).dropout == 0.1

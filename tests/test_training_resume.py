@@ -53,17 +53,50 @@ def test_token_budget_smaller_than_a_sentence_is_a_clear_error_or_counted_skip(t
     assert "training pairs longer than --max_tokens=40" in result.data_summary and result.step == 1
 
 
-def test_budget_dropout_rule_of_the_small_preset():
+def test_budget_dropout_rule_of_the_small_preset_counts_epochs():
+    from training.options import TrainConfig
     from training.presets import budget_dropout
+    from training.recipe import budget_dropout_decision, expected_epochs, resolve_recipe
 
-    assert budget_dropout("small", None, 25) is None  # the preset's own dropout (0.0)
-    assert budget_dropout("small", None, 59.9) is None
-    assert budget_dropout("small", None, 60) == 0.1 and budget_dropout("small", None, 120) == 0.1
-    assert budget_dropout("small", None, None) is None  # --max_steps / --max_epochs budgets: no rule
-    assert (
-        budget_dropout("small", 0.0, 120) == 0.0 and budget_dropout("small", 0.3, 25) == 0.3
-    )  # --dropout wins
+    assert budget_dropout("small", None, 11.9) is None  # the preset's own dropout (0.0)
+    assert budget_dropout("small", None, 12) == 0.1 and budget_dropout("small", None, 40) == 0.1
+    assert budget_dropout("small", None, None) is None
+    assert budget_dropout("small", 0.0, 40) == 0.0 and budget_dropout("small", 0.3, 1) == 0.3  # --dropout wins
     assert budget_dropout("base", None, 600) is None  # presets without the rule
+
+    # budgets in epochs: the smallest of --max_epochs, --max_steps and --max_minutes at the batch time
+    cfg = TrainConfig(preset="small", max_minutes=60, max_steps=5000, max_epochs=30, grad_accum=2)
+    assert expected_epochs(cfg, 1000, 1) == pytest.approx(10.0)  # 5,000 updates x 2 batches / 1,000
+    assert expected_epochs(cfg, 1000, 2, seconds_per_batch=0.6) == pytest.approx(12.0)  # 3,600 s x 2 / 600 s
+    assert expected_epochs(TrainConfig(max_minutes=60, max_epochs=30), 1000, 1) == 30.0
+    assert expected_epochs(TrainConfig(max_minutes=60), 1000, 1) is None  # minutes need a measured batch time
+
+    calls = []
+
+    def measured(seconds):
+        return lambda: calls.append(seconds) or seconds
+
+    def decide(seconds, **options):
+        cfg = TrainConfig(preset="small", **options)
+        return budget_dropout_decision(cfg, resolve_recipe(cfg), 1000, 1, measured(seconds))
+
+    # the fast machine's 25 minutes (~0.17 s per 1,024-token batch: 8.8 epochs) keep no dropout ...
+    recipe, note = decide(0.17, max_minutes=25)
+    assert recipe.dropout is None and recipe.expected_epochs == pytest.approx(1500 / 170)
+    assert note.startswith("no long-budget dropout: the budget allows about 8.82 epochs") and "measured" in note
+    # ... its 60 minutes (21 epochs) switch it on; a slow machine's 60 minutes (1.3 s per batch, 2.8 epochs) do not
+    recipe, note = decide(0.17, max_minutes=60, export_at_minutes="25,40")
+    assert recipe.dropout == 0.1 and note.startswith("dropout 0.1: the budget allows about 21.2 epochs")
+    assert "the minute-25 export is this run's state" in note  # 8.8 epochs at minute 25; minute 40 has 14.1
+    assert decide(1.3, max_minutes=60)[0].dropout is None
+    assert calls == [0.17, 0.17, 1.3]
+    # a budget in updates or epochs needs no measurement; nor does --max_minutes when it cannot change the decision
+    calls.clear()
+    assert decide(0.01, max_minutes=0, max_steps=20_000)[0].dropout == 0.1  # 20 epochs of 1,000 batches
+    assert decide(0.01, max_minutes=0, max_epochs=11)[0].dropout is None
+    assert decide(0.01, max_minutes=600, max_steps=3_000)[0].dropout is None  # at most 3 epochs
+    assert calls == []
+    assert decide(0.01, max_minutes=600, max_steps=30_000)[0].dropout == 0.1 and calls == [0.01]
 
 
 def test_warmup_note_only_for_runs_shorter_than_twice_the_warmup():
@@ -80,27 +113,37 @@ def test_warmup_note_only_for_runs_shorter_than_twice_the_warmup():
 
 
 def test_long_budget_dropout_is_applied_and_kept_on_resume(tokenizer_dir, tmp_path, monkeypatch):
+    """The rule measures the batch time on a throwaway model without touching training (the run equals one with
+    the same --dropout given), is recorded in recipe.json, and a resumed run keeps the dropout it started with."""
     from training.presets import PRESETS
 
-    monkeypatch.setitem(
-        PRESETS["tiny"],
-        "recipe",
-        {**PRESETS["tiny"]["recipe"], "long_budget_minutes": 1.0, "long_budget_dropout": 0.3},
-    )
+    def rule(epochs):
+        recipe = {**PRESETS["tiny"]["recipe"], "long_budget_epochs": epochs, "long_budget_dropout": 0.3}
+        monkeypatch.setitem(PRESETS["tiny"], "recipe", recipe)
+
+    rule(0.001)
     common = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"))
     messages = []
     long = train(small_run(tmp_path / "long", **common, max_minutes=5, max_steps=2, export_at_minutes="0.5"),
                  lambda name, info: messages.append(info.get("message", "")))  # fmt: skip
     assert long.model.config.dropout == 0.3
-    assert any("long-budget dropout" in m and "minute-0.5 export is this run's state" in m for m in messages)
+    note = next(m for m in messages if m.startswith("dropout 0.3: the budget allows about"))
+    assert "s per batch measured" in note and "at least the tiny preset's 0.001" in note
+    saved = json.loads((tmp_path / "long" / "checkpoints" / "recipe.json").read_text())
+    assert saved["dropout"] == 0.3 and 0 < saved["expected_epochs"] < 1  # 2 updates of a 300-line corpus
     # 2 updates of the tiny preset's 100 warm-up updates: the run says so
     assert any("stopped after 2 updates, before twice its 100 warm-up updates" in m for m in messages)
-    short = train(small_run(tmp_path / "short", **common, max_minutes=0.9, max_steps=2))
-    assert short.model.config.dropout == 0.1  # below the threshold: the preset's dropout
-    explicit = train(small_run(tmp_path / "explicit", **common, max_minutes=5, max_steps=2, dropout=0.0))
-    assert explicit.model.config.dropout == 0.0
+    explicit = train(small_run(tmp_path / "explicit", **common, max_minutes=5, max_steps=2, dropout=0.3))
+    assert [(h["loss"], h["lr"]) for h in explicit.history] == [(h["loss"], h["lr"]) for h in long.history]
+    rule(1000.0)  # far beyond the budget: the preset's dropout, and no measurement is needed
+    messages.clear()
+    short = train(small_run(tmp_path / "short", **common, max_minutes=5, max_steps=2),
+                  lambda name, info: messages.append(info.get("message", "")))  # fmt: skip
+    assert short.model.config.dropout == 0.1
+    assert any(m.startswith("no long-budget dropout") and "measured" not in m for m in messages)
+    assert train(small_run(tmp_path / "zero", **common, max_steps=2, dropout=0.0)).model.config.dropout == 0.0
     # resuming with a budget below the threshold keeps the dropout the run was trained with
-    resumed = train(small_run(tmp_path / "long", **common, max_minutes=0.9, max_steps=3, resume=True))
+    resumed = train(small_run(tmp_path / "long", **common, max_minutes=5, max_steps=3, resume=True))
     assert resumed.step == 3 and resumed.model.config.dropout == 0.3
 
 

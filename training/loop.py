@@ -47,7 +47,14 @@ from .finish import Evaluation, evaluate_run, export_model, score_test_loss
 from .hardware import setup_accelerator
 from .options import TrainConfig, check_options
 from .plots import write_training_plots
-from .recipe import Recipe, dropout_note, resolve_recipe, resume_changes, warmup_note
+from .recipe import (
+    Recipe,
+    budget_dropout_decision,
+    dropout_pending,
+    resolve_recipe,
+    resume_changes,
+    warmup_note,
+)
 from .run_dir import RunDir, options_dict
 from .schedule import budget_progress, build_optimizer, build_scheduler, cooldown_factor
 from .validation import SEQ2SEQ_OBJECTIVES, forward_loss, validation_metrics
@@ -162,14 +169,19 @@ class Trainer:
         acc.wait_for_everyone()
         saved_recipe = self.run_dir.saved_recipe() if cfg.resume else None
         self.recipe: Recipe = dataclasses.replace(resolve_recipe(cfg, saved_recipe), precision=self.precision.to_dict())
-        if acc.is_main_process:
-            self.run_dir.save(cfg, self.recipe)
-        for note in (resume_changes(saved_recipe, self.recipe), dropout_note(cfg, self.recipe)):
-            if note:
-                self.emit("info", {"message": note})
+        notes = [resume_changes(saved_recipe, self.recipe)]
         set_seed(cfg.seed)
         self.data: TrainingData = prepare_training_data(cfg, self.recipe, self.run_dir, acc)
         self.emit("info", {"message": self.data.summary})
+        if dropout_pending(cfg, saved_recipe):
+            self.recipe, note = budget_dropout_decision(cfg, self.recipe, len(self.data.sampler.batches(0)),
+                                                        acc.num_processes, self.seconds_per_batch)  # fmt: skip
+            notes.append(note)
+        if acc.is_main_process:
+            self.run_dir.save(cfg, self.recipe)
+        for note in notes:
+            if note:
+                self.emit("info", {"message": note})
         model = objective_model(cfg, self.recipe, len(self.data.tokenizer))
         self.config = model.config
         if cfg.export_ct2:
@@ -187,6 +199,37 @@ class Trainer:
         self.snapshots = Snapshots(self.recipe.average_last, self.recipe.average_every)
         self.languages = cfg.languages()
         self.bleu_tokenize = bleu_tokenizer_for(self.languages[1], cfg.sacrebleu_tokenize)
+
+    def seconds_per_batch(self, batches: int = 4) -> float:
+        """Seconds of one training batch's forward and backward pass here, for the long-budget dropout rule
+        (`recipe.budget_dropout_decision`): a throwaway model of the run's architecture, built in a forked RNG so
+        that training is unchanged, passes over one untimed batch (allocator warm-up) and ``batches`` timed ones
+        spread over the first epoch, in the run's precision. Every process measures at once (they share the
+        machine as in training) and all use the main process's figure."""
+        acc, cfg, data = self.accelerator, self.cfg, self.data
+        epoch = data.sampler.batches(0)
+        picks = [epoch[i * len(epoch) // (batches + 1)] for i in range(batches + 1)]
+        with torch.random.fork_rng(devices=[acc.device.index or 0] if acc.device.type == "cuda" else []):
+            model = objective_model(cfg, self.recipe, len(data.tokenizer)).to(acc.device).train()
+            for j, indices in enumerate(picks):
+                if j == 1:
+                    start = time.perf_counter()
+                batch = data.objective.batch(indices, *data.train_examples(0), model.config, acc.device,
+                                             batch_generator(cfg.seed, 0, j))  # fmt: skip
+                with acc.autocast():
+                    loss, _ = forward_loss(model, batch, cfg.label_smoothing, data.objective.name)
+                loss.backward()
+            if acc.device.type == "cuda":
+                torch.cuda.synchronize(acc.device)
+            seconds = (time.perf_counter() - start) / batches
+        del model
+        if acc.num_processes > 1:
+            from accelerate.utils import broadcast_object_list
+
+            box = [seconds]
+            broadcast_object_list(box)
+            seconds = box[0]
+        return seconds
 
     @property
     def unwrapped(self) -> VanillaTransformerPreTrainedModel:

@@ -110,8 +110,8 @@ class TrainConfig(DataOptions):
     mean_noise_span_length: float = _f(3.0, "span_corruption: mean length of the replaced spans (T5's 3)")
     dropout: float | None = _f(
         None,
-        "override the preset's dropout (default: the preset's; small: 0.0, or 0.1 when --max_minutes >= 60, "
-        "where no dropout overfits)",
+        "override the preset's dropout (default: the preset's; small: 0.0, or 0.1 when the budget allows at least "
+        "12 epochs, where no dropout overfits: --max_minutes is converted with a measured batch time)",
     )
     init_std: float | None = _f(
         None, "std of the normal initialisation of the embeddings (default: the preset's, else d_model**-0.5)"

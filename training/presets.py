@@ -20,12 +20,15 @@ with Xavier-uniform), averaging of the last 5 weight snapshots taken every 200 u
 100 snapshots of 2,048-token batches that gave +0.5 test BLEU), and no dropout (in 25 minutes the extra updates
 are worth more on unseen books than dropout's regularisation: paired, dropout 0.1 scored 0.86 BLEU lower with the
 0.45 learning rate; it overfits in longer runs: in 120 minutes without dropout validation perplexity rose from
-10.3 at update 3,000 to 30 and in-domain test BLEU fell by ~1.8). Hence the long-budget rule: from
-``long_budget_minutes`` (60) of ``--max_minutes`` on, dropout ``long_budget_dropout`` (0.1) unless ``--dropout`` is
-given (60 minutes, in-domain: test 24.46 / 46.51 with it, 22.13 / 44.78
-without; see `budget_dropout`). The recipe values (``max_tokens``, ``warmup_steps``, ``lr_scale``,
-``clip_norm``, ``average_last``, ``average_every``, the long-budget rule) are the defaults `scripts/train.py`
-uses for the preset unless overridden on the command line.
+10.3 at update 3,000 to 30 and in-domain test BLEU fell by ~1.8). Hence the long-budget rule: a run whose budget
+lets it pass over its training data at least ``long_budget_epochs`` (12) times trains with dropout
+``long_budget_dropout`` (0.1) unless ``--dropout`` is given (`budget_dropout`). The rule counts epochs, not
+minutes, so that it means the same on a fast machine and a slow one: 25 minutes are 8-9 epochs on the fast
+machine (no dropout level or ahead on unseen books) and 60 minutes 16-19 there; in-domain, about 12 epochs with
+dropout scored 24.46 / 46.51 on test against 22.13 / 44.78 without; a slow fp32 machine makes only 3-4 epochs in
+60 minutes, where dropout 0.1 scored lower at equal updates (docs/quality.md "Slower machines"). The recipe
+values (``max_tokens``, ``warmup_steps``, ``lr_scale``, ``clip_norm``, ``average_last``, ``average_every``, the
+long-budget rule) are the defaults `scripts/train.py` uses for the preset unless overridden on the command line.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ PRESETS: dict[str, dict] = {
                    decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.0,
                    max_position_embeddings=512, init_std=0.02, linear_init_std=0.02),
         recipe=dict(max_tokens=1024, warmup_steps=450, lr_scale=0.6, clip_norm=1.0, average_last=5,
-                    average_every=200, long_budget_minutes=60, long_budget_dropout=0.1),
+                    average_every=200, long_budget_epochs=12, long_budget_dropout=0.1),
     ),
     "base": dict(
         model=dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
@@ -65,26 +68,32 @@ def preset_names() -> list[str]:
 
 def recipe_defaults(preset: str) -> dict:
     """The preset's recommended ``max_tokens``, ``warmup_steps``, ``lr_scale``, ``clip_norm``, ``average_last``,
-    ``average_every``, ``cooldown`` and long-budget dropout rule (``long_budget_minutes``,
+    ``average_every``, ``cooldown`` and long-budget dropout rule (``long_budget_epochs``,
     ``long_budget_dropout``; averaging, cooldown and the rule are off unless the preset sets them)."""
     _check(preset)
-    defaults = {"average_last": 0, "average_every": 100, "cooldown": 0.0, "long_budget_minutes": None,
+    defaults = {"average_last": 0, "average_every": 100, "cooldown": 0.0, "long_budget_epochs": None,
                 "long_budget_dropout": None}  # fmt: skip
     return {**defaults, **PRESETS[preset]["recipe"]}
 
 
-def budget_dropout(preset: str, dropout: float | None, max_minutes: float | None) -> float | None:
+def long_budget_rule(preset: str) -> tuple[float, float] | None:
+    """``(long_budget_epochs, long_budget_dropout)`` of a preset that has the long-budget dropout rule, else None."""
+    recipe = recipe_defaults(preset)
+    if recipe["long_budget_epochs"] is None or recipe["long_budget_dropout"] is None:
+        return None
+    return recipe["long_budget_epochs"], recipe["long_budget_dropout"]
+
+
+def budget_dropout(preset: str, dropout: float | None, epochs: float | None) -> float | None:
     """The dropout a run overrides its preset's model dropout with: ``dropout`` (``--dropout``) when given; else
-    the preset's ``long_budget_dropout`` when the wall-clock budget ``max_minutes`` is at least its
-    ``long_budget_minutes`` (``small``: 0.1 from 60 minutes on, because without dropout it overfits after about
-    3,000 updates; docs/quality.md "Longer budgets"); else None (keep the preset's dropout). Budgets given only
-    as ``--max_steps``/``--max_epochs`` keep the preset's dropout."""
+    the preset's ``long_budget_dropout`` when its budget allows at least ``long_budget_epochs`` passes over the
+    training data (``epochs``: `training.recipe.expected_epochs`; ``small``: 0.1 from 12 epochs on, because
+    without dropout it overfits; docs/quality.md "Longer budgets"); else None (keep the preset's dropout)."""
     if dropout is not None:
         return dropout
-    recipe = recipe_defaults(preset)
-    threshold, long_dropout = recipe["long_budget_minutes"], recipe["long_budget_dropout"]
-    if threshold is not None and long_dropout is not None and max_minutes and max_minutes >= threshold:
-        return long_dropout
+    rule = long_budget_rule(preset)
+    if rule is not None and epochs is not None and epochs >= rule[0]:
+        return rule[1]
     return None
 
 

@@ -1,27 +1,30 @@
 """The recipe a run trains with, resolved once from the preset and the options.
 
-`resolve_recipe` fills every option left unset (None) from the preset's recipe (`training.presets`) and decides
-the dropout: ``--dropout`` when given, else the preset's long-budget rule (`presets.budget_dropout`), else the
-preset's model dropout. A resumed run keeps the recipe its first invocation decided (read from the saved
-recipe): an option left unset on ``--resume`` takes the saved value, not the preset's (which may differ in
-another version of the code); the dropout stays even when a shorter ``--max_minutes`` would not switch the
-long-budget rule on. The learning-rate schedule (``--lr_scale``, ``--warmup_steps``) is restored with the
-optimizer and scheduler state, so a different value is refused; ``--clip_norm``, ``--cooldown`` and the averaging
-options given with a new value apply to the rest of the run, and `resume_changes` says so in the log.
+`resolve_recipe` fills every option left unset (None) from the preset's recipe (`training.presets`) and takes
+``--dropout`` when given. Where the preset has a long-budget dropout rule and no ``--dropout`` is given, the
+dropout is decided once the training data is known (`budget_dropout_decision`): how many passes over the training
+data the budget allows (`expected_epochs`; a ``--max_minutes`` budget is converted with the measured time of a
+training batch) against the rule's threshold. A resumed run keeps the recipe its first invocation decided (read
+from the saved recipe): an option left unset on ``--resume`` takes the saved value, not the preset's (which may
+differ in another version of the code); the dropout stays whatever the new budget. The learning-rate schedule
+(``--lr_scale``, ``--warmup_steps``) is restored with the optimizer and scheduler state, so a different value is
+refused; ``--clip_norm``, ``--cooldown`` and the averaging options given with a new value apply to the rest of
+the run, and `resume_changes` says so in the log.
 
-The `Recipe` is frozen: nothing changes it during the run. `training.run_dir.RunDir` saves it as
-``checkpoints/recipe.json`` next to the options (``train_config.json``).
+The `Recipe` is frozen: nothing changes it during the run (the dropout is decided before the model is built).
+`training.run_dir.RunDir` saves it as ``checkpoints/recipe.json`` next to the options (``train_config.json``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from modeling import VanillaTransformerConfig
 
 from .options import DEFAULT_LENGTH_PENALTY, TrainConfig, length_penalty_candidates, minute_marks
-from .presets import budget_dropout, build_family_config, recipe_defaults
+from .presets import budget_dropout, build_family_config, long_budget_rule, recipe_defaults
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class Recipe:
     length_penalty: float  # --length_penalty, else DEFAULT_LENGTH_PENALTY (until a search on validation chooses)
     export_marks: tuple[float, ...]  # --export_at_minutes, sorted
     precision: dict | None = None  # the run's mixed precision, who chose it and why (training.hardware.PrecisionChoice)
+    expected_epochs: float | None = None  # passes over the data the budget allows (when the long-budget rule decided)
 
     def model_config(self, vocab_size: int) -> VanillaTransformerConfig:
         """The model configuration: the preset's architecture for the objective's model family, with this
@@ -63,8 +67,9 @@ SCHEDULE_FIELDS = ("warmup_steps", "lr_scale")
 
 def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
     """The recipe of ``cfg``: its options, else (on resume) the ``saved`` recipe the run was started with, else
-    the preset's defaults. Raises `ValueError` when a resumed run is given a learning-rate schedule other than
-    the saved one."""
+    the preset's defaults. The dropout is ``--dropout``, else the saved one, else None: the preset's model
+    dropout, or still to be decided by `budget_dropout_decision` when `dropout_pending`. Raises `ValueError` when
+    a resumed run is given a learning-rate schedule other than the saved one."""
     defaults = recipe_defaults(cfg.preset)
     saved = saved or {}
     fixed = {name: (saved[name], getattr(cfg, name)) for name in SCHEDULE_FIELDS
@@ -83,9 +88,7 @@ def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
             return value
         return saved[name] if saved.get(name) is not None else defaults[name]
 
-    dropout = budget_dropout(cfg.preset, cfg.dropout, cfg.max_minutes)
-    if cfg.dropout is None and "dropout" in saved:
-        dropout = saved["dropout"]
+    kept_dropout = cfg.dropout is None and "dropout" in saved
     candidates = tuple(length_penalty_candidates(cfg))
     return Recipe(
         preset=cfg.preset,
@@ -97,13 +100,73 @@ def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
         cooldown=pick("cooldown"),
         average_last=pick("average_last"),
         average_every=pick("average_every", falsy_means_unset=True),
-        dropout=dropout,
+        dropout=saved["dropout"] if kept_dropout else cfg.dropout,
         init_std=cfg.init_std,
         linear_init_std=cfg.linear_init_std,
         length_penalty_candidates=candidates,
         length_penalty=cfg.length_penalty if cfg.length_penalty is not None else DEFAULT_LENGTH_PENALTY,
         export_marks=tuple(minute_marks(cfg)),
+        expected_epochs=saved.get("expected_epochs") if kept_dropout else None,
     )
+
+
+def dropout_pending(cfg: TrainConfig, saved: dict | None) -> bool:
+    """Whether the run's dropout is left to the preset's long-budget rule: the preset has one, ``--dropout`` is
+    not given and no saved recipe (a resumed run's) already decided it."""
+    return long_budget_rule(cfg.preset) is not None and cfg.dropout is None and "dropout" not in (saved or {})
+
+
+def expected_epochs(
+    cfg: TrainConfig, batches_per_epoch: int, num_processes: int, seconds_per_batch: float | None = None
+) -> float | None:
+    """How many passes over the training data the run's budget allows: the smallest of ``--max_epochs``,
+    ``--max_steps`` (every update takes ``grad_accum x num_processes`` of an epoch's ``batches_per_epoch``
+    batches) and ``--max_minutes`` at ``seconds_per_batch`` (the time of one batch's forward and backward pass;
+    the processes train their batches at the same time; validation time is not counted, so this is an upper
+    bound). None when no budget can be converted (``--max_minutes`` without ``seconds_per_batch``)."""
+    bounds = []
+    if cfg.max_epochs:
+        bounds.append(float(cfg.max_epochs))
+    if cfg.max_steps:
+        bounds.append(cfg.max_steps * cfg.grad_accum * num_processes / max(1, batches_per_epoch))
+    if cfg.max_minutes and seconds_per_batch:
+        bounds.append(cfg.max_minutes * 60 * num_processes / (seconds_per_batch * max(1, batches_per_epoch)))
+    return min(bounds) if bounds else None
+
+
+def budget_dropout_decision(
+    cfg: TrainConfig, recipe: Recipe, batches_per_epoch: int, num_processes: int,
+    measure_seconds_per_batch: Callable[[], float],
+) -> tuple[Recipe, str]:
+    """The recipe with the dropout of the preset's long-budget rule decided (`dropout_pending` runs only), and a
+    line for the log that says why. ``measure_seconds_per_batch`` is called only when the ``--max_minutes``
+    budget can change the decision: not when ``--max_steps`` or ``--max_epochs`` already allow fewer epochs
+    than the rule's threshold."""
+    threshold, long_dropout = long_budget_rule(cfg.preset)
+    epochs = expected_epochs(cfg, batches_per_epoch, num_processes)
+    seconds = None
+    if cfg.max_minutes and (epochs is None or epochs >= threshold):
+        seconds = measure_seconds_per_batch()
+        epochs = expected_epochs(cfg, batches_per_epoch, num_processes, seconds)
+    dropout = budget_dropout(cfg.preset, None, epochs)
+    recipe = dataclasses.replace(recipe, dropout=dropout, expected_epochs=epochs)
+    budget = f"about {epochs:.3g} epochs" if epochs is not None else "an unknown number of epochs"
+    if seconds is not None:
+        budget += f" ({batches_per_epoch} batches each; {seconds:.3g} s per batch measured)"
+    if dropout is None:
+        return recipe, (
+            f"no long-budget dropout: the budget allows {budget}, fewer than the {cfg.preset} preset's {threshold:g} "
+            f"for its dropout {long_dropout} (pass --dropout to choose)"
+        )
+    early = [m for m in recipe.export_marks if seconds is not None and expected_epochs(
+        dataclasses.replace(cfg, max_minutes=m, max_steps=None, max_epochs=None), batches_per_epoch, num_processes,
+        seconds) < threshold]  # fmt: skip
+    return recipe, (
+        f"dropout {dropout}: the budget allows {budget}, at least the {cfg.preset} preset's {threshold:g} for its "
+        "long-budget dropout (pass --dropout to choose)"
+        + (f"; the minute-{early[0]:g} export is this run's state, not what a {early[0]:g}-minute run "
+           "(no long-budget dropout) would give" if early else "")
+    )  # fmt: skip
 
 
 def resume_changes(saved: dict | None, recipe: Recipe) -> str | None:
@@ -117,20 +180,6 @@ def resume_changes(saved: dict | None, recipe: Recipe) -> str | None:
     if not changed:
         return None
     return "resumed with " + ", ".join(changed) + ": the rest of the run uses the new values"
-
-
-def dropout_note(cfg: TrainConfig, recipe: Recipe) -> str | None:
-    """A line for the log when the preset's long-budget rule (not ``--dropout``) set the dropout."""
-    if cfg.dropout is not None or recipe.dropout is None:
-        return None
-    threshold = recipe_defaults(cfg.preset)["long_budget_minutes"]
-    early = [m for m in recipe.export_marks if threshold is not None and m < threshold]
-    return (
-        f"dropout {recipe.dropout} (the {cfg.preset} preset's long-budget dropout for --max_minutes >= {threshold}; "
-        "pass --dropout to choose)"
-        + (f"; the minute-{early[0]:g} export is this run's state, not what a {early[0]:g}-minute run "
-           "(no long-budget dropout) would give" if early else "")
-    )  # fmt: skip
 
 
 def warmup_note(recipe: Recipe, steps: int) -> str | None:
