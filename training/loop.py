@@ -208,6 +208,8 @@ class Trainer:
         machine as in training) and all use the main process's figure."""
         acc, cfg, data = self.accelerator, self.cfg, self.data
         epoch = data.sampler.batches(0)
+        if not epoch:  # nothing to time (every pair skipped): the minutes cannot be converted
+            return 0.0
         picks = [epoch[i * len(epoch) // (batches + 1)] for i in range(batches + 1)]
         with torch.random.fork_rng(devices=[acc.device.index or 0] if acc.device.type == "cuda" else []):
             model = objective_model(cfg, self.recipe, len(data.tokenizer)).to(acc.device).train()
