@@ -82,9 +82,8 @@ def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
             "--output_dir with --init_from to train these weights on a new schedule."
         )
 
-    def pick(name: str, falsy_means_unset: bool = False):
-        value = getattr(cfg, name)
-        if value is not None and not (falsy_means_unset and not value):
+    def pick(name: str):  # check_options has refused out-of-range values
+        if (value := getattr(cfg, name)) is not None:
             return value
         return saved[name] if saved.get(name) is not None else defaults[name]
 
@@ -93,13 +92,13 @@ def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
     return Recipe(
         preset=cfg.preset,
         objective=cfg.objective,
-        max_tokens=pick("max_tokens", falsy_means_unset=True),
-        warmup_steps=pick("warmup_steps", falsy_means_unset=True),
+        max_tokens=pick("max_tokens"),
+        warmup_steps=pick("warmup_steps"),
         lr_scale=pick("lr_scale"),
         clip_norm=pick("clip_norm"),
         cooldown=pick("cooldown"),
         average_last=pick("average_last"),
-        average_every=pick("average_every", falsy_means_unset=True),
+        average_every=pick("average_every"),
         dropout=saved["dropout"] if kept_dropout else cfg.dropout,
         init_std=cfg.init_std,
         linear_init_std=cfg.linear_init_std,
