@@ -75,6 +75,8 @@ def test_train_help_is_grouped_and_bools_take_values():
     assert parse_dataclass(TrainConfig, ["--resume"]).resume is True
     assert parse_dataclass(TrainConfig, ["--has_header", "true"]).has_header is True
     assert parse_dataclass(TrainConfig, []).has_header is None
+    pre_ln = parse_dataclass(TrainConfig, ["--normalize_before", "--encoder_layers", "4", "--decoder_layers", "2"])
+    assert (pre_ln.normalize_before, pre_ln.encoder_layers, pre_ln.decoder_layers) == (True, 4, 2)
 
 
 def test_a_bad_config_file_is_one_line_and_exit_2(tmp_path):

@@ -438,3 +438,54 @@ def test_run_dir_reads_the_saved_recipe_and_the_dropout_of_an_older_run_folder(t
     assert resolve_recipe(cfg, run.saved_recipe()).dropout == 0.25 and not dropout_pending(cfg, run.saved_recipe())
     run.save(cfg, resolve_recipe(TrainConfig(preset="small", max_minutes=90, dropout=0.1)))
     assert run.saved_recipe()["dropout"] == 0.1 and resolve_recipe(cfg, run.saved_recipe()).dropout == 0.1
+
+
+def test_architecture_options_override_the_preset_in_every_model_family(tmp_path):
+    """--normalize_before, --encoder_layers and --decoder_layers replace the preset's fields in the model a run
+    builds (pre-LN adds a final LayerNorm after each stack); the options left unset keep the preset's."""
+    from training.loop import objective_model
+    from training.options import TrainConfig
+    from training.presets import PRESETS
+    from training.recipe import resolve_recipe
+
+    tiny = PRESETS["tiny"]["model"]
+    cfg = TrainConfig(preset="tiny", normalize_before=True, encoder_layers=3, decoder_layers=1, max_steps=1)
+    model = objective_model(cfg, resolve_recipe(cfg), 120)
+    c = model.config
+    assert (c.normalize_before, c.encoder_layers, c.decoder_layers, c.d_model) == (True, 3, 1, tiny["d_model"])
+    assert len(model.model.encoder.layers) == 3 and len(model.model.decoder.layers) == 1
+    assert model.model.encoder.layer_norm is not None and model.model.decoder.layer_norm is not None
+    plain = objective_model(TrainConfig(preset="tiny", max_steps=1), resolve_recipe(TrainConfig(preset="tiny")), 120)
+    assert plain.config.normalize_before is False and plain.model.encoder.layer_norm is None
+    assert (plain.config.encoder_layers, plain.config.decoder_layers) == (tiny["encoder_layers"], tiny["decoder_layers"])
+    causal = TrainConfig(preset="tiny", objective="causal_lm", normalize_before=True, decoder_layers=1, max_steps=1)
+    lm = objective_model(causal, resolve_recipe(causal), 120).config
+    assert (type(lm).__name__, lm.normalize_before, lm.decoder_layers) == ("VanillaDecoderOnlyConfig", True, 1)
+    masked = TrainConfig(preset="tiny", objective="masked_lm", encoder_layers=1, max_steps=1)
+    assert objective_model(masked, resolve_recipe(masked), 120).config.encoder_layers == 1
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(encoder_layers=0), "--encoder_layers must be >= 1, got 0"),
+        (dict(decoder_layers=-2), "--decoder_layers must be >= 1, got -2"),
+        (dict(objective="causal_lm", encoder_layers=2), "causal_lm trains a model without encoder: drop --encoder_layers"),
+        (dict(objective="masked_lm", decoder_layers=2), "masked_lm trains a model without decoder: drop --decoder_layers"),
+    ],
+)
+def test_architecture_options_out_of_range_or_unused_are_refused(options, message):
+    from training.options import TrainConfig, check_options
+
+    with pytest.raises(ValueError, match=message):
+        check_options(TrainConfig(preset="tiny", max_steps=1, **options))
+
+
+def test_architecture_options_are_refused_with_init_from(tmp_path):
+    """--init_from brings its architecture: an option that would shape a new model cannot apply to it."""
+    from training.options import TrainConfig, check_options
+
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="--normalize_before, --decoder_layers shape a new model; --init_from"):
+        check_options(TrainConfig(init_from=str(tmp_path), normalize_before=False, decoder_layers=2, max_steps=1))
+    check_options(TrainConfig(init_from=str(tmp_path), max_steps=1))

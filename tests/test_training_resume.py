@@ -213,7 +213,8 @@ CHANGED = {
     "train_split": ("all", "train"), "valid_split": ("none", "auto"), "test_split": ("none", "auto"),
     "on_bad_line": ("error", "skip"), "max_tokens": (400, 512), "objective": ("causal_lm", "translation"),
     "causal_lm_data": ("text", "pairs"), "mlm_probability": (0.2, 0.15), "noise_density": (0.2, 0.15),
-    "mean_noise_span_length": (2.0, 3.0), "bpe_dropout": (0.1, 0.0),
+    "mean_noise_span_length": (2.0, 3.0), "bpe_dropout": (0.1, 0.0), "normalize_before": (True, None),
+    "encoder_layers": (1, None), "decoder_layers": (1, None),
 }  # fmt: skip
 
 

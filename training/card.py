@@ -164,12 +164,14 @@ def _data_text(cfg: TrainConfig, result, dataset: str | None) -> str:
 
 
 def _architecture(c) -> str:
-    """Heads, d_ff and depth of any of the model families."""
+    """Heads, d_ff, depth and LayerNorm placement of any of the model families."""
+    norm = ", pre-LN" if getattr(c, "normalize_before", False) else ", post-LN"
     if hasattr(c, "encoder_layers") and hasattr(c, "decoder_layers"):
-        return f"{c.encoder_attention_heads} heads, d_ff {c.encoder_ffn_dim}, {c.encoder_layers}+{c.decoder_layers} layers"
+        return (f"{c.encoder_attention_heads} heads, d_ff {c.encoder_ffn_dim}, {c.encoder_layers}+{c.decoder_layers} "
+                f"layers{norm}")  # fmt: skip
     side = "decoder" if hasattr(c, "decoder_layers") else "encoder"
     return (f"{getattr(c, side + '_attention_heads')} heads, d_ff {getattr(c, side + '_ffn_dim')}, "
-            f"{getattr(c, side + '_layers')} {side} layers")  # fmt: skip
+            f"{getattr(c, side + '_layers')} {side} layers{norm}")  # fmt: skip
 
 
 def _recipe_text(cfg: TrainConfig, recipe: Recipe, c: VanillaTransformerConfig, result) -> str:

@@ -119,6 +119,13 @@ class TrainConfig(DataOptions):
     linear_init_std: float | None = _f(
         None, "std of the normal initialisation of linear layers (default: the preset's, else Xavier-uniform)"
     )
+    normalize_before: bool | None = _f(
+        None,
+        "pre-LN: LayerNorm before each sublayer, x + Sublayer(LN(x)), and after each stack (default: the preset's; "
+        "every preset is the paper's post-LN, LN(x + Sublayer(x)))",
+    )
+    encoder_layers: int | None = _f(None, "encoder layers (default: the preset's; small: 3)")
+    decoder_layers: int | None = _f(None, "decoder layers (default: the preset's; small: 3)")
     # batching and optimisation
     max_tokens: int | None = _f(
         None, "token budget per batch (batch size x longest side); default: the preset's"
@@ -241,10 +248,14 @@ TrainConfig.help_groups = {
     "resume": "run folder options",
 }
 
+# model options that override the preset's architecture (None: the preset's)
+ARCHITECTURE_OPTIONS = ("normalize_before", "encoder_layers", "decoder_layers")
+
 # options that must not change when a run is resumed
 RESUME_KEYS = ("data", "max_lines", "valid_size", "test_size", "split_by", "split_groups", "split_block_size",
                "split_seed", "max_length",
-               "preset", "dropout", "init_std", "linear_init_std", "seed", "grad_accum", "label_smoothing",
+               "preset", "dropout", "init_std", "linear_init_std", "normalize_before", "encoder_layers",
+               "decoder_layers", "seed", "grad_accum", "label_smoothing",
                "source_column", "target_column", "source_lang", "target_lang", "has_header", "hub_config", "train_split",
                "valid_split", "test_split", "on_bad_line", "max_tokens", "objective", "init_from", "causal_lm_data",
                "mlm_probability", "noise_density", "mean_noise_span_length", "bpe_dropout", "vocab_size",
@@ -330,6 +341,16 @@ def check_options(cfg: TrainConfig) -> None:
     for name, value in (("dropout", cfg.dropout), ("label_smoothing", cfg.label_smoothing), ("cooldown", cfg.cooldown)):
         if value is not None and not 0.0 <= value < 1.0:
             problems.append(f"--{name} must be in [0, 1), got {value}")
+    for name in ("encoder_layers", "decoder_layers"):
+        if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
+            problems.append(f"--{name} must be >= 1, got {getattr(cfg, name)}")
+    shaping = [f"--{name}" for name in ARCHITECTURE_OPTIONS if getattr(cfg, name) is not None]
+    if shaping and cfg.init_from is not None:
+        problems.append(f"{', '.join(shaping)} shape a new model; --init_from's architecture is used as it is: drop "
+                        "one or the other")  # fmt: skip
+    unused = {"causal_lm": "encoder_layers", "masked_lm": "decoder_layers"}.get(cfg.objective)
+    if unused is not None and getattr(cfg, unused) is not None:
+        problems.append(f"--objective {cfg.objective} trains a model without {unused.split('_')[0]}: drop --{unused}")
     if cfg.average_last is not None and cfg.average_last < 0:
         problems.append(f"--average_last must be >= 0, got {cfg.average_last}")
     if cfg.mixed_precision is not None and cfg.mixed_precision not in MIXED_PRECISIONS:

@@ -43,6 +43,9 @@ class Recipe:
     dropout: float | None  # replaces the preset's model dropout; None keeps it
     init_std: float | None  # None: the preset's
     linear_init_std: float | None  # None: the preset's
+    normalize_before: bool | None  # None: the preset's (post-LN)
+    encoder_layers: int | None  # None: the preset's
+    decoder_layers: int | None  # None: the preset's
     length_penalty_candidates: tuple[float, ...]
     length_penalty: float  # --length_penalty, else DEFAULT_LENGTH_PENALTY (until a search on validation chooses)
     export_marks: tuple[float, ...]  # --export_at_minutes, sorted
@@ -51,9 +54,11 @@ class Recipe:
 
     def model_config(self, vocab_size: int) -> VanillaTransformerConfig:
         """The model configuration: the preset's architecture for the objective's model family, with this
-        recipe's dropout and initialisation."""
+        recipe's dropout, initialisation, LayerNorm placement and depths."""
         return build_family_config(self.objective, self.preset, vocab_size, dropout=self.dropout,
-                                   init_std=self.init_std, linear_init_std=self.linear_init_std)  # fmt: skip
+                                   init_std=self.init_std, linear_init_std=self.linear_init_std,
+                                   normalize_before=self.normalize_before, encoder_layers=self.encoder_layers,
+                                   decoder_layers=self.decoder_layers)  # fmt: skip
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -102,6 +107,9 @@ def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
         dropout=saved["dropout"] if kept_dropout else cfg.dropout,
         init_std=cfg.init_std,
         linear_init_std=cfg.linear_init_std,
+        normalize_before=cfg.normalize_before,
+        encoder_layers=cfg.encoder_layers,
+        decoder_layers=cfg.decoder_layers,
         length_penalty_candidates=candidates,
         length_penalty=cfg.length_penalty if cfg.length_penalty is not None else DEFAULT_LENGTH_PENALTY,
         export_marks=tuple(minute_marks(cfg)),
