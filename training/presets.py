@@ -13,8 +13,9 @@ after the peak; each step up of that later rate was measured: 0.3 with 450 over 
 with 1,012 over 0.3 with 450 (+0.6 BLEU on unseen books), 0.6 with 1,000 or 1,778 over 0.45 with 1,000 (+0.8 BLEU
 on unseen books, test 24.57 / 45.62 and 24.60 / 45.62 against 23.78 / 44.92: the warm-up's length did not matter
 at 8,000 updates); 450 warm-up updates instead of 1,000 scored +2.4 BLEU where a slower machine stops at 1,000
-updates and level at 3,000 (18.67 / 40.13 against 18.53 / 39.76); peaks of 1.3e-3 with 200 updates were worse, and
-``lr_scale`` 0.8 far worse: validation perplexity 66 against 39 after 1,000 updates) with
+updates and level at 3,000 (18.67 / 40.13 against 18.53 / 39.76); peaks of 1.3e-3 with 200 updates were worse,
+``lr_scale`` 0.7 with the cooldown 0.6 BLEU lower at 2,900 updates, and 0.8 far worse: validation perplexity 66
+against 39 after 1,000 updates) with
 gradient clipping at 1.0 (``lr_scale`` 0.5 without clipping left the decoder ignoring the source), Marian's N(0,
 0.02) initialisation of embeddings and linear layers (validation perplexity after 1,000 updates 24 instead of 40
 with Xavier-uniform), averaging of the last 5 weight snapshots taken every 200 updates (the token span of the 5 x
