@@ -165,7 +165,7 @@ def _data_text(cfg: TrainConfig, result, dataset: str | None) -> str:
 
 def _architecture(c) -> str:
     """Heads, d_ff, depth and LayerNorm placement of any of the model families."""
-    norm = ", pre-LN" if getattr(c, "normalize_before", False) else ", post-LN"
+    norm = ", pre-LN" if c.normalize_before else ", post-LN"
     if hasattr(c, "encoder_layers") and hasattr(c, "decoder_layers"):
         return (f"{c.encoder_attention_heads} heads, d_ff {c.encoder_ffn_dim}, {c.encoder_layers}+{c.decoder_layers} "
                 f"layers{norm}")  # fmt: skip

@@ -332,7 +332,7 @@ def check_options(cfg: TrainConfig) -> None:
                             "is: drop one or the other")  # fmt: skip
     if cfg.lr_scale is not None and not (math.isfinite(cfg.lr_scale) and cfg.lr_scale > 0):
         problems.append(f"--lr_scale must be a number > 0, got {cfg.lr_scale}")
-    for name in ("warmup_steps", "max_tokens", "average_every"):
+    for name in ("warmup_steps", "max_tokens", "average_every", "encoder_layers", "decoder_layers"):
         if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
             problems.append(f"--{name} must be >= 1, got {getattr(cfg, name)}")
     for name, value in (("clip_norm", cfg.clip_norm), ("weight_decay", cfg.weight_decay)):
@@ -341,12 +341,9 @@ def check_options(cfg: TrainConfig) -> None:
     for name, value in (("dropout", cfg.dropout), ("label_smoothing", cfg.label_smoothing), ("cooldown", cfg.cooldown)):
         if value is not None and not 0.0 <= value < 1.0:
             problems.append(f"--{name} must be in [0, 1), got {value}")
-    for name in ("encoder_layers", "decoder_layers"):
-        if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
-            problems.append(f"--{name} must be >= 1, got {getattr(cfg, name)}")
-    shaping = [f"--{name}" for name in ARCHITECTURE_OPTIONS if getattr(cfg, name) is not None]
-    if shaping and cfg.init_from is not None:
-        problems.append(f"{', '.join(shaping)} shape a new model; --init_from's architecture is used as it is: drop "
+    architecture = [f"--{name}" for name in ARCHITECTURE_OPTIONS if getattr(cfg, name) is not None]
+    if architecture and cfg.init_from is not None:
+        problems.append(f"{', '.join(architecture)} shape a new model; --init_from's architecture is used as it is: drop "
                         "one or the other")  # fmt: skip
     unused = {"causal_lm": "encoder_layers", "masked_lm": "decoder_layers"}.get(cfg.objective)
     if unused is not None and getattr(cfg, unused) is not None:
