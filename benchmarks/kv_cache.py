@@ -36,7 +36,7 @@ two rows.
 sentence). The self-attention cache grows with the decoded length T, the cross-attention cache of an
 encoder-decoder holds the S source positions for the whole call.
 
-Nothing here prints; `scripts/kv_cache_study.py` prints the tables and draws the plot.
+Nothing here prints; `vanilla-transformer bench kv-cache` prints the tables and draws the plot.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from pathlib import Path
 import torch
 from transformers import GenerationConfig
 
-from training.presets import PRESETS, build_config
+from vanilla_transformer.training.presets import PRESETS, build_config
 
 from .speed import VOCAB_SIZES, Stat, generate_call, interleaved, per_round_ratio
 
@@ -241,7 +241,7 @@ def cache_tensor_bytes(cache) -> dict[str, int]:
 def study_model(preset: str, seed: int = 0):
     """Our encoder-decoder with `preset`'s sizes (`training.presets`), the benchmark vocabulary of that preset
     (`benchmarks.speed.VOCAB_SIZES`), random weights, no dropout, sdpa attention, in eval mode."""
-    from modeling import VanillaTransformerForConditionalGeneration
+    from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
 
     if preset not in VOCAB_SIZES:
         raise ValueError(f"Unknown study preset {preset!r}; choose one of {list(VOCAB_SIZES)} (--preset).")

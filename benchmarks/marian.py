@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from transformers import MarianConfig
 
-from tokenizer import BOS_ID, EOS_ID, PAD_ID
-from training.presets import build_config
+from vanilla_transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from vanilla_transformer.training.presets import build_config
 
 
 def marian_config(

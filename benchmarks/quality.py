@@ -1,20 +1,20 @@
 """Translation quality against a peer trained in the same run: our model with our recipe (`training.train`,
-the code path of ``scripts/train.py``) and transformers' `MarianMTModel` with `Seq2SeqTrainer` and the standard
+the code path of ``vanilla-transformer train``) and transformers' `MarianMTModel` with `Seq2SeqTrainer` and the standard
 Hugging Face recipe, at the same size, on the same tokenizer, training split and wall-clock budget, one after
 the other on the same machine, then scored on the same held-out split with the same decoding.
 
 Both systems:
     * data: the corpus and its deterministic split as `corpus.DataOptions` reads them (the same flags as
-      ``scripts/train.py``), training pairs with more than ``max_length`` tokens on a side dropped;
+      ``vanilla-transformer train``), training pairs with more than ``max_length`` tokens on a side dropped;
     * tokenizer: `tokenizer.load_or_train_tokenizer` (``--tokenizer``, else one joint BPE trained on the training
-      split, as ``scripts/train.py`` trains it), ids ``<pad>`` 0, ``<s>`` 2 (decoder start), ``</s>`` 3;
+      split, as ``vanilla-transformer train`` trains it), ids ``<pad>`` 0, ``<s>`` 2 (decoder start), ``</s>`` 3;
     * architecture: the preset's sizes (``small``: d_model 256, 4 heads, FFN 1024, 3+3 layers, ReLU, post-LN,
       tied embeddings; Marian's config is `benchmarks.marian.marian_config`); dropout: Marian 0.1 (the anchor's, ``marian_dropout``), ours its preset's (``small``: 0);
     * budget: ``budget_minutes`` of the training loop, periodic validation included (every ``eval_every``
       updates: `training.validation.validation_metrics`, perplexity on the validation split, greedy BLEU on its
       first ``bleu_samples`` pairs);
     * test decoding: `inference.evaluate_translation` with beam ``num_beams`` and transformers' length penalty
-      ``length_penalty`` (sum log-prob / length ** alpha; default 1.0, the value ``scripts/train.py`` decodes
+      ``length_penalty`` (sum log-prob / length ** alpha; default 1.0, the value ``vanilla-transformer train`` decodes
       with and transformers' own default), at most ``2 * source length + 10`` new tokens, pad and
       ``<s>`` never generated; sacreBLEU BLEU/chrF with signatures and the output/reference length ratio
       (sacreBLEU's ``sys_len / ref_len``).
@@ -25,7 +25,7 @@ standard `Seq2SeqTrainer` one: AdamW (0.9, 0.98, 1e-9, no weight decay), learnin
 ``marian_warmup_steps`` linear warm-up then inverse-square-root decay (``lr_scheduler_type="inverse_sqrt"``),
 ``label_smoothing_factor`` 0.1, ``marian_batch_size``-sentence batches grouped by length, gradient clipping at
 the `TrainingArguments` default (1.0), fp32 (``marian_bf16``: bf16 autocast). Ours trains in the precision
-`scripts/train.py` chooses (bf16 autocast on CPUs where it is measured faster: `training.hardware`).
+`vanilla-transformer train` chooses (bf16 autocast on CPUs where it is measured faster: `training.hardware`).
 
 Both systems run in one process with the CPU allocator settings of `training.allocator` (our trainer applies
 them when it starts; the Marian run that follows inherits them), so neither gains from them over the other.
@@ -48,18 +48,18 @@ from typing import Any
 
 import torch
 
-from corpus import DataOptions
-from inference import bleu_tokenizer_for, evaluate_translation, length_stats
-from modeling import IGNORE_INDEX, VanillaTransformerConfig, default_generation_config
-from tokenizer import load_or_train_tokenizer
-from training.cli import parse_field_value
-from training.data import filter_by_length, tokenize_dataset
-from training.hardware import PRECISION_NAMES, available_cores
-from training.loop import Event, train
-from training.options import DEFAULT_LENGTH_PENALTY, TrainConfig
-from training.plots import Curves, curves_from_history, plot_training_curves
-from training.presets import PRESETS, preset_names
-from training.validation import LENGTH_CAP, validation_metrics
+from vanilla_transformer.corpus import DataOptions
+from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_translation, length_stats
+from vanilla_transformer.modeling import IGNORE_INDEX, VanillaTransformerConfig, default_generation_config
+from vanilla_transformer.tokenizer import load_or_train_tokenizer
+from vanilla_transformer.training.cli import parse_field_value
+from vanilla_transformer.training.data import filter_by_length, tokenize_dataset
+from vanilla_transformer.training.hardware import PRECISION_NAMES, available_cores
+from vanilla_transformer.training.loop import Event, train
+from vanilla_transformer.training.options import DEFAULT_LENGTH_PENALTY, TrainConfig
+from vanilla_transformer.training.plots import Curves, curves_from_history, plot_training_curves
+from vanilla_transformer.training.presets import PRESETS, preset_names
+from vanilla_transformer.training.validation import LENGTH_CAP, validation_metrics
 
 from .marian import marian_config
 
@@ -74,8 +74,8 @@ def _f(default: Any, help: str, **kw) -> Any:
 
 @dataclass
 class QualityConfig(DataOptions):
-    """Options of `run_quality_benchmark` (the flags of scripts/bench_quality.py, same names): the corpus and its
-    split (`corpus.DataOptions`, as scripts/train.py), then the benchmark's own."""
+    """Options of `run_quality_benchmark` (the flags of vanilla-transformer bench quality, same names): the corpus and its
+    split (`corpus.DataOptions`, as vanilla-transformer train), then the benchmark's own."""
 
     budget_minutes: float = _f(25.0, "wall-clock budget of each system's training loop (validation included)")
     systems: str = _f("ours,marian", "comma-separated systems to train, in this order: ours, marian")
@@ -84,7 +84,7 @@ class QualityConfig(DataOptions):
     vocab_size: int = _f(8000, "joint BPE vocabulary size when the tokenizer is trained here")
     preset: str = _f("small", "architecture preset of both systems", choices=tuple(preset_names()))
     ours: str = _f(
-        "", "overrides of our TrainConfig, e.g. 'lr_scale=1.0 warmup_steps=400' (scripts/train.py flags)"
+        "", "overrides of our TrainConfig, e.g. 'lr_scale=1.0 warmup_steps=400' (vanilla-transformer train flags)"
     )
     marian_lr: float = _f(7e-4, "Marian: peak learning rate")
     marian_warmup_steps: int = _f(200, "Marian: linear warm-up updates before the inverse-sqrt decay")
@@ -92,7 +92,7 @@ class QualityConfig(DataOptions):
     marian_dropout: float = _f(0.1, "Marian: dropout (the anchor's; ours follows its preset)")
     marian_bf16: bool = _f(
         False, "Marian: bf16 autocast (Seq2SeqTrainingArguments bf16=True, with use_cpu on a CPU) instead of the "
-        "standard recipe's fp32; ours chooses its precision as scripts/train.py does (--ours mixed_precision=no: fp32)"
+        "standard recipe's fp32; ours chooses its precision as vanilla-transformer train does (--ours mixed_precision=no: fp32)"
     )
     label_smoothing: float = _f(0.1, "label smoothing of both systems")
     eval_every: int = _f(500, "validate both systems every N updates (and at the end)")
@@ -101,7 +101,7 @@ class QualityConfig(DataOptions):
     num_beams: int | None = _f(None, "beams for the test translation; default: the generation config's (4)")
     length_penalty: float = _f(
         DEFAULT_LENGTH_PENALTY, "length penalty alpha (transformers': log-prob / length**alpha) of both systems, "
-        "no search on validation; scripts/train.py's default"
+        "no search on validation; vanilla-transformer train's default"
     )
     eval_batch_size: int = _f(64, "sentences per generate() batch")
     sacrebleu_tokenize: str | None = _f(
@@ -158,7 +158,7 @@ def parse_overrides(text: str) -> dict[str, Any]:
         key = key.strip().lstrip("-")
         if not sep or key not in names:
             raise ValueError(
-                f"--ours: {item!r} is not KEY=VALUE with KEY a scripts/train.py option (e.g. 'lr_scale=1.0')."
+                f"--ours: {item!r} is not KEY=VALUE with KEY a vanilla-transformer train option (e.g. 'lr_scale=1.0')."
             )
         try:
             out[key] = parse_field_value(TrainConfig, key, value)
@@ -216,7 +216,7 @@ def _prepare_data(cfg: QualityConfig, out: Path) -> _Data:
 
 # ------------------------------------------------------------------------------------------------ ours
 def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event, tokenize: str) -> tuple[Any, dict]:
-    from modeling import save_with_remote_code
+    from vanilla_transformer.modeling import save_with_remote_code
 
     overrides = parse_overrides(cfg.ours)
     data_options = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(DataOptions)}

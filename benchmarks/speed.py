@@ -10,7 +10,7 @@ cancels. With `Settings.bf16`, ours and Marian also run in bf16 in the same roun
 precision and each system's best precision on this machine come from the same rounds. Same-round probes (a large fp32 GEMM and a large memory copy) turn throughputs into training MFU and
 into the decode step's distance to the memory-bandwidth floor.
 
-The logic lives here; `scripts/bench.py` parses arguments and prints.
+The logic lives here; `vanilla-transformer bench speed` parses arguments and prints.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
-from modeling import cpu_inference_gemm, set_cpu_inference_gemm
-from modeling.convert_marian import convert_marian_model
+from vanilla_transformer.modeling import cpu_inference_gemm, set_cpu_inference_gemm
+from vanilla_transformer.modeling.convert_marian import convert_marian_model
 
 from .marian import marian_config
 
@@ -126,15 +126,15 @@ def export_engines(ours: torch.nn.Module, new_tokens: int) -> tuple[dict[str, ob
     root = Path(tempfile.mkdtemp(prefix="bench_engines_"))
     threads = torch.get_num_threads()
     plans = {
-        "ct2_fp32": ("export.ct2", "export_ct2", {}, "inference.engine_ct2", "CT2Translator"),
+        "ct2_fp32": ("vanilla_transformer.export.ct2", "export_ct2", {}, "vanilla_transformer.inference.engine_ct2", "CT2Translator"),
         "ct2_int8": (
-            "export.ct2",
+            "vanilla_transformer.export.ct2",
             "export_ct2",
             {"quantization": "int8"},
-            "inference.engine_ct2",
+            "vanilla_transformer.inference.engine_ct2",
             "CT2Translator",
         ),
-        "onnx": ("export.onnx", "export_onnx", {}, "inference.engine_onnx", "OnnxTranslator"),
+        "onnx": ("vanilla_transformer.export.onnx", "export_onnx", {}, "vanilla_transformer.inference.engine_onnx", "OnnxTranslator"),
     }
     engines, notes = {}, []
     for name, (export_module, export_name, options, engine_module, engine_name) in plans.items():

@@ -1,7 +1,7 @@
 """Measurements behind docs/tokenizer.md: sequence length, unknown/byte-token rates, round trip, and encode
 throughput against a SentencePiece BPE model trained on the same texts (the peer, measured in the same run).
 
-Nothing here prints; `scripts/bench_tokenizer.py` formats the results.
+Nothing here prints; `vanilla-transformer bench tokenizer` formats the results.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerFast
 
-from tokenizer import BYTE_TOKENS, PAD_ID, UNK_ID, normalize_text
+from vanilla_transformer.tokenizer import BYTE_TOKENS, PAD_ID, UNK_ID, normalize_text
 
 
 @dataclass
@@ -183,7 +183,7 @@ def measure_dropout_cost(
     medians; the BPE word cache cleared before each encoding, so it is a cold pass like tokenising a split once)."""
     import numpy as np
 
-    from tokenizer import BPEDropout
+    from vanilla_transformer.tokenizer import BPEDropout
 
     if rounds < 1 or not texts:
         raise ValueError(f"rounds={rounds} must be >= 1 and texts non-empty.")

@@ -27,7 +27,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from inference.engine_ct2 import MODEL_CONFIG_FILE
+from vanilla_transformer.inference.engine_ct2 import MODEL_CONFIG_FILE
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -59,12 +59,12 @@ With this project installed, `CT2Translator` reads the decoding defaults from ge
 applies the model's length limits, like the PyTorch translation path:
 
 ```python
-from inference.engine_ct2 import CT2Translator
+from vanilla_transformer.inference.engine_ct2 import CT2Translator
 
 print(CT2Translator("{folder}").translate(["Hello world"]))
 ```
 
-or `python scripts/translate.py --engine ct2 --model {folder}`.
+or `vanilla-transformer translate --engine ct2 --model {folder}`.
 """
 
 
@@ -85,7 +85,7 @@ def export_ct2(
         )
     out = Path(out)
     if isinstance(model_folder_or_model, (str, Path)):
-        from inference.loading import load_model_and_tokenizer
+        from vanilla_transformer.inference.loading import load_model_and_tokenizer
 
         _check_saved_config(Path(model_folder_or_model))
         model, folder_tokenizer = load_model_and_tokenizer(str(model_folder_or_model), device="cpu")
@@ -101,7 +101,7 @@ def export_ct2(
             f"out={str(out)!r} exists and is not an empty folder or a CTranslate2 export: choose a new folder"
         )
     check_expressible(model.config)
-    from inference.loading import check_tokenizer_matches_model
+    from vanilla_transformer.inference.loading import check_tokenizer_matches_model
 
     check_tokenizer_matches_model(model, tokenizer)
     import ctranslate2

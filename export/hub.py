@@ -23,7 +23,7 @@ from pathlib import Path
 
 from huggingface_hub import HfApi, get_token
 
-from inference.loading import TOKENIZER_FILES
+from vanilla_transformer.inference.loading import TOKENIZER_FILES
 
 from .model_card import hub_model_card, model_card_for_repo
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from modeling import VanillaTransformerConfig
+    from vanilla_transformer.modeling import VanillaTransformerConfig
 
 OPSET = 18
 ENCODER_FILE = "encoder_model.onnx"
@@ -85,10 +85,10 @@ def export_onnx(
         raise ImportError(f"exporting to ONNX needs {' and '.join(missing)}: pip install '.[export]'")
     import torch
 
-    from modeling import VanillaTransformerForConditionalGeneration
+    from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
 
     if is_folder:
-        from inference.loading import load_model_and_tokenizer
+        from vanilla_transformer.inference.loading import load_model_and_tokenizer
 
         model, folder_tokenizer = load_model_and_tokenizer(str(model_folder_or_model), device="cpu")
         tokenizer = tokenizer if tokenizer is not None else folder_tokenizer
@@ -134,7 +134,7 @@ def _export_graphs(model: PreTrainedModel, out: Path) -> None:
     from torch import nn
     from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-    from modeling.modeling_vanilla_transformer import CACHE_FIELD
+    from vanilla_transformer.modeling.modeling_vanilla_transformer import CACHE_FIELD
 
     config = model.config
     layers = config.decoder_layers
@@ -266,7 +266,7 @@ def readme(config: VanillaTransformerConfig) -> str:
     truncation = "" if rope else f", truncation=True, max_length={config.max_position_embeddings}"
     return f"""# ONNX export of a vanilla_transformer translation model
 
-Exported with `scripts/export_onnx.py` (opset {OPSET}, float32). Files:
+Exported with `vanilla-transformer export --engine onnx` (opset {OPSET}, float32). Files:
 
 - `encoder_model.onnx`: `input_ids`, `attention_mask` (int64, 1 = token, 0 = padding) -> `last_hidden_state`
 - `decoder_model.onnx` (first decoding step): `encoder_attention_mask`, `input_ids`, `encoder_hidden_states`
@@ -287,13 +287,13 @@ With this project installed (greedy and beam search with the generation config's
 `generate()`):
 
 ```python
-from inference.engine_onnx import OnnxTranslator
+from vanilla_transformer.inference.engine_onnx import OnnxTranslator
 
 translator = OnnxTranslator("this-folder")
 print(translator.translate(["A sentence to translate."], num_beams=4))
 ```
 
-or `python scripts/translate.py --engine onnx --model this-folder < input.txt`.
+or `vanilla-transformer translate --engine onnx --model this-folder < input.txt`.
 
 With onnxruntime alone (greedy, one sentence):
 

@@ -69,12 +69,12 @@ class CT2Translator:
         if not (folder / "model.bin").is_file() or not (folder / MODEL_CONFIG_FILE).is_file():
             raise ValueError(
                 f"{str(folder)!r} is not a CTranslate2 export (no model.bin or {MODEL_CONFIG_FILE}): create one "
-                "with python scripts/export_ct2.py MODEL OUT"
+                "with vanilla-transformer export --engine ct2 MODEL OUT"
             )
         import ctranslate2
         from transformers import AutoTokenizer, GenerationConfig
 
-        from modeling import VanillaTransformerConfig
+        from vanilla_transformer.modeling import VanillaTransformerConfig
 
         self.folder = folder
         self.config = VanillaTransformerConfig.from_json_file(str(folder / MODEL_CONFIG_FILE))

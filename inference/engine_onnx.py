@@ -78,7 +78,7 @@ def resolve_decoding(generation_config: GenerationConfig, **overrides: Any) -> D
 
     Raises `ValueError` for an unknown option, an out-of-range value (`modeling.check_generation_arguments`) or an
     option this engine does not implement."""
-    from modeling import check_generation_arguments
+    from vanilla_transformer.modeling import check_generation_arguments
 
     overrides = {name: value for name, value in overrides.items() if value is not None}
     check_generation_arguments(overrides, generation_config)
@@ -179,12 +179,12 @@ class OnnxTranslator:
         import onnxruntime
         from transformers import AutoTokenizer, GenerationConfig
 
-        from export.onnx import DECODER_FILE, DECODER_WITH_PAST_FILE, ENCODER_FILE, GRAPH_FILES
-        from modeling import VanillaTransformerConfig
-        from modeling.pipeline_vanilla_transformer import check_vocabulary
+        from vanilla_transformer.export.onnx import DECODER_FILE, DECODER_WITH_PAST_FILE, ENCODER_FILE, GRAPH_FILES
+        from vanilla_transformer.modeling import VanillaTransformerConfig
+        from vanilla_transformer.modeling.pipeline_vanilla_transformer import check_vocabulary
 
         folder = Path(folder)
-        hint = "export one with scripts/export_onnx.py MODEL OUT"
+        hint = "export one with vanilla-transformer export --engine onnx MODEL OUT"
         if not folder.is_dir():
             raise ValueError(f"ONNX folder {str(folder)!r} does not exist or is not a folder: {hint}")
         needed = [*GRAPH_FILES, "config.json", "generation_config.json"]

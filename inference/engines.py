@@ -68,7 +68,7 @@ def load_engine(
 ):  # fmt: skip
     """(model, tokenizer) of ``folder`` for ``engine``: "torch" (`inference.load_model_and_tokenizer`, with
     ``device``, ``trust_remote_code``, ``dtype``, ``batch_size`` and ``num_beams``), "ct2" (a
-    `scripts/export_ct2.py` folder) or "onnx" (a `scripts/export_onnx.py` folder; both on the CPU, in the precision
+    `vanilla-transformer export --engine ct2` folder) or "onnx" (a `vanilla-transformer export --engine onnx` folder; both on the CPU, in the precision
     they were exported in). Raises
     `ValueError` for an unknown engine, a device or a dtype given to an exported engine or a folder the engine cannot
     load, and `ImportError` (with the pip command) when the engine is not installed."""
@@ -86,7 +86,7 @@ def load_engine(
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(
-            f"--model {str(folder)!r} is not a folder; pass a folder written by scripts/export_{engine}.py"
+            f"--model {str(folder)!r} is not a folder; pass a folder written by `vanilla-transformer export --engine {engine}`"
         )
     if engine == "ct2":
         from .engine_ct2 import CT2Translator as Translator

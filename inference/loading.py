@@ -1,4 +1,4 @@
-"""Loading a saved seq2seq model and its tokenizer safely: the loader behind `scripts/translate.py`.
+"""Loading a saved seq2seq model and its tokenizer safely: the loader behind `vanilla-transformer translate`.
 
 User errors (a missing model folder, a folder without config or without safetensors weights, a tokenizer that
 was not saved with the model, an unusable device) raise `ValueError` with the bad value and the fix in the
@@ -30,7 +30,7 @@ def check_tokenizer_matches_model(model: PreTrainedModel, tokenizer: PreTrainedT
     and the same pad and eos ids as the model config (ids the tokenizer lacks or the config lacks are skipped).
 
     A different tokenizer would otherwise give out-of-vocabulary ids or, worse, silently wrong translations."""
-    from modeling.pipeline_vanilla_transformer import check_vocabulary
+    from vanilla_transformer.modeling.pipeline_vanilla_transformer import check_vocabulary
 
     check_vocabulary(model.config, tokenizer)
 
@@ -178,6 +178,6 @@ def hub_config(repo_id: str) -> dict:
 def _register_local_classes() -> None:
     """Import this project's `modeling` package if it is installed (importing registers the Auto classes)."""
     try:
-        import modeling  # noqa: F401
+        import vanilla_transformer.modeling as modeling  # noqa: F401
     except ImportError:
         logger.debug("the modeling package is not importable; models with auto_map need remote code")

@@ -1,5 +1,5 @@
 """Corpus-level BLEU and chrF through `evaluate`, and translation plus scoring: the one scoring home of training,
-`scripts/evaluate.py` and the quality benchmark.
+`vanilla-transformer evaluate` and the quality benchmark.
 
 The metrics are `evaluate` modules shipped with this package (``inference/metrics/bleu``, ``inference/metrics/chrf``)
 and loaded by local path (`load_metric`), so scoring needs no Hub access. They compute sacreBLEU's defaults (BLEU:

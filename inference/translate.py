@@ -1,5 +1,5 @@
-"""Batched translation with a seq2seq model: the one path used by `scripts/translate.py`,
-`scripts/evaluate.py`, validation and test scoring in training, and the quality benchmark (for
+"""Batched translation with a seq2seq model: the one path used by `vanilla-transformer translate`,
+`vanilla-transformer evaluate`, validation and test scoring in training, and the quality benchmark (for
 `MarianMTModel` too).
 
 `translate_nbest` is the loop; `translate` (one hypothesis per text) and `translate_lines` (n-best joined by
@@ -69,7 +69,7 @@ def translate_nbest(
     translates and gets its training mode back afterwards."""
     import torch
 
-    from modeling import check_generation_arguments
+    from vanilla_transformer.modeling import check_generation_arguments
 
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")

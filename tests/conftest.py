@@ -40,10 +40,10 @@ settings.load_profile("ci")
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: E402
 from transformers import PreTrainedTokenizerFast  # noqa: E402
 
-from modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration  # noqa: E402
+from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration  # noqa: E402
 
 if TYPE_CHECKING:
-    from training import TrainConfig
+    from vanilla_transformer.training import TrainConfig
 
 
 def pytest_sessionfinish(session, exitstatus) -> None:
@@ -181,7 +181,7 @@ def han_characters_per_token(tokenizer) -> list[int]:
 
 def export_tiny_model(folder: Path) -> Path:
     """A tiny random model + tokenizer written with save_with_remote_code (greedy by default, short outputs)."""
-    from modeling import save_with_remote_code
+    from vanilla_transformer.modeling import save_with_remote_code
 
     tokenizer = tiny_tokenizer()
     model = tiny_model(vocab_size=len(tokenizer), max_position_embeddings=MAX_POSITIONS)
@@ -198,7 +198,7 @@ def export(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def loaded(export):
     """(model, tokenizer) loaded from the `export` folder the way translate.py loads them."""
-    from inference import load_model_and_tokenizer
+    from vanilla_transformer.inference import load_model_and_tokenizer
 
     return load_model_and_tokenizer(str(export))
 
@@ -212,7 +212,7 @@ def small_run_options(**overrides) -> dict:
     and 6 test pairs, 512-token batches, no time limit, one thread, no allocator tuning (mallopt cannot be undone
     in the test process), no validation BLEU, TensorBoard or export), with `overrides` on top. There is no default
     stopping rule: pass max_steps."""
-    from corpus import DEFAULT_DATA
+    from vanilla_transformer.corpus import DEFAULT_DATA
 
     values = dict(
         data=str(DEFAULT_DATA), max_lines=SMALL_RUN_LINES, valid_size=20, test_size=6, preset="tiny",
@@ -225,7 +225,7 @@ def small_run_options(**overrides) -> dict:
 
 def small_run(out: Path, **overrides) -> TrainConfig:
     """A `TrainConfig` for the run of `small_run_options(**overrides)` that writes to `out`."""
-    from training import TrainConfig
+    from vanilla_transformer.training import TrainConfig
 
     return TrainConfig(**small_run_options(output_dir=str(out), **overrides))
 
@@ -234,8 +234,8 @@ def small_run(out: Path, **overrides) -> TrainConfig:
 def bpe_tokenizer_dir(tmp_path_factory) -> Callable[[int], str]:
     """`bpe_tokenizer_dir(vocab_size)`: the folder of a joint BPE tokenizer trained on both sides of the first
     300 lines of the shipped corpus, trained once per vocabulary size for the whole test run (read-only)."""
-    from corpus import DEFAULT_DATA, load_parallel_corpus
-    from tokenizer.bpe import train_bpe_tokenizer
+    from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus
+    from vanilla_transformer.tokenizer.bpe import train_bpe_tokenizer
 
     folders: dict[int, str] = {}
 

@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 import accelerate.checkpointing  # noqa: E402
 import torch  # noqa: E402
 
-from training import TrainConfig, train  # noqa: E402
-from training import checkpoint as ckpt  # noqa: E402
+from vanilla_transformer.training import TrainConfig, train  # noqa: E402
+from vanilla_transformer.training import checkpoint as ckpt  # noqa: E402
 
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-\d+$")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from conftest import small_run
 
-from training import TrainConfig, TrainResult, train
+from vanilla_transformer.training import TrainConfig, TrainResult, train
 
 FRENCH = "le chat la maison un chien petit grand rouge bleu mange voit".split()
 ENGLISH = "the cat the house a dog small big red blue eats sees".split()  # word by word

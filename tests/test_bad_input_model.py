@@ -9,7 +9,7 @@ import torch
 from conftest import random_batch, tiny_config, tiny_model
 from transformers import AutoConfig
 
-from modeling import VanillaTransformerConfig
+from vanilla_transformer.modeling import VanillaTransformerConfig
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_invalid_config_values_are_named(overrides, match):
     ],
 )
 def test_every_family_checks_the_shared_fields_alike(family, overrides, match):
-    import modeling
+    import vanilla_transformer.modeling as modeling
 
     config_class = getattr(modeling, family)
     if match is None:  # a valid small config of every family

@@ -17,13 +17,13 @@ from conftest import ROOT, random_batch, small_run, tiny_config, tiny_model, tin
 from test_translate_cli import run_main
 from transformers import AutoConfig, AutoTokenizer, pipeline
 
-from corpus import load_parallel_corpus, load_split
-from export import check_exported_folder, push_folder, resolve_token
-from inference import load_model_and_tokenizer, translate_lines
-from modeling import VanillaTransformerConfig
-from training import TrainConfig, train
-from training.checkpoint import CheckpointError, load_model_weights, write_manifest
-from training.cli import parse_dataclass
+from vanilla_transformer.corpus import load_parallel_corpus, load_split
+from vanilla_transformer.export import check_exported_folder, push_folder, resolve_token
+from vanilla_transformer.inference import load_model_and_tokenizer, translate_lines
+from vanilla_transformer.modeling import VanillaTransformerConfig
+from vanilla_transformer.training import TrainConfig, train
+from vanilla_transformer.training.checkpoint import CheckpointError, load_model_weights, write_manifest
+from vanilla_transformer.training.cli import parse_dataclass
 
 # ---------------------------------------------------------------------------------------------- model
 
@@ -351,9 +351,7 @@ def test_contradictory_training_options(tmp_path, overrides, match):
 
 
 def test_train_script_reports_user_errors_without_traceback(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("train_script", ROOT / "scripts" / "train.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = importlib.import_module("vanilla_transformer.commands.train")
     threads = ["--num_threads", str(torch.get_num_threads()), "--no_tune_cpu_allocator"]  # process left alone
     code = script.main(["--data", str(tmp_path / "nope.tsv"), "--output_dir", str(tmp_path / "o"), *threads])
     assert code == 2 and "does not exist" in capsys.readouterr().err
@@ -438,7 +436,7 @@ def test_latest_pointer_with_a_bad_name(finished_run, tokenizer_dir, tmp_path):
 
 
 def test_converter_with_a_non_marian_folder(tmp_path):
-    from modeling.convert_marian import convert_marian_checkpoint
+    from vanilla_transformer.modeling.convert_marian import convert_marian_checkpoint
 
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
     with pytest.raises(ValueError, match="holds a 'bert' model, not a Marian model"):
@@ -450,7 +448,7 @@ def test_converter_with_a_non_marian_folder(tmp_path):
 
 
 def test_converter_with_an_already_converted_folder(export, tmp_path):
-    from modeling.convert_marian import convert_marian_checkpoint
+    from vanilla_transformer.modeling.convert_marian import convert_marian_checkpoint
 
     with pytest.raises(ValueError, match="holds a 'vanilla_transformer' model, not a Marian model"):
         convert_marian_checkpoint(export, tmp_path / "out")

@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import ROOT
 
-from benchmarks.speed import (
+from vanilla_transformer.benchmarks.speed import (
     Settings,
     build_contenders,
     format_rows,
@@ -53,11 +53,9 @@ def test_benchmark_runs_on_tiny_preset():
 def test_bench_script_cli(capsys):
     """The script on the tiny preset; the process-wide settings it would change (allocator tuning, CPU GEMM) are
     left alone and the thread count is put back."""
-    import modeling.kernels_vanilla_transformer as mv
+    import vanilla_transformer.modeling.kernels_vanilla_transformer as mv
 
-    spec = importlib.util.spec_from_file_location("bench_script", ROOT / "scripts" / "bench.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = importlib.import_module("vanilla_transformer.commands.bench_speed")
     threads, gemm = torch.get_num_threads(), mv.cpu_inference_gemm()
     try:
         code = bench.main(
@@ -75,7 +73,7 @@ def test_bench_script_cli(capsys):
 
 
 def test_parity_is_checked_with_the_default_gemm_when_ours_decodes_with_onednn(monkeypatch):
-    import modeling.kernels_vanilla_transformer as mv
+    import vanilla_transformer.modeling.kernels_vanilla_transformer as mv
 
     if not mv._onednn_linear_available():
         pytest.skip("this PyTorch build has no oneDNN")
@@ -98,7 +96,7 @@ def test_parity_is_checked_with_the_default_gemm_when_ours_decodes_with_onednn(m
 
 
 def test_training_workloads_leave_the_compared_weights_untouched():
-    from benchmarks.speed import bench_training
+    from vanilla_transformer.benchmarks.speed import bench_training
 
     contenders = build_contenders("tiny", with_ct2=False)
     before = {n: {k: v.clone() for k, v in m.state_dict().items()} for n, m in
@@ -126,7 +124,7 @@ def test_exported_engines_are_timed_and_agree_with_generate():
     assert "ct2_fp32 2/2" in next(note for note in beam.notes if note.startswith("sentences equal to ours"))
     table = "\n".join(format_rows(rows))
     assert "ct2_fp32/Marian" in table and "ct2_int8/Marian" in table
-    if importlib.util.find_spec("inference.engine_onnx") is not None and importlib.util.find_spec(
+    if importlib.util.find_spec("vanilla_transformer.inference.engine_onnx") is not None and importlib.util.find_spec(
         "onnxruntime"
     ):
         assert "onnx" in greedy.ratio, contenders.engine_notes

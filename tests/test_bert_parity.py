@@ -22,8 +22,8 @@ from transformers import (
     pipeline,
 )
 
-from modeling import VanillaEncoderOnlyForMaskedLM, VanillaEncoderOnlyForSequenceClassification
-from modeling.convert_bert import convert_bert, convert_bert_checkpoint
+from vanilla_transformer.modeling import VanillaEncoderOnlyForMaskedLM, VanillaEncoderOnlyForSequenceClassification
+from vanilla_transformer.modeling.convert_bert import convert_bert, convert_bert_checkpoint
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, 61)]  # ids = index
 BERT_CONFIGS = [
@@ -127,12 +127,9 @@ def test_sequence_classification_matches_bert(index, problem_type, num_labels, i
     assert bert.config.problem_type == problem_type  # the case is the one intended
 
 
-def convert_script():
-    """scripts/convert_bert.py as a module (its `main(argv)` returns the exit status)."""
-    spec = importlib.util.spec_from_file_location("script_convert_bert", ROOT / "scripts" / "convert_bert.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def convert(*argv) -> int:
+    """`vanilla-transformer convert --from bert ARGV` in this process; its exit status."""
+    return importlib.import_module("vanilla_transformer.commands.convert").main(["--from", "bert", *map(str, argv)])
 
 
 def bert_tokenizer() -> BertTokenizer:
@@ -146,7 +143,7 @@ def test_converted_folders_load_with_auto_classes_and_fill_mask(tmp_path):
     bert = make_bert(0)
     bert.save_pretrained(tmp_path / "bert")
     bert_tokenizer().save_pretrained(tmp_path / "bert")
-    assert convert_script().main([str(tmp_path / "bert"), str(tmp_path / "ours")]) == 0
+    assert convert(tmp_path / "bert", tmp_path / "ours") == 0
     ours = AutoModelForMaskedLM.from_pretrained(tmp_path / "ours").eval()
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "ours")
     assert type(ours) is VanillaEncoderOnlyForMaskedLM and tokenizer.mask_token == "[MASK]"
@@ -203,6 +200,6 @@ def test_conversion_refuses_what_it_cannot_map(tmp_path):
 
 
 def test_convert_script_reports_bad_folder(tmp_path, capsys):
-    assert convert_script().main([str(tmp_path), str(tmp_path / "out")]) == 2
+    assert convert(tmp_path, tmp_path / "out") == 2
     assert "config.json" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -13,10 +13,10 @@ from conftest import small_run
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-from corpus import DEFAULT_DATA, load_parallel_corpus
-from tokenizer import BYTE_TOKENS, EOS_ID, SPECIAL_TOKENS, BPEDropout
-from training import train
-from training.options import RESUME_KEYS, check_options
+from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus
+from vanilla_transformer.tokenizer import BYTE_TOKENS, EOS_ID, SPECIAL_TOKENS, BPEDropout
+from vanilla_transformer.training import train
+from vanilla_transformer.training.options import RESUME_KEYS, check_options
 
 # byte fallback (an emoji and a letter the 300 verses lack), a special token written as text, an empty text
 ODD_TEXTS = ["Zürich 😀 ok", "a </s> b", "", "  spaced   out  "]
@@ -116,7 +116,7 @@ def _words(toy: PreTrainedTokenizerFast, ids: list[int]) -> list[tuple[str, ...]
 
 
 def test_the_sampler_cuts_each_epoch_by_its_own_lengths_and_refuses_lengths_that_break_the_budget():
-    from training.batching import BatchStream, TokenBudgetBatchSampler
+    from vanilla_transformer.training.batching import BatchStream, TokenBudgetBatchSampler
 
     fixed = [10] * 8
     longer = {0: fixed, 1: [20] * 8}  # epoch 1: every example twice as long, half as many per batch
@@ -131,7 +131,7 @@ def test_the_sampler_cuts_each_epoch_by_its_own_lengths_and_refuses_lengths_that
 
 # ---- training --------------------------------------------------------------------------------------------------
 def trainer_data(tmp_path, name: str, tokenizer_dir: str, **options):
-    from training.loop import Trainer
+    from vanilla_transformer.training.loop import Trainer
 
     return Trainer(small_run(tmp_path / name, tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"), max_steps=1,
                              **options)).data  # fmt: skip

@@ -1,44 +1,40 @@
-"""Every script speaks one command-line style (transformers' underscores), answers --help, rejects an unknown
-flag with exit status 2, and a run's saved configuration reruns it (`--config`)."""
+"""Every subcommand of `vanilla-transformer` speaks one command-line style (transformers' underscores), answers
+--help, rejects an unknown flag with exit status 2, and a run's saved configuration reruns it (`--config`)."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import importlib
 import io
 import json
 import re
-from pathlib import Path
+import subprocess
+import sys
 
 import pytest
 
-from training import TrainConfig, train
-from training.cli import parse_dataclass
+from vanilla_transformer.cli import COMMANDS, main
+from vanilla_transformer.commands.bench import KINDS
+from vanilla_transformer.training import TrainConfig, train
+from vanilla_transformer.training.cli import parse_dataclass
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = sorted(p.stem for p in (ROOT / "scripts").glob("*.py"))
-# arguments a script requires (values are never used: parsing stops at the unknown flag)
+MODULES = sorted({module for module, _ in COMMANDS.values() if module != "bench"} | {m for m, _ in KINDS.values()})
+# arguments a command requires (values are never used: parsing stops at the unknown flag)
 REQUIRED = {
-    "average_checkpoints": ["--output", "x"],
+    "average": ["--output", "x"],
     "bench_tokenizer": ["corpus.tsv"],
     "train_tokenizer": ["--output", "x"],
-    "convert_marian": ["src", "out"],
-    "convert_gpt2": ["src", "out"],
-    "convert_bert": ["src", "out"],
-    "export_ct2": ["model", "out"],
-    "export_onnx": ["model", "out"],
+    "convert": ["--from", "marian", "src", "out"],
+    "export": ["--engine", "ct2", "model", "out"],
     "evaluate": ["--model", "m"],
     "plot_attention": ["--model", "m", "--text", "t"],
-    "push_to_hub": ["--model", "m", "--repo_id", "r"],
+    "push": ["--model", "m", "--repo_id", "r"],
     "translate": ["--model", "m"],
 }
 
 
 def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(f"script_{name}", ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"vanilla_transformer.commands.{name}")
 
 
 def run_main(module, argv: list[str]) -> tuple[int, str, str]:
@@ -52,8 +48,8 @@ def run_main(module, argv: list[str]) -> tuple[int, str, str]:
     return exit_info.value.code, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("name", SCRIPTS)
-def test_every_script_has_help_in_one_style_and_rejects_unknown_flags(name):
+@pytest.mark.parametrize("name", MODULES)
+def test_every_command_has_help_in_one_style_and_rejects_unknown_flags(name):
     module = load_script(name)
     code, help_text, _ = run_main(module, ["--help"])
     assert code == 0 and "usage:" in help_text
@@ -116,7 +112,7 @@ def test_a_saved_run_configuration_reruns_the_run(tmp_path, tokenizer_dir):
 
 
 def test_report_to_names_accelerate_trackers(monkeypatch):
-    from training.options import check_options, report_to_trackers
+    from vanilla_transformer.training.options import check_options, report_to_trackers
 
     assert report_to_trackers("none") == [] and report_to_trackers("tensorboard, tensorboard") == [
         "tensorboard"
@@ -129,3 +125,21 @@ def test_report_to_names_accelerate_trackers(monkeypatch):
     ):
         check_options(TrainConfig(report_to="wandb"))
     assert report_to_trackers("all") == []
+
+
+def test_the_command_lists_its_subcommands_and_refuses_an_unknown_one(capsys):
+    assert main(["--help"]) == 0
+    listing = capsys.readouterr().out
+    assert all(f"  {name} " in listing for name in COMMANDS), listing
+    assert main(["trian"]) == 2 and "did you mean 'train'" in capsys.readouterr().err
+    assert main([]) == 2 and "usage:" in capsys.readouterr().err
+    assert main(["bench", "--help"]) == 0
+    kinds = capsys.readouterr().out
+    assert all(f"  {kind} " in kinds for kind in KINDS), kinds
+    assert main(["--version"]) == 0 and capsys.readouterr().out.startswith("vanilla-transformer ")
+
+
+def test_python_dash_m_runs_the_command(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "vanilla_transformer", "convert", "--help"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and "usage: vanilla-transformer convert" in done.stdout

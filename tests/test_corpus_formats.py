@@ -12,10 +12,10 @@ import lzma
 import datasets
 import pytest
 
-from corpus import DEFAULT_DATA, DataOptions, load_parallel_corpus, read_parallel_splits
-from tokenizer import train_bpe_tokenizer
-from tokenizer.prepare import load_or_train_tokenizer
-from training.data import tokenize_dataset
+from vanilla_transformer.corpus import DEFAULT_DATA, DataOptions, load_parallel_corpus, read_parallel_splits
+from vanilla_transformer.tokenizer import train_bpe_tokenizer
+from vanilla_transformer.tokenizer.prepare import load_or_train_tokenizer
+from vanilla_transformer.training.data import tokenize_dataset
 
 N = 200
 
@@ -179,7 +179,7 @@ def test_a_source_with_its_own_splits_keeps_them(tmp_path, pairs):
 def test_training_on_a_dataset_dict_reports_its_own_test_split(tmp_path, pairs, tokenizer_dir):
     from conftest import small_run_options
 
-    from training import TrainConfig, train
+    from vanilla_transformer.training import TrainConfig, train
 
     parts = {"train": pairs[:170], "validation": pairs[170:185], "test": pairs[185:]}
     dd = datasets.DatasetDict({k: datasets.Dataset.from_list([{"source": s, "target": t} for s, t in v])

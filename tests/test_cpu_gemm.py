@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from conftest import tiny_config
 
-import modeling.kernels_vanilla_transformer as mv
-from modeling import VanillaTransformerForConditionalGeneration
+import vanilla_transformer.modeling.kernels_vanilla_transformer as mv
+from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
 
 pytestmark = pytest.mark.skipif(not mv._onednn_linear_available(), reason="this PyTorch build has no oneDNN")
 

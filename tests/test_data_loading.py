@@ -11,7 +11,7 @@ import random
 import datasets
 import pytest
 
-from corpus import (
+from vanilla_transformer.corpus import (
     DEFAULT_DATA,
     DataOptions,
     language_pair,
@@ -20,7 +20,7 @@ from corpus import (
     read_lines,
     split_corpus,
 )
-from training.data import tokenize_dataset
+from vanilla_transformer.training.data import tokenize_dataset
 
 
 def write(path, text: str | bytes):
@@ -107,7 +107,7 @@ def test_split_is_deterministic_disjoint_and_sized():
 
 
 def test_tokenization_is_cached(tmp_path):
-    from tokenizer.bpe import train_bpe_tokenizer
+    from vanilla_transformer.tokenizer.bpe import train_bpe_tokenizer
 
     ds, _ = load_parallel_corpus(
         write(tmp_path / "a.tsv", "Hallo Welt\tHello world\nGuten Tag\tGood day\n" * 5)
@@ -145,7 +145,7 @@ def test_data_options_are_the_flags_of_the_corpus(tmp_path):
 
 
 def test_tokenizer_reads_files_like_the_corpus(tmp_path):
-    from tokenizer.corpus import iter_file_texts
+    from vanilla_transformer.tokenizer.corpus import iter_file_texts
 
     lines = list(read_lines(write(tmp_path / "a.txt.gz", gzip.compress("\ufeffa\r\nb\n\n".encode()))))
     assert lines == [("a", True), ("b", False), ("", False)]
@@ -183,7 +183,7 @@ def group_of(text: str) -> str:
 
 
 def test_group_split_holds_out_whole_groups_within_a_quarter_of_the_target():
-    from corpus.split import split_by_groups
+    from vanilla_transformer.corpus.split import split_by_groups
 
     rng = random.Random(0)
     sizes = {f"b{i}": rng.randint(5, 60) for i in range(60)}
@@ -256,7 +256,7 @@ def test_group_labels_must_line_up_with_the_corpus_lines(tmp_path):
 
 @pytest.mark.parametrize("corpus", ["bible.zh-en", "bible.de-en"])
 def test_shipped_corpora_have_one_reference_per_line_and_contiguous_books(corpus):
-    from corpus.split import group_file_for, read_groups
+    from vanilla_transformer.corpus.split import group_file_for, read_groups
 
     data = DEFAULT_DATA.with_name(f"{corpus}.tsv.xz")
     refs = group_file_for(data)

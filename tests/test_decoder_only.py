@@ -13,7 +13,7 @@ from test_remote_code import run_python
 from torch.nn import functional as F
 from transformers import AutoModel, AutoModelForCausalLM, DynamicCache, StaticCache
 
-from modeling import (
+from vanilla_transformer.modeling import (
     IGNORE_INDEX,
     VanillaDecoderOnlyConfig,
     VanillaDecoderOnlyForCausalLM,

@@ -17,13 +17,13 @@ from transformers import (
     DataCollatorForLanguageModeling,
 )
 
-from modeling import (
+from vanilla_transformer.modeling import (
     VanillaEncoderOnlyConfig,
     VanillaEncoderOnlyForMaskedLM,
     VanillaEncoderOnlyForSequenceClassification,
     VanillaEncoderOnlyModel,
 )
-from modeling.configuration_vanilla_encoder_only import BERT
+from vanilla_transformer.modeling.configuration_vanilla_encoder_only import BERT
 
 VOCAB = 61
 AUTO_MAP = {

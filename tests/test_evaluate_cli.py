@@ -17,8 +17,8 @@ import pytest
 import sacrebleu
 from conftest import ROOT, SMALL_RUN_LINES
 
-from corpus import DEFAULT_DATA, load_parallel_corpus, split_corpus
-from inference import translate
+from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus, split_corpus
+from vanilla_transformer.inference import translate
 
 TRAIN_FLAGS = ["--preset", "tiny", "--max_lines", str(SMALL_RUN_LINES), "--valid_size", "20", "--test_size", "6",
                "--max_steps", "120", "--max_minutes", "none", "--max_tokens", "512", "--vocab_size", "1200",
@@ -28,17 +28,14 @@ SCORE_LINE = re.compile(r"^Test BLEU ([\d.]+)  chrF ([\d.]+)  \((\d+) sentences,
 
 def run_script(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / f"{name}.py"), *args], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "vanilla_transformer", name, *args], capture_output=True,
                           text=True, env=env, cwd=cwd, timeout=240)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
 
 def load_evaluate_script():
-    spec = importlib.util.spec_from_file_location("evaluate_script", ROOT / "scripts" / "evaluate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("vanilla_transformer.commands.evaluate")
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +98,7 @@ def test_an_engine_folder_scores_the_runs_test_split_like_torch(trained, tmp_pat
     """--engine ct2 on a CTranslate2 export of the run, with --run naming the run: the run's test split and the
     scores and hypotheses of the torch model."""
     pytest.importorskip("ctranslate2")
-    from export import export_ct2
+    from vanilla_transformer.export import export_ct2
 
     out, _ = trained
     script = load_evaluate_script()
@@ -159,7 +156,7 @@ def test_evaluate_decodes_with_the_generation_config_and_scores_chinese_with_the
     )
     assert "|tok:zh|" in scores["bleu_signature"]
     test = split_corpus(load_parallel_corpus(data)[0], valid_size=5, test_size=8)["test"]
-    from inference import load_model_and_tokenizer
+    from vanilla_transformer.inference import load_model_and_tokenizer
 
     model, tokenizer = load_model_and_tokenizer(str(model_dir))
     expected = translate(model, tokenizer, list(test["source"]), num_beams=3, length_penalty=1.7, max_len_a=2.0,

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 import sacrebleu
 
-from inference.scoring import bleu_tokenizer_for, length_stats, load_metric, metric_path, score_translations
+from vanilla_transformer.inference.scoring import bleu_tokenizer_for, length_stats, load_metric, metric_path, score_translations
 
 SACREBLEU_VERSION = sacrebleu.__version__
 

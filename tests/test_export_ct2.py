@@ -12,8 +12,8 @@ from conftest import ROOT, random_batch, tiny_model, tiny_tokenizer
 
 pytest.importorskip("ctranslate2")
 
-from export.ct2 import export_ct2  # noqa: E402
-from inference.engine_ct2 import CT2Translator  # noqa: E402
+from vanilla_transformer.export.ct2 import export_ct2  # noqa: E402
+from vanilla_transformer.inference.engine_ct2 import CT2Translator  # noqa: E402
 
 CONFIGS = {
     "post-LN relu sinusoidal interleaved, shared": {},
@@ -97,7 +97,7 @@ def test_ct2_decodes_the_tokens_of_generate(name, tokenizer, tmp_path):
 
 
 def test_translate_equals_the_pytorch_translation_path(tokenizer, tmp_path):
-    from inference import translate
+    from vanilla_transformer.inference import translate
 
     model = trained_like(tokenizer, max_position_embeddings=24)
     model.generation_config.max_new_tokens = 10
@@ -197,13 +197,11 @@ def test_export_refuses_what_ctranslate2_cannot_express(tokenizer, tmp_path):
 
 
 def _script(argv, capsys):
-    import importlib.util
+    import importlib
 
-    spec = importlib.util.spec_from_file_location("export_ct2_script", ROOT / "scripts" / "export_ct2.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = importlib.import_module("vanilla_transformer.commands.export")
     capsys.readouterr()
-    code = script.main([str(a) for a in argv])
+    code = script.main(["--engine", "ct2", *[str(a) for a in argv]])
     return code, capsys.readouterr()
 
 
@@ -214,7 +212,7 @@ def test_script_exports_a_saved_folder(export, tmp_path, capsys):
 
 
 def test_script_bad_input_exits_2_with_one_line(tokenizer, tmp_path, capsys):
-    from modeling import save_with_remote_code
+    from vanilla_transformer.modeling import save_with_remote_code
 
     rope = save_with_remote_code(tiny_model(vocab_size=len(tokenizer), position_encoding="rope"), tmp_path / "rope",
                                  tokenizer)  # fmt: skip
@@ -237,10 +235,10 @@ def test_a_run_leaves_a_ct2_folder_that_translates_like_the_model(tmp_path, toke
     model's own through the one translation loop; without --export it is an option error."""
     from conftest import small_run
 
-    from inference import load_model_and_tokenizer, translate
-    from inference.engines import load_engine
-    from training import train
-    from training.options import check_options
+    from vanilla_transformer.inference import load_model_and_tokenizer, translate
+    from vanilla_transformer.inference.engines import load_engine
+    from vanilla_transformer.training import train
+    from vanilla_transformer.training.options import check_options
 
     out = tmp_path / "run"
     result = train(

@@ -23,10 +23,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from conftest import ROOT, random_batch, tiny_model, tiny_tokenizer  # noqa: E402
 
-from export.onnx import DECODER_WITH_PAST_FILE, export_onnx, past_names  # noqa: E402
-from inference import translate  # noqa: E402
-from inference.engine_onnx import OnnxTranslator, resolve_decoding, top_k  # noqa: E402
-from modeling.modeling_vanilla_transformer import CACHE_FIELD  # noqa: E402
+from vanilla_transformer.export.onnx import DECODER_WITH_PAST_FILE, export_onnx, past_names  # noqa: E402
+from vanilla_transformer.inference import translate  # noqa: E402
+from vanilla_transformer.inference.engine_onnx import OnnxTranslator, resolve_decoding, top_k  # noqa: E402
+from vanilla_transformer.modeling.modeling_vanilla_transformer import CACHE_FIELD  # noqa: E402
 
 SCRIPT = ROOT / "scripts" / "export_onnx.py"
 TOLERANCE = dict(atol=1e-4, rtol=1e-4)

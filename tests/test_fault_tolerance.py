@@ -28,8 +28,8 @@ import torch
 from conftest import small_run
 from safetensors.torch import load_file
 
-from training import TrainConfig, train
-from training import checkpoint as ckpt
+from vanilla_transformer.training import TrainConfig, train
+from vanilla_transformer.training import checkpoint as ckpt
 
 STEPS = 12
 CHILD_TIMEOUT = 120  # seconds for one training child (a run takes a few seconds)

@@ -18,8 +18,8 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from modeling import VanillaDecoderOnlyForCausalLM
-from modeling.convert_gpt2 import config_from_gpt2, convert_gpt2
+from vanilla_transformer.modeling import VanillaDecoderOnlyForCausalLM
+from vanilla_transformer.modeling.convert_gpt2 import config_from_gpt2, convert_gpt2
 
 GPT2_CONFIGS = [
     dict(vocab_size=97, n_positions=48, n_embd=32, n_layer=2, n_head=4),  # GPT-2's own choices (gelu_new, n_inner=4C)
@@ -141,7 +141,7 @@ def test_converted_folder_loads_with_auto_class_and_keeps_the_tokenizer(tmp_path
     gpt2.save_pretrained(tmp_path / "gpt2")
     gpt2_style_tokenizer(gpt2.config.vocab_size).save_pretrained(tmp_path / "gpt2")
     out = tmp_path / "ours"
-    assert convert_script().main([str(tmp_path / "gpt2"), str(out)]) == 0  # scripts/convert_gpt2.py SRC OUT
+    assert convert(tmp_path / "gpt2", out) == 0
     config = json.loads((out / "config.json").read_text())
     assert config["auto_map"]["AutoModelForCausalLM"] == "modeling_vanilla_decoder_only.VanillaDecoderOnlyForCausalLM"
     assert (out / "modeling_vanilla_decoder_only.py").is_file() and (out / "model.safetensors").is_file()
@@ -159,11 +159,9 @@ def test_converted_folder_loads_with_auto_class_and_keeps_the_tokenizer(tmp_path
         )
 
 
-def convert_script():
-    spec = importlib.util.spec_from_file_location("script_convert_gpt2", ROOT / "scripts" / "convert_gpt2.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
+def convert(*argv) -> int:
+    """`vanilla-transformer convert --from gpt2 ARGV` in this process; its exit status."""
+    return importlib.import_module("vanilla_transformer.commands.convert").main(["--from", "gpt2", *map(str, argv)])
 
 
 def test_convert_script_reports_a_bad_folder(tmp_path, capsys):

@@ -12,7 +12,7 @@ from test_generation import word_tokenizer
 from torch.nn import functional as F
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
 
-from modeling import IGNORE_INDEX
+from vanilla_transformer.modeling import IGNORE_INDEX
 
 # four pairs whose targets have 2, 6, 3 and 7 tokens: the two halves of the concatenated batch hold 8 and 10
 # target tokens, so averaging two per-batch means differs from the mean over all 18 tokens

@@ -18,11 +18,10 @@ from huggingface_hub import ModelCard
 from huggingface_hub.utils import filter_repo_objects
 from synthetic_run import train_synthetic_run
 
-from export import TRAINING_STATE_PATTERNS, check_exported_folder, hub_model_card, push_folder
-from inference import load_model_and_tokenizer, translate_lines
-from training.run_dir import RunDir
+from vanilla_transformer.export import TRAINING_STATE_PATTERNS, check_exported_folder, hub_model_card, push_folder
+from vanilla_transformer.inference import load_model_and_tokenizer, translate_lines
+from vanilla_transformer.training.run_dir import RunDir
 
-PUSH = ROOT / "scripts" / "push_to_hub.py"
 TOKEN = "hf_stand_in_SECRET_token_7d1c"
 SOURCE = "起初，神创造天地。"
 
@@ -31,7 +30,7 @@ SOURCE = "起初，神创造天地。"
 LOAD_FROM_HUB = r"""
 import importlib.abc, json, sys
 
-BLOCKED = ("modeling", "corpus", "tokenizer", "inference", "export", "training", "benchmarks")
+BLOCKED = ("vanilla_transformer",)
 
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
@@ -82,7 +81,7 @@ def hub_env(hub: HubServer, home: Path, token: str | None = None) -> dict[str, s
 
 def push(hub, home, *args: str, token: str | None = TOKEN) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(PUSH), *args],
+        [sys.executable, "-m", "vanilla_transformer", "push", *args],
         env=hub_env(hub, home, token),
         capture_output=True,
         text=True,
@@ -146,10 +145,9 @@ def test_translate_cli_reads_a_hub_repo_id(hub, export, tmp_path):
     """scripts/translate.py --model USER/NAME downloads through the endpoint; an unknown repo exits 2."""
     if "alice/tiny-zh-en" not in hub.repos:
         assert push(hub, tmp_path, "--model", str(export), "--repo_id", "alice/tiny-zh-en").returncode == 0
-    script = str(ROOT / "scripts" / "translate.py")
-    env = hub_env(hub, tmp_path / "home")
+        env = hub_env(hub, tmp_path / "home")
     done = subprocess.run(
-        [sys.executable, script, "--model", "alice/tiny-zh-en", "--num_beams", "1", "--device", "cpu"],
+        [sys.executable, "-m", "vanilla_transformer", "translate", "--model", "alice/tiny-zh-en", "--num_beams", "1", "--device", "cpu"],
         input=f"{SOURCE}\n\n",
         env=env,
         capture_output=True,
@@ -160,7 +158,7 @@ def test_translate_cli_reads_a_hub_repo_id(hub, export, tmp_path):
     model, tokenizer = load_model_and_tokenizer(str(export), device="cpu")
     assert done.stdout == translate_lines(model, tokenizer, [SOURCE], num_beams=1)[0] + "\n\n"
     missing = subprocess.run(
-        [sys.executable, script, "--model", "alice/no-such-repo"],
+        [sys.executable, "-m", "vanilla_transformer", "translate", "--model", "alice/no-such-repo"],
         input="x\n",
         env=env,
         capture_output=True,
@@ -213,7 +211,7 @@ PRIVATE_PUSH_TWICE = r"""
 import json, sys
 from huggingface_hub import HfApi
 from huggingface_hub.errors import RepositoryNotFoundError
-from export import push_folder
+from vanilla_transformer.export import push_folder
 
 folder, repo_id = sys.argv[1], sys.argv[2]
 first = push_folder(folder, repo_id, private=True)
@@ -275,7 +273,7 @@ def folder_files(folder: Path) -> dict[str, bytes]:
 
 PUSH_WITH_DEFAULTS = r"""
 import sys
-from export import push_folder
+from vanilla_transformer.export import push_folder
 print(push_folder(sys.argv[1], sys.argv[2]))
 """
 

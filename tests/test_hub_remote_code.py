@@ -43,7 +43,7 @@ def test_push_to_hub_of_local_and_remote_code_models_loads_without_the_project(h
     # the model loaded through the classes `import modeling` registers, pushed with its own push_to_hub
     run_python(
         f"""
-        import modeling
+        import vanilla_transformer.modeling as modeling
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
         model = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path / "created")!r})
         assert type(model) is modeling.VanillaTransformerForConditionalGeneration, type(model)

@@ -16,7 +16,7 @@ TRAIN = textwrap.dedent(
     """
     import json, sys
     import corpus, training
-    from training import TrainConfig, train
+    from vanilla_transformer.training import TrainConfig, train
 
     result = train(TrainConfig(
         preset="tiny", max_lines=300, valid_size=20, test_size=6, max_steps=3, max_minutes=None, vocab_size=400,

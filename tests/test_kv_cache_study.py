@@ -14,7 +14,7 @@ import torch
 from conftest import ROOT, tiny_model
 from torch.utils.flop_counter import FlopCounterMode
 
-from benchmarks.kv_cache import (
+from vanilla_transformer.benchmarks.kv_cache import (
     COMPONENTS,
     SEVEN_B,
     Sizes,
@@ -26,7 +26,7 @@ from benchmarks.kv_cache import (
     memory_rows,
     source_ids,
 )
-from modeling import cpu_inference_gemm, set_cpu_inference_gemm
+from vanilla_transformer.modeling import cpu_inference_gemm, set_cpu_inference_gemm
 
 SIZES = [
     Sizes(d_model=64, layers=2, ffn=128, vocab=97, encoder_layers=2, encoder_ffn=128, source_length=8),
@@ -137,10 +137,7 @@ def test_memory_rows_use_the_formula_for_presets_and_the_7b_config():
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("kv_cache_study", ROOT / "scripts" / "kv_cache_study.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
+    return importlib.import_module("vanilla_transformer.commands.bench_kv_cache")
 
 
 def test_quick_study_runs_end_to_end(tmp_path, capsys):

@@ -7,7 +7,7 @@ import torch
 from conftest import perturb_bias_and_layer_norms
 from transformers import AutoModelForSeq2SeqLM, MarianConfig, MarianMTModel
 
-from modeling.convert_marian import convert_marian_checkpoint, convert_marian_model
+from vanilla_transformer.modeling.convert_marian import convert_marian_checkpoint, convert_marian_model
 
 MARIAN_CONFIGS = [
     dict(d_model=32, encoder_attention_heads=4, decoder_attention_heads=4, encoder_layers=2, decoder_layers=2,

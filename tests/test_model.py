@@ -11,9 +11,9 @@ from conftest import random_batch, tiny_config, tiny_model
 from transformers import AutoModelForSeq2SeqLM, StaticCache
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from modeling import VanillaTransformerForConditionalGeneration, build_attention_mask
-from modeling.kernels_vanilla_transformer import add_dropout, apply_dropout
-from modeling.positions_vanilla_transformer import sinusoidal_table
+from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration, build_attention_mask
+from vanilla_transformer.modeling.kernels_vanilla_transformer import add_dropout, apply_dropout
+from vanilla_transformer.modeling.positions_vanilla_transformer import sinusoidal_table
 
 
 def full_logits(model, src, mask, tgt):

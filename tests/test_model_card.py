@@ -12,11 +12,11 @@ import pytest
 from huggingface_hub import ModelCard
 from synthetic_run import train_synthetic_run
 
-from corpus import DEFAULT_DATA
-from export import CardValues, build_model_card, language_codes, model_card_data, model_card_for_repo
-from training import TrainConfig, TrainResult
-from training.card import card_values
-from training.recipe import resolve_recipe
+from vanilla_transformer.corpus import DEFAULT_DATA
+from vanilla_transformer.export import CardValues, build_model_card, language_codes, model_card_data, model_card_for_repo
+from vanilla_transformer.training import TrainConfig, TrainResult
+from vanilla_transformer.training.card import card_values
+from vanilla_transformer.training.recipe import resolve_recipe
 
 BIBLE_WORDING = ("bible", "verse", "public domain", "world english", "union version", "elberfelder", "我爱")
 PLACEHOLDERS = (

@@ -16,12 +16,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from modeling import IGNORE_INDEX, shift_tokens_right
-from training import TrainConfig, train
-from training.batching import batch_generator, collate_causal_lm, collate_span_corruption
-from training.cli import parse_dataclass
-from training.options import DEFAULT_VOCAB_SIZE
-from training.validation import Objective, forward_loss
+from vanilla_transformer.modeling import IGNORE_INDEX, shift_tokens_right
+from vanilla_transformer.training import TrainConfig, train
+from vanilla_transformer.training.batching import batch_generator, collate_causal_lm, collate_span_corruption
+from vanilla_transformer.training.cli import parse_dataclass
+from vanilla_transformer.training.options import DEFAULT_VOCAB_SIZE
+from vanilla_transformer.training.validation import Objective, forward_loss
 
 # A copy-task corpus whose texts are predictable from their context: runs of consecutive words of a 30-word cycle
 # (each line's source and target are the same run), so a masked token or span follows from its neighbours.
@@ -126,8 +126,8 @@ def test_span_corruption_model_fine_tunes_into_translation(span_corruption_run, 
     from safetensors.torch import load_file
     from transformers import AutoTokenizer
 
-    from training.loop import objective_model
-    from training.recipe import resolve_recipe
+    from vanilla_transformer.training.loop import objective_model
+    from vanilla_transformer.training.recipe import resolve_recipe
 
     cfg = toy_run(tmp_path / "ft", data, objective="translation", init_from=str(folder), max_steps=2, dropout=None,
                   vocab_size=DEFAULT_VOCAB_SIZE, export=True, length_penalty=1.0, test_beams=1)  # the folder's tokenizer
@@ -184,7 +184,7 @@ def test_objective_round_trips_through_the_command_line_and_the_saved_options(tm
     assert (from_file.objective, from_file.init_from) == ("masked_lm", str(tmp_path))
     with pytest.raises(SystemExit):
         parse_dataclass(TrainConfig, ["--objective", "denoising"])
-    from training.options import check_options
+    from vanilla_transformer.training.options import check_options
 
     bad = TrainConfig(objective="masked_lm", mlm_probability=1.5, noise_density=0.0, init_from=str(tmp_path / "x"))
     with pytest.raises(ValueError, match=r"--mlm_probability must be in \(0, 1\).*--noise_density.*--init_from"):
@@ -205,8 +205,8 @@ def test_resume_is_exact_for_random_objectives_and_refuses_another_objective(sho
 
 
 def test_masked_lm_batches_mask_like_bert_and_are_seeded(short_texts):
-    from tokenizer.bpe import train_bpe_tokenizer
-    from training.batching import collate_masked_lm
+    from vanilla_transformer.tokenizer.bpe import train_bpe_tokenizer
+    from vanilla_transformer.training.batching import collate_masked_lm
 
     lines = Path(short_texts).read_text(encoding="utf-8").splitlines()
     tokenizer = train_bpe_tokenizer([line.split("\t")[0] for line in lines], vocab_size=450, denoising_tokens=True)
@@ -231,7 +231,7 @@ def test_masked_lm_batches_mask_like_bert_and_are_seeded(short_texts):
 
 
 def test_examples_of_each_objective_and_their_length_filter():
-    from training.data import objective_examples
+    from vanilla_transformer.training.data import objective_examples
 
     sources, targets = [[5, 3], [6, 7, 8, 3], [9, 3]], [[10, 11, 3], [12, 3], [13, 14, 15, 16, 3]]
     assert objective_examples("translation", sources, targets, 4) == ([[5, 3], [6, 7, 8, 3]], [[10, 11, 3], [12, 3]], 1)

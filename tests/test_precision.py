@@ -18,10 +18,10 @@ import pytest
 import torch
 from conftest import ROOT, SMALL_RUN_LINES, small_run, small_run_options, tiny_model
 
-import inference.precision as precision
-from inference.precision import BF16_MIN_SPEEDUP, Speeds
-from training import TrainConfig
-from training.hardware import PRECISION_ENV, choose_mixed_precision
+import vanilla_transformer.inference.precision as precision
+from vanilla_transformer.inference.precision import BF16_MIN_SPEEDUP, Speeds
+from vanilla_transformer.training import TrainConfig
+from vanilla_transformer.training.hardware import PRECISION_ENV, choose_mixed_precision
 
 FASTER = Speeds(fp32_seconds=1.0, bf16_seconds=0.25)  # bf16 4x as fast
 SLOWER = Speeds(fp32_seconds=1.0, bf16_seconds=1.25)
@@ -121,7 +121,7 @@ def test_the_training_probe_times_both_precisions_on_the_model_sizes():
 
 def test_an_automatic_fp32_choice_is_saved_in_the_recipe(tokenizer_dir, tmp_path, monkeypatch):
     """In this process (fp32 needs no fresh accelerate state): the simulated timing says bf16 is slower."""
-    from training import Trainer
+    from vanilla_transformer.training import Trainer
 
     monkeypatch.delenv(PRECISION_ENV, raising=False)
     simulate(monkeypatch, ["avx512_bf16"], SLOWER)
@@ -136,9 +136,9 @@ def test_an_automatic_fp32_choice_is_saved_in_the_recipe(tokenizer_dir, tmp_path
 DRIVER = """
 import json, sys
 import torch
-import inference.precision as precision
-from training import Trainer, TrainConfig
-from training.cli import parse_dataclass
+import vanilla_transformer.inference.precision as precision
+from vanilla_transformer.training import Trainer, TrainConfig
+from vanilla_transformer.training.cli import parse_dataclass
 
 precision.cpu_bf16_flags = lambda: ["avx512_bf16"]
 precision.training_speeds = lambda *a, **k: precision.Speeds(1.0, 0.25)
@@ -181,7 +181,7 @@ def test_automatic_bf16_trains_under_autocast_and_says_so(tokenizer_dir, tmp_pat
 def test_from_pretrained_in_bfloat16_matches_the_fp32_model(tmp_path):
     """Every floating tensor in bf16, the rebuilt sinusoidal table included, and logits within bf16 rounding of
     the fp32 model's (tolerance: 5e-2 absolute on logits of magnitude ~1, about 8 bf16 ulps)."""
-    from modeling import VanillaTransformerForConditionalGeneration
+    from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
 
     model = tiny_model()
     model.save_pretrained(tmp_path)
@@ -253,7 +253,7 @@ def test_bf16_autocast_gradients_are_close_to_fp32s():
 
 
 def test_the_benchmark_has_bf16_columns_and_each_systems_best_precision():
-    from benchmarks.speed import Settings, build_contenders, format_rows, run_preset
+    from vanilla_transformer.benchmarks.speed import Settings, build_contenders, format_rows, run_preset
 
     settings = Settings(rounds=1, new_tokens=3, src_len=5, train_batch=2, gen_batches=(2,), beams=(1,), no_cache=False,
                         budget_training=False, peak_memory=False)  # fmt: skip
@@ -277,7 +277,7 @@ def test_the_benchmark_has_bf16_columns_and_each_systems_best_precision():
 def test_onednn_linear_in_bf16_equals_torch_linear(monkeypatch, rows, shape):
     """The packed oneDNN path of a bf16 decoding step gives F.linear's bf16 result (oneDNN computes both), to one
     bf16 rounding step (rtol 2**-7)."""
-    import modeling.kernels_vanilla_transformer as kernels
+    import vanilla_transformer.modeling.kernels_vanilla_transformer as kernels
 
     if not kernels._onednn_bf16_available():
         pytest.skip("this PyTorch build or CPU has no oneDNN bf16 kernels")
@@ -298,7 +298,7 @@ def test_onednn_linear_in_bf16_equals_torch_linear(monkeypatch, rows, shape):
 def test_bf16_decoding_step_without_onednn_bf16_kernels_uses_torch_linear(monkeypatch):
     """On a CPU without oneDNN's bf16 kernels (AVX2 only), packing a bf16 weight raises: a bf16 decoding step
     then runs F.linear, with the oneDNN GEMM chosen for fp32."""
-    import modeling.kernels_vanilla_transformer as kernels
+    import vanilla_transformer.modeling.kernels_vanilla_transformer as kernels
 
     monkeypatch.setattr(kernels, "_cpu_gemm", {"mode": "onednn", "onednn": True})
     monkeypatch.setattr(kernels, "_packed_weights", type(kernels._packed_weights)())
@@ -314,7 +314,7 @@ def test_bf16_decoding_step_without_onednn_bf16_kernels_uses_torch_linear(monkey
 
 @pytest.mark.parametrize(("speeds", "expected"), [(FASTER, torch.bfloat16), (SLOWER, torch.float32)])
 def test_auto_dtype_loads_in_bf16_only_where_measured_faster(export, monkeypatch, speeds, expected):
-    from inference import load_model_and_tokenizer
+    from vanilla_transformer.inference import load_model_and_tokenizer
 
     called = simulate(monkeypatch, ["avx512_bf16"], speeds)
     model, _ = load_model_and_tokenizer(str(export), dtype="auto", batch_size=8, num_beams=2)
@@ -323,7 +323,7 @@ def test_auto_dtype_loads_in_bf16_only_where_measured_faster(export, monkeypatch
 
 def test_auto_dtype_measures_the_decoding_rows_in_use(export, monkeypatch):
     """auto times batch_size x num_beams rows, the generation config's beams when num_beams is not given."""
-    from inference import load_model_and_tokenizer
+    from vanilla_transformer.inference import load_model_and_tokenizer
 
     seen = []
     monkeypatch.setattr(precision, "cpu_bf16_flags", lambda: ["amx_bf16"])
@@ -341,7 +341,7 @@ def test_the_decoding_probe_times_both_dtypes(loaded):
 
 
 def test_an_unknown_dtype_is_refused_with_the_choices(export):
-    from inference import load_model_and_tokenizer
+    from vanilla_transformer.inference import load_model_and_tokenizer
 
     with pytest.raises(ValueError, match=r"dtype='float16' is invalid: expected one of auto, float32, bfloat16"):
         load_model_and_tokenizer(str(export), dtype="float16")
@@ -358,8 +358,8 @@ def trained(tmp_path_factory, bpe_tokenizer_dir):
     (training loss ~0.02), exported; and those pairs."""
     from transformers import AutoTokenizer
 
-    from corpus import DEFAULT_DATA, load_parallel_corpus
-    from modeling import (
+    from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus
+    from vanilla_transformer.modeling import (
         VanillaTransformerConfig,
         VanillaTransformerForConditionalGeneration,
         save_with_remote_code,
@@ -396,7 +396,7 @@ def test_bf16_translations_agree_with_fp32(trained, beams):
     BLEU within 0.5 of fp32's."""
     import sacrebleu
 
-    from inference import load_model_and_tokenizer, translate
+    from vanilla_transformer.inference import load_model_and_tokenizer, translate
 
     folder, sources, targets = trained
     fp32, tokenizer = load_model_and_tokenizer(str(folder), dtype="float32")
@@ -415,12 +415,12 @@ def test_bf16_translations_agree_with_fp32(trained, beams):
 def test_translate_cli_dtype_bfloat16(trained):
     """scripts/translate.py --dtype bfloat16 decodes like the fp32 model on most lines; an exported engine refuses
     --dtype (it computes in the precision it was exported in)."""
-    from inference import load_model_and_tokenizer, translate
-    from inference.engines import load_engine
+    from vanilla_transformer.inference import load_model_and_tokenizer, translate
+    from vanilla_transformer.inference.engines import load_engine
 
     folder, sources, _ = trained
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, str(ROOT / "scripts" / "translate.py"), "--model", str(folder), "--num_beams", "1",
+    command = [sys.executable, "-m", "vanilla_transformer", "translate", "--model", str(folder), "--num_beams", "1",
                "--dtype", "bfloat16"]  # fmt: skip
     proc = subprocess.run(command, input="\n".join(sources[:8]) + "\n", capture_output=True, text=True, env=env,
                           timeout=180)  # fmt: skip

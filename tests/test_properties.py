@@ -11,8 +11,8 @@ from conftest import tiny_config, tiny_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modeling import build_attention_mask
-from modeling.positions_vanilla_transformer import RotaryEmbedding, apply_rotary
+from vanilla_transformer.modeling import build_attention_mask
+from vanilla_transformer.modeling.positions_vanilla_transformer import RotaryEmbedding, apply_rotary
 
 MODELS = {}
 

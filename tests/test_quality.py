@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.quality import QualityConfig, parse_overrides, run_quality_benchmark
-from inference.attention import AttentionMap, cross_attention, plot_attention, tick_labels
-from training.plots import curves_from_history
+from vanilla_transformer.benchmarks.quality import QualityConfig, parse_overrides, run_quality_benchmark
+from vanilla_transformer.inference.attention import AttentionMap, cross_attention, plot_attention, tick_labels
+from vanilla_transformer.training.plots import curves_from_history
 
 ROOT = Path(__file__).resolve().parents[1]
 BLEU_SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"
@@ -28,10 +28,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"vanilla_transformer.commands.{name}")
 
 
 def assert_png(path: Path) -> None:
@@ -167,7 +164,7 @@ def test_plot_attention_script_writes_a_png(bench, tmp_path, capsys):
 
 
 def test_tokens_without_a_font_are_labelled_by_id_with_a_warning(monkeypatch, tmp_path):
-    import inference.attention as plots
+    import vanilla_transformer.inference.attention as plots
 
     monkeypatch.setattr(plots, "find_fonts", lambda texts: None)
     with pytest.warns(UserWarning, match="No installed font has glyphs for '我爱'.*labelled by id"):
@@ -193,9 +190,9 @@ def test_overrides_and_bad_options_are_clear_errors(tmp_path):
 def test_marian_keeps_the_anchor_dropout_whatever_our_preset_uses():
     """Our `small` preset trains without dropout (docs/quality.md); the Marian anchor of the quality benchmark
     keeps its 0.1 unless --marian_dropout says otherwise."""
-    from benchmarks.marian import marian_config
-    from benchmarks.quality import QualityConfig
-    from training.presets import PRESETS
+    from vanilla_transformer.benchmarks.marian import marian_config
+    from vanilla_transformer.benchmarks.quality import QualityConfig
+    from vanilla_transformer.training.presets import PRESETS
 
     assert PRESETS["small"]["model"]["dropout"] == 0.0
     assert QualityConfig().marian_dropout == 0.1
@@ -208,7 +205,7 @@ def test_marian_trains_in_fp32_unless_marian_bf16_asks_for_bf16(tmp_path):
     transformers accepts on a CPU only with use_cpu (without it: "Your setup doesn't support bf16/gpu")."""
     from transformers import Seq2SeqTrainingArguments
 
-    from benchmarks.quality import marian_training_arguments
+    from vanilla_transformer.benchmarks.quality import marian_training_arguments
 
     fp32 = marian_training_arguments(QualityConfig(), tmp_path)
     assert not fp32.bf16 and not fp32.fp16 and not fp32.use_cpu

@@ -17,14 +17,13 @@ from conftest import ROOT, random_batch, tiny_model
 from test_generation import word_tokenizer
 from transformers import pipeline
 
-import modeling
-from modeling import save_with_remote_code
+import vanilla_transformer.modeling as modeling
+from vanilla_transformer.modeling import save_with_remote_code
 
 BLOCK_PROJECT = textwrap.dedent(
     """
     import sys
-    for name in ("modeling", "corpus", "tokenizer", "inference", "export", "training", "benchmarks"):
-        sys.modules[name] = None  # `import modeling` now raises ImportError: only remote code can be used
+    sys.modules["vanilla_transformer"] = None  # importing the package now raises ImportError: only remote code can be used
     """
 )
 CODE_FILES = (
@@ -73,7 +72,7 @@ def saved(original, tmp_path_factory) -> dict[str, Path]:
     save_with_remote_code(model, folders["exported"], tokenizer)
     run_python(
         f"""
-        import modeling
+        import vanilla_transformer.modeling as modeling
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
         model = AutoModelForSeq2SeqLM.from_pretrained({str(folders["created"])!r})
         assert type(model) is modeling.VanillaTransformerForConditionalGeneration, type(model)
@@ -195,6 +194,6 @@ def test_in_process_pipeline_after_import(original):
 
 
 def test_convert_script_reports_bad_folder(tmp_path):
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "convert_marian.py"), str(tmp_path),
+    result = subprocess.run([sys.executable, "-m", "vanilla_transformer", "convert", "--from", "marian", str(tmp_path),
                              str(tmp_path / "out")], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "config.json" in result.stderr and "Traceback" not in result.stderr

@@ -21,10 +21,10 @@ import torch
 from conftest import ROOT, small_run
 from test_remote_code import run_python
 
-from inference import load_model_and_tokenizer
-from training import checkpoint as ckpt
-from training import train
-from training.averaging import average_checkpoints
+from vanilla_transformer.inference import load_model_and_tokenizer
+from vanilla_transformer.training import checkpoint as ckpt
+from vanilla_transformer.training import train
+from vanilla_transformer.training.averaging import average_checkpoints
 
 
 class Payload:
@@ -127,9 +127,7 @@ def test_model_folder_with_pickled_weights_is_not_unpickled(pickled_model_folder
 def test_scripts_refuse_a_model_folder_with_pickled_weights(pickled_model_folder, marker, name, monkeypatch, capsys):
     """scripts/translate.py and scripts/evaluate.py load models through the safe loader: exit code 2 with its
     message, and nothing is unpickled."""
-    spec = importlib.util.spec_from_file_location(f"{name}_script", ROOT / "scripts" / f"{name}.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = importlib.import_module(f"vanilla_transformer.commands.{name}")
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("起初\n".encode())))
     assert script.main(["--model", str(pickled_model_folder)]) == 2
     err = capsys.readouterr().err
@@ -140,7 +138,7 @@ def test_scripts_refuse_a_model_folder_with_pickled_weights(pickled_model_folder
 def test_converter_does_not_unpickle_a_malicious_marian_folder(tmp_path, marker):
     from transformers import MarianConfig
 
-    from modeling.convert_marian import convert_marian_checkpoint
+    from vanilla_transformer.modeling.convert_marian import convert_marian_checkpoint
 
     src = tmp_path / "marian"
     MarianConfig(vocab_size=50, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
@@ -166,7 +164,7 @@ UNSAFE = [
 
 
 def test_project_code_never_unpickles_untrusted_data():
-    packages = ("modeling", "corpus", "tokenizer", "inference", "export", "training", "benchmarks", "scripts")
+    packages = ("modeling", "corpus", "tokenizer", "inference", "export", "training", "benchmarks", "src", "scripts")
     sources = [p for d in packages for p in (ROOT / d).rglob("*.py")]
     assert len(sources) > 20
     found = [
@@ -187,7 +185,7 @@ def test_trust_remote_code_is_needed_only_without_the_package(export):
     the registered classes load the folder and no remote code runs."""
     from transformers import AutoModelForSeq2SeqLM
 
-    import modeling
+    import vanilla_transformer.modeling as modeling
 
     model = AutoModelForSeq2SeqLM.from_pretrained(export)  # no flag
     assert type(model) is modeling.VanillaTransformerForConditionalGeneration

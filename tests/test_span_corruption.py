@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from modeling import IGNORE_INDEX
-from tokenizer.bpe import (
+from vanilla_transformer.modeling import IGNORE_INDEX
+from vanilla_transformer.tokenizer.bpe import (
     BYTE_TOKENS,
     DENOISING_TOKENS,
     MASK_TOKEN,
@@ -23,7 +23,7 @@ from tokenizer.bpe import (
     sentinel_token_ids,
     train_bpe_tokenizer,
 )
-from training.batching import (
+from vanilla_transformer.training.batching import (
     _random_segmentation,
     batch_generator,
     collate_span_corruption,

@@ -14,8 +14,8 @@ import pytest
 from conftest import han_characters_per_token
 from transformers import AutoTokenizer, DataCollatorForSeq2Seq
 
-from modeling import IGNORE_INDEX
-from tokenizer import (
+from vanilla_transformer.modeling import IGNORE_INDEX
+from vanilla_transformer.tokenizer import (
     BOS_ID,
     BOS_TOKEN,
     EOS_ID,
@@ -365,10 +365,7 @@ def test_bad_files(tmp_path):
 
 
 def _load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"vanilla_transformer.commands.{name}")
 
 
 def test_train_tokenizer_cli(tmp_path, capsys):
@@ -426,7 +423,7 @@ def test_training_is_reproducible_across_processes():
 
 
 def test_frequent_characters_ranks_by_count_then_code_point():
-    from tokenizer.bpe import frequent_characters
+    from vanilla_transformer.tokenizer.bpe import frequent_characters
 
     assert frequent_characters(["b a", "cab"], 3) == ["a", "b", "c"]  # a:2 b:2, then c:1 and ▁:1, c < ▁
     assert frequent_characters(["ｂ"], 5) == ["b"]  # NFKC-normalised like the tokenizer's input

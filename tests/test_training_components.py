@@ -11,9 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from training.averaging import average_state_dicts
-from training.batching import BatchStream, TokenBudgetBatchSampler, collate
-from training.checkpoint import (
+from vanilla_transformer.training.averaging import average_state_dicts
+from vanilla_transformer.training.batching import BatchStream, TokenBudgetBatchSampler, collate
+from vanilla_transformer.training.checkpoint import (
     CheckpointError,
     latest_checkpoint,
     list_checkpoints,
@@ -21,8 +21,8 @@ from training.checkpoint import (
     save_checkpoint,
     verify_checkpoint,
 )
-from training.loss import label_smoothed_nll_loss
-from training.schedule import build_optimizer, build_scheduler
+from vanilla_transformer.training.loss import label_smoothed_nll_loss
+from vanilla_transformer.training.schedule import build_optimizer, build_scheduler
 
 
 def lengths(n=500, seed=0):
@@ -248,7 +248,7 @@ def test_average_if_better_keeps_the_mean_only_when_it_lowers_the_validation_los
     """A one-weight model with snapshots w=1 (update 2) and w=3 (update 4, the current weights) and the validation
     loss (w - target)^2: the mean w=2 is kept for target 2 (loss 1 -> 0), the current w=3 is put back for target 3
     (0 -> 1) and on a tie (target 2.5: 0.25 both); without a validation split the mean is kept."""
-    from training.averaging import average_if_better
+    from vanilla_transformer.training.averaging import average_if_better
 
     model = torch.nn.Linear(1, 1, bias=False)
 
@@ -287,7 +287,7 @@ SCORES = {0.6: (20.0, 50.0), 1.0: (25.0, 40.0), 1.4: (25.0, 45.0)}  # candidate 
 @pytest.fixture
 def scored_by_length_penalty(monkeypatch) -> list[dict]:
     """Replace the translation scorer of training.finish with `SCORES` (test scores: 30, 60); returns the calls."""
-    import training.finish
+    import vanilla_transformer.training.finish as finish
 
     calls = []
 
@@ -296,7 +296,7 @@ def scored_by_length_penalty(monkeypatch) -> list[dict]:
         bleu, chrf = SCORES[length_penalty] if sources[0].startswith("valid") else (30.0, 60.0)
         return {"bleu": bleu, "chrf": chrf}, ["hypothesis"] * len(sources)
 
-    monkeypatch.setattr(training.finish, "evaluate_translation", fake)
+    monkeypatch.setattr(finish, "evaluate_translation", fake)
     return calls
 
 
@@ -304,7 +304,7 @@ def run_finish(length_penalty: float | None, num_beams: int):
     import datasets
     from transformers import GenerationConfig
 
-    from training.finish import evaluate_run
+    from vanilla_transformer.training.finish import evaluate_run
 
     class Model:
         generation_config = GenerationConfig()
@@ -359,7 +359,7 @@ def test_evaluate_run_needs_a_length_penalty_or_candidates():
     import datasets
     from transformers import GenerationConfig
 
-    from training.finish import evaluate_run
+    from vanilla_transformer.training.finish import evaluate_run
 
     class Model:
         generation_config = GenerationConfig()
@@ -377,7 +377,7 @@ def test_evaluate_run_needs_a_length_penalty_or_candidates():
 )
 def test_cooldown_factor_decays_linearly_over_the_last_quarter(progress, factor):
     """cooldown 0.25: full rate until 75% of the budget, then linear to 0 at 100% (hand-computed: 0.8 -> 0.2/0.25)."""
-    from training.schedule import cooldown_factor
+    from vanilla_transformer.training.schedule import cooldown_factor
 
     assert cooldown_factor(progress, 0.25) == pytest.approx(factor, abs=1e-12)
     assert cooldown_factor(progress, 0.0) == 1.0  # off
@@ -401,14 +401,14 @@ def test_cpu_allocator_tuning_takes_effect_once_on_glibc_linux():
 
 
 @pytest.mark.parametrize(
-    "module, name", [("training.options", "TrainConfig"), ("benchmarks.quality", "QualityConfig")]
+    "module, name", [("vanilla_transformer.training.options", "TrainConfig"), ("vanilla_transformer.benchmarks.quality", "QualityConfig")]
 )
 def test_every_option_of_the_training_clis_has_printable_help(module, name, capsys):
     """`scripts/train.py --help` and `scripts/bench_quality.py --help` format every option's help (argparse
     %-formats help strings: a '%' in one crashed --help)."""
     import importlib
 
-    from training.cli import parse_dataclass
+    from vanilla_transformer.training.cli import parse_dataclass
 
     cls = getattr(importlib.import_module(module), name)
     with pytest.raises(SystemExit) as exit_info:
@@ -423,9 +423,9 @@ def test_run_dir_reads_the_saved_recipe_and_the_dropout_of_an_older_run_folder(t
     recipe.json existed) still gives the dropout its run was trained with."""
     import json
 
-    from training.options import TrainConfig
-    from training.recipe import dropout_pending, resolve_recipe
-    from training.run_dir import RunDir
+    from vanilla_transformer.training.options import TrainConfig
+    from vanilla_transformer.training.recipe import dropout_pending, resolve_recipe
+    from vanilla_transformer.training.run_dir import RunDir
 
     run = RunDir(tmp_path)
     run.checkpoints.mkdir(parents=True)
@@ -443,10 +443,10 @@ def test_run_dir_reads_the_saved_recipe_and_the_dropout_of_an_older_run_folder(t
 def test_architecture_options_override_the_preset_in_every_model_family(tmp_path):
     """--normalize_before, --encoder_layers and --decoder_layers replace the preset's fields in the model a run
     builds (pre-LN adds a final LayerNorm after each stack); the options left unset keep the preset's."""
-    from training.loop import objective_model
-    from training.options import TrainConfig
-    from training.presets import PRESETS
-    from training.recipe import resolve_recipe
+    from vanilla_transformer.training.loop import objective_model
+    from vanilla_transformer.training.options import TrainConfig
+    from vanilla_transformer.training.presets import PRESETS
+    from vanilla_transformer.training.recipe import resolve_recipe
 
     tiny = PRESETS["tiny"]["model"]
     cfg = TrainConfig(preset="tiny", normalize_before=True, encoder_layers=3, decoder_layers=1, max_steps=1)
@@ -475,7 +475,7 @@ def test_architecture_options_override_the_preset_in_every_model_family(tmp_path
     ],
 )
 def test_architecture_options_out_of_range_or_unused_are_refused(options, message):
-    from training.options import TrainConfig, check_options
+    from vanilla_transformer.training.options import TrainConfig, check_options
 
     with pytest.raises(ValueError, match=message):
         check_options(TrainConfig(preset="tiny", max_steps=1, **options))
@@ -483,7 +483,7 @@ def test_architecture_options_out_of_range_or_unused_are_refused(options, messag
 
 def test_architecture_options_are_refused_with_init_from(tmp_path):
     """--init_from brings its architecture: an option that would shape a new model cannot apply to it."""
-    from training.options import TrainConfig, check_options
+    from vanilla_transformer.training.options import TrainConfig, check_options
 
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(ValueError, match="--normalize_before, --decoder_layers shape a new model; --init_from"):

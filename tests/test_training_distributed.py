@@ -22,7 +22,7 @@ import torch
 from conftest import small_run, small_run_options
 from safetensors.torch import load_file
 
-from training import train
+from vanilla_transformer.training import train
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 3
@@ -49,7 +49,7 @@ def launch_two_processes(options: dict, out: Path) -> subprocess.CompletedProces
     cmd = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-        "--main_process_port", str(free_port()), str(ROOT / "scripts" / "train.py"),
+        "--main_process_port", str(free_port()), "-m", "vanilla_transformer", "train",
         *args, "--report_to=none", "--no_export", "--grad_accum=1", "--num_threads=1", f"--output_dir={out}",
     ]  # fmt: skip
     env = {

@@ -20,8 +20,8 @@ import torch
 from conftest import small_run, small_run_options
 from safetensors.torch import load_file
 
-from training import TrainConfig, Trainer
-from training.options import check_options
+from vanilla_transformer.training import TrainConfig, Trainer
+from vanilla_transformer.training.options import check_options
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,8 +82,8 @@ def test_clipping_scales_the_gradient_to_the_clip_norm_and_changes_the_update(to
 DRIVER = """
 import json, sys
 import torch
-from training import Trainer, TrainConfig
-from training.cli import parse_dataclass
+from vanilla_transformer.training import Trainer, TrainConfig
+from vanilla_transformer.training.cli import parse_dataclass
 
 trainer = Trainer(parse_dataclass(TrainConfig, sys.argv[1:]))
 dtypes = set()
@@ -163,7 +163,7 @@ def test_bf16_training_losses_are_close_to_fp32s(precision_runs):
 
 
 def test_a_bf16_run_exports_fp32_weights_that_reload_and_translate(precision_runs):
-    from inference import load_model_and_tokenizer
+    from vanilla_transformer.inference import load_model_and_tokenizer
 
     _, out = precision_runs["bf16"]
     model, tokenizer = load_model_and_tokenizer(str(out))
@@ -187,7 +187,7 @@ def test_unknown_mixed_precision_is_an_option_error():
 def test_fp16_on_the_cpu_is_refused_with_the_fix(tmp_path):
     """accelerate runs fp16 on the CPU as float32 (no autocast, no scaler) without a word; the trainer refuses."""
     options = small_run_options(max_steps=1, output_dir=str(tmp_path / "run"))
-    proc = run_in_fresh_process([str(ROOT / "scripts" / "train.py"), *flags(options)], accelerate_precision="fp16")
+    proc = run_in_fresh_process(["-m", "vanilla_transformer", "train", *flags(options)], accelerate_precision="fp16")
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
     error = proc.stderr.strip().splitlines()[-1]
     assert error.startswith("error: fp16 mixed precision") and "use bf16 on the CPU" in error, proc.stderr

@@ -14,8 +14,8 @@ import torch
 from conftest import small_run, small_run_options
 from safetensors.torch import load_file
 
-from training import train
-from training.checkpoint import CheckpointError
+from vanilla_transformer.training import train
+from vanilla_transformer.training.checkpoint import CheckpointError
 
 
 def test_resume_continues_exactly_and_corruption_is_a_clear_error(tokenizer_dir, tmp_path):
@@ -54,9 +54,9 @@ def test_token_budget_smaller_than_a_sentence_is_a_clear_error_or_counted_skip(t
 
 
 def test_budget_dropout_rule_of_the_small_preset_counts_epochs():
-    from training.options import TrainConfig
-    from training.presets import budget_dropout
-    from training.recipe import budget_dropout_decision, expected_epochs, resolve_recipe
+    from vanilla_transformer.training.options import TrainConfig
+    from vanilla_transformer.training.presets import budget_dropout
+    from vanilla_transformer.training.recipe import budget_dropout_decision, expected_epochs, resolve_recipe
 
     assert budget_dropout("small", None, 11.9) is None  # the preset's own dropout (0.0)
     assert budget_dropout("small", None, 12) == 0.1 and budget_dropout("small", None, 40) == 0.1
@@ -100,8 +100,8 @@ def test_budget_dropout_rule_of_the_small_preset_counts_epochs():
 
 
 def test_warmup_note_only_for_runs_shorter_than_twice_the_warmup():
-    from training.options import TrainConfig
-    from training.recipe import resolve_recipe, warmup_note
+    from vanilla_transformer.training.options import TrainConfig
+    from vanilla_transformer.training.recipe import resolve_recipe, warmup_note
 
     recipe = resolve_recipe(TrainConfig(preset="small", max_minutes=25))
     assert recipe.warmup_steps == 450
@@ -115,7 +115,7 @@ def test_warmup_note_only_for_runs_shorter_than_twice_the_warmup():
 def test_long_budget_dropout_is_applied_and_kept_on_resume(tokenizer_dir, tmp_path, monkeypatch):
     """The rule measures the batch time on a throwaway model without touching training (the run equals one with
     the same --dropout given), is recorded in recipe.json, and a resumed run keeps the dropout it started with."""
-    from training.presets import PRESETS
+    from vanilla_transformer.training.presets import PRESETS
 
     def rule(epochs):
         recipe = {**PRESETS["tiny"]["recipe"], "long_budget_epochs": epochs, "long_budget_dropout": 0.3}
@@ -152,8 +152,8 @@ def test_resume_keeps_the_recipe_it_started_with_when_the_preset_changes(tokeniz
     code may have changed the preset): the learning rate continues exactly and recipe.json stays true; a new
     learning-rate schedule is refused (it is restored from the checkpoint); a new --clip_norm applies to the
     rest of the run and the log says so."""
-    from training.presets import PRESETS
-    from training.recipe import resolve_recipe
+    from vanilla_transformer.training.presets import PRESETS
+    from vanilla_transformer.training.recipe import resolve_recipe
 
     common = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"), max_steps=5)
     full = train(small_run(tmp_path / "full", **common))
@@ -195,7 +195,7 @@ def one_update_run(tokenizer_dir, tmp_path_factory) -> tuple[Path, dict]:
 
 
 def copied_data(tmp_path: Path) -> str:
-    from corpus import DEFAULT_DATA
+    from vanilla_transformer.corpus import DEFAULT_DATA
 
     copy = tmp_path / DEFAULT_DATA.name
     shutil.copyfile(DEFAULT_DATA, copy)
@@ -247,7 +247,7 @@ def test_tokenizer_options_are_fixed_on_resume_and_refused_with_a_given_tokenize
     """--vocab_size and --han_characters shape the tokenizer a run trains for itself: a resumed run keeps that
     tokenizer, so changing them is refused like the other fixed options; with --tokenizer (or --init_from's
     tokenizer) they cannot apply."""
-    from training.options import check_options
+    from vanilla_transformer.training.options import check_options
 
     options = dict(cache_dir=str(tmp_path / "c"), max_steps=1, vocab_size=500)
     train(small_run(tmp_path / "own", **options))

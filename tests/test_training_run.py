@@ -15,8 +15,8 @@ import torch
 from conftest import han_characters_per_token, small_run
 from safetensors.torch import load_file
 
-from corpus import DEFAULT_DATA
-from training import train
+from vanilla_transformer.corpus import DEFAULT_DATA
+from vanilla_transformer.training import train
 
 ROOT = Path(__file__).resolve().parents[1]
 SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"
@@ -32,16 +32,13 @@ smoke_run = partial(
 def reuse_tokenizer(run: Path) -> dict:
     """Options of a smoke run that uses the tokenizer `run` trained (smoke_run's --vocab_size back at its default:
     with --tokenizer it is an error)."""
-    from training.options import DEFAULT_VOCAB_SIZE
+    from vanilla_transformer.training.options import DEFAULT_VOCAB_SIZE
 
     return dict(tokenizer=str(run / "checkpoints" / "tokenizer"), vocab_size=DEFAULT_VOCAB_SIZE)
 
 
 def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(f"vanilla_transformer.commands.{name}")
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +127,7 @@ def test_evaluate_script_prints_bleu_and_signature(smoke, capsys, tmp_path):
 
 def test_average_checkpoints_gives_the_mean_and_loads(smoke, tmp_path):
     out, _, _ = smoke
-    load_script("average_checkpoints").main(
+    load_script("average").main(
         ["--run", str(out), "--num", "2", "--output", str(tmp_path / "avg")]
     )
     a = load_file(out / "checkpoints" / "checkpoint-8" / "model.safetensors")
@@ -274,7 +271,7 @@ def test_bad_export_marks_are_rejected(tmp_path):
 
 @pytest.mark.parametrize("tune", [True, False])
 def test_trainer_tunes_the_cpu_allocator_only_when_asked(tmp_path, monkeypatch, tune):
-    import training.hardware as hardware
+    import vanilla_transformer.training.hardware as hardware
 
     calls = []
     monkeypatch.setattr(hardware, "tune_cpu_allocator", lambda: calls.append(1) or True)
@@ -310,7 +307,7 @@ def test_cooldown_decays_the_learning_rate_linearly_to_zero_over_the_end_of_the_
 
 
 def test_cooldown_progress_follows_the_budget_that_ends_first():
-    from training.schedule import budget_progress
+    from vanilla_transformer.training.schedule import budget_progress
 
     def progress(step, seconds, max_minutes=10, max_steps=None, max_epochs=None, epochs=0.0):
         return budget_progress(step=step, epochs=epochs, seconds=seconds, max_steps=max_steps, max_epochs=max_epochs,

@@ -12,8 +12,8 @@ import sys
 import pytest
 from conftest import MAX_POSITIONS, ROOT
 
-from inference import translate_lines, translate_nbest
-from modeling import check_generation_arguments
+from vanilla_transformer.inference import translate_lines, translate_nbest
+from vanilla_transformer.modeling import check_generation_arguments
 
 SCRIPT = ROOT / "scripts" / "translate.py"
 
@@ -88,7 +88,7 @@ def test_batched_equals_one_at_a_time_with_beams(loaded):
 
 def test_nbest_and_truncation_warning(loaded, caplog):
     model, tokenizer = loaded
-    with caplog.at_level("WARNING", logger="inference.translate"):
+    with caplog.at_level("WARNING", logger="vanilla_transformer.inference.translate"):
         nbest = translate_nbest(model, tokenizer, [LONG, "", "起初"], num_beams=3, num_return_sequences=2)
     assert [len(h) for h in nbest] == [2, 2, 2] and nbest[1] == ["", ""]
     assert f"1 of 2 input lines were longer than {MAX_POSITIONS} tokens" in caplog.text
@@ -187,7 +187,7 @@ def test_engine_folders_translate_like_torch_and_refuse_what_they_cannot_do(engi
     """--engine ct2/onnx on an exported folder prints the lines --engine torch prints (same batching, empty lines
     kept, default beam search and greedy); sampling flags and --device are one-line errors with exit 2."""
     pytest.importorskip("ctranslate2" if engine == "ct2" else "onnxruntime")
-    from export import export_ct2, export_onnx
+    from vanilla_transformer.export import export_ct2, export_onnx
 
     folder = (export_ct2 if engine == "ct2" else export_onnx)(export, tmp_path / engine)
     lines = "起初神创造天地。\n\n地是空虚混沌。\n我爱机器翻译\n"

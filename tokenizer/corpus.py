@@ -18,8 +18,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from corpus import FORMATS, SOURCE, TARGET, load_parallel_corpus, source_kind
-from corpus.files import check_file, read_lines, strip_compression
+from vanilla_transformer.corpus import FORMATS, SOURCE, TARGET, load_parallel_corpus, source_kind
+from vanilla_transformer.corpus.files import check_file, read_lines, strip_compression
 
 _PARALLEL = {suffix for suffix, kind in FORMATS.items() if kind in ("csv", "jsonl", "json", "parquet")}
 

@@ -9,7 +9,7 @@ import datasets
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from corpus import SOURCE, TARGET
+from vanilla_transformer.corpus import SOURCE, TARGET
 
 from .bpe import BOS_ID, BOS_TOKEN, EOS_ID, PAD_ID, train_bpe_tokenizer
 
@@ -62,7 +62,7 @@ def load_or_train_tokenizer(
         fix = "pass another --tokenizer or leave it unset" if tokenizer is not None else f"delete {where!r}"
         raise ValueError(
             f"Tokenizer {where!r} has special ids {ids}; the model expects pad {PAD_ID}, {BOS_TOKEN} {BOS_ID}, "
-            f"</s> {EOS_ID}. Train one with scripts/train_tokenizer.py, or {fix} to train one here."
+            f"</s> {EOS_ID}. Train one with vanilla-transformer train-tokenizer, or {fix} to train one here."
         )
     return loaded
 
@@ -70,7 +70,7 @@ def load_or_train_tokenizer(
 def given_tokenizer_problem(tokenizer: str) -> str | None:
     """Why ``tokenizer`` (``--tokenizer``) names no tokenizer, or None: it is neither an existing path nor a
     well-formed Hub name (``name`` or ``namespace/name``), or it is a folder without ``tokenizer.json``."""
-    advice = ("pass a tokenizer folder (one saved by scripts/train_tokenizer.py or by a training run), or leave it "
+    advice = ("pass a tokenizer folder (one saved by vanilla-transformer train-tokenizer or by a training run), or leave it "
               "unset to train one")  # fmt: skip
     path = Path(tokenizer)
     if path.is_dir() and not (path / "tokenizer.json").exists():

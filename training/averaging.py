@@ -1,5 +1,5 @@
 """Checkpoint averaging (paper, section 6.1): of in-memory weight snapshots during a run, and of saved checkpoints
-(`export_averaged_model`, behind scripts/average_checkpoints.py).
+(`export_averaged_model`, behind vanilla-transformer average).
 
 `Snapshots` keeps a CPU copy of the weights every ``every`` updates, the newest ``last`` of them. At the end of a
 run (and at each ``--export_at_minutes`` mark) `average_if_better` replaces the model's weights by the mean of the
@@ -118,7 +118,7 @@ def export_averaged_model(
 ) -> Path:
     """Average the model weights of checkpoint ``folders`` (same architecture; config from the newest one's
     ``config.json``) and save a self-contained model folder with `save_with_remote_code`."""
-    from modeling import (
+    from vanilla_transformer.modeling import (
         VanillaTransformerConfig,
         VanillaTransformerForConditionalGeneration,
         save_with_remote_code,

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
-from modeling import IGNORE_INDEX, answer_only_example
+from vanilla_transformer.modeling import IGNORE_INDEX, answer_only_example
 
 logger = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import datasets
 
-from corpus import DEFAULT_DATA, FORMATS, GLOB_CHARS, source_kind
-from corpus.files import COMPRESSIONS
-from export.model_card import LICENSE, CardValues, model_card_data, usage_section
-from modeling import VanillaTransformerConfig
+from vanilla_transformer.corpus import DEFAULT_DATA, FORMATS, GLOB_CHARS, source_kind
+from vanilla_transformer.corpus.files import COMPRESSIONS
+from vanilla_transformer.export.model_card import LICENSE, CardValues, model_card_data, usage_section
+from vanilla_transformer.modeling import VanillaTransformerConfig
 
 from .options import TrainConfig
 from .recipe import Recipe

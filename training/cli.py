@@ -142,10 +142,12 @@ def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:
     return values
 
 
-def parse_dataclass(cls: type[T], argv: list[str] | None = None, description: str | None = None) -> T:
+def parse_dataclass(
+    cls: type[T], argv: list[str] | None = None, description: str | None = None, prog: str | None = None
+) -> T:
     """Parse ``argv`` (default: sys.argv) into an instance of dataclass ``cls``; ``--config FILE`` sets defaults
     that flags override. Bad flags and a bad config file exit with status 2 and one line, as argparse does."""
-    parser = argparse.ArgumentParser(description=description)
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument(
         "--config", default=None, metavar="FILE",
         help="YAML or JSON file of options (e.g. a run's OUTPUT_DIR/checkpoints/train_config.json); flags override it",

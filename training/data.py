@@ -17,8 +17,8 @@ from typing import Any
 import datasets
 import numpy as np
 
-from corpus import SOURCE, TARGET
-from tokenizer import BOS_ID, BPEDropout, load_or_train_tokenizer
+from vanilla_transformer.corpus import SOURCE, TARGET
+from vanilla_transformer.tokenizer import BOS_ID, BPEDropout, load_or_train_tokenizer
 
 from .batching import BatchStream, TokenBudgetBatchSampler
 from .options import given_tokenizer

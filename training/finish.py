@@ -21,9 +21,9 @@ from pathlib import Path
 
 import datasets
 
-from export.model_card import CardValues, build_model_card
-from inference import evaluate_translation, translate
-from modeling import save_with_remote_code
+from vanilla_transformer.export.model_card import CardValues, build_model_card
+from vanilla_transformer.inference import evaluate_translation, translate
+from vanilla_transformer.modeling import save_with_remote_code
 
 from . import checkpoint as ckpt
 from .validation import LENGTH_CAP, Objective, validation_metrics
@@ -81,7 +81,7 @@ def evaluate_run(
         result.length_penalty = best["length_penalty"]
         emit("length_penalty", {"search": result.length_penalty_search, "chosen": result.length_penalty,
                                 "num_sentences": min(SEARCH_SENTENCES, len(valid))})  # fmt: skip
-    # the exported defaults are the decoding the reported figures used (scripts/evaluate.py reproduces them)
+    # the exported defaults are the decoding the reported figures used (vanilla-transformer evaluate reproduces them)
     model.generation_config.length_penalty = result.length_penalty
     model.generation_config.num_beams = num_beams
     if num_beams == 1:  # greedy: the beam-only settings return to their defaults (transformers refuses them)

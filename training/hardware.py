@@ -76,7 +76,7 @@ def choose_mixed_precision(
         return PrecisionChoice(
             saved["mixed_precision"], "automatic", f"kept from the run's start: {saved['reason']}"
         )
-    from inference.precision import auto_training_precision
+    from vanilla_transformer.inference.precision import auto_training_precision
 
     from .presets import build_config
 

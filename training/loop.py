@@ -30,9 +30,9 @@ from typing import Any
 
 import torch
 
-from export.ct2 import check_expressible, export_ct2
-from inference import bleu_tokenizer_for
-from modeling import (
+from vanilla_transformer.export.ct2 import check_expressible, export_ct2
+from vanilla_transformer.inference import bleu_tokenizer_for
+from vanilla_transformer.modeling import (
     VanillaTransformerForConditionalGeneration,
     VanillaTransformerPreTrainedModel,
     save_with_remote_code,
@@ -68,11 +68,11 @@ def objective_model_class(objective: str) -> type[VanillaTransformerPreTrainedMo
     if objective in SEQ2SEQ_OBJECTIVES:
         return VanillaTransformerForConditionalGeneration
     if objective == "causal_lm":
-        from modeling import VanillaDecoderOnlyForCausalLM
+        from vanilla_transformer.modeling import VanillaDecoderOnlyForCausalLM
 
         return VanillaDecoderOnlyForCausalLM
     if objective == "masked_lm":
-        from modeling import VanillaEncoderOnlyForMaskedLM
+        from vanilla_transformer.modeling import VanillaEncoderOnlyForMaskedLM
 
         return VanillaEncoderOnlyForMaskedLM
     raise ValueError(f"Unknown objective {objective!r}; choose translation, causal_lm, masked_lm or span_corruption.")

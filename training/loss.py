@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from modeling import IGNORE_INDEX, smoothed_cross_entropy
+from vanilla_transformer.modeling import IGNORE_INDEX, smoothed_cross_entropy
 
 
 def label_smoothed_nll_loss(

@@ -1,4 +1,4 @@
-"""The options of a training run (the flags of `scripts/train.py`, same names) and their checks.
+"""The options of a training run (the flags of `vanilla-transformer train`, same names) and their checks.
 
 `TrainConfig` is what the user asked for; nothing here decides a hyperparameter. Options left unset (None)
 are filled from the preset's recipe once, by `training.recipe.resolve_recipe`. The data and split options are
@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from corpus import DataOptions
-from export.ct2 import QUANTIZATIONS
-from tokenizer import DEFAULT_VOCAB_SIZE
-from tokenizer.prepare import given_tokenizer_problem
+from vanilla_transformer.corpus import DataOptions
+from vanilla_transformer.export.ct2 import QUANTIZATIONS
+from vanilla_transformer.tokenizer import DEFAULT_VOCAB_SIZE
+from vanilla_transformer.tokenizer.prepare import given_tokenizer_problem
 
 from .presets import preset_names
 
@@ -58,7 +58,7 @@ def _f(default: Any, help: str, **kw) -> Any:
 
 @dataclass
 class TrainConfig(DataOptions):
-    """Every option of a training run (the command-line flags of scripts/train.py, same names)."""
+    """Every option of a training run (the command-line flags of vanilla-transformer train, same names)."""
 
     max_length: int = _f(
         256, "drop (and count) training/validation pairs with more tokens than this on a side"

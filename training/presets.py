@@ -33,13 +33,13 @@ machine (no dropout level or ahead on unseen books) and 60 minutes 16-19 there; 
 dropout scored 24.46 / 46.51 on test against 22.13 / 44.78 without; a slow fp32 machine makes only 3-4 epochs in
 60 minutes, where dropout 0.1 scored lower at equal updates (docs/quality.md "Slower machines"). The recipe
 values (``max_tokens``, ``warmup_steps``, ``lr_scale``, ``clip_norm``, ``average_last``, ``average_every``,
-``cooldown``, the long-budget rule) are the defaults `scripts/train.py` uses for the preset unless overridden on
+``cooldown``, the long-budget rule) are the defaults `vanilla-transformer train` uses for the preset unless overridden on
 the command line.
 """
 
 from __future__ import annotations
 
-from modeling import VanillaTransformerConfig
+from vanilla_transformer.modeling import VanillaTransformerConfig
 
 PRESETS: dict[str, dict] = {
     "tiny": dict(
@@ -122,11 +122,11 @@ def build_family_config(objective: str, preset: str, vocab_size: int, **override
     _check(preset)
     values = {**PRESETS[preset]["model"], **{k: v for k, v in overrides.items() if v is not None}}
     if objective == "causal_lm":
-        from modeling import VanillaDecoderOnlyConfig
+        from vanilla_transformer.modeling import VanillaDecoderOnlyConfig
 
         other, config_class = "encoder", VanillaDecoderOnlyConfig
     elif objective == "masked_lm":
-        from modeling import VanillaEncoderOnlyConfig
+        from vanilla_transformer.modeling import VanillaEncoderOnlyConfig
 
         other, config_class = "decoder", VanillaEncoderOnlyConfig
     else:

@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from modeling import VanillaTransformerConfig
+from vanilla_transformer.modeling import VanillaTransformerConfig
 
 from .options import DEFAULT_LENGTH_PENALTY, TrainConfig, length_penalty_candidates, minute_marks
 from .presets import budget_dropout, build_family_config, long_budget_rule, recipe_defaults

@@ -24,7 +24,7 @@ import json
 import shutil
 from pathlib import Path
 
-from corpus import describe_data
+from vanilla_transformer.corpus import describe_data
 
 from . import checkpoint as ckpt
 from .options import RESUME_KEYS, TrainConfig

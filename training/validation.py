@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from inference import evaluate_translation
-from modeling import IGNORE_INDEX, shift_tokens_right
+from vanilla_transformer.inference import evaluate_translation
+from vanilla_transformer.modeling import IGNORE_INDEX, shift_tokens_right
 
 from .batching import (
     TokenBudgetBatchSampler,
@@ -77,7 +77,7 @@ class Objective:
         """The objective ``name`` with what it needs from ``tokenizer`` (sentinels, mask token); raises
         `ValueError` saying how to get a tokenizer that has them."""
         if name == "span_corruption":
-            from tokenizer.bpe import sentinel_token_ids
+            from vanilla_transformer.tokenizer.bpe import sentinel_token_ids
 
             return cls(name, tuple(sentinel_token_ids(tokenizer)), noise_density, mean_noise_span_length)
         if name == "masked_lm":

@@ -1,6 +1,6 @@
 """Push an exported model folder (weights, config, remote code, pipeline, tokenizer, model card) to the Hub.
 
-    python scripts/push_to_hub.py --model outputs/default --repo_id alice/zh-en-small [--private]
+    vanilla-transformer push --model outputs/default --repo_id alice/zh-en-small [--private]
 
 A training output folder's checkpoints (optimizer and RNG state), TensorBoard logs, data cache, plots and
 --export_at_minutes models stay local unless --include_training_state is given.
@@ -16,18 +16,14 @@ import logging
 import sys
 from pathlib import Path
 
-# the repository root replaces scripts/ on the import path (scripts/evaluate.py would shadow the `evaluate` library)
-SCRIPTS = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != SCRIPTS]
-sys.path.insert(0, str(SCRIPTS.parent))
 
 from huggingface_hub.errors import HfHubHTTPError  # noqa: E402
 
-from export import push_folder  # noqa: E402
+from vanilla_transformer.export import push_folder  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(prog="vanilla-transformer push", 
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(

@@ -1,9 +1,8 @@
-#!/usr/bin/env python
 """Average the model weights of the last N checkpoints of a run (the paper averaged the last 5) and save the
 result as a model folder that loads and evaluates like any other (with the run's tokenizer).
 
-    python scripts/average_checkpoints.py --run outputs/default --num 5 --output outputs/default-avg5
-    python scripts/average_checkpoints.py --checkpoints A/checkpoint-400 A/checkpoint-500 --output OUT
+    vanilla-transformer average --run outputs/default --num 5 --output outputs/default-avg5
+    vanilla-transformer average --checkpoints A/checkpoint-400 A/checkpoint-500 --output OUT
 """
 
 from __future__ import annotations
@@ -13,18 +12,14 @@ import logging
 import sys
 from pathlib import Path
 
-# the repository root replaces scripts/ on the import path (scripts/evaluate.py would shadow the `evaluate` library)
-SCRIPTS = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != SCRIPTS]
-sys.path.insert(0, str(SCRIPTS.parent))
 
-from training.averaging import export_averaged_model  # noqa: E402
-from training.checkpoint import list_checkpoints  # noqa: E402
+from vanilla_transformer.training.averaging import export_averaged_model  # noqa: E402
+from vanilla_transformer.training.checkpoint import list_checkpoints  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="vanilla-transformer average", description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", help="training output dir (uses RUN/checkpoints)")
     parser.add_argument(
         "--num", type=int, default=5, help="average the newest N checkpoints of --run (default 5)"

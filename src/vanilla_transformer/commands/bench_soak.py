@@ -1,9 +1,8 @@
-#!/usr/bin/env python
 """Soak test of batched translation: many sentences, random batch sizes and mixed lengths; memory must stay
 flat and every input line must get exactly one output line.
 
-    python scripts/soak_translate.py                       # 20,000 sentences, tiny random-weight model
-    python scripts/soak_translate.py --count 2000 --model outputs/default
+    vanilla-transformer bench soak                       # 20,000 sentences, tiny random-weight model
+    vanilla-transformer bench soak --count 2000 --model outputs/default
 
 Sentences are drawn (seeded) from data/bible.zh-en.tsv.xz: single verses, verse fragments, runs of several
 verses longer than the model maximum (truncated), and empty or whitespace-only lines. They are translated
@@ -25,11 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-# the repository root replaces scripts/ on the import path (scripts/evaluate.py would shadow the `evaluate` library)
-SCRIPTS = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != SCRIPTS]
-sys.path.insert(0, str(SCRIPTS.parent))
-ROOT = SCRIPTS.parent
+from vanilla_transformer.corpus import DEFAULT_DATA
 
 
 def rss_mib() -> float:
@@ -42,7 +37,7 @@ def rss_mib() -> float:
 
 def make_sentences(count: int, seed: int) -> list[str]:
     """`count` source lines of mixed length drawn from the shipped zh-en corpus (about 5% empty, 5% very long)."""
-    with lzma.open(ROOT / "data" / "bible.zh-en.tsv.xz", "rt", encoding="utf-8") as f:
+    with lzma.open(DEFAULT_DATA, "rt", encoding="utf-8") as f:
         verses = [line.split("\t", 1)[0] for line in f if "\t" in line]
     rng = random.Random(seed)
     out = []
@@ -64,13 +59,13 @@ def tiny_random_model(folder: Path, seed: int) -> str:
     """Export a 2+2-layer random-weight model with a BPE tokenizer trained on 2,000 corpus lines."""
     import torch
 
-    from corpus import DEFAULT_DATA, load_parallel_corpus
-    from modeling import (
+    from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus
+    from vanilla_transformer.modeling import (
         VanillaTransformerConfig,
         VanillaTransformerForConditionalGeneration,
         save_with_remote_code,
     )
-    from tokenizer.bpe import train_bpe_tokenizer
+    from vanilla_transformer.tokenizer.bpe import train_bpe_tokenizer
 
     ds, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=2000)
     tokenizer = train_bpe_tokenizer(list(ds["source"]) + list(ds["target"]), vocab_size=2000)
@@ -85,7 +80,7 @@ def tiny_random_model(folder: Path, seed: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(prog="vanilla-transformer bench soak", 
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--model", help="model folder or Hub id (default: a tiny random-weight model)")
@@ -104,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from inference import load_model_and_tokenizer, translate_lines
+    from vanilla_transformer.inference import load_model_and_tokenizer, translate_lines
 
     logging.basicConfig(level=logging.ERROR)  # the per-chunk truncation warnings are expected here
     with tempfile.TemporaryDirectory() as tmp:

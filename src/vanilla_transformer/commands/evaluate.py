@@ -1,21 +1,20 @@
-#!/usr/bin/env python
 """Translate one split of a parallel corpus with a saved model and print BLEU and chrF with sacreBLEU's signatures,
 exactly as training scored its test split.
 
-    python scripts/evaluate.py --model outputs/default                  # the run's own test split
-    python scripts/evaluate.py --model outputs/default --split validation --length_penalty 1.0
-    python scripts/evaluate.py --model alice/zh-en --trust_remote_code --data my_test.tsv --split all
-    python scripts/evaluate.py --engine ct2 --model outputs/default/ct2 --run outputs/default   # CTranslate2
+    vanilla-transformer evaluate --model outputs/default                  # the run's own test split
+    vanilla-transformer evaluate --model outputs/default --split validation --length_penalty 1.0
+    vanilla-transformer evaluate --model alice/zh-en --trust_remote_code --data my_test.tsv --split all
+    vanilla-transformer evaluate --engine ct2 --model outputs/default/ct2 --run outputs/default   # CTranslate2
 
 Everything is what training used: the loader (`inference.load_model_and_tokenizer`: safetensors only, tokenizer
 checked against the model), decoding from the model's generation_config.json (beams and the length penalty that
 training chose) with training's length cap and batch size, the BLEU tokeniser of the target language ("zh" for
 Chinese, else "13a"), the metrics (`inference.scoring`) and the split: when the model folder is a training output
 folder, the corpus and split options default to the ones the run saved (checkpoints/train_config.json), so
-``--model M`` alone re-scores the run's test split. Every corpus option of scripts/train.py is also a flag here
+``--model M`` alone re-scores the run's test split. Every corpus option of vanilla-transformer train is also a flag here
 and wins over the saved one. Exit code 2, with one line on stderr, for bad options, a model or corpus that
 cannot be loaded, or an empty split. ``--engine ct2`` / ``onnx`` scores a folder exported by
-scripts/export_ct2.py / export_onnx.py through the same translation loop (``--run`` names the training output
+vanilla-transformer export --engine ct2 / export_onnx.py through the same translation loop (``--run`` names the training output
 folder whose split to use).
 """
 
@@ -29,22 +28,18 @@ import os
 import sys
 from pathlib import Path
 
-# the repository root replaces scripts/ on the import path (scripts/evaluate.py would shadow the `evaluate` library)
-SCRIPTS = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != SCRIPTS]
-sys.path.insert(0, str(SCRIPTS.parent))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from tqdm.auto import tqdm  # noqa: E402
 
-from corpus import DataOptions  # noqa: E402
-from inference import bleu_tokenizer_for, evaluate_translation  # noqa: E402
-from inference.engines import ENGINES, load_engine  # noqa: E402
-from modeling import check_generation_arguments  # noqa: E402
-from training import TrainConfig  # noqa: E402
-from training.cli import add_dataclass_arguments  # noqa: E402
-from training.run_dir import OPTIONS_FILE, RunDir  # noqa: E402
-from training.validation import LENGTH_CAP  # noqa: E402
+from vanilla_transformer.corpus import DataOptions  # noqa: E402
+from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_translation  # noqa: E402
+from vanilla_transformer.inference.engines import ENGINES, load_engine  # noqa: E402
+from vanilla_transformer.modeling import check_generation_arguments  # noqa: E402
+from vanilla_transformer.training import TrainConfig  # noqa: E402
+from vanilla_transformer.training.cli import add_dataclass_arguments  # noqa: E402
+from vanilla_transformer.training.run_dir import OPTIONS_FILE, RunDir  # noqa: E402
+from vanilla_transformer.training.validation import LENGTH_CAP  # noqa: E402
 
 SPLITS = ("test", "validation", "train", "all")
 RUN_DEFAULTS = tuple(f.name for f in dataclasses.fields(DataOptions)) + (
@@ -55,10 +50,10 @@ _UNSET = object()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="vanilla-transformer evaluate", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, help="saved model folder (with its tokenizer) or Hub repo id")
     p.add_argument("--engine", default="torch", choices=ENGINES,
-                   help="torch, or ct2 / onnx for a folder from scripts/export_ct2.py / export_onnx.py")  # fmt: skip
+                   help="torch, or ct2 / onnx for a folder from vanilla-transformer export --engine ct2 / export_onnx.py")  # fmt: skip
     p.add_argument("--run", default=None,
                    help="training output folder whose saved corpus and split options are used (default: --model)")  # fmt: skip
     p.add_argument("--split", default="test", choices=SPLITS,

@@ -3,8 +3,8 @@ FLOPs of greedy decoding of T tokens with and without the cache and their exact 
 T/2 and T/3, the measured wall-clock speed-up of generate(use_cache=True) over generate(use_cache=False) in the
 same rounds, and the cache memory of our presets and of a 7B-class model.
 
-    python scripts/kv_cache_study.py --plot docs/img/kv_cache.png     # small preset, T = 16 .. 256 (~1-2 min)
-    python scripts/kv_cache_study.py --quick                          # tiny preset, two lengths, one round
+    vanilla-transformer bench kv-cache --plot docs/img/kv_cache.png     # small preset, T = 16 .. 256 (~1-2 min)
+    vanilla-transformer bench kv-cache --quick                          # tiny preset, two lengths, one round
 """
 
 from __future__ import annotations
@@ -15,20 +15,16 @@ import platform
 import sys
 from pathlib import Path
 
-# the repository root replaces scripts/ on the import path (scripts/evaluate.py would shadow the `evaluate` library)
-SCRIPTS = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != SCRIPTS]
-sys.path.insert(0, str(SCRIPTS.parent))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
-from benchmarks.kv_cache import format_study, plot_study, run_study, write_csv  # noqa: E402
-from benchmarks.speed import VOCAB_SIZES  # noqa: E402
+from vanilla_transformer.benchmarks.kv_cache import format_study, plot_study, run_study, write_csv  # noqa: E402
+from vanilla_transformer.benchmarks.speed import VOCAB_SIZES  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="vanilla-transformer bench kv-cache", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", choices=list(VOCAB_SIZES), default=None, help="model sizes (default small)")
     p.add_argument("--lengths", type=int, nargs="+", default=None, help="decoded lengths T (16 32 64 128 256)")
     p.add_argument("--source_length", type=int, default=None, help="source tokens S (default 32)")

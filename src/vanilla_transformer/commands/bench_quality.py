@@ -1,17 +1,16 @@
-#!/usr/bin/env python
 """Translation quality of our model and recipe against transformers' MarianMTModel trained with Seq2SeqTrainer
 and the standard HF recipe: same size, tokenizer, training split and wall-clock budget, one after the other on
 this machine, then BLEU/chrF (with sacreBLEU signatures), updates, tokens seen and output/reference length ratio
 on the same held-out test split (beam 4, length penalty 1.0).
 
 Examples:
-    python scripts/bench_quality.py                                  # 25 minutes per system, small preset
-    python scripts/bench_quality.py --budget_minutes 50 --output_dir outputs/bq50
-    python scripts/bench_quality.py --systems ours --ours "lr_scale=1.0 warmup_steps=400" --output_dir outputs/bq-lr
-    python scripts/bench_quality.py --budget_minutes 0.2 --preset tiny --max_lines 300 --valid_size 20 \
+    vanilla-transformer bench quality                                  # 25 minutes per system, small preset
+    vanilla-transformer bench quality --budget_minutes 50 --output_dir outputs/bq50
+    vanilla-transformer bench quality --systems ours --ours "lr_scale=1.0 warmup_steps=400" --output_dir outputs/bq-lr
+    vanilla-transformer bench quality --budget_minutes 0.2 --preset tiny --max_lines 300 --valid_size 20 \
         --test_size 8 --vocab_size 1200                             # smoke run
 
-All options: python scripts/bench_quality.py --help (the fields of benchmarks.quality.QualityConfig).
+All options: vanilla-transformer bench quality --help (the fields of benchmarks.quality.QualityConfig).
 Writes OUTPUT_DIR/{ours,marian}/ (loadable models), OUTPUT_DIR/plots/comparison.png and OUTPUT_DIR/results.json.
 """
 
@@ -22,14 +21,10 @@ import os
 import sys
 from pathlib import Path
 
-# the repository root replaces scripts/ on the import path (scripts/evaluate.py would shadow the `evaluate` library)
-SCRIPTS = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != SCRIPTS]
-sys.path.insert(0, str(SCRIPTS.parent))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from benchmarks.quality import QualityConfig, QualityResult, run_quality_benchmark  # noqa: E402
-from training.cli import parse_dataclass  # noqa: E402
+from vanilla_transformer.benchmarks.quality import QualityConfig, QualityResult, run_quality_benchmark  # noqa: E402
+from vanilla_transformer.training.cli import parse_dataclass  # noqa: E402
 
 
 class Progress:
@@ -99,7 +94,7 @@ def report(result: QualityResult) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    cfg = parse_dataclass(QualityConfig, argv, description=__doc__.split("\n\n")[0])
+    cfg = parse_dataclass(QualityConfig, argv, description=__doc__.split("\n\n")[0], prog="vanilla-transformer bench quality")
     result = run_quality_benchmark(cfg, Progress(cfg.log_every))
     print(report(result))
     return 0

@@ -3,9 +3,9 @@
 Prints encode throughput (sentences/s, medians over interleaved rounds, and the ratio ours/SentencePiece)
 and the average tokens per sentence of both, per language side.
 
-    RAYON_NUM_THREADS=2 python scripts/bench_tokenizer.py data/bible.zh-en.tsv.xz --vocab_size 8000
-    python scripts/bench_tokenizer.py data/bible.zh-en.tsv.xz --compare_kinds   # char vs byte-level table
-    python scripts/bench_tokenizer.py data/bible.zh-en.tsv.xz --bpe_dropout 0.1  # cost of a BPE-dropout epoch
+    RAYON_NUM_THREADS=2 vanilla-transformer bench tokenizer data/bible.zh-en.tsv.xz --vocab_size 8000
+    vanilla-transformer bench tokenizer data/bible.zh-en.tsv.xz --compare_kinds   # char vs byte-level table
+    vanilla-transformer bench tokenizer data/bible.zh-en.tsv.xz --bpe_dropout 0.1  # cost of a BPE-dropout epoch
 """
 
 from __future__ import annotations
@@ -16,23 +16,19 @@ import sys
 import time
 from pathlib import Path
 
-# the repository root replaces scripts/ on the import path (scripts/evaluate.py would shadow the `evaluate` library)
-SCRIPTS = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != SCRIPTS]
-sys.path.insert(0, str(SCRIPTS.parent))
 
-from benchmarks.tokenizer import (  # noqa: E402
+from vanilla_transformer.benchmarks.tokenizer import (  # noqa: E402
     compare_encode_speed,
     encoding_stats,
     measure_dropout_cost,
     sentencepiece_tokens_per_sentence,
     train_sentencepiece_bpe,
 )
-from tokenizer import DEFAULT_VOCAB_SIZE, load_parallel_texts, train_bpe_tokenizer  # noqa: E402
+from vanilla_transformer.tokenizer import DEFAULT_VOCAB_SIZE, load_parallel_texts, train_bpe_tokenizer  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="vanilla-transformer bench tokenizer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("tsv", type=Path, help="parallel source<TAB>target file (.xz ok)")
     p.add_argument("--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE)
     p.add_argument("--kind", choices=["char", "byte"], default="char")

@@ -1,0 +1,30 @@
+"""Benchmarks against peers measured in the same run (ratios, never bare times).
+
+    vanilla-transformer bench speed [--quick]   # ours vs transformers' Marian, CTranslate2, ONNX Runtime
+    vanilla-transformer bench quality           # ours vs Marian + Seq2SeqTrainer, same budget and data
+    vanilla-transformer bench tokenizer         # our BPE vs SentencePiece
+    vanilla-transformer bench kv-cache          # decoding with and without the K/V cache
+    vanilla-transformer bench soak              # memory and throughput of many translate calls
+"""
+
+from __future__ import annotations
+
+import sys
+
+from vanilla_transformer.cli import dispatch
+
+KINDS = {
+    "speed": ("bench_speed", "training and generation speed against transformers' Marian (same weights)"),
+    "quality": ("bench_quality", "BLEU/chrF against Marian + Seq2SeqTrainer with the same budget"),
+    "tokenizer": ("bench_tokenizer", "our BPE against SentencePiece: speed, vocabulary use"),
+    "kv-cache": ("bench_kv_cache", "generation with and without the key/value cache"),
+    "soak": ("bench_soak", "many translate calls: memory stays flat, every reply is right"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return dispatch("vanilla-transformer bench", KINDS, sys.argv[1:] if argv is None else list(argv), __doc__.split("\n\n")[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Convert a transformers checkpoint folder into our format: Marian (encoder-decoder), GPT-2 (decoder-only) or
+BERT (encoder-only).
+
+    vanilla-transformer convert --from marian SRC_DIR OUT_DIR   # MarianMTModel, e.g. an OPUS-MT checkpoint
+    vanilla-transformer convert --from gpt2 SRC_DIR OUT_DIR     # GPT2LMHeadModel
+    vanilla-transformer convert --from bert SRC_DIR OUT_DIR     # BertForMaskedLM / BertForSequenceClassification
+
+For BERT the head follows the folder's config.json "architectures" (BertForMaskedLM and BertForPreTraining:
+masked LM; BertForSequenceClassification: classification). OUT_DIR keeps the source's tokenizer files and loads
+with the matching Auto class (`AutoModelForSeq2SeqLM`, `AutoModelForCausalLM`, `AutoModelForMaskedLM` /
+`AutoModelForSequenceClassification`), with `trust_remote_code=True` where the package is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pickle
+import sys
+from pathlib import Path
+
+# --from value -> (the source class named in --help, converter module of modeling/, its function)
+SOURCES = {
+    "marian": ("MarianMTModel", "convert_marian", "convert_marian_checkpoint"),
+    "gpt2": ("GPT2LMHeadModel", "convert_gpt2", "convert_gpt2_checkpoint"),
+    "bert": ("BertForMaskedLM or BertForSequenceClassification", "convert_bert", "convert_bert_checkpoint"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="vanilla-transformer convert", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--from", dest="source", choices=sorted(SOURCES), required=True, help="the checkpoint's model family"
+    )
+    parser.add_argument("src_dir", type=Path, help="folder of the saved transformers model")
+    parser.add_argument("out_dir", type=Path, help="folder to write the converted model to")
+    args = parser.parse_args(argv)
+    _, module, function = SOURCES[args.source]
+    convert = getattr(importlib.import_module(f"vanilla_transformer.modeling.{module}"), function)
+    try:
+        out = convert(args.src_dir, args.out_dir)
+    except (FileNotFoundError, ValueError, OSError, pickle.UnpicklingError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"converted {args.src_dir} -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
