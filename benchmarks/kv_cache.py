@@ -50,7 +50,6 @@ from pathlib import Path
 
 import torch
 from transformers import GenerationConfig
-
 from vanilla_transformer.training.presets import PRESETS, build_config
 
 from .speed import VOCAB_SIZES, Stat, generate_call, interleaved, per_round_ratio
@@ -98,8 +97,15 @@ class Sizes:
     @classmethod
     def from_config(cls, config, source_length: int) -> Sizes:
         """From a `VanillaTransformerConfig` and the source length of the study."""
-        return cls(config.d_model, config.decoder_layers, config.decoder_ffn_dim, config.decoder_vocab_size,
-                   config.encoder_layers, config.encoder_ffn_dim, source_length)  # fmt: skip
+        return cls(
+            config.d_model,
+            config.decoder_layers,
+            config.decoder_ffn_dim,
+            config.decoder_vocab_size,
+            config.encoder_layers,
+            config.encoder_ffn_dim,
+            source_length,
+        )
 
 
 def decoding_flops(sizes: Sizes, new_tokens: int, use_cache: bool, causal: bool = True) -> dict[str, int]:
@@ -171,8 +177,16 @@ def flop_rows(sizes: Sizes, lengths: list[int]) -> list[FlopRow]:
         uncached, cached = decoding_flops(sizes, t, False), decoding_flops(sizes, t, True)
         for name in COMPONENTS:
             note = NOTES.get(name)
-            rows.append(FlopRow(t, name, uncached[name], cached[name], closed_form_ratio(name, t, sizes.d_model),
-                                None if note is None else float(note[1] * t)))  # fmt: skip
+            rows.append(
+                FlopRow(
+                    t,
+                    name,
+                    uncached[name],
+                    cached[name],
+                    closed_form_ratio(name, t, sizes.d_model),
+                    None if note is None else float(note[1] * t),
+                )
+            )
         rows.append(FlopRow(t, "total", sum(uncached.values()), sum(cached.values()), None, None))
     return rows
 
@@ -182,7 +196,9 @@ def flop_rows(sizes: Sizes, lengths: list[int]) -> list[FlopRow]:
 # ------------------------------------------------------------------------------------------------------------
 
 
-def kv_cache_bytes(layers: int, heads: int, head_dim: int, length: int, bytes_per_value: int, batch: int = 1) -> int:
+def kv_cache_bytes(
+    layers: int, heads: int, head_dim: int, length: int, bytes_per_value: int, batch: int = 1
+) -> int:
     """Bytes of the K and V tensors of `layers` layers caching `length` positions: 2 * layers * heads * length *
     head_dim * bytes_per_value * batch."""
     return 2 * layers * heads * length * head_dim * bytes_per_value * batch
@@ -210,27 +226,44 @@ def memory_rows(lengths: list[int], source_length: int, bytes_per_value: int = 4
     for name, preset in PRESETS.items():
         model = preset["model"]
         heads = model["decoder_attention_heads"]
-        shapes.append(dict(name=f"{name} (fp{8 * bytes_per_value})", layers=model["decoder_layers"], heads=heads,
-                           head_dim=model["d_model"] // heads, bytes_per_value=bytes_per_value, cross=True))  # fmt: skip
+        shapes.append(
+            dict(
+                name=f"{name} (fp{8 * bytes_per_value})",
+                layers=model["decoder_layers"],
+                heads=heads,
+                head_dim=model["d_model"] // heads,
+                bytes_per_value=bytes_per_value,
+                cross=True,
+            )
+        )
     shapes.append({**SEVEN_B, "cross": False})
     rows = []
     for shape in shapes:
         sized = (shape["layers"], shape["heads"], shape["head_dim"])
-        rows.append(MemoryRow(
-            shape["name"], *sized, shape["bytes_per_value"], kv_cache_bytes(*sized, 1, shape["bytes_per_value"]),
-            {t: kv_cache_bytes(*sized, t, shape["bytes_per_value"]) for t in lengths},
-            kv_cache_bytes(*sized, source_length, shape["bytes_per_value"]) if shape["cross"] else None,
-        ))  # fmt: skip
+        rows.append(
+            MemoryRow(
+                shape["name"],
+                *sized,
+                shape["bytes_per_value"],
+                kv_cache_bytes(*sized, 1, shape["bytes_per_value"]),
+                {t: kv_cache_bytes(*sized, t, shape["bytes_per_value"]) for t in lengths},
+                kv_cache_bytes(*sized, source_length, shape["bytes_per_value"]) if shape["cross"] else None,
+            )
+        )
     return rows
 
 
 def cache_tensor_bytes(cache) -> dict[str, int]:
     """Bytes held by the key and value tensors of an `EncoderDecoderCache` (e.g. the `past_key_values` that
     `generate(..., return_dict_in_generate=True)` returns): {"self_attention": ..., "cross_attention": ...}."""
+
     def held(part) -> int:
         return sum(layer.keys.nbytes + layer.values.nbytes for layer in part.layers)
 
-    return {"self_attention": held(cache.self_attention_cache), "cross_attention": held(cache.cross_attention_cache)}
+    return {
+        "self_attention": held(cache.self_attention_cache),
+        "cross_attention": held(cache.cross_attention_cache),
+    }
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -262,11 +295,19 @@ def greedy_config(model, new_tokens: int, use_cache: bool) -> GenerationConfig:
             f"max_position_embeddings={config.max_position_embeddings}; pass shorter lengths"
         )
     return GenerationConfig(
-        decoder_start_token_id=config.decoder_start_token_id, bos_token_id=config.bos_token_id,
-        eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id, num_beams=1, do_sample=False,
-        min_new_tokens=new_tokens, max_new_tokens=new_tokens, use_cache=use_cache, length_penalty=1.0,
-        early_stopping=False, suppress_tokens=model.generation_config.suppress_tokens,
-    )  # fmt: skip
+        decoder_start_token_id=config.decoder_start_token_id,
+        bos_token_id=config.bos_token_id,
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+        num_beams=1,
+        do_sample=False,
+        min_new_tokens=new_tokens,
+        max_new_tokens=new_tokens,
+        use_cache=use_cache,
+        length_penalty=1.0,
+        early_stopping=False,
+        suppress_tokens=model.generation_config.suppress_tokens,
+    )
 
 
 def source_ids(model, batch: int, length: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -314,12 +355,16 @@ def _with_cpu_time(call: Callable[[], object], spent: list[float]) -> Callable[[
     return run
 
 
-def measure_speedups(model, lengths: list[int], source_length: int, rounds: int, batch: int = 1) -> list[Timing]:
+def measure_speedups(
+    model, lengths: list[int], source_length: int, rounds: int, batch: int = 1
+) -> list[Timing]:
     """For each length T, `generate()` of exactly T greedy tokens with and without the cache, timed in
     `rounds` interleaved rounds (`benchmarks.speed.interleaved`, wall clock; CPU time alongside); the token check
     doubles as the warm-up."""
     src, mask = source_ids(model, batch, source_length)
-    configs = {t: (greedy_config(model, t, True), greedy_config(model, t, False)) for t in lengths}  # checks all
+    configs = {
+        t: (greedy_config(model, t, True), greedy_config(model, t, False)) for t in lengths
+    }  # checks all
     timings = []
     for t in lengths:
         calls = [generate_call(model, src, mask, config) for config in configs[t]]
@@ -355,17 +400,29 @@ class Study:
 
 
 def run_study(
-    preset: str = "small", lengths: tuple[int, ...] = (16, 32, 64, 128, 256), source_length: int = 32,
-    rounds: int = 3, batch: int = 1, memory_lengths: tuple[int, ...] = (128, 1024, 4096, 32768),
-) -> Study:  # fmt: skip
+    preset: str = "small",
+    lengths: tuple[int, ...] = (16, 32, 64, 128, 256),
+    source_length: int = 32,
+    rounds: int = 3,
+    batch: int = 1,
+    memory_lengths: tuple[int, ...] = (128, 1024, 4096, 32768),
+) -> Study:
     """The analytic FLOPs of `preset`'s decoder at each length, the measured speed-ups of a random-weight model
     of that preset, and the cache memory of every preset and of a 7B-class model at `memory_lengths`."""
     model = study_model(preset)
     sizes = Sizes.from_config(model.config, source_length)
     lengths = sorted(set(lengths))
-    return Study(preset, sizes, batch, rounds, lengths, flop_rows(sizes, lengths),
-                 measure_speedups(model, lengths, source_length, rounds, batch), list(memory_lengths),
-                 memory_rows(list(memory_lengths), source_length))  # fmt: skip
+    return Study(
+        preset,
+        sizes,
+        batch,
+        rounds,
+        lengths,
+        flop_rows(sizes, lengths),
+        measure_speedups(model, lengths, source_length, rounds, batch),
+        list(memory_lengths),
+        memory_rows(list(memory_lengths), source_length),
+    )
 
 
 def _size(n: float) -> str:
@@ -383,12 +440,18 @@ def format_study(study: Study) -> list[str]:
         f"{s.encoder_layers}+{s.layers} layers, FFN {s.ffn}, vocabulary {s.vocab}), source {s.source_length} tokens",
         f"{'T':>4}  {'component':<20}{'no cache MFLOP':>16}{'cache MFLOP':>13}{'ratio':>9}  {'closed form':<30}"
         f"{'notes':>12}",
-    ]  # fmt: skip
+    ]
     for row in study.flops:
-        form = f"{CLOSED_FORMS[row.component]} = {float(row.closed_form):.2f}" if row.closed_form is not None else ""
+        form = (
+            f"{CLOSED_FORMS[row.component]} = {float(row.closed_form):.2f}"
+            if row.closed_form is not None
+            else ""
+        )
         note = f"{NOTES[row.component][0]} = {row.notes:.2f}" if row.notes is not None else ""
-        lines.append(f"{row.new_tokens:>4}  {LABELS[row.component]:<20}{row.uncached / 1e6:>16.1f}"
-                     f"{row.cached / 1e6:>13.1f}{float(row.ratio):>9.2f}  {form:<30}{note:>12}")  # fmt: skip
+        lines.append(
+            f"{row.new_tokens:>4}  {LABELS[row.component]:<20}{row.uncached / 1e6:>16.1f}"
+            f"{row.cached / 1e6:>13.1f}{float(row.ratio):>9.2f}  {form:<30}{note:>12}"
+        )
     lines += [
         "",
         f"Measured: generate() greedy, batch {study.batch}, exactly T tokens, {study.rounds} interleaved rounds; "
@@ -396,24 +459,31 @@ def format_study(study: Study) -> list[str]:
         "and in process CPU time; CPU ms per generated token and the analytic FLOPs per CPU second (medians)",
         f"{'T':>4}{'FLOP ratio':>12}{'wall speed-up':>22}{'CPU speed-up':>22}{'ms/token':>10}{'no cache':>10}"
         f"{'GFLOP/s':>9}{'no cache':>10}{'same tokens':>13}",
-    ]  # fmt: skip
-    totals = {(r.new_tokens, cached): r.cached if cached else r.uncached
-              for r in study.flops if r.component == "total" for cached in (True, False)}  # fmt: skip
+    ]
+    totals = {
+        (r.new_tokens, cached): r.cached if cached else r.uncached
+        for r in study.flops
+        if r.component == "total"
+        for cached in (True, False)
+    }
     for timing in study.timings:
         t = timing.new_tokens
         cached, uncached = Stat(timing.cached_cpu).median, Stat(timing.uncached_cpu).median
-        lines.append(f"{t:>4}{float(study.total_ratio(t)):>12.2f}{timing.speedup.fmt(2):>22}"
-                     f"{timing.cpu_speedup.fmt(2):>22}{cached / t * 1e3:>10.2f}{uncached / t * 1e3:>10.2f}"
-                     f"{totals[t, True] * study.batch / cached / 1e9:>9.1f}"
-                     f"{totals[t, False] * study.batch / uncached / 1e9:>10.1f}"
-                     f"{'yes' if timing.same_tokens else 'NO':>13}")  # fmt: skip
+        lines.append(
+            f"{t:>4}{float(study.total_ratio(t)):>12.2f}{timing.speedup.fmt(2):>22}"
+            f"{timing.cpu_speedup.fmt(2):>22}{cached / t * 1e3:>10.2f}{uncached / t * 1e3:>10.2f}"
+            f"{totals[t, True] * study.batch / cached / 1e9:>9.1f}"
+            f"{totals[t, False] * study.batch / uncached / 1e9:>10.1f}"
+            f"{'yes' if timing.same_tokens else 'NO':>13}"
+        )
     lines += [
         "",
         f"KV-cache memory per sentence, 2 x layers x heads x T x head_dim x bytes (cross-attention: S = "
         f"{s.source_length} source positions)",
         f"{'model':<34}{'layers':>7}{'heads':>6}{'head_dim':>9}{'per token':>11}"
-        + "".join(f"{'T=' + str(t):>11}" for t in study.memory_lengths) + f"{'cross':>11}",
-    ]  # fmt: skip
+        + "".join(f"{'T=' + str(t):>11}" for t in study.memory_lengths)
+        + f"{'cross':>11}",
+    ]
     for row in study.memory:
         lines.append(
             f"{row.name:<34}{row.layers:>7}{row.heads:>6}{row.head_dim:>9}{_size(row.per_position):>11}"
@@ -430,16 +500,42 @@ def write_csv(study: Study, path: str | Path) -> Path:
     timings = {timing.new_tokens: timing for timing in study.timings}
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["T", "component", "flops_no_cache", "flops_cache", "ratio", "closed_form", "notes",
-                         "wall_speedup_median", "wall_speedup_min", "wall_speedup_max", "cpu_speedup_median",
-                         "cpu_speedup_min", "cpu_speedup_max"])  # fmt: skip
+        writer.writerow(
+            [
+                "T",
+                "component",
+                "flops_no_cache",
+                "flops_cache",
+                "ratio",
+                "closed_form",
+                "notes",
+                "wall_speedup_median",
+                "wall_speedup_min",
+                "wall_speedup_max",
+                "cpu_speedup_median",
+                "cpu_speedup_min",
+                "cpu_speedup_max",
+            ]
+        )
         for row in study.flops:
             timing = timings[row.new_tokens]
-            measured = [f"{value:.4f}" for stat in (timing.speedup, timing.cpu_speedup)
-                        for value in (stat.median, min(stat.values), max(stat.values))]  # fmt: skip
-            writer.writerow([row.new_tokens, row.component, row.uncached, row.cached, f"{float(row.ratio):.4f}",
-                             CLOSED_FORMS.get(row.component, ""), NOTES[row.component][0] if row.notes else "",
-                             *measured])  # fmt: skip
+            measured = [
+                f"{value:.4f}"
+                for stat in (timing.speedup, timing.cpu_speedup)
+                for value in (stat.median, min(stat.values), max(stat.values))
+            ]
+            writer.writerow(
+                [
+                    row.new_tokens,
+                    row.component,
+                    row.uncached,
+                    row.cached,
+                    f"{float(row.ratio):.4f}",
+                    CLOSED_FORMS.get(row.component, ""),
+                    NOTES[row.component][0] if row.notes else "",
+                    *measured,
+                ]
+            )
     return path
 
 
@@ -458,30 +554,66 @@ def plot_study(study: Study, path: str | Path) -> Path:
     lengths = study.lengths
     for name in (*COMPONENTS[:-1], "total"):
         ratios = [float(r.ratio) for r in study.flops if r.component == name]
-        left.plot(lengths, ratios, marker="o", markersize=3, label=f"FLOPs: {LABELS[name]}",
-                  linewidth=2.5 if name == "total" else 1.2)  # fmt: skip
+        left.plot(
+            lengths,
+            ratios,
+            marker="o",
+            markersize=3,
+            label=f"FLOPs: {LABELS[name]}",
+            linewidth=2.5 if name == "total" else 1.2,
+        )
     for label, factor in NOTES.values():
         left.plot(lengths, [float(factor) * t for t in lengths], linestyle="--", color="grey", linewidth=0.8)
-        left.annotate(f"notes: {label}", (lengths[-1], float(factor) * lengths[-1]), fontsize=8, color="grey",
-                      xytext=(3, 0), textcoords="offset points")  # fmt: skip
+        left.annotate(
+            f"notes: {label}",
+            (lengths[-1], float(factor) * lengths[-1]),
+            fontsize=8,
+            color="grey",
+            xytext=(3, 0),
+            textcoords="offset points",
+        )
     for kind, marker in (("wall-clock", "s"), ("CPU time", "D")):
         stats = [timing.speedup if kind == "wall-clock" else timing.cpu_speedup for timing in study.timings]
         medians = [stat.median for stat in stats]
-        errors = [[m - min(stat.values) for m, stat in zip(medians, stats)],
-                  [max(stat.values) - m for m, stat in zip(medians, stats)]]  # fmt: skip
-        left.errorbar(lengths, medians, yerr=errors, color="black", marker=marker, capsize=3,
-                      linestyle="-" if kind == "wall-clock" else ":",
-                      label=f"measured speed-up, {kind} (batch {study.batch})")  # fmt: skip
-    left.set(xscale="log", yscale="log", xlabel="decoded tokens T", ylabel="no cache / cache",
-             title=f"KV cache: FLOP ratio and wall-clock speed-up ({study.preset} preset)")  # fmt: skip
+        errors = [
+            [m - min(stat.values) for m, stat in zip(medians, stats)],
+            [max(stat.values) - m for m, stat in zip(medians, stats)],
+        ]
+        left.errorbar(
+            lengths,
+            medians,
+            yerr=errors,
+            color="black",
+            marker=marker,
+            capsize=3,
+            linestyle="-" if kind == "wall-clock" else ":",
+            label=f"measured speed-up, {kind} (batch {study.batch})",
+        )
+    left.set(
+        xscale="log",
+        yscale="log",
+        xlabel="decoded tokens T",
+        ylabel="no cache / cache",
+        title=f"KV cache: FLOP ratio and wall-clock speed-up ({study.preset} preset)",
+    )
     left.set_xticks(lengths, [str(t) for t in lengths])
     left.xaxis.set_minor_locator(NullLocator())
     left.legend(fontsize=7)
     for row in study.memory:
-        right.plot(study.memory_lengths, [row.self_attention[t] / 2**20 for t in study.memory_lengths],
-                   marker="o", markersize=3, label=row.name)  # fmt: skip
-    right.set(xscale="log", yscale="log", xlabel="cached positions T", title="Self-attention KV cache per sentence",
-              ylabel="MiB = 2 · layers · heads · T · head_dim · bytes / 2^20")  # fmt: skip
+        right.plot(
+            study.memory_lengths,
+            [row.self_attention[t] / 2**20 for t in study.memory_lengths],
+            marker="o",
+            markersize=3,
+            label=row.name,
+        )
+    right.set(
+        xscale="log",
+        yscale="log",
+        xlabel="cached positions T",
+        title="Self-attention KV cache per sentence",
+        ylabel="MiB = 2 · layers · heads · T · head_dim · bytes / 2^20",
+    )
     right.set_xticks(study.memory_lengths, [str(t) for t in study.memory_lengths])
     right.xaxis.set_minor_locator(NullLocator())
     right.legend(fontsize=7)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from transformers import MarianConfig
-
 from vanilla_transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from vanilla_transformer.training.presets import build_config
 
@@ -25,13 +24,25 @@ def marian_config(
     ``vocab_size - 1``, eos 0, no bos). ``forced_eos_token_id`` is None: every contender stops alike."""
     ours = build_config(preset, vocab_size)  # the preset's sizes, our config's defaults where it sets none
     return MarianConfig(
-        vocab_size=vocab_size, d_model=ours.d_model, encoder_layers=ours.encoder_layers,
-        decoder_layers=ours.decoder_layers, encoder_attention_heads=ours.encoder_attention_heads,
-        decoder_attention_heads=ours.decoder_attention_heads, encoder_ffn_dim=ours.encoder_ffn_dim,
-        decoder_ffn_dim=ours.decoder_ffn_dim, activation_function="relu", dropout=dropout,
-        attention_dropout=0.0, activation_dropout=0.0,
-        max_position_embeddings=ours.max_position_embeddings, scale_embedding=True,
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=True, pad_token_id=pad_token_id,
-        bos_token_id=bos_token_id, decoder_start_token_id=decoder_start_token_id, eos_token_id=eos_token_id,
+        vocab_size=vocab_size,
+        d_model=ours.d_model,
+        encoder_layers=ours.encoder_layers,
+        decoder_layers=ours.decoder_layers,
+        encoder_attention_heads=ours.encoder_attention_heads,
+        decoder_attention_heads=ours.decoder_attention_heads,
+        encoder_ffn_dim=ours.encoder_ffn_dim,
+        decoder_ffn_dim=ours.decoder_ffn_dim,
+        activation_function="relu",
+        dropout=dropout,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        max_position_embeddings=ours.max_position_embeddings,
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True,
+        pad_token_id=pad_token_id,
+        bos_token_id=bos_token_id,
+        decoder_start_token_id=decoder_start_token_id,
+        eos_token_id=eos_token_id,
         forced_eos_token_id=None,
-    )  # fmt: skip
+    )

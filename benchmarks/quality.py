@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_translation, length_stats
 from vanilla_transformer.modeling import IGNORE_INDEX, VanillaTransformerConfig, default_generation_config
@@ -84,15 +83,17 @@ class QualityConfig(DataOptions):
     vocab_size: int = _f(8000, "joint BPE vocabulary size when the tokenizer is trained here")
     preset: str = _f("small", "architecture preset of both systems", choices=tuple(preset_names()))
     ours: str = _f(
-        "", "overrides of our TrainConfig, e.g. 'lr_scale=1.0 warmup_steps=400' (vanilla-transformer train flags)"
+        "",
+        "overrides of our TrainConfig, e.g. 'lr_scale=1.0 warmup_steps=400' (vanilla-transformer train flags)",
     )
     marian_lr: float = _f(7e-4, "Marian: peak learning rate")
     marian_warmup_steps: int = _f(200, "Marian: linear warm-up updates before the inverse-sqrt decay")
     marian_batch_size: int = _f(64, "Marian: sentences per batch (length-grouped)")
     marian_dropout: float = _f(0.1, "Marian: dropout (the anchor's; ours follows its preset)")
     marian_bf16: bool = _f(
-        False, "Marian: bf16 autocast (Seq2SeqTrainingArguments bf16=True, with use_cpu on a CPU) instead of the "
-        "standard recipe's fp32; ours chooses its precision as vanilla-transformer train does (--ours mixed_precision=no: fp32)"
+        False,
+        "Marian: bf16 autocast (Seq2SeqTrainingArguments bf16=True, with use_cpu on a CPU) instead of the "
+        "standard recipe's fp32; ours chooses its precision as vanilla-transformer train does (--ours mixed_precision=no: fp32)",
     )
     label_smoothing: float = _f(0.1, "label smoothing of both systems")
     eval_every: int = _f(500, "validate both systems every N updates (and at the end)")
@@ -100,8 +101,9 @@ class QualityConfig(DataOptions):
     log_every: int = _f(10, "training loss is logged (and plotted) per N updates")
     num_beams: int | None = _f(None, "beams for the test translation; default: the generation config's (4)")
     length_penalty: float = _f(
-        DEFAULT_LENGTH_PENALTY, "length penalty alpha (transformers': log-prob / length**alpha) of both systems, "
-        "no search on validation; vanilla-transformer train's default"
+        DEFAULT_LENGTH_PENALTY,
+        "length penalty alpha (transformers': log-prob / length**alpha) of both systems, "
+        "no search on validation; vanilla-transformer train's default",
     )
     eval_batch_size: int = _f(64, "sentences per generate() batch")
     sacrebleu_tokenize: str | None = _f(
@@ -210,8 +212,15 @@ def _prepare_data(cfg: QualityConfig, out: Path) -> _Data:
     if len(splits["validation"]):
         valid, _ = filter_by_length(tokenize_dataset(splits["validation"], tokenizer, cache), cfg.max_length)
         valid_src, valid_tgt = [list(x) for x in valid["input_ids"]], [list(x) for x in valid["labels"]]
-    return _Data(splits, tokenizer, tokenizer_dir, train_split, valid_src, valid_tgt,
-                 sum(len(t) for t in train_split["labels"]))  # fmt: skip
+    return _Data(
+        splits,
+        tokenizer,
+        tokenizer_dir,
+        train_split,
+        valid_src,
+        valid_tgt,
+        sum(len(t) for t in train_split["labels"]),
+    )
 
 
 # ------------------------------------------------------------------------------------------------ ours
@@ -220,20 +229,35 @@ def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event, tokeniz
 
     overrides = parse_overrides(cfg.ours)
     data_options = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(DataOptions)}
-    fixed = dict(**data_options, max_length=cfg.max_length, tokenizer=data.tokenizer_dir,
-                 cache_dir=str(out / "cache"), output_dir=str(out / "ours"))  # fmt: skip
+    fixed = dict(
+        **data_options,
+        max_length=cfg.max_length,
+        tokenizer=data.tokenizer_dir,
+        cache_dir=str(out / "cache"),
+        output_dir=str(out / "ours"),
+    )
     clash = sorted(set(overrides) & (set(fixed) | {"export", "resume", "overwrite", "max_minutes"}))
     if clash:
         raise ValueError(
             f"--ours cannot set {clash}: the benchmark sets them for both systems (use its own flags)."
         )
     train_cfg = TrainConfig(
-        **fixed, preset=cfg.preset, label_smoothing=cfg.label_smoothing, max_minutes=cfg.budget_minutes,
-        eval_every=cfg.eval_every, bleu_samples=cfg.bleu_samples, log_every=cfg.log_every,
-        length_penalty=cfg.length_penalty, eval_batch_size=cfg.eval_batch_size, seed=cfg.seed,
-        num_threads=cfg.num_threads, sacrebleu_tokenize=tokenize, report_to="none",
-        export=False, overwrite=True,
-    )  # fmt: skip
+        **fixed,
+        preset=cfg.preset,
+        label_smoothing=cfg.label_smoothing,
+        max_minutes=cfg.budget_minutes,
+        eval_every=cfg.eval_every,
+        bleu_samples=cfg.bleu_samples,
+        log_every=cfg.log_every,
+        length_penalty=cfg.length_penalty,
+        eval_batch_size=cfg.eval_batch_size,
+        seed=cfg.seed,
+        num_threads=cfg.num_threads,
+        sacrebleu_tokenize=tokenize,
+        report_to="none",
+        export=False,
+        overwrite=True,
+    )
     train_cfg = dataclasses.replace(train_cfg, **overrides)
     result = train(train_cfg, lambda name, info: emit(name, {**info, "system": "ours"}))
     model = result.model.eval()  # the final weights, or their average with the last snapshots (preset recipe)
@@ -244,13 +268,22 @@ def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event, tokeniz
     info = dict(
         description=f"VanillaTransformer, our training recipe (preset {cfg.preset}"
         + (f"; {cfg.ours.strip()}" if cfg.ours.strip() else "")
-        + (f"; averaged updates {result.averaging['steps']}" if result.averaging and result.averaging["kept"] else "")
+        + (
+            f"; averaged updates {result.averaging['steps']}"
+            if result.averaging and result.averaging["kept"]
+            else ""
+        )
         + f"; {PRECISION_NAMES.get(result.mixed_precision, result.mixed_precision)})",
-        num_parameters=result.num_parameters, steps=result.step, target_tokens=result.target_tokens,
-        train_seconds=result.train_seconds, tokens_per_second=result.target_tokens_per_second,
-        valid_ppl=last_valid.get("valid_ppl"), history=history, valid_history=result.valid_history,
+        num_parameters=result.num_parameters,
+        steps=result.step,
+        target_tokens=result.target_tokens,
+        train_seconds=result.train_seconds,
+        tokens_per_second=result.target_tokens_per_second,
+        valid_ppl=last_valid.get("valid_ppl"),
+        history=history,
+        valid_history=result.valid_history,
         model_dir=str(model_dir),
-    )  # fmt: skip
+    )
     return model, info
 
 
@@ -304,8 +337,12 @@ def _marian_monitor(budget_seconds: float, eval_every: int, validate: Callable[[
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if logs and "loss" in logs:
-                entry = {"step": state.global_step, "seconds": self.seconds, "loss": float(logs["loss"]),
-                         "lr": logs.get("learning_rate")}  # fmt: skip
+                entry = {
+                    "step": state.global_step,
+                    "seconds": self.seconds,
+                    "loss": float(logs["loss"]),
+                    "lr": logs.get("learning_rate"),
+                }
                 self.history.append(entry)
                 emit("step", {**entry, "system": "marian"})
 
@@ -324,14 +361,29 @@ def marian_training_arguments(cfg: QualityConfig, output_dir: Path):
 
     cpu_bf16 = cfg.marian_bf16 and not torch.cuda.is_available()
     return Seq2SeqTrainingArguments(
-        output_dir=str(output_dir), per_device_train_batch_size=cfg.marian_batch_size,
-        learning_rate=cfg.marian_lr, adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-9, weight_decay=0.0,
-        lr_scheduler_type="inverse_sqrt", warmup_steps=cfg.marian_warmup_steps,
-        label_smoothing_factor=cfg.label_smoothing, train_sampling_strategy="group_by_length",
-        num_train_epochs=10_000, logging_steps=cfg.log_every, save_strategy="no", eval_strategy="no",
-        report_to="none", disable_tqdm=True, seed=cfg.seed, dataloader_num_workers=0,
-        dataloader_pin_memory=torch.cuda.is_available(), bf16=cfg.marian_bf16, use_cpu=cpu_bf16,
-    )  # fmt: skip
+        output_dir=str(output_dir),
+        per_device_train_batch_size=cfg.marian_batch_size,
+        learning_rate=cfg.marian_lr,
+        adam_beta1=0.9,
+        adam_beta2=0.98,
+        adam_epsilon=1e-9,
+        weight_decay=0.0,
+        lr_scheduler_type="inverse_sqrt",
+        warmup_steps=cfg.marian_warmup_steps,
+        label_smoothing_factor=cfg.label_smoothing,
+        train_sampling_strategy="group_by_length",
+        num_train_epochs=10_000,
+        logging_steps=cfg.log_every,
+        save_strategy="no",
+        eval_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        seed=cfg.seed,
+        dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(),
+        bf16=cfg.marian_bf16,
+        use_cpu=cpu_bf16,
+    )
 
 
 def _train_marian(cfg: QualityConfig, data: _Data, out: Path, emit: Event, tokenize: str) -> tuple[Any, dict]:
@@ -349,17 +401,28 @@ def _train_marian(cfg: QualityConfig, data: _Data, out: Path, emit: Event, token
 
     def validate(m) -> dict:
         return validation_metrics(
-            m, data.tokenizer, data.valid_src, data.valid_tgt, list(valid["source"]), list(valid["target"]),
-            label_smoothing=cfg.label_smoothing, bleu_samples=cfg.bleu_samples, length_penalty=cfg.length_penalty,
-            batch_size=cfg.eval_batch_size, tokenize=tokenize,
-        )  # fmt: skip
+            m,
+            data.tokenizer,
+            data.valid_src,
+            data.valid_tgt,
+            list(valid["source"]),
+            list(valid["target"]),
+            label_smoothing=cfg.label_smoothing,
+            bleu_samples=cfg.bleu_samples,
+            length_penalty=cfg.length_penalty,
+            batch_size=cfg.eval_batch_size,
+            tokenize=tokenize,
+        )
 
     monitor = _marian_monitor(cfg.budget_minutes * 60, cfg.eval_every, validate, emit)
     trainer = _marian_trainer_class()(
-        model=model, args=args, train_dataset=data.train.select_columns(["input_ids", "labels"]),
+        model=model,
+        args=args,
+        train_dataset=data.train.select_columns(["input_ids", "labels"]),
         data_collator=DataCollatorForSeq2Seq(data.tokenizer, model=model, label_pad_token_id=IGNORE_INDEX),
-        processing_class=data.tokenizer, callbacks=[monitor],
-    )  # fmt: skip
+        processing_class=data.tokenizer,
+        callbacks=[monitor],
+    )
     trainer.remove_callback(PrinterCallback)  # library code does not print; `event` reports progress
     # trainable parameters: Marian's sinusoidal position tables are frozen nn.Embedding weights
     num_parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -374,11 +437,16 @@ def _train_marian(cfg: QualityConfig, data: _Data, out: Path, emit: Event, token
         description=f"MarianMTModel, Seq2SeqTrainer (AdamW, lr {cfg.marian_lr}, warm-up {cfg.marian_warmup_steps} "
         f"+ inverse sqrt, {cfg.marian_batch_size} sentences/batch, length-grouped, "
         f"{PRECISION_NAMES['bf16' if cfg.marian_bf16 else 'no']})",
-        num_parameters=num_parameters, steps=trainer.state.global_step,
-        target_tokens=trainer.target_tokens, train_seconds=seconds,
-        tokens_per_second=trainer.target_tokens / max(seconds, 1e-9), valid_ppl=last_valid.get("valid_ppl"),
-        history=monitor.history, valid_history=monitor.valid_history, model_dir=str(folder),
-    )  # fmt: skip
+        num_parameters=num_parameters,
+        steps=trainer.state.global_step,
+        target_tokens=trainer.target_tokens,
+        train_seconds=seconds,
+        tokens_per_second=trainer.target_tokens / max(seconds, 1e-9),
+        valid_ppl=last_valid.get("valid_ppl"),
+        history=monitor.history,
+        valid_history=monitor.valid_history,
+        model_dir=str(folder),
+    )
     return model, info
 
 
@@ -390,19 +458,36 @@ def _evaluate(
     sources, references = list(test["source"]), list(test["target"])
     emit("test_start", {"system": name, "num_sentences": len(sources)})
     scores, hyps = evaluate_translation(
-        model, data.tokenizer, sources, references, tokenize=tokenize, num_beams=cfg.num_beams,
-        length_penalty=cfg.length_penalty, batch_size=cfg.eval_batch_size, **LENGTH_CAP,
-    )  # fmt: skip
+        model,
+        data.tokenizer,
+        sources,
+        references,
+        tokenize=tokenize,
+        num_beams=cfg.num_beams,
+        length_penalty=cfg.length_penalty,
+        batch_size=cfg.eval_batch_size,
+        **LENGTH_CAP,
+    )
     scores.update(num_beams=cfg.num_beams, length_penalty=cfg.length_penalty, split="test")
     ratio, hyp_len, ref_len = length_stats(hyps, references, tokenize)
-    samples = [{"source": s, "reference": r, "hypothesis": h}
-               for s, r, h in list(zip(sources, references, hyps))[: cfg.num_samples]]  # fmt: skip
-    curves = curves_from_history(name, info["history"], info["valid_history"],
-                                 window=cfg.log_every if name == "ours" else 1)  # fmt: skip
+    samples = [
+        {"source": s, "reference": r, "hypothesis": h}
+        for s, r, h in list(zip(sources, references, hyps))[: cfg.num_samples]
+    ]
+    curves = curves_from_history(
+        name, info["history"], info["valid_history"], window=cfg.log_every if name == "ours" else 1
+    )
     return SystemResult(
-        name=name, test=scores, length_ratio=ratio, hyp_len=hyp_len, ref_len=ref_len, samples=samples, curves=curves,
-        epochs=info["target_tokens"] / max(data.train_target_tokens, 1), **info,
-    )  # fmt: skip
+        name=name,
+        test=scores,
+        length_ratio=ratio,
+        hyp_len=hyp_len,
+        ref_len=ref_len,
+        samples=samples,
+        curves=curves,
+        epochs=info["target_tokens"] / max(data.train_target_tokens, 1),
+        **info,
+    )
 
 
 def run_quality_benchmark(cfg: QualityConfig, event: Event | None = None) -> QualityResult:
@@ -430,9 +515,10 @@ def run_quality_benchmark(cfg: QualityConfig, event: Event | None = None) -> Qua
         emit("done", {"system": name, "result": result})
         del model
     plot = plot_training_curves(
-        [r.curves for r in results], out / "plots" / "comparison.png",
+        [r.curves for r in results],
+        out / "plots" / "comparison.png",
         title=f"{cfg.preset} preset, {cfg.budget_minutes:g} min each, {len(data.train)} training pairs",
-    )  # fmt: skip
+    )
     results_file = out / "results.json"
     payload = {
         "config": dataclasses.asdict(cfg),

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import torch
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
-
 from vanilla_transformer.modeling import cpu_inference_gemm, set_cpu_inference_gemm
 from vanilla_transformer.modeling.convert_marian import convert_marian_model
 
@@ -49,7 +48,9 @@ class Contenders:
     hp: dict = field(default_factory=dict)
     engines: dict[str, object] = field(default_factory=dict)  # deployed exports of ours: name -> translator
     engine_notes: list[str] = field(default_factory=list)
-    bf16: dict[str, torch.nn.Module] = field(default_factory=dict)  # "marian", "ours" with bf16 weights (decoding)
+    bf16: dict[str, torch.nn.Module] = field(
+        default_factory=dict
+    )  # "marian", "ours" with bf16 weights (decoding)
 
     @property
     def pad(self) -> int:
@@ -58,23 +59,43 @@ class Contenders:
 
 def sizes(config: MarianConfig) -> dict:
     """The sizes the FLOP and byte models read: d_model, encoder/decoder layers, heads, ffn, vocab."""
-    return dict(d_model=config.d_model, encoder_layers=config.encoder_layers, decoder_layers=config.decoder_layers,
-                heads=config.encoder_attention_heads, ffn=config.encoder_ffn_dim, vocab=config.vocab_size)  # fmt: skip
+    return dict(
+        d_model=config.d_model,
+        encoder_layers=config.encoder_layers,
+        decoder_layers=config.decoder_layers,
+        heads=config.encoder_attention_heads,
+        ffn=config.encoder_ffn_dim,
+        vocab=config.vocab_size,
+    )
 
 
 def generation_config(pad: int, num_beams: int, new_tokens: int, use_cache: bool = True) -> GenerationConfig:
     """Identical decoding settings for every contender: exactly `new_tokens` tokens, pad never generated."""
     return GenerationConfig(
-        decoder_start_token_id=pad, pad_token_id=pad, eos_token_id=0, bos_token_id=None, num_beams=num_beams,
-        do_sample=False, min_new_tokens=new_tokens, max_new_tokens=new_tokens, length_penalty=1.0,
-        early_stopping=False, suppress_tokens=[pad], use_cache=use_cache,
-    )  # fmt: skip
+        decoder_start_token_id=pad,
+        pad_token_id=pad,
+        eos_token_id=0,
+        bos_token_id=None,
+        num_beams=num_beams,
+        do_sample=False,
+        min_new_tokens=new_tokens,
+        max_new_tokens=new_tokens,
+        length_penalty=1.0,
+        early_stopping=False,
+        suppress_tokens=[pad],
+        use_cache=use_cache,
+    )
 
 
 def build_contenders(
-    preset: str, seed: int = 0, with_ct2: bool = True, dropout: float = 0.1, with_engines: bool = False,
-    new_tokens: int = 32, with_bf16: bool = True,
-) -> Contenders:  # fmt: skip
+    preset: str,
+    seed: int = 0,
+    with_ct2: bool = True,
+    dropout: float = 0.1,
+    with_engines: bool = False,
+    new_tokens: int = 32,
+    with_bf16: bool = True,
+) -> Contenders:
     """Marian with random weights (non-trivial LayerNorms and output bias), ours converted from it, and the
     CTranslate2 conversion when the package is installed. Both PyTorch models use sdpa attention and OPUS-MT's
     special ids (pad and decoder start = the last id, eos 0). `with_engines`: also ours exported to CTranslate2
@@ -85,8 +106,15 @@ def build_contenders(
             f"Unknown benchmark preset {preset!r}; choose one of {list(VOCAB_SIZES)} (--preset)."
         )
     vocab = VOCAB_SIZES[preset]
-    config = marian_config(preset, vocab, dropout, pad_token_id=vocab - 1, bos_token_id=None,
-                           decoder_start_token_id=vocab - 1, eos_token_id=0)  # fmt: skip
+    config = marian_config(
+        preset,
+        vocab,
+        dropout,
+        pad_token_id=vocab - 1,
+        bos_token_id=None,
+        decoder_start_token_id=vocab - 1,
+        eos_token_id=0,
+    )
     config._attn_implementation = "sdpa"
     torch.manual_seed(seed)
     marian = MarianMTModel(config).eval()
@@ -100,8 +128,10 @@ def build_contenders(
     ours.set_attn_implementation("sdpa")
     result = Contenders(preset, marian, ours.eval(), hp=sizes(config))
     if with_bf16:
-        result.bf16 = {name: copy.deepcopy(model).to(torch.bfloat16).eval() for name, model in
-                       (("marian", marian), ("ours", result.ours))}  # fmt: skip
+        result.bf16 = {
+            name: copy.deepcopy(model).to(torch.bfloat16).eval()
+            for name, model in (("marian", marian), ("ours", result.ours))
+        }
     if with_ct2:
         result.ct2, result.ct2_note = convert_to_ctranslate2(marian)
     if with_engines:
@@ -126,7 +156,13 @@ def export_engines(ours: torch.nn.Module, new_tokens: int) -> tuple[dict[str, ob
     root = Path(tempfile.mkdtemp(prefix="bench_engines_"))
     threads = torch.get_num_threads()
     plans = {
-        "ct2_fp32": ("vanilla_transformer.export.ct2", "export_ct2", {}, "vanilla_transformer.inference.engine_ct2", "CT2Translator"),
+        "ct2_fp32": (
+            "vanilla_transformer.export.ct2",
+            "export_ct2",
+            {},
+            "vanilla_transformer.inference.engine_ct2",
+            "CT2Translator",
+        ),
         "ct2_int8": (
             "vanilla_transformer.export.ct2",
             "export_ct2",
@@ -134,7 +170,13 @@ def export_engines(ours: torch.nn.Module, new_tokens: int) -> tuple[dict[str, ob
             "vanilla_transformer.inference.engine_ct2",
             "CT2Translator",
         ),
-        "onnx": ("vanilla_transformer.export.onnx", "export_onnx", {}, "vanilla_transformer.inference.engine_onnx", "OnnxTranslator"),
+        "onnx": (
+            "vanilla_transformer.export.onnx",
+            "export_onnx",
+            {},
+            "vanilla_transformer.inference.engine_onnx",
+            "OnnxTranslator",
+        ),
     }
     engines, notes = {}, []
     for name, (export_module, export_name, options, engine_module, engine_name) in plans.items():
@@ -255,9 +297,14 @@ def ct2_call(
 
     def run() -> list[list[int]]:
         results = translator.translate_batch(
-            batch, beam_size=num_beams, min_decoding_length=new_tokens, max_decoding_length=new_tokens,
-            max_batch_size=0, num_hypotheses=1, return_end_token=True,
-        )  # fmt: skip
+            batch,
+            beam_size=num_beams,
+            min_decoding_length=new_tokens,
+            max_decoding_length=new_tokens,
+            max_batch_size=0,
+            num_hypotheses=1,
+            return_end_token=True,
+        )
         return [[index[t] for t in r.hypotheses[0]] for r in results]
 
     return run
@@ -350,9 +397,11 @@ def training_flops(hp: dict, batch: int, src_len: int, tgt_len: int) -> float:
     s_tok, t_tok = batch * src_len, batch * tgt_len
     encoder = hp["encoder_layers"] * (2 * s_tok * (4 * c * c + 2 * c * f) + 4 * batch * src_len * src_len * c)
     decoder = hp["decoder_layers"] * (
-        2 * t_tok * (6 * c * c + 2 * c * f) + 2 * s_tok * 2 * c * c
-        + 4 * batch * tgt_len * tgt_len * c + 4 * batch * tgt_len * src_len * c
-    )  # fmt: skip
+        2 * t_tok * (6 * c * c + 2 * c * f)
+        + 2 * s_tok * 2 * c * c
+        + 4 * batch * tgt_len * tgt_len * c
+        + 4 * batch * tgt_len * src_len * c
+    )
     return 3.0 * (encoder + decoder + 2 * t_tok * c * v)
 
 
@@ -411,7 +460,9 @@ class Settings:
     no_cache: bool = True
     budget_training: bool = True
     peak_memory: bool = True
-    bf16: bool = True  # bf16 columns for ours and Marian (training under autocast, generation in bf16 weights)
+    bf16: bool = (
+        True  # bf16 columns for ours and Marian (training under autocast, generation in bf16 weights)
+    )
 
 
 def quick_settings() -> Settings:
@@ -495,16 +546,22 @@ def bench_generation(
     if use_cache:
         cases.update({name: engine_call(engine, src, beams, n) for name, engine in c.engines.items()})
     if use_cache:
-        cases.update({f"{name}_bf16": generate_call(model, src, mask, config) for name, model in c.bf16.items()})
+        cases.update(
+            {f"{name}_bf16": generate_call(model, src, mask, config) for name, model in c.bf16.items()}
+        )
     copy_run, copy_bytes = copy_probe()
     cases["copy"] = copy_run
     reference = cases["marian"]()
     notes = []
     if "ours_bf16" in cases:
-        agree = {name: sum(torch.equal(a, b) for a, b in zip(cases[name](), cases[f"{name}_bf16"]()))
-                 for name in ("marian", "ours")}  # fmt: skip
-        notes.append("bf16 output = the same system's fp32 output for: "
-                     + ", ".join(f"{name} {n}/{batch}" for name, n in agree.items()))  # fmt: skip
+        agree = {
+            name: sum(torch.equal(a, b) for a, b in zip(cases[name](), cases[f"{name}_bf16"]()))
+            for name in ("marian", "ours")
+        }
+        notes.append(
+            "bf16 output = the same system's fp32 output for: "
+            + ", ".join(f"{name} {n}/{batch}" for name, n in agree.items())
+        )
     if cpu_inference_gemm() == "onednn":
         # parity is checked with the GEMM Marian uses (oneDNN's float rounding differs from MKL's, ~1e-7 relative,
         # which can flip near-tied argmaxes of random weights, as CTranslate2's does), and that variant is timed
@@ -554,10 +611,11 @@ def cache_speedups(with_cache: Row, without: Row, new_tokens: int) -> str:
         for name in ("marian", "ours")
     ]
     return (
-        f"KV-cache speedup ({with_cache.name}): " + ", ".join(parts)
+        f"KV-cache speedup ({with_cache.name}): "
+        + ", ".join(parts)
         + f"; theory ~T/2 = {new_tokens / 2:.0f} for projections and FFN, ~T/3 = {new_tokens / 3:.0f} for"
         " self-attention scores (cross-attention K/V are recomputed every step without a cache)"
-    )  # fmt: skip
+    )
 
 
 def run_preset(
@@ -617,7 +675,7 @@ def same_round_ratio(row: Row, numerator: str, denominator: str) -> Stat | None:
 
 
 def best_precision(row: Row, system: str) -> str | None:
-    """"bf16" or "fp32": the precision in which ``system`` ("ours", "marian") ran the row's workload faster (median
+    """ "bf16" or "fp32": the precision in which ``system`` ("ours", "marian") ran the row's workload faster (median
     of the per-round bf16/fp32 ratios); None without a bf16 measurement."""
     ratio = same_round_ratio(row, f"{system}_bf16", system)
     return None if ratio is None else "bf16" if ratio.median > 1.0 else "fp32"
@@ -636,10 +694,15 @@ def precision_summary(rows: list[Row]) -> list[str]:
     """One line per system: its best precision on this machine for each workload that ran in both."""
     lines = []
     for system, label in (("ours", "ours"), ("marian", "Marian")):
-        parts = [f"{row.name} {best_precision(row, system)} ({same_round_ratio(row, system + '_bf16', system).median:.2f})"
-                 for row in rows if best_precision(row, system)]  # fmt: skip
+        parts = [
+            f"{row.name} {best_precision(row, system)} ({same_round_ratio(row, system + '_bf16', system).median:.2f})"
+            for row in rows
+            if best_precision(row, system)
+        ]
         if parts:
-            lines.append(f"best precision of {label} on this machine (bf16/fp32 throughput): " + ", ".join(parts))
+            lines.append(
+                f"best precision of {label} on this machine (bf16/fp32 throughput): " + ", ".join(parts)
+            )
     return lines
 
 
@@ -671,8 +734,11 @@ def format_rows(rows: list[Row]) -> list[str]:
                 ratio = same_round_ratio(row, numerator, denominator)
                 line += f"{ratio.fmt() if ratio else '-':>22}"
             best = best_of_each(row)
-            line += (f"{best_precision(row, 'ours')}/{best_precision(row, 'marian')} {best.median:.2f}".rjust(26)
-                     if best else f"{'-':>26}")  # fmt: skip
+            line += (
+                f"{best_precision(row, 'ours')}/{best_precision(row, 'marian')} {best.median:.2f}".rjust(26)
+                if best
+                else f"{'-':>26}"
+            )
         lines.append(line)
         lines.extend(f"{'':<4}{note}" for note in row.notes)
     return lines

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from transformers import PreTrainedTokenizerFast
-
 from vanilla_transformer.tokenizer import BYTE_TOKENS, PAD_ID, UNK_ID, normalize_text
 
 
@@ -182,7 +181,6 @@ def measure_dropout_cost(
     """Time `BPEDropout` on ``texts`` at probability ``p`` against ``tokenizer(texts)`` (interleaved rounds,
     medians; the BPE word cache cleared before each encoding, so it is a cold pass like tokenising a split once)."""
     import numpy as np
-
     from vanilla_transformer.tokenizer import BPEDropout
 
     if rounds < 1 or not texts:
@@ -204,5 +202,6 @@ def measure_dropout_cost(
         plain = tokenizer(texts)["input_ids"]
         encode_times.append(time.perf_counter() - start)
     extra = sum(map(len, dropped)) / sum(map(len, plain)) - 1
-    return DropoutCost(rounds, len(texts), setup, statistics.median(segment_times), statistics.median(encode_times),
-                       extra)  # fmt: skip
+    return DropoutCost(
+        rounds, len(texts), setup, statistics.median(segment_times), statistics.median(encode_times), extra
+    )

@@ -112,7 +112,9 @@ class DataOptions:
     )
     split_block_size: int = field(
         default=20,
-        metadata={"help": "with --split_by blocks: held-out pairs are random blocks of this many consecutive lines"},
+        metadata={
+            "help": "with --split_by blocks: held-out pairs are random blocks of this many consecutive lines"
+        },
     )
     split_seed: int = field(
         default=1234, metadata={"help": "seed of the train/validation/test split (independent of --seed)"}
@@ -169,7 +171,9 @@ class DataOptions:
                 held_out = {split: whole.format(", ".join(names[split])) for split in names}
         if held is None:
             held = split_corpus(train, valid_size, test_size, self.split_block_size, self.split_seed)
-            blocks = f"held out from '{chosen['train']}' (seeded random blocks of {self.split_block_size} lines, "
+            blocks = (
+                f"held out from '{chosen['train']}' (seeded random blocks of {self.split_block_size} lines, "
+            )
             blocks += f"seed {self.split_seed}: in-domain{why_not_groups})"
             held_out = dict.fromkeys(SPLITS[1:], blocks)
         splits, report.split_origin = datasets.DatasetDict(train=held["train"]), {}
@@ -200,13 +204,19 @@ class DataOptions:
             )
         return found
 
-    def _groups_for(self, train: datasets.Dataset, group_file: Path, available: dict, report: DataReport) -> list[str]:
+    def _groups_for(
+        self, train: datasets.Dataset, group_file: Path, available: dict, report: DataReport
+    ) -> list[str]:
         """The group label of every pair of ``train``, read from ``group_file``, which labels the corpus lines
         in order: that holds only for one corpus read without skipped lines."""
         groups = read_groups(group_file)
         skipped = report.skipped_bad_lines + report.skipped_empty
         if len(available) > 1 or skipped:
-            why = f"{skipped} corpus line(s) were skipped" if skipped else f"the data has splits {sorted(available)}"
+            why = (
+                f"{skipped} corpus line(s) were skipped"
+                if skipped
+                else f"the data has splits {sorted(available)}"
+            )
             raise ValueError(
                 f"--split_groups {str(group_file)!r} labels the lines of one corpus file, but {why}, so labels "
                 "and pairs would not line up; fix the data or pass --split_by blocks."
@@ -245,7 +255,9 @@ class DataOptions:
         if self.split_by not in SPLIT_BY_CHOICES:
             problems.append(f"--split_by must be one of {', '.join(SPLIT_BY_CHOICES)}, got {self.split_by!r}")
         if self.split_groups is not None and self.split_by == "blocks":
-            problems.append("--split_groups is given but --split_by is 'blocks'; pass --split_by groups (or auto)")
+            problems.append(
+                "--split_groups is given but --split_by is 'blocks'; pass --split_by groups (or auto)"
+            )
         if self.split_block_size < 1:
             problems.append(f"--split_block_size must be >= 1, got {self.split_block_size}")
         for name in ("train_split", "valid_split", "test_split"):

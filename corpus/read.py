@@ -69,8 +69,15 @@ FORMATS = {
     ".json": "json",
     ".parquet": "parquet",
 }
-_SPLIT_WORDS = {"train": "train", "training": "train", "validation": "validation", "valid": "validation",
-                "dev": "validation", "val": "validation", "test": "test"}  # fmt: skip
+_SPLIT_WORDS = {
+    "train": "train",
+    "training": "train",
+    "validation": "validation",
+    "valid": "validation",
+    "dev": "validation",
+    "val": "validation",
+    "test": "test",
+}
 _HEADER_WORDS = {"source", "target", "src", "tgt", "source_text", "target_text", "translation"}
 _LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}([_-][A-Za-z]{2,4})?$")
 
@@ -237,9 +244,15 @@ def read_parallel_splits(
     if kind == "saved":
         loaded = datasets.load_from_disk(str(path))
         splits, inner = read_parallel_splits(
-            loaded, source_column=source_column, target_column=target_column, source_lang=source_lang,
-            target_lang=target_lang, has_header=has_header, max_lines=max_lines, on_bad_line=on_bad_line,
-        )  # fmt: skip
+            loaded,
+            source_column=source_column,
+            target_column=target_column,
+            source_lang=source_lang,
+            target_lang=target_lang,
+            has_header=has_header,
+            max_lines=max_lines,
+            on_bad_line=on_bad_line,
+        )
         inner.path = text
         return splits, inner
     if kind == "folder":
@@ -254,8 +267,17 @@ def read_parallel_splits(
     elif kind == "file":
         by_split = {"train": [path]}
     else:
-        return _read_hub(text, hub_config, source_column, target_column, source_lang, target_lang, on_bad_line,
-                         report, max_lines)  # fmt: skip
+        return _read_hub(
+            text,
+            hub_config,
+            source_column,
+            target_column,
+            source_lang,
+            target_lang,
+            on_bad_line,
+            report,
+            max_lines,
+        )
     src_lang, tgt_lang = language_pair(next(iter(by_split.values()))[0].name)
     columns = _Columns(
         source_column,
@@ -459,12 +481,26 @@ def _jsonl_pairs(path: Path, lines: list[str], columns: _Columns, report: DataRe
         try:
             row = json.loads(line)
         except json.JSONDecodeError as e:
-            _bad_line(report, columns.on_bad_line, str(path), lineno, line, f"invalid JSON ({e.msg})",
-                      "Fix the line or pass --on_bad_line skip.")  # fmt: skip
+            _bad_line(
+                report,
+                columns.on_bad_line,
+                str(path),
+                lineno,
+                line,
+                f"invalid JSON ({e.msg})",
+                "Fix the line or pass --on_bad_line skip.",
+            )
             continue
         if not isinstance(row, dict):
-            _bad_line(report, columns.on_bad_line, str(path), lineno, line, "not a JSON object",
-                      "Each line must be an object such as {\"source\": ..., \"target\": ...}.")  # fmt: skip
+            _bad_line(
+                report,
+                columns.on_bad_line,
+                str(path),
+                lineno,
+                line,
+                "not a JSON object",
+                'Each line must be an object such as {"source": ..., "target": ...}.',
+            )
             continue
         rows.append((lineno, row))
     if rows:
@@ -577,9 +613,15 @@ def _rows_pairs(rows, columns: _Columns, report: DataReport, where: str):
             if src is None and tgt is None and not any(v for v in row.values() if v is not None):
                 report.skipped_empty += 1
                 continue
-            _bad_line(report, columns.on_bad_line, where, lineno, str(row),
-                      "source or target is missing or not a string",
-                      "Fix the row, or pass --on_bad_line skip to skip and count such rows.")  # fmt: skip
+            _bad_line(
+                report,
+                columns.on_bad_line,
+                where,
+                lineno,
+                str(row),
+                "source or target is missing or not a string",
+                "Fix the row, or pass --on_bad_line skip to skip and count such rows.",
+            )
             continue
         src, tgt = src.strip(), tgt.strip()
         if not src or not tgt:
@@ -618,6 +660,8 @@ def _read_hub(
             "the path; if it is a Hub dataset, check the name and that you are online."
         ) from e
     columns = _Columns(source_column, target_column, source_lang, target_lang, None, on_bad_line)
-    pairs = {_split_name(k): _dataset_pairs(ds, columns, report, f"Hub dataset {name!r} split {k!r}")
-             for k, ds in loaded.items()}  # fmt: skip
+    pairs = {
+        _split_name(k): _dataset_pairs(ds, columns, report, f"Hub dataset {name!r} split {k!r}")
+        for k, ds in loaded.items()
+    }
     return _finish(pairs, report, max_lines)

@@ -29,7 +29,9 @@ from .files import check_file, read_lines, strip_compression
 from .read import DataReport
 
 GROUP_FILE_SUFFIXES = (".refs.xz", ".refs.gz", ".refs.bz2", ".refs")
-OVERSHOOT = 0.25  # a group joins a held-out split only if the split stays within this fraction above its target
+OVERSHOOT = (
+    0.25  # a group joins a held-out split only if the split stays within this fraction above its target
+)
 
 
 def split_corpus(
@@ -89,8 +91,11 @@ def read_groups(path: str | os.PathLike) -> list[str]:
     """One group label per line of a reference file: the text before the first ``.`` (``gen.1.1`` -> ``gen``;
     a line without a dot is its own label, e.g. a document id). Empty lines are an error (every corpus line
     needs a group)."""
-    p = check_file(path, missing_fix="Pass --split_groups FILE or --split_by blocks.",
-                   directory_fix="pass the group file itself.")  # fmt: skip
+    p = check_file(
+        path,
+        missing_fix="Pass --split_groups FILE or --split_by blocks.",
+        directory_fix="pass the group file itself.",
+    )
     groups = []
     for lineno, (line, _) in enumerate(read_lines(p), start=1):
         label = line.strip().split(".", 1)[0]
@@ -113,7 +118,9 @@ def split_by_groups(
     corpus runs out of groups that fit); training keeps every other line, in corpus order."""
     n = len(dataset)
     if len(groups) != n:
-        raise ValueError(f"{len(groups)} group labels for {n} pairs: the group file needs one label per pair.")
+        raise ValueError(
+            f"{len(groups)} group labels for {n} pairs: the group file needs one label per pair."
+        )
     for name, value in (("valid_size", valid_size), ("test_size", test_size)):
         if not isinstance(value, int) or value < 0:
             raise ValueError(f"{name}={value!r} must be an integer >= 0.")

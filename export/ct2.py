@@ -114,12 +114,17 @@ def export_ct2(
     suppress = [[tokenizer.convert_ids_to_tokens(i)] for i in generation.suppress_tokens or []]
     (out / "README.md").write_text(
         README.format(
-            name=out.name, folder=out, version=ctranslate2.__version__, weights=quantization or "float32",
-            beams=generation.num_beams, length_penalty=generation.length_penalty,
-            max_new_tokens=generation.max_new_tokens, suppress=suppress,
+            name=out.name,
+            folder=out,
+            version=ctranslate2.__version__,
+            weights=quantization or "float32",
+            beams=generation.num_beams,
+            length_penalty=generation.length_penalty,
+            max_new_tokens=generation.max_new_tokens,
+            suppress=suppress,
         ),
         encoding="utf-8",
-    )  # fmt: skip
+    )
     return out
 
 
@@ -131,8 +136,9 @@ def _check_saved_config(folder: Path) -> None:
     except (OSError, ValueError):
         return
     if isinstance(saved, dict):
-        check_expressible(SimpleNamespace(**{"position_encoding": "sinusoidal", "activation_function": "relu",
-                                             **saved}))  # fmt: skip
+        check_expressible(
+            SimpleNamespace(**{"position_encoding": "sinusoidal", "activation_function": "relu", **saved})
+        )
 
 
 def check_expressible(config) -> None:
@@ -183,13 +189,17 @@ def _build_converter():
             config = model.config
             activation = getattr(common_spec.Activation, _ACTIVATIONS[config.activation_function])
             encoder = transformer_spec.TransformerEncoderSpec(
-                config.encoder_layers, config.encoder_attention_heads, pre_norm=config.normalize_before,
+                config.encoder_layers,
+                config.encoder_attention_heads,
+                pre_norm=config.normalize_before,
                 activation=activation,
-            )  # fmt: skip
+            )
             decoder = transformer_spec.TransformerDecoderSpec(
-                config.decoder_layers, config.decoder_attention_heads, pre_norm=config.normalize_before,
+                config.decoder_layers,
+                config.decoder_attention_heads,
+                pre_norm=config.normalize_before,
                 activation=activation,
-            )  # fmt: skip
+            )
             spec = transformer_spec.TransformerSpec(encoder, decoder)
             self.set_stack(encoder, model.model.encoder, encoder.embeddings[0])
             self.set_stack(decoder, model.model.decoder, decoder.embeddings)

@@ -22,7 +22,6 @@ import re
 from pathlib import Path
 
 from huggingface_hub import HfApi, get_token
-
 from vanilla_transformer.inference.loading import TOKENIZER_FILES
 
 from .model_card import hub_model_card, model_card_for_repo
@@ -35,10 +34,20 @@ _REPO_ID = re.compile(r"^[\w][\w.-]*/[\w][\w.-]*$")
 # what a training output folder holds besides the model (the layout of training/run_dir.py), and of optimizer,
 # scheduler and RNG state files wherever they are.
 TRAINING_STATE_PATTERNS: tuple[str, ...] = (
-    "checkpoints/", "runs/", "cache/", "plots/", "minute-*/",
-    "optimizer*.bin", "optimizer*.pt", "scheduler*.bin", "scheduler*.pt", "rng_state*.pth", "*.pkl",
-    "trainer_state.json", "training_args.bin",
-)  # fmt: skip
+    "checkpoints/",
+    "runs/",
+    "cache/",
+    "plots/",
+    "minute-*/",
+    "optimizer*.bin",
+    "optimizer*.pt",
+    "scheduler*.bin",
+    "scheduler*.pt",
+    "rng_state*.pth",
+    "*.pkl",
+    "trainer_state.json",
+    "training_args.bin",
+)
 
 
 def check_exported_folder(folder: str | Path) -> dict:

@@ -57,9 +57,14 @@ def language_codes(*languages: str | None) -> list[str]:
 
 
 def model_card_data(
-    *, model_name: str, languages: tuple[str | None, str | None], dataset: str | None,
-    dataset_config: str | None = None, test_metrics: Mapping | None = None, license: str = LICENSE,
-) -> ModelCardData:  # fmt: skip
+    *,
+    model_name: str,
+    languages: tuple[str | None, str | None],
+    dataset: str | None,
+    dataset_config: str | None = None,
+    test_metrics: Mapping | None = None,
+    license: str = LICENSE,
+) -> ModelCardData:
     """The card's metadata. ``dataset`` is a Hub dataset id or the name of the corpus (None: unnamed, left out of
     ``datasets``). ``test_metrics`` (as `inference.evaluate_translation` returns them, with ``num_beams`` and
     ``length_penalty``) become the ``model-index``: one result per metric on the test split, with the sacreBLEU
@@ -86,24 +91,29 @@ def model_card_data(
             for metric, name in METRICS.items()
         ]
     return ModelCardData(
-        model_name=model_name, language=language_codes(*languages) or None, license=license,
-        library_name="transformers", pipeline_tag="translation", tags=list(TAGS),
-        datasets=[dataset] if dataset else None, metrics=list(METRICS) if results else None,
+        model_name=model_name,
+        language=language_codes(*languages) or None,
+        license=license,
+        library_name="transformers",
+        pipeline_tag="translation",
+        tags=list(TAGS),
+        datasets=[dataset] if dataset else None,
+        metrics=list(METRICS) if results else None,
         eval_results=results or None,
-    )  # fmt: skip
+    )
 
 
 def usage_section(model_id: str, example: str | None = None) -> str:
     """How to load the model (remote code) and translate with it; ``example`` is a source sentence to show."""
     text = json.dumps(example, ensure_ascii=False) if example else None
     translate = (
-        f"batch = tokenizer([{text}], return_tensors=\"pt\")\n"
+        f'batch = tokenizer([{text}], return_tensors="pt")\n'
         "print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))\n\n"
         'translator = pipeline("translation", model=model_id, trust_remote_code=True)\n'
         f"print(translator({text}))\n"
-        if text else
-        'translator = pipeline("translation", model=model_id, trust_remote_code=True)\n'
-    )  # fmt: skip
+        if text
+        else 'translator = pipeline("translation", model=model_id, trust_remote_code=True)\n'
+    )
     return (
         "```python\nfrom transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline\n\n"
         f"model_id = {json.dumps(model_id, ensure_ascii=False)}\n"

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
     from vanilla_transformer.modeling import VanillaTransformerConfig
 
 OPSET = 18
@@ -84,7 +83,6 @@ def export_onnx(
     if missing:
         raise ImportError(f"exporting to ONNX needs {' and '.join(missing)}: pip install '.[export]'")
     import torch
-
     from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
 
     if is_folder:
@@ -133,7 +131,6 @@ def _export_graphs(model: PreTrainedModel, out: Path) -> None:
     import torch
     from torch import nn
     from transformers.cache_utils import DynamicCache, EncoderDecoderCache
-
     from vanilla_transformer.modeling.modeling_vanilla_transformer import CACHE_FIELD
 
     config = model.config
@@ -169,9 +166,12 @@ def _export_graphs(model: PreTrainedModel, out: Path) -> None:
         def forward(self, encoder_attention_mask, input_ids, encoder_hidden_states):
             cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
             output = self.model(
-                attention_mask=encoder_attention_mask, decoder_input_ids=input_ids,
-                encoder_outputs=(encoder_hidden_states,), cache=cache, use_cache=True,
-            )  # fmt: skip
+                attention_mask=encoder_attention_mask,
+                decoder_input_ids=input_ids,
+                encoder_outputs=(encoder_hidden_states,),
+                cache=cache,
+                use_cache=True,
+            )
             return (output.logits, *flatten(getattr(output, CACHE_FIELD), ("decoder", "encoder")))
 
     class DecoderWithPast(nn.Module):
@@ -188,9 +188,12 @@ def _export_graphs(model: PreTrainedModel, out: Path) -> None:
             # every cross-attention reads its cached keys/values: the encoder output is an empty (B, S, 0) stand-in
             placeholder = past[2].new_zeros((past[2].shape[0], past[2].shape[2], 0))
             output = self.model(
-                attention_mask=encoder_attention_mask, decoder_input_ids=input_ids,
-                encoder_outputs=(placeholder,), cache=cache, use_cache=True,
-            )  # fmt: skip
+                attention_mask=encoder_attention_mask,
+                decoder_input_ids=input_ids,
+                encoder_outputs=(placeholder,),
+                cache=cache,
+                use_cache=True,
+            )
             return (output.logits, *flatten(getattr(output, CACHE_FIELD), ("decoder",)))
 
     batch, source, target, cached = 2, 5, 3, 4
@@ -210,26 +213,45 @@ def _export_graphs(model: PreTrainedModel, out: Path) -> None:
         module: nn.Module, args: tuple, names: list[str], outputs: list[str], shapes: tuple, file: str
     ):
         torch.onnx.export(
-            module, args, str(out / file), input_names=names, output_names=outputs, opset_version=OPSET,
-            dynamo=True, dynamic_shapes=shapes, external_data=False, optimize=True, verbose=False,
-        )  # fmt: skip
+            module,
+            args,
+            str(out / file),
+            input_names=names,
+            output_names=outputs,
+            opset_version=OPSET,
+            dynamo=True,
+            dynamic_shapes=shapes,
+            external_data=False,
+            optimize=True,
+            verbose=False,
+        )
         name_axes(out / file, ENCODER_AXES if file == ENCODER_FILE else DECODER_AXES)
 
     export(
-        Encoder(), (input_ids, mask), ["input_ids", "attention_mask"], ["last_hidden_state"],
-        ({0: b, 1: s}, {0: b, 1: s}), ENCODER_FILE,
-    )  # fmt: skip
+        Encoder(),
+        (input_ids, mask),
+        ["input_ids", "attention_mask"],
+        ["last_hidden_state"],
+        ({0: b, 1: s}, {0: b, 1: s}),
+        ENCODER_FILE,
+    )
     export(
-        Decoder(), (mask, decoder_ids, hidden), ["encoder_attention_mask", "input_ids", "encoder_hidden_states"],
-        ["logits", *past_names(layers, "present")], ({0: b, 1: s}, {0: b, 1: t}, {0: b, 1: s}), DECODER_FILE,
-    )  # fmt: skip
+        Decoder(),
+        (mask, decoder_ids, hidden),
+        ["encoder_attention_mask", "input_ids", "encoder_hidden_states"],
+        ["logits", *past_names(layers, "present")],
+        ({0: b, 1: s}, {0: b, 1: t}, {0: b, 1: s}),
+        DECODER_FILE,
+    )
     past_shapes = ({0: b, 2: p}, {0: b, 2: p}, {0: b, 2: s}, {0: b, 2: s}) * layers
     export(
-        DecoderWithPast(), (mask, decoder_ids[:, :2], *past),
+        DecoderWithPast(),
+        (mask, decoder_ids[:, :2], *past),
         ["encoder_attention_mask", "input_ids", *past_names(layers, "past_key_values")],
         ["logits", *past_names(layers, "present", ("decoder",))],
-        ({0: b, 1: s}, {0: b, 1: t}, past_shapes), DECODER_WITH_PAST_FILE,
-    )  # fmt: skip
+        ({0: b, 1: s}, {0: b, 1: t}, past_shapes),
+        DECODER_WITH_PAST_FILE,
+    )
 
 
 def name_axes(path: Path, axes: dict[tuple[str, int], str]) -> None:

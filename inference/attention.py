@@ -20,9 +20,21 @@ if TYPE_CHECKING:
     import numpy as np
 
 # Font families known to cover CJK; checked first, then every installed font's character map.
-_CJK_FAMILIES = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "Source Han Sans SC", "WenQuanYi Zen Hei",
-                 "WenQuanYi Micro Hei", "SimHei", "Microsoft YaHei", "PingFang SC", "Heiti SC", "AR PL UMing CN",
-                 "Droid Sans Fallback", "Arial Unicode MS")  # fmt: skip
+_CJK_FAMILIES = (
+    "Noto Sans CJK SC",
+    "Noto Sans CJK JP",
+    "Noto Sans SC",
+    "Source Han Sans SC",
+    "WenQuanYi Zen Hei",
+    "WenQuanYi Micro Hei",
+    "SimHei",
+    "Microsoft YaHei",
+    "PingFang SC",
+    "Heiti SC",
+    "AR PL UMing CN",
+    "Droid Sans Fallback",
+    "Arial Unicode MS",
+)
 
 
 @dataclass
@@ -78,14 +90,18 @@ def cross_attention(
             "(e.g. AutoModelForSeq2SeqLM.from_pretrained(path, attn_implementation='eager'))."
         )
     if not -len(layers) <= layer < len(layers):
-        raise ValueError(f"layer={layer} is out of range for a decoder with {len(layers)} layers (use 0..{len(layers) - 1} or -1).")  # fmt: skip
+        raise ValueError(
+            f"layer={layer} is out of range for a decoder with {len(layers)} layers (use 0..{len(layers) - 1} or -1)."
+        )
     weights = layers[layer][0].float()  # (H, T, S)
     if head == "mean":
         matrix = weights.mean(0)  # (T, S)
     else:
         h = int(head)
         if not -weights.shape[0] <= h < weights.shape[0]:
-            raise ValueError(f"head={head} is out of range for {weights.shape[0]} heads (use 0..{weights.shape[0] - 1} or 'mean').")  # fmt: skip
+            raise ValueError(
+                f"head={head} is out of range for {weights.shape[0]} heads (use 0..{weights.shape[0] - 1} or 'mean')."
+            )
         matrix = weights[h]  # (T, S)
     source_ids = enc["input_ids"][0].tolist()
     target_ids = generated[0, 1:].tolist()

@@ -73,7 +73,6 @@ class CT2Translator:
             )
         import ctranslate2
         from transformers import AutoTokenizer, GenerationConfig
-
         from vanilla_transformer.modeling import VanillaTransformerConfig
 
         self.folder = folder
@@ -87,21 +86,34 @@ class CT2Translator:
         self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
 
     def generate_ids(
-        self, input_ids: list[list[int]], *, num_beams: int = 1, length_penalty: float = 1.0,
-        max_new_tokens: int | None = None, num_return_sequences: int = 1,
-    ) -> list[list[list[int]]]:  # fmt: skip
+        self,
+        input_ids: list[list[int]],
+        *,
+        num_beams: int = 1,
+        length_penalty: float = 1.0,
+        max_new_tokens: int | None = None,
+        num_return_sequences: int = 1,
+    ) -> list[list[list[int]]]:
         """For each source (token ids with `</s>`, no padding), its `num_return_sequences` hypotheses, best
         first: the generated ids without the decoder start token, up to and including `</s>` if produced.
         `max_new_tokens` None: the generation config's."""
         return self.generate_with_scores(
-            input_ids, num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens,
+            input_ids,
+            num_beams=num_beams,
+            length_penalty=length_penalty,
+            max_new_tokens=max_new_tokens,
             num_return_sequences=num_return_sequences,
-        )[0]  # fmt: skip
+        )[0]
 
     def generate_with_scores(
-        self, input_ids: list[list[int]], *, num_beams: int = 1, length_penalty: float = 1.0,
-        max_new_tokens: int | None = None, num_return_sequences: int = 1,
-    ) -> tuple[list[list[list[int]]], list[list[float]]]:  # fmt: skip
+        self,
+        input_ids: list[list[int]],
+        *,
+        num_beams: int = 1,
+        length_penalty: float = 1.0,
+        max_new_tokens: int | None = None,
+        num_return_sequences: int = 1,
+    ) -> tuple[list[list[list[int]]], list[list[float]]]:
         """`generate_ids` and each hypothesis' score: with beams, `sum(log p) / length ** length_penalty`
         (transformers' `sequences_scores`); greedy, `sum(log p)`."""
         options = self.decoding_options(num_beams, length_penalty, max_new_tokens, num_return_sequences)
@@ -146,8 +158,9 @@ class CT2Translator:
             raise ValueError(f"max_new_tokens={max_new_tokens!r} is invalid: expected an integer >= 1")
         limit = position_limit(SimpleNamespace(config=self.config))
         if limit is not None and max_new_tokens > limit:
-            logger.warning("max_new_tokens=%d exceeds max_position_embeddings=%d; using %d", max_new_tokens,
-                           limit, limit)  # fmt: skip
+            logger.warning(
+                "max_new_tokens=%d exceeds max_position_embeddings=%d; using %d", max_new_tokens, limit, limit
+            )
             max_new_tokens = limit
         suppress = [[i] for i in config.suppress_tokens or []] + [list(s) for s in config.bad_words_ids or []]
         return dict(
@@ -163,19 +176,32 @@ class CT2Translator:
         )
 
     def translate(
-        self, texts: list[str], *, num_beams: int | None = None, length_penalty: float | None = None,
-        max_new_tokens: int | None = None, batch_size: int = 32, max_len_a: float | None = None,
+        self,
+        texts: list[str],
+        *,
+        num_beams: int | None = None,
+        length_penalty: float | None = None,
+        max_new_tokens: int | None = None,
+        batch_size: int = 32,
+        max_len_a: float | None = None,
         max_len_b: int = 10,
-    ) -> list[str]:  # fmt: skip
+    ) -> list[str]:
         """One translation per text, in input order: `inference.translate.translate` with this engine in place of
         `generate()` (options left out come from the folder's generation config; same truncation and caps)."""
         from .engines import EngineModel
         from .translate import translate
 
         return translate(
-            EngineModel(self, "ct2"), self.tokenizer, texts, batch_size=batch_size, max_len_a=max_len_a,
-            max_len_b=max_len_b, num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens,
-        )  # fmt: skip
+            EngineModel(self, "ct2"),
+            self.tokenizer,
+            texts,
+            batch_size=batch_size,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            num_beams=num_beams,
+            length_penalty=length_penalty,
+            max_new_tokens=max_new_tokens,
+        )
 
 
 def _vocabularies(folder: Path) -> tuple[list[str], list[str]]:

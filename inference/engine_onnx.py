@@ -178,8 +178,12 @@ class OnnxTranslator:
         threads (None: its default, one per core). Raises `ValueError` for a missing or incomplete folder."""
         import onnxruntime
         from transformers import AutoTokenizer, GenerationConfig
-
-        from vanilla_transformer.export.onnx import DECODER_FILE, DECODER_WITH_PAST_FILE, ENCODER_FILE, GRAPH_FILES
+        from vanilla_transformer.export.onnx import (
+            DECODER_FILE,
+            DECODER_WITH_PAST_FILE,
+            ENCODER_FILE,
+            GRAPH_FILES,
+        )
         from vanilla_transformer.modeling import VanillaTransformerConfig
         from vanilla_transformer.modeling.pipeline_vanilla_transformer import check_vocabulary
 
@@ -246,9 +250,12 @@ class OnnxTranslator:
         generated ids without the decoder start token and without padding, ending with </s> if produced.
         Other decoding settings come from the folder's generation config."""
         decoding = resolve_decoding(
-            self.generation_config, num_beams=num_beams, length_penalty=length_penalty,
-            max_new_tokens=max_new_tokens, num_return_sequences=num_return_sequences,
-        )  # fmt: skip
+            self.generation_config,
+            num_beams=num_beams,
+            length_penalty=length_penalty,
+            max_new_tokens=max_new_tokens,
+            num_return_sequences=num_return_sequences,
+        )
         ids, mask = self.pad_sources(input_ids)
         return self.search(ids, mask, decoding)[0]
 
@@ -266,9 +273,16 @@ class OnnxTranslator:
         """One translation per text, in input order: `inference.translate.translate` on this engine (options
         left out come from the folder's generation config; same length caps and truncation)."""
         return translate(
-            EngineModel(self, "onnx"), self.tokenizer, texts, batch_size=batch_size, max_len_a=max_len_a,
-            max_len_b=max_len_b, num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens,
-        )  # fmt: skip
+            EngineModel(self, "onnx"),
+            self.tokenizer,
+            texts,
+            batch_size=batch_size,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            num_beams=num_beams,
+            length_penalty=length_penalty,
+            max_new_tokens=max_new_tokens,
+        )
 
     # ------------------------------------------------------------------------------------------------------------
     # decoding
@@ -448,9 +462,14 @@ class OnnxTranslator:
 
     @staticmethod
     def _may_improve(
-        may_improve: np.ndarray, running_scores: np.ndarray, finished_scores: np.ndarray, is_finished: np.ndarray,
-        length: int, max_length: int, decoding: Decoding,
-    ) -> np.ndarray:  # fmt: skip
+        may_improve: np.ndarray,
+        running_scores: np.ndarray,
+        finished_scores: np.ndarray,
+        is_finished: np.ndarray,
+        length: int,
+        max_length: int,
+        decoding: Decoding,
+    ) -> np.ndarray:
         """transformers' `_check_early_stop_heuristic`: (B, 1), whether a running beam could still beat the worst
         finished hypothesis."""
         if decoding.early_stopping == "never" and decoding.length_penalty > 0.0:

@@ -63,9 +63,16 @@ class EngineModel:
 
 
 def load_engine(
-    engine: str, folder: str | Path, *, device: str | None = None, trust_remote_code: bool | None = None,
-    num_threads: int | None = None, dtype: str | None = None, batch_size: int = 32, num_beams: int | None = None,
-):  # fmt: skip
+    engine: str,
+    folder: str | Path,
+    *,
+    device: str | None = None,
+    trust_remote_code: bool | None = None,
+    num_threads: int | None = None,
+    dtype: str | None = None,
+    batch_size: int = 32,
+    num_beams: int | None = None,
+):
     """(model, tokenizer) of ``folder`` for ``engine``: "torch" (`inference.load_model_and_tokenizer`, with
     ``device``, ``trust_remote_code``, ``dtype``, ``batch_size`` and ``num_beams``), "ct2" (a
     `vanilla-transformer export --engine ct2` folder) or "onnx" (a `vanilla-transformer export --engine onnx` folder; both on the CPU, in the precision
@@ -77,8 +84,14 @@ def load_engine(
     if engine == "torch":
         from .loading import load_model_and_tokenizer
 
-        return load_model_and_tokenizer(str(folder), device=device, trust_remote_code=trust_remote_code,
-                                        dtype=dtype, batch_size=batch_size, num_beams=num_beams)  # fmt: skip
+        return load_model_and_tokenizer(
+            str(folder),
+            device=device,
+            trust_remote_code=trust_remote_code,
+            dtype=dtype,
+            batch_size=batch_size,
+            num_beams=num_beams,
+        )
     if device is not None:
         raise ValueError(f"--engine {engine} runs on the CPU; leave out --device")
     if dtype is not None:

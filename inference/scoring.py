@@ -24,7 +24,9 @@ METRICS = ("bleu", "chrf")
 def metric_path(name: str) -> Path:
     """The folder of the shipped `evaluate` module ``name`` ("bleu" or "chrf"): ``evaluate.load(str(path))``."""
     if name not in METRICS:
-        raise ValueError(f"metric {name!r} is not shipped with this package; choose one of {', '.join(METRICS)}")
+        raise ValueError(
+            f"metric {name!r} is not shipped with this package; choose one of {', '.join(METRICS)}"
+        )
     return METRICS_DIR / name
 
 
@@ -56,7 +58,9 @@ def _bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str) -
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; they must align.")
     if not hypotheses:
         raise ValueError("No sentences to score.")
-    return load_metric("bleu").compute(predictions=list(hypotheses), references=list(references), tokenize=tokenize)
+    return load_metric("bleu").compute(
+        predictions=list(hypotheses), references=list(references), tokenize=tokenize
+    )
 
 
 def score_translations(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "13a") -> dict:

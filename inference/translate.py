@@ -57,10 +57,16 @@ def max_source_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
 
 
 def translate_nbest(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, lines: Sequence[str], batch_size: int = 32, *,
-    max_len_a: float | None = None, max_len_b: int = 10, progress: Callable[[int], None] | None = None,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    lines: Sequence[str],
+    batch_size: int = 32,
+    *,
+    max_len_a: float | None = None,
+    max_len_b: int = 10,
+    progress: Callable[[int], None] | None = None,
     **generate_kwargs: Any,
-) -> list[list[str]]:  # fmt: skip
+) -> list[list[str]]:
     """For each line, its `num_return_sequences` hypotheses (best first); empty lines give empty strings.
 
     `generate_kwargs` go to `model.generate` (None values are dropped, so the model's generation config
@@ -68,7 +74,6 @@ def translate_nbest(
     the empty lines, if any), so the calls add up to ``len(lines)``. The model is in eval mode while it
     translates and gets its training mode back afterwards."""
     import torch
-
     from vanilla_transformer.modeling import check_generation_arguments
 
     if batch_size < 1:
@@ -150,10 +155,16 @@ def translate_nbest(
 
 
 def translate(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], *, batch_size: int = 32,
-    max_len_a: float | None = None, max_len_b: int = 10, progress: Callable[[int], None] | None = None,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    *,
+    batch_size: int = 32,
+    max_len_a: float | None = None,
+    max_len_b: int = 10,
+    progress: Callable[[int], None] | None = None,
     **generate_kwargs: Any,
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """One translation per text, in input order (see the module docstring); `translate_nbest` with one
     hypothesis. ``translate(model, tokenizer, texts, num_beams=1)`` decodes greedily; options left out come
     from ``model.generation_config``."""
@@ -163,9 +174,15 @@ def translate(
             "which returns one translation per text: use translate_nbest for n-best lists"
         )
     nbest = translate_nbest(
-        model, tokenizer, texts, batch_size,
-        max_len_a=max_len_a, max_len_b=max_len_b, progress=progress, **generate_kwargs,
-    )  # fmt: skip
+        model,
+        tokenizer,
+        texts,
+        batch_size,
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+        progress=progress,
+        **generate_kwargs,
+    )
     return [hyps[0] for hyps in nbest]
 
 

@@ -90,7 +90,9 @@ def check_length(length: int, config: VanillaTransformerConfig, name: str) -> No
         )
 
 
-def check_inputs(ids: torch.Tensor | None, embeds: torch.Tensor | None, vocab_size: int, name: str) -> torch.Size:
+def check_inputs(
+    ids: torch.Tensor | None, embeds: torch.Tensor | None, vocab_size: int, name: str
+) -> torch.Size:
     """Check that exactly one of token ids `ids` (B, L) and embeddings `embeds` (B, L, C) is given and valid;
     return (B, L)."""
     if (ids is None) == (embeds is None):
@@ -99,7 +101,9 @@ def check_inputs(ids: torch.Tensor | None, embeds: torch.Tensor | None, vocab_si
         check_token_ids(ids, vocab_size, name)
         return ids.shape
     if embeds.dim() != 3 or embeds.shape[0] == 0 or embeds.shape[1] == 0:
-        raise ValueError(f"inputs_embeds for {name} must have a non-empty shape (B, L, C), got {tuple(embeds.shape)}")
+        raise ValueError(
+            f"inputs_embeds for {name} must have a non-empty shape (B, L, C), got {tuple(embeds.shape)}"
+        )
     return embeds.shape[:2]
 
 
@@ -140,7 +144,9 @@ class MaskMemo:
 
     @staticmethod
     def _usable(mask: torch.Tensor | None) -> bool:
-        return isinstance(mask, torch.Tensor) and not torch.compiler.is_compiling() and not mask.is_inference()
+        return (
+            isinstance(mask, torch.Tensor) and not torch.compiler.is_compiling() and not mask.is_inference()
+        )
 
     def get(self, mask: torch.Tensor | None, extra: tuple) -> tuple[bool, object]:
         """(True, value) when `mask` is the remembered tensor, unmodified, with the same `extra` key."""
@@ -180,7 +186,9 @@ def _invalid(name: str, value: Any, expected: str, fix: str) -> ValueError:
     return ValueError(f"{name}={value!r} is invalid: expected {expected}; {fix}")
 
 
-def check_generation_arguments(kwargs: dict[str, Any], generation_config: GenerationConfig | None = None) -> None:
+def check_generation_arguments(
+    kwargs: dict[str, Any], generation_config: GenerationConfig | None = None
+) -> None:
     """Raise `ValueError` for `generate()` arguments that transformers would reject late or accept silently.
 
     The value of an option is `kwargs[name]` unless that is missing or None, else `generation_config`'s, else
@@ -200,9 +208,11 @@ def check_generation_arguments(kwargs: dict[str, Any], generation_config: Genera
     beams = value("num_beams")
     if beams is not None and not (_is_int(beams) and beams >= 1):
         raise _invalid(
-            "num_beams", beams, "an integer >= 1",
+            "num_beams",
+            beams,
+            "an integer >= 1",
             f"use 1 for greedy decoding or e.g. 4 for beam search (num_beams={beams!r} must be a positive integer)",
-        )  # fmt: skip
+        )
     for name, minimum, fix in (
         ("max_new_tokens", 1, "e.g. 256"),
         ("min_new_tokens", 0, "use 0 for no minimum length"),
@@ -214,26 +224,35 @@ def check_generation_arguments(kwargs: dict[str, Any], generation_config: Genera
     temperature = value("temperature")
     if temperature is not None and not (_is_real(temperature) and temperature > 0):
         raise _invalid(
-            "temperature", temperature, "a number > 0",
+            "temperature",
+            temperature,
+            "a number > 0",
             f"use 1.0 to sample from the model's distribution (temperature={temperature!r} must be > 0 when "
             f"sampling; for deterministic output use do_sample=False and leave temperature unset)",
-        )  # fmt: skip
+        )
     top_p = value("top_p")
     if top_p is not None and not (_is_real(top_p) and 0 < top_p <= 1):
         raise _invalid(
-            "top_p", top_p, "0 < top_p <= 1",
+            "top_p",
+            top_p,
+            "0 < top_p <= 1",
             f"use e.g. 0.9 (top_p={top_p!r} must be in (0, 1]; use 1.0 to disable nucleus sampling)",
-        )  # fmt: skip
+        )
     length_penalty = value("length_penalty")
     if length_penalty is not None and not (_is_real(length_penalty) and math.isfinite(length_penalty)):
         raise _invalid(
-            "length_penalty", length_penalty, "a finite number", "e.g. 0.6 (1.0 = average log-probability per token)"
+            "length_penalty",
+            length_penalty,
+            "a finite number",
+            "e.g. 0.6 (1.0 = average log-probability per token)",
         )
     returned = value("num_return_sequences")
     if returned is None or returned == 1:
         return
     if not (_is_int(returned) and returned >= 1):
-        raise _invalid("num_return_sequences", returned, "an integer >= 1", "use 1 for one sequence per input")
+        raise _invalid(
+            "num_return_sequences", returned, "an integer >= 1", "use 1 for one sequence per input"
+        )
     if beams is not None and beams > 1 and returned > beams:
         raise ValueError(
             f"num_return_sequences={returned} is larger than num_beams={beams}: beam search returns at most "

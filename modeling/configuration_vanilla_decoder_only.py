@@ -137,10 +137,16 @@ class VanillaDecoderOnlyConfig(PretrainedConfig):
         """Raise `ValueError` naming the offending values if the architecture fields are inconsistent."""
         problems = field_problems(
             self,
-            sizes=("vocab_size", "d_model", "decoder_layers", "decoder_attention_heads", "decoder_ffn_dim",
-                   "max_position_embeddings"),
+            sizes=(
+                "vocab_size",
+                "d_model",
+                "decoder_layers",
+                "decoder_attention_heads",
+                "decoder_ffn_dim",
+                "max_position_embeddings",
+            ),
             flags=("normalize_before", "scale_embedding", "tie_word_embeddings", "output_bias", "use_cache"),
-        )  # fmt: skip
+        )
         if not problems and check_ids:  # the checks below assume well-typed sizes and the ids set
             problems += head_problems(self, ("decoder",))
             for name in ("pad_token_id", "bos_token_id", "eos_token_id"):
@@ -150,7 +156,9 @@ class VanillaDecoderOnlyConfig(PretrainedConfig):
                         continue
                     valid = isinstance(token_id, int) and not isinstance(token_id, bool)
                     if not valid or not 0 <= token_id < self.vocab_size:
-                        problems.append(f"{name}={token_id!r} is outside the vocabulary [0, {self.vocab_size})")
+                        problems.append(
+                            f"{name}={token_id!r} is outside the vocabulary [0, {self.vocab_size})"
+                        )
         if problems:
             raise ValueError("Invalid VanillaDecoderOnlyConfig: " + "; ".join(problems) + ".")
 

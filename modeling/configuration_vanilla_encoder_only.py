@@ -177,11 +177,23 @@ class VanillaEncoderOnlyConfig(PretrainedConfig):
         """Raise `ValueError` naming every offending value if the architecture fields are inconsistent."""
         problems = field_problems(
             self,
-            sizes=("vocab_size", "d_model", "encoder_layers", "encoder_attention_heads", "encoder_ffn_dim",
-                   "max_position_embeddings"),
-            flags=("normalize_before", "scale_embedding", "embedding_layer_norm", "mlm_head_transform",
-                   "tie_word_embeddings", "output_bias"),
-        )  # fmt: skip
+            sizes=(
+                "vocab_size",
+                "d_model",
+                "encoder_layers",
+                "encoder_attention_heads",
+                "encoder_ffn_dim",
+                "max_position_embeddings",
+            ),
+            flags=(
+                "normalize_before",
+                "scale_embedding",
+                "embedding_layer_norm",
+                "mlm_head_transform",
+                "tie_word_embeddings",
+                "output_bias",
+            ),
+        )
         types = self.type_vocab_size
         if isinstance(types, bool) or not isinstance(types, int) or types < 0:
             problems.append(f"type_vocab_size must be an integer >= 0 (0: no token types), got {types!r}")

@@ -27,11 +27,29 @@ def _generic_config_fields() -> set[str]:
         fields |= {field.name for field in dataclasses.fields(PretrainedConfig)}
     fields |= set(GenerationConfig().to_dict())  # generation parameters: transformers drops them from configs
     return fields | {
-        "transformers_version", "model_type", "custom_pipelines", "auto_map", "dtype", "torch_dtype",
-        "name_or_path", "attn_implementation", "experts_implementation", "output_attentions", "per_layer_config",
-        "num_labels", "id2label", "label2id", "tokenizer_class", "task_specific_params", "finetuning_task",
-        "is_decoder", "add_cross_attention", "tie_encoder_decoder", "prefix", "sep_token_id",
-    }  # fmt: skip
+        "transformers_version",
+        "model_type",
+        "custom_pipelines",
+        "auto_map",
+        "dtype",
+        "torch_dtype",
+        "name_or_path",
+        "attn_implementation",
+        "experts_implementation",
+        "output_attentions",
+        "per_layer_config",
+        "num_labels",
+        "id2label",
+        "label2id",
+        "tokenizer_class",
+        "task_specific_params",
+        "finetuning_task",
+        "is_decoder",
+        "add_cross_attention",
+        "tie_encoder_decoder",
+        "prefix",
+        "sep_token_id",
+    }
 
 
 def reject_unknown_fields(config_class: type, extra: dict, model: str = "") -> None:
@@ -39,7 +57,9 @@ def reject_unknown_fields(config_class: type, extra: dict, model: str = "") -> N
     ``config_class.__init__`` nor generic `PretrainedConfig` fields raise `ValueError` with the closest field: a
     misspelled `d_modle` must not silently become a no-op. ``model`` names the family in the message (e.g.
     "a decoder-only model")."""
-    ours = [name for name in inspect.signature(config_class.__init__).parameters if name not in ("self", "kwargs")]
+    ours = [
+        name for name in inspect.signature(config_class.__init__).parameters if name not in ("self", "kwargs")
+    ]
     generic = _generic_config_fields()
     for key in extra:
         if key in ours or key in generic or key.startswith("_"):
@@ -82,8 +102,11 @@ def field_problems(config, sizes: tuple[str, ...], flags: tuple[str, ...]) -> li
         value = getattr(config, name)
         if value is not None and (not is_number(value) or not value > 0):
             problems.append(f"{name} must be > 0 or None, got {value!r}")
-    for name, allowed in (("activation_function", ACTIVATIONS), ("position_encoding", POSITION_ENCODINGS),
-                          ("sinusoidal_layout", SINUSOIDAL_LAYOUTS)):  # fmt: skip
+    for name, allowed in (
+        ("activation_function", ACTIVATIONS),
+        ("position_encoding", POSITION_ENCODINGS),
+        ("sinusoidal_layout", SINUSOIDAL_LAYOUTS),
+    ):
         if getattr(config, name) not in allowed:
             problems.append(f"{name} must be one of {allowed}, got {getattr(config, name)!r}")
     if config.position_encoding == "rope" and (not is_number(config.rope_theta) or not config.rope_theta > 0):
@@ -256,12 +279,26 @@ class VanillaTransformerConfig(PretrainedConfig):
         """Raise `ValueError` naming the offending values if the architecture fields are inconsistent."""
         problems = field_problems(
             self,
-            sizes=("vocab_size", "decoder_vocab_size", "d_model", "encoder_layers", "decoder_layers",
-                   "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim",
-                   "max_position_embeddings"),
-            flags=("normalize_before", "scale_embedding", "share_encoder_decoder_embeddings", "tie_word_embeddings",
-                   "output_bias"),
-        )  # fmt: skip
+            sizes=(
+                "vocab_size",
+                "decoder_vocab_size",
+                "d_model",
+                "encoder_layers",
+                "decoder_layers",
+                "encoder_attention_heads",
+                "decoder_attention_heads",
+                "encoder_ffn_dim",
+                "decoder_ffn_dim",
+                "max_position_embeddings",
+            ),
+            flags=(
+                "normalize_before",
+                "scale_embedding",
+                "share_encoder_decoder_embeddings",
+                "tie_word_embeddings",
+                "output_bias",
+            ),
+        )
         if not problems and check_ids:  # the checks below assume well-typed sizes and the ids set
             problems += head_problems(self, ("encoder", "decoder"))
             if self.share_encoder_decoder_embeddings and self.decoder_vocab_size != self.vocab_size:
@@ -283,7 +320,11 @@ class VanillaTransformerConfig(PretrainedConfig):
                         if name in ("pad_token_id", "decoder_start_token_id"):
                             problems.append(f"{name} must be set (an id in [0, {limit}))")
                         continue
-                    if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < limit:
+                    if (
+                        isinstance(token_id, bool)
+                        or not isinstance(token_id, int)
+                        or not 0 <= token_id < limit
+                    ):
                         problems.append(f"{name}={token_id!r} is outside the vocabulary [0, {limit})")
         if problems:
             raise ValueError("Invalid VanillaTransformerConfig: " + "; ".join(problems) + ".")

@@ -37,7 +37,13 @@ _LOADERS = {
     "BertForSequenceClassification": BertForSequenceClassification,
 }
 # Files of a BERT folder that the conversion replaces; everything else (tokenizer files) is copied.
-_REPLACED_FILES = {"config.json", "generation_config.json", "pytorch_model.bin", "tf_model.h5", "flax_model.msgpack"}
+_REPLACED_FILES = {
+    "config.json",
+    "generation_config.json",
+    "pytorch_model.bin",
+    "tf_model.h5",
+    "flax_model.msgpack",
+}
 
 # BERT parameter names -> ours: (BERT prefix, our prefix), the first that matches is used
 _RENAMES = (
@@ -71,7 +77,9 @@ def config_from_bert(bert: BertConfig) -> VanillaEncoderOnlyConfig:
     with config `bert` computes (the classification fields `num_labels`, `id2label`, `label2id`, `problem_type`
     are copied)."""
     if bert.is_decoder or bert.add_cross_attention:
-        raise ValueError("the BERT converter takes bidirectional encoders (is_decoder=False, no cross-attention)")
+        raise ValueError(
+            "the BERT converter takes bidirectional encoders (is_decoder=False, no cross-attention)"
+        )
     position_type = getattr(bert, "position_embedding_type", "absolute")
     if position_type != "absolute":
         raise ValueError(
@@ -113,14 +121,14 @@ def config_from_bert(bert: BertConfig) -> VanillaEncoderOnlyConfig:
 def _our_name(name: str) -> str | None:
     """BERT parameter name -> ours (None: not a parameter here, e.g. the next-sentence head)."""
     if name.startswith("bert.encoder.layer."):
-        index, rest = name[len("bert.encoder.layer."):].split(".", 1)
+        index, rest = name[len("bert.encoder.layer.") :].split(".", 1)
         for theirs, ours in _LAYER_RENAMES:
             if rest.startswith(theirs):
-                return f"model.encoder.layers.{index}.{ours}{rest[len(theirs):]}"
+                return f"model.encoder.layers.{index}.{ours}{rest[len(theirs) :]}"
         return None
     for theirs, ours in _RENAMES:
         if name.startswith(theirs):
-            return ours + name[len(theirs):]
+            return ours + name[len(theirs) :]
     return None
 
 
@@ -171,13 +179,15 @@ def _bert_class(folder: Path) -> type:
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as error:
         raise ValueError(f"{folder / 'config.json'} is not a valid JSON config: {error}") from error
     if model_type != "bert":
-        raise ValueError(f"{folder} holds a {model_type!r} model, not a BERT model; pass the folder of a BERT model")
+        raise ValueError(
+            f"{folder} holds a {model_type!r} model, not a BERT model; pass the folder of a BERT model"
+        )
     for name in architectures:
         if name in _LOADERS:
             return _LOADERS[name]
     raise ValueError(
         f"{folder} holds {architectures or 'no architectures entry'}; the converter takes "
-        f"{', '.join(_LOADERS)} (set \"architectures\" in config.json to the head the weights have)"
+        f'{", ".join(_LOADERS)} (set "architectures" in config.json to the head the weights have)'
     )
 
 

@@ -50,8 +50,11 @@ def config_from_gpt2(gpt2: GPT2Config) -> VanillaDecoderOnlyConfig:
     if gpt2.embd_pdrop != gpt2.resid_pdrop:
         logger.warning(
             "GPT-2 embd_pdrop=%s differs from resid_pdrop=%s; the converted model uses dropout=%s for both "
-            "(inference is unaffected)", gpt2.embd_pdrop, gpt2.resid_pdrop, gpt2.resid_pdrop,
-        )  # fmt: skip
+            "(inference is unaffected)",
+            gpt2.embd_pdrop,
+            gpt2.resid_pdrop,
+            gpt2.resid_pdrop,
+        )
     return VanillaDecoderOnlyConfig(
         vocab_size=gpt2.vocab_size,
         d_model=gpt2.n_embd,
@@ -95,7 +98,11 @@ def _converted_state(gpt2: GPT2LMHeadModel) -> dict[str, torch.Tensor]:
         for j, name in enumerate(("q_proj", "k_proj", "v_proj")):
             state[f"{ours}self_attn.{name}.weight"] = qkv_weight[:, j * width : (j + 1) * width].t()  # (C, C)
             state[f"{ours}self_attn.{name}.bias"] = qkv_bias[j * width : (j + 1) * width]
-        for theirs, mine in (("attn.c_proj", "self_attn.out_proj"), ("mlp.c_fc", "ffn.fc1"), ("mlp.c_proj", "ffn.fc2")):
+        for theirs, mine in (
+            ("attn.c_proj", "self_attn.out_proj"),
+            ("mlp.c_fc", "ffn.fc1"),
+            ("mlp.c_proj", "ffn.fc2"),
+        ):
             state[f"{ours}{mine}.weight"] = source[f"{block}{theirs}.weight"].t()  # (in, out) -> (out, in)
             state[f"{ours}{mine}.bias"] = source[f"{block}{theirs}.bias"]
         for theirs, mine in (("ln_1", "self_attn_layer_norm"), ("ln_2", "final_layer_norm")):
@@ -108,7 +115,9 @@ def convert_gpt2(model_or_folder: GPT2LMHeadModel | str | Path) -> VanillaDecode
     """Our causal LM with the weights of a `GPT2LMHeadModel` (an object, or the folder of a saved one), in fp32 and
     eval mode; both compute the same logits (fp32, within rounding) and generate the same tokens. The generation
     config is our causal-LM default updated with the GPT-2 model's own settings."""
-    gpt2 = model_or_folder if isinstance(model_or_folder, GPT2LMHeadModel) else _load_gpt2(Path(model_or_folder))
+    gpt2 = (
+        model_or_folder if isinstance(model_or_folder, GPT2LMHeadModel) else _load_gpt2(Path(model_or_folder))
+    )
     config = config_from_gpt2(gpt2.config)
     # decide tying from the weights themselves, as the converter of Marian does
     config.tie_word_embeddings = torch.equal(gpt2.lm_head.weight, gpt2.transformer.wte.weight)
@@ -124,9 +133,10 @@ def convert_gpt2(model_or_folder: GPT2LMHeadModel | str | Path) -> VanillaDecode
     model.tie_weights()
     generation_config = causal_lm_generation_config(config)
     source_settings = {  # what the GPT-2 model sets itself, less bookkeeping ("_from_model_config", version)
-        key: value for key, value in gpt2.generation_config.to_diff_dict().items()
+        key: value
+        for key, value in gpt2.generation_config.to_diff_dict().items()
         if not key.startswith("_") and key != "transformers_version"
-    }  # fmt: skip
+    }
     generation_config.update(**source_settings)
     model.generation_config = generation_config
     return model.to(torch.float32).eval()
@@ -144,7 +154,9 @@ def _load_gpt2(folder: Path) -> GPT2LMHeadModel:
     except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as error:
         raise ValueError(f"{folder / 'config.json'} is not a valid JSON config: {error}") from error
     if model_type != "gpt2":
-        raise ValueError(f"{folder} holds a {model_type!r} model, not GPT-2; pass the folder of a GPT2LMHeadModel")
+        raise ValueError(
+            f"{folder} holds a {model_type!r} model, not GPT-2; pass the folder of a GPT2LMHeadModel"
+        )
     return GPT2LMHeadModel.from_pretrained(folder, dtype=torch.float32)
 
 

@@ -23,7 +23,13 @@ from .export import save_with_remote_code
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 # Files of a Marian folder that the conversion replaces; everything else (tokenizer files) is copied.
-_REPLACED_FILES = {"config.json", "generation_config.json", "pytorch_model.bin", "tf_model.h5", "flax_model.msgpack"}
+_REPLACED_FILES = {
+    "config.json",
+    "generation_config.json",
+    "pytorch_model.bin",
+    "tf_model.h5",
+    "flax_model.msgpack",
+}
 
 
 def config_from_marian(marian: MarianConfig) -> VanillaTransformerConfig:

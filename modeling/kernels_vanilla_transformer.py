@@ -27,7 +27,9 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
-IGNORE_INDEX = -100  # label positions with this value are not predicted (padding); torch's cross-entropy default
+IGNORE_INDEX = (
+    -100
+)  # label positions with this value are not predicted (padding); torch's cross-entropy default
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -54,7 +56,9 @@ class _AddKeepAndScale(torch.autograd.Function):
     """residual + x * keep * scale in one pass (addcmul); gradients: grad and grad * keep * scale."""
 
     @staticmethod
-    def forward(ctx, residual: torch.Tensor, x: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
+    def forward(
+        ctx, residual: torch.Tensor, x: torch.Tensor, keep: torch.Tensor, scale: float
+    ) -> torch.Tensor:
         ctx.save_for_backward(keep)
         ctx.scale = scale
         return torch.addcmul(residual, x, keep, value=scale)
@@ -67,7 +71,12 @@ class _AddKeepAndScale(torch.autograd.Function):
 
 def _cpu_dropout_mask(x: torch.Tensor, p: float) -> tuple[torch.Tensor, float] | None:
     """(keep mask, scale) for the CPU path of `apply_dropout` in training, or None where `F.dropout` is used."""
-    if not 0.0 < p < 1.0 or x.device.type != "cpu" or torch.compiler.is_compiling() or not x.is_floating_point():
+    if (
+        not 0.0 < p < 1.0
+        or x.device.type != "cpu"
+        or torch.compiler.is_compiling()
+        or not x.is_floating_point()
+    ):
         return None
     drop16 = round(p * 65536)  # out of 2**16
     if drop16 == 0:
@@ -88,7 +97,9 @@ def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     elements (its four 16-bit chunks), so `p` is rounded to a multiple of 2**-16 (0.1 -> 0.100006) and the
     scale uses the rounded value: E[apply_dropout(x)] = x exactly."""
     if not training or p == 0.0:
-        return x  # what F.dropout returns, without its dispatch (evaluation and decoding call this ~10x a step)
+        return (
+            x  # what F.dropout returns, without its dispatch (evaluation and decoding call this ~10x a step)
+        )
     mask = _cpu_dropout_mask(x, p)
     if mask is None:
         return F.dropout(x, p=p, training=training)
@@ -164,7 +175,9 @@ def cpu_inference_gemm() -> str:
     if _cpu_gemm["onednn"] is None:
         mode = _cpu_gemm["mode"] or os.environ.get(CPU_GEMM_ENV, "").strip().lower() or "auto"
         if mode not in CPU_GEMM_MODES:
-            raise ValueError(f"{CPU_GEMM_ENV}={mode!r} is invalid: expected one of {', '.join(CPU_GEMM_MODES)}")
+            raise ValueError(
+                f"{CPU_GEMM_ENV}={mode!r} is invalid: expected one of {', '.join(CPU_GEMM_MODES)}"
+            )
         if mode == "auto":
             x86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
             vendor = cpu_vendor()

@@ -86,7 +86,9 @@ class VanillaDecoderOnlyLayer(GradientCheckpointingLayer):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         # hidden_states: (B, T, C); attention_mask: (B or 1, 1, T, K), or None = causal (decoder_self_attention_mask)
         x = self.residual.pre(hidden_states, self.self_attn_layer_norm)
-        x, weights = self.self_attn(x, attention_mask, cache=cache, rotary=rotary, output_attentions=output_attentions)
+        x, weights = self.self_attn(
+            x, attention_mask, cache=cache, rotary=rotary, output_attentions=output_attentions
+        )
         hidden_states = self.residual.post(hidden_states, x, self.self_attn_layer_norm)
 
         x = self.ffn(self.residual.pre(hidden_states, self.final_layer_norm))
@@ -183,10 +185,16 @@ class VanillaDecoderOnlyModel(VanillaDecoderOnlyPreTrainedModel, _Stack):
         device = (input_ids if input_ids is not None else inputs_embeds).device
         if attention_mask is not None:
             check_token_mask(attention_mask, attention_mask.shape, "attention_mask")  # type and 0/1 values
-        if isinstance(past_length, int):  # a static cache's length is a tensor: the cache bounds the length itself
+        if isinstance(
+            past_length, int
+        ):  # a static cache's length is a tensor: the cache bounds the length itself
             check_length(past_length + new_tokens, self.config, "the sequence (cached + new tokens)")
             expected = (shape[0], past_length + new_tokens)
-            if attention_mask is not None and attention_mask.dim() != 4 and tuple(attention_mask.shape) != expected:
+            if (
+                attention_mask is not None
+                and attention_mask.dim() != 4
+                and tuple(attention_mask.shape) != expected
+            ):
                 raise ValueError(
                     f"attention_mask has shape {tuple(attention_mask.shape)} but the model sees {shape[0]} sequences "
                     f"of {past_length} cached + {new_tokens} new positions; pass the {expected} token mask of the "
@@ -275,7 +283,9 @@ class VanillaDecoderOnlyForCausalLM(VanillaDecoderOnlyPreTrainedModel, Generatio
         bias = self.final_logits_bias
         if bias is not None and bias.shape[0] != self.config.vocab_size:
             # F.pad appends zeros, or crops when the vocabulary shrinks (negative width)
-            self.final_logits_bias = nn.Parameter(F.pad(bias.data, (0, self.config.vocab_size - bias.shape[0])))
+            self.final_logits_bias = nn.Parameter(
+                F.pad(bias.data, (0, self.config.vocab_size - bias.shape[0]))
+            )
         return embeddings
 
     def forward(

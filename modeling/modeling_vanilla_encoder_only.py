@@ -60,10 +60,16 @@ def _is_index_tensor(value, shape: tuple[int, ...]) -> bool:
 
 
 def _describe(value) -> str:
-    return f"{value.dtype} of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+    return (
+        f"{value.dtype} of shape {tuple(value.shape)}"
+        if isinstance(value, torch.Tensor)
+        else type(value).__name__
+    )
 
 
-def check_token_type_ids(token_type_ids: torch.Tensor | None, shape: torch.Size, type_vocab_size: int) -> None:
+def check_token_type_ids(
+    token_type_ids: torch.Tensor | None, shape: torch.Size, type_vocab_size: int
+) -> None:
     """Raise `ValueError` unless `token_type_ids` is None or a (B, L) integer tensor like the input ids with values
     in [0, type_vocab_size); a model without token types (`type_vocab_size=0`) accepts only type 0 (one segment,
     what a tokenizer returns for single sentences)."""
@@ -130,7 +136,9 @@ class VanillaEncoderOnlyEncoder(_Stack):
         self.layernorm_embedding = (
             nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.embedding_layer_norm else None
         )
-        self.layers = nn.ModuleList([VanillaTransformerEncoderLayer(config) for _ in range(config.encoder_layers)])
+        self.layers = nn.ModuleList(
+            [VanillaTransformerEncoderLayer(config) for _ in range(config.encoder_layers)]
+        )
         self.post_init()
 
     def embed(
@@ -183,13 +191,17 @@ class VanillaEncoderOnlyEncoder(_Stack):
         attention_mask = without_padding(attention_mask)
         if position_ids is None:
             position_ids = build_position_ids(attention_mask, 0, shape[1], device)  # (B or 1, L)
-        hidden_states, rotary = self.embed(input_ids, inputs_embeds, position_ids, token_type_ids)  # (B, L, C)
+        hidden_states, rotary = self.embed(
+            input_ids, inputs_embeds, position_ids, token_type_ids
+        )  # (B, L, C)
         mask = build_attention_mask(attention_mask, hidden_states.dtype)  # (B, 1, 1, L) or None
 
         hidden_states, all_states, (attentions,) = self.run_layers(
             hidden_states, output_hidden_states, output_attentions, mask, rotary=rotary
         )
-        output = BaseModelOutput(last_hidden_state=hidden_states, hidden_states=all_states, attentions=attentions)
+        output = BaseModelOutput(
+            last_hidden_state=hidden_states, hidden_states=all_states, attentions=attentions
+        )
         return output if return_dict else output.to_tuple()
 
 
@@ -360,6 +372,7 @@ class VanillaEncoderOnlyForMaskedLM(VanillaEncoderOnlyPreTrainedModel):
 # Sequence-classification head
 # ----------------------------------------------------------------------------------------------------------------
 
+
 class VanillaEncoderOnlyPooler(nn.Module):
     """BERT's pooler: one vector per sequence (`classifier_pooling`: the first token's state, or the mean over the
     real tokens), then tanh(dense(.)): (B, L, C) -> (B, C)."""
@@ -408,7 +421,9 @@ class VanillaEncoderOnlyForSequenceClassification(VanillaEncoderOnlyPreTrainedMo
         self.num_labels = config.num_labels
         self.model = VanillaEncoderOnlyModel(config)
         self.pooler = VanillaEncoderOnlyPooler(config)
-        self.classifier_dropout = config.dropout if config.classifier_dropout is None else config.classifier_dropout
+        self.classifier_dropout = (
+            config.dropout if config.classifier_dropout is None else config.classifier_dropout
+        )
         self.classifier = Linear(config.d_model, config.num_labels)
         self.post_init()
 

@@ -240,7 +240,9 @@ class VanillaTransformerAttention(nn.Module):
         self.out_proj = Linear(self.embed_dim, self.embed_dim)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)  # (B, L, C) -> (B, H, L, D)
+        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(
+            1, 2
+        )  # (B, L, C) -> (B, H, L, D)
 
     def forward(
         self,
@@ -263,9 +265,11 @@ class VanillaTransformerAttention(nn.Module):
         # a single query (a decoding step), so those run in fp32, the decoding caches kept in fp32 (each new key and
         # value cast once, not the whole cache at every step)
         fp32_sdpa = (
-            implementation == "sdpa" and query.dtype == torch.bfloat16 and query.device.type == "cpu"
+            implementation == "sdpa"
+            and query.dtype == torch.bfloat16
+            and query.device.type == "cpu"
             and (torch.is_grad_enabled() or query.shape[2] == 1)
-        )  # fmt: skip
+        )
 
         if self.is_cross_attention:
             layer_cache = cache.cross_attention_cache if cache is not None else None
@@ -300,7 +304,9 @@ class VanillaTransformerAttention(nn.Module):
             # its per-call checks); no mask on causal self-attention means causal: decoder_self_attention_mask
             is_causal = self.is_causal and attention_mask is None and query.shape[2] > 1
             # fp32_sdpa: outside autocast, which would cast the inputs back to bf16
-            q, k, v, mask = (t.float() if fp32_sdpa and t is not None else t for t in (query, key, value, attention_mask))
+            q, k, v, mask = (
+                t.float() if fp32_sdpa and t is not None else t for t in (query, key, value, attention_mask)
+            )
             with torch.autocast("cpu", enabled=False) if fp32_sdpa else nullcontext():
                 output = F.scaled_dot_product_attention(
                     q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal, scale=self.scaling
@@ -312,7 +318,13 @@ class VanillaTransformerAttention(nn.Module):
                 implementation, eager_attention_forward
             )
             output, weights = attention_interface(
-                self, query, key, value, attention_mask, dropout=dropout, scaling=self.scaling,
+                self,
+                query,
+                key,
+                value,
+                attention_mask,
+                dropout=dropout,
+                scaling=self.scaling,
                 is_causal=False if attention_mask is not None else None,
             )
         output = output.reshape(*hidden_states.shape[:-1], self.embed_dim)  # (B, T, H, D) -> (B, T, C)
@@ -398,7 +410,9 @@ class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
         heads = config.decoder_attention_heads
         self.self_attn = VanillaTransformerAttention(config, heads, layer_idx=layer_idx, is_causal=True)
         self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.encoder_attn = VanillaTransformerAttention(config, heads, layer_idx=layer_idx, is_cross_attention=True)
+        self.encoder_attn = VanillaTransformerAttention(
+            config, heads, layer_idx=layer_idx, is_cross_attention=True
+        )
         self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.ffn = VanillaTransformerFeedForward(config, config.decoder_ffn_dim)
         self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
@@ -502,7 +516,10 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             init.copy_(module.table, module.build_table())
         elif isinstance(module, RotaryEmbedding):
             init.copy_(module.inv_freq, module.build_inv_freq())
-        elif isinstance(module, VanillaTransformerForConditionalGeneration) and module.final_logits_bias is not None:
+        elif (
+            isinstance(module, VanillaTransformerForConditionalGeneration)
+            and module.final_logits_bias is not None
+        ):
             init.zeros_(module.final_logits_bias)
 
 
@@ -523,7 +540,9 @@ class _Stack(VanillaTransformerPreTrainedModel):
             self.rotary_emb = RotaryEmbedding(config, config.d_model // num_heads)
         self.dropout = config.dropout
         # pre-LN leaves the residual stream un-normalised: one LayerNorm closes the stack
-        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
+        self.layer_norm = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
+        )
 
     def embed(
         self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, position_ids: torch.Tensor
@@ -540,7 +559,12 @@ class _Stack(VanillaTransformerPreTrainedModel):
         return apply_dropout(hidden_states, self.dropout, self.training), rotary
 
     def run_layers(
-        self, hidden_states: torch.Tensor, output_hidden_states: bool, output_attentions: bool, *args, **kwargs
+        self,
+        hidden_states: torch.Tensor,
+        output_hidden_states: bool,
+        output_attentions: bool,
+        *args,
+        **kwargs,
     ) -> tuple[torch.Tensor, tuple | None, tuple]:
         """Every layer (given `*args, **kwargs` after the states), then the final pre-LN norm: (B, L, C) -> (B, L, C).
 
@@ -552,7 +576,9 @@ class _Stack(VanillaTransformerPreTrainedModel):
         for layer in self.layers:
             if output_hidden_states:
                 all_states += (hidden_states,)
-            hidden_states, *weights = layer(hidden_states, *args, output_attentions=output_attentions, **kwargs)
+            hidden_states, *weights = layer(
+                hidden_states, *args, output_attentions=output_attentions, **kwargs
+            )
             all_weights.append(weights)
         if self.layer_norm is not None:
             hidden_states = self.layer_norm(hidden_states)
@@ -567,7 +593,9 @@ class VanillaTransformerEncoder(_Stack):
 
     def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
         super().__init__(config, embed_tokens, config.encoder_attention_heads)
-        self.layers = nn.ModuleList([VanillaTransformerEncoderLayer(config) for _ in range(config.encoder_layers)])
+        self.layers = nn.ModuleList(
+            [VanillaTransformerEncoderLayer(config) for _ in range(config.encoder_layers)]
+        )
         self.post_init()
 
     def forward(
@@ -596,7 +624,9 @@ class VanillaTransformerEncoder(_Stack):
         hidden_states, all_states, (attentions,) = self.run_layers(
             hidden_states, output_hidden_states, output_attentions, mask, rotary=rotary
         )
-        output = BaseModelOutput(last_hidden_state=hidden_states, hidden_states=all_states, attentions=attentions)
+        output = BaseModelOutput(
+            last_hidden_state=hidden_states, hidden_states=all_states, attentions=attentions
+        )
         return output if return_dict else output.to_tuple()
 
 
@@ -644,7 +674,9 @@ class VanillaTransformerDecoder(_Stack):
         attention_mask = without_padding(attention_mask)
         position_ids = build_position_ids(attention_mask, past_length, new_tokens, device)  # (B or 1, T)
         hidden_states, rotary = self.embed(input_ids, inputs_embeds, position_ids)  # (B, T, C)
-        key_length = cache.self_attention_cache.get_mask_sizes(new_tokens, 0)[0] if cache is not None else new_tokens
+        key_length = (
+            cache.self_attention_cache.get_mask_sizes(new_tokens, 0)[0] if cache is not None else new_tokens
+        )
         kernel_is_causal = attention_backend(self.config, output_attentions) == "sdpa"
         self_mask = decoder_self_attention_mask(
             attention_mask, hidden_states.dtype, device, past_length, new_tokens, key_length, kernel_is_causal
@@ -656,8 +688,14 @@ class VanillaTransformerDecoder(_Stack):
             self._cross_mask_memo.put(encoder_attention_mask, memo_key, cross_mask)  # (B, 1, 1, S) or None
 
         hidden_states, all_states, (self_attentions, cross_attentions) = self.run_layers(
-            hidden_states, output_hidden_states, output_attentions, self_mask, encoder_hidden_states, cross_mask,
-            cache=cache, rotary=rotary,
+            hidden_states,
+            output_hidden_states,
+            output_attentions,
+            self_mask,
+            encoder_hidden_states,
+            cross_mask,
+            cache=cache,
+            rotary=rotary,
         )
         output = BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
@@ -742,7 +780,9 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
                 output_hidden_states=output_hidden_states,
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
-            encoder_outputs = BaseModelOutput(*encoder_outputs[:3])  # (last_hidden_state, hidden_states, attentions)
+            encoder_outputs = BaseModelOutput(
+                *encoder_outputs[:3]
+            )  # (last_hidden_state, hidden_states, attentions)
         if attention_mask is not None:
             shape = tuple(encoder_outputs.last_hidden_state.shape[:2])
             if not self._checked_mask.get(attention_mask, shape)[0]:
@@ -831,8 +871,10 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             nn.Parameter(torch.zeros(config.decoder_vocab_size)) if config.output_bias else None
         )
         if config.tie_word_embeddings:
-            source = "model.shared.weight" if config.share_encoder_decoder_embeddings else (
-                "model.decoder.embed_tokens.weight"
+            source = (
+                "model.shared.weight"
+                if config.share_encoder_decoder_embeddings
+                else ("model.decoder.embed_tokens.weight")
             )
             self._tied_weights_keys = {"lm_head.weight": source}
         else:
@@ -861,7 +903,9 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             bias = self.final_logits_bias
             if bias is not None and bias.shape[0] != self.config.vocab_size:
                 # F.pad appends zeros, or crops when the vocabulary shrinks (negative width)
-                self.final_logits_bias = nn.Parameter(F.pad(bias.data, (0, self.config.vocab_size - bias.shape[0])))
+                self.final_logits_bias = nn.Parameter(
+                    F.pad(bias.data, (0, self.config.vocab_size - bias.shape[0]))
+                )
         return embeddings
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
@@ -892,7 +936,9 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         and divided by `num_items_in_batch` (Trainer's count of labelled positions in all the batches of one
         update), or by this batch's count when it is None: the mean. Returns `logits` (B, T, V)."""
         if labels is not None:
-            check_token_ids(labels.masked_fill(labels == IGNORE_INDEX, 0), self.config.decoder_vocab_size, "labels")
+            check_token_ids(
+                labels.masked_fill(labels == IGNORE_INDEX, 0), self.config.decoder_vocab_size, "labels"
+            )
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)

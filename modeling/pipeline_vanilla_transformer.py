@@ -16,9 +16,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import transformers.pipelines
 from transformers import Pipeline
 
 TASK = "translation"
+
+
+def unlist_removed_task() -> None:
+    """transformers 5 lists "translation" among its removed tasks and refuses the name before it looks at the
+    pipeline registry; un-list it so that `pipeline("translation", model=..., tokenizer=...)` reaches ours."""
+    transformers.pipelines.REMOVED_TASKS.pop(TASK, None)
 
 
 def check_vocabulary(config: Any, tokenizer: Any) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import lzma
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,8 +13,12 @@ from typing import TYPE_CHECKING
 # run fastest on one thread, and tests that start subprocesses (accelerate launch, CLIs) would otherwise
 # oversubscribe the cores with OpenMP threads; no test reaches the Hub; training runs in fp32 unless a test chooses
 # (the automatic precision would depend on the machine's bf16 speed). Set before torch is imported.
-SESSION_ENV = {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-               "ACCELERATE_MIXED_PRECISION": "no"}  # fmt: skip
+SESSION_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "ACCELERATE_MIXED_PRECISION": "no",
+}
 _ENV_BEFORE_SESSION = {name: os.environ.get(name) for name in SESSION_ENV}
 for _name, _value in SESSION_ENV.items():
     os.environ.setdefault(_name, _value)
@@ -27,8 +30,6 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 _THREADS_BEFORE_SESSION = torch.get_num_threads()
 torch.set_num_threads(1)
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 # Property tests draw the same examples on every run (no flaky CI) and have no per-example deadline (2 shared
 # cores make timings meaningless); no example database is written into the checkout.
@@ -39,7 +40,6 @@ settings.load_profile("ci")
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: E402
 from transformers import PreTrainedTokenizerFast  # noqa: E402
-
 from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration  # noqa: E402
 
 if TYPE_CHECKING:
@@ -59,8 +59,11 @@ def pytest_sessionfinish(session, exitstatus) -> None:
 def _process_state() -> dict:
     # PYTEST_CURRENT_TEST is pytest's own, rewritten in every phase of a test
     environment = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
-    return {"torch threads": torch.get_num_threads(), "torch default dtype": torch.get_default_dtype(),
-            "environment": environment}  # fmt: skip
+    return {
+        "torch threads": torch.get_num_threads(),
+        "torch default dtype": torch.get_default_dtype(),
+        "environment": environment,
+    }
 
 
 SESSION_STATE = _process_state()  # the thread count and default dtype every test starts and ends with
@@ -82,11 +85,17 @@ def process_state_is_restored():
     for key in set(os.environ) - set(expected["environment"]) - {"PYTEST_CURRENT_TEST"}:
         del os.environ[key]
     os.environ.update(expected["environment"])
-    changed = [f"{name} {expected[name]} -> {after[name]}" for name in ("torch threads", "torch default dtype")
-               if expected[name] != after[name]]  # fmt: skip
+    changed = [
+        f"{name} {expected[name]} -> {after[name]}"
+        for name in ("torch threads", "torch default dtype")
+        if expected[name] != after[name]
+    ]
     env_before, env_after = expected["environment"], after["environment"]
-    changed += [f"${key}" for key in sorted(set(env_before) | set(env_after))
-                if env_before.get(key) != env_after.get(key)]  # fmt: skip
+    changed += [
+        f"${key}"
+        for key in sorted(set(env_before) | set(env_after))
+        if env_before.get(key) != env_after.get(key)
+    ]
     pytest.fail(
         f"the test changed process-wide state without restoring it: {', '.join(changed)} (use monkeypatch "
         "or a fixture that restores it)"
@@ -215,10 +224,20 @@ def small_run_options(**overrides) -> dict:
     from vanilla_transformer.corpus import DEFAULT_DATA
 
     values = dict(
-        data=str(DEFAULT_DATA), max_lines=SMALL_RUN_LINES, valid_size=20, test_size=6, preset="tiny",
-        max_tokens=512, max_minutes=None, eval_every=100, bleu_samples=0, report_to="none", num_threads=1,
-        tune_cpu_allocator=False, export=False,
-    )  # fmt: skip
+        data=str(DEFAULT_DATA),
+        max_lines=SMALL_RUN_LINES,
+        valid_size=20,
+        test_size=6,
+        preset="tiny",
+        max_tokens=512,
+        max_minutes=None,
+        eval_every=100,
+        bleu_samples=0,
+        report_to="none",
+        num_threads=1,
+        tune_cpu_allocator=False,
+        export=False,
+    )
     values.update(overrides)
     return values
 

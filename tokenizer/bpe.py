@@ -311,7 +311,9 @@ def train_bpe_tokenizer(
         backend = _build_pipeline(kind, model, han_characters)
     fixed = len(BYTE_TOKENS) if kind == "char" else 0
     expected = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
-    expected.update({tok: len(SPECIAL_TOKENS) + fixed + i for i, tok in enumerate(specials[len(SPECIAL_TOKENS) :])})
+    expected.update(
+        {tok: len(SPECIAL_TOKENS) + fixed + i for i, tok in enumerate(specials[len(SPECIAL_TOKENS) :])}
+    )
     for tok, i in expected.items():
         if backend.token_to_id(tok) != i:
             raise RuntimeError(f"special token {tok} got id {backend.token_to_id(tok)}, expected {i}")

@@ -8,7 +8,6 @@ from pathlib import Path
 import datasets
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
-
 from vanilla_transformer.corpus import SOURCE, TARGET
 
 from .bpe import BOS_ID, BOS_TOKEN, EOS_ID, PAD_ID, train_bpe_tokenizer
@@ -49,8 +48,11 @@ def load_or_train_tokenizer(
             "Training a %d-token joint BPE tokenizer on %d training pairs", vocab_size, len(train_split)
         )
         texts = list(train_split[SOURCE]) + list(train_split[TARGET])
-        where, loaded = str(folder), train_bpe_tokenizer(
-            texts, vocab_size=vocab_size, denoising_tokens=denoising_tokens, han_characters=han_characters
+        where, loaded = (
+            str(folder),
+            train_bpe_tokenizer(
+                texts, vocab_size=vocab_size, denoising_tokens=denoising_tokens, han_characters=han_characters
+            ),
         )
         loaded.save_pretrained(str(folder))
     ids = {
@@ -70,8 +72,10 @@ def load_or_train_tokenizer(
 def given_tokenizer_problem(tokenizer: str) -> str | None:
     """Why ``tokenizer`` (``--tokenizer``) names no tokenizer, or None: it is neither an existing path nor a
     well-formed Hub name (``name`` or ``namespace/name``), or it is a folder without ``tokenizer.json``."""
-    advice = ("pass a tokenizer folder (one saved by vanilla-transformer train-tokenizer or by a training run), or leave it "
-              "unset to train one")  # fmt: skip
+    advice = (
+        "pass a tokenizer folder (one saved by vanilla-transformer train-tokenizer or by a training run), or leave it "
+        "unset to train one"
+    )
     path = Path(tokenizer)
     if path.is_dir() and not (path / "tokenizer.json").exists():
         return f"--tokenizer {tokenizer!r} has no tokenizer.json; {advice}"

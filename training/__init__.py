@@ -16,7 +16,13 @@ accelerate and the model).
 
 from __future__ import annotations
 
-_LAZY = {"train": "loop", "Trainer": "loop", "TrainResult": "loop", "TrainState": "loop", "TrainConfig": "options"}
+_LAZY = {
+    "train": "loop",
+    "Trainer": "loop",
+    "TrainResult": "loop",
+    "TrainState": "loop",
+    "TrainConfig": "options",
+}
 
 __all__ = sorted(_LAZY)
 

@@ -48,7 +48,11 @@ def tune_cpu_allocator() -> bool:
     mallopt.restype = ctypes.c_int
     ok = all(
         mallopt(param, value) == 1
-        for param, value in ((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_TOP_PAD, TOP_PAD))
+        for param, value in (
+            (M_MMAP_THRESHOLD, MMAP_THRESHOLD),
+            (M_TRIM_THRESHOLD, TRIM_THRESHOLD),
+            (M_TOP_PAD, TOP_PAD),
+        )
     )
     _applied = ok
     return ok

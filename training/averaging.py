@@ -55,9 +55,11 @@ class Snapshots:
 
 
 def average_if_better(
-    model: torch.nn.Module, snapshots: list[tuple[int, Weights]], current: Weights,
+    model: torch.nn.Module,
+    snapshots: list[tuple[int, Weights]],
+    current: Weights,
     validation_loss: Callable[[], dict],
-) -> dict | None:  # fmt: skip
+) -> dict | None:
     """Leave the mean of ``snapshots`` in ``model`` if ``validation_loss()`` (a dict with ``valid_loss`` and
     ``valid_ppl``, empty without a validation split) is lower with it than with the model's weights now
     (``current``, a copy the caller holds), else put ``current`` back. Returns what was done, or None (model

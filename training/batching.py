@@ -33,11 +33,9 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import torch
 from torch.utils.data import Sampler
-
 from vanilla_transformer.modeling import IGNORE_INDEX, answer_only_example
 
 logger = logging.getLogger(__name__)
-
 
 
 class TokenBudgetBatchSampler(Sampler[list[int]]):
@@ -310,9 +308,15 @@ def span_corruption(
 
 
 def collate_span_corruption(
-    texts: Sequence[Sequence[int]], sentinel_ids: Sequence[int], rng: np.random.Generator, *, eos_token_id: int,
-    pad_token_id: int = 0, noise_density: float = 0.15, mean_noise_span_length: float = 3.0,
-) -> dict[str, torch.Tensor]:  # fmt: skip
+    texts: Sequence[Sequence[int]],
+    sentinel_ids: Sequence[int],
+    rng: np.random.Generator,
+    *,
+    eos_token_id: int,
+    pad_token_id: int = 0,
+    noise_density: float = 0.15,
+    mean_noise_span_length: float = 3.0,
+) -> dict[str, torch.Tensor]:
     """A span-corruption batch of ``texts`` (token ids, each ending with ``eos_token_id``, which is never noise):
     `span_corruption` of each text with a `random_spans_noise_mask` drawn from ``rng``, collated like a
     translation batch (`collate`): the corrupted texts are the sources, the sentinels and spans the targets."""
@@ -334,12 +338,16 @@ def collate_causal_lm(
     ``attention_mask`` and ``labels`` (B, T), -100 on padding (the model shifts the labels: position t predicts
     token t + 1); ``ntokens`` is the number of scored positions."""
     if len(prompts) == 0 or len(prompts) != len(answers):
-        raise ValueError(f"collate_causal_lm needs a non-empty batch, got {len(prompts)} prompts, {len(answers)} answers")
+        raise ValueError(
+            f"collate_causal_lm needs a non-empty batch, got {len(prompts)} prompts, {len(answers)} answers"
+        )
     examples = [answer_only_example(p, a) for p, a in zip(prompts, answers)]
     bsz, longest = len(examples), max(len(e["input_ids"]) for e in examples)
-    batch = {"input_ids": torch.full((bsz, longest), pad_token_id, dtype=torch.long),
-             "attention_mask": torch.zeros((bsz, longest), dtype=torch.long),
-             "labels": torch.full((bsz, longest), IGNORE_INDEX, dtype=torch.long)}  # fmt: skip
+    batch = {
+        "input_ids": torch.full((bsz, longest), pad_token_id, dtype=torch.long),
+        "attention_mask": torch.zeros((bsz, longest), dtype=torch.long),
+        "labels": torch.full((bsz, longest), IGNORE_INDEX, dtype=torch.long),
+    }
     for i, example in enumerate(examples):
         for key, values in example.items():
             batch[key][i, : len(values)] = torch.as_tensor(values, dtype=torch.long)
@@ -347,7 +355,9 @@ def collate_causal_lm(
     return batch
 
 
-def collate_masked_lm(texts: Sequence[Sequence[int]], masker, rng: np.random.Generator) -> dict[str, torch.Tensor]:
+def collate_masked_lm(
+    texts: Sequence[Sequence[int]], masker, rng: np.random.Generator
+) -> dict[str, torch.Tensor]:
     """A masked-LM batch of ``texts`` (token ids): ``masker`` (transformers' `DataCollatorForLanguageModeling`,
     e.g. 15 % of the non-special tokens chosen, 80 % of them replaced by the mask token, 10 % by a random token,
     10 % kept) masks the right-padded batch with a torch generator seeded from ``rng``; ``labels`` hold the
@@ -358,5 +368,9 @@ def collate_masked_lm(texts: Sequence[Sequence[int]], masker, rng: np.random.Gen
     masker.generator = torch.Generator().manual_seed(int(rng.integers(2**63 - 1)))
     batch = masker([list(t) for t in texts])
     attention_mask = (torch.arange(batch["input_ids"].shape[1])[None] < lengths[:, None]).long()
-    return {"input_ids": batch["input_ids"], "attention_mask": attention_mask, "labels": batch["labels"],
-            "ntokens": (batch["labels"] != IGNORE_INDEX).sum()}  # fmt: skip
+    return {
+        "input_ids": batch["input_ids"],
+        "attention_mask": attention_mask,
+        "labels": batch["labels"],
+        "ntokens": (batch["labels"] != IGNORE_INDEX).sum(),
+    }

@@ -15,7 +15,6 @@ from os import PathLike
 from pathlib import Path
 
 import datasets
-
 from vanilla_transformer.corpus import DEFAULT_DATA, FORMATS, GLOB_CHARS, source_kind
 from vanilla_transformer.corpus.files import COMPRESSIONS
 from vanilla_transformer.export.model_card import LICENSE, CardValues, model_card_data, usage_section
@@ -44,26 +43,35 @@ SHIPPED_CORPORA = {  # file name in data/ -> (description, limitation); provenan
 
 # objective -> (what the model is, Hub pipeline tag, Auto class); translation's is the model card's default
 OBJECTIVE_CARDS = {
-    "causal_lm": ("a decoder-only Transformer language model (the decoder stack without encoder-decoder attention)",
-                  "text-generation", "AutoModelForCausalLM"),
-    "masked_lm": ("an encoder-only Transformer masked language model (the encoder stack with a masked-LM head)",
-                  "fill-mask", "AutoModelForMaskedLM"),
-    "span_corruption": ("an encoder-decoder Transformer pretrained with T5's span-corruption denoising",
-                        "text2text-generation", "AutoModelForSeq2SeqLM"),
-}  # fmt: skip
+    "causal_lm": (
+        "a decoder-only Transformer language model (the decoder stack without encoder-decoder attention)",
+        "text-generation",
+        "AutoModelForCausalLM",
+    ),
+    "masked_lm": (
+        "an encoder-only Transformer masked language model (the encoder stack with a masked-LM head)",
+        "fill-mask",
+        "AutoModelForMaskedLM",
+    ),
+    "span_corruption": (
+        "an encoder-decoder Transformer pretrained with T5's span-corruption denoising",
+        "text2text-generation",
+        "AutoModelForSeq2SeqLM",
+    ),
+}
 OBJECTIVE_TEXTS = {
     "causal_lm": {
         "pairs": "causal language modelling of 'source </s> target </s>' with the loss on the target only (supervised "
-                 "fine-tuning of translation as next-token prediction)",
+        "fine-tuning of translation as next-token prediction)",
         "text": "causal language modelling of every source and target text after <s> (next-token prediction of every "
-                "token)",
+        "token)",
     },
     "masked_lm": "masked language modelling (BERT's: {p:.0%} of the tokens chosen, 80% of them replaced by <mask>, "
-                 "10% by a random token, 10% kept; the loss on the chosen tokens) on every source and target text",
+    "10% by a random token, 10% kept; the loss on the chosen tokens) on every source and target text",
     "span_corruption": "T5's span corruption (noise density {d}, mean span length {m}: each noise span replaced by a "
-                       "sentinel <extra_id_i> in the input, the decoder writes the sentinels and their spans) on every "
-                       "source and target text",
-}  # fmt: skip
+    "sentinel <extra_id_i> in the input, the decoder writes the sentinels and their spans) on every "
+    "source and target text",
+}
 
 
 def objective_text(cfg: TrainConfig) -> str:
@@ -120,26 +128,30 @@ def _named(dataset: str | None) -> str:
 def _summary(cfg: TrainConfig, result, dataset: str | None) -> str:
     m = result.test_metrics
     if cfg.objective != "translation":
-        start = f"initialised from `{Path(cfg.init_from).name}` and trained" if cfg.init_from else "trained from scratch"
+        start = (
+            f"initialised from `{Path(cfg.init_from).name}` and trained"
+            if cfg.init_from
+            else "trained from scratch"
+        )
         what = OBJECTIVE_CARDS[cfg.objective][0]
         text = (
             f"{what[0].upper()}{what[1:]}, implemented from scratch with vanilla-transformer and {start} on "
             f"{_named(dataset)} ({result.split_sizes.get('train', 0):,} training pairs) with {objective_text(cfg)}: "
             f"preset `{cfg.preset}`, {result.num_parameters:,} parameters, {result.step:,} updates in "
             f"{result.train_seconds / 60:.1f} min on {result.device}."
-        )  # fmt: skip
+        )
         if m:
             text += f" Test perplexity {m['perplexity']:.2f} on the {m['num_examples']:,} examples of the test split."
         return text
     text = (
-        'An encoder-decoder Transformer as described in *Attention Is All You Need* (Vaswani et al., 2017), '
+        "An encoder-decoder Transformer as described in *Attention Is All You Need* (Vaswani et al., 2017), "
         "implemented from scratch with vanilla-transformer and "
         + (f"fine-tuned from `{Path(cfg.init_from).name}`" if cfg.init_from else "trained from scratch")
         + f" for {_direction(cfg)} on "
         f"{_named(dataset)} ({result.split_sizes.get('train', 0):,} training pairs): preset `{cfg.preset}`, "
         f"{result.num_parameters:,} parameters, {result.step:,} updates in {result.train_seconds / 60:.1f} min on "
         f"{result.device}."
-    )  # fmt: skip
+    )
     if m:
         text += (
             f" Test BLEU {m['bleu']}, chrF {m['chrf']} on the {m['num_sentences']:,} pairs of the test split"
@@ -167,33 +179,51 @@ def _architecture(c) -> str:
     """Heads, d_ff, depth and LayerNorm placement of any of the model families."""
     norm = ", pre-LN" if c.normalize_before else ", post-LN"
     if hasattr(c, "encoder_layers") and hasattr(c, "decoder_layers"):
-        return (f"{c.encoder_attention_heads} heads, d_ff {c.encoder_ffn_dim}, {c.encoder_layers}+{c.decoder_layers} "
-                f"layers{norm}")  # fmt: skip
+        return (
+            f"{c.encoder_attention_heads} heads, d_ff {c.encoder_ffn_dim}, {c.encoder_layers}+{c.decoder_layers} "
+            f"layers{norm}"
+        )
     side = "decoder" if hasattr(c, "decoder_layers") else "encoder"
-    return (f"{getattr(c, side + '_attention_heads')} heads, d_ff {getattr(c, side + '_ffn_dim')}, "
-            f"{getattr(c, side + '_layers')} {side} layers{norm}")  # fmt: skip
+    return (
+        f"{getattr(c, side + '_attention_heads')} heads, d_ff {getattr(c, side + '_ffn_dim')}, "
+        f"{getattr(c, side + '_layers')} {side} layers{norm}"
+    )
 
 
 def _recipe_text(cfg: TrainConfig, recipe: Recipe, c: VanillaTransformerConfig, result) -> str:
     text = (
         f"Objective: {objective_text(cfg)}"
-        + (f", starting from the weights of `{Path(cfg.init_from).name}` (new optimizer and schedule)" if cfg.init_from
-           else "")
+        + (
+            f", starting from the weights of `{Path(cfg.init_from).name}` (new optimizer and schedule)"
+            if cfg.init_from
+            else ""
+        )
         + f". Preset `{cfg.preset}`: d_model {c.d_model}, {_architecture(c)}, dropout {c.dropout}, vocabulary "
         f"{c.vocab_size} (joint BPE), {result.num_parameters:,} parameters. Adam (0.9, 0.98, 1e-9), lr = {recipe.lr_scale} * d_model^-0.5 * "
         f"min(step^-0.5, step * {recipe.warmup_steps}^-1.5), label smoothing {cfg.label_smoothing}, "
-        + (f"BPE-dropout {cfg.bpe_dropout} (training pairs re-segmented every epoch), " if cfg.bpe_dropout else "")
+        + (
+            f"BPE-dropout {cfg.bpe_dropout} (training pairs re-segmented every epoch), "
+            if cfg.bpe_dropout
+            else ""
+        )
         + f"gradient clipping {recipe.clip_norm or 'off'}, "
-        + (f"linear learning-rate cooldown to 0 over the last {recipe.cooldown:.0%} of the budget, "
-           if recipe.cooldown else "")
+        + (
+            f"linear learning-rate cooldown to 0 over the last {recipe.cooldown:.0%} of the budget, "
+            if recipe.cooldown
+            else ""
+        )
         + f"token budget {recipe.max_tokens} x {cfg.grad_accum} accumulation x {result.num_processes} process(es), "
         f"{result.step} updates ({result.epochs:.2f} epochs), {result.target_tokens:,} target tokens, "
         f"{result.train_seconds / 60:.1f} min on {result.device}"
         + (f" with {result.mixed_precision} mixed precision" if result.mixed_precision != "no" else "")
-        + (f"{' in fp32' if result.mixed_precision == 'no' else ''} (chosen automatically: "
-           f"{result.precision['reason']})" if result.precision.get("source") == "automatic" else "")
+        + (
+            f"{' in fp32' if result.mixed_precision == 'no' else ''} (chosen automatically: "
+            f"{result.precision['reason']})"
+            if result.precision.get("source") == "automatic"
+            else ""
+        )
         + f", seed {cfg.seed}."
-    )  # fmt: skip
+    )
     if result.stopped_because:
         text += f" The run ended at its budget: {result.stopped_because}."
     avg = result.averaging
@@ -201,13 +231,14 @@ def _recipe_text(cfg: TrainConfig, recipe: Recipe, c: VanillaTransformerConfig, 
         steps = ", ".join(map(str, avg["steps"]))
         text += (
             f" Checkpoint averaging: the exported weights are the average of the weights at updates {steps}"
-            if avg["kept"] else
-            f" Checkpoint averaging of updates {steps} did not lower the validation loss; the exported weights are "
+            if avg["kept"]
+            else f" Checkpoint averaging of updates {steps} did not lower the validation loss; the exported weights are "
             "the final ones"
         ) + (
             f" (validation perplexity {avg['valid_ppl_final']:.2f} final, {avg['valid_ppl_averaged']:.2f} averaged)."
-            if avg["valid_ppl_final"] is not None else "."
-        )  # fmt: skip
+            if avg["valid_ppl_final"] is not None
+            else "."
+        )
     return text
 
 
@@ -248,13 +279,14 @@ def _results_text(result) -> str:
 def _limitations_text(cfg: TrainConfig, result, dataset: str | None) -> str:
     shipped = _shipped(cfg)
     lines = [
-        shipped[1] if shipped else
-        f"- Trained only on {_named(dataset)} ({result.split_sizes.get('train', 0):,} training pairs): expect poor output "
+        shipped[1]
+        if shipped
+        else f"- Trained only on {_named(dataset)} ({result.split_sizes.get('train', 0):,} training pairs): expect poor output "
         "on text unlike it.",
         f"- A model trained from scratch for {result.step:,} updates: outputs can be fluent but wrong, repeat "
         "phrases or omit content. Check the evaluation above before relying on any output.",
         "- Inputs longer than the model's `max_position_embeddings` tokens are truncated.",
-    ]  # fmt: skip
+    ]
     if not shipped:
         lines.append(
             f"- The license ({LICENSE}) is vanilla-transformer's; check that the terms of the training data allow "
@@ -268,10 +300,12 @@ def card_values(cfg: TrainConfig, recipe: Recipe, config: VanillaTransformerConf
     dataset = dataset_name(cfg.data)
     src, tgt = cfg.languages()
     data = model_card_data(
-        model_name=Path(cfg.output_dir).name, languages=(src, tgt), dataset=dataset,
+        model_name=Path(cfg.output_dir).name,
+        languages=(src, tgt),
+        dataset=dataset,
         dataset_config=cfg.hub_config if is_hub_dataset(cfg.data) else None,
         test_metrics=result.test_metrics if cfg.objective == "translation" else None,
-    )  # fmt: skip
+    )
     example = result.samples[0]["source"] if result.samples else None
     title = f"vanilla-transformer {src} → {tgt}" if src and tgt else "vanilla-transformer translation model"
     usage = usage_section(cfg.output_dir, example)
@@ -280,15 +314,18 @@ def card_values(cfg: TrainConfig, recipe: Recipe, config: VanillaTransformerConf
         data.tags = [data.pipeline_tag if tag == "translation" else tag for tag in data.tags]
         title = f"vanilla-transformer {cfg.objective.replace('_', ' ')} model"
         usage = _family_usage(cfg.output_dir, OBJECTIVE_CARDS[cfg.objective][2])
-    return CardValues(data, {
-        "title": f"{title} (preset {cfg.preset})",
-        "summary": _summary(cfg, result, dataset),
-        "usage": usage,
-        "data": _data_text(cfg, result, dataset),
-        "training": _recipe_text(cfg, recipe, config, result),
-        "results": _results_text(result),
-        "limitations": _limitations_text(cfg, result, dataset),
-    })  # fmt: skip
+    return CardValues(
+        data,
+        {
+            "title": f"{title} (preset {cfg.preset})",
+            "summary": _summary(cfg, result, dataset),
+            "usage": usage,
+            "data": _data_text(cfg, result, dataset),
+            "training": _recipe_text(cfg, recipe, config, result),
+            "results": _results_text(result),
+            "limitations": _limitations_text(cfg, result, dataset),
+        },
+    )
 
 
 def _family_usage(model_id: str, auto_class: str) -> str:

@@ -149,9 +149,11 @@ def parse_dataclass(
     that flags override. Bad flags and a bad config file exit with status 2 and one line, as argparse does."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument(
-        "--config", default=None, metavar="FILE",
+        "--config",
+        default=None,
+        metavar="FILE",
         help="YAML or JSON file of options (e.g. a run's OUTPUT_DIR/checkpoints/train_config.json); flags override it",
-    )  # fmt: skip
+    )
     add_dataclass_arguments(parser, cls)
     known, _ = parser.parse_known_args(argv)
     if known.config is not None:

@@ -16,7 +16,6 @@ from typing import Any
 
 import datasets
 import numpy as np
-
 from vanilla_transformer.corpus import SOURCE, TARGET
 from vanilla_transformer.tokenizer import BOS_ID, BPEDropout, load_or_train_tokenizer
 
@@ -87,11 +86,17 @@ def filter_by_length(dataset: datasets.Dataset, max_length: int) -> tuple[datase
 
 def pairs_within(sources: list[list[int]], targets: list[list[int]], max_length: int) -> list[int]:
     """The indices of the pairs with at most ``max_length`` tokens on each side (the translation length filter)."""
-    return [i for i, (s, t) in enumerate(zip(sources, targets)) if len(s) <= max_length and len(t) <= max_length]
+    return [
+        i for i, (s, t) in enumerate(zip(sources, targets)) if len(s) <= max_length and len(t) <= max_length
+    ]
 
 
 def objective_examples(
-    objective: str, sources: list[list[int]], targets: list[list[int]], max_length: int, causal_lm_data: str = "pairs"
+    objective: str,
+    sources: list[list[int]],
+    targets: list[list[int]],
+    max_length: int,
+    causal_lm_data: str = "pairs",
 ) -> tuple[list[list[int]], list[list[int]], int]:
     """The examples ``(sources, targets)`` of ``objective`` (arranged as `validation.Objective` reads them) from the
     token ids of a split's pairs, and how many were dropped for having more than ``max_length`` tokens: a pair with
@@ -191,30 +196,58 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
     given = given_tokenizer(cfg)
     with accelerator.main_process_first():
         splits, report = cfg.load_splits()
-        tokenizer = load_or_train_tokenizer(given, run_dir.tokenizer, splits["train"], cfg.vocab_size,
-                                            denoising_tokens=cfg.objective in ("masked_lm", "span_corruption"),
-                                            han_characters=cfg.han_characters)  # fmt: skip
+        tokenizer = load_or_train_tokenizer(
+            given,
+            run_dir.tokenizer,
+            splits["train"],
+            cfg.vocab_size,
+            denoising_tokens=cfg.objective in ("masked_lm", "span_corruption"),
+            han_characters=cfg.han_characters,
+        )
         train_ids = _token_ids(splits["train"], tokenizer, run_dir.cache)
         valid_ids = _token_ids(splits["validation"], tokenizer, run_dir.cache)
-        test_ids = _token_ids(splits["test"], tokenizer, run_dir.cache) if cfg.objective != "translation" else ([], [])
-    objective = Objective.for_tokenizer(cfg.objective, tokenizer, mlm_probability=cfg.mlm_probability,
-                                        noise_density=cfg.noise_density,
-                                        mean_noise_span_length=cfg.mean_noise_span_length)  # fmt: skip
+        test_ids = (
+            _token_ids(splits["test"], tokenizer, run_dir.cache)
+            if cfg.objective != "translation"
+            else ([], [])
+        )
+    objective = Objective.for_tokenizer(
+        cfg.objective,
+        tokenizer,
+        mlm_probability=cfg.mlm_probability,
+        noise_density=cfg.noise_density,
+        mean_noise_span_length=cfg.mean_noise_span_length,
+    )
     arrange = dict(objective=cfg.objective, max_length=cfg.max_length, causal_lm_data=cfg.causal_lm_data)
-    train_src, train_tgt, dropped_train = objective_examples(sources=train_ids[0], targets=train_ids[1], **arrange)
-    valid_src, valid_tgt, dropped_valid = objective_examples(sources=valid_ids[0], targets=valid_ids[1], **arrange)
+    train_src, train_tgt, dropped_train = objective_examples(
+        sources=train_ids[0], targets=train_ids[1], **arrange
+    )
+    valid_src, valid_tgt, dropped_valid = objective_examples(
+        sources=valid_ids[0], targets=valid_ids[1], **arrange
+    )
     test_src, test_tgt, _ = objective_examples(sources=test_ids[0], targets=test_ids[1], **arrange)
     train_examples = EpochExamples(train_src, train_tgt)
     if cfg.bpe_dropout > 0:  # translation only (training.options.check_options)
         kept = pairs_within(*train_ids, cfg.max_length)
         sources, targets = list(splits["train"][SOURCE]), list(splits["train"][TARGET])
         texts = [sources[i] for i in kept] + [targets[i] for i in kept]
-        train_examples = EpochExamples(train_src, train_tgt, cfg.bpe_dropout, BPEDropout(tokenizer, texts), cfg.seed,
-                                       limit=min(cfg.max_length, recipe.max_tokens))  # fmt: skip
+        train_examples = EpochExamples(
+            train_src,
+            train_tgt,
+            cfg.bpe_dropout,
+            BPEDropout(tokenizer, texts),
+            cfg.seed,
+            limit=min(cfg.max_length, recipe.max_tokens),
+        )
     sampler = TokenBudgetBatchSampler(
-        *objective.lengths(train_src, train_tgt), recipe.max_tokens, seed=cfg.seed, skip_too_long=cfg.skip_too_long,
-        epoch_lengths=(lambda epoch: objective.lengths(*train_examples(epoch))) if cfg.bpe_dropout > 0 else None,
-    )  # fmt: skip
+        *objective.lengths(train_src, train_tgt),
+        recipe.max_tokens,
+        seed=cfg.seed,
+        skip_too_long=cfg.skip_too_long,
+        epoch_lengths=(lambda epoch: objective.lengths(*train_examples(epoch)))
+        if cfg.bpe_dropout > 0
+        else None,
+    )
     summary = (
         report.summary()
         + ". Splits: "
@@ -226,7 +259,9 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
     pairs = cfg.objective == "translation" or (cfg.objective == "causal_lm" and cfg.causal_lm_data == "pairs")
     what = "pairs" if pairs else "texts"
     if cfg.objective != "translation":
-        summary += f". Objective {cfg.objective}: {len(train_src)} training and {len(valid_src)} validation {what}"
+        summary += (
+            f". Objective {cfg.objective}: {len(train_src)} training and {len(valid_src)} validation {what}"
+        )
     if dropped_train or dropped_valid:
         summary += (
             f". Dropped {what} longer than --max_length={cfg.max_length} tokens: {dropped_train} train, "
@@ -240,5 +275,17 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
         )
     if isinstance(cfg.data, (str, Path)):
         summary = summary.replace(str(cfg.data), Path(cfg.data).name)
-    return TrainingData(splits, tokenizer, train_examples, valid_src, valid_tgt, sampler, BatchStream(sampler),
-                        summary, report.split_origin, objective, test_src, test_tgt)  # fmt: skip
+    return TrainingData(
+        splits,
+        tokenizer,
+        train_examples,
+        valid_src,
+        valid_tgt,
+        sampler,
+        BatchStream(sampler),
+        summary,
+        report.split_origin,
+        objective,
+        test_src,
+        test_tgt,
+    )

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
-
 from vanilla_transformer.export.model_card import CardValues, build_model_card
 from vanilla_transformer.inference import evaluate_translation, translate
 from vanilla_transformer.modeling import save_with_remote_code
@@ -43,27 +42,51 @@ class Evaluation:
 
 
 def choose_length_penalty(
-    model, tokenizer, valid: datasets.Dataset, candidates: Sequence[float], *, num_beams: int, batch_size: int,
-    tokenize: str, progress: Callable[[int], None] | None = None,
-) -> list[dict]:  # fmt: skip
+    model,
+    tokenizer,
+    valid: datasets.Dataset,
+    candidates: Sequence[float],
+    *,
+    num_beams: int,
+    batch_size: int,
+    tokenize: str,
+    progress: Callable[[int], None] | None = None,
+) -> list[dict]:
     """BLEU and chrF of each candidate length penalty on (up to `SEARCH_SENTENCES` of) the validation split;
     ``progress(n)`` is called after each batch of ``n`` translated sentences."""
     part = valid.select(range(min(SEARCH_SENTENCES, len(valid))))
     search = []
     for lp in candidates:
         scores, _ = evaluate_translation(
-            model, tokenizer, list(part["source"]), list(part["target"]), tokenize=tokenize, num_beams=num_beams,
-            length_penalty=lp, batch_size=batch_size, progress=progress, **LENGTH_CAP,
-        )  # fmt: skip
+            model,
+            tokenizer,
+            list(part["source"]),
+            list(part["target"]),
+            tokenize=tokenize,
+            num_beams=num_beams,
+            length_penalty=lp,
+            batch_size=batch_size,
+            progress=progress,
+            **LENGTH_CAP,
+        )
         search.append({"length_penalty": lp, "bleu": scores["bleu"], "chrf": scores["chrf"]})
     return search
 
 
 def evaluate_run(
-    model, tokenizer, splits: datasets.DatasetDict, *, candidates: Sequence[float], length_penalty: float | None,
-    num_beams: int, batch_size: int, tokenize: str, num_samples: int, extra_sentences: Sequence[str] = (),
+    model,
+    tokenizer,
+    splits: datasets.DatasetDict,
+    *,
+    candidates: Sequence[float],
+    length_penalty: float | None,
+    num_beams: int,
+    batch_size: int,
+    tokenize: str,
+    num_samples: int,
+    extra_sentences: Sequence[str] = (),
     emit: Event,
-) -> Evaluation:  # fmt: skip
+) -> Evaluation:
     """Length-penalty choice (module docstring) and test scores of ``model``; the chosen penalty is also set in
     ``model.generation_config``. ``length_penalty`` None means: search among ``candidates`` (the first one is
     used when no search runs)."""
@@ -74,13 +97,25 @@ def evaluate_run(
     if length_penalty is None and num_beams > 1 and len(valid) and len(candidates) > 1:
         emit("length_penalty_start", {"num_sentences": min(SEARCH_SENTENCES, len(valid)) * len(candidates)})
         result.length_penalty_search = choose_length_penalty(
-            model, tokenizer, valid, candidates, num_beams=num_beams, batch_size=batch_size, tokenize=tokenize,
+            model,
+            tokenizer,
+            valid,
+            candidates,
+            num_beams=num_beams,
+            batch_size=batch_size,
+            tokenize=tokenize,
             progress=lambda n: emit("length_penalty_progress", {"n": n}),
-        )  # fmt: skip
+        )
         best = max(result.length_penalty_search, key=lambda r: (r["bleu"], r["chrf"]))
         result.length_penalty = best["length_penalty"]
-        emit("length_penalty", {"search": result.length_penalty_search, "chosen": result.length_penalty,
-                                "num_sentences": min(SEARCH_SENTENCES, len(valid))})  # fmt: skip
+        emit(
+            "length_penalty",
+            {
+                "search": result.length_penalty_search,
+                "chosen": result.length_penalty,
+                "num_sentences": min(SEARCH_SENTENCES, len(valid)),
+            },
+        )
     # the exported defaults are the decoding the reported figures used (vanilla-transformer evaluate reproduces them)
     model.generation_config.length_penalty = result.length_penalty
     model.generation_config.num_beams = num_beams
@@ -89,39 +124,76 @@ def evaluate_run(
     if not len(test):
         return result
     emit("test_start", {"num_sentences": len(test)})
-    decoding = dict(num_beams=num_beams, length_penalty=result.length_penalty, batch_size=batch_size, **LENGTH_CAP)
+    decoding = dict(
+        num_beams=num_beams, length_penalty=result.length_penalty, batch_size=batch_size, **LENGTH_CAP
+    )
     result.test_metrics, hyps = evaluate_translation(
-        model, tokenizer, list(test["source"]), list(test["target"]), tokenize=tokenize,
-        progress=lambda n: emit("test_progress", {"n": n}), **decoding,
-    )  # fmt: skip
+        model,
+        tokenizer,
+        list(test["source"]),
+        list(test["target"]),
+        tokenize=tokenize,
+        progress=lambda n: emit("test_progress", {"n": n}),
+        **decoding,
+    )
     result.test_metrics.update(num_beams=num_beams, length_penalty=result.length_penalty, split="test")
-    result.samples = [{"source": s, "reference": r, "hypothesis": h}
-                      for s, r, h in list(zip(test["source"], test["target"], hyps))[:num_samples]]  # fmt: skip
+    result.samples = [
+        {"source": s, "reference": r, "hypothesis": h}
+        for s, r, h in list(zip(test["source"], test["target"], hyps))[:num_samples]
+    ]
     if extra_sentences:
         outs = translate(model, tokenizer, list(extra_sentences), **decoding)
-        result.samples += [{"source": s, "reference": None, "hypothesis": h} for s, h in zip(extra_sentences, outs)]
+        result.samples += [
+            {"source": s, "reference": None, "hypothesis": h} for s, h in zip(extra_sentences, outs)
+        ]
     return result
 
 
-def score_test_loss(model, test_src: Sequence[Sequence[int]], test_tgt: Sequence[Sequence[int]], *,
-                    objective: Objective, label_smoothing: float, max_tokens: int, accelerator=None) -> Evaluation:  # fmt: skip
+def score_test_loss(
+    model,
+    test_src: Sequence[Sequence[int]],
+    test_tgt: Sequence[Sequence[int]],
+    *,
+    objective: Objective,
+    label_smoothing: float,
+    max_tokens: int,
+    accelerator=None,
+) -> Evaluation:
     """The test split's loss, NLL and perplexity per scored token under ``objective`` (the same computation as
     validation, the same seeded masks and spans); ``test_metrics`` is None without test examples."""
     result = Evaluation(None)
     if not test_src:
         return result
     metrics = validation_metrics(
-        model, None, test_src, test_tgt, [], [], label_smoothing=label_smoothing, bleu_samples=0, length_penalty=None,
-        batch_size=1, tokenize="none", max_tokens=max_tokens, accelerator=accelerator, objective=objective,
-    )  # fmt: skip
-    result.test_metrics = {"loss": metrics["valid_loss"], "nll_loss": metrics["valid_nll_loss"],
-                           "perplexity": metrics["valid_ppl"], "num_examples": len(test_src), "split": "test",
-                           "objective": objective.name}  # fmt: skip
+        model,
+        None,
+        test_src,
+        test_tgt,
+        [],
+        [],
+        label_smoothing=label_smoothing,
+        bleu_samples=0,
+        length_penalty=None,
+        batch_size=1,
+        tokenize="none",
+        max_tokens=max_tokens,
+        accelerator=accelerator,
+        objective=objective,
+    )
+    result.test_metrics = {
+        "loss": metrics["valid_loss"],
+        "nll_loss": metrics["valid_nll_loss"],
+        "perplexity": metrics["valid_ppl"],
+        "num_examples": len(test_src),
+        "split": "test",
+        "objective": objective.name,
+    }
     return result
 
 
-def export_model(model, tokenizer, folder: Path, card_values: CardValues, template: str | None,
-                 test_metrics: dict | None) -> Path:  # fmt: skip
+def export_model(
+    model, tokenizer, folder: Path, card_values: CardValues, template: str | None, test_metrics: dict | None
+) -> Path:
     """Save the model folder (code, weights, tokenizer), ``eval_results.json`` and README.md (the card, rendered
     from ``template``, default ``model_card.md``)."""
     card = build_model_card(card_values, template)  # a bad template fails before anything is written

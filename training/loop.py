@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-
 from vanilla_transformer.export.ct2 import check_expressible, export_ct2
 from vanilla_transformer.inference import bleu_tokenizer_for
 from vanilla_transformer.modeling import (
@@ -75,7 +74,9 @@ def objective_model_class(objective: str) -> type[VanillaTransformerPreTrainedMo
         from vanilla_transformer.modeling import VanillaEncoderOnlyForMaskedLM
 
         return VanillaEncoderOnlyForMaskedLM
-    raise ValueError(f"Unknown objective {objective!r}; choose translation, causal_lm, masked_lm or span_corruption.")
+    raise ValueError(
+        f"Unknown objective {objective!r}; choose translation, causal_lm, masked_lm or span_corruption."
+    )
 
 
 def objective_model(cfg: TrainConfig, recipe: Recipe, vocab_size: int) -> VanillaTransformerPreTrainedModel:
@@ -113,7 +114,9 @@ class TrainState:
     ``trainer_state.json`` (model, optimizer, scheduler and RNG states are saved by accelerate)."""
 
     step: int = 0  # optimizer updates done, across resumes
-    stream: dict = field(default_factory=dict)  # the batch order's position: epoch, position, seed, max_tokens
+    stream: dict = field(
+        default_factory=dict
+    )  # the batch order's position: epoch, position, seed, max_tokens
     best: dict = field(default_factory=dict)  # valid_loss, checkpoint and step of the best validation so far
     train_seconds: float = 0.0  # seconds in the training loop, all invocations
     target_tokens: int = 0  # target tokens trained on, all invocations
@@ -136,17 +139,25 @@ class TrainResult:
     num_parameters: int = 0
     num_processes: int = 1
     device: str = "cpu"
-    mixed_precision: str = "no"  # what the run used: --mixed_precision, else accelerate's configuration, else automatic
-    precision: dict = field(default_factory=dict)  # training.hardware.PrecisionChoice: mixed_precision, source, reason
+    mixed_precision: str = (
+        "no"  # what the run used: --mixed_precision, else accelerate's configuration, else automatic
+    )
+    precision: dict = field(
+        default_factory=dict
+    )  # training.hardware.PrecisionChoice: mixed_precision, source, reason
     data_summary: str = ""
     split_sizes: dict = field(default_factory=dict)
-    split_origin: dict = field(default_factory=dict)  # where each split came from (the data's own, or held out)
+    split_origin: dict = field(
+        default_factory=dict
+    )  # where each split came from (the data's own, or held out)
     best_valid_loss: float | None = None
     output_dir: str = ""
     last_checkpoint: str | None = None
     averaging: dict | None = None  # what checkpoint averaging did (training.averaging.average_if_better)
     model: Any = field(default=None, repr=False)  # the final (possibly averaged) model, unwrapped, in memory
-    length_penalty: float | None = None  # used for the test split and written to the exported generation config
+    length_penalty: float | None = (
+        None  # used for the test split and written to the exported generation config
+    )
     length_penalty_search: list[dict] = field(default_factory=list)  # validation BLEU/chrF per candidate
     exports: list[dict] = field(default_factory=list)  # the --export_at_minutes models
 
@@ -168,14 +179,17 @@ class Trainer:
             self.run_dir.prepare(cfg)
         acc.wait_for_everyone()
         saved_recipe = self.run_dir.saved_recipe() if cfg.resume else None
-        self.recipe: Recipe = dataclasses.replace(resolve_recipe(cfg, saved_recipe), precision=self.precision.to_dict())
+        self.recipe: Recipe = dataclasses.replace(
+            resolve_recipe(cfg, saved_recipe), precision=self.precision.to_dict()
+        )
         notes = [resume_changes(saved_recipe, self.recipe)]
         set_seed(cfg.seed)
         self.data: TrainingData = prepare_training_data(cfg, self.recipe, self.run_dir, acc)
         self.emit("info", {"message": self.data.summary})
         if dropout_pending(cfg, saved_recipe):
-            self.recipe, note = budget_dropout_decision(cfg, self.recipe, len(self.data.sampler.batches(0)),
-                                                        acc.num_processes, self.seconds_per_batch)  # fmt: skip
+            self.recipe, note = budget_dropout_decision(
+                cfg, self.recipe, len(self.data.sampler.batches(0)), acc.num_processes, self.seconds_per_batch
+            )
             notes.append(note)
         if acc.is_main_process:
             self.run_dir.save(cfg, self.recipe)
@@ -216,8 +230,13 @@ class Trainer:
             for j, indices in enumerate(picks):
                 if j == 1:
                     start = time.perf_counter()
-                batch = data.objective.batch(indices, *data.train_examples(0), model.config, acc.device,
-                                             batch_generator(cfg.seed, 0, j))  # fmt: skip
+                batch = data.objective.batch(
+                    indices,
+                    *data.train_examples(0),
+                    model.config,
+                    acc.device,
+                    batch_generator(cfg.seed, 0, j),
+                )
                 with acc.autocast():
                     loss, _ = forward_loss(model, batch, cfg.label_smoothing, data.objective.name)
                 loss.backward()
@@ -246,10 +265,15 @@ class Trainer:
         batches = data.stream.take(cfg.grad_accum * world)
         first = rank * cfg.grad_accum
         mine = [
-            data.objective.batch(b, *data.train_examples(epoch), self.config, acc.device,
-                                 batch_generator(cfg.seed, step, first + j))
+            data.objective.batch(
+                b,
+                *data.train_examples(epoch),
+                self.config,
+                acc.device,
+                batch_generator(cfg.seed, step, first + j),
+            )
             for j, (epoch, b) in enumerate(batches[first:][: cfg.grad_accum])
-        ]  # fmt: skip
+        ]
         local = torch.stack([b["ntokens"] for b in mine]).sum()
         total = acc.reduce(local.clone(), reduction="sum") if world > 1 else local
         self.model.train()
@@ -276,8 +300,13 @@ class Trainer:
         if world > 1:
             sums[:2] = acc.reduce(sums[:2].clone(), reduction="sum")
         loss_v, nll_v, ntok = (float(x) for x in sums)
-        out = {"loss": loss_v / ntok, "nll_loss": nll_v / ntok, "ppl": math.exp(min(nll_v / ntok, 50.0)),
-               "lr": scheduled[0] * lr_factor, "ntokens": int(ntok)}  # fmt: skip
+        out = {
+            "loss": loss_v / ntok,
+            "nll_loss": nll_v / ntok,
+            "ppl": math.exp(min(nll_v / ntok, 50.0)),
+            "lr": scheduled[0] * lr_factor,
+            "ntokens": int(ntok),
+        }
         if grad_norm is not None:
             out["grad_norm"] = float(grad_norm)
         return out
@@ -290,12 +319,22 @@ class Trainer:
             return {}
         valid = data.splits["validation"]
         metrics = validation_metrics(
-            self.unwrapped, data.tokenizer, data.valid_src, data.valid_tgt, valid["source"], valid["target"],
-            label_smoothing=cfg.label_smoothing, bleu_samples=cfg.bleu_samples if bleu else 0,
-            length_penalty=self.recipe.length_penalty, batch_size=cfg.eval_batch_size, tokenize=self.bleu_tokenize,
-            num_beams=cfg.valid_beams, max_tokens=max(self.recipe.max_tokens, cfg.max_length),
-            accelerator=self.accelerator, objective=data.objective,
-        )  # fmt: skip
+            self.unwrapped,
+            data.tokenizer,
+            data.valid_src,
+            data.valid_tgt,
+            valid["source"],
+            valid["target"],
+            label_smoothing=cfg.label_smoothing,
+            bleu_samples=cfg.bleu_samples if bleu else 0,
+            length_penalty=self.recipe.length_penalty,
+            batch_size=cfg.eval_batch_size,
+            tokenize=self.bleu_tokenize,
+            num_beams=cfg.valid_beams,
+            max_tokens=max(self.recipe.max_tokens, cfg.max_length),
+            accelerator=self.accelerator,
+            objective=data.objective,
+        )
         self.accelerator.wait_for_everyone()
         return metrics
 
@@ -310,10 +349,15 @@ class Trainer:
             acc.log({k: v for k, v in metrics.items() if isinstance(v, (int, float))}, step=state.step)
             self.emit("eval", metrics)
             if state.best.get("valid_loss") is None or metrics["valid_loss"] < state.best["valid_loss"]:
-                state.best = {"valid_loss": metrics["valid_loss"], "checkpoint": f"{ckpt.PREFIX}{state.step}",
-                              "step": state.step}  # fmt: skip
+                state.best = {
+                    "valid_loss": metrics["valid_loss"],
+                    "checkpoint": f"{ckpt.PREFIX}{state.step}",
+                    "step": state.step,
+                }
         root = self.run_dir.checkpoints
-        path = ckpt.save_checkpoint(acc, root, state.step, dataclasses.asdict(state), self.config.to_json_string())
+        path = ckpt.save_checkpoint(
+            acc, root, state.step, dataclasses.asdict(state), self.config.to_json_string()
+        )
         if acc.is_main_process:
             best = state.best.get("checkpoint")
             if best:
@@ -339,10 +383,14 @@ class Trainer:
                 f"Checkpoint {str(path)!r} was written by {saved.get('num_processes')} process(es), this run has "
                 f"{acc.num_processes}; resume with the same number of processes."
             )
-        state = TrainState(**{f.name: saved[f.name] for f in dataclasses.fields(TrainState) if f.name in saved})
+        state = TrainState(
+            **{f.name: saved[f.name] for f in dataclasses.fields(TrainState) if f.name in saved}
+        )
         state.best = dict(state.best or {})
         self.data.stream.load_state_dict(state.stream)
-        self.emit("info", {"message": f"Resumed from {path} at step {state.step}, epoch {self.data.stream.epoch}"})
+        self.emit(
+            "info", {"message": f"Resumed from {path} at step {state.step}, epoch {self.data.stream.epoch}"}
+        )
         return state
 
     # ------------------------------------------------------------------------------------------- exports
@@ -368,11 +416,18 @@ class Trainer:
         if averaged:
             ckpt.load_weights_into(self.unwrapped, current)
         self.accelerator.wait_for_everyone()
-        return {"minutes": minutes, "step": step, "path": str(folder), "averaged_steps": info["steps"] if averaged else None}
+        return {
+            "minutes": minutes,
+            "step": step,
+            "path": str(folder),
+            "averaged_steps": info["steps"] if averaged else None,
+        }
 
     def epochs_done(self) -> float:
         sampler = self.data.sampler
-        return self.data.stream.epoch + sampler.position / max(1, len(sampler.batches(self.data.stream.epoch)))
+        return self.data.stream.epoch + sampler.position / max(
+            1, len(sampler.batches(self.data.stream.epoch))
+        )
 
     # ------------------------------------------------------------------------------------------------ the run
     def stop_reason(self, step: int, seconds: float) -> str:
@@ -391,7 +446,9 @@ class Trainer:
         acc = self.accelerator
         if acc.num_processes == 1:
             return stopped, progress
-        flags = acc.reduce(torch.tensor([1.0 if stopped else 0.0, progress], device=acc.device), reduction="sum")
+        flags = acc.reduce(
+            torch.tensor([1.0 if stopped else 0.0, progress], device=acc.device), reduction="sum"
+        )
         if float(flags[0]) > 0 and not stopped:
             stopped = "another process stopped"
         return stopped, float(flags[1]) / acc.num_processes
@@ -408,26 +465,46 @@ class Trainer:
         cfg, acc, recipe, data = self.cfg, self.accelerator, self.recipe, self.data
         state = self.resume_state()
         result = TrainResult(
-            output_dir=str(self.run_dir.root), num_parameters=self.num_parameters, data_summary=data.summary,
-            num_processes=acc.num_processes, device=acc.device.type, mixed_precision=acc.mixed_precision,
+            output_dir=str(self.run_dir.root),
+            num_parameters=self.num_parameters,
+            data_summary=data.summary,
+            num_processes=acc.num_processes,
+            device=acc.device.type,
+            mixed_precision=acc.mixed_precision,
             precision=self.precision.to_dict(),
-            split_sizes={name: len(split) for name, split in data.splits.items()}, split_origin=data.split_origin,
-        )  # fmt: skip
+            split_sizes={name: len(split) for name, split in data.splits.items()},
+            split_origin=data.split_origin,
+        )
         if acc.log_with:
-            hparams = {k: (v if isinstance(v, (int, float, str, bool)) else str(v))
-                       for k, v in options_dict(cfg).items()}  # fmt: skip
+            hparams = {
+                k: (v if isinstance(v, (int, float, str, bool)) else str(v))
+                for k, v in options_dict(cfg).items()
+            }
             hparams["mixed_precision"] = acc.mixed_precision  # also when accelerate's configuration chose it
             acc.init_trackers("train", config=hparams)
-        self.emit("start", {"step": state.step, "max_steps": cfg.max_steps, "num_parameters": self.num_parameters,
-                            "max_tokens": recipe.max_tokens, "num_processes": acc.num_processes})  # fmt: skip
+        self.emit(
+            "start",
+            {
+                "step": state.step,
+                "max_steps": cfg.max_steps,
+                "num_parameters": self.num_parameters,
+                "max_tokens": recipe.max_tokens,
+                "num_processes": acc.num_processes,
+            },
+        )
         marks = [m for m in recipe.export_marks if m * 60 > state.train_seconds]  # passed before a resume
         before, start = state.train_seconds, time.monotonic()
         tokens_now, last_saved = 0, state.step if cfg.resume else None
         while True:
             seconds = time.monotonic() - start
-            progress = budget_progress(step=state.step, epochs=self.epochs_done(), seconds=seconds,
-                                       max_steps=cfg.max_steps, max_epochs=cfg.max_epochs,
-                                       max_minutes=cfg.max_minutes)  # fmt: skip
+            progress = budget_progress(
+                step=state.step,
+                epochs=self.epochs_done(),
+                seconds=seconds,
+                max_steps=cfg.max_steps,
+                max_epochs=cfg.max_epochs,
+                max_minutes=cfg.max_minutes,
+            )
             stopped, progress = self.agree(self.stop_reason(state.step, seconds), progress)
             if stopped:
                 break
@@ -437,7 +514,9 @@ class Trainer:
             state.target_tokens += logs["ntokens"]
             state.train_seconds = before + time.monotonic() - start
             tokens_now += logs["ntokens"]
-            logs.update(step=state.step, epoch=data.stream.epoch, seconds=state.train_seconds, budget=progress)
+            logs.update(
+                step=state.step, epoch=data.stream.epoch, seconds=state.train_seconds, budget=progress
+            )
             result.history.append(logs)
             self.emit("step", logs)
             if state.step % cfg.log_every == 0:
@@ -491,9 +570,15 @@ class Trainer:
         cfg, acc, data = self.cfg, self.accelerator, self.data
         evaluation = None
         if cfg.objective != "translation":
-            evaluation = score_test_loss(self.unwrapped, data.test_src, data.test_tgt, objective=data.objective,
-                                         label_smoothing=cfg.label_smoothing, accelerator=acc,
-                                         max_tokens=max(self.recipe.max_tokens, cfg.max_length))  # fmt: skip
+            evaluation = score_test_loss(
+                self.unwrapped,
+                data.test_src,
+                data.test_tgt,
+                objective=data.objective,
+                label_smoothing=cfg.label_smoothing,
+                accelerator=acc,
+                max_tokens=max(self.recipe.max_tokens, cfg.max_length),
+            )
             if evaluation.test_metrics and acc.is_main_process:
                 acc.log({"test/ppl": evaluation.test_metrics["perplexity"]}, step=result.step)
             return evaluation if acc.is_main_process else None
@@ -503,22 +588,39 @@ class Trainer:
             if extra is None and self.languages[0] == "zh":
                 extra = "我爱机器翻译"
             evaluation = evaluate_run(
-                model, data.tokenizer, data.splits, candidates=self.recipe.length_penalty_candidates,
+                model,
+                data.tokenizer,
+                data.splits,
+                candidates=self.recipe.length_penalty_candidates,
                 length_penalty=None if self.recipe.length_penalty_candidates else self.recipe.length_penalty,
                 num_beams=cfg.test_beams or model.generation_config.num_beams,
-                batch_size=cfg.eval_batch_size, tokenize=self.bleu_tokenize, num_samples=cfg.num_samples,
-                extra_sentences=[t.strip() for t in (extra or "").split("|") if t.strip()], emit=self.emit,
-            )  # fmt: skip
+                batch_size=cfg.eval_batch_size,
+                tokenize=self.bleu_tokenize,
+                num_samples=cfg.num_samples,
+                extra_sentences=[t.strip() for t in (extra or "").split("|") if t.strip()],
+                emit=self.emit,
+            )
             if evaluation.test_metrics:
-                acc.log({"test/bleu": evaluation.test_metrics["bleu"], "test/chrf": evaluation.test_metrics["chrf"]},
-                        step=result.step)  # fmt: skip
+                acc.log(
+                    {
+                        "test/bleu": evaluation.test_metrics["bleu"],
+                        "test/chrf": evaluation.test_metrics["chrf"],
+                    },
+                    step=result.step,
+                )
         return evaluation
 
     def export(self, result: TrainResult) -> None:
         """Save the final model folder with eval_results.json and the model card (main process)."""
         values = card_values(self.cfg, self.recipe, self.config, result)
-        export_model(self.unwrapped, self.data.tokenizer, self.run_dir.root, values, self.cfg.model_card,
-                     result.test_metrics)  # fmt: skip
+        export_model(
+            self.unwrapped,
+            self.data.tokenizer,
+            self.run_dir.root,
+            values,
+            self.cfg.model_card,
+            result.test_metrics,
+        )
         self.emit("exported", {"path": str(self.run_dir.root)})
         if self.cfg.export_ct2:
             quantization = None if self.cfg.export_ct2 == "float32" else self.cfg.export_ct2

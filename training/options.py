@@ -43,12 +43,16 @@ def report_to_trackers(report_to: str) -> list[str]:
         return installed
     unknown = [n for n in names if n not in TRACKERS]
     if unknown:
-        raise ValueError(f"--report_to {report_to!r}: unknown tracker(s) {unknown}; choose among {', '.join(TRACKERS)}, "
-                         "'all' or 'none'.")  # fmt: skip
+        raise ValueError(
+            f"--report_to {report_to!r}: unknown tracker(s) {unknown}; choose among {', '.join(TRACKERS)}, "
+            "'all' or 'none'."
+        )
     missing = [n for n in names if n not in installed]
     if missing:
-        raise ValueError(f"--report_to {report_to!r}: {', '.join(missing)} is not installed here; pip install "
-                         f"{' '.join(missing)}, or pass --report_to none.")  # fmt: skip
+        raise ValueError(
+            f"--report_to {report_to!r}: {', '.join(missing)} is not installed here; pip install "
+            f"{' '.join(missing)}, or pass --report_to none."
+        )
     return list(dict.fromkeys(names))
 
 
@@ -68,7 +72,8 @@ class TrainConfig(DataOptions):
         None, "tokenizer folder; default: train a joint BPE on the training split (or reuse it)"
     )
     vocab_size: int = _f(
-        DEFAULT_VOCAB_SIZE, "joint BPE vocabulary size when the tokenizer is trained here (not with --tokenizer)"
+        DEFAULT_VOCAB_SIZE,
+        "joint BPE vocabulary size when the tokenizer is trained here (not with --tokenizer)",
     )
     han_characters: bool = _f(
         False,
@@ -147,8 +152,9 @@ class TrainConfig(DataOptions):
     )
     # budget
     max_steps: int | None = _f(
-        None, "stop after this many optimizer updates (in total, across resumes); the default --max_minutes 25 "
-        "still applies: add --max_minutes 0 for a budget in updates only"
+        None,
+        "stop after this many optimizer updates (in total, across resumes); the default --max_minutes 25 "
+        "still applies: add --max_minutes 0 for a budget in updates only",
     )
     max_epochs: int | None = _f(None, "stop after this many epochs")
     max_minutes: float | None = _f(
@@ -215,7 +221,8 @@ class TrainConfig(DataOptions):
     )
     report_to: str = _f(
         "tensorboard",
-        "experiment trackers, through accelerate: comma-separated names among " + ", ".join(TRACKERS)
+        "experiment trackers, through accelerate: comma-separated names among "
+        + ", ".join(TRACKERS)
         + " (local ones write to OUTPUT_DIR/runs), 'all' (every installed one) or 'none'",
     )
     num_samples: int = _f(3, "sample test translations returned (and printed by the script)")
@@ -230,7 +237,8 @@ class TrainConfig(DataOptions):
     export_ct2: str | None = _f(
         None,
         "also export the final model for CTranslate2 to OUTPUT_DIR/ct2: 'float32' or a quantization ("
-        + ", ".join(QUANTIZATIONS) + "); needs pip install '.[export]'",
+        + ", ".join(QUANTIZATIONS)
+        + "); needs pip install '.[export]'",
         choices=("float32", *QUANTIZATIONS),
     )
 
@@ -252,14 +260,47 @@ TrainConfig.help_groups = {
 ARCHITECTURE_OPTIONS = ("normalize_before", "encoder_layers", "decoder_layers")
 
 # options that must not change when a run is resumed
-RESUME_KEYS = ("data", "max_lines", "valid_size", "test_size", "split_by", "split_groups", "split_block_size",
-               "split_seed", "max_length",
-               "preset", "dropout", "init_std", "linear_init_std", "normalize_before", "encoder_layers",
-               "decoder_layers", "seed", "grad_accum", "label_smoothing",
-               "source_column", "target_column", "source_lang", "target_lang", "has_header", "hub_config", "train_split",
-               "valid_split", "test_split", "on_bad_line", "max_tokens", "objective", "init_from", "causal_lm_data",
-               "mlm_probability", "noise_density", "mean_noise_span_length", "bpe_dropout", "vocab_size",
-               "han_characters")  # fmt: skip
+RESUME_KEYS = (
+    "data",
+    "max_lines",
+    "valid_size",
+    "test_size",
+    "split_by",
+    "split_groups",
+    "split_block_size",
+    "split_seed",
+    "max_length",
+    "preset",
+    "dropout",
+    "init_std",
+    "linear_init_std",
+    "normalize_before",
+    "encoder_layers",
+    "decoder_layers",
+    "seed",
+    "grad_accum",
+    "label_smoothing",
+    "source_column",
+    "target_column",
+    "source_lang",
+    "target_lang",
+    "has_header",
+    "hub_config",
+    "train_split",
+    "valid_split",
+    "test_split",
+    "on_bad_line",
+    "max_tokens",
+    "objective",
+    "init_from",
+    "causal_lm_data",
+    "mlm_probability",
+    "noise_density",
+    "mean_noise_span_length",
+    "bpe_dropout",
+    "vocab_size",
+    "han_characters",
+)
 
 
 def float_list(text: str, option: str, what: str, positive: bool = False) -> list[float]:
@@ -286,7 +327,11 @@ def length_penalty_candidates(cfg: TrainConfig) -> list[float]:
 def given_tokenizer(cfg: TrainConfig) -> str | None:
     """The tokenizer folder the run uses as it is: ``--tokenizer``, else ``--init_from``'s when that folder holds a
     tokenizer; None when the run trains its own."""
-    if cfg.tokenizer is None and cfg.init_from is not None and (Path(cfg.init_from) / "tokenizer.json").exists():
+    if (
+        cfg.tokenizer is None
+        and cfg.init_from is not None
+        and (Path(cfg.init_from) / "tokenizer.json").exists()
+    ):
         return cfg.init_from
     return cfg.tokenizer
 
@@ -300,7 +345,9 @@ def check_options(cfg: TrainConfig) -> None:
     problems = cfg.check()
     if cfg.export_ct2 is not None:
         if cfg.export_ct2 not in ("float32", *QUANTIZATIONS):
-            problems.append(f"--export_ct2 must be float32 or one of {', '.join(QUANTIZATIONS)}, got {cfg.export_ct2!r}")
+            problems.append(
+                f"--export_ct2 must be float32 or one of {', '.join(QUANTIZATIONS)}, got {cfg.export_ct2!r}"
+            )
         elif not cfg.export:
             problems.append("--export_ct2 needs --export (it converts the exported model)")
         elif importlib.util.find_spec("ctranslate2") is None:
@@ -317,8 +364,10 @@ def check_options(cfg: TrainConfig) -> None:
     if cfg.length_penalty is not None and not math.isfinite(cfg.length_penalty):
         problems.append(f"--length_penalty must be a finite number, got {cfg.length_penalty}")
     if length_penalty_candidates(cfg) and cfg.length_penalty is not None:
-        problems.append("--length_penalty fixes the length penalty, --length_penalty_candidates searches for it: "
-                        "give one of them")  # fmt: skip
+        problems.append(
+            "--length_penalty fixes the length penalty, --length_penalty_candidates searches for it: "
+            "give one of them"
+        )
     minute_marks(cfg)
     if cfg.tokenizer is not None and (problem := given_tokenizer_problem(cfg.tokenizer)) is not None:
         problems.append(problem)
@@ -326,10 +375,16 @@ def check_options(cfg: TrainConfig) -> None:
         shaping = [f"--vocab_size {cfg.vocab_size}"] if cfg.vocab_size != DEFAULT_VOCAB_SIZE else []
         shaping += ["--han_characters"] if cfg.han_characters else []
         if shaping:
-            source = f"--tokenizer {given!r}" if cfg.tokenizer is not None else f"--init_from {given!r}'s tokenizer"
+            source = (
+                f"--tokenizer {given!r}"
+                if cfg.tokenizer is not None
+                else f"--init_from {given!r}'s tokenizer"
+            )
             verb = "shape" if len(shaping) > 1 else "shapes"
-            problems.append(f"{' and '.join(shaping)} {verb} a tokenizer trained by the run; {source} is used as it "
-                            "is: drop one or the other")  # fmt: skip
+            problems.append(
+                f"{' and '.join(shaping)} {verb} a tokenizer trained by the run; {source} is used as it "
+                "is: drop one or the other"
+            )
     if cfg.lr_scale is not None and not (math.isfinite(cfg.lr_scale) and cfg.lr_scale > 0):
         problems.append(f"--lr_scale must be a number > 0, got {cfg.lr_scale}")
     for name in ("warmup_steps", "max_tokens", "average_every", "encoder_layers", "decoder_layers"):
@@ -338,16 +393,24 @@ def check_options(cfg: TrainConfig) -> None:
     for name, value in (("clip_norm", cfg.clip_norm), ("weight_decay", cfg.weight_decay)):
         if value is not None and not (math.isfinite(value) and value >= 0):
             problems.append(f"--{name} must be a number >= 0 (0 turns it off), got {value}")
-    for name, value in (("dropout", cfg.dropout), ("label_smoothing", cfg.label_smoothing), ("cooldown", cfg.cooldown)):
+    for name, value in (
+        ("dropout", cfg.dropout),
+        ("label_smoothing", cfg.label_smoothing),
+        ("cooldown", cfg.cooldown),
+    ):
         if value is not None and not 0.0 <= value < 1.0:
             problems.append(f"--{name} must be in [0, 1), got {value}")
     architecture = [f"--{name}" for name in ARCHITECTURE_OPTIONS if getattr(cfg, name) is not None]
     if architecture and cfg.init_from is not None:
-        problems.append(f"{', '.join(architecture)} shape a new model; --init_from's architecture is used as it is: drop "
-                        "one or the other")  # fmt: skip
+        problems.append(
+            f"{', '.join(architecture)} shape a new model; --init_from's architecture is used as it is: drop "
+            "one or the other"
+        )
     unused = {"causal_lm": "encoder_layers", "masked_lm": "decoder_layers"}.get(cfg.objective)
     if unused is not None and getattr(cfg, unused) is not None:
-        problems.append(f"--objective {cfg.objective} trains a model without {unused.split('_')[0]}: drop --{unused}")
+        problems.append(
+            f"--objective {cfg.objective} trains a model without {unused.split('_')[0]}: drop --{unused}"
+        )
     if cfg.average_last is not None and cfg.average_last < 0:
         problems.append(f"--average_last must be >= 0, got {cfg.average_last}")
     if cfg.mixed_precision is not None and cfg.mixed_precision not in MIXED_PRECISIONS:
@@ -359,20 +422,26 @@ def check_options(cfg: TrainConfig) -> None:
     elif cfg.export_ct2 is not None and cfg.objective in ("causal_lm", "masked_lm"):
         problems.append(f"--export_ct2 exports translation models; --objective {cfg.objective} cannot use it")
     if cfg.causal_lm_data not in CAUSAL_LM_DATA:
-        problems.append(f"--causal_lm_data must be one of {', '.join(CAUSAL_LM_DATA)}, got {cfg.causal_lm_data!r}")
+        problems.append(
+            f"--causal_lm_data must be one of {', '.join(CAUSAL_LM_DATA)}, got {cfg.causal_lm_data!r}"
+        )
     for name in ("mlm_probability", "noise_density"):
         if not 0.0 < getattr(cfg, name) < 1.0:
             problems.append(f"--{name} must be in (0, 1), got {getattr(cfg, name)}")
     if not 0.0 <= cfg.bpe_dropout < 1.0:
         problems.append(f"--bpe_dropout must be in [0, 1), got {cfg.bpe_dropout} (the paper's value is 0.1)")
     elif cfg.bpe_dropout > 0 and cfg.objective != "translation":
-        problems.append(f"--bpe_dropout re-segments translation pairs; --objective {cfg.objective} cannot use it "
-                        "(pass --bpe_dropout 0)")  # fmt: skip
+        problems.append(
+            f"--bpe_dropout re-segments translation pairs; --objective {cfg.objective} cannot use it "
+            "(pass --bpe_dropout 0)"
+        )
     if not cfg.mean_noise_span_length >= 1.0:
         problems.append(f"--mean_noise_span_length must be >= 1, got {cfg.mean_noise_span_length}")
     if cfg.init_from is not None and not (Path(cfg.init_from) / "config.json").is_file():
-        problems.append(f"--init_from {cfg.init_from!r} is not a model folder (no config.json); pass the OUTPUT_DIR "
-                        "of a finished run")  # fmt: skip
+        problems.append(
+            f"--init_from {cfg.init_from!r} is not a model folder (no config.json); pass the OUTPUT_DIR "
+            "of a finished run"
+        )
     if cfg.max_length < 2:
         problems.append(f"--max_length must be >= 2, got {cfg.max_length}")
     if not (cfg.max_steps or cfg.max_epochs or cfg.max_minutes):

@@ -78,9 +78,13 @@ def plot_training_curves(runs: Sequence[Curves], path: str | Path, title: str | 
             axes[1, 1].plot([s / 60 for s in run.valid_seconds], run.valid_bleu, marker="o", label=run.name)
     for ax, (x, y) in zip(
         axes.flat,
-        [("updates", "training loss (per token)"), ("minutes of training", "training loss (per token)"),
-         ("updates", "validation BLEU (greedy)"), ("minutes of training", "validation BLEU (greedy)")],
-    ):  # fmt: skip
+        [
+            ("updates", "training loss (per token)"),
+            ("minutes of training", "training loss (per token)"),
+            ("updates", "validation BLEU (greedy)"),
+            ("minutes of training", "validation BLEU (greedy)"),
+        ],
+    ):
         ax.set_xlabel(x)
         ax.set_ylabel(y)
         ax.grid(alpha=0.3)

@@ -43,29 +43,72 @@ from vanilla_transformer.modeling import VanillaTransformerConfig
 
 PRESETS: dict[str, dict] = {
     "tiny": dict(
-        model=dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-                   decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, dropout=0.1,
-                   max_position_embeddings=512),
+        model=dict(
+            d_model=64,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=128,
+            decoder_ffn_dim=128,
+            dropout=0.1,
+            max_position_embeddings=512,
+        ),
         recipe=dict(max_tokens=1024, warmup_steps=100, lr_scale=1.0, clip_norm=0.0),
     ),
     "small": dict(
-        model=dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4,
-                   decoder_attention_heads=4, encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.0,
-                   max_position_embeddings=512, init_std=0.02, linear_init_std=0.02),
-        recipe=dict(max_tokens=1024, warmup_steps=450, lr_scale=0.6, clip_norm=1.0, average_last=5,
-                    average_every=200, cooldown=0.2, long_budget_epochs=12, long_budget_dropout=0.1),
+        model=dict(
+            d_model=256,
+            encoder_layers=3,
+            decoder_layers=3,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=1024,
+            decoder_ffn_dim=1024,
+            dropout=0.0,
+            max_position_embeddings=512,
+            init_std=0.02,
+            linear_init_std=0.02,
+        ),
+        recipe=dict(
+            max_tokens=1024,
+            warmup_steps=450,
+            lr_scale=0.6,
+            clip_norm=1.0,
+            average_last=5,
+            average_every=200,
+            cooldown=0.2,
+            long_budget_epochs=12,
+            long_budget_dropout=0.1,
+        ),
     ),
     "base": dict(
-        model=dict(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
-                   decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, dropout=0.1),
+        model=dict(
+            d_model=512,
+            encoder_layers=6,
+            decoder_layers=6,
+            encoder_attention_heads=8,
+            decoder_attention_heads=8,
+            encoder_ffn_dim=2048,
+            decoder_ffn_dim=2048,
+            dropout=0.1,
+        ),
         recipe=dict(max_tokens=25000, warmup_steps=4000, lr_scale=1.0, clip_norm=0.0),
     ),
     "big": dict(
-        model=dict(d_model=1024, encoder_layers=6, decoder_layers=6, encoder_attention_heads=16,
-                   decoder_attention_heads=16, encoder_ffn_dim=4096, decoder_ffn_dim=4096, dropout=0.3),
+        model=dict(
+            d_model=1024,
+            encoder_layers=6,
+            decoder_layers=6,
+            encoder_attention_heads=16,
+            decoder_attention_heads=16,
+            encoder_ffn_dim=4096,
+            decoder_ffn_dim=4096,
+            dropout=0.3,
+        ),
         recipe=dict(max_tokens=25000, warmup_steps=4000, lr_scale=1.0, clip_norm=0.0),
     ),
-}  # fmt: skip
+}
 
 
 def preset_names() -> list[str]:
@@ -77,8 +120,13 @@ def recipe_defaults(preset: str) -> dict:
     ``average_every``, ``cooldown`` and long-budget dropout rule (``long_budget_epochs``,
     ``long_budget_dropout``; averaging, cooldown and the rule are off unless the preset sets them)."""
     _check(preset)
-    defaults = {"average_last": 0, "average_every": 100, "cooldown": 0.0, "long_budget_epochs": None,
-                "long_budget_dropout": None}  # fmt: skip
+    defaults = {
+        "average_last": 0,
+        "average_every": 100,
+        "cooldown": 0.0,
+        "long_budget_epochs": None,
+        "long_budget_dropout": None,
+    }
     return {**defaults, **PRESETS[preset]["recipe"]}
 
 
@@ -130,7 +178,9 @@ def build_family_config(objective: str, preset: str, vocab_size: int, **override
 
         other, config_class = "decoder", VanillaEncoderOnlyConfig
     else:
-        raise ValueError(f"Unknown objective {objective!r}; choose translation, causal_lm, masked_lm or span_corruption.")
+        raise ValueError(
+            f"Unknown objective {objective!r}; choose translation, causal_lm, masked_lm or span_corruption."
+        )
     values = {k: v for k, v in values.items() if not k.startswith(other + "_")}
     return config_class(vocab_size=vocab_size, **values)
 

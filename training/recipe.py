@@ -47,25 +47,46 @@ class Recipe:
     encoder_layers: int | None  # None: the preset's
     decoder_layers: int | None  # None: the preset's
     length_penalty_candidates: tuple[float, ...]
-    length_penalty: float  # --length_penalty, else DEFAULT_LENGTH_PENALTY (until a search on validation chooses)
+    length_penalty: (
+        float  # --length_penalty, else DEFAULT_LENGTH_PENALTY (until a search on validation chooses)
+    )
     export_marks: tuple[float, ...]  # --export_at_minutes, sorted
-    precision: dict | None = None  # the run's mixed precision, who chose it and why (training.hardware.PrecisionChoice)
-    expected_epochs: float | None = None  # passes over the data the budget allows (when the long-budget rule decided)
+    precision: dict | None = (
+        None  # the run's mixed precision, who chose it and why (training.hardware.PrecisionChoice)
+    )
+    expected_epochs: float | None = (
+        None  # passes over the data the budget allows (when the long-budget rule decided)
+    )
 
     def model_config(self, vocab_size: int) -> VanillaTransformerConfig:
         """The model configuration: the preset's architecture for the objective's model family, with this
         recipe's dropout, initialisation, LayerNorm placement and depths."""
-        return build_family_config(self.objective, self.preset, vocab_size, dropout=self.dropout,
-                                   init_std=self.init_std, linear_init_std=self.linear_init_std,
-                                   normalize_before=self.normalize_before, encoder_layers=self.encoder_layers,
-                                   decoder_layers=self.decoder_layers)  # fmt: skip
+        return build_family_config(
+            self.objective,
+            self.preset,
+            vocab_size,
+            dropout=self.dropout,
+            init_std=self.init_std,
+            linear_init_std=self.linear_init_std,
+            normalize_before=self.normalize_before,
+            encoder_layers=self.encoder_layers,
+            decoder_layers=self.decoder_layers,
+        )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
 
 # the recipe fields a resumed run takes from its saved recipe when the option is left unset (the dropout too)
-RESUMED_FIELDS = ("max_tokens", "warmup_steps", "lr_scale", "clip_norm", "cooldown", "average_last", "average_every")
+RESUMED_FIELDS = (
+    "max_tokens",
+    "warmup_steps",
+    "lr_scale",
+    "clip_norm",
+    "cooldown",
+    "average_last",
+    "average_every",
+)
 # restored from the checkpoint's optimizer and scheduler state: a resumed run cannot change them
 SCHEDULE_FIELDS = ("warmup_steps", "lr_scale")
 
@@ -77,8 +98,11 @@ def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
     a resumed run is given a learning-rate schedule other than the saved one."""
     defaults = recipe_defaults(cfg.preset)
     saved = saved or {}
-    fixed = {name: (saved[name], getattr(cfg, name)) for name in SCHEDULE_FIELDS
-             if saved.get(name) is not None and getattr(cfg, name) not in (None, saved[name])}  # fmt: skip
+    fixed = {
+        name: (saved[name], getattr(cfg, name))
+        for name in SCHEDULE_FIELDS
+        if saved.get(name) is not None and getattr(cfg, name) not in (None, saved[name])
+    }
     if fixed:
         raise ValueError(
             "Cannot resume with a different learning-rate schedule (checkpoint value, this run): "
@@ -142,7 +166,10 @@ def expected_epochs(
 
 
 def budget_dropout_decision(
-    cfg: TrainConfig, recipe: Recipe, batches_per_epoch: int, num_processes: int,
+    cfg: TrainConfig,
+    recipe: Recipe,
+    batches_per_epoch: int,
+    num_processes: int,
     measure_seconds_per_batch: Callable[[], float],
 ) -> tuple[Recipe, str]:
     """The recipe with the dropout of the preset's long-budget rule decided (`dropout_pending` runs only), and a
@@ -165,15 +192,28 @@ def budget_dropout_decision(
             f"no long-budget dropout: the budget allows {budget}, fewer than the {cfg.preset} preset's {threshold:g} "
             f"for its dropout {long_dropout} (pass --dropout to choose)"
         )
-    early = [m for m in recipe.export_marks if seconds is not None and expected_epochs(
-        dataclasses.replace(cfg, max_minutes=m, max_steps=None, max_epochs=None), batches_per_epoch, num_processes,
-        seconds) < threshold]  # fmt: skip
+    early = [
+        m
+        for m in recipe.export_marks
+        if seconds is not None
+        and expected_epochs(
+            dataclasses.replace(cfg, max_minutes=m, max_steps=None, max_epochs=None),
+            batches_per_epoch,
+            num_processes,
+            seconds,
+        )
+        < threshold
+    ]
     return recipe, (
         f"dropout {dropout}: the budget allows {budget}, at least the {cfg.preset} preset's {threshold:g} for its "
         "long-budget dropout (pass --dropout to choose)"
-        + (f"; the minute-{early[0]:g} export is this run's state, not what a {early[0]:g}-minute run "
-           "(no long-budget dropout) would give" if early else "")
-    )  # fmt: skip
+        + (
+            f"; the minute-{early[0]:g} export is this run's state, not what a {early[0]:g}-minute run "
+            "(no long-budget dropout) would give"
+            if early
+            else ""
+        )
+    )
 
 
 def resume_changes(saved: dict | None, recipe: Recipe) -> str | None:
@@ -182,7 +222,9 @@ def resume_changes(saved: dict | None, recipe: Recipe) -> str | None:
     changed = [
         f"--{name} {getattr(recipe, name)!r} (started with {saved[name]!r})"
         for name in RESUMED_FIELDS
-        if name not in SCHEDULE_FIELDS and saved.get(name) is not None and saved[name] != getattr(recipe, name)
+        if name not in SCHEDULE_FIELDS
+        and saved.get(name) is not None
+        and saved[name] != getattr(recipe, name)
     ]
     if not changed:
         return None
@@ -198,5 +240,5 @@ def warmup_note(recipe: Recipe, steps: int) -> str | None:
     return (
         f"the run stopped after {steps} updates, before twice its {recipe.warmup_steps} warm-up updates: most of "
         "it trained below the peak learning rate. For a budget this small on this machine pass a shorter "
-        "--warmup_steps (docs/quality.md, \"Slower machines\")"
+        '--warmup_steps (docs/quality.md, "Slower machines")'
     )

@@ -47,9 +47,14 @@ def build_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup_steps
 
 
 def budget_progress(
-    *, step: int, epochs: float, seconds: float, max_steps: int | None, max_epochs: int | None,
+    *,
+    step: int,
+    epochs: float,
+    seconds: float,
+    max_steps: int | None,
+    max_epochs: int | None,
     max_minutes: float | None,
-) -> float:  # fmt: skip
+) -> float:
     """The fraction of the budget done before the next update: the largest of ``step / max_steps``,
     ``epochs / max_epochs`` and ``seconds / (60 * max_minutes)`` (the rule that stops the run first), at most 1.
     ``seconds`` are this invocation's training seconds (``--max_minutes`` budgets one invocation)."""

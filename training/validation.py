@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
 from vanilla_transformer.inference import evaluate_translation
 from vanilla_transformer.modeling import IGNORE_INDEX, shift_tokens_right
 
@@ -41,8 +40,13 @@ from .loss import label_smoothed_nll_loss
 LENGTH_CAP = {"max_len_a": 2.0, "max_len_b": 10}
 
 
-def model_batch(indices: Sequence[int], sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]], config,
-                device: torch.device) -> dict[str, torch.Tensor]:  # fmt: skip
+def model_batch(
+    indices: Sequence[int],
+    sources: Sequence[Sequence[int]],
+    targets: Sequence[Sequence[int]],
+    config,
+    device: torch.device,
+) -> dict[str, torch.Tensor]:
     """The pairs ``indices`` of ``sources``/``targets`` collated (`training.batching.collate`), with the
     teacher-forcing decoder input (labels shifted right), on ``device``."""
     batch = collate([sources[i] for i in indices], [targets[i] for i in indices], config.pad_token_id)
@@ -72,8 +76,15 @@ class Objective:
     masker: Any = None  # masked_lm: transformers' DataCollatorForLanguageModeling
 
     @classmethod
-    def for_tokenizer(cls, name: str, tokenizer, *, mlm_probability: float = 0.15, noise_density: float = 0.15,
-                      mean_noise_span_length: float = 3.0) -> Objective:  # fmt: skip
+    def for_tokenizer(
+        cls,
+        name: str,
+        tokenizer,
+        *,
+        mlm_probability: float = 0.15,
+        noise_density: float = 0.15,
+        mean_noise_span_length: float = 3.0,
+    ) -> Objective:
         """The objective ``name`` with what it needs from ``tokenizer`` (sentinels, mask token); raises
         `ValueError` saying how to get a tokenizer that has them."""
         if name == "span_corruption":
@@ -88,7 +99,9 @@ class Objective:
                     "masked_lm needs a tokenizer with a mask token (<mask>); train one with "
                     "train_bpe_tokenizer(..., denoising_tokens=True), or leave --tokenizer unset so that the run trains one."
                 )
-            return cls(name, masker=DataCollatorForLanguageModeling(tokenizer, mlm_probability=mlm_probability))
+            return cls(
+                name, masker=DataCollatorForLanguageModeling(tokenizer, mlm_probability=mlm_probability)
+            )
         return cls(name)
 
     @property
@@ -96,7 +109,9 @@ class Objective:
         """Whether the model is the encoder-decoder (the model's input and its teacher-forced output differ)."""
         return self.name in SEQ2SEQ_OBJECTIVES
 
-    def lengths(self, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    def lengths(
+        self, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]]
+    ) -> tuple[list[int], list[int]]:
         """The (source, target) lengths the token-budget sampler sizes batches by: a causal LM reads both as one
         sequence; the text objectives read each text once (span corruption never lengthens a text)."""
         if self.name == "causal_lm":
@@ -104,22 +119,35 @@ class Objective:
             return both, both
         return [len(s) for s in sources], [len(t) for t in targets]
 
-    def batch(self, indices: Sequence[int], sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]],
-              config, device: torch.device, rng: np.random.Generator | None = None) -> dict[str, torch.Tensor]:  # fmt: skip
+    def batch(
+        self,
+        indices: Sequence[int],
+        sources: Sequence[Sequence[int]],
+        targets: Sequence[Sequence[int]],
+        config,
+        device: torch.device,
+        rng: np.random.Generator | None = None,
+    ) -> dict[str, torch.Tensor]:
         """The examples ``indices`` collated for the objective (`training.batching`), on ``device``; ``rng`` draws
         the spans or masks (unused by translation and causal LM)."""
         if self.name == "translation":
             return model_batch(indices, sources, targets, config, device)
         if self.name == "causal_lm":
-            batch = collate_causal_lm([sources[i] for i in indices], [targets[i] for i in indices], config.pad_token_id)
+            batch = collate_causal_lm(
+                [sources[i] for i in indices], [targets[i] for i in indices], config.pad_token_id
+            )
         elif self.name == "masked_lm":
             batch = collate_masked_lm([sources[i] for i in indices], self.masker, rng)
         elif self.name == "span_corruption":
             batch = collate_span_corruption(
-                [sources[i] for i in indices], self.sentinel_ids, rng, eos_token_id=config.eos_token_id,
-                pad_token_id=config.pad_token_id, noise_density=self.noise_density,
+                [sources[i] for i in indices],
+                self.sentinel_ids,
+                rng,
+                eos_token_id=config.eos_token_id,
+                pad_token_id=config.pad_token_id,
+                noise_density=self.noise_density,
                 mean_noise_span_length=self.mean_noise_span_length,
-            )  # fmt: skip
+            )
             batch["decoder_input_ids"] = shift_tokens_right(
                 batch["labels"], config.pad_token_id, config.decoder_start_token_id
             )
@@ -143,7 +171,9 @@ def forward_loss(
         ).logits
         return label_smoothed_nll_loss(logits, batch["labels"], label_smoothing)
     if objective == "causal_lm":
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False).logits
+        logits = model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False
+        ).logits
         next_tokens = torch.nn.functional.pad(batch["labels"][:, 1:], (0, 1), value=IGNORE_INDEX)  # (B, T)
         return label_smoothed_nll_loss(logits, next_tokens, label_smoothing)
     if objective == "masked_lm":
@@ -188,21 +218,35 @@ def validation_metrics(
         batches = sampler.batches(0)
         sums = torch.zeros(3, device=device)
         for number in range(rank, len(batches), world):
-            batch = objective.batch(batches[number], valid_src, valid_tgt, model.config, device, batch_generator(number))
+            batch = objective.batch(
+                batches[number], valid_src, valid_tgt, model.config, device, batch_generator(number)
+            )
             with accelerator.autocast() if accelerator else nullcontext():
                 loss, nll = forward_loss(model, batch, label_smoothing, objective.name)
             sums += torch.stack([loss.float(), nll.float(), batch["ntokens"].float()])
         if world > 1:
             sums = accelerator.reduce(sums, reduction="sum")
         loss_v, nll_v, ntok = (float(x) for x in sums)
-        metrics = {"valid_loss": loss_v / ntok, "valid_nll_loss": nll_v / ntok,
-                   "valid_ppl": math.exp(min(nll_v / ntok, 50))}  # fmt: skip
+        metrics = {
+            "valid_loss": loss_v / ntok,
+            "valid_nll_loss": nll_v / ntok,
+            "valid_ppl": math.exp(min(nll_v / ntok, 50)),
+        }
     n = min(bleu_samples, len(sources)) if objective.name == "translation" else 0
     if n > 0 and (accelerator is None or accelerator.is_main_process):
         scores, _ = evaluate_translation(
-            model, tokenizer, list(sources[:n]), list(references[:n]), tokenize=tokenize, num_beams=num_beams,
-            length_penalty=length_penalty, batch_size=batch_size, **LENGTH_CAP,
-        )  # fmt: skip
-        metrics.update(valid_bleu=scores["bleu"], valid_chrf=scores["chrf"], bleu_signature=scores["bleu_signature"])
+            model,
+            tokenizer,
+            list(sources[:n]),
+            list(references[:n]),
+            tokenize=tokenize,
+            num_beams=num_beams,
+            length_penalty=length_penalty,
+            batch_size=batch_size,
+            **LENGTH_CAP,
+        )
+        metrics.update(
+            valid_bleu=scores["bleu"], valid_chrf=scores["chrf"], bleu_signature=scores["bleu_signature"]
+        )
     model.train(was_training)
     return metrics

@@ -39,7 +39,10 @@ def dispatch(prog: str, commands: Mapping[str, tuple[str, str]], argv: list[str]
     if name not in commands:
         close = difflib.get_close_matches(name, list(commands), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        print(f"{prog}: error: unknown command {name!r}{hint}; choose from {', '.join(commands)}", file=sys.stderr)
+        print(
+            f"{prog}: error: unknown command {name!r}{hint}; choose from {', '.join(commands)}",
+            file=sys.stderr,
+        )
         return 2
     module = importlib.import_module(f"vanilla_transformer.commands.{commands[name][0]}")
     return module.main(rest)
@@ -52,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
 
         print(f"vanilla-transformer {version('vanilla-transformer')}")
         return 0
-    summary = "The encoder-decoder Transformer of 'Attention Is All You Need': train, translate, evaluate, export."
+    summary = (
+        "The encoder-decoder Transformer of 'Attention Is All You Need': train, translate, evaluate, export."
+    )
     return dispatch("vanilla-transformer", COMMANDS, argv, summary)
 
 

@@ -59,15 +59,28 @@ class Bleu(evaluate.Metric):
             homepage="https://github.com/mjpost/sacrebleu",
             features=[
                 datasets.Features(
-                    {"predictions": datasets.Value("string"), "references": datasets.Sequence(datasets.Value("string"))}
+                    {
+                        "predictions": datasets.Value("string"),
+                        "references": datasets.Sequence(datasets.Value("string")),
+                    }
                 ),
-                datasets.Features({"predictions": datasets.Value("string"), "references": datasets.Value("string")}),
+                datasets.Features(
+                    {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
+                ),
             ],
-            reference_urls=["https://github.com/mjpost/sacrebleu", "https://www.aclweb.org/anthology/W18-6319"],
+            reference_urls=[
+                "https://github.com/mjpost/sacrebleu",
+                "https://www.aclweb.org/anthology/W18-6319",
+            ],
         )
 
     def _compute(
-        self, predictions, references, tokenize: str = "13a", lowercase: bool = False, smooth_method: str = "exp"
+        self,
+        predictions,
+        references,
+        tokenize: str = "13a",
+        lowercase: bool = False,
+        smooth_method: str = "exp",
     ) -> dict:
         streams = reference_streams(references)
         bleu = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method)

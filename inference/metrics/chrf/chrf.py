@@ -57,22 +57,39 @@ class Chrf(evaluate.Metric):
             homepage="https://github.com/mjpost/sacrebleu",
             features=[
                 datasets.Features(
-                    {"predictions": datasets.Value("string"), "references": datasets.Sequence(datasets.Value("string"))}
+                    {
+                        "predictions": datasets.Value("string"),
+                        "references": datasets.Sequence(datasets.Value("string")),
+                    }
                 ),
-                datasets.Features({"predictions": datasets.Value("string"), "references": datasets.Value("string")}),
+                datasets.Features(
+                    {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
+                ),
             ],
             reference_urls=["https://github.com/mjpost/sacrebleu", "https://aclanthology.org/W15-3049"],
         )
 
     def _compute(
-        self, predictions, references, char_order: int = 6, word_order: int = 0, beta: int = 2,
-        lowercase: bool = False, whitespace: bool = False,
-    ) -> dict:  # fmt: skip
+        self,
+        predictions,
+        references,
+        char_order: int = 6,
+        word_order: int = 0,
+        beta: int = 2,
+        lowercase: bool = False,
+        whitespace: bool = False,
+    ) -> dict:
         rows = [[r] if isinstance(r, str) else list(r) for r in references]
         counts = {len(r) for r in rows}
         if len(counts) > 1:
             raise ValueError(f"every prediction needs the same number of references; got {sorted(counts)}")
-        chrf = CHRF(char_order=char_order, word_order=word_order, beta=beta, lowercase=lowercase, whitespace=whitespace)
+        chrf = CHRF(
+            char_order=char_order,
+            word_order=word_order,
+            beta=beta,
+            lowercase=lowercase,
+            whitespace=whitespace,
+        )
         result = chrf.corpus_score(list(predictions), [list(s) for s in zip(*rows)])
         return {
             "score": result.score,

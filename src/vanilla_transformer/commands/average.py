@@ -12,9 +12,8 @@ import logging
 import sys
 from pathlib import Path
 
-
-from vanilla_transformer.training.averaging import export_averaged_model  # noqa: E402
-from vanilla_transformer.training.checkpoint import list_checkpoints  # noqa: E402
+from vanilla_transformer.training.averaging import export_averaged_model
+from vanilla_transformer.training.checkpoint import list_checkpoints
 
 
 def main(argv: list[str] | None = None) -> int:

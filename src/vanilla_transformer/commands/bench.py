@@ -1,10 +1,10 @@
 """Benchmarks against peers measured in the same run (ratios, never bare times).
 
-    vanilla-transformer bench speed [--quick]   # ours vs transformers' Marian, CTranslate2, ONNX Runtime
-    vanilla-transformer bench quality           # ours vs Marian + Seq2SeqTrainer, same budget and data
-    vanilla-transformer bench tokenizer         # our BPE vs SentencePiece
-    vanilla-transformer bench kv-cache          # decoding with and without the K/V cache
-    vanilla-transformer bench soak              # memory and throughput of many translate calls
+vanilla-transformer bench speed [--quick]   # ours vs transformers' Marian, CTranslate2, ONNX Runtime
+vanilla-transformer bench quality           # ours vs Marian + Seq2SeqTrainer, same budget and data
+vanilla-transformer bench tokenizer         # our BPE vs SentencePiece
+vanilla-transformer bench kv-cache          # decoding with and without the K/V cache
+vanilla-transformer bench soak              # memory and throughput of many translate calls
 """
 
 from __future__ import annotations
@@ -23,7 +23,12 @@ KINDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    return dispatch("vanilla-transformer bench", KINDS, sys.argv[1:] if argv is None else list(argv), __doc__.split("\n\n")[0])
+    return dispatch(
+        "vanilla-transformer bench",
+        KINDS,
+        sys.argv[1:] if argv is None else list(argv),
+        __doc__.split("\n\n")[0],
+    )
 
 
 if __name__ == "__main__":

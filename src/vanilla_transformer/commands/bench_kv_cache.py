@@ -17,25 +17,33 @@ from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import torch  # noqa: E402
+import torch
 
-from vanilla_transformer.benchmarks.kv_cache import format_study, plot_study, run_study, write_csv  # noqa: E402
-from vanilla_transformer.benchmarks.speed import VOCAB_SIZES  # noqa: E402
+from vanilla_transformer.benchmarks.kv_cache import format_study, plot_study, run_study, write_csv
+from vanilla_transformer.benchmarks.speed import VOCAB_SIZES
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="vanilla-transformer bench kv-cache", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="vanilla-transformer bench kv-cache",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--preset", choices=list(VOCAB_SIZES), default=None, help="model sizes (default small)")
-    p.add_argument("--lengths", type=int, nargs="+", default=None, help="decoded lengths T (16 32 64 128 256)")
+    p.add_argument(
+        "--lengths", type=int, nargs="+", default=None, help="decoded lengths T (16 32 64 128 256)"
+    )
     p.add_argument("--source_length", type=int, default=None, help="source tokens S (default 32)")
     p.add_argument("--rounds", type=int, default=None, help="interleaved timing rounds (default 5)")
     p.add_argument("--batch", type=int, default=1, help="sentences per generate() call")
     p.add_argument("--quick", action="store_true", help="tiny preset, T = 8 16, source 8, one round")
     p.add_argument(
-        "--threads", type=int, default=1,
+        "--threads",
+        type=int,
+        default=1,
         help="torch threads (default 1: batch-1 decoding gains little from a second thread, and two threads on a "
         "busy 2-core machine wait for each other at every operator, which swamps the measurement)",
-    )  # fmt: skip
+    )
     p.add_argument("--plot", type=Path, default=None, help="write the plot (PNG) here")
     p.add_argument("--csv", type=Path, default=None, help="write the FLOP rows and speed-ups (CSV) here")
     return p.parse_args(argv)
@@ -43,11 +51,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    defaults = dict(preset="tiny", lengths=[8, 16], source_length=8, rounds=1) if args.quick else dict(
-        preset="small", lengths=[16, 32, 64, 128, 256], source_length=32, rounds=5
-    )  # fmt: skip
-    chosen = {name: getattr(args, name) if getattr(args, name) is not None else value
-              for name, value in defaults.items()}  # fmt: skip
+    defaults = (
+        dict(preset="tiny", lengths=[8, 16], source_length=8, rounds=1)
+        if args.quick
+        else dict(preset="small", lengths=[16, 32, 64, 128, 256], source_length=32, rounds=5)
+    )
+    chosen = {
+        name: getattr(args, name) if getattr(args, name) is not None else value
+        for name, value in defaults.items()
+    }
     if args.batch < 1 or chosen["rounds"] < 1 or chosen["source_length"] < 1 or min(chosen["lengths"]) < 1:
         print("error: --batch, --rounds, --source_length and --lengths must be >= 1", file=sys.stderr)
         return 2
@@ -59,8 +71,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{platform.processor() or platform.machine()}, load average {os.getloadavg()[0]:.1f}"
         )
         try:
-            study = run_study(chosen["preset"], tuple(chosen["lengths"]), chosen["source_length"], chosen["rounds"],
-                              args.batch)  # fmt: skip
+            study = run_study(
+                chosen["preset"],
+                tuple(chosen["lengths"]),
+                chosen["source_length"],
+                chosen["rounds"],
+                args.batch,
+            )
         except ValueError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2

@@ -19,12 +19,11 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from vanilla_transformer.benchmarks.quality import QualityConfig, QualityResult, run_quality_benchmark  # noqa: E402
-from vanilla_transformer.training.cli import parse_dataclass  # noqa: E402
+from vanilla_transformer.benchmarks.quality import QualityConfig, QualityResult, run_quality_benchmark
+from vanilla_transformer.training.cli import parse_dataclass
 
 
 class Progress:
@@ -38,8 +37,10 @@ class Progress:
         if name == "start":
             print(f"[{system}] training {info['num_parameters']:,} parameters", flush=True)
         elif name == "step" and (system == "marian" or info["step"] % self.log_every == 0):
-            print(f"[{system}] step {info['step']}  {info['seconds'] / 60:.1f} min  loss {info['loss']:.3f}",
-                  flush=True)  # fmt: skip
+            print(
+                f"[{system}] step {info['step']}  {info['seconds'] / 60:.1f} min  loss {info['loss']:.3f}",
+                flush=True,
+            )
         elif name == "eval":
             text = f"[{system}] step {info['step']}: valid ppl {info['valid_ppl']:.1f}"
             if "valid_bleu" in info:
@@ -48,8 +49,9 @@ class Progress:
         elif name == "average":
             text = f"[{system}] averaged the weights at updates {info['steps'][0]}..{info['steps'][-1]}"
             if info["valid_ppl_final"] is not None:
-                text += (f": valid ppl {info['valid_ppl_final']:.2f} -> {info['valid_ppl_averaged']:.2f}, "
-                         + ("kept" if info["kept"] else "discarded (final weights kept)"))  # fmt: skip
+                text += f": valid ppl {info['valid_ppl_final']:.2f} -> {info['valid_ppl_averaged']:.2f}, " + (
+                    "kept" if info["kept"] else "discarded (final weights kept)"
+                )
             print(text, flush=True)
         elif name == "test_start":
             print(f"[{system}] translating {info['num_sentences']} test sentences", flush=True)
@@ -59,13 +61,38 @@ class Progress:
 
 def report(result: QualityResult) -> str:
     """The side-by-side table, signatures, ratios against the first system, and sample translations."""
-    rows = [("system", "BLEU", "chrF", "len ratio", "updates", "tgt tokens", "tokens/s", "epochs", "valid ppl",
-             "minutes", "params")]  # fmt: skip
+    rows = [
+        (
+            "system",
+            "BLEU",
+            "chrF",
+            "len ratio",
+            "updates",
+            "tgt tokens",
+            "tokens/s",
+            "epochs",
+            "valid ppl",
+            "minutes",
+            "params",
+        )
+    ]
     for r in result.systems:
         ppl = f"{r.valid_ppl:.1f}" if r.valid_ppl is not None else "n/a"
-        rows.append((r.name, f"{r.test['bleu']:.2f}", f"{r.test['chrf']:.2f}", f"{r.length_ratio:.2f}", str(r.steps),
-                     f"{r.target_tokens:,}", f"{r.tokens_per_second:.0f}", f"{r.epochs:.2f}", ppl,
-                     f"{r.train_seconds / 60:.1f}", f"{r.num_parameters:,}"))  # fmt: skip
+        rows.append(
+            (
+                r.name,
+                f"{r.test['bleu']:.2f}",
+                f"{r.test['chrf']:.2f}",
+                f"{r.length_ratio:.2f}",
+                str(r.steps),
+                f"{r.target_tokens:,}",
+                f"{r.tokens_per_second:.0f}",
+                f"{r.epochs:.2f}",
+                ppl,
+                f"{r.train_seconds / 60:.1f}",
+                f"{r.num_parameters:,}",
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
@@ -73,11 +100,15 @@ def report(result: QualityResult) -> str:
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     first = result.systems[0]
-    lines.append(f"\nTest: {result.test_pairs} held-out pairs, beam {first.test['num_beams']}, length penalty "
-                 f"{first.test['length_penalty']}; training split {result.train_pairs} pairs.")  # fmt: skip
+    lines.append(
+        f"\nTest: {result.test_pairs} held-out pairs, beam {first.test['num_beams']}, length penalty "
+        f"{first.test['length_penalty']}; training split {result.train_pairs} pairs."
+    )
     for r in result.systems:
-        lines.append(f"\n{r.name}: {r.description}\n  BLEU {r.test['bleu']:.2f}  {r.test['bleu_signature']}\n"
-                     f"  chrF {r.test['chrf']:.2f}  {r.test['chrf_signature']}\n  {r.test['bleu_details']}")  # fmt: skip
+        lines.append(
+            f"\n{r.name}: {r.description}\n  BLEU {r.test['bleu']:.2f}  {r.test['bleu_signature']}\n"
+            f"  chrF {r.test['chrf']:.2f}  {r.test['chrf_signature']}\n  {r.test['bleu_details']}"
+        )
     for other in result.systems[1:]:
         lines.append(
             f"\n{other.name} / {first.name}: tokens/s x{other.tokens_per_second / max(first.tokens_per_second, 1e-9):.2f}, "
@@ -94,7 +125,9 @@ def report(result: QualityResult) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    cfg = parse_dataclass(QualityConfig, argv, description=__doc__.split("\n\n")[0], prog="vanilla-transformer bench quality")
+    cfg = parse_dataclass(
+        QualityConfig, argv, description=__doc__.split("\n\n")[0], prog="vanilla-transformer bench quality"
+    )
     result = run_quality_benchmark(cfg, Progress(cfg.log_every))
     print(report(result))
     return 0

@@ -71,17 +71,26 @@ def tiny_random_model(folder: Path, seed: int) -> str:
     tokenizer = train_bpe_tokenizer(list(ds["source"]) + list(ds["target"]), vocab_size=2000)
     torch.manual_seed(seed)
     config = VanillaTransformerConfig(
-        vocab_size=len(tokenizer), d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-        decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=128,
-    )  # fmt: skip
+        vocab_size=len(tokenizer),
+        d_model=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        max_position_embeddings=128,
+    )
     model = VanillaTransformerForConditionalGeneration(config).eval()
     save_with_remote_code(model, folder, tokenizer)
     return str(folder)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="vanilla-transformer bench soak", 
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="vanilla-transformer bench soak",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--model", help="model folder or Hub id (default: a tiny random-weight model)")
     parser.add_argument("--count", type=int, default=20_000, help="sentences to translate")
@@ -111,8 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         model, tokenizer, sentences[:64], batch_size=64, num_beams=args.num_beams, max_new_tokens=2
     )
     start_rss = rss_mib()
-    print(f"model {name if args.model else 'tiny random (d_model 64, 2+2 layers)'}, {args.count} sentences, "
-          f"threads {torch.get_num_threads()}; RSS at start {start_rss:.1f} MiB", flush=True)  # fmt: skip
+    print(
+        f"model {name if args.model else 'tiny random (d_model 64, 2+2 layers)'}, {args.count} sentences, "
+        f"threads {torch.get_num_threads()}; RSS at start {start_rss:.1f} MiB",
+        flush=True,
+    )
     outputs: list[str] = []
     samples = [(0, start_rss)]
     batch_sizes = set()
@@ -122,9 +134,13 @@ def main(argv: list[str] | None = None) -> int:
         batch_sizes.add(batch_size)
         chunk = sentences[begin : begin + args.chunk]
         outputs += translate_lines(
-            model, tokenizer, chunk, batch_size=batch_size, num_beams=args.num_beams,
+            model,
+            tokenizer,
+            chunk,
+            batch_size=batch_size,
+            num_beams=args.num_beams,
             max_new_tokens=args.max_new_tokens,
-        )  # fmt: skip
+        )
         done = len(outputs)
         if done * 10 // args.count != (done - len(chunk)) * 10 // args.count or done == args.count:
             samples.append((done, rss_mib()))
@@ -136,10 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     half = min(samples, key=lambda s: abs(s[0] - args.count / 2))
     growth = end_rss - half[1]
     empty_ok = all(out == "" for src, out in zip(sentences, outputs) if not src.strip())
-    print(f"RSS start {start_rss:.1f} MiB, middle {half[1]:.1f} MiB, end {end_rss:.1f} MiB; growth over the "
-          f"second half {growth:+.1f} MiB (limit {args.max_growth_mib}); batch sizes used: {min(batch_sizes)}-"
-          f"{max(batch_sizes)} ({len(batch_sizes)} distinct); outputs {len(outputs)} for {len(sentences)} inputs; "
-          f"empty inputs give empty outputs: {empty_ok}")  # fmt: skip
+    print(
+        f"RSS start {start_rss:.1f} MiB, middle {half[1]:.1f} MiB, end {end_rss:.1f} MiB; growth over the "
+        f"second half {growth:+.1f} MiB (limit {args.max_growth_mib}); batch sizes used: {min(batch_sizes)}-"
+        f"{max(batch_sizes)} ({len(batch_sizes)} distinct); outputs {len(outputs)} for {len(sentences)} inputs; "
+        f"empty inputs give empty outputs: {empty_ok}"
+    )
     ok = len(outputs) == len(sentences) and empty_ok and growth <= args.max_growth_mib
     print("OK" if ok else "FAILED")
     return 0 if ok else 1

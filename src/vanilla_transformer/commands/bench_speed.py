@@ -16,20 +16,30 @@ import argparse
 import os
 import platform
 import sys
-from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import torch  # noqa: E402
+import torch
 
-from vanilla_transformer.benchmarks.speed import VOCAB_SIZES, Settings, build_contenders, format_rows, quick_settings, run_preset  # noqa: E402
-from vanilla_transformer.inference.precision import cpu_bf16_flags  # noqa: E402
-from vanilla_transformer.modeling import cpu_inference_gemm, cpu_vendor, set_cpu_inference_gemm  # noqa: E402
-from vanilla_transformer.training.allocator import tune_cpu_allocator  # noqa: E402
+from vanilla_transformer.benchmarks.speed import (
+    VOCAB_SIZES,
+    Settings,
+    build_contenders,
+    format_rows,
+    quick_settings,
+    run_preset,
+)
+from vanilla_transformer.inference.precision import cpu_bf16_flags
+from vanilla_transformer.modeling import cpu_inference_gemm, cpu_vendor, set_cpu_inference_gemm
+from vanilla_transformer.training.allocator import tune_cpu_allocator
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="vanilla-transformer bench speed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="vanilla-transformer bench speed",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument(
         "--preset", choices=list(VOCAB_SIZES), action="append", help="repeatable; default small and base"
     )
@@ -53,14 +63,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no_bf16", action="store_true", help="skip the bf16 columns of ours and Marian")
     p.add_argument("--threads", type=int, default=2, help="torch (and CTranslate2) threads")
     p.add_argument(
-        "--allocator", choices=("tuned", "default"), default="tuned",
+        "--allocator",
+        choices=("tuned", "default"),
+        default="tuned",
         help="'tuned': the CPU allocator settings our trainer uses (training.allocator), for every contender alike",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--cpu_gemm", choices=("auto", "onednn", "default"), default=None,
+        "--cpu_gemm",
+        choices=("auto", "onednn", "default"),
+        default=None,
         help="GEMM of our model's CPU decoding (default: $VANILLA_TRANSFORMER_CPU_GEMM, else auto = oneDNN on "
         "non-Intel x86, PyTorch's default elsewhere); Marian always uses PyTorch's default",
-    )  # fmt: skip
+    )
     return p.parse_args(argv)
 
 
@@ -93,14 +107,19 @@ def main(argv: list[str] | None = None) -> int:
         f"{platform.processor() or platform.machine()}, load average {os.getloadavg()[0]:.1f}, "
         f"allocator {'tuned (training.allocator, all contenders)' if tuned else 'default'}"
     )
-    print(f"CPU vendor {cpu_vendor() or 'unknown'}; our CPU decoding GEMM: {cpu_inference_gemm()}; "
-          f"bf16 CPU features: {', '.join(cpu_bf16_flags()) or 'none (no AMX-BF16, no AVX512-BF16)'}")  # fmt: skip
+    print(
+        f"CPU vendor {cpu_vendor() or 'unknown'}; our CPU decoding GEMM: {cpu_inference_gemm()}; "
+        f"bf16 CPU features: {', '.join(cpu_bf16_flags()) or 'none (no AMX-BF16, no AVX512-BF16)'}"
+    )
     print(f"settings: {settings}")
     for preset in presets:
         contenders = build_contenders(
-            preset, with_ct2=not args.no_ct2, with_engines=not args.no_engines, new_tokens=settings.new_tokens,
+            preset,
+            with_ct2=not args.no_ct2,
+            with_engines=not args.no_engines,
+            new_tokens=settings.new_tokens,
             with_bf16=settings.bf16,
-        )  # fmt: skip
+        )
         print(f"\n== preset {preset}: {contenders.hp}; {contenders.ct2_note or 'CTranslate2: -'}")
         if not args.no_engines:
             print(

@@ -16,19 +16,22 @@ import sys
 import time
 from pathlib import Path
 
-
-from vanilla_transformer.benchmarks.tokenizer import (  # noqa: E402
+from vanilla_transformer.benchmarks.tokenizer import (
     compare_encode_speed,
     encoding_stats,
     measure_dropout_cost,
     sentencepiece_tokens_per_sentence,
     train_sentencepiece_bpe,
 )
-from vanilla_transformer.tokenizer import DEFAULT_VOCAB_SIZE, load_parallel_texts, train_bpe_tokenizer  # noqa: E402
+from vanilla_transformer.tokenizer import DEFAULT_VOCAB_SIZE, load_parallel_texts, train_bpe_tokenizer
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="vanilla-transformer bench tokenizer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="vanilla-transformer bench tokenizer",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("tsv", type=Path, help="parallel source<TAB>target file (.xz ok)")
     p.add_argument("--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE)
     p.add_argument("--kind", choices=["char", "byte"], default="char")
@@ -41,10 +44,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--compare_kinds", action="store_true", help="also print the char vs byte-level comparison"
     )
     p.add_argument(
-        "--bpe_dropout", type=float, default=None,
+        "--bpe_dropout",
+        type=float,
+        default=None,
         help="instead: time one BPE-dropout segmentation of every text at this probability (a training epoch with "
         "--bpe_dropout) against encoding them once",
-    )  # fmt: skip
+    )
     return p.parse_args(argv)
 
 
@@ -63,9 +68,13 @@ def main(argv: list[str] | None = None) -> int:
         tok = train_bpe_tokenizer(texts, vocab_size=args.vocab_size, kind=args.kind)
         print(f"trained ours ({args.kind}) in {time.perf_counter() - start:.1f} s, {len(tok)} tokens")
         c = measure_dropout_cost(tok, texts, args.bpe_dropout, rounds=args.rounds)
-        print(f"BPE-dropout {args.bpe_dropout} over {c.texts} texts (median of {c.rounds} interleaved rounds):")
-        print(f"  one segmentation   : {c.segment_seconds:.2f} s, {c.ratio:.2f} x encoding them once "
-              f"({c.encode_seconds:.2f} s, same rounds)")  # fmt: skip
+        print(
+            f"BPE-dropout {args.bpe_dropout} over {c.texts} texts (median of {c.rounds} interleaved rounds):"
+        )
+        print(
+            f"  one segmentation   : {c.segment_seconds:.2f} s, {c.ratio:.2f} x encoding them once "
+            f"({c.encode_seconds:.2f} s, same rounds)"
+        )
         print(f"  setup, once per run: {c.setup_seconds:.2f} s")
         print(f"  extra tokens       : {100 * c.extra_tokens:.1f}%")
         return 0

@@ -29,7 +29,9 @@ SOURCES = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="vanilla-transformer convert", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="vanilla-transformer convert",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--from", dest="source", choices=sorted(SOURCES), required=True, help="the checkpoint's model family"

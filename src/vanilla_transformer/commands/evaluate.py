@@ -30,16 +30,16 @@ from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from tqdm.auto import tqdm  # noqa: E402
+from tqdm.auto import tqdm
 
-from vanilla_transformer.corpus import DataOptions  # noqa: E402
-from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_translation  # noqa: E402
-from vanilla_transformer.inference.engines import ENGINES, load_engine  # noqa: E402
-from vanilla_transformer.modeling import check_generation_arguments  # noqa: E402
-from vanilla_transformer.training import TrainConfig  # noqa: E402
-from vanilla_transformer.training.cli import add_dataclass_arguments  # noqa: E402
-from vanilla_transformer.training.run_dir import OPTIONS_FILE, RunDir  # noqa: E402
-from vanilla_transformer.training.validation import LENGTH_CAP  # noqa: E402
+from vanilla_transformer.corpus import DataOptions
+from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_translation
+from vanilla_transformer.inference.engines import ENGINES, load_engine
+from vanilla_transformer.modeling import check_generation_arguments
+from vanilla_transformer.training import TrainConfig
+from vanilla_transformer.training.cli import add_dataclass_arguments
+from vanilla_transformer.training.run_dir import OPTIONS_FILE, RunDir
+from vanilla_transformer.training.validation import LENGTH_CAP
 
 SPLITS = ("test", "validation", "train", "all")
 RUN_DEFAULTS = tuple(f.name for f in dataclasses.fields(DataOptions)) + (
@@ -52,29 +52,59 @@ _UNSET = object()
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="vanilla-transformer evaluate", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, help="saved model folder (with its tokenizer) or Hub repo id")
-    p.add_argument("--engine", default="torch", choices=ENGINES,
-                   help="torch, or ct2 / onnx for a folder from vanilla-transformer export --engine ct2 / export_onnx.py")  # fmt: skip
-    p.add_argument("--run", default=None,
-                   help="training output folder whose saved corpus and split options are used (default: --model)")  # fmt: skip
-    p.add_argument("--split", default="test", choices=SPLITS,
-                   help="split to score; all = every pair of the training source (of a file: every pair)")  # fmt: skip
+    p.add_argument(
+        "--engine",
+        default="torch",
+        choices=ENGINES,
+        help="torch, or ct2 / onnx for a folder from vanilla-transformer export --engine ct2 / export_onnx.py",
+    )
+    p.add_argument(
+        "--run",
+        default=None,
+        help="training output folder whose saved corpus and split options are used (default: --model)",
+    )
+    p.add_argument(
+        "--split",
+        default="test",
+        choices=SPLITS,
+        help="split to score; all = every pair of the training source (of a file: every pair)",
+    )
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N pairs of the split")
     p.add_argument(
         "--num_beams", type=int, default=None, help="1 = greedy (default: the model's generation config)"
     )
-    p.add_argument("--length_penalty", type=float, default=None,
-                   help="transformers' alpha: log-prob / length**alpha (default: the model's generation config)")  # fmt: skip
-    p.add_argument("--max_len_a", type=float, default=LENGTH_CAP["max_len_a"],
-                   help="at most a * longest source + b new tokens per batch, as in training")  # fmt: skip
+    p.add_argument(
+        "--length_penalty",
+        type=float,
+        default=None,
+        help="transformers' alpha: log-prob / length**alpha (default: the model's generation config)",
+    )
+    p.add_argument(
+        "--max_len_a",
+        type=float,
+        default=LENGTH_CAP["max_len_a"],
+        help="at most a * longest source + b new tokens per batch, as in training",
+    )
     p.add_argument("--max_len_b", type=int, default=LENGTH_CAP["max_len_b"])
-    p.add_argument("--batch_size", type=int, default=None,
-                   help=f"sentences per batch (default: the run's --eval_batch_size, else {TrainConfig.eval_batch_size})")  # fmt: skip
-    p.add_argument("--tokenize", default=None,
-                   help="sacreBLEU BLEU tokeniser (default: the run's, else zh for Chinese targets, else 13a)")  # fmt: skip
+    p.add_argument(
+        "--batch_size",
+        type=int,
+        default=None,
+        help=f"sentences per batch (default: the run's --eval_batch_size, else {TrainConfig.eval_batch_size})",
+    )
+    p.add_argument(
+        "--tokenize",
+        default=None,
+        help="sacreBLEU BLEU tokeniser (default: the run's, else zh for Chinese targets, else 13a)",
+    )
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    p.add_argument("--dtype", default=None, choices=("auto", "float32", "bfloat16"),
-                   help="weights and computation (--engine torch; default float32, so that scores do not depend on "
-                   "the machine); auto = bfloat16 where measured faster at --batch_size x beams rows")  # fmt: skip
+    p.add_argument(
+        "--dtype",
+        default=None,
+        choices=("auto", "float32", "bfloat16"),
+        help="weights and computation (--engine torch; default float32, so that scores do not depend on "
+        "the machine); auto = bfloat16 where measured faster at --batch_size x beams rows",
+    )
     p.add_argument(
         "--trust_remote_code", action="store_true", help="allow a Hub repo's own model code to run"
     )
@@ -154,14 +184,30 @@ def main(argv: list[str] | None = None) -> int:
     print(report.summary())
     with tqdm(total=len(pairs), unit="sent", desc="translating") as bar:
         scores, hyps = evaluate_translation(
-            model, tokenizer, list(pairs["source"]), list(pairs["target"]), tokenize=tokenize, num_beams=num_beams,
-            length_penalty=length_penalty, batch_size=batch_size, max_len_a=args.max_len_a,
-            max_len_b=args.max_len_b, progress=bar.update,
-        )  # fmt: skip
-    scores.update(model=args.model, engine=args.engine, data=options.data, split=args.split, num_beams=num_beams,
-                  length_penalty=length_penalty)  # fmt: skip
-    print(f"{args.split.capitalize()} BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  "
-          f"({scores['num_sentences']} sentences, beam {num_beams}, length penalty {length_penalty})")  # fmt: skip
+            model,
+            tokenizer,
+            list(pairs["source"]),
+            list(pairs["target"]),
+            tokenize=tokenize,
+            num_beams=num_beams,
+            length_penalty=length_penalty,
+            batch_size=batch_size,
+            max_len_a=args.max_len_a,
+            max_len_b=args.max_len_b,
+            progress=bar.update,
+        )
+    scores.update(
+        model=args.model,
+        engine=args.engine,
+        data=options.data,
+        split=args.split,
+        num_beams=num_beams,
+        length_penalty=length_penalty,
+    )
+    print(
+        f"{args.split.capitalize()} BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  "
+        f"({scores['num_sentences']} sentences, beam {num_beams}, length penalty {length_penalty})"
+    )
     print(f"  {scores['bleu_signature']}\n  {scores['chrf_signature']}\n  {scores['bleu_details']}")
     if args.output:
         Path(args.output).write_text("".join(f"{h}\n" for h in hyps), encoding="utf-8")

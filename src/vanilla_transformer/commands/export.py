@@ -23,10 +23,14 @@ from vanilla_transformer.export.ct2 import QUANTIZATIONS
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="vanilla-transformer export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="vanilla-transformer export",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--engine", choices=("ct2", "onnx"), required=True, help="the engine to export for")
-    parser.add_argument("model", type=Path, help="saved model folder (config.json, model.safetensors, tokenizer)")
+    parser.add_argument(
+        "model", type=Path, help="saved model folder (config.json, model.safetensors, tokenizer)"
+    )
     parser.add_argument("out", type=Path, help="folder to write the export to")
     parser.add_argument(
         "--quantization", choices=QUANTIZATIONS, default=None, help="ct2 only: weight type (default float32)"
@@ -34,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.engine == "onnx" and args.quantization is not None:
         parser.error("--quantization applies to --engine ct2 only")
-    logging.getLogger("torch.onnx").setLevel(logging.ERROR)  # the exporter's notes on optional torchvision ops
+    logging.getLogger("torch.onnx").setLevel(
+        logging.ERROR
+    )  # the exporter's notes on optional torchvision ops
     try:
         if args.engine == "ct2":
             from vanilla_transformer.export.ct2 import export_ct2

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -29,7 +28,9 @@ def _head(text: str) -> int | str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="vanilla-transformer plot-attention", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="vanilla-transformer plot-attention", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--model", required=True, help="model folder or Hub id (with its tokenizer)")
     parser.add_argument("--text", required=True, help="source sentence to translate")
     parser.add_argument(
@@ -59,8 +60,15 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    amap = cross_attention(model, tokenizer, args.text, layer=args.layer, head=args.head,
-                           num_beams=args.num_beams, max_new_tokens=args.max_new_tokens)  # fmt: skip
+    amap = cross_attention(
+        model,
+        tokenizer,
+        args.text,
+        layer=args.layer,
+        head=args.head,
+        num_beams=args.num_beams,
+        max_new_tokens=args.max_new_tokens,
+    )
     path = plot_attention(amap, args.output)
     print(f"{args.text} -> {amap.translation}")
     print(f"Cross-attention ({len(amap.target_tokens)} x {len(amap.source_tokens)} tokens) written to {path}")

@@ -14,17 +14,17 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
+from huggingface_hub.errors import HfHubHTTPError
 
-from huggingface_hub.errors import HfHubHTTPError  # noqa: E402
-
-from vanilla_transformer.export import push_folder  # noqa: E402
+from vanilla_transformer.export import push_folder
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="vanilla-transformer push", 
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="vanilla-transformer push",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--model",

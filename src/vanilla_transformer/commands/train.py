@@ -15,14 +15,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from tqdm.auto import tqdm  # noqa: E402
+from tqdm.auto import tqdm
 
-from vanilla_transformer.training import TrainConfig, train  # noqa: E402
-from vanilla_transformer.training.cli import parse_dataclass  # noqa: E402
+from vanilla_transformer.training import TrainConfig, train
+from vanilla_transformer.training.cli import parse_dataclass
 
 
 class Progress:
@@ -51,8 +50,13 @@ class Progress:
                     total=info["max_steps"], initial=info["step"], unit="step", dynamic_ncols=True
                 )
             else:
-                self.bar = tqdm(total=100, unit="%", dynamic_ncols=True, desc="training budget",
-                                bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt}% [{elapsed}<{remaining}{postfix}]")  # fmt: skip
+                self.bar = tqdm(
+                    total=100,
+                    unit="%",
+                    dynamic_ncols=True,
+                    desc="training budget",
+                    bar_format="{l_bar}{bar}| {n:.1f}/{total_fmt}% [{elapsed}<{remaining}{postfix}]",
+                )
         elif name == "step" and self.bar is not None:
             if self.steps_only:
                 self.bar.update(1)
@@ -115,7 +119,9 @@ class Progress:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    cfg = parse_dataclass(TrainConfig, argv, description=__doc__.split("\n\n")[0], prog="vanilla-transformer train")
+    cfg = parse_dataclass(
+        TrainConfig, argv, description=__doc__.split("\n\n")[0], prog="vanilla-transformer train"
+    )
     main_process = int(os.environ.get("RANK", "0")) == 0
     progress = Progress(
         main_process, steps_only=bool(cfg.max_steps) and not cfg.max_minutes and not cfg.max_epochs
@@ -129,12 +135,16 @@ def main(argv: list[str] | None = None) -> int:
         progress.close()
     if not main_process:
         return 0
-    print(f"Stopped after {result.step} updates ({result.stopped_because}); "
-          f"{result.target_tokens_per_second:.0f} target tokens/s")  # fmt: skip
+    print(
+        f"Stopped after {result.step} updates ({result.stopped_because}); "
+        f"{result.target_tokens_per_second:.0f} target tokens/s"
+    )
     if result.test_metrics and "perplexity" in result.test_metrics:  # the language-model objectives
         m = result.test_metrics
-        print(f"Test {m['objective']} loss {m['nll_loss']:.4f}  perplexity {m['perplexity']:.2f}  "
-              f"({m['num_examples']} examples)")  # fmt: skip
+        print(
+            f"Test {m['objective']} loss {m['nll_loss']:.4f}  perplexity {m['perplexity']:.2f}  "
+            f"({m['num_examples']} examples)"
+        )
     elif result.test_metrics:
         m = result.test_metrics
         decoding = f"beam {m['num_beams']}"

@@ -16,12 +16,20 @@ import sys
 import time
 from pathlib import Path
 
-
-from vanilla_transformer.tokenizer import DEFAULT_MIN_FREQUENCY, DEFAULT_VOCAB_SIZE, SPECIAL_TOKENS, train_bpe_tokenizer  # noqa: E402
+from vanilla_transformer.tokenizer import (
+    DEFAULT_MIN_FREQUENCY,
+    DEFAULT_VOCAB_SIZE,
+    SPECIAL_TOKENS,
+    train_bpe_tokenizer,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="vanilla-transformer train-tokenizer", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="vanilla-transformer train-tokenizer",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument(
         "files", nargs="*", type=Path, help="text files (one text per line) or .tsv files; .xz/.gz/.bz2 ok"
     )

@@ -18,19 +18,21 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
-
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="vanilla-transformer translate", 
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="vanilla-transformer translate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--model", required=True, help="exported model folder or Hub repo id")
     parser.add_argument(
-        "--engine", choices=("torch", "ct2", "onnx"), default="torch",
+        "--engine",
+        choices=("torch", "ct2", "onnx"),
+        default="torch",
         help="torch (the model folder), ct2 or onnx (a folder from vanilla-transformer export --engine ct2 / export_onnx.py)",
-    )  # fmt: skip
+    )
     parser.add_argument("--num_beams", type=int, default=None, help="1 = greedy (default: the model's, 4)")
     parser.add_argument(
         "--length_penalty", type=float, default=None, help="beam score = log p / length**alpha"
@@ -45,11 +47,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     parser.add_argument(
-        "--dtype", choices=("auto", "float32", "bfloat16"), default=None,
+        "--dtype",
+        choices=("auto", "float32", "bfloat16"),
+        default=None,
         help="weights and computation (--engine torch); auto (default) = bfloat16 where a short timing of this "
         "model's decoding at --batch_size x beams rows finds it faster (CUDA with bf16; CPUs with AMX-BF16 or "
         "AVX512-BF16), else float32",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--trust_remote_code", action="store_true", help="allow a Hub repo's own model code to run"
     )
@@ -81,8 +85,11 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"batch_size={args.batch_size} is invalid: expected an integer >= 1; e.g. 32")
         check_generation_arguments(generate_kwargs)  # before loading the model: bad values fail at once
         if args.engine != "torch":
-            unsupported = [f"--{k}" for k, v in {**generate_kwargs, "seed": args.seed}.items()
-                           if v is not None and k not in ENGINE_OPTIONS]  # fmt: skip
+            unsupported = [
+                f"--{k}"
+                for k, v in {**generate_kwargs, "seed": args.seed}.items()
+                if v is not None and k not in ENGINE_OPTIONS
+            ]
             if unsupported:
                 raise ValueError(
                     f"--engine {args.engine} does not take {', '.join(unsupported)}; use --engine torch"

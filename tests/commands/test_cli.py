@@ -1,0 +1,154 @@
+"""Every subcommand of `vanilla-transformer` speaks one command-line style (transformers' underscores), answers
+--help, rejects an unknown flag with exit status 2, and a run's saved configuration reruns it (`--config`)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from vanilla_transformer.training import TrainConfig, train
+from vanilla_transformer.training.cli import parse_dataclass
+
+from vanilla_transformer.cli import COMMANDS, main
+from vanilla_transformer.commands.bench import KINDS
+
+MODULES = sorted(
+    {module for module, _ in COMMANDS.values() if module != "bench"} | {m for m, _ in KINDS.values()}
+)
+# arguments a command requires (values are never used: parsing stops at the unknown flag)
+REQUIRED = {
+    "average": ["--output", "x"],
+    "bench_tokenizer": ["corpus.tsv"],
+    "train_tokenizer": ["--output", "x"],
+    "convert": ["--from", "marian", "src", "out"],
+    "export": ["--engine", "ct2", "model", "out"],
+    "evaluate": ["--model", "m"],
+    "plot_attention": ["--model", "m", "--text", "t"],
+    "push": ["--model", "m", "--repo_id", "r"],
+    "translate": ["--model", "m"],
+}
+
+
+def load_script(name: str):
+    return importlib.import_module(f"vanilla_transformer.commands.{name}")
+
+
+def run_main(module, argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+        pytest.raises(SystemExit) as exit_info,
+    ):
+        module.main(argv)
+    return exit_info.value.code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_command_has_help_in_one_style_and_rejects_unknown_flags(name):
+    module = load_script(name)
+    code, help_text, _ = run_main(module, ["--help"])
+    assert code == 0 and "usage:" in help_text
+    options = re.findall(r"(?<![\w-])--[A-Za-z0-9_-]+", help_text)
+    assert options and not [o for o in options if "-" in o[2:]], f"{name}: hyphenated options {options}"
+    code, _, err = run_main(module, [*REQUIRED.get(name, []), "--no_such_flag_here"])
+    assert code == 2 and "unrecognized arguments: --no_such_flag_here" in err
+
+
+def test_train_help_is_grouped_and_bools_take_values():
+    module = load_script("train")
+    _, help_text, _ = run_main(module, ["--help"])
+    titles = re.findall(r"(?m)^(\S[^:\n]*):$", help_text)
+    assert titles[:4] == ["options", "data options", "split options", "training data options"], titles
+    assert "--config FILE" in help_text
+    assert "--no_export" in help_text and "--no-export" not in help_text
+    assert parse_dataclass(TrainConfig, ["--export", "false"]).export is False
+    assert parse_dataclass(TrainConfig, ["--no_export"]).export is False
+    assert parse_dataclass(TrainConfig, ["--resume"]).resume is True
+    assert parse_dataclass(TrainConfig, ["--has_header", "true"]).has_header is True
+    assert parse_dataclass(TrainConfig, []).has_header is None
+    pre_ln = parse_dataclass(
+        TrainConfig, ["--normalize_before", "--encoder_layers", "4", "--decoder_layers", "2"]
+    )
+    assert (pre_ln.normalize_before, pre_ln.encoder_layers, pre_ln.decoder_layers) == (True, 4, 2)
+
+
+def test_a_bad_config_file_is_one_line_and_exit_2(tmp_path):
+    bad = tmp_path / "run.yaml"
+    bad.write_text("vocab_sise: 8000\n", encoding="utf-8")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_info:
+        parse_dataclass(TrainConfig, ["--config", str(bad)])
+    assert (
+        exit_info.value.code == 2
+        and "unknown option(s): 'vocab_sise' (did you mean 'vocab_size'?)" in err.getvalue()
+    )
+    with contextlib.redirect_stderr(io.StringIO()), pytest.raises(SystemExit):
+        parse_dataclass(TrainConfig, ["--config", str(tmp_path / "missing.yaml")])
+
+
+def test_config_file_values_and_flags_that_override_them(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("preset: tiny\nmax_steps: 7\nlabel_smoothing: 0.2\nexport: false\n", encoding="utf-8")
+    cfg = parse_dataclass(TrainConfig, ["--config", str(config), "--max_steps", "9"])
+    assert (cfg.preset, cfg.max_steps, cfg.label_smoothing, cfg.export) == ("tiny", 9, 0.2, False)
+
+
+def test_a_saved_run_configuration_reruns_the_run(tmp_path, tokenizer_dir):
+    from conftest import small_run_options
+
+    options = small_run_options(output_dir=str(tmp_path / "first"), max_steps=100, tokenizer=tokenizer_dir)
+    argv = [f"--{k}={v}" for k, v in options.items() if v is not None]
+    first = train(parse_dataclass(TrainConfig, argv))
+    saved = tmp_path / "first" / "checkpoints" / "train_config.json"
+    assert json.loads(saved.read_text(encoding="utf-8"))["max_steps"] == 100
+    again = train(
+        parse_dataclass(TrainConfig, ["--config", str(saved), "--output_dir", str(tmp_path / "again")])
+    )
+    assert len(first.history) == 100
+    assert [h["loss"] for h in again.history] == [h["loss"] for h in first.history]
+
+
+def test_report_to_names_accelerate_trackers(monkeypatch):
+    from vanilla_transformer.training.options import check_options, report_to_trackers
+
+    assert report_to_trackers("none") == [] and report_to_trackers("tensorboard, tensorboard") == [
+        "tensorboard"
+    ]
+    with pytest.raises(ValueError, match=r"unknown tracker\(s\) \['tensorbord'\]"):
+        check_options(TrainConfig(report_to="tensorbord"))
+    monkeypatch.setattr("accelerate.tracking.get_available_trackers", lambda: [])
+    with pytest.raises(
+        ValueError, match="wandb is not installed here; pip install wandb, or pass --report_to none"
+    ):
+        check_options(TrainConfig(report_to="wandb"))
+    assert report_to_trackers("all") == []
+
+
+def test_the_command_lists_its_subcommands_and_refuses_an_unknown_one(capsys):
+    assert main(["--help"]) == 0
+    listing = capsys.readouterr().out
+    assert all(f"  {name} " in listing for name in COMMANDS), listing
+    assert main(["trian"]) == 2 and "did you mean 'train'" in capsys.readouterr().err
+    assert main([]) == 2 and "usage:" in capsys.readouterr().err
+    assert main(["bench", "--help"]) == 0
+    kinds = capsys.readouterr().out
+    assert all(f"  {kind} " in kinds for kind in KINDS), kinds
+    assert main(["--version"]) == 0 and capsys.readouterr().out.startswith("vanilla-transformer ")
+
+
+def test_python_dash_m_runs_the_command(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "vanilla_transformer", "convert", "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and "usage: vanilla-transformer convert" in done.stdout

@@ -1,0 +1,204 @@
+"""scripts/translate.py end to end (subprocesses) and inference.translate in process, on a tiny exported model
+with a tiny BPE tokenizer trained on a few hundred lines of data/bible.zh-en.tsv.xz."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import MAX_POSITIONS
+from helpers.shared import run_main
+from vanilla_transformer.inference import translate_lines, translate_nbest
+from vanilla_transformer.modeling import check_generation_arguments
+
+
+def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    """scripts/translate.py in a subprocess (the real entry point: exit code, stdout, stderr)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "vanilla_transformer", "translate", *args],
+        input=stdin.encode(),
+        capture_output=True,
+        env=env,
+        timeout=180,
+    )
+
+
+SOURCES = [
+    "起初，神创造天地。",
+    "",
+    "神说：「要有光」，就有了光。",
+    "   ",
+    "地是空虚混沌",
+    "神看光是好的，就把光暗分开了。",
+]
+LONG = "神说：「要有光」，就有了光。" * 10
+
+
+def test_cli_keeps_count_order_and_empty_lines(export, loaded):
+    """Subprocess: one line out per line in, empty lines kept empty, and each output equals the line
+    translated alone (greedy), so sorting by length for batching does not reorder or mix outputs."""
+    stdin = "\n".join(SOURCES) + "\n"
+    done = run_cli(
+        "--model", str(export), "--num_beams", "1", "--batch_size", "2", "--device", "cpu", stdin=stdin
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    outputs = done.stdout.decode("utf-8").split("\n")
+    assert outputs[-1] == "" and len(outputs) - 1 == len(SOURCES)
+    model, tokenizer = loaded
+    for source, output in zip(SOURCES, outputs[:-1]):
+        if source.strip():
+            assert output == translate_lines(model, tokenizer, [source], num_beams=1)[0] and output != ""
+        else:
+            assert output == ""
+    assert "Traceback" not in done.stderr.decode()
+
+
+def test_cli_bad_input_exit_2_without_traceback(tmp_path):
+    """Subprocess: a bad option value and a missing model folder end with exit code 2 and a message."""
+    bad_option = run_cli("--model", str(tmp_path), "--top_p", "1.5", stdin="起初\n")
+    assert bad_option.returncode == 2 and "top_p=1.5 is invalid" in bad_option.stderr.decode()
+    missing = run_cli("--model", str(tmp_path / "nope"), stdin="起初\n")
+    assert missing.returncode == 2 and "does not exist" in missing.stderr.decode()
+    for done in (bad_option, missing):
+        assert "Traceback" not in done.stderr.decode() and done.stdout == b""
+
+
+def test_batched_equals_one_at_a_time_with_beams(loaded):
+    model, tokenizer = loaded
+    sources = [s for s in SOURCES if s.strip()]
+    batched = translate_lines(model, tokenizer, sources, batch_size=3, num_beams=3, length_penalty=0.6)
+    alone = [translate_lines(model, tokenizer, [s], num_beams=3, length_penalty=0.6)[0] for s in sources]
+    assert batched == alone
+
+
+def test_nbest_and_truncation_warning(loaded, caplog):
+    model, tokenizer = loaded
+    with caplog.at_level("WARNING", logger="vanilla_transformer.inference.translate"):
+        nbest = translate_nbest(model, tokenizer, [LONG, "", "起初"], num_beams=3, num_return_sequences=2)
+    assert [len(h) for h in nbest] == [2, 2, 2] and nbest[1] == ["", ""]
+    assert f"1 of 2 input lines were longer than {MAX_POSITIONS} tokens" in caplog.text
+
+
+@pytest.fixture
+def restore_rng():
+    """Seeding (the CLI's --seed, set_seed here) changes the process's random generators: put them back."""
+    import random
+
+    import numpy as np
+    import torch
+
+    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    yield
+    random.setstate(states[0])
+    np.random.set_state(states[1])
+    torch.set_rng_state(states[2])
+
+
+def test_main_sampling_is_reproducible_and_nbest_is_tab_separated(
+    export, loaded, monkeypatch, capsys, restore_rng
+):
+    """--do_sample/--top_k/--top_p/--temperature/--seed reach generate(): the output equals sampling in this process
+    with the same options after set_seed(seed), a second seed gives other samples, and leaving out any one
+    option (greedy, no top-k, no top-p, default temperature) changes the output."""
+    from transformers import set_seed
+
+    sources = ["起初，神创造天地。", "", "地是空虚混沌", "神看光是好的，就把光暗分开了。", LONG]
+    stdin = "\n".join(sources) + "\n"
+    options = {"do_sample": True, "top_k": 5, "top_p": 0.6, "temperature": 3.0}
+    args = ("--model", str(export), "--do_sample", "--top_k", "5", "--top_p", "0.6", "--temperature", "3")
+    code, first, _ = run_main(monkeypatch, capsys, *args, "--seed", "3", stdin=stdin)
+    assert code == 0 and len(first.split("\n")) == len(sources) + 1
+    assert run_main(monkeypatch, capsys, *args, "--seed", "3", stdin=stdin)[1] == first
+    assert run_main(monkeypatch, capsys, *args, "--seed", "4", stdin=stdin)[1] != first
+    model, tokenizer = loaded
+
+    def sampled(seed: int = 3, **changes) -> str:
+        set_seed(seed)
+        kwargs = {k: v for k, v in {**options, **changes}.items() if v is not None}
+        outputs = translate_lines(model, tokenizer, sources, num_beams=1, **kwargs)
+        return "".join(f"{line}\n" for line in outputs)
+
+    assert first == sampled()
+    without = [
+        sampled(do_sample=None, top_k=None, top_p=None, temperature=None),
+        sampled(top_k=None),
+        sampled(top_p=None),
+        sampled(temperature=None),
+    ]
+    assert all(out != first for out in without)
+    code, out, _ = run_main(
+        monkeypatch, capsys, "--model", str(export), "--num_return_sequences", "3", stdin=stdin
+    )
+    assert code == 0 and [len(line.split("\t")) for line in out.split("\n")[:5]] == [3, 3, 3, 3, 3]
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (("--top_p", "0"), "top_p=0.0 is invalid: expected 0 < top_p <= 1"),
+        (("--temperature", "0"), "temperature=0.0 is invalid: expected a number > 0"),
+        (("--num_beams", "2", "--num_return_sequences", "3"), "raise num_beams to at least 3"),
+        (("--num_return_sequences", "5"), "at most num_beams=4"),  # the model's default beam size
+        (("--num_beams", "0"), "num_beams=0 is invalid"),
+        (("--max_new_tokens", "0"), "max_new_tokens=0 is invalid"),
+        (("--top_k", "-1"), "top_k=-1 is invalid"),
+        (("--batch_size", "0"), "batch_size=0 is invalid"),
+        (("--device", "tpu9"), "tpu9"),
+    ],
+)
+def test_main_bad_options_exit_2(export, monkeypatch, capsys, args, expected):
+    code, out, err = run_main(monkeypatch, capsys, "--model", str(export), *args, stdin="起初\n")
+    assert code == 2 and expected in err and out == "", err
+
+
+def test_main_bad_model_exit_2(tmp_path, monkeypatch, capsys):
+    code, _, err = run_main(monkeypatch, capsys, "--model", str(tmp_path), stdin="起初\n")
+    assert code == 2 and "has no config.json" in err
+    (tmp_path / "config.json").write_text("{not json")
+    code, _, err = run_main(monkeypatch, capsys, "--model", str(tmp_path), stdin="起初\n")
+    assert code == 2 and "is not valid JSON" in err
+    code, _, err = run_main(monkeypatch, capsys, "--model", str(tmp_path / "config.json"), stdin="起初\n")
+    assert code == 2 and "is a file" in err
+
+
+def test_check_generation_arguments_messages_name_the_fix():
+    with pytest.raises(ValueError, match=r"top_p=2 is invalid: expected 0 < top_p <= 1; use e.g. 0.9"):
+        check_generation_arguments({"top_p": 2})
+    with pytest.raises(ValueError, match="greedy"):
+        check_generation_arguments({"num_beams": 1, "num_return_sequences": 2})
+    check_generation_arguments({"num_beams": 1, "num_return_sequences": 2, "do_sample": True})
+    check_generation_arguments(
+        {"num_return_sequences": 9}
+    )  # beam count unknown: checked once the model is loaded
+
+
+@pytest.mark.parametrize("engine", ["ct2", "onnx"])
+def test_engine_folders_translate_like_torch_and_refuse_what_they_cannot_do(
+    engine, export, tmp_path, monkeypatch, capsys
+):
+    """--engine ct2/onnx on an exported folder prints the lines --engine torch prints (same batching, empty lines
+    kept, default beam search and greedy); sampling flags and --device are one-line errors with exit 2."""
+    pytest.importorskip("ctranslate2" if engine == "ct2" else "onnxruntime")
+    from vanilla_transformer.export import export_ct2, export_onnx
+
+    folder = (export_ct2 if engine == "ct2" else export_onnx)(export, tmp_path / engine)
+    lines = "起初神创造天地。\n\n地是空虚混沌。\n我爱机器翻译\n"
+    for options in ([], ["--num_beams", "1"]):
+        code, expected, _ = run_main(monkeypatch, capsys, "--model", str(export), *options, stdin=lines)
+        assert code == 0 and expected.count("\n") == 4 and expected.split("\n")[1] == ""
+        code, out, err = run_main(
+            monkeypatch, capsys, "--engine", engine, "--model", str(folder), *options, stdin=lines
+        )
+        assert (code, out) == (0, expected), err
+    for options, flag in (
+        (["--do_sample"], "--do_sample"),
+        (["--top_k", "5"], "--top_k"),
+        (["--device", "cpu"], "--device"),
+    ):
+        code, out, err = run_main(
+            monkeypatch, capsys, "--engine", engine, "--model", str(folder), *options, stdin=lines
+        )
+        assert code == 2 and out == "" and err.count("\n") == 1 and flag in err, err

@@ -1,0 +1,392 @@
+"""ONNX export (export/onnx.py) and the ONNX Runtime engine (inference/engine_onnx.py) against the PyTorch model:
+graph outputs within 1e-4 on padded batches, with and without cache inputs; greedy and beam-search tokens equal to
+`generate()`'s; `translate` equal to `inference.translate`; bad folders and options. Three tiny random configs
+cover the kinds of positions (a fixed table, a learned table, rotary), activations, pre-/post-LN and the
+embedding options (one export each, shared by the tests of the module). The graphs are traced, so a position
+table enters them as a constant whatever its layout."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxscript")
+ort = pytest.importorskip("onnxruntime")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from conftest import ROOT, random_batch, tiny_model, tiny_tokenizer  # noqa: E402
+from vanilla_transformer.export.onnx import DECODER_WITH_PAST_FILE, export_onnx, past_names  # noqa: E402
+from vanilla_transformer.inference import translate  # noqa: E402
+from vanilla_transformer.inference.engine_onnx import OnnxTranslator, resolve_decoding, top_k  # noqa: E402
+from vanilla_transformer.modeling.modeling_vanilla_transformer import CACHE_FIELD  # noqa: E402
+
+SCRIPT = ROOT / "scripts" / "export_onnx.py"
+TOLERANCE = dict(atol=1e-4, rtol=1e-4)
+CONFIGS = {  # one encoder and two decoder layers keep each export short; the cache names differ per layer
+    "paper": dict(),  # post-LN, ReLU, interleaved sinusoids, shared + tied embeddings, output bias, scaled
+    "pre_ln_gelu_learned_separate": dict(
+        normalize_before=True,
+        activation_function="gelu",
+        position_encoding="learned",
+        share_encoder_decoder_embeddings=False,
+        tie_word_embeddings=False,
+        output_bias=False,
+        scale_embedding=False,
+    ),
+    "rope_silu": dict(position_encoding="rope", activation_function="silu"),
+}
+
+
+FAVOURED = [0, 2, 5, 6, 7, 9, 11, 12, 13]  # pad, <s> and the ids of the processor tests
+
+
+def make_decisive(model, tokenizer, eos_boost: float = 3.25) -> None:
+    """A random model repeats one token and almost never ends: centre its output bias on the mean logits of
+    random inputs (so the source decides the tokens) and favour FAVOURED and </s>, so that suppressed tokens,
+    bad words, minimum lengths and finished beams all change the outputs."""
+    with torch.no_grad():
+        ids, mask = random_batch(len(tokenizer), 8, 9, seed=5)
+        target = torch.randint(4, len(tokenizer), (8, 12), generator=torch.Generator().manual_seed(6))
+        logits = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
+        model.final_logits_bias -= logits.reshape(-1, logits.shape[-1]).mean(0)
+        model.final_logits_bias[FAVOURED] += 2.5
+        model.final_logits_bias[model.config.eos_token_id] += eos_boost
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return tiny_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def exported(tokenizer, tmp_path_factory):
+    """name -> (model, ONNX folder, OnnxTranslator) for each of CONFIGS, exported once per module."""
+    results = {}
+
+    def get(name: str):
+        if name not in results:
+            overrides = dict(CONFIGS[name])
+            if not overrides.get("share_encoder_decoder_embeddings", True):
+                overrides["decoder_vocab_size"] = len(tokenizer) + 7
+            model = tiny_model(
+                seed=len(results), vocab_size=len(tokenizer), encoder_layers=1, decoder_layers=2, **overrides
+            )
+            if model.config.output_bias:
+                make_decisive(model, tokenizer)
+            # export_onnx traces in eval mode and gives the mode back (no dropout here)
+            model.train(name == "paper")
+            folder = export_onnx(model, tmp_path_factory.mktemp(name), tokenizer)
+            results[name] = (model, folder, OnnxTranslator(folder, num_threads=1))
+        return results[name]
+
+    return get
+
+
+def source_lists(ids: torch.Tensor, mask: torch.Tensor) -> list[list[int]]:
+    return [row[: int(keep.sum())].tolist() for row, keep in zip(ids, mask)]
+
+
+def generated(sequences: torch.Tensor, eos: int) -> list[list[int]]:
+    """generate()'s (N, 1 + T) output as generate_ids returns it: no start token, cut after </s>, no padding."""
+    hypotheses = []
+    for row in sequences[:, 1:].tolist():
+        hypotheses.append(row[: row.index(eos) + 1] if eos in row else row)
+    return hypotheses
+
+
+# ---- the graphs ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_graphs_equal_pytorch_with_and_without_cache(exported, name):
+    """Encoder states, first-step logits and caches (decoder_model), and later-step logits and caches
+    (decoder_with_past_model fed the first step's presents) equal PyTorch's on a padded batch."""
+    model, folder, _ = exported(name)
+    config = model.config
+    ids, mask = random_batch(config.vocab_size, 3, 7, seed=2)
+    target = torch.randint(4, config.decoder_vocab_size, (3, 5), generator=torch.Generator().manual_seed(3))
+    target[:, 0] = config.decoder_start_token_id
+    with torch.no_grad():
+        hidden = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+        full = model(attention_mask=mask, encoder_outputs=(hidden,), decoder_input_ids=target, use_cache=True)
+    session = {
+        name: ort.InferenceSession(str(folder / f"{name}.onnx"))
+        for name in ("encoder_model", "decoder_model", "decoder_with_past_model")
+    }
+    feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
+    onnx_hidden = session["encoder_model"].run(None, feeds)[0]
+    torch.testing.assert_close(torch.from_numpy(onnx_hidden), hidden, **TOLERANCE)
+
+    layers = config.decoder_layers
+    first = session["decoder_model"].run(
+        None,
+        {
+            "encoder_attention_mask": mask.numpy(),
+            "input_ids": target[:, :3].numpy(),
+            "encoder_hidden_states": onnx_hidden,
+        },
+    )
+    torch.testing.assert_close(torch.from_numpy(first[0]), full.logits[:, :3], **TOLERANCE)
+    cache = getattr(full, CACHE_FIELD)
+    presents = dict(zip(past_names(layers, "present"), first[1:]))
+    for i in range(layers):
+        self_layer, cross_layer = cache.self_attention_cache.layers[i], cache.cross_attention_cache.layers[i]
+        torch.testing.assert_close(
+            torch.from_numpy(presents[f"present.{i}.decoder.key"]), self_layer.keys[:, :, :3], **TOLERANCE
+        )
+        torch.testing.assert_close(
+            torch.from_numpy(presents[f"present.{i}.encoder.value"]), cross_layer.values, **TOLERANCE
+        )
+
+    past = {name.replace("present", "past_key_values"): value for name, value in presents.items()}
+    later = session["decoder_with_past_model"].run(
+        None, {"encoder_attention_mask": mask.numpy(), "input_ids": target[:, 3:].numpy(), **past}
+    )
+    torch.testing.assert_close(torch.from_numpy(later[0]), full.logits[:, 3:], **TOLERANCE)
+    grown = dict(zip(past_names(layers, "present", ("decoder",)), later[1:]))
+    for i in range(layers):
+        torch.testing.assert_close(
+            torch.from_numpy(grown[f"present.{i}.decoder.value"]),
+            cache.self_attention_cache.layers[i].values,
+            **TOLERANCE,
+        )
+
+
+def test_export_folder_and_model_state(exported):
+    """The folder holds the graphs, configs, tokenizer and README, without remote code; the axes have names;
+    the exported model keeps its attention implementation and training mode (the trace uses eager, eval)."""
+    model, folder, _ = exported("paper")
+    for name in (
+        "encoder_model.onnx",
+        "decoder_model.onnx",
+        DECODER_WITH_PAST_FILE,
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "README.md",
+    ):
+        assert (folder / name).is_file(), name
+    assert model.config._attn_implementation == "sdpa" and model.training
+    assert "auto_map" not in json.loads((folder / "config.json").read_text())
+    assert "OnnxTranslator" in (folder / "README.md").read_text()
+    inputs = {
+        i.name: i.shape for i in ort.InferenceSession(str(folder / DECODER_WITH_PAST_FILE)).get_inputs()
+    }
+    assert inputs["past_key_values.0.decoder.key"][0] == "batch_size"
+    assert inputs["past_key_values.0.decoder.key"][2] == "past_decoder_sequence_length"
+    assert inputs["past_key_values.0.encoder.key"][2] == "encoder_sequence_length"
+
+
+# ---- decoding ------------------------------------------------------------------------------------------------
+
+
+def test_top_k_equals_torch_topk():
+    """The beam search's top-k: torch.topk's values, largest first, for every k (ties included)."""
+    values = np.random.default_rng(0).integers(0, 6, (4, 20)).astype(np.float32)
+    for k in (1, 3, 8, 20):
+        got, indices = top_k(values, k)
+        np.testing.assert_array_equal(got, torch.topk(torch.from_numpy(values), k).values.numpy())
+        np.testing.assert_array_equal(np.take_along_axis(values, indices, -1), got)
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_greedy_and_beam_tokens_equal_generate(exported, name):
+    """Greedy and beam-4 with length penalty (the generation config's early stopping), on a padded batch:
+    the same tokens as generate(), and scores within 1e-4 of its own (beam: sequences_scores; greedy: the summed
+    log-probabilities of its processed scores)."""
+    model, _, engine = exported(name)
+    ids, mask = random_batch(model.config.vocab_size, 5, 9, seed=1)
+    sources = source_lists(ids, mask)
+    eos = model.config.eos_token_id
+    for beams, penalty, count in ((1, 1.0, 1), (4, 0.6, 1), (4, 1.5, 2)):
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                num_beams=beams,
+                length_penalty=penalty,
+                max_new_tokens=12,
+                num_return_sequences=count,
+                return_dict_in_generate=True,
+                output_scores=True,
+            )
+        got = engine.generate_ids(
+            sources, num_beams=beams, length_penalty=penalty, max_new_tokens=12, num_return_sequences=count
+        )
+        hypotheses = generated(out.sequences, eos)
+        assert [hyp for hyps in got for hyp in hyps] == hypotheses, (beams, penalty)
+        decoding = resolve_decoding(
+            engine.generation_config,
+            num_beams=beams,
+            length_penalty=penalty,
+            max_new_tokens=12,
+            num_return_sequences=count,
+        )
+        _, scores = engine.search(*engine.pad_sources(sources), decoding)
+        if beams > 1:
+            expected = out.sequences_scores.numpy()
+        else:  # greedy: the log-probabilities of the chosen tokens under the processed scores, summed
+            steps = torch.stack(out.scores, 1).log_softmax(-1)  # (B, T, V)
+            expected = [
+                float(sum(steps[row, t, token] for t, token in enumerate(hyp)))
+                for row, hyp in enumerate(hypotheses)
+            ]
+        np.testing.assert_allclose(np.ravel(scores), expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("early_stopping", [False, "never"])
+def test_beam_stopping_rules_equal_generate(exported, early_stopping):
+    """early_stopping False and "never" (transformers' heuristics), with a negative and a positive penalty."""
+    model, _, engine = exported("paper")
+    ids, mask = random_batch(model.config.vocab_size, 6, 8, seed=7)
+    for penalty in (-0.5, 1.2, 2.0):
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                num_beams=3,
+                length_penalty=penalty,
+                max_new_tokens=10,
+                early_stopping=early_stopping,
+            )
+        decoding = resolve_decoding(
+            engine.generation_config,
+            num_beams=3,
+            length_penalty=penalty,
+            max_new_tokens=10,
+            early_stopping=early_stopping,
+        )
+        got, _ = engine.search(*engine.pad_sources(source_lists(ids, mask)), decoding)
+        assert [hyps[0] for hyps in got] == generated(out, model.config.eos_token_id), penalty
+
+
+def test_generation_config_processors_equal_generate(exported, tmp_path):
+    """The generation config's processors (forced </s> at the length limit, bad words of one and three tokens,
+    a minimum length, tokens suppressed at the first step) give generate()'s tokens, greedy and beam."""
+    model, folder, _ = exported("paper")
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    config = model.generation_config
+    settings = dict(
+        forced_eos_token_id=config.eos_token_id,
+        bad_words_ids=[[7], [12, 12, 3], [13, 13, 13], [5, 5, 3]],
+        min_new_tokens=3,
+        begin_suppress_tokens=[5, 6],
+        max_new_tokens=8,
+    )
+    custom = config.__class__.from_dict({**config.to_dict(), **settings})
+    custom.save_pretrained(copy)
+    engine = OnnxTranslator(copy, num_threads=1)
+    ids, mask = random_batch(model.config.vocab_size, 4, 6, seed=11)
+    for beams in (1, 4):
+        with torch.no_grad():
+            out = model.generate(
+                input_ids=ids, attention_mask=mask, generation_config=custom, num_beams=beams
+            )
+        got = engine.generate_ids(
+            source_lists(ids, mask), num_beams=beams, length_penalty=custom.length_penalty
+        )
+        assert [hyps[0] for hyps in got] == generated(out, model.config.eos_token_id), beams
+
+
+def test_translate_equals_inference_translate(exported, tokenizer):
+    """translate() is inference.translate's loop on this engine: same outputs for empty, short and over-long
+    lines (truncated to the position limit), greedy and with the folder's beam settings, and with max_len_a."""
+    model, _, engine = exported("paper")
+    lines = ["起初，神创造天地。", "", "神说：「要有光」，就有了光。" * 8, "地是空虚混沌"]
+    for options in (
+        dict(num_beams=1),
+        dict(),
+        dict(num_beams=2, length_penalty=1.0, max_new_tokens=5),
+        dict(max_len_a=0.1, max_len_b=1),
+    ):
+        expected = translate(model, tokenizer, lines, batch_size=2, **options)
+        assert engine.translate(lines, batch_size=2, **options) == expected, options
+
+
+def test_unsupported_and_bad_settings_raise(exported):
+    _, folder, engine = exported("paper")
+    for option in (dict(repetition_penalty=1.3), dict(do_sample=True), dict(no_repeat_ngram_size=2)):
+        with pytest.raises(ValueError, match=next(iter(option))):
+            resolve_decoding(engine.generation_config, **option)
+    with pytest.raises(ValueError, match="unknown generation options"):
+        resolve_decoding(engine.generation_config, num_beam=2)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        engine.generate_ids([[5, 3]], max_new_tokens=engine.config.max_position_embeddings + 1)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        engine.generate_ids([[5] * (engine.config.max_position_embeddings + 1)])
+    with pytest.raises(ValueError, match="num_return_sequences"):
+        engine.generate_ids([[5, 3]], num_beams=1, num_return_sequences=2)
+    with pytest.raises(ValueError, match="at least one"):
+        engine.generate_ids([[]])
+
+
+# ---- bad folders ---------------------------------------------------------------------------------------------
+
+
+def test_bad_onnx_folders_raise(exported, tmp_path):
+    folder = exported("paper")[1]
+    with pytest.raises(ValueError, match="does not exist"):
+        OnnxTranslator(tmp_path / "missing")
+    incomplete = tmp_path / "incomplete"
+    shutil.copytree(folder, incomplete)
+    (incomplete / DECODER_WITH_PAST_FILE).unlink()
+    with pytest.raises(ValueError, match=f"missing {DECODER_WITH_PAST_FILE}"):
+        OnnxTranslator(incomplete)
+    (incomplete / DECODER_WITH_PAST_FILE).write_bytes(b"not a graph")
+    with pytest.raises(ValueError, match="not a loadable ONNX graph"):
+        OnnxTranslator(incomplete)
+    with pytest.raises(ValueError, match="num_threads"):
+        OnnxTranslator(folder, num_threads=0)
+
+
+def test_export_rejects_bad_input(export, tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        export_onnx(tmp_path / "missing", tmp_path / "out")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file"):
+        export_onnx(export, tmp_path / "file")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="no config.json"):
+        export_onnx(tmp_path / "empty", tmp_path / "out")
+    with pytest.raises(ValueError, match="expected a VanillaTransformerForConditionalGeneration"):
+        export_onnx(torch.nn.Linear(2, 2), tmp_path / "out")
+    with pytest.raises(ValueError, match="float32"):
+        export_onnx(tiny_model(vocab_size=60).half(), tmp_path / "out")
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(export, corrupt)
+    (corrupt / "model.safetensors").write_bytes((export / "model.safetensors").read_bytes()[:100])
+    with pytest.raises(ValueError, match="corrupt"):
+        export_onnx(corrupt, tmp_path / "out")
+
+
+@pytest.mark.parametrize("case", ["missing", "file_as_out"])
+def test_script_bad_input_exits_2_with_one_line(export, tmp_path, case):
+    """The script's exit code and message; both checks run before torch is imported (fast)."""
+    model, out = str(export), str(tmp_path / "out")
+    if case == "missing":
+        model = str(tmp_path / "nowhere")
+    else:
+        (tmp_path / "out").write_text("x")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), model, out], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+
+
+def test_readme_onnxruntime_loop_runs(exported, capsys):
+    """The exported README's onnxruntime-only greedy loop runs as written on the folder."""
+    folder = exported("paper")[1]
+    code = (folder / "README.md").read_text().split("```python")[2].split("```")[0]
+    exec(code.replace('"this-folder"', repr(str(folder))), {})
+    assert capsys.readouterr().out.count("\n") == 1  # one translation printed

@@ -1,0 +1,74 @@
+"""Small helpers that several test folders use: a word-level tokenizer for the tiny models, the translate command
+run in this process, and fresh interpreters that cannot import the package (remote code only)."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from conftest import ROOT, random_batch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+
+def word_tokenizer(vocab_size: int = 97) -> PreTrainedTokenizerFast:
+    vocab = {"<pad>": 0, "<unk>": 1, "<s>": 2, "</s>": 3}
+    vocab.update({f"w{i}": i for i in range(4, vocab_size)})
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>", bos_token="<s>", eos_token="</s>"
+    )
+
+
+def run_main(monkeypatch, capsys, *args: str, stdin: str = "") -> tuple[int, str, str]:
+    """`vanilla-transformer translate ARGS` in this process (fast): (exit code, stdout, stderr)."""
+    script = importlib.import_module("vanilla_transformer.commands.translate")
+    stdout = io.BytesIO()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(stdout))
+    code = script.main(list(args))
+    return code, stdout.getvalue().decode("utf-8"), capsys.readouterr().err
+
+
+BLOCK_PROJECT = textwrap.dedent(
+    """
+    import sys
+    sys.modules["vanilla_transformer"] = None  # importing the package now raises ImportError: only remote code can be used
+    """
+)
+CODE_FILES = (
+    "modeling_vanilla_transformer.py",
+    "configuration_vanilla_transformer.py",
+    "kernels_vanilla_transformer.py",
+    "checks_vanilla_transformer.py",
+    "positions_vanilla_transformer.py",
+    "pipeline_vanilla_transformer.py",
+)
+SRC, MASK = random_batch(97, 2, 7, seed=61)
+TEXT = "w5 w9 w17 w33"
+
+
+def run_python(code: str, cwd: Path, block_project: bool = True) -> str:
+    """Run `code` in a fresh interpreter with its own HF_HOME (so no remote-code module cached by another process
+    is reused); with `block_project`, importing any package of this project fails there, else the project is
+    imported from this checkout."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(cwd / "hf-home"))
+    if not block_project:
+        env["PYTHONPATH"] = str(ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", (BLOCK_PROJECT if block_project else "") + textwrap.dedent(code)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout

@@ -1,0 +1,164 @@
+"""Parity against an implementation nobody here wrote: transformers' MarianMTModel with the same weights."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import perturb_bias_and_layer_norms
+from transformers import AutoModelForSeq2SeqLM, MarianConfig, MarianMTModel
+from vanilla_transformer.modeling.convert_marian import convert_marian_checkpoint, convert_marian_model
+
+MARIAN_CONFIGS = [
+    dict(
+        d_model=32,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        vocab_size=101,
+        activation_function="swish",
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+    ),
+    dict(
+        d_model=48,
+        encoder_attention_heads=3,
+        decoder_attention_heads=6,
+        encoder_layers=1,
+        decoder_layers=3,
+        encoder_ffn_dim=40,
+        decoder_ffn_dim=72,
+        vocab_size=83,
+        decoder_vocab_size=67,
+        activation_function="relu",
+        scale_embedding=False,
+        share_encoder_decoder_embeddings=False,
+    ),
+    dict(
+        d_model=24,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_layers=3,
+        decoder_layers=1,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        vocab_size=59,
+        activation_function="gelu",
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=False,
+    ),
+    dict(
+        d_model=16,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_ffn_dim=24,
+        decoder_ffn_dim=24,
+        vocab_size=71,
+        decoder_vocab_size=53,
+        activation_function="swish",
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=False,
+        tie_word_embeddings=False,
+    ),
+]
+
+
+def make_marian(index: int) -> MarianMTModel:
+    values = dict(MARIAN_CONFIGS[index])
+    target_vocab = values.get("decoder_vocab_size", values["vocab_size"])
+    pad = min(values["vocab_size"], target_vocab) - 1
+    config = MarianConfig(
+        **values,
+        max_position_embeddings=64,
+        pad_token_id=pad,
+        decoder_start_token_id=pad,
+        eos_token_id=0,
+        forced_eos_token_id=0,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+    )
+    config._attn_implementation = "sdpa"
+    torch.manual_seed(100 + index)
+    marian = MarianMTModel(config).eval()
+    perturb_bias_and_layer_norms(marian, logits_bias_std=0.3)
+    return marian
+
+
+def padded_batch(marian: MarianMTModel, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    config = marian.config
+    pad = config.pad_token_id
+    src = torch.randint(1, pad, (3, 9), generator=g)
+    src[:, -1] = 0
+    mask = torch.ones_like(src)
+    mask[1, 6:] = 0
+    mask[2, 3:] = 0
+    src[mask == 0] = pad
+    src[1, 5] = src[2, 2] = 0  # eos before padding
+    target_vocab = config.decoder_vocab_size
+    labels = torch.randint(1, min(pad, target_vocab), (3, 7), generator=g)
+    return src, mask, labels
+
+
+@pytest.mark.parametrize("index", range(len(MARIAN_CONFIGS)))
+def test_logits_match_marian(index):
+    marian = make_marian(index)
+    ours = convert_marian_model(marian)
+    for attn in ("sdpa", "eager"):
+        ours.set_attn_implementation(attn)
+        src, mask, labels = padded_batch(marian, seed=index)
+        with torch.no_grad():
+            expected = marian(input_ids=src, attention_mask=mask, labels=labels)
+            got = ours(input_ids=src, attention_mask=mask, labels=labels)
+        torch.testing.assert_close(got.logits, expected.logits, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(got.loss, expected.loss, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            got.encoder_last_hidden_state[mask.bool()],
+            expected.encoder_last_hidden_state[mask.bool()],
+            atol=1e-4,
+            rtol=1e-4,
+        )
+
+
+@pytest.mark.parametrize("index", range(len(MARIAN_CONFIGS)))
+def test_generate_matches_marian(index):
+    marian = make_marian(index)
+    ours = convert_marian_model(marian)
+    src, mask, _ = padded_batch(marian, seed=10 + index)
+    settings = [
+        dict(num_beams=1, do_sample=False),
+        dict(num_beams=4, do_sample=False, length_penalty=0.6, no_repeat_ngram_size=2),
+        dict(num_beams=4, do_sample=False, length_penalty=1.2, num_return_sequences=2, early_stopping=True),
+    ]
+    for kwargs in settings:
+        with torch.no_grad():
+            expected = marian.generate(input_ids=src, attention_mask=mask, max_new_tokens=12, **kwargs)
+            got = ours.generate(input_ids=src, attention_mask=mask, max_new_tokens=12, **kwargs)
+        assert torch.equal(got, expected), kwargs
+
+
+def test_converted_folder_loads_with_auto_class(tmp_path):
+    marian = make_marian(1)
+    marian.save_pretrained(tmp_path / "marian")
+    (tmp_path / "marian" / "vocab.json").write_text("{}")  # stands for Marian's tokenizer files
+    out = convert_marian_checkpoint(tmp_path / "marian", tmp_path / "ours")
+    assert (out / "vocab.json").read_text() == "{}"
+    assert (out / "modeling_vanilla_transformer.py").is_file()
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    assert loaded.config.sinusoidal_layout == "concatenated"
+    src, mask, labels = padded_batch(marian, seed=3)
+    with torch.no_grad():
+        expected = marian(input_ids=src, attention_mask=mask, labels=labels).logits
+        got = loaded(input_ids=src, attention_mask=mask, labels=labels).logits
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_converter_rejects_a_folder_without_config(tmp_path):
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        convert_marian_checkpoint(tmp_path, tmp_path / "out")

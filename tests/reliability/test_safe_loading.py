@@ -1,0 +1,249 @@
+"""Nothing the project loads can run code: model weights are read from safetensors only, and the pickled
+training state (optimizer, scheduler, RNG) is read with torch.load(weights_only=True).
+
+Each test plants a malicious pickle whose unpickling would create a marker file, in every place the project
+might read a pickle from, and shows that loading fails with a clear error and the marker never appears. The
+payload is first shown to be live (a plain unpickle does create the marker), so the tests cannot pass
+vacuously. Also checked: the trust_remote_code statements of the README."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import re
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import ROOT, small_run
+from helpers.shared import run_python
+from vanilla_transformer.inference import load_model_and_tokenizer
+from vanilla_transformer.training import checkpoint as ckpt
+from vanilla_transformer.training import train
+from vanilla_transformer.training.averaging import average_checkpoints
+
+
+class Payload:
+    """Unpickling this calls open(marker, "w"): arbitrary code execution, observable as a file."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def plant(path: Path, marker: Path) -> None:
+    torch.save({"state": Payload(marker)}, path)
+
+
+@pytest.fixture
+def marker(tmp_path) -> Path:
+    return tmp_path / "PWNED"
+
+
+def test_the_payload_is_live(tmp_path, marker):
+    plant(tmp_path / "evil.bin", marker)
+    torch.load(tmp_path / "evil.bin", weights_only=False)  # what an unsafe loader would do
+    assert marker.exists()
+    marker.unlink()
+    with pytest.raises(Exception, match="Weights only load failed"):
+        torch.load(tmp_path / "evil.bin", weights_only=True)
+    assert not marker.exists()
+
+
+# --------------------------------------------------------------------------------------- checkpoints
+
+
+@pytest.fixture(scope="module")
+def finished_run(tokenizer_dir, tmp_path_factory) -> tuple[Path, dict]:
+    """The output folder of a one-update run, and the options (besides the folder) it was trained with."""
+    root = tmp_path_factory.mktemp("run")
+    options = dict(max_steps=1, tokenizer=tokenizer_dir, cache_dir=str(root / "cache"))
+    train(small_run(root / "out", **options))
+    return root / "out", options
+
+
+def tampered_run(finished_run, tmp_path, marker, replace: str, planted: str | None = None) -> Path:
+    """A copy of the run whose checkpoint has `replace` deleted and a malicious `planted` file (default: in
+    its place), with a manifest rewritten to match: the attacker controls the whole folder."""
+    out = tmp_path / "out"
+    shutil.copytree(finished_run[0], out)
+    folder = out / "checkpoints" / "checkpoint-1"
+    (folder / replace).unlink()
+    plant(folder / (planted or replace), marker)
+    ckpt.write_manifest(folder)
+    return out
+
+
+@pytest.mark.parametrize("name", ["optimizer.bin", "scheduler.bin", "random_states_0.pkl"])
+def test_malicious_training_state_is_not_unpickled(finished_run, tmp_path, marker, name):
+    out = tampered_run(finished_run, tmp_path, marker, name)
+    with pytest.raises(
+        ckpt.CheckpointError,
+        match=rf"{re.escape(name)} is not plain tensors and numbers, so it was "
+        r"not loaded \(torch.load\(weights_only=True\) refused it.*nothing "
+        r"in it was executed. Delete this checkpoint",
+    ):
+        train(small_run(out, resume=True, **{**finished_run[1], "max_steps": 2}))
+    assert not marker.exists()
+
+
+def test_checkpoint_weights_are_read_from_safetensors_only(finished_run, tmp_path, marker):
+    out = tampered_run(finished_run, tmp_path, marker, "model.safetensors", planted="pytorch_model.bin")
+    with pytest.raises(
+        ckpt.CheckpointError,
+        match="has no model.safetensors; model weights are only read from "
+        "safetensors, never from pickle files",
+    ):
+        train(small_run(out, resume=True, **{**finished_run[1], "max_steps": 2}))
+    with pytest.raises(ckpt.CheckpointError, match="has no model.safetensors"):
+        average_checkpoints([out / "checkpoints" / "checkpoint-1"])  # scripts/average_checkpoints.py
+    assert not marker.exists()
+
+
+# ----------------------------------------------------------------------------------- model folders
+
+
+@pytest.fixture
+def pickled_model_folder(export, tmp_path, marker) -> Path:
+    """A copy of the tiny exported model whose weights are a malicious pytorch_model.bin (no safetensors)."""
+    folder = tmp_path / "evil-model"
+    shutil.copytree(export, folder)
+    (folder / "model.safetensors").unlink()
+    plant(folder / "pytorch_model.bin", marker)
+    return folder
+
+
+def test_model_folder_with_pickled_weights_is_not_unpickled(pickled_model_folder, marker):
+    from transformers import AutoModelForSeq2SeqLM
+
+    with pytest.raises(ValueError, match="has no safetensors weights.*never read from pickle files"):
+        load_model_and_tokenizer(str(pickled_model_folder))
+    with pytest.raises(Exception, match="Weights only load failed"):
+        AutoModelForSeq2SeqLM.from_pretrained(
+            pickled_model_folder
+        )  # plain transformers also refuses (weights_only=True)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("name", ["translate", "evaluate"])
+def test_scripts_refuse_a_model_folder_with_pickled_weights(
+    pickled_model_folder, marker, name, monkeypatch, capsys
+):
+    """scripts/translate.py and scripts/evaluate.py load models through the safe loader: exit code 2 with its
+    message, and nothing is unpickled."""
+    script = importlib.import_module(f"vanilla_transformer.commands.{name}")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("起初\n".encode())))
+    assert script.main(["--model", str(pickled_model_folder)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "has no safetensors weights" in err
+        and "never read from pickle files" in err
+        and "Traceback" not in err
+    )
+    assert not marker.exists()
+
+
+def test_converter_does_not_unpickle_a_malicious_marian_folder(tmp_path, marker):
+    from transformers import MarianConfig
+    from vanilla_transformer.modeling.convert_marian import convert_marian_checkpoint
+
+    src = tmp_path / "marian"
+    MarianConfig(
+        vocab_size=50,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        pad_token_id=0,
+        eos_token_id=1,
+        decoder_start_token_id=0,
+    ).save_pretrained(src)
+    plant(src / "pytorch_model.bin", marker)
+    with pytest.raises(Exception, match="Weights only load failed"):
+        convert_marian_checkpoint(src, tmp_path / "out")
+    assert not marker.exists()
+
+
+# ----------------------------------------------------------------------------------- the source itself
+
+UNSAFE = [
+    (re.compile(r"torch\.load\((?![^)]*weights_only=True)"), "torch.load without weights_only=True"),
+    (re.compile(r"\bpickle\.loads?\(|\bdill\.|\bjoblib\.load|\bcloudpickle\."), "pickle/dill/joblib loading"),
+    (re.compile(r"allow_pickle\s*=\s*True"), "numpy allow_pickle=True"),
+    (
+        re.compile(r"use_safetensors\s*=\s*False|weights_only\s*=\s*False"),
+        "safetensors/weights_only disabled",
+    ),
+]
+
+
+def test_project_code_never_unpickles_untrusted_data():
+    packages = (
+        "modeling",
+        "corpus",
+        "tokenizer",
+        "inference",
+        "export",
+        "training",
+        "benchmarks",
+        "src",
+        "scripts",
+    )
+    sources = [p for d in packages for p in (ROOT / d).rglob("*.py")]
+    assert len(sources) > 20
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {why}"
+        for path in sources
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        for pattern, why in UNSAFE
+        if pattern.search(line)
+    ]
+    assert not found, found
+
+
+# --------------------------------------------------------------------------------- trust_remote_code
+
+
+def test_trust_remote_code_is_needed_only_without_the_package(export):
+    """README: the flag is needed only where this package is not installed (imported); with `import modeling`
+    the registered classes load the folder and no remote code runs."""
+    import vanilla_transformer.modeling as modeling
+    from transformers import AutoModelForSeq2SeqLM
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(export)  # no flag
+    assert type(model) is modeling.VanillaTransformerForConditionalGeneration
+    out = run_python(
+        textwrap.dedent(
+            f"""
+            from transformers import AutoModelForSeq2SeqLM
+            try:
+                AutoModelForSeq2SeqLM.from_pretrained({str(export)!r})
+                print("loaded without the flag")
+            except ValueError as err:
+                print("refused:", err)
+            model = AutoModelForSeq2SeqLM.from_pretrained({str(export)!r}, trust_remote_code=True)
+            print("with the flag:", type(model).__module__)
+            """
+        ),
+        cwd=export.parent,
+    )
+    assert "refused:" in out and "trust_remote_code=True" in out, out
+    assert "with the flag: transformers_modules." in out, out
+
+
+def test_a_corrupt_safetensors_file_is_a_clear_error(tmp_path):
+    from conftest import export_tiny_model
+
+    folder = export_tiny_model(tmp_path / "model")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:200])
+    with pytest.raises(ValueError, match=r"has a corrupt model.safetensors .*export the model again"):
+        load_model_and_tokenizer(str(folder))

@@ -1,0 +1,131 @@
+"""Data parallelism: the training function under `accelerate launch --multi_gpu --num_processes 2` on CPU
+(torchrun + gloo; without --multi_gpu accelerate starts a single process on a machine with no GPU) makes
+the same updates as one process accumulating 2 batches per update, because every update sums the loss over
+the same global batches and divides by their total target-token count (dropout off so that the two runs
+draw no random numbers; tolerance: float32 summation order of the gradient all-reduce).
+
+Adam's update changes only through its eps when every gradient is scaled by the same factor, so equal weights are
+a weak check of the gradient scale (such as the world-size factor that undoes DDP's averaging); Adam's moment
+estimates, the gradients' running mean and mean square, scale with the gradients: they must match too."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import small_run, small_run_options
+from safetensors.torch import load_file
+from vanilla_transformer.training import train
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def adam_moments(path: Path) -> dict[tuple[int, str], torch.Tensor]:
+    """Adam's ``exp_avg`` and ``exp_avg_sq`` of every parameter in a checkpoint's optimizer state."""
+    state = torch.load(path, weights_only=True)["state"]
+    return {
+        (index, name): value
+        for index, moments in state.items()
+        for name, value in moments.items()
+        if name in ("exp_avg", "exp_avg_sq")
+    }
+
+
+def launch_two_processes(options: dict, out: Path) -> subprocess.CompletedProcess:
+    """`scripts/train.py` with ``options`` as flags under ``accelerate launch --multi_gpu --num_processes 2`` on
+    the CPU (one thread each, no export), writing to ``out``; asserts that it succeeded."""
+    # the boolean options and --num_threads are spelled out below
+    args = [f"--{k}={v}" for k, v in options.items() if k not in ("report_to", "export", "num_threads")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(free_port()),
+        "-m",
+        "vanilla_transformer",
+        "train",
+        *args,
+        "--report_to=none",
+        "--no_export",
+        "--grad_accum=1",
+        "--num_threads=1",
+        f"--output_dir={out}",
+    ]
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_OFFLINE": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "2 process(es)" in proc.stdout, proc.stdout  # really distributed (torchrun + gloo)
+    return proc
+
+
+def test_two_processes_equal_one_process_with_gradient_accumulation(tokenizer_dir, tmp_path):
+    pytest.importorskip("accelerate")
+    run = dict(
+        tokenizer=tokenizer_dir, max_steps=STEPS, dropout=0.0, cooldown=0.5, cache_dir=str(tmp_path / "cache")
+    )
+    single = train(small_run(tmp_path / "single", grad_accum=2, **run))
+
+    proc = launch_two_processes(small_run_options(**run), tmp_path / "ddp")
+    assert f"Stopped after {STEPS} updates" in proc.stdout
+
+    ckpt = f"checkpoint-{STEPS}"
+    a = load_file(tmp_path / "single" / "checkpoints" / ckpt / "model.safetensors")
+    b = load_file(tmp_path / "ddp" / "checkpoints" / ckpt / "model.safetensors")
+    assert set(a) == set(b)
+    for key in a:
+        torch.testing.assert_close(b[key], a[key], rtol=1e-4, atol=1e-5, msg=key)
+    adam_a, adam_b = (
+        adam_moments(tmp_path / run / "checkpoints" / ckpt / "optimizer.bin") for run in ("single", "ddp")
+    )
+    assert set(adam_a) == set(adam_b) and len(adam_a) == 2 * len(list(single.model.parameters()))
+    for key in adam_a:
+        torch.testing.assert_close(adam_b[key], adam_a[key], rtol=1e-4, atol=1e-9, msg=str(key))
+    assert (tmp_path / "ddp" / "checkpoints" / ckpt / "random_states_1.pkl").exists()
+    assert single.history[-1]["ntokens"] > 0
+
+
+def test_two_processes_agree_on_the_measured_long_budget_dropout(tokenizer_dir, tmp_path):
+    """The small preset's long-budget rule converts --max_minutes into epochs with a batch time that every process
+    measures and the main process's figure decides: the launch neither hangs nor disagrees, and the decision is
+    recorded (--max_epochs 13 alone would reach the rule's 12 epochs; 3 seconds do not)."""
+    pytest.importorskip("accelerate")
+    options = small_run_options(
+        tokenizer=tokenizer_dir,
+        preset="small",
+        max_epochs=13,
+        max_minutes=0.05,
+        cache_dir=str(tmp_path / "cache"),
+    )
+    proc = launch_two_processes(options, tmp_path / "ddp")
+    assert "no long-budget dropout: the budget allows about" in proc.stdout and "measured" in proc.stdout
+    recipe = json.loads((tmp_path / "ddp" / "checkpoints" / "recipe.json").read_text())
+    assert recipe["dropout"] is None and 0 < recipe["expected_epochs"] < 12
