@@ -30,6 +30,9 @@ the `TrainingArguments` default (1.0), fp32 (``marian_bf16``: bf16 autocast). Ou
 Both systems run in one process with the CPU allocator settings of `training.allocator` (our trainer applies
 them when it starts; the Marian run that follows inherits them), so neither gains from them over the other.
 
+Modules: `benchmarks.quality_options` (the options, results and prepared data), `benchmarks.quality_marian`
+(the Marian anchor's training); this one prepares the data, trains ours, scores both and writes the results.
+
 Output folder (``output_dir``): ``tokenizer/``, ``cache/``, ``ours/`` and ``marian/`` (each a loadable model
 folder; ``ours/`` also has the trainer's checkpoints and plots), ``plots/comparison.png`` and ``results.json``.
 """
@@ -39,169 +42,34 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import re
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_translation, length_stats
-from vanilla_transformer.modeling import IGNORE_INDEX, VanillaTransformerConfig, default_generation_config
+from vanilla_transformer.modeling import VanillaTransformerConfig, default_generation_config
 from vanilla_transformer.tokenizer import load_or_train_tokenizer
-from vanilla_transformer.training.cli import parse_field_value
 from vanilla_transformer.training.data import filter_by_length, tokenize_dataset
-from vanilla_transformer.training.hardware import PRECISION_NAMES, available_cores
+from vanilla_transformer.training.hardware import PRECISION_NAMES
 from vanilla_transformer.training.loop import Event, train
-from vanilla_transformer.training.options import DEFAULT_LENGTH_PENALTY, TrainConfig
-from vanilla_transformer.training.plots import Curves, curves_from_history, plot_training_curves
-from vanilla_transformer.training.presets import PRESETS, preset_names
-from vanilla_transformer.training.validation import LENGTH_CAP, validation_metrics
+from vanilla_transformer.training.options import TrainConfig
+from vanilla_transformer.training.plots import curves_from_history, plot_training_curves
+from vanilla_transformer.training.validation import LENGTH_CAP
 
-from .marian import marian_config
+from .quality_marian import train_marian
+from .quality_options import (
+    QualityConfig,
+    QualityData,
+    QualityResult,
+    SystemResult,
+    check_quality_options,
+    parse_overrides,
+)
 
 logger = logging.getLogger(__name__)
 
-SYSTEMS = ("ours", "marian")
 
-
-def _f(default: Any, help: str, **kw) -> Any:
-    return field(default=default, metadata={"help": help, **kw})
-
-
-@dataclass
-class QualityConfig(DataOptions):
-    """Options of `run_quality_benchmark` (the flags of vanilla-transformer bench quality, same names): the corpus and its
-    split (`corpus.DataOptions`, as vanilla-transformer train), then the benchmark's own."""
-
-    budget_minutes: float = _f(25.0, "wall-clock budget of each system's training loop (validation included)")
-    systems: str = _f("ours,marian", "comma-separated systems to train, in this order: ours, marian")
-    max_length: int = _f(256, "drop training/validation pairs with more tokens than this on a side")
-    tokenizer: str | None = _f(None, "tokenizer folder; default: train a joint BPE into OUTPUT_DIR/tokenizer")
-    vocab_size: int = _f(8000, "joint BPE vocabulary size when the tokenizer is trained here")
-    preset: str = _f("small", "architecture preset of both systems", choices=tuple(preset_names()))
-    ours: str = _f(
-        "",
-        "overrides of our TrainConfig, e.g. 'lr_scale=1.0 warmup_steps=400' (vanilla-transformer train flags)",
-    )
-    marian_lr: float = _f(7e-4, "Marian: peak learning rate")
-    marian_warmup_steps: int = _f(200, "Marian: linear warm-up updates before the inverse-sqrt decay")
-    marian_batch_size: int = _f(64, "Marian: sentences per batch (length-grouped)")
-    marian_dropout: float = _f(0.1, "Marian: dropout (the anchor's; ours follows its preset)")
-    marian_bf16: bool = _f(
-        False,
-        "Marian: bf16 autocast (Seq2SeqTrainingArguments bf16=True, with use_cpu on a CPU) instead of the "
-        "standard recipe's fp32; ours chooses its precision as vanilla-transformer train does (--ours mixed_precision=no: fp32)",
-    )
-    label_smoothing: float = _f(0.1, "label smoothing of both systems")
-    eval_every: int = _f(500, "validate both systems every N updates (and at the end)")
-    bleu_samples: int = _f(200, "validation pairs translated greedily for the periodic BLEU (0 = loss only)")
-    log_every: int = _f(10, "training loss is logged (and plotted) per N updates")
-    num_beams: int | None = _f(None, "beams for the test translation; default: the generation config's (4)")
-    length_penalty: float = _f(
-        DEFAULT_LENGTH_PENALTY,
-        "length penalty alpha (transformers': log-prob / length**alpha) of both systems, "
-        "no search on validation; vanilla-transformer train's default",
-    )
-    eval_batch_size: int = _f(64, "sentences per generate() batch")
-    sacrebleu_tokenize: str | None = _f(
-        None, "sacreBLEU tokeniser (default: 'zh' for Chinese targets, else '13a')"
-    )
-    num_threads: int | None = _f(None, "torch CPU threads for both systems (default: available cores)")
-    seed: int = _f(1, "seed of initialisation, dropout and batch order (both systems)")
-    num_samples: int = _f(3, "test translations kept per system as examples")
-    output_dir: str = _f("outputs/bench_quality", "where models, plots and results.json go")
-
-
-@dataclass
-class SystemResult:
-    """One trained and evaluated system. ``epochs`` = target tokens seen / target tokens of the training split."""
-
-    name: str
-    description: str
-    num_parameters: int
-    steps: int
-    target_tokens: int
-    train_seconds: float
-    tokens_per_second: float
-    epochs: float
-    valid_ppl: float | None
-    test: dict
-    length_ratio: float
-    hyp_len: int
-    ref_len: int
-    samples: list[dict]
-    model_dir: str
-    curves: Curves = field(repr=False)
-    history: list[dict] = field(default_factory=list, repr=False)
-    valid_history: list[dict] = field(default_factory=list, repr=False)
-
-
-@dataclass
-class QualityResult:
-    systems: list[SystemResult]
-    test_pairs: int
-    train_pairs: int
-    plot: str | None
-    results_file: str
-
-
-# ------------------------------------------------------------------------------------------------- helpers
-def parse_overrides(text: str) -> dict[str, Any]:
-    """``"lr_scale=1.0 warmup_steps=400"`` (spaces or commas) -> typed `TrainConfig` overrides."""
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
-    out: dict[str, Any] = {}
-    for item in re.split(r"[\s,]+", text.strip()):
-        if not item:
-            continue
-        key, sep, value = item.partition("=")
-        key = key.strip().lstrip("-")
-        if not sep or key not in names:
-            raise ValueError(
-                f"--ours: {item!r} is not KEY=VALUE with KEY a vanilla-transformer train option (e.g. 'lr_scale=1.0')."
-            )
-        try:
-            out[key] = parse_field_value(TrainConfig, key, value)
-        except ValueError as error:
-            raise ValueError(f"--ours: {error}") from error
-    return out
-
-
-def _check(cfg: QualityConfig) -> list[str]:
-    systems = [s.strip() for s in cfg.systems.split(",") if s.strip()]
-    problems = cfg.check() + [
-        f"unknown system {s!r} (choose from {', '.join(SYSTEMS)})" for s in systems if s not in SYSTEMS
-    ]
-    if not systems:
-        problems.append("--systems is empty; pass 'ours,marian', 'ours' or 'marian'")
-    if not cfg.budget_minutes or cfg.budget_minutes <= 0:
-        problems.append(f"--budget_minutes must be > 0, got {cfg.budget_minutes}")
-    for name in ("eval_every", "log_every", "num_beams", "eval_batch_size", "marian_batch_size"):
-        if getattr(cfg, name) < 1:
-            problems.append(f"--{name} must be >= 1, got {getattr(cfg, name)}")
-    if cfg.test_size < 1:
-        problems.append(f"--test_size must be >= 1 (the systems are scored on it), got {cfg.test_size}")
-    if cfg.preset not in PRESETS:
-        problems.append(f"unknown --preset {cfg.preset!r} (choose from {', '.join(PRESETS)})")
-    if problems:
-        raise ValueError("Invalid quality-benchmark options: " + "; ".join(problems) + ".")
-    return systems
-
-
-@dataclass
-class _Data:
-    splits: Any
-    tokenizer: Any
-    tokenizer_dir: str
-    train: Any  # tokenised, length-filtered: input_ids, labels
-    valid_src: list[list[int]]
-    valid_tgt: list[list[int]]
-    train_target_tokens: int
-
-
-def _prepare_data(cfg: QualityConfig, out: Path) -> _Data:
+def _prepare_data(cfg: QualityConfig, out: Path) -> QualityData:
     splits, _ = cfg.load_splits()
     tokenizer_dir = cfg.tokenizer or str(out / "tokenizer")
     tokenizer = load_or_train_tokenizer(cfg.tokenizer, out / "tokenizer", splits["train"], cfg.vocab_size)
@@ -212,7 +80,7 @@ def _prepare_data(cfg: QualityConfig, out: Path) -> _Data:
     if len(splits["validation"]):
         valid, _ = filter_by_length(tokenize_dataset(splits["validation"], tokenizer, cache), cfg.max_length)
         valid_src, valid_tgt = [list(x) for x in valid["input_ids"]], [list(x) for x in valid["labels"]]
-    return _Data(
+    return QualityData(
         splits,
         tokenizer,
         tokenizer_dir,
@@ -223,8 +91,9 @@ def _prepare_data(cfg: QualityConfig, out: Path) -> _Data:
     )
 
 
-# ------------------------------------------------------------------------------------------------ ours
-def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event, tokenize: str) -> tuple[Any, dict]:
+def _train_ours(
+    cfg: QualityConfig, data: QualityData, out: Path, emit: Event, tokenize: str
+) -> tuple[Any, dict]:
     from vanilla_transformer.modeling import save_with_remote_code
 
     overrides = parse_overrides(cfg.ours)
@@ -287,172 +156,8 @@ def _train_ours(cfg: QualityConfig, data: _Data, out: Path, emit: Event, tokeniz
     return model, info
 
 
-# ---------------------------------------------------------------------------------------------- marian
-def _marian_trainer_class():
-    from transformers import Seq2SeqTrainer
-
-    class CountingSeq2SeqTrainer(Seq2SeqTrainer):
-        """`Seq2SeqTrainer` that counts the target tokens (labels other than IGNORE_INDEX) it trains on."""
-
-        target_tokens = 0
-
-        def training_step(self, model, inputs, num_items_in_batch=None):
-            self.target_tokens += int((inputs["labels"] != IGNORE_INDEX).sum())
-            return super().training_step(model, inputs, num_items_in_batch)
-
-    return CountingSeq2SeqTrainer
-
-
-def _marian_monitor(budget_seconds: float, eval_every: int, validate: Callable[[Any], dict], emit: Event):
-    from transformers import TrainerCallback
-
-    class Monitor(TrainerCallback):
-        """Stops training at the wall-clock budget, validates every ``eval_every`` updates (inside the budget,
-        as our trainer does) and at the end, and records the logged training loss with its wall time."""
-
-        def __init__(self):
-            self.start = 0.0
-            self.seconds = 0.0
-            self.history: list[dict] = []
-            self.valid_history: list[dict] = []
-            self.stopped_at: float | None = None
-
-        def _validate(self, step: int, model) -> None:
-            metrics = validate(model)
-            if metrics:
-                metrics.update(step=step, seconds=self.seconds)
-                self.valid_history.append(metrics)
-                emit("eval", {**metrics, "system": "marian"})
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            self.start = time.monotonic()
-
-        def on_step_end(self, args, state, control, model=None, **kwargs):
-            self.seconds = time.monotonic() - self.start
-            if state.global_step % eval_every == 0:
-                with torch.random.fork_rng():  # validation must not change the training random stream
-                    self._validate(state.global_step, model)
-            if time.monotonic() - self.start >= budget_seconds:
-                control.should_training_stop = True
-
-        def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and "loss" in logs:
-                entry = {
-                    "step": state.global_step,
-                    "seconds": self.seconds,
-                    "loss": float(logs["loss"]),
-                    "lr": logs.get("learning_rate"),
-                }
-                self.history.append(entry)
-                emit("step", {**entry, "system": "marian"})
-
-        def on_train_end(self, args, state, control, model=None, **kwargs):
-            self.stopped_at = time.monotonic() - self.start
-            if not self.valid_history or self.valid_history[-1]["step"] != state.global_step:
-                self._validate(state.global_step, model)
-
-    return Monitor()
-
-
-def marian_training_arguments(cfg: QualityConfig, output_dir: Path):
-    """The standard `Seq2SeqTrainer` recipe of the anchor (module docstring), fp32 unless ``cfg.marian_bf16``
-    (transformers refuses bf16 without a bf16 GPU unless ``use_cpu`` is set, so a CPU run sets it)."""
-    from transformers import Seq2SeqTrainingArguments
-
-    cpu_bf16 = cfg.marian_bf16 and not torch.cuda.is_available()
-    return Seq2SeqTrainingArguments(
-        output_dir=str(output_dir),
-        per_device_train_batch_size=cfg.marian_batch_size,
-        learning_rate=cfg.marian_lr,
-        adam_beta1=0.9,
-        adam_beta2=0.98,
-        adam_epsilon=1e-9,
-        weight_decay=0.0,
-        lr_scheduler_type="inverse_sqrt",
-        warmup_steps=cfg.marian_warmup_steps,
-        label_smoothing_factor=cfg.label_smoothing,
-        train_sampling_strategy="group_by_length",
-        num_train_epochs=10_000,
-        logging_steps=cfg.log_every,
-        save_strategy="no",
-        eval_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-        seed=cfg.seed,
-        dataloader_num_workers=0,
-        dataloader_pin_memory=torch.cuda.is_available(),
-        bf16=cfg.marian_bf16,
-        use_cpu=cpu_bf16,
-    )
-
-
-def _train_marian(cfg: QualityConfig, data: _Data, out: Path, emit: Event, tokenize: str) -> tuple[Any, dict]:
-    from transformers import DataCollatorForSeq2Seq, MarianMTModel, PrinterCallback
-
-    torch.set_num_threads(cfg.num_threads or available_cores())
-    torch.manual_seed(cfg.seed)
-    model = MarianMTModel(marian_config(cfg.preset, len(data.tokenizer), cfg.marian_dropout))
-    # the same decoding as ours: never <pad>/<s>, max_new_tokens, the benchmark's beams and length penalty
-    model.generation_config = default_generation_config(model.config)
-    model.generation_config.update(num_beams=cfg.num_beams, length_penalty=cfg.length_penalty)
-    folder = out / "marian"
-    args = marian_training_arguments(cfg, folder / "trainer")
-    valid = data.splits["validation"]
-
-    def validate(m) -> dict:
-        return validation_metrics(
-            m,
-            data.tokenizer,
-            data.valid_src,
-            data.valid_tgt,
-            list(valid["source"]),
-            list(valid["target"]),
-            label_smoothing=cfg.label_smoothing,
-            bleu_samples=cfg.bleu_samples,
-            length_penalty=cfg.length_penalty,
-            batch_size=cfg.eval_batch_size,
-            tokenize=tokenize,
-        )
-
-    monitor = _marian_monitor(cfg.budget_minutes * 60, cfg.eval_every, validate, emit)
-    trainer = _marian_trainer_class()(
-        model=model,
-        args=args,
-        train_dataset=data.train.select_columns(["input_ids", "labels"]),
-        data_collator=DataCollatorForSeq2Seq(data.tokenizer, model=model, label_pad_token_id=IGNORE_INDEX),
-        processing_class=data.tokenizer,
-        callbacks=[monitor],
-    )
-    trainer.remove_callback(PrinterCallback)  # library code does not print; `event` reports progress
-    # trainable parameters: Marian's sinusoidal position tables are frozen nn.Embedding weights
-    num_parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    emit("start", {"system": "marian", "num_parameters": num_parameters})
-    trainer.train()
-    seconds = monitor.stopped_at or monitor.seconds
-    model = trainer.model.eval()
-    model.save_pretrained(str(folder))
-    data.tokenizer.save_pretrained(str(folder))
-    last_valid = monitor.valid_history[-1] if monitor.valid_history else {}
-    info = dict(
-        description=f"MarianMTModel, Seq2SeqTrainer (AdamW, lr {cfg.marian_lr}, warm-up {cfg.marian_warmup_steps} "
-        f"+ inverse sqrt, {cfg.marian_batch_size} sentences/batch, length-grouped, "
-        f"{PRECISION_NAMES['bf16' if cfg.marian_bf16 else 'no']})",
-        num_parameters=num_parameters,
-        steps=trainer.state.global_step,
-        target_tokens=trainer.target_tokens,
-        train_seconds=seconds,
-        tokens_per_second=trainer.target_tokens / max(seconds, 1e-9),
-        valid_ppl=last_valid.get("valid_ppl"),
-        history=monitor.history,
-        valid_history=monitor.valid_history,
-        model_dir=str(folder),
-    )
-    return model, info
-
-
-# ------------------------------------------------------------------------------------------------- main
 def _evaluate(
-    cfg: QualityConfig, name: str, model, data: _Data, info: dict, tokenize: str, emit: Event
+    cfg: QualityConfig, name: str, model, data: QualityData, info: dict, tokenize: str, emit: Event
 ) -> SystemResult:
     test = data.splits["test"]
     sources, references = list(test["source"]), list(test["target"])
@@ -498,7 +203,7 @@ def run_quality_benchmark(cfg: QualityConfig, event: Event | None = None) -> Qua
     other events), each ``info`` with a ``system`` key."""
     defaults = default_generation_config(VanillaTransformerConfig())  # the beams of both systems
     cfg = dataclasses.replace(cfg, num_beams=cfg.num_beams or defaults.num_beams)
-    systems = _check(cfg)
+    systems = check_quality_options(cfg)
     emit = event or (lambda name, info: None)
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -509,7 +214,7 @@ def run_quality_benchmark(cfg: QualityConfig, event: Event | None = None) -> Qua
         if name == "ours":
             model, info = _train_ours(cfg, data, out, emit, tokenize)
         else:
-            model, info = _train_marian(cfg, data, out, emit, tokenize)
+            model, info = train_marian(cfg, data, out, emit, tokenize)
         result = _evaluate(cfg, name, model, data, info, tokenize, emit)
         results.append(result)
         emit("done", {"system": name, "result": result})

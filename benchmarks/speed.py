@@ -10,431 +10,32 @@ cancels. With `Settings.bf16`, ours and Marian also run in bf16 in the same roun
 precision and each system's best precision on this machine come from the same rounds. Same-round probes (a large fp32 GEMM and a large memory copy) turn throughputs into training MFU and
 into the decode step's distance to the memory-bandwidth floor.
 
-The logic lives here; `vanilla-transformer bench speed` parses arguments and prints.
+Modules: `benchmarks.contenders` (the models), `benchmarks.workloads` (the timed units, FLOP and byte models),
+`benchmarks.harness` (interleaved rounds, probes); this one runs the workloads and builds the rows. The logic
+lives here; `vanilla-transformer bench speed` parses arguments and prints.
 """
 
 from __future__ import annotations
 
 import copy
 import statistics
-import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
-from transformers import GenerationConfig, MarianConfig, MarianMTModel
 from vanilla_transformer.modeling import cpu_inference_gemm, set_cpu_inference_gemm
-from vanilla_transformer.modeling.convert_marian import convert_marian_model
 
-from .marian import marian_config
-
-# The benchmark presets: `training.presets`' architecture sizes with this vocabulary size (the output layer
-# matters for speed; ``tiny`` keeps the tests fast).
-VOCAB_SIZES: dict[str, int] = {"tiny": 97, "small": 8000, "base": 32000}
-
-
-@dataclass
-class Contenders:
-    """The models of one preset: Marian, ours converted from it, and optionally a CTranslate2 translator.
-    ``hp`` holds the sizes the FLOP and byte models read (`sizes`)."""
-
-    preset: str
-    marian: MarianMTModel
-    ours: torch.nn.Module
-    ct2: object | None = None
-    ct2_note: str = ""
-    hp: dict = field(default_factory=dict)
-    engines: dict[str, object] = field(default_factory=dict)  # deployed exports of ours: name -> translator
-    engine_notes: list[str] = field(default_factory=list)
-    bf16: dict[str, torch.nn.Module] = field(
-        default_factory=dict
-    )  # "marian", "ours" with bf16 weights (decoding)
-
-    @property
-    def pad(self) -> int:
-        return self.hp["vocab"] - 1
-
-
-def sizes(config: MarianConfig) -> dict:
-    """The sizes the FLOP and byte models read: d_model, encoder/decoder layers, heads, ffn, vocab."""
-    return dict(
-        d_model=config.d_model,
-        encoder_layers=config.encoder_layers,
-        decoder_layers=config.decoder_layers,
-        heads=config.encoder_attention_heads,
-        ffn=config.encoder_ffn_dim,
-        vocab=config.vocab_size,
-    )
-
-
-def generation_config(pad: int, num_beams: int, new_tokens: int, use_cache: bool = True) -> GenerationConfig:
-    """Identical decoding settings for every contender: exactly `new_tokens` tokens, pad never generated."""
-    return GenerationConfig(
-        decoder_start_token_id=pad,
-        pad_token_id=pad,
-        eos_token_id=0,
-        bos_token_id=None,
-        num_beams=num_beams,
-        do_sample=False,
-        min_new_tokens=new_tokens,
-        max_new_tokens=new_tokens,
-        length_penalty=1.0,
-        early_stopping=False,
-        suppress_tokens=[pad],
-        use_cache=use_cache,
-    )
-
-
-def build_contenders(
-    preset: str,
-    seed: int = 0,
-    with_ct2: bool = True,
-    dropout: float = 0.1,
-    with_engines: bool = False,
-    new_tokens: int = 32,
-    with_bf16: bool = True,
-) -> Contenders:
-    """Marian with random weights (non-trivial LayerNorms and output bias), ours converted from it, and the
-    CTranslate2 conversion when the package is installed. Both PyTorch models use sdpa attention and OPUS-MT's
-    special ids (pad and decoder start = the last id, eos 0). `with_engines`: also ours exported to CTranslate2
-    fp32 and int8 and to ONNX Runtime (`export_engines`), decoding exactly `new_tokens` tokens. `with_bf16`: also
-    copies of Marian and ours with bf16 weights, for the bf16 generation columns."""
-    if preset not in VOCAB_SIZES:
-        raise ValueError(
-            f"Unknown benchmark preset {preset!r}; choose one of {list(VOCAB_SIZES)} (--preset)."
-        )
-    vocab = VOCAB_SIZES[preset]
-    config = marian_config(
-        preset,
-        vocab,
-        dropout,
-        pad_token_id=vocab - 1,
-        bos_token_id=None,
-        decoder_start_token_id=vocab - 1,
-        eos_token_id=0,
-    )
-    config._attn_implementation = "sdpa"
-    torch.manual_seed(seed)
-    marian = MarianMTModel(config).eval()
-    with torch.no_grad():
-        marian.final_logits_bias.normal_(0, 0.1)
-        for module in marian.modules():
-            if isinstance(module, torch.nn.LayerNorm):
-                module.weight.normal_(1.0, 0.05)
-                module.bias.normal_(0.0, 0.05)
-    ours = convert_marian_model(marian)  # copies dropout: both train with the same p
-    ours.set_attn_implementation("sdpa")
-    result = Contenders(preset, marian, ours.eval(), hp=sizes(config))
-    if with_bf16:
-        result.bf16 = {
-            name: copy.deepcopy(model).to(torch.bfloat16).eval()
-            for name, model in (("marian", marian), ("ours", result.ours))
-        }
-    if with_ct2:
-        result.ct2, result.ct2_note = convert_to_ctranslate2(marian)
-    if with_engines:
-        result.engines, result.engine_notes = export_engines(result.ours, new_tokens)
-    return result
-
-
-ENGINES = ("ct2_fp32", "ct2_int8", "onnx")
-
-
-def export_engines(ours: torch.nn.Module, new_tokens: int) -> tuple[dict[str, object], list[str]]:
-    """Ours exported to CTranslate2 (fp32, int8) and ONNX Runtime, each loaded as its translator
-    (`CT2Translator`, `OnnxTranslator`), with a generation config that decodes exactly `new_tokens` tokens; an
-    engine whose package is missing or whose export fails is left out with a note saying why."""
-    import importlib
-
-    model = copy.copy(ours)  # the exported generation config must not change the PyTorch contender's
-    model.generation_config = generation_config(ours.config.pad_token_id, 4, new_tokens)
-    # every hypothesis has exactly new_tokens tokens: early stopping changes nothing, and CT2Translator needs it
-    model.generation_config.early_stopping = True
-    tokenizer = word_level_tokenizer(ours.config.vocab_size)
-    root = Path(tempfile.mkdtemp(prefix="bench_engines_"))
-    threads = torch.get_num_threads()
-    plans = {
-        "ct2_fp32": (
-            "vanilla_transformer.export.ct2",
-            "export_ct2",
-            {},
-            "vanilla_transformer.inference.engine_ct2",
-            "CT2Translator",
-        ),
-        "ct2_int8": (
-            "vanilla_transformer.export.ct2",
-            "export_ct2",
-            {"quantization": "int8"},
-            "vanilla_transformer.inference.engine_ct2",
-            "CT2Translator",
-        ),
-        "onnx": (
-            "vanilla_transformer.export.onnx",
-            "export_onnx",
-            {},
-            "vanilla_transformer.inference.engine_onnx",
-            "OnnxTranslator",
-        ),
-    }
-    engines, notes = {}, []
-    for name, (export_module, export_name, options, engine_module, engine_name) in plans.items():
-        try:
-            export = getattr(importlib.import_module(export_module), export_name)
-            engine = getattr(importlib.import_module(engine_module), engine_name)
-            folder = export(model, root / name, tokenizer=tokenizer, **options)
-            engines[name] = engine(folder, num_threads=threads)
-        except ImportError as error:
-            notes.append(f"{name}: - ({error}; pip install -e '.[export]')")
-        except Exception as error:  # report, never abort the PyTorch benchmark
-            notes.append(f"{name}: export failed: {type(error).__name__}: {error}")
-    return engines, notes
-
-
-def convert_to_ctranslate2(marian: MarianMTModel) -> tuple[object | None, str]:
-    """A CTranslate2 fp32 translator with `marian`'s weights, or (None, why not).
-
-    CTranslate2's converter reads the vocabulary from a tokenizer in the saved folder; a word-level
-    `tokenizers` tokenizer whose tokens are `</s>`, `<unk>`, `t2` ... `<pad>` (pad last, as in OPUS-MT) is
-    enough and needs no download."""
-    try:
-        import ctranslate2
-        from ctranslate2.converters import TransformersConverter
-    except ImportError:
-        return None, "ctranslate2 not installed (pip install ctranslate2)"
-    tokenizer = word_level_tokenizer(marian.config.vocab_size)
-    root = Path(tempfile.mkdtemp(prefix="bench_ct2_"))
-    marian.save_pretrained(root / "marian")
-    tokenizer.save_pretrained(root / "marian")
-    try:
-        TransformersConverter(str(root / "marian")).convert(str(root / "ct2"), force=True)
-    except Exception as error:  # report, never abort the PyTorch benchmark
-        return None, f"CTranslate2 conversion failed: {type(error).__name__}: {error}"
-    translator = ctranslate2.Translator(
-        str(root / "ct2"),
-        device="cpu",
-        compute_type="float32",
-        intra_threads=torch.get_num_threads(),
-        inter_threads=1,
-    )
-    return translator, f"CTranslate2 {ctranslate2.__version__} fp32, {torch.get_num_threads()} threads"
-
-
-def word_level_tokenizer(vocab_size: int):
-    """A word-level `tokenizers` tokenizer over `ct2_tokens(vocab_size)` (no download needed)."""
-    from tokenizers import Tokenizer
-    from tokenizers.models import WordLevel
-    from tokenizers.pre_tokenizers import WhitespaceSplit
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {token: i for i, token in enumerate(ct2_tokens(vocab_size))}
-    backend = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = WhitespaceSplit()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend, eos_token="</s>", unk_token="<unk>", pad_token="<pad>"
-    )
-
-
-def ct2_tokens(vocab_size: int) -> list[str]:
-    """Token strings of id 0 .. vocab_size-1 for the CTranslate2 vocabulary (eos 0, unk 1, pad last)."""
-    return ["</s>", "<unk>"] + [f"t{i}" for i in range(2, vocab_size - 1)] + ["<pad>"]
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Workloads: each returns a zero-argument callable that runs once (the timed unit)
-# ------------------------------------------------------------------------------------------------------------
-
-
-def source_batch(vocab: int, batch: int, length: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """(B, S) ids ending with eos (0) and an all-ones mask; ids avoid eos, unk and pad."""
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(2, vocab - 1, (batch, length), generator=g)
-    ids[:, -1] = 0
-    return ids, torch.ones_like(ids)
-
-
-def train_step(
-    model: torch.nn.Module, batch: int, length: int, vocab: int, seed: int = 0, bf16: bool = False
-) -> Callable[[], float]:
-    """One training step (forward with labels, backward, Adam step) on a (batch, length) -> (batch, length)
-    batch, the forward under bf16 autocast when `bf16` (as the trainer's mixed precision runs it); the callable
-    returns the loss."""
-    src, mask = source_batch(vocab, batch, length, seed)
-    labels, _ = source_batch(vocab, batch, length, seed + 1)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-5)
-
-    def step() -> float:
-        model.train()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = model(input_ids=src, attention_mask=mask, labels=labels).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss.detach().item()
-
-    return step
-
-
-def generate_call(
-    model: torch.nn.Module, src: torch.Tensor, mask: torch.Tensor, config: GenerationConfig
-) -> Callable[[], torch.Tensor]:
-    def run() -> torch.Tensor:
-        model.eval()
-        with torch.inference_mode():
-            return model.generate(input_ids=src, attention_mask=mask, generation_config=config)
-
-    return run
-
-
-def ct2_call(
-    translator, src: torch.Tensor, vocab_size: int, num_beams: int, new_tokens: int
-) -> Callable[[], list[list[int]]]:
-    """Translate the (B, S) ids with CTranslate2; the callable returns the generated ids (eos kept)."""
-    tokens = ct2_tokens(vocab_size)
-    batch = [[tokens[i] for i in row] for row in src.tolist()]
-    index = {t: i for i, t in enumerate(tokens)}
-
-    def run() -> list[list[int]]:
-        results = translator.translate_batch(
-            batch,
-            beam_size=num_beams,
-            min_decoding_length=new_tokens,
-            max_decoding_length=new_tokens,
-            max_batch_size=0,
-            num_hypotheses=1,
-            return_end_token=True,
-        )
-        return [[index[t] for t in r.hypotheses[0]] for r in results]
-
-    return run
-
-
-def engine_call(engine, src: torch.Tensor, num_beams: int, new_tokens: int) -> Callable[[], list[list[int]]]:
-    """Decode the (B, S) ids with an exported engine (`generate_ids`); the callable returns the best hypotheses."""
-    sources = src.tolist()
-
-    def run() -> list[list[int]]:
-        return [
-            hyps[0] for hyps in engine.generate_ids(sources, num_beams=num_beams, max_new_tokens=new_tokens)
-        ]
-
-    return run
-
-
-def gemm_probe(n: int = 1024) -> tuple[Callable[[], None], float]:
-    """A square fp32 GEMM and its FLOP count."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    out = torch.empty(n, n)
-
-    def run() -> None:
-        torch.mm(a, b, out=out)
-
-    return run, 2.0 * n**3
-
-
-def copy_probe(megabytes: int = 128) -> tuple[Callable[[], None], float]:
-    """A large memory copy (well beyond the caches) and the bytes it moves (read + write)."""
-    numel = megabytes * 2**20 // 4
-    a, b = torch.randn(numel), torch.empty(numel)
-
-    def run() -> None:
-        b.copy_(a)
-
-    return run, 2.0 * numel * 4
-
-
-# ------------------------------------------------------------------------------------------------------------
-# Interleaved timing
-# ------------------------------------------------------------------------------------------------------------
-
-
-def interleaved(cases: dict[str, Callable], rounds: int, warmup: int = 1, repeat: dict | None = None) -> dict:
-    """Seconds per call of each case, `rounds` values each; every round runs every case once, the order
-    reversed every other round. `repeat[name]` runs a (fast) case several times per round and averages."""
-    repeat = repeat or {}
-    names = list(cases)
-    for _ in range(warmup):
-        for name in names:
-            cases[name]()
-    times = {name: [] for name in names}
-    for r in range(rounds):
-        for name in names if r % 2 == 0 else reversed(names):
-            n = repeat.get(name, 1)
-            start = time.perf_counter()
-            for _ in range(n):
-                cases[name]()
-            times[name].append((time.perf_counter() - start) / n)
-    return times
-
-
-@dataclass
-class Stat:
-    """Median and range of a list of values."""
-
-    values: list[float]
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.values)
-
-    def fmt(self, digits: int = 2) -> str:
-        return f"{self.median:.{digits}f} ({min(self.values):.{digits}f}-{max(self.values):.{digits}f})"
-
-
-def per_round_ratio(numerator: list[float], denominator: list[float]) -> Stat:
-    return Stat([a / b for a, b in zip(numerator, denominator)])
-
-
-# ------------------------------------------------------------------------------------------------------------
-# FLOP and byte models
-# ------------------------------------------------------------------------------------------------------------
-
-
-def training_flops(hp: dict, batch: int, src_len: int, tgt_len: int) -> float:
-    """Matmul FLOPs of one training step (3x the forward: forward, input grads, weight grads)."""
-    c, f, v = hp["d_model"], hp["ffn"], hp["vocab"]
-    s_tok, t_tok = batch * src_len, batch * tgt_len
-    encoder = hp["encoder_layers"] * (2 * s_tok * (4 * c * c + 2 * c * f) + 4 * batch * src_len * src_len * c)
-    decoder = hp["decoder_layers"] * (
-        2 * t_tok * (6 * c * c + 2 * c * f)
-        + 2 * s_tok * 2 * c * c
-        + 4 * batch * tgt_len * tgt_len * c
-        + 4 * batch * tgt_len * src_len * c
-    )
-    return 3.0 * (encoder + decoder + 2 * t_tok * c * v)
-
-
-def decode_step_bytes(hp: dict, rows: int, src_len: int, mean_cached: float) -> float:
-    """Bytes one cached decode step must read at least: decoder weights, output projection, and the self- and
-    cross-attention caches of `rows` = batch x beams hypotheses (fp32)."""
-    c, f, v, layers = hp["d_model"], hp["ffn"], hp["vocab"], hp["decoder_layers"]
-    weights = layers * (8 * c * c + 2 * c * f) + c * v
-    caches = layers * rows * 2 * c * (src_len + mean_cached)
-    return 4.0 * (weights + caches)
-
-
-def peak_step_memory(step: Callable[[], object]) -> int:
-    """Peak bytes allocated by PyTorch's CPU allocator during one call, above the level at its start (after a
-    warm-up step, so Adam's state already exists): activations, gradients and temporaries."""
-    from torch.profiler import ProfilerActivity, profile
-
-    step()
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step()
-    events = sorted(
-        (e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"
-    )
-    level = peak = 0
-    for _, nbytes in events:
-        level += nbytes
-        peak = max(peak, level)
-    return peak
-
-
-# ------------------------------------------------------------------------------------------------------------
-# The benchmark
-# ------------------------------------------------------------------------------------------------------------
+from .contenders import ENGINE_COLUMNS, Contenders, generation_config
+from .harness import Stat, copy_probe, gemm_probe, interleaved, peak_step_memory, per_round_ratio
+from .workloads import (
+    ct2_call,
+    decode_step_bytes,
+    engine_call,
+    generate_call,
+    source_batch,
+    train_step,
+    training_flops,
+)
 
 
 @dataclass
@@ -576,7 +177,7 @@ def bench_generation(
         ref = reference[:, 1:].tolist()
         agree = sum(a == b for a, b in zip(ref, cases["ct2"]()))
         notes.append(f"CTranslate2 output = Marian's for {agree}/{batch} sentences")
-    engines = [name for name in ENGINES if name in cases]
+    engines = [name for name in ENGINE_COLUMNS if name in cases]
     if engines:
         ours_tokens = _with_default_gemm(cases["ours"])()[:, 1:].tolist()  # PyTorch's default GEMM, as Marian
         agreement = [
@@ -712,7 +313,7 @@ def format_rows(rows: list[Row]) -> list[str]:
     by CTranslate2's converter; "ct2_fp32", "ct2_int8" and "onnx" are ours exported (`export_engines`). With bf16
     measurements: each system's bf16/fp32 ratio, ours/Marian both in bf16, and "best": ours in its best precision /
     Marian in its best precision (`best_precision`), e.g. "bf16/fp32 1.30"."""
-    engines = [name for name in ENGINES if any(name in row.ratio for row in rows)]
+    engines = [name for name in ENGINE_COLUMNS if any(name in row.ratio for row in rows)]
     precisions = any("ours_bf16" in row.throughput for row in rows)
     header = f"{'workload':<28}{'unit':<14}{'Marian median':>14}{'ours/Marian':>22}{'CT2/Marian':>22}{'ours/CT2':>10}"
     header += "".join(f"{name + '/Marian':>22}" for name in engines)

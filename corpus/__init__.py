@@ -2,27 +2,25 @@
 train/validation/test split (`split_corpus`, `load_split`), and `DataOptions`, the one configuration of both.
 
 Modules: ``files`` (opening, decompressing and decoding files; the languages a file name states), ``read``
-(formats: TSV, CSV, JSON, JSON Lines, Parquet, folders and globs, `datasets` objects, Hub datasets; a source's
-own splits), ``split`` (the held-out split), ``options`` (`DataOptions`: options and the choice of splits).
+(the sources: files, folders and globs, `datasets` objects, Hub datasets; a source's own splits), ``formats``
+(one file: TSV, CSV, JSON, JSON Lines, Parquet), ``rows`` (the column rules, bad lines, `DataReport`),
+``split`` (the held-out split), ``options`` (`DataOptions`: options and the choice of splits; `load_split`).
 """
 
 from .files import language_pair, read_lines
-from .options import DataOptions
+from .formats import FORMATS
+from .options import DataOptions, load_split
 from .read import (
     DEFAULT_DATA,
-    FORMATS,
     GLOB_CHARS,
-    SOURCE,
-    TARGET,
-    DataReport,
-    OnBadLine,
     describe_data,
     is_dataset_object,
     load_parallel_corpus,
     read_parallel_splits,
     source_kind,
 )
-from .split import load_split, split_corpus
+from .rows import SOURCE, TARGET, DataReport, OnBadLine
+from .split import split_corpus
 
 __all__ = [
     "DEFAULT_DATA",

@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import datasets
 
 from .files import language_pair
-from .read import DEFAULT_DATA, SPLITS, DataReport, describe_data, read_parallel_splits
+from .read import DEFAULT_DATA, SPLITS, describe_data, read_parallel_splits
+from .rows import DataReport
 from .split import group_file_for, read_groups, split_by_groups, split_corpus
 
 ON_BAD_LINE_CHOICES = ("skip", "error")
@@ -266,3 +267,32 @@ class DataOptions:
         if self.max_lines is not None and self.max_lines < 1:
             problems.append(f"--max_lines must be >= 1 (or unset for the whole corpus), got {self.max_lines}")
         return problems
+
+
+def load_split(
+    data: str | os.PathLike,
+    split: Literal["train", "validation", "test", "all"] = "all",
+    *,
+    valid_size: int = 500,
+    test_size: int = 1000,
+    block_size: int = 20,
+    seed: int = 1234,
+    **options,
+) -> tuple[datasets.Dataset, DataReport]:
+    """One split of the data as training made it (`DataOptions.load_splits`: same options give the same pairs),
+    or "all" pairs of its training split. ``options`` are other `DataOptions` fields (columns, languages,
+    has_header, max_lines, on_bad_line, valid_split, test_split...)."""
+    if split not in ("train", "validation", "test", "all"):
+        raise ValueError(f"split={split!r} must be one of 'train', 'validation', 'test', 'all'.")
+    if split == "all":
+        options = {**options, "valid_split": "none", "test_split": "none"}
+        valid_size = test_size = 0
+    splits, report = DataOptions(
+        data=data,
+        valid_size=valid_size,
+        test_size=test_size,
+        split_block_size=block_size,
+        split_seed=seed,
+        **options,
+    ).load_splits()
+    return splits["train" if split == "all" else split], report

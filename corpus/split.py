@@ -20,13 +20,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
 import datasets
 import numpy as np
 
 from .files import check_file, read_lines, strip_compression
-from .read import DataReport
 
 GROUP_FILE_SUFFIXES = (".refs.xz", ".refs.gz", ".refs.bz2", ".refs")
 OVERSHOOT = (
@@ -165,34 +163,3 @@ def split_by_groups(
         test=dataset.select(index["test"]),
     )
     return splits, held
-
-
-def load_split(
-    data: str | os.PathLike,
-    split: Literal["train", "validation", "test", "all"] = "all",
-    *,
-    valid_size: int = 500,
-    test_size: int = 1000,
-    block_size: int = 20,
-    seed: int = 1234,
-    **options,
-) -> tuple[datasets.Dataset, DataReport]:
-    """One split of the data as training made it (`DataOptions.load_splits`: same options give the same pairs),
-    or "all" pairs of its training split. ``options`` are other `DataOptions` fields (columns, languages,
-    has_header, max_lines, on_bad_line, valid_split, test_split...)."""
-    from .options import DataOptions
-
-    if split not in ("train", "validation", "test", "all"):
-        raise ValueError(f"split={split!r} must be one of 'train', 'validation', 'test', 'all'.")
-    if split == "all":
-        options = {**options, "valid_split": "none", "test_split": "none"}
-        valid_size = test_size = 0
-    splits, report = DataOptions(
-        data=data,
-        valid_size=valid_size,
-        test_size=test_size,
-        split_block_size=block_size,
-        split_seed=seed,
-        **options,
-    ).load_splits()
-    return splits["train" if split == "all" else split], report

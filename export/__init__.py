@@ -8,10 +8,18 @@ Modules:
                  `resolve_token`, `TRAINING_STATE_PATTERNS`
     ct2          `export_ct2`: a CTranslate2 folder (its spec API; fp32, int8, ...), `check_expressible`
     onnx         `export_onnx`: ONNX encoder + decoder graphs for ONNX Runtime
-(ct2 and onnx import their engines only when called: `pip install '.[export]'`.)
+(ct2 and onnx import their engines only when called: `pip install '.[export]'`.) `exporter(engine)` is the
+export function the engine registry (`inference.engines.ENGINES`) names for an engine.
 
 The folder itself is written by `modeling.save_with_remote_code`.
 """
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from vanilla_transformer.inference.engines import engine_spec
 
 from .ct2 import QUANTIZATIONS, check_expressible, export_ct2
 from .hub import TRAINING_STATE_PATTERNS, check_exported_folder, push_folder, resolve_token
@@ -42,6 +50,7 @@ __all__ = [
     "check_expressible",
     "export_ct2",
     "export_onnx",
+    "exporter",
     "hub_model_card",
     "language_codes",
     "load_template",
@@ -51,3 +60,10 @@ __all__ = [
     "resolve_token",
     "usage_section",
 ]
+
+
+def exporter(engine: str) -> Callable[..., object]:
+    """The export function of exported engine `engine` (`inference.engines.ENGINES[engine].exporter`), called as
+    ``exporter(model_folder_or_model, out, tokenizer=None, **options)``; `ValueError` for an unknown engine."""
+    module, _, name = engine_spec(engine).exporter.partition(":")
+    return getattr(importlib.import_module(module), name)

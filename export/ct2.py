@@ -27,12 +27,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from vanilla_transformer.inference.engine_ct2 import MODEL_CONFIG_FILE
+from vanilla_transformer.inference.engines import CT2_MODEL_CONFIG_FILE, ENGINES
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
+QUANTIZATIONS = ENGINES["ct2"].quantizations  # the weight types besides float32 (the engine registry's)
 PLACEHOLDER = "<ct2_unused_{}>"  # vocabulary entries for model ids the tokenizer does not have
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "silu": "SWISH", "swish": "SWISH"}
 
@@ -109,7 +109,7 @@ def export_ct2(
     _build_converter()(model, tokenizer).convert(str(out), quantization=quantization, force=True)
     tokenizer.save_pretrained(out)
     model.generation_config.save_pretrained(out)
-    (out / MODEL_CONFIG_FILE).write_text(model.config.to_json_string(use_diff=False), encoding="utf-8")
+    (out / CT2_MODEL_CONFIG_FILE).write_text(model.config.to_json_string(use_diff=False), encoding="utf-8")
     generation = model.generation_config
     suppress = [[tokenizer.convert_ids_to_tokens(i)] for i in generation.suppress_tokens or []]
     (out / "README.md").write_text(

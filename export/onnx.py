@@ -32,15 +32,15 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vanilla_transformer.inference.engines import ONNX_GRAPH_FILES
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
     from vanilla_transformer.modeling import VanillaTransformerConfig
 
 OPSET = 18
-ENCODER_FILE = "encoder_model.onnx"
-DECODER_FILE = "decoder_model.onnx"
-DECODER_WITH_PAST_FILE = "decoder_with_past_model.onnx"
-GRAPH_FILES = (ENCODER_FILE, DECODER_FILE, DECODER_WITH_PAST_FILE)
+# the graph files: the engine registry's names (`inference.engines`), which the runtime reads
+ENCODER_FILE, DECODER_FILE, DECODER_WITH_PAST_FILE = GRAPH_FILES = ONNX_GRAPH_FILES
 # the names of the dynamic axes, as optimum names them: (input, axis) -> name
 ENCODER_AXES = {("input_ids", 0): "batch_size", ("input_ids", 1): "encoder_sequence_length"}
 DECODER_AXES = {

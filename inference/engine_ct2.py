@@ -9,7 +9,8 @@ Decoding settings map to CTranslate2 one for one, so that tokens equal our `gene
 same name, `num_return_sequences` -> `num_hypotheses`. Settings CTranslate2 cannot
 reproduce raise `ValueError` naming them: sampling, `early_stopping` other than True with beams,
 `forced_bos_token_id` / `forced_eos_token_id`, `repetition_penalty` (CTranslate2 penalises other scores than
-transformers does), diverse beam groups, constraints and the other processors in `UNSUPPORTED`.
+transformers does), diverse beam groups, constraints and the other processors in the registry's
+`ENGINES["ct2"].refused` (`inference.engines`).
 
 One difference is in the scores, not the search: CTranslate2 removes suppressed tokens before the softmax,
 transformers after it, so a hypothesis' score differs by the log of the probability mass the model gives
@@ -27,6 +28,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from .engines import CT2_MODEL_CONFIG_FILE, EngineTranslator, check_refused
 from .translate import position_limit
 
 if TYPE_CHECKING:
@@ -34,41 +36,20 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# the exported model's VanillaTransformerConfig, written by export.ct2
-MODEL_CONFIG_FILE = "model_config.json"
 
-# generation-config fields CTranslate2 has no equivalent for, with the value that means "off"
-UNSUPPORTED: dict[str, Any] = {
-    "do_sample": False,
-    "repetition_penalty": 1.0,
-    "forced_bos_token_id": None,
-    "forced_eos_token_id": None,
-    "num_beam_groups": 1,
-    "diversity_penalty": 0.0,
-    "constraints": None,
-    "force_words_ids": None,
-    "begin_suppress_tokens": None,
-    "sequence_bias": None,
-    "exponential_decay_length_penalty": None,
-    "encoder_no_repeat_ngram_size": 0,
-    "encoder_repetition_penalty": 1.0,
-    "renormalize_logits": False,
-    "epsilon_cutoff": 0.0,
-    "eta_cutoff": 0.0,
-}
-
-
-class CT2Translator:
+class CT2Translator(EngineTranslator):
     """An exported CTranslate2 folder, ready to translate on CPU.
 
     `num_threads`: CTranslate2's `intra_threads` (None: its default). The folder's tokenizer is `tokenizer`;
     its generation_config.json gives the decoding defaults."""
 
+    engine = "ct2"
+
     def __init__(self, folder: str | Path, *, num_threads: int | None = None):
         folder = Path(folder)
-        if not (folder / "model.bin").is_file() or not (folder / MODEL_CONFIG_FILE).is_file():
+        if not (folder / "model.bin").is_file() or not (folder / CT2_MODEL_CONFIG_FILE).is_file():
             raise ValueError(
-                f"{str(folder)!r} is not a CTranslate2 export (no model.bin or {MODEL_CONFIG_FILE}): create one "
+                f"{str(folder)!r} is not a CTranslate2 export (no model.bin or {CT2_MODEL_CONFIG_FILE}): create one "
                 "with vanilla-transformer export --engine ct2 MODEL OUT"
             )
         import ctranslate2
@@ -76,7 +57,7 @@ class CT2Translator:
         from vanilla_transformer.modeling import VanillaTransformerConfig
 
         self.folder = folder
-        self.config = VanillaTransformerConfig.from_json_file(str(folder / MODEL_CONFIG_FILE))
+        self.config = VanillaTransformerConfig.from_json_file(str(folder / CT2_MODEL_CONFIG_FILE))
         self.tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(str(folder))
         self.generation_config: GenerationConfig = GenerationConfig.from_pretrained(str(folder))
         self.translator = ctranslate2.Translator(
@@ -85,25 +66,11 @@ class CT2Translator:
         self.source_tokens, self.target_tokens = _vocabularies(folder)
         self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
 
-    def generate_ids(
-        self,
-        input_ids: list[list[int]],
-        *,
-        num_beams: int = 1,
-        length_penalty: float = 1.0,
-        max_new_tokens: int | None = None,
-        num_return_sequences: int = 1,
-    ) -> list[list[list[int]]]:
+    def generate_ids(self, input_ids: list[list[int]], **options: Any) -> list[list[list[int]]]:
         """For each source (token ids with `</s>`, no padding), its `num_return_sequences` hypotheses, best
         first: the generated ids without the decoder start token, up to and including `</s>` if produced.
-        `max_new_tokens` None: the generation config's."""
-        return self.generate_with_scores(
-            input_ids,
-            num_beams=num_beams,
-            length_penalty=length_penalty,
-            max_new_tokens=max_new_tokens,
-            num_return_sequences=num_return_sequences,
-        )[0]
+        `options` are `generate_with_scores`'s."""
+        return self.generate_with_scores(input_ids, **options)[0]
 
     def generate_with_scores(
         self,
@@ -132,12 +99,7 @@ class CT2Translator:
         """The `translate_batch` options of these settings and the folder's generation config; `ValueError` for
         settings CTranslate2 cannot reproduce (see the module docstring)."""
         config = self.generation_config
-        for name, off in UNSUPPORTED.items():
-            if getattr(config, name, off) not in (off, None):
-                raise ValueError(
-                    f"{name}={getattr(config, name)!r} in {self.folder / 'generation_config.json'} has no "
-                    f"CTranslate2 equivalent: remove it (set {off!r}) or translate with the PyTorch engine"
-                )
+        check_refused("ct2", config, str(self.folder / "generation_config.json"))
         if not isinstance(num_beams, int) or num_beams < 1:
             raise ValueError(f"num_beams={num_beams!r} is invalid: expected an integer >= 1")
         if not isinstance(num_return_sequences, int) or not 1 <= num_return_sequences <= num_beams:
@@ -173,34 +135,6 @@ class CT2Translator:
             max_input_length=0,  # sources are truncated by translate(), like inference.translate
             no_repeat_ngram_size=config.no_repeat_ngram_size or 0,
             suppress_sequences=[[self.target_tokens[i] for i in s] for s in suppress] or None,
-        )
-
-    def translate(
-        self,
-        texts: list[str],
-        *,
-        num_beams: int | None = None,
-        length_penalty: float | None = None,
-        max_new_tokens: int | None = None,
-        batch_size: int = 32,
-        max_len_a: float | None = None,
-        max_len_b: int = 10,
-    ) -> list[str]:
-        """One translation per text, in input order: `inference.translate.translate` with this engine in place of
-        `generate()` (options left out come from the folder's generation config; same truncation and caps)."""
-        from .engines import EngineModel
-        from .translate import translate
-
-        return translate(
-            EngineModel(self, "ct2"),
-            self.tokenizer,
-            texts,
-            batch_size=batch_size,
-            max_len_a=max_len_a,
-            max_len_b=max_len_b,
-            num_beams=num_beams,
-            length_penalty=length_penalty,
-            max_new_tokens=max_new_tokens,
         )
 
 

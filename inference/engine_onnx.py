@@ -11,179 +11,50 @@ Decoding follows transformers' `generate()` for this model, so that the tokens a
       continuations of the accumulated log-probabilities, finished hypotheses scored
       sum(log p) / length ** length_penalty with the length counting generated tokens, `early_stopping`
       True / False / "never" with transformers' stopping heuristics);
-    * logits processors from the generation config: `suppress_tokens`, `begin_suppress_tokens`,
-      `bad_words_ids`, `min_length`, `min_new_tokens`, `forced_bos_token_id`, `forced_eos_token_id`;
+    * logits processors from the generation config (`inference.onnx_decoding`): `suppress_tokens`,
+      `begin_suppress_tokens`, `bad_words_ids`, `min_length`, `min_new_tokens`, `forced_bos_token_id`,
+      `forced_eos_token_id`;
     * length: `max_new_tokens`, else the generation config's `max_new_tokens`, else its `max_length`.
 Sampling and the other processors (repetition penalties, n-gram blocking, sequence bias, ...) are not
-implemented: a generation config or argument that asks for one raises `ValueError` naming it.
+implemented (`ENGINES["onnx"].refused`, `inference.engines`): a generation config or argument that asks for
+one raises `ValueError` naming it.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .engines import EngineModel
-from .translate import position_limit, translate
+from .engines import (
+    ONNX_DECODER_FILE,
+    ONNX_DECODER_WITH_PAST_FILE,
+    ONNX_ENCODER_FILE,
+    ONNX_GRAPH_FILES,
+    EngineTranslator,
+)
+from .onnx_decoding import PENALTY, Decoding, log_softmax, process_scores, resolve_decoding, top_k
+from .translate import position_limit
 
 if TYPE_CHECKING:
-    from transformers import GenerationConfig, PreTrainedTokenizerBase
-
-_PENALTY = np.float32(-1.0e9)  # transformers' "never choose this" offset in beam search
-# options of a generation config that change tokens and that this engine does not implement, with their no-op value
-_UNSUPPORTED = {
-    "do_sample": False,
-    "repetition_penalty": 1.0,
-    "encoder_repetition_penalty": 1.0,
-    "no_repeat_ngram_size": 0,
-    "encoder_no_repeat_ngram_size": 0,
-    "sequence_bias": None,
-    "exponential_decay_length_penalty": None,
-    "renormalize_logits": False,
-    "force_words_ids": None,
-    "constraints": None,
-    "num_beam_groups": 1,
-    "diversity_penalty": 0.0,
-    "guidance_scale": None,
-}
+    from transformers import PreTrainedTokenizerBase
 
 
-@dataclass(frozen=True)
-class Decoding:
-    """Resolved decoding settings of one call (see the module docstring)."""
-
-    num_beams: int
-    num_return_sequences: int
-    length_penalty: float
-    early_stopping: bool | str
-    max_new_tokens: int
-    eos_token_ids: tuple[int, ...]
-    pad_token_id: int
-    decoder_start_token_id: int
-    suppress_tokens: tuple[int, ...]
-    begin_suppress_tokens: tuple[int, ...]
-    bad_words_ids: tuple[tuple[int, ...], ...]
-    min_length: int
-    min_new_tokens: int
-    forced_bos_token_id: int | None
-    forced_eos_token_id: int | None
-
-
-def resolve_decoding(generation_config: GenerationConfig, **overrides: Any) -> Decoding:
-    """The settings of `generation_config` updated with the non-None `overrides` (generate() keyword names).
-
-    Raises `ValueError` for an unknown option, an out-of-range value (`modeling.check_generation_arguments`) or an
-    option this engine does not implement."""
-    from vanilla_transformer.modeling import check_generation_arguments
-
-    overrides = {name: value for name, value in overrides.items() if value is not None}
-    check_generation_arguments(overrides, generation_config)
-    config = generation_config.__class__.from_dict(generation_config.to_dict())
-    unknown = config.update(**overrides)
-    if unknown:
-        raise ValueError(f"unknown generation options {sorted(unknown)}: expected generate() keyword names")
-    for name, neutral in _UNSUPPORTED.items():
-        value = getattr(config, name, neutral)
-        if value is not None and value != neutral:
-            raise ValueError(
-                f"{name}={value!r} is not supported by the ONNX Runtime engine (greedy and beam search only); "
-                f"remove it from the generation config or use --engine torch"
-            )
-
-    def ids(value: Any) -> tuple[int, ...]:
-        return tuple(value) if isinstance(value, (list, tuple)) else (() if value is None else (value,))
-
-    eos = ids(config.eos_token_id)
-    max_new = config.max_new_tokens if config.max_new_tokens is not None else config.max_length - 1
-    bad_words = tuple(tuple(words) for words in config.bad_words_ids or ())
-    return Decoding(
-        num_beams=config.num_beams,
-        num_return_sequences=config.num_return_sequences or 1,
-        length_penalty=float(config.length_penalty),
-        early_stopping=config.early_stopping,
-        max_new_tokens=max_new,
-        eos_token_ids=eos,
-        pad_token_id=config.pad_token_id if config.pad_token_id is not None else eos[0],
-        decoder_start_token_id=config.decoder_start_token_id,
-        suppress_tokens=ids(config.suppress_tokens),
-        begin_suppress_tokens=ids(config.begin_suppress_tokens),
-        bad_words_ids=tuple(words for words in bad_words if list(words) not in [[token] for token in eos]),
-        min_length=config.min_length or 0,
-        min_new_tokens=config.min_new_tokens or 0,
-        forced_bos_token_id=config.forced_bos_token_id,
-        forced_eos_token_id=config.forced_eos_token_id,
-    )
-
-
-def process_scores(scores: np.ndarray, sequences: np.ndarray, decoding: Decoding) -> np.ndarray:
-    """transformers' logits processors, in its order, on (N, V) scores of N sequences (N, L) that start with the
-    decoder start token (L = the current length). Returns a new array; banned tokens get -inf."""
-    scores = scores.copy()
-    length = sequences.shape[1]
-    for words in decoding.bad_words_ids:
-        prefix = words[:-1]
-        if not prefix:
-            scores[:, words[-1]] = -np.inf
-        elif length >= len(prefix):
-            matches = (sequences[:, length - len(prefix) :] == np.asarray(prefix)).all(axis=1)
-            scores[matches, words[-1]] = -np.inf
-    eos = list(decoding.eos_token_ids)
-    if eos and (length < decoding.min_length or length - 1 < decoding.min_new_tokens):
-        scores[:, eos] = -np.inf
-    if decoding.forced_bos_token_id is not None and length == 1:
-        scores[:] = -np.inf
-        scores[:, decoding.forced_bos_token_id] = 0.0
-    if decoding.forced_eos_token_id is not None and length == decoding.max_new_tokens:  # max_length - 1
-        forced = decoding.forced_eos_token_id
-        scores[:] = -np.inf
-        scores[:, list(forced) if isinstance(forced, (list, tuple)) else forced] = 0.0
-    if decoding.suppress_tokens:
-        scores[:, list(decoding.suppress_tokens)] = -np.inf
-    begin = 2 if decoding.forced_bos_token_id is not None else 1
-    if decoding.begin_suppress_tokens and length == begin:
-        scores[:, list(decoding.begin_suppress_tokens)] = -np.inf
-    return scores
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """log_softmax over the last axis, in float32."""
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-
-
-def top_k(values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(values, indices) of the k largest entries of each row, largest first; equal values in index order (which
-    of several equal values at the k-th place are kept is unspecified, as with torch.topk)."""
-    if k < values.shape[-1]:
-        indices = np.argpartition(-values, k - 1, axis=-1)[:, :k]  # the k largest, unordered
-    else:
-        indices = np.broadcast_to(np.arange(values.shape[-1]), values.shape)
-    chosen = np.take_along_axis(values, indices, axis=-1)
-    order = np.lexsort((indices, -chosen), axis=-1)  # by value, then by index
-    return np.take_along_axis(chosen, order, axis=-1), np.take_along_axis(indices, order, axis=-1)
-
-
-class OnnxTranslator:
+class OnnxTranslator(EngineTranslator):
     """An exported folder on ONNX Runtime (see the module docstring).
 
     Attributes: `tokenizer` (the folder's), `config` (the model config), `generation_config` (the decoding
     defaults of `translate`)."""
+
+    engine = "onnx"
 
     def __init__(self, folder: str | Path, *, num_threads: int | None = None):
         """Load `folder` (written by `export.onnx.export_onnx`). `num_threads` sets ONNX Runtime's intra-op
         threads (None: its default, one per core). Raises `ValueError` for a missing or incomplete folder."""
         import onnxruntime
         from transformers import AutoTokenizer, GenerationConfig
-        from vanilla_transformer.export.onnx import (
-            DECODER_FILE,
-            DECODER_WITH_PAST_FILE,
-            ENCODER_FILE,
-            GRAPH_FILES,
-        )
         from vanilla_transformer.modeling import VanillaTransformerConfig
         from vanilla_transformer.modeling.pipeline_vanilla_transformer import check_vocabulary
 
@@ -191,7 +62,7 @@ class OnnxTranslator:
         hint = "export one with vanilla-transformer export --engine onnx MODEL OUT"
         if not folder.is_dir():
             raise ValueError(f"ONNX folder {str(folder)!r} does not exist or is not a folder: {hint}")
-        needed = [*GRAPH_FILES, "config.json", "generation_config.json"]
+        needed = [*ONNX_GRAPH_FILES, "config.json", "generation_config.json"]
         missing = [name for name in needed if not (folder / name).is_file()]
         if not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
             missing.append("tokenizer.json")
@@ -228,9 +99,9 @@ class OnnxTranslator:
                     f"{str(folder / name)!r} is not a loadable ONNX graph ({err}); {hint}"
                 ) from err
 
-        self._encoder = session(ENCODER_FILE)
-        self._decoder = session(DECODER_FILE)
-        self._decoder_with_past = session(DECODER_WITH_PAST_FILE)
+        self._encoder = session(ONNX_ENCODER_FILE)
+        self._decoder = session(ONNX_DECODER_FILE)
+        self._decoder_with_past = session(ONNX_DECODER_WITH_PAST_FILE)
         self._present = [output.name for output in self._decoder.get_outputs()[1:]]
 
     # ------------------------------------------------------------------------------------------------------------
@@ -258,31 +129,6 @@ class OnnxTranslator:
         )
         ids, mask = self.pad_sources(input_ids)
         return self.search(ids, mask, decoding)[0]
-
-    def translate(
-        self,
-        texts: list[str],
-        *,
-        num_beams: int | None = None,
-        length_penalty: float | None = None,
-        max_new_tokens: int | None = None,
-        batch_size: int = 32,
-        max_len_a: float | None = None,
-        max_len_b: int = 10,
-    ) -> list[str]:
-        """One translation per text, in input order: `inference.translate.translate` on this engine (options
-        left out come from the folder's generation config; same length caps and truncation)."""
-        return translate(
-            EngineModel(self, "onnx"),
-            self.tokenizer,
-            texts,
-            batch_size=batch_size,
-            max_len_a=max_len_a,
-            max_len_b=max_len_b,
-            num_beams=num_beams,
-            length_penalty=length_penalty,
-            max_new_tokens=max_new_tokens,
-        )
 
     # ------------------------------------------------------------------------------------------------------------
     # decoding
@@ -397,8 +243,8 @@ class OnnxTranslator:
         running[:, :, 0] = decoding.decoder_start_token_id
         finished = running.copy()
         running_scores = np.zeros((batch, beams), dtype=np.float32)
-        running_scores[:, 1:] = _PENALTY
-        finished_scores = np.full((batch, beams), _PENALTY, dtype=np.float32)
+        running_scores[:, 1:] = PENALTY
+        finished_scores = np.full((batch, beams), PENALTY, dtype=np.float32)
         finished_lengths = np.zeros((batch, beams), dtype=np.int64)
         is_finished = np.zeros((batch, beams), dtype=bool)
         may_improve = np.ones((batch, 1), dtype=bool)
@@ -422,7 +268,7 @@ class OnnxTranslator:
             stops = np.isin(top_ids, eos) | (length + 1 >= max_length)
 
             # the best k candidates that did not stop keep running
-            running_candidates = top_scores + stops.astype(np.float32) * _PENALTY
+            running_candidates = top_scores + stops.astype(np.float32) * PENALTY
             running_scores, chosen = top_k(running_candidates, beams)
             running = candidates[rows, chosen]
             beam_origin = (parents[rows, chosen] + rows * beams).reshape(-1)  # (B * k,) rows of the cache
@@ -431,9 +277,9 @@ class OnnxTranslator:
             just_finished = stops & top_beams[None, :]
             normalised = top_scores / np.float32((length + 1 - 1) ** decoding.length_penalty)
             full = is_finished.all(axis=-1, keepdims=True) & (decoding.early_stopping is True)
-            normalised = normalised + full.astype(np.float32) * _PENALTY
-            normalised = normalised + (~may_improve).astype(np.float32) * _PENALTY
-            normalised = normalised + (~just_finished).astype(np.float32) * _PENALTY
+            normalised = normalised + full.astype(np.float32) * PENALTY
+            normalised = normalised + (~may_improve).astype(np.float32) * PENALTY
+            normalised = normalised + (~just_finished).astype(np.float32) * PENALTY
             merged_scores, merged = top_k(np.concatenate([finished_scores, normalised], axis=1), beams)
             finished = np.concatenate([finished, candidates], axis=1)[rows, merged]
             finished_scores = merged_scores
@@ -477,5 +323,5 @@ class OnnxTranslator:
         else:
             best_length = length - 1
         best_running = running_scores[:, :1] / np.float32(best_length**decoding.length_penalty)
-        worst = np.where(is_finished, finished_scores.min(axis=1, keepdims=True), _PENALTY)
+        worst = np.where(is_finished, finished_scores.min(axis=1, keepdims=True), PENALTY)
         return may_improve & (best_running > worst).any(axis=-1, keepdims=True)

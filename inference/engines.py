@@ -1,26 +1,200 @@
-"""Translating with an exported model in another engine (CTranslate2, ONNX Runtime) through the same batched loop
-as PyTorch (`inference.translate`): empty lines, length sorting, truncation to the model maximum, the length caps
-and n-best output behave identically, so outputs can be compared line by line.
+"""The engine registry: for every engine a model runs in, its exporter, its runtime and what decoding it supports;
+and the adapter that drives an engine's runtime through THE batched translation loop (`inference.translate`).
+
+`ENGINES` is the one table of exported engines ("ct2": CTranslate2, "onnx": ONNX Runtime); `ENGINE_NAMES` adds
+"torch", the model itself. An `Engine` names its exporter and its runtime class by import path (both need the
+export extras, and the exporter lives in `export/`, a layer above this package): `Engine.runtime_class()` imports
+the runtime, `vanilla_transformer.export.exporter(name)` the exporter. Every runtime takes the decoding options
+`DECODING_OPTIONS` per call and refuses, by name, the generation-config settings in its `Engine.refused`.
 
 `load_engine(engine, folder)` returns ``(model, tokenizer)`` where ``model`` is an `EngineModel`: it has what the
 translation loop reads from a PyTorch model (``config``, ``generation_config``, ``device``, ``generate``) and
-delegates decoding to the engine's translator (`inference.engine_ct2.CT2Translator`,
-`inference.engine_onnx.OnnxTranslator`), whose ``generate_ids`` returns token ids.
+delegates decoding to the engine's runtime (an `EngineTranslator`), whose ``generate_ids`` returns token ids. So
+empty lines, length sorting, truncation to the model maximum, the length caps and n-best output behave as with
+PyTorch, and outputs can be compared line by line.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-ENGINES = ("torch", "ct2", "onnx")
-# the decoding options an engine translator takes; anything else is refused with the engine's name
-ENGINE_OPTIONS = ("num_beams", "length_penalty", "max_new_tokens", "num_return_sequences")
+# the decoding options an engine runtime takes per call; anything else is refused with the engine's name
+DECODING_OPTIONS = ("num_beams", "length_penalty", "max_new_tokens", "num_return_sequences")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One exported engine.
+
+    `runtime`: "module:Class" of the `EngineTranslator` that runs an exported folder; `exporter`:
+    "module:function" that writes one (``exporter(model_or_folder, out, tokenizer=..., **export_options)``);
+    `refused`: generation-config fields the runtime cannot reproduce, each with the value that means "off"
+    (any other value raises `ValueError` naming the field); `quantizations`: the weight types the exporter
+    accepts besides float32; `package`: the pip package of the runtime, installed by the `extra` of
+    vanilla-transformer (``pip install 'vanilla-transformer[export]'``)."""
+
+    name: str
+    title: str
+    runtime: str
+    exporter: str
+    package: str
+    refused: Mapping[str, Any]
+    quantizations: tuple[str, ...] = ()
+    options: tuple[str, ...] = DECODING_OPTIONS
+    extra: str = "export"
+
+    def runtime_class(self) -> type[EngineTranslator]:
+        """The runtime class (its module imports the engine's package only when a folder is loaded)."""
+        module, _, name = self.runtime.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+
+ENGINES: Mapping[str, Engine] = MappingProxyType(
+    {
+        "ct2": Engine(
+            name="ct2",
+            title="CTranslate2",
+            runtime="vanilla_transformer.inference.engine_ct2:CT2Translator",
+            exporter="vanilla_transformer.export.ct2:export_ct2",
+            package="ctranslate2",
+            quantizations=("int8", "int8_float32", "int16", "float16", "bfloat16"),
+            # CTranslate2 has no equivalent for these (its repetition penalty scores differently)
+            refused=MappingProxyType(
+                {
+                    "do_sample": False,
+                    "repetition_penalty": 1.0,
+                    "forced_bos_token_id": None,
+                    "forced_eos_token_id": None,
+                    "num_beam_groups": 1,
+                    "diversity_penalty": 0.0,
+                    "constraints": None,
+                    "force_words_ids": None,
+                    "begin_suppress_tokens": None,
+                    "sequence_bias": None,
+                    "exponential_decay_length_penalty": None,
+                    "encoder_no_repeat_ngram_size": 0,
+                    "encoder_repetition_penalty": 1.0,
+                    "renormalize_logits": False,
+                    "epsilon_cutoff": 0.0,
+                    "eta_cutoff": 0.0,
+                }
+            ),
+        ),
+        "onnx": Engine(
+            name="onnx",
+            title="ONNX Runtime",
+            runtime="vanilla_transformer.inference.engine_onnx:OnnxTranslator",
+            exporter="vanilla_transformer.export.onnx:export_onnx",
+            package="onnxruntime",
+            # greedy and beam search with the processors of `inference.onnx_decoding` only
+            refused=MappingProxyType(
+                {
+                    "do_sample": False,
+                    "repetition_penalty": 1.0,
+                    "encoder_repetition_penalty": 1.0,
+                    "no_repeat_ngram_size": 0,
+                    "encoder_no_repeat_ngram_size": 0,
+                    "sequence_bias": None,
+                    "exponential_decay_length_penalty": None,
+                    "renormalize_logits": False,
+                    "force_words_ids": None,
+                    "constraints": None,
+                    "num_beam_groups": 1,
+                    "diversity_penalty": 0.0,
+                    "guidance_scale": None,
+                }
+            ),
+        ),
+    }
+)
+ENGINE_NAMES = ("torch", *ENGINES)
+
+# the exported folders' file names, read by the runtimes and written by the exporters
+CT2_MODEL_CONFIG_FILE = "model_config.json"  # the source model's VanillaTransformerConfig (length limits)
+ONNX_ENCODER_FILE = "encoder_model.onnx"
+ONNX_DECODER_FILE = "decoder_model.onnx"
+ONNX_DECODER_WITH_PAST_FILE = "decoder_with_past_model.onnx"
+ONNX_GRAPH_FILES = (ONNX_ENCODER_FILE, ONNX_DECODER_FILE, ONNX_DECODER_WITH_PAST_FILE)
+
+
+def engine_spec(name: str) -> Engine:
+    """The registry entry of exported engine `name`; `ValueError` naming the engines otherwise."""
+    if name not in ENGINES:
+        raise ValueError(f"engine={name!r} is not an exported engine: use one of {', '.join(ENGINES)}")
+    return ENGINES[name]
+
+
+def check_engine_options(engine: str, options: Mapping[str, Any]) -> None:
+    """Raise `ValueError` naming every option of `options` with a value (not None) that `engine`'s runtime does not
+    take per call (`Engine.options`), with the fix."""
+    taken = engine_spec(engine).options
+    unknown = [f"--{name}" for name, value in options.items() if value is not None and name not in taken]
+    if unknown:
+        raise ValueError(
+            f"--engine {engine} does not take {', '.join(unknown)}; use --engine torch for these options "
+            f"(the engines take {', '.join('--' + name for name in taken)})"
+        )
+
+
+def check_refused(engine: str, config: Any, where: str) -> None:
+    """Raise `ValueError` for the first setting of the generation config `config` that `engine` refuses
+    (`Engine.refused`); `where` says where the setting comes from (a file, "the generation options")."""
+    spec = engine_spec(engine)
+    for name, off in spec.refused.items():
+        value = getattr(config, name, off)
+        if value is not None and value != off:
+            raise ValueError(
+                f"{name}={value!r} in {where} cannot be reproduced by {spec.title}: remove it (set {off!r}) or "
+                "translate with --engine torch"
+            )
+
+
+class EngineTranslator:
+    """What every engine runtime shares: ``config`` (the model's `VanillaTransformerConfig`), ``generation_config``
+    (the folder's decoding defaults), ``tokenizer``, ``generate_ids`` (defined by each runtime) and `translate`.
+    `engine` is the runtime's key in `ENGINES`."""
+
+    engine: str = ""
+
+    def generate_ids(self, input_ids: list[list[int]], **options: Any) -> list[list[list[int]]]:
+        raise NotImplementedError
+
+    def translate(
+        self,
+        texts: list[str],
+        *,
+        num_beams: int | None = None,
+        length_penalty: float | None = None,
+        max_new_tokens: int | None = None,
+        batch_size: int = 32,
+        max_len_a: float | None = None,
+        max_len_b: int = 10,
+    ) -> list[str]:
+        """One translation per text, in input order: `inference.translate.translate` with this engine in place of
+        `generate()` (options left out come from the folder's generation config; same truncation and caps)."""
+        from .translate import translate
+
+        return translate(
+            EngineModel(self, self.engine),
+            self.tokenizer,
+            texts,
+            batch_size=batch_size,
+            max_len_a=max_len_a,
+            max_len_b=max_len_b,
+            num_beams=num_beams,
+            length_penalty=length_penalty,
+            max_new_tokens=max_new_tokens,
+        )
 
 
 class EngineModel:
-    """A stand-in for a PyTorch model in `inference.translate`: generation goes to an engine translator, which
-    has ``config``, ``generation_config``, ``tokenizer`` and ``generate_ids`` (module docstring)."""
+    """A stand-in for a PyTorch model in `inference.translate`: generation goes to an engine runtime, which has
+    ``config``, ``generation_config``, ``tokenizer`` and ``generate_ids`` (module docstring)."""
 
     training = False
     device = "cpu"
@@ -41,12 +215,7 @@ class EngineModel:
         """Token ids like `generate()`'s: (B * n, T) with the decoder start token first, padded with pad."""
         import torch
 
-        unknown = sorted(k for k, v in kwargs.items() if v is not None and k not in ENGINE_OPTIONS)
-        if unknown:
-            raise ValueError(
-                f"--engine {self.engine} does not support {', '.join(unknown)}; use --engine torch for these options "
-                f"(the engines take {', '.join(ENGINE_OPTIONS)})."
-            )
+        check_engine_options(self.engine, kwargs)
         rows = [ids[mask.bool()].tolist() for ids, mask in zip(input_ids, attention_mask)]
         options = {k: v for k, v in kwargs.items() if v is not None}
         options.setdefault("num_beams", self.generation_config.num_beams)
@@ -74,13 +243,12 @@ def load_engine(
     num_beams: int | None = None,
 ):
     """(model, tokenizer) of ``folder`` for ``engine``: "torch" (`inference.load_model_and_tokenizer`, with
-    ``device``, ``trust_remote_code``, ``dtype``, ``batch_size`` and ``num_beams``), "ct2" (a
-    `vanilla-transformer export --engine ct2` folder) or "onnx" (a `vanilla-transformer export --engine onnx` folder; both on the CPU, in the precision
-    they were exported in). Raises
-    `ValueError` for an unknown engine, a device or a dtype given to an exported engine or a folder the engine cannot
-    load, and `ImportError` (with the pip command) when the engine is not installed."""
-    if engine not in ENGINES:
-        raise ValueError(f"engine={engine!r} is not one of {', '.join(ENGINES)}")
+    ``device``, ``trust_remote_code``, ``dtype``, ``batch_size`` and ``num_beams``) or an exported engine of
+    `ENGINES` (a `vanilla-transformer export --engine ENGINE` folder, on the CPU, in the precision it was exported
+    in). Raises `ValueError` for an unknown engine, a device or a dtype given to an exported engine or a folder the
+    engine cannot load, and `ImportError` (with the pip command) when the engine is not installed."""
+    if engine not in ENGINE_NAMES:
+        raise ValueError(f"engine={engine!r} is not one of {', '.join(ENGINE_NAMES)}")
     if engine == "torch":
         from .loading import load_model_and_tokenizer
 
@@ -99,11 +267,8 @@ def load_engine(
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(
-            f"--model {str(folder)!r} is not a folder; pass a folder written by `vanilla-transformer export --engine {engine}`"
+            f"--model {str(folder)!r} is not a folder; pass a folder written by "
+            f"`vanilla-transformer export --engine {engine}`"
         )
-    if engine == "ct2":
-        from .engine_ct2 import CT2Translator as Translator
-    else:
-        from .engine_onnx import OnnxTranslator as Translator
-    translator = Translator(folder, num_threads=num_threads)
+    translator = ENGINES[engine].runtime_class()(folder, num_threads=num_threads)
     return EngineModel(translator, engine), translator.tokenizer

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .kernels_vanilla_transformer import IGNORE_INDEX
+
 if TYPE_CHECKING:
     from transformers import GenerationConfig
 
@@ -107,28 +109,145 @@ def check_inputs(
     return embeds.shape[:2]
 
 
-def check_decoder_inputs(
-    encoder_hidden_states: torch.Tensor | None,
+def check_stack_inputs(
+    ids: torch.Tensor | None,
+    embeds: torch.Tensor | None,
     attention_mask: torch.Tensor | None,
-    past_length: int | torch.Tensor,
-    new_tokens: int,
+    vocab_size: int,
     config: VanillaTransformerConfig,
-) -> None:
-    """Check what the decoder gets besides its tokens: the encoder output, a target token mask over the
-    `past_length` cached + `new_tokens` new positions (or a 4-D mask), and the total target length."""
-    if encoder_hidden_states is None:
-        raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
+    name: str = "input_ids",
+) -> torch.Size:
+    """The checks of a bidirectional stack's inputs (the encoder's): exactly one of `ids` / `embeds`
+    (`check_inputs`), a (B, L) 0/1 `attention_mask` of the same shape, and at most `max_position_embeddings`
+    positions. Returns (B, L)."""
+    shape = check_inputs(ids, embeds, vocab_size, name)
     if attention_mask is not None:
-        check_token_mask(attention_mask, attention_mask.shape, "decoder_attention_mask")
+        check_token_mask(attention_mask, shape, "attention_mask")
+        if attention_mask.dim() != 2:
+            raise ValueError(f"attention_mask must have shape (batch, length) = {tuple(shape)}")
+    check_length(shape[1], config, name)
+    return shape
+
+
+def check_decoder_inputs(
+    attention_mask: torch.Tensor | None,
+    shape: torch.Size,
+    past_length: int | torch.Tensor,
+    config: VanillaTransformerConfig,
+    mask_name: str = "decoder_attention_mask",
+) -> None:
+    """Check what a causal stack (the decoder, the decoder-only model) gets besides its (B, T) new tokens of
+    `shape`: a 0/1 token mask over the `past_length` cached + T new positions, (B, past_length + T), or a 4-D
+    mask, and the total length. A compiled static cache's length is a tensor: the cache bounds the length
+    itself, and only the mask's values are checked."""
+    if attention_mask is not None:
+        check_token_mask(attention_mask, attention_mask.shape, mask_name)
     if not isinstance(past_length, int):
-        return  # a compiled static cache: lengths are tensors
-    check_length(past_length + new_tokens, config, "the target sequence")
-    covered = attention_mask.shape[1] if attention_mask is not None and attention_mask.dim() == 2 else None
-    if covered is not None and covered != past_length + new_tokens:
+        return
+    batch, new_tokens = shape[0], shape[1]
+    check_length(past_length + new_tokens, config, "the sequence (cached + new tokens)")
+    expected = (batch, past_length + new_tokens)
+    if attention_mask is not None and attention_mask.dim() != 4 and tuple(attention_mask.shape) != expected:
         raise ValueError(
-            f"decoder_attention_mask covers {covered} positions but the decoder sees "
-            f"{past_length} cached + {new_tokens} new positions"
+            f"{mask_name} has shape {tuple(attention_mask.shape)} but the model sees {batch} sequences of "
+            f"{past_length} cached + {new_tokens} new positions; pass the {expected} token mask of the whole "
+            f"sequence so far (1 = token, 0 = padding), as generate() does"
         )
+
+
+def _is_index_tensor(value, shape: tuple[int, ...]) -> bool:
+    """Whether `value` is an integer tensor of shape (B or 1, L), where (B, L) = `shape`."""
+    return (
+        isinstance(value, torch.Tensor)
+        and not value.dtype.is_floating_point
+        and not value.dtype.is_complex
+        and value.dtype != torch.bool
+        and value.dim() == 2
+        and value.shape[0] in (1, shape[0])
+        and value.shape[1] == shape[1]
+    )
+
+
+def _describe(value) -> str:
+    return (
+        f"{value.dtype} of shape {tuple(value.shape)}"
+        if isinstance(value, torch.Tensor)
+        else type(value).__name__
+    )
+
+
+def check_token_type_ids(
+    token_type_ids: torch.Tensor | None, shape: torch.Size, type_vocab_size: int
+) -> None:
+    """Raise `ValueError` unless `token_type_ids` is None or a (B, L) integer tensor like the input ids with values
+    in [0, type_vocab_size); a model without token types (`type_vocab_size=0`) accepts only type 0 (one segment,
+    what a tokenizer returns for single sentences)."""
+    if token_type_ids is None:
+        return
+    if not _is_index_tensor(token_type_ids, tuple(shape)) or token_type_ids.shape[0] != shape[0]:
+        raise ValueError(
+            f"token_type_ids must be an integer tensor of the input ids' shape {tuple(shape)}, got "
+            f"{_describe(token_type_ids)}; pass the token_type_ids the tokenizer returned with the input ids"
+        )
+    if torch.compiler.is_compiling():
+        return
+    low, high = (int(v) for v in torch.aminmax(token_type_ids))
+    if low < 0 or high >= max(type_vocab_size, 1):
+        fix = (
+            "this model has no token types: leave token_type_ids unset (tokenizer(..., return_token_type_ids=False))"
+            if type_vocab_size == 0
+            else f"token types are 0..{type_vocab_size - 1}"
+        )
+        raise ValueError(
+            f"token_type_ids contains {low if low < 0 else high}, but type_vocab_size={type_vocab_size}; {fix}"
+        )
+
+
+def check_position_ids(
+    position_ids: torch.Tensor | None, shape: torch.Size, config: VanillaTransformerConfig
+) -> None:
+    """Raise `ValueError` unless `position_ids` is None or a (B or 1, L) integer tensor with positions in
+    [0, max_position_embeddings) (any position >= 0 with rotary positions)."""
+    if position_ids is None:
+        return
+    if not _is_index_tensor(position_ids, tuple(shape)):
+        raise ValueError(
+            f"position_ids must be an integer tensor of shape (batch or 1, length) = ({shape[0]} or 1, {shape[1]}), "
+            f"got {_describe(position_ids)}"
+        )
+    if torch.compiler.is_compiling():
+        return
+    limit = config.max_position_embeddings if config.position_encoding != "rope" else None
+    low, high = (int(v) for v in torch.aminmax(position_ids))
+    if low < 0 or (limit is not None and high >= limit):
+        raise ValueError(
+            f"position_ids contains {low if low < 0 else high}, outside [0, {limit}) (max_position_embeddings); "
+            f"leave position_ids unset to count the real tokens from 0"
+        )
+
+
+def input_shape(ids: torch.Tensor | None, embeds: torch.Tensor | None) -> tuple[int, int] | None:
+    """(B, L) of the token ids, or else of the embeddings; None when neither is a tensor of that rank."""
+    for value in (ids, embeds):
+        if isinstance(value, torch.Tensor) and value.dim() >= 2:
+            return tuple(value.shape[:2])
+    return None
+
+
+def check_labels(
+    labels: torch.Tensor, vocab_size: int, positions: tuple[int, int] | None, name: str, fix: str = ""
+) -> None:
+    """The one labels check of every LM head: `labels` is a (B, L) integer tensor of token ids in
+    [0, vocab_size) or IGNORE_INDEX (-100), with the shape `positions` of the input it scores (`name`), unless
+    that is None (labels that become the input themselves). `fix` is appended to the shape message."""
+    if not isinstance(labels, torch.Tensor):
+        raise ValueError(f"labels must be a torch tensor of token ids, got {type(labels).__name__}")
+    if positions is not None and tuple(labels.shape) != tuple(positions):
+        raise ValueError(
+            f"labels have shape {tuple(labels.shape)} but the model scores {tuple(positions)} positions; pass "
+            f"labels of the same shape as {name}{fix}"
+        )
+    check_token_ids(labels.masked_fill(labels == IGNORE_INDEX, 0), vocab_size, "labels")
 
 
 class MaskMemo:

@@ -14,16 +14,14 @@ batches (BERT's tokenizer pads on the right); pass `position_ids` to reproduce B
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import torch
 from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification
 
+from .configuration_vanilla_base import ACTIVATIONS
 from .configuration_vanilla_encoder_only import BERT, VanillaEncoderOnlyConfig
-from .configuration_vanilla_transformer import ACTIVATIONS
-from .export import save_with_remote_code
+from .convert_common import load_converted_weights, read_source_config, write_converted_folder
 from .modeling_vanilla_encoder_only import (
     VanillaEncoderOnlyForMaskedLM,
     VanillaEncoderOnlyForSequenceClassification,
@@ -36,15 +34,6 @@ _LOADERS = {
     "BertForPreTraining": BertForMaskedLM,
     "BertForSequenceClassification": BertForSequenceClassification,
 }
-# Files of a BERT folder that the conversion replaces; everything else (tokenizer files) is copied.
-_REPLACED_FILES = {
-    "config.json",
-    "generation_config.json",
-    "pytorch_model.bin",
-    "tf_model.h5",
-    "flax_model.msgpack",
-}
-
 # BERT parameter names -> ours: (BERT prefix, our prefix), the first that matches is used
 _RENAMES = (
     ("bert.embeddings.word_embeddings.", "model.encoder.embed_tokens."),
@@ -157,31 +146,13 @@ def convert_bert_model(
         ours = _our_name(name)
         if ours is not None and not (ours == "lm_head.weight" and config.tie_word_embeddings):
             state[ours] = tensor
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    tied = set(model.get_expanded_tied_weights_keys(all_submodels=True))
-    missing = [m for m in missing if m not in tied]
-    if missing or unexpected:
-        raise ValueError(f"BERT conversion mismatch: missing {missing}, unexpected {unexpected}")
-    model.tie_weights()
-    return model.to(torch.float32).eval()
+    return load_converted_weights(model, state, "BERT")
 
 
 def _bert_class(folder: Path) -> type:
     """The transformers class that loads the BERT checkpoint in `folder` for conversion (see `_LOADERS`)."""
-    if not (folder / "config.json").is_file():
-        raise FileNotFoundError(
-            f"{folder} has no config.json: pass the folder of a saved BertForMaskedLM or "
-            f"BertForSequenceClassification (save_pretrained or a downloaded checkpoint)"
-        )
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        model_type, architectures = config.get("model_type"), config.get("architectures") or []
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as error:
-        raise ValueError(f"{folder / 'config.json'} is not a valid JSON config: {error}") from error
-    if model_type != "bert":
-        raise ValueError(
-            f"{folder} holds a {model_type!r} model, not a BERT model; pass the folder of a BERT model"
-        )
+    expected = "the folder of a saved BertForMaskedLM or BertForSequenceClassification"
+    architectures = read_source_config(folder, "bert", "BERT", expected).get("architectures") or []
     for name in architectures:
         if name in _LOADERS:
             return _LOADERS[name]
@@ -207,10 +178,4 @@ def convert_bert_checkpoint(src_dir: str | Path, out_dir: str | Path) -> Path:
     copied unchanged, so `AutoTokenizer.from_pretrained(out_dir)` still loads BERT's tokenizer (with its [MASK]
     token, for `pipeline("fill-mask", model=out_dir, trust_remote_code=True)`)."""
     src_dir, out_dir = Path(src_dir), Path(out_dir)
-    model = convert_bert(src_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for path in src_dir.iterdir():
-        if path.is_file() and path.name not in _REPLACED_FILES and not path.name.endswith(".safetensors"):
-            shutil.copy(path, out_dir / path.name)
-    save_with_remote_code(model, out_dir)
-    return out_dir
+    return write_converted_folder(convert_bert(src_dir), src_dir, out_dir)

@@ -16,8 +16,6 @@ refused.
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import torch
@@ -25,15 +23,10 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.utils import logging
 
 from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig
-from .export import save_with_remote_code
+from .convert_common import load_converted_weights, read_source_config, write_converted_folder
 from .modeling_vanilla_decoder_only import VanillaDecoderOnlyForCausalLM, causal_lm_generation_config
 
 logger = logging.get_logger(__name__)
-
-# Weight files of a GPT-2 folder and its configs: replaced by the conversion; every other file (the tokenizer's) is
-# copied unchanged.
-_WEIGHT_SUFFIXES = (".bin", ".safetensors", ".h5", ".msgpack", ".ckpt", ".index.json", ".onnx", ".tflite")
-_REPLACED_FILES = {"config.json", "generation_config.json"}
 
 
 def config_from_gpt2(gpt2: GPT2Config) -> VanillaDecoderOnlyConfig:
@@ -125,12 +118,7 @@ def convert_gpt2(model_or_folder: GPT2LMHeadModel | str | Path) -> VanillaDecode
     state = _converted_state(gpt2)
     if config.tie_word_embeddings:
         del state["lm_head.weight"]
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    tied = set(model.get_expanded_tied_weights_keys(all_submodels=True))
-    missing = [name for name in missing if name not in tied]
-    if missing or unexpected:
-        raise ValueError(f"GPT-2 conversion mismatch: missing {missing}, unexpected {unexpected}")
-    model.tie_weights()
+    model = load_converted_weights(model, state, "GPT-2")
     generation_config = causal_lm_generation_config(config)
     source_settings = {  # what the GPT-2 model sets itself, less bookkeeping ("_from_model_config", version)
         key: value
@@ -139,24 +127,12 @@ def convert_gpt2(model_or_folder: GPT2LMHeadModel | str | Path) -> VanillaDecode
     }
     generation_config.update(**source_settings)
     model.generation_config = generation_config
-    return model.to(torch.float32).eval()
+    return model
 
 
 def _load_gpt2(folder: Path) -> GPT2LMHeadModel:
     """The `GPT2LMHeadModel` saved in `folder`; `FileNotFoundError` / `ValueError` saying what the folder lacks."""
-    if not (folder / "config.json").is_file():
-        raise FileNotFoundError(
-            f"{folder} has no config.json: pass the folder of a saved GPT2LMHeadModel (save_pretrained or a "
-            f"downloaded gpt2 checkpoint)"
-        )
-    try:
-        model_type = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("model_type")
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as error:
-        raise ValueError(f"{folder / 'config.json'} is not a valid JSON config: {error}") from error
-    if model_type != "gpt2":
-        raise ValueError(
-            f"{folder} holds a {model_type!r} model, not GPT-2; pass the folder of a GPT2LMHeadModel"
-        )
+    read_source_config(folder, "gpt2", "GPT-2", "the folder of a saved GPT2LMHeadModel")
     return GPT2LMHeadModel.from_pretrained(folder, dtype=torch.float32)
 
 
@@ -165,10 +141,4 @@ def convert_gpt2_checkpoint(src_dir: str | Path, out_dir: str | Path) -> Path:
     `AutoModelForCausalLM.from_pretrained(out_dir, trust_remote_code=True)`). The tokenizer files are copied
     unchanged, so `AutoTokenizer.from_pretrained(out_dir)` still loads GPT-2's tokenizer."""
     src_dir, out_dir = Path(src_dir), Path(out_dir)
-    model = convert_gpt2(src_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for path in src_dir.iterdir():
-        if path.is_file() and path.name not in _REPLACED_FILES and not path.name.endswith(_WEIGHT_SUFFIXES):
-            shutil.copy(path, out_dir / path.name)
-    save_with_remote_code(model, out_dir)
-    return out_dir
+    return write_converted_folder(convert_gpt2(src_dir), src_dir, out_dir)

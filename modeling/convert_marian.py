@@ -11,25 +11,14 @@ Marian implements the same architecture with a few differences that the conversi
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import torch
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .export import save_with_remote_code
+from .convert_common import load_converted_weights, read_source_config, write_converted_folder
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-
-# Files of a Marian folder that the conversion replaces; everything else (tokenizer files) is copied.
-_REPLACED_FILES = {
-    "config.json",
-    "generation_config.json",
-    "pytorch_model.bin",
-    "tf_model.h5",
-    "flax_model.msgpack",
-}
 
 
 def config_from_marian(marian: MarianConfig) -> VanillaTransformerConfig:
@@ -97,17 +86,12 @@ def convert_marian_model(marian: MarianMTModel) -> VanillaTransformerForConditio
         if ours is None or (ours == "model.shared.weight" and not config.share_encoder_decoder_embeddings):
             continue
         state[ours] = tensor.reshape(-1) if ours == "final_logits_bias" else tensor
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    tied = set(model.get_expanded_tied_weights_keys(all_submodels=True))
-    missing = [m for m in missing if m not in tied]
-    if missing or unexpected:
-        raise ValueError(f"Marian conversion mismatch: missing {missing}, unexpected {unexpected}")
-    model.tie_weights()
+    model = load_converted_weights(model, state, "Marian")
     try:
         model.generation_config = GenerationConfig.from_dict(marian.generation_config.to_dict())
     except (AttributeError, ValueError):
         pass
-    return model.to(torch.float32).eval()
+    return model
 
 
 def convert_marian_checkpoint(src_dir: str | Path, out_dir: str | Path) -> Path:
@@ -115,24 +99,6 @@ def convert_marian_checkpoint(src_dir: str | Path, out_dir: str | Path) -> Path:
     tokenizer files are copied unchanged, so `AutoTokenizer.from_pretrained(out_dir)` still loads Marian's
     tokenizer."""
     src_dir, out_dir = Path(src_dir), Path(out_dir)
-    if not (src_dir / "config.json").is_file():
-        raise FileNotFoundError(
-            f"{src_dir} has no config.json: pass the folder of a saved MarianMTModel (save_pretrained or a "
-            f"downloaded OPUS-MT checkpoint)"
-        )
-    try:
-        model_type = json.loads((src_dir / "config.json").read_text(encoding="utf-8")).get("model_type")
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as error:
-        raise ValueError(f"{src_dir / 'config.json'} is not a valid JSON config: {error}") from error
-    if model_type != "marian":
-        raise ValueError(
-            f"{src_dir} holds a {model_type!r} model, not a Marian model; pass the folder of a MarianMTModel"
-        )
+    read_source_config(src_dir, "marian", "Marian", "the folder of a saved MarianMTModel")
     marian = MarianMTModel.from_pretrained(src_dir, dtype=torch.float32)
-    model = convert_marian_model(marian)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for path in src_dir.iterdir():
-        if path.is_file() and path.name not in _REPLACED_FILES and not path.name.endswith(".safetensors"):
-            shutil.copy(path, out_dir / path.name)
-    save_with_remote_code(model, out_dir)
-    return out_dir
+    return write_converted_folder(convert_marian_model(marian), src_dir, out_dir)

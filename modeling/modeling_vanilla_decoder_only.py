@@ -5,8 +5,9 @@ layer (masked self-attention + feed-forward) -> pretrained base -> VanillaDecode
 
 Each layer is the paper's decoder layer without the encoder-decoder attention. Attention
 (`VanillaTransformerAttention`, causal, with transformers' `DynamicCache` or `StaticCache`), feed-forward,
-`ResidualBlock`, positions (`_Stack`: embedding, scale, positions, dropout, final pre-LN norm) and the mask builder
-(`decoder_self_attention_mask` / `build_attention_mask`) are those of modeling_vanilla_transformer.py, so the
+`ResidualBlock`, the layer itself (`VanillaTransformerSelfAttentionLayer`), the stack (`VanillaTransformerStack`:
+embedding, scale, positions, dropout, final pre-LN norm) and the mask builder (`decoder_self_attention_mask` /
+`build_attention_mask`) are the encoder-decoder's, so the
 conventions stated there hold here: public masks are (B, L) with 1 = token, one additive mask per call, no NaN
 for fully padded rows. With `normalize_before=True`, learned positions, `gelu_new`, unscaled embeddings and a tied
 output projection this is GPT-2 (convert_gpt2.py converts `GPT2LMHeadModel` weights; same logits).
@@ -30,70 +31,46 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 from transformers import GenerationConfig, GenerationMixin
-from transformers import initialization as init
-from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
-from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.cache_utils import Cache
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
+from .cache_vanilla_transformer import cache_output, given_cache, self_attention_cache
 from .checks_vanilla_transformer import (
+    check_decoder_inputs,
     check_generation_arguments,
     check_inputs,
-    check_length,
-    check_token_ids,
-    check_token_mask,
+    check_labels,
+    input_shape,
 )
 from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig
 from .kernels_vanilla_transformer import IGNORE_INDEX, Linear, linear, smoothed_cross_entropy
+from .masks_vanilla_transformer import decoder_self_attention_mask, without_padding
 from .modeling_vanilla_transformer import (
-    CACHE_FIELD,
-    ResidualBlock,
-    VanillaTransformerAttention,
-    VanillaTransformerFeedForward,
     VanillaTransformerPreTrainedModel,
-    _module_file,
-    _Stack,
+    VanillaTransformerSelfAttentionLayer,
     attention_backend,
-    decoder_self_attention_mask,
-    without_padding,
 )
 from .positions_vanilla_transformer import build_position_ids
+from .stack_vanilla_transformer import VanillaTransformerStack, auto_map_of
 
 # ----------------------------------------------------------------------------------------------------------------
 # The layer: the paper's decoder layer without encoder-decoder attention
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class VanillaDecoderOnlyLayer(GradientCheckpointingLayer):
-    """Masked self-attention then feed-forward, each wrapped in `ResidualBlock` (post-LN or pre-LN)."""
+class VanillaDecoderOnlyLayer(VanillaTransformerSelfAttentionLayer):
+    """Masked self-attention then feed-forward, each wrapped in `ResidualBlock` (post-LN or pre-LN), with the
+    decoder's sizes; `forward` takes the stack's causal mask (None = causal, `decoder_self_attention_mask`) and
+    the self-attention cache."""
 
     def __init__(self, config: VanillaDecoderOnlyConfig, layer_idx: int):
-        super().__init__()
-        self.self_attn = VanillaTransformerAttention(
-            config, config.decoder_attention_heads, layer_idx=layer_idx, is_causal=True
+        super().__init__(
+            config,
+            config.decoder_attention_heads,
+            config.decoder_ffn_dim,
+            layer_idx=layer_idx,
+            is_causal=True,
         )
-        self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.ffn = VanillaTransformerFeedForward(config, config.decoder_ffn_dim)
-        self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.residual = ResidualBlock(config)
-
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        cache: Cache | None = None,
-        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-        output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        # hidden_states: (B, T, C); attention_mask: (B or 1, 1, T, K), or None = causal (decoder_self_attention_mask)
-        x = self.residual.pre(hidden_states, self.self_attn_layer_norm)
-        x, weights = self.self_attn(
-            x, attention_mask, cache=cache, rotary=rotary, output_attentions=output_attentions
-        )
-        hidden_states = self.residual.post(hidden_states, x, self.self_attn_layer_norm)
-
-        x = self.ffn(self.residual.pre(hidden_states, self.final_layer_norm))
-        hidden_states = self.residual.post(hidden_states, x, self.final_layer_norm)
-        return hidden_states, weights
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -113,23 +90,17 @@ class VanillaDecoderOnlyPreTrainedModel(VanillaTransformerPreTrainedModel):
     @classmethod
     def remote_code_auto_map(cls) -> dict[str, str]:
         """The `auto_map` of config.json: `AutoConfig`, `AutoModel` and `AutoModelForCausalLM` -> this code."""
-        return {
-            "AutoConfig": f"{_module_file(VanillaDecoderOnlyConfig)}.{VanillaDecoderOnlyConfig.__name__}",
-            "AutoModel": f"{_module_file(VanillaDecoderOnlyModel)}.{VanillaDecoderOnlyModel.__name__}",
-            "AutoModelForCausalLM": (
-                f"{_module_file(VanillaDecoderOnlyForCausalLM)}.{VanillaDecoderOnlyForCausalLM.__name__}"
-            ),
-        }
+        return auto_map_of(
+            {
+                "AutoConfig": VanillaDecoderOnlyConfig,
+                "AutoModel": VanillaDecoderOnlyModel,
+                "AutoModelForCausalLM": VanillaDecoderOnlyForCausalLM,
+            }
+        )
 
     @classmethod
     def remote_code_pipelines(cls) -> dict[str, dict]:
         return {}
-
-    def _init_weights(self, module: nn.Module) -> None:
-        """The encoder-decoder's initialisation, and a zero output bias."""
-        super()._init_weights(module)
-        if isinstance(module, VanillaDecoderOnlyForCausalLM) and module.final_logits_bias is not None:
-            init.zeros_(module.final_logits_bias)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -137,13 +108,14 @@ class VanillaDecoderOnlyPreTrainedModel(VanillaTransformerPreTrainedModel):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class VanillaDecoderOnlyModel(VanillaDecoderOnlyPreTrainedModel, _Stack):
+class VanillaDecoderOnlyModel(VanillaDecoderOnlyPreTrainedModel, VanillaTransformerStack):
     """Token embedding (* sqrt(d_model) if `scale_embedding`) + positions, N decoder-only layers, and the final
     LayerNorm of pre-LN; returns the (B, T, C) states (no output projection)."""
 
     def __init__(self, config: VanillaDecoderOnlyConfig):
         embed_tokens = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
-        super().__init__(config, embed_tokens, config.decoder_attention_heads)
+        super().__init__(config)
+        self.init_stack(config, embed_tokens, config.decoder_attention_heads)
         self.layers = nn.ModuleList(
             [VanillaDecoderOnlyLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
         )
@@ -167,39 +139,17 @@ class VanillaDecoderOnlyModel(VanillaDecoderOnlyPreTrainedModel, _Stack):
         new positions (1 = token, 0 = padding), or a ready-made 4-D (B, 1, T, K) mask; position_ids: (B or 1, T),
         by default counted over real tokens from the mask; cache: a transformers `Cache` (`DynamicCache`,
         `StaticCache`) that self-attention K/V are appended to (one is created with `use_cache` and no cache).
-        `past_key_values` is the pre-5.24 name of `cache`. Returns (B, T, C) states."""
-        cache = cache if cache is not None else past_key_values
+        `past_key_values` is the 5.23 name of `cache`. Returns (B, T, C) states."""
+        cache = given_cache(cache, past_key_values)
         output_attentions = bool(output_attentions)
         output_hidden_states = bool(output_hidden_states)
         use_cache = self.config.use_cache if use_cache is None else use_cache
         shape = check_inputs(input_ids, inputs_embeds, self.config.vocab_size, "input_ids")
-        if use_cache and cache is None:
-            cache = DynamicCache(config=self.config)
-        if cache is not None and (not isinstance(cache, Cache) or isinstance(cache, EncoderDecoderCache)):
-            raise ValueError(
-                f"cache must be a transformers Cache of self-attention K/V (DynamicCache or StaticCache), got "
-                f"{type(cache).__name__}"
-            )
+        cache = self_attention_cache(cache, use_cache, self.config)
         new_tokens = shape[1]
         past_length = cache.get_seq_length() if cache is not None else 0
         device = (input_ids if input_ids is not None else inputs_embeds).device
-        if attention_mask is not None:
-            check_token_mask(attention_mask, attention_mask.shape, "attention_mask")  # type and 0/1 values
-        if isinstance(
-            past_length, int
-        ):  # a static cache's length is a tensor: the cache bounds the length itself
-            check_length(past_length + new_tokens, self.config, "the sequence (cached + new tokens)")
-            expected = (shape[0], past_length + new_tokens)
-            if (
-                attention_mask is not None
-                and attention_mask.dim() != 4
-                and tuple(attention_mask.shape) != expected
-            ):
-                raise ValueError(
-                    f"attention_mask has shape {tuple(attention_mask.shape)} but the model sees {shape[0]} sequences "
-                    f"of {past_length} cached + {new_tokens} new positions; pass the {expected} token mask of the "
-                    f"whole sequence so far (1 = token, 0 = padding), as generate() does"
-                )
+        check_decoder_inputs(attention_mask, shape, past_length, self.config, "attention_mask")
         attention_mask = without_padding(attention_mask)
         if position_ids is None:
             position_ids = build_position_ids(attention_mask, past_length, new_tokens, device)  # (B or 1, T)
@@ -225,7 +175,7 @@ class VanillaDecoderOnlyModel(VanillaDecoderOnlyPreTrainedModel, _Stack):
             last_hidden_state=hidden_states,
             hidden_states=all_states,
             attentions=attentions,
-            **{CACHE_FIELD: cache if use_cache else None},
+            **cache_output(cache, use_cache),
         )
         return output if return_dict is not False else output.to_tuple()
 
@@ -312,14 +262,15 @@ class VanillaDecoderOnlyForCausalLM(VanillaDecoderOnlyPreTrainedModel, Generatio
         them in all the batches of one update), or by this batch's count when it is None: the mean. Returns
         `logits` (B, T, V), or of the last `logits_to_keep` positions only (generate() asks for 1)."""
         if labels is not None:
-            check_token_ids(labels.masked_fill(labels == IGNORE_INDEX, 0), self.config.vocab_size, "labels")
+            shape = input_shape(input_ids, inputs_embeds)
+            check_labels(labels, self.config.vocab_size, shape, "input_ids", " (the model shifts them)")
             use_cache = False
             logits_to_keep = 0
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            cache=cache if cache is not None else past_key_values,
+            cache=given_cache(cache, past_key_values),
             inputs_embeds=inputs_embeds,
             use_cache=use_cache,
             output_attentions=output_attentions,
@@ -331,11 +282,6 @@ class VanillaDecoderOnlyForCausalLM(VanillaDecoderOnlyPreTrainedModel, Generatio
         logits = linear(hidden_states, self.lm_head.weight, self.final_logits_bias)  # (B, T, V)
         loss = None
         if labels is not None:
-            if labels.shape != logits.shape[:2]:
-                raise ValueError(
-                    f"labels have shape {tuple(labels.shape)} but the model produced {tuple(logits.shape[:2])} "
-                    f"positions; pass labels of the same shape as input_ids (the model shifts them)"
-                )
             targets = labels[:, 1:]  # (B, T - 1): the token after each position
             loss_sum, _ = smoothed_cross_entropy(logits[:, :-1], targets)
             count = (targets != IGNORE_INDEX).sum() if num_items_in_batch is None else num_items_in_batch

@@ -28,143 +28,44 @@ from torch.nn import functional as F
 from transformers.activations import ACT2FN
 from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput, SequenceClassifierOutput
 
-from .checks_vanilla_transformer import check_inputs, check_length, check_token_ids, check_token_mask
+from .checks_vanilla_transformer import (
+    check_labels,
+    check_position_ids,
+    check_stack_inputs,
+    check_token_type_ids,
+    input_shape,
+)
 from .configuration_vanilla_encoder_only import PROBLEM_TYPES, VanillaEncoderOnlyConfig
 from .kernels_vanilla_transformer import IGNORE_INDEX, Linear, apply_dropout, smoothed_cross_entropy
-from .modeling_vanilla_transformer import (
-    VanillaTransformerEncoderLayer,
-    VanillaTransformerPreTrainedModel,
-    _module_file,
-    _Stack,
-    build_attention_mask,
-    without_padding,
-)
+from .masks_vanilla_transformer import build_attention_mask, without_padding
+from .modeling_vanilla_transformer import VanillaTransformerEncoderLayer, VanillaTransformerPreTrainedModel
 from .positions_vanilla_transformer import build_position_ids
-
-# ----------------------------------------------------------------------------------------------------------------
-# Checks of the inputs only this family has
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def _is_index_tensor(value, shape: tuple[int, ...]) -> bool:
-    """Whether `value` is an integer tensor of shape (B or 1, L), where (B, L) = `shape`."""
-    return (
-        isinstance(value, torch.Tensor)
-        and not value.dtype.is_floating_point
-        and not value.dtype.is_complex
-        and value.dtype != torch.bool
-        and value.dim() == 2
-        and value.shape[0] in (1, shape[0])
-        and value.shape[1] == shape[1]
-    )
-
-
-def _describe(value) -> str:
-    return (
-        f"{value.dtype} of shape {tuple(value.shape)}"
-        if isinstance(value, torch.Tensor)
-        else type(value).__name__
-    )
-
-
-def check_token_type_ids(
-    token_type_ids: torch.Tensor | None, shape: torch.Size, type_vocab_size: int
-) -> None:
-    """Raise `ValueError` unless `token_type_ids` is None or a (B, L) integer tensor like the input ids with values
-    in [0, type_vocab_size); a model without token types (`type_vocab_size=0`) accepts only type 0 (one segment,
-    what a tokenizer returns for single sentences)."""
-    if token_type_ids is None:
-        return
-    if not _is_index_tensor(token_type_ids, tuple(shape)) or token_type_ids.shape[0] != shape[0]:
-        raise ValueError(
-            f"token_type_ids must be an integer tensor of the input ids' shape {tuple(shape)}, got "
-            f"{_describe(token_type_ids)}; pass the token_type_ids the tokenizer returned with the input ids"
-        )
-    if torch.compiler.is_compiling():
-        return
-    low, high = (int(v) for v in torch.aminmax(token_type_ids))
-    if low < 0 or high >= max(type_vocab_size, 1):
-        fix = (
-            "this model has no token types: leave token_type_ids unset (tokenizer(..., return_token_type_ids=False))"
-            if type_vocab_size == 0
-            else f"token types are 0..{type_vocab_size - 1}"
-        )
-        raise ValueError(
-            f"token_type_ids contains {low if low < 0 else high}, but type_vocab_size={type_vocab_size}; {fix}"
-        )
-
-
-def check_position_ids(
-    position_ids: torch.Tensor | None, shape: torch.Size, config: VanillaEncoderOnlyConfig
-) -> None:
-    """Raise `ValueError` unless `position_ids` is None or a (B or 1, L) integer tensor with positions in
-    [0, max_position_embeddings) (any position >= 0 with rotary positions)."""
-    if position_ids is None:
-        return
-    if not _is_index_tensor(position_ids, tuple(shape)):
-        raise ValueError(
-            f"position_ids must be an integer tensor of shape (batch or 1, length) = ({shape[0]} or 1, {shape[1]}), "
-            f"got {_describe(position_ids)}"
-        )
-    if torch.compiler.is_compiling():
-        return
-    limit = config.max_position_embeddings if config.position_encoding != "rope" else None
-    low, high = (int(v) for v in torch.aminmax(position_ids))
-    if low < 0 or (limit is not None and high >= limit):
-        raise ValueError(
-            f"position_ids contains {low if low < 0 else high}, outside [0, {limit}) (max_position_embeddings); "
-            f"leave position_ids unset to count the real tokens from 0"
-        )
-
+from .stack_vanilla_transformer import VanillaTransformerStack, auto_map_of
 
 # ----------------------------------------------------------------------------------------------------------------
 # Embeddings and the stack of encoder layers
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class VanillaEncoderOnlyEncoder(_Stack):
+class VanillaEncoderOnlyEncoder(VanillaTransformerPreTrainedModel, VanillaTransformerStack):
     """The paper's encoder (token embedding, positions, N encoder layers, final norm with pre-LN) plus BERT's
     embedding options: token-type embeddings (`type_vocab_size`) and a LayerNorm on the summed embeddings
     (`embedding_layer_norm`)."""
 
     def __init__(self, config: VanillaEncoderOnlyConfig):
+        super().__init__(config)
         embed_tokens = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
-        super().__init__(config, embed_tokens, config.encoder_attention_heads)
-        self.token_type_embeddings = (
-            nn.Embedding(config.type_vocab_size, config.d_model) if config.type_vocab_size else None
-        )
-        self.layernorm_embedding = (
-            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.embedding_layer_norm else None
+        self.init_stack(
+            config,
+            embed_tokens,
+            config.encoder_attention_heads,
+            type_vocab_size=config.type_vocab_size,
+            embedding_layer_norm=config.embedding_layer_norm,
         )
         self.layers = nn.ModuleList(
             [VanillaTransformerEncoderLayer(config) for _ in range(config.encoder_layers)]
         )
         self.post_init()
-
-    def embed(
-        self,
-        input_ids: torch.Tensor | None,
-        inputs_embeds: torch.Tensor | None,
-        position_ids: torch.Tensor,
-        token_type_ids: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-        """Token embedding * scale + positions (+ token type), embedding LayerNorm, then dropout: (B, L) ->
-        (B, L, C); RoPE cos/sin if used."""
-        if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids)
-        hidden_states = inputs_embeds * self.embed_scale  # (B, L, C)
-        rotary = None
-        if self.embed_positions is not None:
-            hidden_states = hidden_states + self.embed_positions(position_ids).to(hidden_states.dtype)
-        elif self.rotary_emb is not None:
-            rotary = self.rotary_emb(position_ids, hidden_states.dtype)
-        if self.token_type_embeddings is not None:
-            if token_type_ids is None:  # type 0 everywhere, broadcast over (B, L)
-                token_type_ids = torch.zeros(1, 1, dtype=torch.long, device=hidden_states.device)
-            hidden_states = hidden_states + self.token_type_embeddings(token_type_ids).to(hidden_states.dtype)
-        if self.layernorm_embedding is not None:
-            hidden_states = self.layernorm_embedding(hidden_states)
-        return apply_dropout(hidden_states, self.dropout, self.training), rotary
 
     def forward(
         self,
@@ -179,12 +80,9 @@ class VanillaEncoderOnlyEncoder(_Stack):
         **kwargs,
     ) -> BaseModelOutput | tuple:
         """input_ids: (B, L); attention_mask: (B, L) 1 = token, 0 = padding. Returns (B, L, C) states."""
-        shape = check_inputs(input_ids, inputs_embeds, self.config.vocab_size, "input_ids")
-        if attention_mask is not None:
-            check_token_mask(attention_mask, shape, "attention_mask")
-            if attention_mask.dim() != 2:
-                raise ValueError(f"attention_mask must have shape (batch, length) = {tuple(shape)}")
-        check_length(shape[1], self.config, "input_ids")
+        shape = check_stack_inputs(
+            input_ids, inputs_embeds, attention_mask, self.config.vocab_size, self.config
+        )
         check_token_type_ids(token_type_ids, shape, self.config.type_vocab_size)
         check_position_ids(position_ids, shape, self.config)
         device = (input_ids if input_ids is not None else inputs_embeds).device
@@ -222,13 +120,14 @@ class VanillaEncoderOnlyPreTrainedModel(VanillaTransformerPreTrainedModel):
     @classmethod
     def remote_code_auto_map(cls) -> dict[str, str]:
         """The `auto_map` of config.json: the auto classes of transformers -> `file.Class` of this family."""
-        classes = {
-            "AutoConfig": VanillaEncoderOnlyConfig,
-            "AutoModel": VanillaEncoderOnlyModel,
-            "AutoModelForMaskedLM": VanillaEncoderOnlyForMaskedLM,
-            "AutoModelForSequenceClassification": VanillaEncoderOnlyForSequenceClassification,
-        }
-        return {auto: f"{_module_file(obj)}.{obj.__name__}" for auto, obj in classes.items()}
+        return auto_map_of(
+            {
+                "AutoConfig": VanillaEncoderOnlyConfig,
+                "AutoModel": VanillaEncoderOnlyModel,
+                "AutoModelForMaskedLM": VanillaEncoderOnlyForMaskedLM,
+                "AutoModelForSequenceClassification": VanillaEncoderOnlyForSequenceClassification,
+            }
+        )
 
     @classmethod
     def remote_code_pipelines(cls) -> dict[str, dict]:
@@ -338,6 +237,11 @@ class VanillaEncoderOnlyForMaskedLM(VanillaEncoderOnlyPreTrainedModel):
         where nothing is scored. `loss` is the cross-entropy summed over the scored positions and divided by
         `num_items_in_batch` (Trainer's count of scored positions in all the batches of one update), or by this
         batch's count when it is None: the mean, as `BertForMaskedLM`. Returns `logits` (B, L, V)."""
+        if labels is not None:
+            fix = " (-100 where nothing is predicted)"
+            check_labels(
+                labels, self.config.vocab_size, input_shape(input_ids, inputs_embeds), "input_ids", fix
+            )
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -353,12 +257,6 @@ class VanillaEncoderOnlyForMaskedLM(VanillaEncoderOnlyPreTrainedModel):
         logits = self.lm_head(hidden_states)  # (B, L, V)
         loss = None
         if labels is not None:
-            if labels.shape != logits.shape[:2]:
-                raise ValueError(
-                    f"labels have shape {tuple(labels.shape)} but the input has {tuple(logits.shape[:2])} "
-                    f"positions; pass labels of the same shape as input_ids (-100 where nothing is predicted)"
-                )
-            check_token_ids(labels.masked_fill(labels == IGNORE_INDEX, 0), self.config.vocab_size, "labels")
             loss_sum, _ = smoothed_cross_entropy(logits, labels)
             count = (labels != IGNORE_INDEX).sum() if num_items_in_batch is None else num_items_in_batch
             loss = loss_sum / count  # NaN when nothing is labelled

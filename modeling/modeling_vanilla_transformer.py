@@ -3,11 +3,14 @@
 positions -> masks -> attention -> feed-forward -> encoder layer -> decoder layer -> encoder -> decoder
 -> pretrained base -> VanillaTransformerModel -> VanillaTransformerForConditionalGeneration
 
-Positions (sinusoidal, learned, rotary) are in positions_vanilla_transformer.py; dropout, linear layers and the
-loss are drop-in CPU kernels (kernels_vanilla_transformer.py); checks of user input and of generate() arguments
-are in checks_vanilla_transformer.py; the "translation" pipeline is in pipeline_vanilla_transformer.py. These
-files import each other with single-dot relative imports only, so that `save_pretrained` copies all of them next
-to the weights (remote code, see `VanillaTransformerPreTrainedModel.save_pretrained`).
+Positions (sinusoidal, learned, rotary) are in positions_vanilla_transformer.py; the mask builders in
+masks_vanilla_transformer.py; what every stack shares (embeddings, running the layers, final pre-LN norm) in
+stack_vanilla_transformer.py; the caches in cache_vanilla_transformer.py; dropout, linear layers and the loss are
+drop-in CPU kernels (kernels_vanilla_transformer.py); checks of user input and of generate() arguments are in
+checks_vanilla_transformer.py; the "translation" pipeline is in pipeline_vanilla_transformer.py. These files
+import each other with single-dot relative imports only, so that `save_pretrained` copies all of them next to the
+weights (remote code, see `VanillaTransformerPreTrainedModel.save_pretrained`); the decoder-only and encoder-only
+families build on the same blocks.
 
 Shape legend used in the comments:
     B  batch size                     S  source length (encoder positions)
@@ -19,11 +22,9 @@ Conventions (fixed here, relied on everywhere):
     * Token masks at the public boundary (`attention_mask`, `decoder_attention_mask`) are 2-D (B, length) with
       1/True for real tokens and 0/False for padding, as produced by the tokenizer.
     * Inside the network one additive mask per stack, built once by `build_attention_mask`, of shape
-      (B, 1, T or 1, K): 0.0 where a query may attend, the dtype's most negative finite value where it may not.
-      A query row with nothing to attend to (a fully padded sequence) is left unmasked instead, so softmax
-      never sees only masked entries and no NaN appears in fp32, fp16 or bf16; such rows are padding and
-      never reach the loss. No mask (None) where nothing is masked; in decoder self-attention None means
-      causal, applied by the kernel (`decoder_self_attention_mask` decides).
+      (B, 1, T or 1, K): 0.0 where a query may attend, the dtype's most negative finite value where it may not;
+      a fully padded row is left unmasked (no NaN); None where nothing is masked, and in decoder
+      self-attention None means causal (masks_vanilla_transformer.py states the whole contract).
     * Labels are shifted right and prefixed with `decoder_start_token_id` to form the decoder input (teacher
       forcing); label positions equal to IGNORE_INDEX (-100) are ignored by the loss and replaced by pad in
       the input.
@@ -33,7 +34,6 @@ Conventions (fixed here, relied on everywhere):
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -44,7 +44,7 @@ from torch.nn import functional as F
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -54,14 +54,16 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from .cache_vanilla_transformer import CACHE_FIELD, cache_output, encoder_decoder_cache, given_cache
 from .checks_vanilla_transformer import (
     MaskMemo,
     check_decoder_inputs,
     check_generation_arguments,
     check_inputs,
-    check_length,
-    check_token_ids,
+    check_labels,
+    check_stack_inputs,
     check_token_mask,
+    input_shape,
 )
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .kernels_vanilla_transformer import (
@@ -73,107 +75,20 @@ from .kernels_vanilla_transformer import (
     release_cpu_inference_weights,
     smoothed_cross_entropy,
 )
+from .masks_vanilla_transformer import build_attention_mask, decoder_self_attention_mask, without_padding
 from .pipeline_vanilla_transformer import TASK, TranslationPipeline
 from .positions_vanilla_transformer import (
-    LearnedPositionalEmbedding,
     RotaryEmbedding,
     SinusoidalPositionalEncoding,
     apply_rotary,
     build_position_ids,
 )
-
-# transformers 5.24 renamed the cache field of model outputs from `past_key_values` to `cache`; both are supported.
-CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
-
+from .stack_vanilla_transformer import VanillaTransformerStack, auto_map_of
 
 # Positions (paper section 3.5, and rotary positions): see positions_vanilla_transformer.py
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Masks: the one place where key padding and causality become an additive attention mask
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def build_attention_mask(
-    key_mask: torch.Tensor | None,
-    dtype: torch.dtype,
-    query_positions: torch.Tensor | None = None,
-    key_length: int | None = None,
-) -> torch.Tensor | None:
-    """Additive attention mask for one stack, built once and shared by all its layers.
-
-    Args:
-        key_mask: (B, K) token mask of the keys (1/True = real token, 0/False = padding), or a ready-made 4-D
-            (B, 1, T, K) mask (bool: True = attend; float: additive, masked entries very negative), or None.
-        dtype: dtype of the attention scores; masked entries get `torch.finfo(dtype).min`.
-        query_positions: (T,) or (B, T) absolute positions of the queries for causal self-attention: key j is
-            visible to a query at position p iff j <= p. None means no causal constraint.
-        key_length: number of keys K when `key_mask` is None (needed for causal masks).
-
-    Returns:
-        (B or 1, 1, T or 1, K) float mask with 0.0 (attend) or finfo(dtype).min (do not attend), or None when
-        nothing is masked. Rows with no visible key are fully unmasked (see the module docstring).
-    """
-    if key_mask is not None and key_mask.dim() == 4:
-        allowed = key_mask if key_mask.dtype == torch.bool else key_mask > torch.finfo(key_mask.dtype).min / 2
-    else:
-        if key_mask is None and query_positions is None:
-            return None
-        allowed = None
-        if key_mask is not None:
-            allowed = key_mask.bool()[:, None, None, :]  # (B, 1, 1, K)
-            key_length = key_mask.shape[-1]
-        if query_positions is not None:
-            keys = torch.arange(key_length, device=query_positions.device)
-            causal = keys <= query_positions[..., None]  # (T, K) or (B, T, K)
-            causal = causal[None, None] if causal.dim() == 2 else causal[:, None]  # (B or 1, 1, T, K)
-            allowed = causal if allowed is None else allowed & causal
-    allowed = allowed | ~allowed.any(dim=-1, keepdim=True)  # no fully masked row -> no NaN
-    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
-        ~allowed, torch.finfo(dtype).min
-    )
-
-
-def without_padding(token_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """A 2-D token mask with no padding at all masks nothing: return None for it (so no additive mask is built
-    and attention runs unmasked, its fastest path); return any other mask unchanged. Never inspects values
-    while compiling (a data-dependent branch would break the graph)."""
-    if token_mask is None or token_mask.dim() != 2 or torch.compiler.is_compiling():
-        return token_mask
-    return None if bool(token_mask.all()) else token_mask
-
-
-def decoder_self_attention_mask(
-    token_mask: torch.Tensor | None,
-    dtype: torch.dtype,
-    device: torch.device,
-    past_length: int | torch.Tensor,
-    new_tokens: int,
-    key_length: int,
-    kernel_is_causal: bool,
-) -> torch.Tensor | None:
-    """The decoder's self-attention mask (causality and target padding), or None where no tensor is needed.
-
-    Args:
-        token_mask: (B, K) target token mask over cached + new positions, None when there is no padding (see
-            `without_padding`), or a ready-made 4-D mask (see `build_attention_mask`).
-        dtype, device: those of the attention scores.
-        past_length: P, the cached positions (a tensor when a static cache is compiled); new_tokens: T.
-        key_length: K, the keys attention sees: P + T, or more with a static cache (slots not yet written).
-        kernel_is_causal: whether the attention kernel applies the causal pattern itself when given no mask
-            (sdpa's `is_causal`; not the eager path, which `output_attentions` selects).
-
-    Returns:
-        The (B or 1, 1, T, K) mask of `build_attention_mask` for query positions P .. P + T - 1, or None, which
-        means "causal, applied by the kernel": either one query that sees all K = P + 1 keys (nothing to mask),
-        or T > 1 queries from an empty cache (K = T) with `kernel_is_causal`. None is returned only without
-        padding. Causal self-attention given None therefore uses `is_causal` exactly when it has T > 1 queries.
-    """
-    if token_mask is None and isinstance(past_length, int) and key_length == past_length + new_tokens:
-        if new_tokens == 1 or (past_length == 0 and kernel_is_causal):
-            return None
-    query_positions = torch.arange(new_tokens, device=device) + past_length  # (T,)
-    return build_attention_mask(token_mask, dtype, query_positions, key_length)
+# Masks (the one additive-mask convention, stated in the module docstring): see masks_vanilla_transformer.py
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -374,14 +289,25 @@ class ResidualBlock(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class VanillaTransformerEncoderLayer(GradientCheckpointingLayer):
-    """Self-attention then feed-forward, each wrapped in a residual connection with layer normalisation."""
+class VanillaTransformerSelfAttentionLayer(GradientCheckpointingLayer):
+    """Self-attention then feed-forward, each wrapped in a residual connection with layer normalisation: the
+    encoder layer, and (causal, with a cache) the decoder-only layer, which is the decoder layer without
+    encoder-decoder attention."""
 
-    def __init__(self, config: VanillaTransformerConfig):
+    def __init__(
+        self,
+        config: VanillaTransformerConfig,
+        num_heads: int,
+        ffn_dim: int,
+        layer_idx: int | None = None,
+        is_causal: bool = False,
+    ):
         super().__init__()
-        self.self_attn = VanillaTransformerAttention(config, config.encoder_attention_heads)
+        self.self_attn = VanillaTransformerAttention(
+            config, num_heads, layer_idx=layer_idx, is_causal=is_causal
+        )
         self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.ffn = VanillaTransformerFeedForward(config, config.encoder_ffn_dim)
+        self.ffn = VanillaTransformerFeedForward(config, ffn_dim)
         self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.residual = ResidualBlock(config)
 
@@ -389,17 +315,27 @@ class VanillaTransformerEncoderLayer(GradientCheckpointingLayer):
         self,
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None,
+        cache: Cache | None = None,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        # hidden_states: (B, S, C); attention_mask: (B, 1, 1, S) or None
+        # hidden_states: (B, L, C); attention_mask: (B, 1, 1, L), causal (B or 1, 1, T, K), or None
         x = self.residual.pre(hidden_states, self.self_attn_layer_norm)
-        x, weights = self.self_attn(x, attention_mask, rotary=rotary, output_attentions=output_attentions)
+        x, weights = self.self_attn(
+            x, attention_mask, cache=cache, rotary=rotary, output_attentions=output_attentions
+        )
         hidden_states = self.residual.post(hidden_states, x, self.self_attn_layer_norm)
 
         x = self.ffn(self.residual.pre(hidden_states, self.final_layer_norm))
         hidden_states = self.residual.post(hidden_states, x, self.final_layer_norm)
         return hidden_states, weights
+
+
+class VanillaTransformerEncoderLayer(VanillaTransformerSelfAttentionLayer):
+    """The encoder layer: bidirectional self-attention then feed-forward, with the encoder's sizes."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config, config.encoder_attention_heads, config.encoder_ffn_dim)
 
 
 class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
@@ -516,83 +452,16 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             init.copy_(module.table, module.build_table())
         elif isinstance(module, RotaryEmbedding):
             init.copy_(module.inv_freq, module.build_inv_freq())
-        elif (
-            isinstance(module, VanillaTransformerForConditionalGeneration)
-            and module.final_logits_bias is not None
-        ):
-            init.zeros_(module.final_logits_bias)
+        elif isinstance(module, PreTrainedModel) and getattr(module, "final_logits_bias", None) is not None:
+            init.zeros_(module.final_logits_bias)  # the output bias of an LM head
 
 
-class _Stack(VanillaTransformerPreTrainedModel):
-    """What the encoder and the decoder share: token embedding, scale, positions, dropout, final pre-LN norm."""
-
-    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding, num_heads: int):
-        super().__init__(config)
-        self.embed_tokens = embed_tokens
-        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.embed_positions: nn.Module | None = None
-        self.rotary_emb: RotaryEmbedding | None = None
-        if config.position_encoding == "sinusoidal":
-            self.embed_positions = SinusoidalPositionalEncoding(config)
-        elif config.position_encoding == "learned":
-            self.embed_positions = LearnedPositionalEmbedding(config)
-        elif config.position_encoding == "rope":
-            self.rotary_emb = RotaryEmbedding(config, config.d_model // num_heads)
-        self.dropout = config.dropout
-        # pre-LN leaves the residual stream un-normalised: one LayerNorm closes the stack
-        self.layer_norm = (
-            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
-        )
-
-    def embed(
-        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, position_ids: torch.Tensor
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
-        """Token embedding * scale + positions, then dropout: (B, L) -> (B, L, C); RoPE cos/sin if used."""
-        if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids)
-        hidden_states = inputs_embeds * self.embed_scale  # (B, L, C)
-        rotary = None
-        if self.embed_positions is not None:
-            hidden_states = hidden_states + self.embed_positions(position_ids).to(hidden_states.dtype)
-        elif self.rotary_emb is not None:
-            rotary = self.rotary_emb(position_ids, hidden_states.dtype)
-        return apply_dropout(hidden_states, self.dropout, self.training), rotary
-
-    def run_layers(
-        self,
-        hidden_states: torch.Tensor,
-        output_hidden_states: bool,
-        output_attentions: bool,
-        *args,
-        **kwargs,
-    ) -> tuple[torch.Tensor, tuple | None, tuple]:
-        """Every layer (given `*args, **kwargs` after the states), then the final pre-LN norm: (B, L, C) -> (B, L, C).
-
-        Also returns the states entering each layer plus the final ones (None unless `output_hidden_states`) and,
-        for each attention of a layer (self-attention; in the decoder also encoder-decoder attention), the weights
-        of every layer (None unless `output_attentions`)."""
-        all_states = () if output_hidden_states else None
-        all_weights = []
-        for layer in self.layers:
-            if output_hidden_states:
-                all_states += (hidden_states,)
-            hidden_states, *weights = layer(
-                hidden_states, *args, output_attentions=output_attentions, **kwargs
-            )
-            all_weights.append(weights)
-        if self.layer_norm is not None:
-            hidden_states = self.layer_norm(hidden_states)
-        if output_hidden_states:
-            all_states += (hidden_states,)
-        attentions = tuple(kind if output_attentions else None for kind in zip(*all_weights))
-        return hidden_states, all_states, attentions
-
-
-class VanillaTransformerEncoder(_Stack):
+class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel, VanillaTransformerStack):
     """N identical layers of self-attention + feed-forward over the source sentence."""
 
     def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
-        super().__init__(config, embed_tokens, config.encoder_attention_heads)
+        super().__init__(config)
+        self.init_stack(config, embed_tokens, config.encoder_attention_heads)
         self.layers = nn.ModuleList(
             [VanillaTransformerEncoderLayer(config) for _ in range(config.encoder_layers)]
         )
@@ -609,12 +478,9 @@ class VanillaTransformerEncoder(_Stack):
         **kwargs,
     ) -> BaseModelOutput | tuple:
         """input_ids: (B, S); attention_mask: (B, S) 1 = token, 0 = padding. Returns (B, S, C) states."""
-        shape = check_inputs(input_ids, inputs_embeds, self.config.vocab_size, "input_ids")
-        if attention_mask is not None:
-            check_token_mask(attention_mask, shape, "attention_mask")
-            if attention_mask.dim() != 2:
-                raise ValueError(f"attention_mask must have shape (batch, source length) = {tuple(shape)}")
-        check_length(shape[1], self.config, "input_ids")
+        shape = check_stack_inputs(
+            input_ids, inputs_embeds, attention_mask, self.config.vocab_size, self.config
+        )
         device = (input_ids if input_ids is not None else inputs_embeds).device
         attention_mask = without_padding(attention_mask)
         position_ids = build_position_ids(attention_mask, 0, shape[1], device)  # (B or 1, S)
@@ -630,11 +496,12 @@ class VanillaTransformerEncoder(_Stack):
         return output if return_dict else output.to_tuple()
 
 
-class VanillaTransformerDecoder(_Stack):
+class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel, VanillaTransformerStack):
     """N identical layers of masked self-attention, encoder-decoder attention and feed-forward."""
 
     def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
-        super().__init__(config, embed_tokens, config.decoder_attention_heads)
+        super().__init__(config)
+        self.init_stack(config, embed_tokens, config.decoder_attention_heads)
         self.layers = nn.ModuleList(
             [VanillaTransformerDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
         )
@@ -658,18 +525,14 @@ class VanillaTransformerDecoder(_Stack):
         """input_ids: (B, T) new target tokens; attention_mask: (B, K) target token mask over cached + new
         positions, or a 4-D (B, 1, T, K) mask; encoder_hidden_states: (B, S, C); encoder_attention_mask: (B, S).
         With `use_cache`, self-attention K/V are appended to `cache` and encoder K/V are computed once."""
-        cache = cache if cache is not None else kwargs.get("past_key_values")
+        cache = given_cache(cache, kwargs.get("past_key_values"))
         shape = check_inputs(input_ids, inputs_embeds, self.config.decoder_vocab_size, "decoder_input_ids")
-        if use_cache and cache is None:
-            cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
-        if cache is not None and not isinstance(cache, EncoderDecoderCache):
-            raise ValueError(
-                f"the decoder cache must be an EncoderDecoderCache (self- and cross-attention), got "
-                f"{type(cache).__name__}"
-            )
+        cache = encoder_decoder_cache(cache, use_cache, self.config)
         new_tokens = shape[1]
         past_length = cache.get_seq_length() if cache is not None else 0
-        check_decoder_inputs(encoder_hidden_states, attention_mask, past_length, new_tokens, self.config)
+        if encoder_hidden_states is None:
+            raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
+        check_decoder_inputs(attention_mask, shape, past_length, self.config)
         device = encoder_hidden_states.device
         attention_mask = without_padding(attention_mask)
         position_ids = build_position_ids(attention_mask, past_length, new_tokens, device)  # (B or 1, T)
@@ -702,7 +565,7 @@ class VanillaTransformerDecoder(_Stack):
             hidden_states=all_states,
             attentions=self_attentions,
             cross_attentions=cross_attentions,
-            **{CACHE_FIELD: cache if use_cache else None},
+            **cache_output(cache, use_cache),
         )
         return output if return_dict else output.to_tuple()
 
@@ -762,8 +625,8 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         **kwargs,
     ) -> Seq2SeqModelOutput | tuple:
         """Source (B, S) ids + mask and target (B, T) ids -> (B, T, C) decoder states (see the module
-        docstring for the mask and cache conventions). `past_key_values` is the pre-5.24 name of `cache`."""
-        cache = cache if cache is not None else past_key_values
+        docstring for the mask and cache conventions). `past_key_values` is the 5.23 name of `cache`."""
+        cache = given_cache(cache, past_key_values)
         output_attentions = bool(output_attentions)
         output_hidden_states = bool(output_hidden_states)
         use_cache = self.config.use_cache if use_cache is None else use_cache
@@ -936,9 +799,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         and divided by `num_items_in_batch` (Trainer's count of labelled positions in all the batches of one
         update), or by this batch's count when it is None: the mean. Returns `logits` (B, T, V)."""
         if labels is not None:
-            check_token_ids(
-                labels.masked_fill(labels == IGNORE_INDEX, 0), self.config.decoder_vocab_size, "labels"
-            )
+            shape = input_shape(decoder_input_ids, decoder_inputs_embeds)  # None: the labels become the input
+            check_labels(labels, self.config.decoder_vocab_size, shape, "decoder_input_ids")
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
@@ -948,7 +810,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            cache=cache if cache is not None else past_key_values,
+            cache=given_cache(cache, past_key_values),
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
@@ -959,11 +821,6 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         logits = linear(outputs.last_hidden_state, self.lm_head.weight, self.final_logits_bias)  # (B, T, V)
         loss = None
         if labels is not None:
-            if labels.shape != logits.shape[:2]:
-                raise ValueError(
-                    f"labels have shape {tuple(labels.shape)} but the decoder produced {tuple(logits.shape[:2])} "
-                    f"positions; pass labels of the same shape as decoder_input_ids"
-                )
             loss_sum, _ = smoothed_cross_entropy(logits, labels)
             count = (labels != IGNORE_INDEX).sum() if num_items_in_batch is None else num_items_in_batch
             loss = loss_sum / count  # NaN when nothing is labelled
@@ -981,22 +838,15 @@ VanillaTransformerModel.register_for_auto_class("AutoModel")
 VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
 
-def _module_file(obj: type) -> str:
-    """The file name (without .py) that defines `obj`: the same locally and as remote code
-    (`transformers_modules.<hash>.<file>`)."""
-    return obj.__module__.rsplit(".", 1)[-1]
-
-
 def remote_code_auto_map() -> dict[str, str]:
     """The `auto_map` of config.json: the auto classes of transformers -> `file.Class` of this model's code."""
-    return {
-        "AutoConfig": f"{_module_file(VanillaTransformerConfig)}.{VanillaTransformerConfig.__name__}",
-        "AutoModel": f"{_module_file(VanillaTransformerModel)}.{VanillaTransformerModel.__name__}",
-        "AutoModelForSeq2SeqLM": (
-            f"{_module_file(VanillaTransformerForConditionalGeneration)}."
-            f"{VanillaTransformerForConditionalGeneration.__name__}"
-        ),
-    }
+    return auto_map_of(
+        {
+            "AutoConfig": VanillaTransformerConfig,
+            "AutoModel": VanillaTransformerModel,
+            "AutoModelForSeq2SeqLM": VanillaTransformerForConditionalGeneration,
+        }
+    )
 
 
 def custom_pipelines_entry() -> dict[str, dict]:
@@ -1004,7 +854,7 @@ def custom_pipelines_entry() -> dict[str, dict]:
     `pipeline("translation", model=folder, trust_remote_code=True)` finds it."""
     return {
         TASK: {
-            "impl": f"{_module_file(TranslationPipeline)}.{TranslationPipeline.__name__}",
+            "impl": auto_map_of({TASK: TranslationPipeline})[TASK],
             "pt": ["AutoModelForSeq2SeqLM"],
             "type": "text",
         }

@@ -102,6 +102,31 @@ def process_state_is_restored():
     )
 
 
+def tiny_family_config(
+    config_class: type,
+    side: str,
+    vocab_size: int,
+    max_position_embeddings: int,
+    attn: str = "sdpa",
+    **overrides,
+):
+    """A small config of a one-stack family, `config_class` with the `side` ("encoder" or "decoder") field names:
+    2 layers of width 32, 4 heads, feed-forward width 48, no dropout, `attn` as the attention implementation."""
+    values = {
+        "vocab_size": vocab_size,
+        "d_model": 32,
+        f"{side}_layers": 2,
+        f"{side}_attention_heads": 4,
+        f"{side}_ffn_dim": 48,
+        "max_position_embeddings": max_position_embeddings,
+        "dropout": 0.0,
+    }
+    values.update(overrides)
+    config = config_class(**values)
+    config._attn_implementation = attn
+    return config
+
+
 def tiny_config(**overrides) -> VanillaTransformerConfig:
     values = dict(
         vocab_size=97,

@@ -161,7 +161,7 @@ def latest_checkpoint(root: str | os.PathLike) -> Path | None:
 def _without_tied_weight_warning() -> Iterator[None]:
     """accelerate's ``save_state`` writes one copy of tensors that share storage (our tied embeddings and output
     projection) to model.safetensors and warns "Removed shared tensor ... while saving" at every checkpoint;
-    ``load_state`` loads into the tied model, so a resumed run is exact (tests/test_training_resume.py) and the
+    ``load_state`` loads into the tied model, so a resumed run is exact (tests/training/test_training_resume.py) and the
     warning is noise. It is dropped while saving, and only it."""
 
     def keep(record: logging.LogRecord) -> bool:

@@ -17,11 +17,11 @@ from typing import Any
 import datasets
 import numpy as np
 from vanilla_transformer.corpus import SOURCE, TARGET
-from vanilla_transformer.tokenizer import BOS_ID, BPEDropout, load_or_train_tokenizer
+from vanilla_transformer.tokenizer import BPEDropout, load_or_train_tokenizer
 
 from .batching import BatchStream, TokenBudgetBatchSampler
+from .objectives import Objective, objective_for
 from .options import given_tokenizer
-from .validation import Objective
 
 
 def content_hash(*parts: str | bytes) -> str:
@@ -84,38 +84,6 @@ def filter_by_length(dataset: datasets.Dataset, max_length: int) -> tuple[datase
     return dataset.select(keep.tolist()), dropped
 
 
-def pairs_within(sources: list[list[int]], targets: list[list[int]], max_length: int) -> list[int]:
-    """The indices of the pairs with at most ``max_length`` tokens on each side (the translation length filter)."""
-    return [
-        i for i, (s, t) in enumerate(zip(sources, targets)) if len(s) <= max_length and len(t) <= max_length
-    ]
-
-
-def objective_examples(
-    objective: str,
-    sources: list[list[int]],
-    targets: list[list[int]],
-    max_length: int,
-    causal_lm_data: str = "pairs",
-) -> tuple[list[list[int]], list[list[int]], int]:
-    """The examples ``(sources, targets)`` of ``objective`` (arranged as `validation.Objective` reads them) from the
-    token ids of a split's pairs, and how many were dropped for having more than ``max_length`` tokens: a pair with
-    a longer side (translation), a pair longer than that together (``causal_lm`` on pairs), a longer text (the text
-    objectives, which read every source and every target text alone; a causal LM reads each text after ``<s>``, so
-    that its first token is predicted too, as generation from ``<s>`` does)."""
-    if objective == "translation":
-        keep = pairs_within(sources, targets, max_length)
-        return [sources[i] for i in keep], [targets[i] for i in keep], len(sources) - len(keep)
-    if objective == "causal_lm" and causal_lm_data == "pairs":
-        keep = [i for i, (s, t) in enumerate(zip(sources, targets)) if len(s) + len(t) <= max_length]
-        return [sources[i] for i in keep], [targets[i] for i in keep], len(sources) - len(keep)
-    texts = [t for t in sources + targets if len(t) <= max_length]
-    dropped = len(sources) + len(targets) - len(texts)
-    if objective == "causal_lm":
-        return [[BOS_ID] for _ in texts], texts, dropped
-    return texts, texts, dropped
-
-
 # the key that, after (seed, epoch), seeds an epoch's BPE-dropout draws (the batch order uses (seed, epoch) and
 # (seed, epoch, 1): training.batching)
 BPE_DROPOUT_STREAM = 2
@@ -123,7 +91,7 @@ BPE_DROPOUT_STREAM = 2
 
 @dataclass
 class EpochExamples:
-    """The training examples of every epoch, ``(sources, targets)`` token-id lists arranged by `objective_examples`.
+    """The training examples of every epoch, ``(sources, targets)`` token-id lists arranged by `Objective.examples`.
 
     With ``dropout`` 0 they are ``sources``/``targets`` in every epoch. With ``dropout`` P > 0 (``--bpe_dropout``,
     translation pairs) epoch ``e`` gets a BPE-dropout segmentation of the same pairs (`tokenizer.BPEDropout` over
@@ -160,7 +128,7 @@ class EpochExamples:
 class TrainingData:
     """The data of one run: the text splits, the tokenizer, the objective, the length-filtered token ids of its
     training examples in each epoch (``train_examples(epoch)``, `EpochExamples`) and of its validation examples
-    (`objective_examples`), and the token-budget batch order over the training examples (``stream``; its position
+    (`Objective.examples`), and the token-budget batch order over the training examples (``stream``; its position
     is the data part of a checkpoint). ``test_src``/``test_tgt`` are the test examples of the language-model
     objectives (scored by loss; translation scores the test texts by BLEU)."""
 
@@ -193,7 +161,7 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
     and tokenises first, the others then reuse its files. With ``--bpe_dropout`` the training pairs kept by the
     length filter are re-segmented in every epoch (`EpochExamples`; validation and test keep the tokenizer's own
     segmentation)."""
-    given = given_tokenizer(cfg)
+    given, objective = given_tokenizer(cfg), objective_for(cfg)
     with accelerator.main_process_first():
         splits, report = cfg.load_splits()
         tokenizer = load_or_train_tokenizer(
@@ -201,34 +169,25 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
             run_dir.tokenizer,
             splits["train"],
             cfg.vocab_size,
-            denoising_tokens=cfg.objective in ("masked_lm", "span_corruption"),
+            denoising_tokens=objective.denoising_tokens,
             han_characters=cfg.han_characters,
         )
         train_ids = _token_ids(splits["train"], tokenizer, run_dir.cache)
         valid_ids = _token_ids(splits["validation"], tokenizer, run_dir.cache)
         test_ids = (
-            _token_ids(splits["test"], tokenizer, run_dir.cache)
-            if cfg.objective != "translation"
-            else ([], [])
+            _token_ids(splits["test"], tokenizer, run_dir.cache) if not objective.translates else ([], [])
         )
-    objective = Objective.for_tokenizer(
-        cfg.objective,
-        tokenizer,
-        mlm_probability=cfg.mlm_probability,
-        noise_density=cfg.noise_density,
-        mean_noise_span_length=cfg.mean_noise_span_length,
-    )
-    arrange = dict(objective=cfg.objective, max_length=cfg.max_length, causal_lm_data=cfg.causal_lm_data)
-    train_src, train_tgt, dropped_train = objective_examples(
-        sources=train_ids[0], targets=train_ids[1], **arrange
-    )
-    valid_src, valid_tgt, dropped_valid = objective_examples(
-        sources=valid_ids[0], targets=valid_ids[1], **arrange
-    )
-    test_src, test_tgt, _ = objective_examples(sources=test_ids[0], targets=test_ids[1], **arrange)
+    objective = objective.for_tokenizer(tokenizer)
+    train_src, train_tgt, dropped_train = objective.examples(*train_ids, cfg.max_length)
+    valid_src, valid_tgt, dropped_valid = objective.examples(*valid_ids, cfg.max_length)
+    test_src, test_tgt, _ = objective.examples(*test_ids, cfg.max_length)
     train_examples = EpochExamples(train_src, train_tgt)
-    if cfg.bpe_dropout > 0:  # translation only (training.options.check_options)
-        kept = pairs_within(*train_ids, cfg.max_length)
+    if cfg.bpe_dropout > 0:  # objectives that translate only (training.options.check_options)
+        kept = [
+            i
+            for i, (s, t) in enumerate(zip(*train_ids))
+            if len(s) <= cfg.max_length and len(t) <= cfg.max_length
+        ]
         sources, targets = list(splits["train"][SOURCE]), list(splits["train"][TARGET])
         texts = [sources[i] for i in kept] + [targets[i] for i in kept]
         train_examples = EpochExamples(
@@ -256,9 +215,8 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
             for name in ("train", "validation", "test")
         )
     )
-    pairs = cfg.objective == "translation" or (cfg.objective == "causal_lm" and cfg.causal_lm_data == "pairs")
-    what = "pairs" if pairs else "texts"
-    if cfg.objective != "translation":
+    what = "pairs" if objective.pairs else "texts"
+    if not objective.translates:
         summary += (
             f". Objective {cfg.objective}: {len(train_src)} training and {len(valid_src)} validation {what}"
         )

@@ -7,10 +7,10 @@ export of the model folder with ``eval_results.json`` and a model card.
   beam size and the best BLEU (then chrF) wins (the search is skipped with greedy test decoding, one candidate or
   no validation split: the first candidate is used). The exported ``generation_config.json`` carries the value used and the test beam size.
 * Test: every test pair translated with the test beams and the chosen penalty, scored with sacreBLEU.
-* Language-model objectives (``--objective`` other than translation): no length penalty and no BLEU; the test
-  split's loss and perplexity under the objective (`score_test_loss`).
-* Export: `modeling.save_with_remote_code` (weights, config, code, tokenizer), then README.md: the model card
-  (`export.model_card.build_model_card` with the metadata and sections of `training.card`).
+* Objectives that do not translate: no length penalty and no BLEU; the test split's loss and perplexity under the
+  objective (`score_test_loss`). `test_run` chooses.
+* Export (`export_run`): `modeling.save_with_remote_code` (weights, config, code, tokenizer), then README.md: the
+  model card (`export.model_card.build_model_card` of `export.model_card.card_values`); ``--export_ct2``.
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
+from vanilla_transformer.export.ct2 import export_ct2
 from vanilla_transformer.export.model_card import CardValues, build_model_card
 from vanilla_transformer.inference import evaluate_translation, translate
 from vanilla_transformer.modeling import save_with_remote_code
 
 from . import checkpoint as ckpt
-from .validation import LENGTH_CAP, Objective, validation_metrics
+from .objectives import Objective
+from .validation import LENGTH_CAP, validation_metrics
 
 Event = Callable[[str, dict], None]
 SEARCH_SENTENCES = 500
@@ -202,3 +204,58 @@ def export_model(
     save_with_remote_code(model, folder, tokenizer)
     card.save(folder / "README.md")
     return folder
+
+
+def test_run(
+    model, cfg, recipe, data, accelerator, tokenize: str, emit: Event, step: int
+) -> Evaluation | None:
+    """The end-of-run evaluation of ``model`` (``cfg``: the run's `TrainConfig`, ``data``: its `TrainingData`): the
+    length penalty and test score (`evaluate_run`) on the main process (None elsewhere) when the objective
+    translates, else the test loss and perplexity (`score_test_loss`, on every process; None off the main one).
+    The test figures are logged to the accelerator's trackers at update ``step``."""
+    acc = accelerator
+    if not data.objective.translates:
+        evaluation = score_test_loss(
+            model,
+            data.test_src,
+            data.test_tgt,
+            objective=data.objective,
+            label_smoothing=cfg.label_smoothing,
+            accelerator=acc,
+            max_tokens=max(recipe.max_tokens, cfg.max_length),
+        )
+        if evaluation.test_metrics and acc.is_main_process:
+            acc.log({"test/ppl": evaluation.test_metrics["perplexity"]}, step=step)
+        return evaluation if acc.is_main_process else None
+    if not acc.is_main_process:
+        return None
+    extra = cfg.sample_sentences
+    if extra is None and cfg.languages()[0] == "zh":
+        extra = "我爱机器翻译"
+    evaluation = evaluate_run(
+        model,
+        data.tokenizer,
+        data.splits,
+        candidates=recipe.length_penalty_candidates,
+        length_penalty=None if recipe.length_penalty_candidates else recipe.length_penalty,
+        num_beams=cfg.test_beams or model.generation_config.num_beams,
+        batch_size=cfg.eval_batch_size,
+        tokenize=tokenize,
+        num_samples=cfg.num_samples,
+        extra_sentences=[t.strip() for t in (extra or "").split("|") if t.strip()],
+        emit=emit,
+    )
+    if evaluation.test_metrics:
+        metrics = evaluation.test_metrics
+        acc.log({"test/bleu": metrics["bleu"], "test/chrf": metrics["chrf"]}, step=step)
+    return evaluation
+
+
+def export_run(model, tokenizer, run_dir, card: CardValues, cfg, test_metrics: dict | None) -> list[Path]:
+    """Export the final model to the run folder (`export_model`, the card from ``cfg.model_card``'s template) and,
+    with ``--export_ct2``, its CTranslate2 conversion; returns the folders written (main process)."""
+    folders = [export_model(model, tokenizer, run_dir.root, card, cfg.model_card, test_metrics)]
+    if cfg.export_ct2:
+        quantization = None if cfg.export_ct2 == "float32" else cfg.export_ct2
+        folders.append(export_ct2(run_dir.root, run_dir.ct2, quantization=quantization))
+    return folders

@@ -1,21 +1,20 @@
 """The training loop: token-budget batches -> label-smoothed loss -> Adam + inverse-sqrt schedule, with accelerate
 (single process, multi-process DDP, mixed precision), periodic validation, atomic checkpoints and exact resume.
 
-The objective (``--objective``) chooses the model family (`presets.build_family_config`, `objective_model`), the
-examples and their batches (`validation.Objective`) and the positions the loss scores (`validation.forward_loss`);
-everything else — batching by token budget, the update, resume, averaging, export — is the same for all. The
-random spans or masks of the batch numbered j of update s are drawn from ``batch_generator(seed, s, j)``, so a
-resumed run draws the same ones.
+The objective (``--objective``, `training.objectives`) chooses the model family, the examples and their batches and
+the positions the loss scores; everything else — batching by token budget, the update, resume, averaging, export —
+is the same for all. The random spans or masks of the batch numbered j of update s are drawn from
+``batch_generator(seed, s, j)``, so a resumed run draws the same ones.
 
 Loss normalisation (fairseq's): every optimizer update sums the label-smoothed loss over all target tokens of all
 its batches — ``grad_accum`` batches on each of ``num_processes`` processes — and divides by the total number of
 those target tokens (all-reduced across processes). So 2 processes x 1 batch and 1 process x 2 accumulated batches
 compute the same update from the same global batches (up to float summation order).
 
-One run, in order: options checked -> output folder prepared (`RunDir`) -> `Recipe` resolved once -> data
-(`TrainingData`) -> model, optimizer, scheduler -> resume from the latest checkpoint (`TrainState` + accelerate's
-model/optimizer/scheduler/RNG state) -> updates until a budget ends, validating and checkpointing every
-``eval_every`` updates -> averaging (`training.averaging`) -> test score and export (`training.finish`).
+One run, in order: the plan (`training.planning.plan_run`: options, folder, recipe, data) -> model, optimizer,
+scheduler -> resume from the latest checkpoint (`TrainState` + accelerate's model/optimizer/scheduler/RNG state)
+-> updates until a budget ends, validating and checkpointing every ``eval_every`` updates -> averaging
+(`training.averaging`) -> test score and export (`training.finish`).
 """
 
 from __future__ import annotations
@@ -25,177 +24,43 @@ import math
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
-from typing import Any
 
 import torch
-from vanilla_transformer.export.ct2 import check_expressible, export_ct2
+from vanilla_transformer.export.ct2 import check_expressible
+from vanilla_transformer.export.model_card import card_values
 from vanilla_transformer.inference import bleu_tokenizer_for
-from vanilla_transformer.modeling import (
-    VanillaTransformerForConditionalGeneration,
-    VanillaTransformerPreTrainedModel,
-    save_with_remote_code,
-)
+from vanilla_transformer.modeling import VanillaTransformerPreTrainedModel, save_with_remote_code
 
 from . import checkpoint as ckpt
 from .averaging import Snapshots, Weights, average_if_better, weights_copy
 from .batching import batch_generator
-from .card import card_values
-from .data import TrainingData, prepare_training_data
-from .finish import Evaluation, evaluate_run, export_model, score_test_loss
-from .hardware import setup_accelerator
-from .options import TrainConfig, check_options
+from .finish import export_run, test_run
+from .options import TrainConfig
+from .planning import RunPlan, objective_model, plan_run
 from .plots import write_training_plots
-from .recipe import (
-    Recipe,
-    budget_dropout_decision,
-    dropout_pending,
-    resolve_recipe,
-    resume_changes,
-    warmup_note,
-)
-from .run_dir import RunDir, options_dict
+from .recipe import warmup_note
+from .run_dir import options_dict
 from .schedule import budget_progress, build_optimizer, build_scheduler, cooldown_factor
-from .validation import SEQ2SEQ_OBJECTIVES, forward_loss, validation_metrics
+from .state import TrainResult, TrainState
+from .validation import validation_metrics
 
 Event = Callable[[str, dict], None]
 
-
-def objective_model_class(objective: str) -> type[VanillaTransformerPreTrainedModel]:
-    """The model class an objective trains: the encoder-decoder with its LM head (translation, span corruption),
-    `VanillaDecoderOnlyForCausalLM` (causal_lm) or `VanillaEncoderOnlyForMaskedLM` (masked_lm)."""
-    if objective in SEQ2SEQ_OBJECTIVES:
-        return VanillaTransformerForConditionalGeneration
-    if objective == "causal_lm":
-        from vanilla_transformer.modeling import VanillaDecoderOnlyForCausalLM
-
-        return VanillaDecoderOnlyForCausalLM
-    if objective == "masked_lm":
-        from vanilla_transformer.modeling import VanillaEncoderOnlyForMaskedLM
-
-        return VanillaEncoderOnlyForMaskedLM
-    raise ValueError(
-        f"Unknown objective {objective!r}; choose translation, causal_lm, masked_lm or span_corruption."
-    )
-
-
-def objective_model(cfg: TrainConfig, recipe: Recipe, vocab_size: int) -> VanillaTransformerPreTrainedModel:
-    """A new model for ``cfg.objective`` (the recipe's architecture), or the weights of ``--init_from`` (its
-    architecture, with the recipe's dropout when ``--dropout`` or the long-budget rule set one).
-
-    Raises:
-        ValueError: the ``--init_from`` model is not of the objective's family, or its vocabulary is smaller than the
-            tokenizer's.
-    """
-    model_class = objective_model_class(cfg.objective)
-    if cfg.init_from is None:
-        return model_class(recipe.model_config(vocab_size))
-    from transformers import AutoConfig
-
-    found = AutoConfig.from_pretrained(cfg.init_from)
-    if not isinstance(found, model_class.config_class):
-        raise ValueError(
-            f"--init_from {cfg.init_from!r} holds a {type(found).__name__} model; --objective {cfg.objective} trains a "
-            f"{model_class.__name__}. Start from a model of that family, or drop --init_from."
-        )
-    overrides = {"dropout": recipe.dropout} if recipe.dropout is not None else {}
-    model = model_class.from_pretrained(cfg.init_from, **overrides)
-    if model.config.vocab_size < vocab_size:
-        raise ValueError(
-            f"--init_from {cfg.init_from!r} has a vocabulary of {model.config.vocab_size} tokens, the tokenizer "
-            f"{vocab_size}; use the folder's own tokenizer (leave --tokenizer unset)."
-        )
-    return model
-
-
-@dataclass
-class TrainState:
-    """Everything of a run's progress that is not a tensor: exactly what a checkpoint saves as
-    ``trainer_state.json`` (model, optimizer, scheduler and RNG states are saved by accelerate)."""
-
-    step: int = 0  # optimizer updates done, across resumes
-    stream: dict = field(
-        default_factory=dict
-    )  # the batch order's position: epoch, position, seed, max_tokens
-    best: dict = field(default_factory=dict)  # valid_loss, checkpoint and step of the best validation so far
-    train_seconds: float = 0.0  # seconds in the training loop, all invocations
-    target_tokens: int = 0  # target tokens trained on, all invocations
-    num_processes: int = 1
-
-
-@dataclass
-class TrainResult:
-    step: int = 0
-    epoch: int = 0
-    epochs: float = 0.0  # epochs done, fractional
-    history: list[dict] = field(default_factory=list)
-    valid_history: list[dict] = field(default_factory=list)
-    test_metrics: dict | None = None
-    samples: list[dict] = field(default_factory=list)
-    stopped_because: str = ""
-    target_tokens_per_second: float = 0.0  # this invocation's
-    target_tokens: int = 0
-    train_seconds: float = 0.0
-    num_parameters: int = 0
-    num_processes: int = 1
-    device: str = "cpu"
-    mixed_precision: str = (
-        "no"  # what the run used: --mixed_precision, else accelerate's configuration, else automatic
-    )
-    precision: dict = field(
-        default_factory=dict
-    )  # training.hardware.PrecisionChoice: mixed_precision, source, reason
-    data_summary: str = ""
-    split_sizes: dict = field(default_factory=dict)
-    split_origin: dict = field(
-        default_factory=dict
-    )  # where each split came from (the data's own, or held out)
-    best_valid_loss: float | None = None
-    output_dir: str = ""
-    last_checkpoint: str | None = None
-    averaging: dict | None = None  # what checkpoint averaging did (training.averaging.average_if_better)
-    model: Any = field(default=None, repr=False)  # the final (possibly averaged) model, unwrapped, in memory
-    length_penalty: float | None = (
-        None  # used for the test split and written to the exported generation config
-    )
-    length_penalty_search: list[dict] = field(default_factory=list)  # validation BLEU/chrF per candidate
-    exports: list[dict] = field(default_factory=list)  # the --export_at_minutes models
+__all__ = ["Event", "TrainResult", "TrainState", "Trainer", "train"]
 
 
 class Trainer:
     """One training run of ``cfg`` (see the module docstring); ``run()`` returns its `TrainResult`."""
 
-    def __init__(self, cfg: TrainConfig, event: Event | None = None):
-        from accelerate.utils import set_seed
-
-        check_options(cfg)
-        self.cfg = cfg
+    def __init__(self, cfg: TrainConfig, event: Event | None = None, plan: RunPlan | None = None):
+        """``plan``: the run's `RunPlan` (default: `plan_run(cfg)`)."""
+        plan = plan or plan_run(cfg)
+        self.cfg, self.run_dir, self.accelerator = cfg, plan.run_dir, plan.accelerator
+        self.precision, self.recipe, self.data = plan.precision, plan.recipe, plan.data
         self.emit = event or (lambda name, info: None)
-        self.run_dir = RunDir(cfg.output_dir, cfg.cache_dir)
-        saved_precision = (self.run_dir.saved_recipe() or {}).get("precision") if cfg.resume else None
-        self.accelerator, self.precision = setup_accelerator(cfg, self.run_dir.runs, saved_precision)
+        for note in plan.notes:
+            self.emit("info", {"message": note})
         acc = self.accelerator
-        if acc.is_main_process:
-            self.run_dir.prepare(cfg)
-        acc.wait_for_everyone()
-        saved_recipe = self.run_dir.saved_recipe() if cfg.resume else None
-        self.recipe: Recipe = dataclasses.replace(
-            resolve_recipe(cfg, saved_recipe), precision=self.precision.to_dict()
-        )
-        notes = [resume_changes(saved_recipe, self.recipe)]
-        set_seed(cfg.seed)
-        self.data: TrainingData = prepare_training_data(cfg, self.recipe, self.run_dir, acc)
-        self.emit("info", {"message": self.data.summary})
-        if dropout_pending(cfg, saved_recipe):
-            self.recipe, note = budget_dropout_decision(
-                cfg, self.recipe, len(self.data.sampler.batches(0)), acc.num_processes, self.seconds_per_batch
-            )
-            notes.append(note)
-        if acc.is_main_process:
-            self.run_dir.save(cfg, self.recipe)
-        for note in notes:
-            if note:
-                self.emit("info", {"message": note})
         model = objective_model(cfg, self.recipe, len(self.data.tokenizer))
         self.config = model.config
         if cfg.export_ct2:
@@ -213,44 +78,6 @@ class Trainer:
         self.snapshots = Snapshots(self.recipe.average_last, self.recipe.average_every)
         self.languages = cfg.languages()
         self.bleu_tokenize = bleu_tokenizer_for(self.languages[1], cfg.sacrebleu_tokenize)
-
-    def seconds_per_batch(self, batches: int = 4) -> float:
-        """Seconds of one training batch's forward and backward pass here, for the long-budget dropout rule
-        (`recipe.budget_dropout_decision`): a throwaway model of the run's architecture, built in a forked RNG so
-        that training is unchanged, passes over one untimed batch (allocator warm-up) and ``batches`` timed ones
-        spread over the first epoch, in the run's precision. Every process measures at once (they share the
-        machine as in training) and all use the main process's figure."""
-        acc, cfg, data = self.accelerator, self.cfg, self.data
-        epoch = data.sampler.batches(0)
-        if not epoch:  # nothing to time (every pair skipped): the minutes cannot be converted
-            return 0.0
-        picks = [epoch[i * len(epoch) // (batches + 1)] for i in range(batches + 1)]
-        with torch.random.fork_rng(devices=[acc.device.index or 0] if acc.device.type == "cuda" else []):
-            model = objective_model(cfg, self.recipe, len(data.tokenizer)).to(acc.device).train()
-            for j, indices in enumerate(picks):
-                if j == 1:
-                    start = time.perf_counter()
-                batch = data.objective.batch(
-                    indices,
-                    *data.train_examples(0),
-                    model.config,
-                    acc.device,
-                    batch_generator(cfg.seed, 0, j),
-                )
-                with acc.autocast():
-                    loss, _ = forward_loss(model, batch, cfg.label_smoothing, data.objective.name)
-                loss.backward()
-            if acc.device.type == "cuda":
-                torch.cuda.synchronize(acc.device)
-            seconds = (time.perf_counter() - start) / batches
-        del model
-        if acc.num_processes > 1:
-            from accelerate.utils import broadcast_object_list
-
-            box = [seconds]
-            broadcast_object_list(box)
-            seconds = box[0]
-        return seconds
 
     @property
     def unwrapped(self) -> VanillaTransformerPreTrainedModel:
@@ -282,7 +109,7 @@ class Trainer:
         for j, batch in enumerate(mine):
             sync = j == len(mine) - 1
             with nullcontext() if sync else acc.no_sync(self.model):
-                loss, nll = forward_loss(self.model, batch, cfg.label_smoothing, data.objective.name)
+                loss, nll = data.objective.loss(self.model, batch, cfg.label_smoothing)
                 acc.backward(loss * world / total.float())
             loss_sum += loss.detach()
             nll_sum += nll.detach()
@@ -410,7 +237,7 @@ class Trainer:
         folder = self.run_dir.minute_export(minutes)
         if self.accelerator.is_main_process:
             generation = self.unwrapped.generation_config
-            if self.cfg.objective == "translation" and generation.num_beams > 1:
+            if self.data.objective.translates and generation.num_beams > 1:
                 generation.length_penalty = self.recipe.length_penalty
             save_with_remote_code(self.unwrapped, folder, self.data.tokenizer)
         if averaged:
@@ -544,12 +371,18 @@ class Trainer:
                 self.emit("average", result.averaging)
         result.model = self.unwrapped
         if cfg.export:
-            evaluation = self.finish(result)
+            evaluation = test_run(
+                self.unwrapped, cfg, recipe, data, acc, self.bleu_tokenize, self.emit, result.step
+            )
             if evaluation is not None:
                 result.length_penalty = evaluation.length_penalty
                 result.length_penalty_search = evaluation.length_penalty_search
                 result.test_metrics, result.samples = evaluation.test_metrics, evaluation.samples
-                self.export(result)
+                card = card_values(cfg, recipe, self.config, result, data.objective.card())
+                for path in export_run(
+                    self.unwrapped, data.tokenizer, self.run_dir, card, cfg, result.test_metrics
+                ):
+                    self.emit("exported", {"path": str(path)})
             acc.wait_for_everyone()
         if acc.is_main_process:
             write_training_plots(result, self.run_dir.plots, window=cfg.log_every)
@@ -563,69 +396,6 @@ class Trainer:
         if metrics:
             result.valid_history.append(metrics)
         return state.step
-
-    def finish(self, result: TrainResult) -> Evaluation | None:
-        """Length penalty and test score (`training.finish.evaluate_run`) on the main process (None elsewhere); the
-        test loss and perplexity (`training.finish.score_test_loss`) for the other objectives."""
-        cfg, acc, data = self.cfg, self.accelerator, self.data
-        evaluation = None
-        if cfg.objective != "translation":
-            evaluation = score_test_loss(
-                self.unwrapped,
-                data.test_src,
-                data.test_tgt,
-                objective=data.objective,
-                label_smoothing=cfg.label_smoothing,
-                accelerator=acc,
-                max_tokens=max(self.recipe.max_tokens, cfg.max_length),
-            )
-            if evaluation.test_metrics and acc.is_main_process:
-                acc.log({"test/ppl": evaluation.test_metrics["perplexity"]}, step=result.step)
-            return evaluation if acc.is_main_process else None
-        if acc.is_main_process:
-            model = self.unwrapped
-            extra = cfg.sample_sentences
-            if extra is None and self.languages[0] == "zh":
-                extra = "我爱机器翻译"
-            evaluation = evaluate_run(
-                model,
-                data.tokenizer,
-                data.splits,
-                candidates=self.recipe.length_penalty_candidates,
-                length_penalty=None if self.recipe.length_penalty_candidates else self.recipe.length_penalty,
-                num_beams=cfg.test_beams or model.generation_config.num_beams,
-                batch_size=cfg.eval_batch_size,
-                tokenize=self.bleu_tokenize,
-                num_samples=cfg.num_samples,
-                extra_sentences=[t.strip() for t in (extra or "").split("|") if t.strip()],
-                emit=self.emit,
-            )
-            if evaluation.test_metrics:
-                acc.log(
-                    {
-                        "test/bleu": evaluation.test_metrics["bleu"],
-                        "test/chrf": evaluation.test_metrics["chrf"],
-                    },
-                    step=result.step,
-                )
-        return evaluation
-
-    def export(self, result: TrainResult) -> None:
-        """Save the final model folder with eval_results.json and the model card (main process)."""
-        values = card_values(self.cfg, self.recipe, self.config, result)
-        export_model(
-            self.unwrapped,
-            self.data.tokenizer,
-            self.run_dir.root,
-            values,
-            self.cfg.model_card,
-            result.test_metrics,
-        )
-        self.emit("exported", {"path": str(self.run_dir.root)})
-        if self.cfg.export_ct2:
-            quantization = None if self.cfg.export_ct2 == "float32" else self.cfg.export_ct2
-            path = export_ct2(self.run_dir.root, self.run_dir.ct2, quantization=quantization)
-            self.emit("exported", {"path": str(path)})
 
 
 def train(cfg: TrainConfig, event: Event | None = None) -> TrainResult:

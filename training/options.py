@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +18,11 @@ from vanilla_transformer.export.ct2 import QUANTIZATIONS
 from vanilla_transformer.tokenizer import DEFAULT_VOCAB_SIZE
 from vanilla_transformer.tokenizer.prepare import given_tokenizer_problem
 
+from .objectives import get_objective, objective_names
+from .objectives.causal_lm import CAUSAL_LM_DATA
 from .presets import preset_names
 
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
-OBJECTIVES = ("translation", "causal_lm", "masked_lm", "span_corruption")
-CAUSAL_LM_DATA = ("pairs", "text")
 # transformers' alpha without --length_penalty: the summed log-probability divided by the length, i.e. the average
 # per token. On unseen books it beat the 0.6 that a search on the validation books chose, in every run measured
 # (docs/quality.md "Length penalty"), so no search runs unless --length_penalty_candidates asks for one.
@@ -60,6 +60,11 @@ def _f(default: Any, help: str, **kw) -> Any:
     return field(default=default, metadata={"help": help, **kw})
 
 
+def _override(help: str, **kw) -> Any:
+    """A model override: a `TrainConfig` field that `model_overrides` passes to the model's configuration."""
+    return _f(None, help, model_override=True, **kw)
+
+
 @dataclass
 class TrainConfig(DataOptions):
     """Every option of a training run (the command-line flags of vanilla-transformer train, same names)."""
@@ -90,12 +95,9 @@ class TrainConfig(DataOptions):
     preset: str = _f("small", "architecture preset", choices=tuple(preset_names()))
     objective: str = _f(
         "translation",
-        "what the run trains: 'translation' (the encoder-decoder on the pairs), 'causal_lm' (a decoder-only "
-        "language model with the preset's decoder; see --causal_lm_data), 'masked_lm' (an encoder-only model with "
-        "the preset's encoder, BERT's masking; see --mlm_probability) or 'span_corruption' (the encoder-decoder "
-        "pretrained with T5's denoising on the source and target texts; fine-tune it with --objective translation "
-        "--init_from)",
-        choices=OBJECTIVES,
+        "what the run trains: "
+        + "; ".join(f"'{name}' ({get_objective(name).help})" for name in objective_names()),
+        choices=tuple(objective_names()),
     )
     init_from: str | None = _f(
         None,
@@ -118,19 +120,19 @@ class TrainConfig(DataOptions):
         "override the preset's dropout (default: the preset's; small: 0.0, or 0.1 when the budget allows at least "
         "12 epochs, where no dropout overfits: --max_minutes is converted with a measured batch time)",
     )
-    init_std: float | None = _f(
-        None, "std of the normal initialisation of the embeddings (default: the preset's, else d_model**-0.5)"
+    # model overrides: each replaces the preset's model field of the same name in a new model (None: the preset's)
+    init_std: float | None = _override(
+        "std of the normal initialisation of the embeddings (default: the preset's, else d_model**-0.5)"
     )
-    linear_init_std: float | None = _f(
-        None, "std of the normal initialisation of linear layers (default: the preset's, else Xavier-uniform)"
+    linear_init_std: float | None = _override(
+        "std of the normal initialisation of linear layers (default: the preset's, else Xavier-uniform)"
     )
-    normalize_before: bool | None = _f(
-        None,
+    normalize_before: bool | None = _override(
         "pre-LN: LayerNorm before each sublayer, x + Sublayer(LN(x)), and after each stack (default: the preset's; "
-        "every preset is the paper's post-LN, LN(x + Sublayer(x)))",
+        "every preset is the paper's post-LN, LN(x + Sublayer(x)))"
     )
-    encoder_layers: int | None = _f(None, "encoder layers (default: the preset's; small: 3)")
-    decoder_layers: int | None = _f(None, "decoder layers (default: the preset's; small: 3)")
+    encoder_layers: int | None = _override("encoder layers (default: the preset's; small: 3)", minimum=1)
+    decoder_layers: int | None = _override("decoder layers (default: the preset's; small: 3)", minimum=1)
     # batching and optimisation
     max_tokens: int | None = _f(
         None, "token budget per batch (batch size x longest side); default: the preset's"
@@ -256,8 +258,14 @@ TrainConfig.help_groups = {
     "resume": "run folder options",
 }
 
-# model options that override the preset's architecture (None: the preset's)
-ARCHITECTURE_OPTIONS = ("normalize_before", "encoder_layers", "decoder_layers")
+# the model overrides, in field order (`_override`)
+MODEL_OVERRIDES = tuple(f.name for f in fields(TrainConfig) if f.metadata.get("model_override"))
+
+
+def model_overrides(cfg: TrainConfig) -> dict:
+    """The model overrides ``cfg`` sets (not None), by name: what a new model's configuration replaces."""
+    return {name: getattr(cfg, name) for name in MODEL_OVERRIDES if getattr(cfg, name) is not None}
+
 
 # options that must not change when a run is resumed
 RESUME_KEYS = (
@@ -272,11 +280,7 @@ RESUME_KEYS = (
     "max_length",
     "preset",
     "dropout",
-    "init_std",
-    "linear_init_std",
-    "normalize_before",
-    "encoder_layers",
-    "decoder_layers",
+    *MODEL_OVERRIDES,
     "seed",
     "grad_accum",
     "label_smoothing",
@@ -387,7 +391,8 @@ def check_options(cfg: TrainConfig) -> None:
             )
     if cfg.lr_scale is not None and not (math.isfinite(cfg.lr_scale) and cfg.lr_scale > 0):
         problems.append(f"--lr_scale must be a number > 0, got {cfg.lr_scale}")
-    for name in ("warmup_steps", "max_tokens", "average_every", "encoder_layers", "decoder_layers"):
+    minimums = [f.name for f in fields(cfg) if f.metadata.get("minimum") == 1]
+    for name in ("warmup_steps", "max_tokens", "average_every", *minimums):
         if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
             problems.append(f"--{name} must be >= 1, got {getattr(cfg, name)}")
     for name, value in (("clip_norm", cfg.clip_norm), ("weight_decay", cfg.weight_decay)):
@@ -400,16 +405,11 @@ def check_options(cfg: TrainConfig) -> None:
     ):
         if value is not None and not 0.0 <= value < 1.0:
             problems.append(f"--{name} must be in [0, 1), got {value}")
-    architecture = [f"--{name}" for name in ARCHITECTURE_OPTIONS if getattr(cfg, name) is not None]
-    if architecture and cfg.init_from is not None:
+    overrides = [f"--{name}" for name in model_overrides(cfg)]
+    if overrides and cfg.init_from is not None:
         problems.append(
-            f"{', '.join(architecture)} shape a new model; --init_from's architecture is used as it is: drop "
+            f"{', '.join(overrides)} shape a new model; --init_from's architecture is used as it is: drop "
             "one or the other"
-        )
-    unused = {"causal_lm": "encoder_layers", "masked_lm": "decoder_layers"}.get(cfg.objective)
-    if unused is not None and getattr(cfg, unused) is not None:
-        problems.append(
-            f"--objective {cfg.objective} trains a model without {unused.split('_')[0]}: drop --{unused}"
         )
     if cfg.average_last is not None and cfg.average_last < 0:
         problems.append(f"--average_last must be >= 0, got {cfg.average_last}")
@@ -417,26 +417,14 @@ def check_options(cfg: TrainConfig) -> None:
         problems.append(
             f"--mixed_precision must be one of {', '.join(MIXED_PRECISIONS)}, got {cfg.mixed_precision!r}"
         )
-    if cfg.objective not in OBJECTIVES:
-        problems.append(f"--objective must be one of {', '.join(OBJECTIVES)}, got {cfg.objective!r}")
-    elif cfg.export_ct2 is not None and cfg.objective in ("causal_lm", "masked_lm"):
-        problems.append(f"--export_ct2 exports translation models; --objective {cfg.objective} cannot use it")
-    if cfg.causal_lm_data not in CAUSAL_LM_DATA:
-        problems.append(
-            f"--causal_lm_data must be one of {', '.join(CAUSAL_LM_DATA)}, got {cfg.causal_lm_data!r}"
-        )
-    for name in ("mlm_probability", "noise_density"):
-        if not 0.0 < getattr(cfg, name) < 1.0:
-            problems.append(f"--{name} must be in (0, 1), got {getattr(cfg, name)}")
+    for name in objective_names():
+        problems += get_objective(name).option_problems(cfg)
+    if cfg.objective not in objective_names():
+        problems.append(f"--objective must be one of {', '.join(objective_names())}, got {cfg.objective!r}")
+    else:
+        problems += _objective_problems(cfg)
     if not 0.0 <= cfg.bpe_dropout < 1.0:
         problems.append(f"--bpe_dropout must be in [0, 1), got {cfg.bpe_dropout} (the paper's value is 0.1)")
-    elif cfg.bpe_dropout > 0 and cfg.objective != "translation":
-        problems.append(
-            f"--bpe_dropout re-segments translation pairs; --objective {cfg.objective} cannot use it "
-            "(pass --bpe_dropout 0)"
-        )
-    if not cfg.mean_noise_span_length >= 1.0:
-        problems.append(f"--mean_noise_span_length must be >= 1, got {cfg.mean_noise_span_length}")
     if cfg.init_from is not None and not (Path(cfg.init_from) / "config.json").is_file():
         problems.append(
             f"--init_from {cfg.init_from!r} is not a model folder (no config.json); pass the OUTPUT_DIR "
@@ -450,3 +438,21 @@ def check_options(cfg: TrainConfig) -> None:
         problems.append("--resume and --overwrite contradict each other; pass one")
     if problems:
         raise ValueError("Invalid training options: " + "; ".join(problems) + ".")
+
+
+def _objective_problems(cfg: TrainConfig) -> list[str]:
+    """Options that the model or the examples of ``cfg.objective`` cannot use."""
+    objective, problems = get_objective(cfg.objective), []
+    for side in ("encoder", "decoder"):
+        if side not in objective.stacks and getattr(cfg, f"{side}_layers") is not None:
+            problems.append(
+                f"--objective {cfg.objective} trains a model without {side}: drop --{side}_layers"
+            )
+    if cfg.export_ct2 is not None and objective.stacks != ("encoder", "decoder"):
+        problems.append(f"--export_ct2 exports translation models; --objective {cfg.objective} cannot use it")
+    if cfg.bpe_dropout > 0 and not objective.translates:
+        problems.append(
+            f"--bpe_dropout re-segments translation pairs; --objective {cfg.objective} cannot use it "
+            "(pass --bpe_dropout 0)"
+        )
+    return problems

@@ -21,10 +21,15 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vanilla_transformer.modeling import VanillaTransformerConfig
-
-from .options import DEFAULT_LENGTH_PENALTY, TrainConfig, length_penalty_candidates, minute_marks
-from .presets import budget_dropout, build_family_config, long_budget_rule, recipe_defaults
+from .objectives import get_objective
+from .options import (
+    DEFAULT_LENGTH_PENALTY,
+    TrainConfig,
+    length_penalty_candidates,
+    minute_marks,
+    model_overrides,
+)
+from .presets import budget_dropout, long_budget_rule, recipe_defaults
 
 
 @dataclass(frozen=True)
@@ -32,7 +37,7 @@ class Recipe:
     """The hyperparameters of one run (every field decided; see the options of the same names)."""
 
     preset: str
-    objective: str  # what the model learns; it decides the model family (`presets.build_family_config`)
+    objective: str  # what the model learns; it decides the model family (`training.objectives`)
     max_tokens: int
     warmup_steps: int
     lr_scale: float
@@ -41,11 +46,7 @@ class Recipe:
     average_last: int
     average_every: int
     dropout: float | None  # replaces the preset's model dropout; None keeps it
-    init_std: float | None  # None: the preset's
-    linear_init_std: float | None  # None: the preset's
-    normalize_before: bool | None  # None: the preset's (post-LN)
-    encoder_layers: int | None  # None: the preset's
-    decoder_layers: int | None  # None: the preset's
+    model_overrides: dict  # the preset's model fields a new model replaces (`options.model_overrides`)
     length_penalty_candidates: tuple[float, ...]
     length_penalty: (
         float  # --length_penalty, else DEFAULT_LENGTH_PENALTY (until a search on validation chooses)
@@ -58,19 +59,11 @@ class Recipe:
         None  # passes over the data the budget allows (when the long-budget rule decided)
     )
 
-    def model_config(self, vocab_size: int) -> VanillaTransformerConfig:
-        """The model configuration: the preset's architecture for the objective's model family, with this
-        recipe's dropout, initialisation, LayerNorm placement and depths."""
-        return build_family_config(
-            self.objective,
-            self.preset,
-            vocab_size,
-            dropout=self.dropout,
-            init_std=self.init_std,
-            linear_init_std=self.linear_init_std,
-            normalize_before=self.normalize_before,
-            encoder_layers=self.encoder_layers,
-            decoder_layers=self.decoder_layers,
+    def model_config(self, vocab_size: int):
+        """The configuration of a new model: the preset's architecture for the objective's model family, with this
+        recipe's dropout and model overrides."""
+        return get_objective(self.objective).model_config(
+            self.preset, vocab_size, dropout=self.dropout, **self.model_overrides
         )
 
     def to_dict(self) -> dict:
@@ -129,11 +122,7 @@ def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
         average_last=pick("average_last"),
         average_every=pick("average_every"),
         dropout=saved["dropout"] if kept_dropout else cfg.dropout,
-        init_std=cfg.init_std,
-        linear_init_std=cfg.linear_init_std,
-        normalize_before=cfg.normalize_before,
-        encoder_layers=cfg.encoder_layers,
-        decoder_layers=cfg.decoder_layers,
+        model_overrides=model_overrides(cfg),
         length_penalty_candidates=candidates,
         length_penalty=cfg.length_penalty if cfg.length_penalty is not None else DEFAULT_LENGTH_PENALTY,
         export_marks=tuple(minute_marks(cfg)),

@@ -7,15 +7,9 @@ import importlib.util
 
 import pytest
 import torch
-from vanilla_transformer.benchmarks.speed import (
-    Settings,
-    build_contenders,
-    format_rows,
-    generate_call,
-    generation_config,
-    run_preset,
-    source_batch,
-)
+from vanilla_transformer.benchmarks.contenders import build_contenders, generation_config
+from vanilla_transformer.benchmarks.speed import Settings, format_rows, run_preset
+from vanilla_transformer.benchmarks.workloads import generate_call, source_batch
 
 TINY = Settings(
     rounds=1,

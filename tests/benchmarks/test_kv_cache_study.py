@@ -1,4 +1,4 @@
-"""The KV-cache study (`benchmarks.kv_cache`, `scripts/kv_cache_study.py`): its FLOP counts against a step-by-step
+"""The KV-cache study (`benchmarks.kv_cache`, `vanilla-transformer bench kv-cache`): its FLOP counts against a step-by-step
 count of the work of every decoder call and against PyTorch's FLOP counter on a real `generate()`, its ratios
 against their closed forms, its memory formula against the cache tensors of a real `generate()`, and the quick
 study end to end. No timing is checked: tests never assert speed."""
@@ -13,17 +13,16 @@ import pytest
 import torch
 from conftest import tiny_model
 from torch.utils.flop_counter import FlopCounterMode
-from vanilla_transformer.benchmarks.kv_cache import (
+from vanilla_transformer.benchmarks.kv_cache import greedy_config, source_ids
+from vanilla_transformer.benchmarks.kv_cache_model import (
     COMPONENTS,
     SEVEN_B,
     Sizes,
     cache_tensor_bytes,
     closed_form_ratio,
     decoding_flops,
-    greedy_config,
     kv_cache_bytes,
     memory_rows,
-    source_ids,
 )
 from vanilla_transformer.modeling import cpu_inference_gemm, set_cpu_inference_gemm
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from vanilla_transformer.benchmarks.quality import QualityConfig, parse_overrides, run_quality_benchmark
+from vanilla_transformer.benchmarks.quality import run_quality_benchmark
+from vanilla_transformer.benchmarks.quality_options import QualityConfig, parse_overrides
 from vanilla_transformer.inference.attention import AttentionMap, cross_attention, plot_attention, tick_labels
 from vanilla_transformer.training.plots import curves_from_history
 
@@ -247,7 +248,7 @@ def test_marian_keeps_the_anchor_dropout_whatever_our_preset_uses():
     """Our `small` preset trains without dropout (docs/quality.md); the Marian anchor of the quality benchmark
     keeps its 0.1 unless --marian_dropout says otherwise."""
     from vanilla_transformer.benchmarks.marian import marian_config
-    from vanilla_transformer.benchmarks.quality import QualityConfig
+    from vanilla_transformer.benchmarks.quality_options import QualityConfig
     from vanilla_transformer.training.presets import PRESETS
 
     assert PRESETS["small"]["model"]["dropout"] == 0.0
@@ -260,7 +261,7 @@ def test_marian_trains_in_fp32_unless_marian_bf16_asks_for_bf16(tmp_path):
     """The anchor's standard recipe is Seq2SeqTrainer's default fp32; --marian_bf16 gives it bf16 autocast, which
     transformers accepts on a CPU only with use_cpu (without it: "Your setup doesn't support bf16/gpu")."""
     from transformers import Seq2SeqTrainingArguments
-    from vanilla_transformer.benchmarks.quality import marian_training_arguments
+    from vanilla_transformer.benchmarks.quality_marian import marian_training_arguments
 
     fp32 = marian_training_arguments(QualityConfig(), tmp_path)
     assert not fp32.bf16 and not fp32.fp16 and not fp32.use_cpu

@@ -1,4 +1,4 @@
-"""scripts/evaluate.py: on a model trained by scripts/train.py it prints the test BLEU/chrF that training printed
+"""vanilla-transformer evaluate: on a model trained by vanilla-transformer train it prints the test BLEU/chrF that training printed
 (both scripts in subprocesses, as a user runs them); it decodes with the model's generation config and scores a
 Chinese target with sacreBLEU's zh tokeniser; bad input is exit code 2 and one line."""
 
@@ -71,7 +71,7 @@ def load_evaluate_script():
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> tuple[Path, str]:
-    """(output folder, stdout) of `scripts/train.py` on the first 300 pairs of the shipped corpus: 120 updates of
+    """(output folder, stdout) of `vanilla-transformer train` on the first 300 pairs of the shipped corpus: 120 updates of
     the tiny preset, length penalty chosen on validation, beam-4 test score."""
     root = tmp_path_factory.mktemp("train_cli")
     done = run_script(

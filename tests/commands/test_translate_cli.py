@@ -1,4 +1,4 @@
-"""scripts/translate.py end to end (subprocesses) and inference.translate in process, on a tiny exported model
+"""vanilla-transformer translate end to end (subprocesses) and inference.translate in process, on a tiny exported model
 with a tiny BPE tokenizer trained on a few hundred lines of data/bible.zh-en.tsv.xz."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from vanilla_transformer.modeling import check_generation_arguments
 
 
 def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    """scripts/translate.py in a subprocess (the real entry point: exit code, stdout, stderr)."""
+    """vanilla-transformer translate in a subprocess (the real entry point: exit code, stdout, stderr)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
     return subprocess.run(
         [sys.executable, "-m", "vanilla_transformer", "translate", *args],

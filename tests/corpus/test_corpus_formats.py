@@ -106,7 +106,7 @@ def test_every_format_gives_identical_splits_tokenizers_and_token_ids(tmp_path, 
 
 
 def test_tokenizer_training_reads_parallel_files_like_training(tmp_path, pairs):
-    """`train_bpe_tokenizer(path)` (scripts/train_tokenizer.py) reads a parallel file through the corpus reader:
+    """`train_bpe_tokenizer(path)` (vanilla-transformer train-tokenizer) reads a parallel file through the corpus reader:
     a header row is not text, a CSV's quotes are not text, every format gives the same vocabulary."""
     forms = write_all_formats(tmp_path / "data", pairs)
     vocabularies = {

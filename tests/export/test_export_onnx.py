@@ -27,7 +27,6 @@ from vanilla_transformer.inference import translate  # noqa: E402
 from vanilla_transformer.inference.engine_onnx import OnnxTranslator, resolve_decoding, top_k  # noqa: E402
 from vanilla_transformer.modeling.modeling_vanilla_transformer import CACHE_FIELD  # noqa: E402
 
-SCRIPT = ROOT / "scripts" / "export_onnx.py"
 TOLERANCE = dict(atol=1e-4, rtol=1e-4)
 CONFIGS = {  # one encoder and two decoder layers keep each export short; the cache names differ per layer
     "paper": dict(),  # post-LN, ReLU, interleaved sinusoids, shared + tied embeddings, output bias, scaled
@@ -369,7 +368,7 @@ def test_export_rejects_bad_input(export, tmp_path):
 
 @pytest.mark.parametrize("case", ["missing", "file_as_out"])
 def test_script_bad_input_exits_2_with_one_line(export, tmp_path, case):
-    """The script's exit code and message; both checks run before torch is imported (fast)."""
+    """`vanilla-transformer export --engine onnx`: exit code 2 and one line; both checks run before a model loads."""
     model, out = str(export), str(tmp_path / "out")
     if case == "missing":
         model = str(tmp_path / "nowhere")
@@ -377,7 +376,11 @@ def test_script_bad_input_exits_2_with_one_line(export, tmp_path, case):
         (tmp_path / "out").write_text("x")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), model, out], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "vanilla_transformer", "export", "--engine", "onnx", model, out],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()

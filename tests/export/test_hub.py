@@ -1,4 +1,4 @@
-"""Hub push and load end to end against the stand-in Hub (tests/hub_server.py): scripts/push_to_hub.py in a
+"""Hub push and load end to end against the stand-in Hub (tests/helpers/hub_server.py): vanilla-transformer push in a
 subprocess pushes a tiny exported model, then a fresh process that cannot import this project loads the repo
 through the same endpoint with remote code, translates with generate() and with the "translation" pipeline.
 A trained output folder is pushed without its training state unless asked for."""
@@ -148,10 +148,10 @@ def test_push_then_load_in_a_fresh_process_without_the_project(hub, export, tmp_
 
 
 def test_translate_cli_reads_a_hub_repo_id(hub, export, tmp_path):
-    """scripts/translate.py --model USER/NAME downloads through the endpoint; an unknown repo exits 2."""
+    """vanilla-transformer translate --model USER/NAME downloads through the endpoint; an unknown repo exits 2."""
     if "alice/tiny-zh-en" not in hub.repos:
         assert push(hub, tmp_path, "--model", str(export), "--repo_id", "alice/tiny-zh-en").returncode == 0
-        env = hub_env(hub, tmp_path / "home")
+    env = hub_env(hub, tmp_path / "home")
     done = subprocess.run(
         [
             sys.executable,
@@ -279,7 +279,7 @@ STATE_FOLDERS = ("checkpoints", "runs", "cache", "plots")
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
-    """The output folder of a short run (tests/synthetic_run.py): the model plus checkpoints/, runs/, cache/,
+    """The output folder of a short run (tests/helpers/synthetic_run.py): the model plus checkpoints/, runs/, cache/,
     plots/."""
     return Path(train_synthetic_run(tmp_path_factory.mktemp("hub-run"))[1].output_dir)
 

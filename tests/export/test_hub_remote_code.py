@@ -1,6 +1,6 @@
 """`push_to_hub` of our models, however they were loaded, uploads a repo that loads and translates with
 `trust_remote_code=True` in a fresh process where this project cannot be imported (through the stand-in Hub,
-tests/hub_server.py): a model loaded through the classes `import modeling` registers, and a model loaded from
+tests/helpers/hub_server.py): a model loaded through the classes `import vanilla_transformer` registers, and a model loaded from
 that repo as remote code and pushed again."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_push_to_hub_of_local_and_remote_code_models_loads_without_the_project(h
     model, tokenizer = tiny_model(seed=67), word_tokenizer()  # a seed whose greedy and beam outputs differ
     model.save_pretrained(tmp_path / "created")
     tokenizer.save_pretrained(tmp_path / "created")
-    # the model loaded through the classes `import modeling` registers, pushed with its own push_to_hub
+    # the model loaded through the classes `import vanilla_transformer` registers, pushed with its own push_to_hub
     run_python(
         f"""
         import vanilla_transformer.modeling as modeling

@@ -19,8 +19,9 @@ from vanilla_transformer.export import (
     model_card_data,
     model_card_for_repo,
 )
+from vanilla_transformer.export.model_card import card_values
 from vanilla_transformer.training import TrainConfig, TrainResult
-from vanilla_transformer.training.card import card_values
+from vanilla_transformer.training.objectives import objective_for
 from vanilla_transformer.training.recipe import resolve_recipe
 
 BIBLE_WORDING = ("bible", "verse", "public domain", "world english", "union version", "elberfelder", "我爱")
@@ -123,7 +124,13 @@ def fake_result(**overrides) -> TrainResult:
 
 def card_of(cfg: TrainConfig, result: TrainResult) -> ModelCard:
     recipe = resolve_recipe(cfg)
-    return ModelCard(str(build_model_card(card_values(cfg, recipe, recipe.model_config(100), result))))
+    return ModelCard(
+        str(
+            build_model_card(
+                card_values(cfg, recipe, recipe.model_config(100), result, objective_for(cfg).card())
+            )
+        )
+    )
 
 
 def test_card_of_the_shipped_corpus_says_what_it_is():

@@ -387,7 +387,7 @@ def _make_handler(hub: HubServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-if __name__ == "__main__":  # manual use: python tests/hub_server.py TOKEN=USER ...
+if __name__ == "__main__":  # manual use: python tests/helpers/hub_server.py TOKEN=USER ...
     import sys
 
     tokens = dict(arg.split("=", 1) for arg in sys.argv[1:])

@@ -1,4 +1,4 @@
-"""The fork server of tests/test_fault_tolerance.py: a fresh, single-threaded interpreter that imports the trainer
+"""The fork server of tests/reliability/test_fault_tolerance.py: a fresh, single-threaded interpreter that imports the trainer
 once, then forks one training child per request and reports how it ended. Forking from here (not from the
 pytest process, whose earlier tests may have left threads holding locks) keeps the children free of fork
 deadlocks without paying an interpreter start-up per kill.

@@ -45,6 +45,10 @@ BLOCK_PROJECT = textwrap.dedent(
 CODE_FILES = (
     "modeling_vanilla_transformer.py",
     "configuration_vanilla_transformer.py",
+    "configuration_vanilla_base.py",
+    "masks_vanilla_transformer.py",
+    "stack_vanilla_transformer.py",
+    "cache_vanilla_transformer.py",
     "kernels_vanilla_transformer.py",
     "checks_vanilla_transformer.py",
     "positions_vanilla_transformer.py",

@@ -287,7 +287,8 @@ def test_bf16_autocast_gradients_are_close_to_fp32s():
 
 
 def test_the_benchmark_has_bf16_columns_and_each_systems_best_precision():
-    from vanilla_transformer.benchmarks.speed import Settings, build_contenders, format_rows, run_preset
+    from vanilla_transformer.benchmarks.contenders import build_contenders
+    from vanilla_transformer.benchmarks.speed import Settings, format_rows, run_preset
 
     settings = Settings(
         rounds=1,
@@ -403,29 +404,17 @@ def trained(tmp_path_factory, bpe_tokenizer_dir):
     (training loss ~0.02), exported; and those pairs."""
     from transformers import AutoTokenizer
     from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus
-    from vanilla_transformer.modeling import (
-        VanillaTransformerConfig,
-        VanillaTransformerForConditionalGeneration,
-        save_with_remote_code,
-    )
+    from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration, save_with_remote_code
+    from vanilla_transformer.training.presets import build_config
 
     tokenizer = AutoTokenizer.from_pretrained(bpe_tokenizer_dir(1200))
     ds, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=SMALL_RUN_LINES)
     pairs = sorted(zip(ds["source"], ds["target"]), key=lambda p: len(p[0]) + len(p[1]))[:PAIRS]
     sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]
     torch.manual_seed(0)
-    config = VanillaTransformerConfig(
-        vocab_size=len(tokenizer),
-        d_model=64,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=128,
-        decoder_ffn_dim=128,
-        dropout=0.0,
-        max_position_embeddings=128,
-    )
+    config = build_config(
+        "tiny", len(tokenizer), dropout=0.0, max_position_embeddings=128
+    )  # 2+2 layers, width 64
     model = VanillaTransformerForConditionalGeneration(config)
     batch = tokenizer(sources, text_target=targets, padding=True, return_tensors="pt")
     labels = batch["labels"].masked_fill(batch["labels"] == tokenizer.pad_token_id, -100)
@@ -464,7 +453,7 @@ def test_bf16_translations_agree_with_fp32(trained, beams):
 
 
 def test_translate_cli_dtype_bfloat16(trained):
-    """scripts/translate.py --dtype bfloat16 decodes like the fp32 model on most lines; an exported engine refuses
+    """vanilla-transformer translate --dtype bfloat16 decodes like the fp32 model on most lines; an exported engine refuses
     --dtype (it computes in the precision it was exported in)."""
     from vanilla_transformer.inference import load_model_and_tokenizer, translate
     from vanilla_transformer.inference.engines import load_engine

@@ -8,7 +8,7 @@ import json
 
 import pytest
 import torch
-from conftest import ROOT, perturb_bias_and_layer_norms
+from conftest import ROOT, perturb_bias_and_layer_norms, tiny_family_config
 from helpers.shared import run_python
 from torch.nn import functional as F
 from transformers import AutoModel, AutoModelForCausalLM, DynamicCache, StaticCache
@@ -24,18 +24,7 @@ VOCAB = 61
 
 
 def tiny_decoder(seed: int = 0, attn: str = "sdpa", **overrides) -> VanillaDecoderOnlyForCausalLM:
-    values = dict(
-        vocab_size=VOCAB,
-        d_model=32,
-        decoder_layers=2,
-        decoder_attention_heads=4,
-        decoder_ffn_dim=48,
-        max_position_embeddings=40,
-        dropout=0.0,
-    )
-    values.update(overrides)
-    config = VanillaDecoderOnlyConfig(**values)
-    config._attn_implementation = attn
+    config = tiny_family_config(VanillaDecoderOnlyConfig, "decoder", VOCAB, 40, attn, **overrides)
     torch.manual_seed(seed)
     model = VanillaDecoderOnlyForCausalLM(config).eval()
     perturb_bias_and_layer_norms(model, logits_bias_std=0.5)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 import torch
-from conftest import ROOT, random_batch
+from conftest import ROOT, random_batch, tiny_family_config
 from helpers.shared import run_python, word_tokenizer
 from torch.nn import functional as F
 from transformers import (
@@ -33,19 +33,7 @@ AUTO_MAP = {
 
 
 def tiny_config(**overrides) -> VanillaEncoderOnlyConfig:
-    values = dict(
-        vocab_size=VOCAB,
-        d_model=32,
-        encoder_layers=2,
-        encoder_attention_heads=4,
-        encoder_ffn_dim=48,
-        max_position_embeddings=32,
-        dropout=0.0,
-    )
-    values.update(overrides)
-    config = VanillaEncoderOnlyConfig(**values)
-    config._attn_implementation = "sdpa"
-    return config
+    return tiny_family_config(VanillaEncoderOnlyConfig, "encoder", VOCAB, 32, **overrides)
 
 
 def perturb(model: torch.nn.Module) -> torch.nn.Module:

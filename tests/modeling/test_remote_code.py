@@ -28,7 +28,7 @@ def original():
 def saved(original, tmp_path_factory) -> dict[str, Path]:
     """Folders written by plain `save_pretrained`, each from a different kind of model object:
     "created" (the model built from its config, in this process), "local" (loaded from "created" through the
-    classes `import modeling` registers, in a fresh process), "remote" (loaded from "local" as remote code, in a
+    classes `import vanilla_transformer` registers, in a fresh process), "remote" (loaded from "local" as remote code, in a
     fresh process that cannot import the project); and "exported" (`save_with_remote_code`)."""
     root = tmp_path_factory.mktemp("saved")
     model, tokenizer = original
@@ -140,7 +140,7 @@ def test_fresh_process_generates_and_translates(saved, original, tmp_path):
 
 
 def test_in_process_pipeline_after_import(original):
-    """`import modeling` makes pipeline("translation") our pipeline; a list gives one dict per text (several per
+    """`import vanilla_transformer` makes pipeline("translation") our pipeline; a list gives one dict per text (several per
     text with num_return_sequences); long sources are truncated to the model's maximum unless truncation=False."""
     model, tokenizer = original
 

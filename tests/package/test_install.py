@@ -1,53 +1,168 @@
-"""A non-editable install (`pip install .` into a fresh virtual environment), used from another directory, has
-everything the default run needs: the shipped corpus, the model-card template, every imported package."""
+"""The installed distribution: the wheel that `python -m build` makes, installed (not editable) into a fresh virtual
+environment, holds one top-level import name, `vanilla_transformer`, lives beside PyPI's `tokenizer` package, and
+its `vanilla-transformer` command trains, exports and translates from a directory outside the checkout, with the
+checkout off the import path."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-import textwrap
 import venv
+import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-TRAIN = textwrap.dedent(
-    """
-    import json, sys
-    import corpus, training
-    from vanilla_transformer.training import TrainConfig, train
+# What the installed distribution puts into site-packages, read from its own file list (its RECORD).
+TOP_LEVEL = """
+import json
+from importlib.metadata import distribution
 
-    result = train(TrainConfig(
-        preset="tiny", max_lines=300, valid_size=20, test_size=6, max_steps=3, max_minutes=None, vocab_size=400,
-        max_tokens=512, eval_every=100, bleu_samples=0, report_to="none", num_threads=1, tune_cpu_allocator=False,
-        test_beams=1, length_penalty=1.0, output_dir="out",
-    ))
-    print(json.dumps({"corpus": corpus.__file__, "training": training.__file__, "data": str(corpus.DEFAULT_DATA),
-                      "bleu": result.test_metrics["bleu"]}))
-    """
-)
+files = distribution("vanilla-transformer").files
+print(json.dumps(sorted({f.parts[0] for f in files if not f.parts[0].endswith(".dist-info") and f.parts[0] != ".."})))
+"""
+
+BOTH_IMPORT = """
+import json
+import tokenizer
+import vanilla_transformer
+from vanilla_transformer.tokenizer import PAD_ID
+
+print(json.dumps({"tokenizer": tokenizer.__file__, "package": vanilla_transformer.__file__,
+                  "icelandic": [t.txt for t in tokenizer.tokenize("Hallo heimur.") if t.txt], "pad": PAD_ID}))
+"""
 
 
-def test_wheel_install_trains_and_exports_from_another_directory(tmp_path):
-    env_dir = tmp_path / "venv"
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> tuple[Path, Path]:
+    """(the virtual environment, the wheel installed into it). The environment sees the machine's packages (torch,
+    transformers, PyPI's `tokenizer` from the dev extras) but not the checkout: the wheel is installed into it."""
+    root = tmp_path_factory.mktemp("install")
+    dist = root / "dist"
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--wheel",
+            "--no-isolation",
+            "--skip-dependency-check",
+            "--outdir",
+            str(dist),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
+    (wheel,) = dist.glob("vanilla_transformer-*.whl")
+    env_dir = root / "venv"
     venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
-    subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", str(ROOT)],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=tmp_path,
-    )
+    for requirement in (str(wheel), "tokenizer"):  # PyPI's `tokenizer`: a name ours once shipped
+        done = subprocess.run(
+            [python, "-m", "pip", "install", "--quiet", "--no-deps", requirement],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=root,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+    return env_dir, wheel
+
+
+def run_in(env_dir: Path, args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess:
+    env = {
+        "PATH": f"{env_dir / 'bin'}{os.pathsep}/usr/bin:/bin",
+        "HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    return subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+
+
+def test_the_wheel_and_the_installed_distribution_hold_one_top_level_name(installed, tmp_path):
+    env_dir, wheel = installed
+    in_wheel = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert {n for n in in_wheel if not n.endswith(".dist-info")} == {"vanilla_transformer"}, in_wheel
+    done = run_in(env_dir, [str(env_dir / "bin" / "python"), "-c", TOP_LEVEL], tmp_path, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == ["vanilla_transformer"]
+
+
+def test_pypis_tokenizer_package_and_ours_both_import(installed, tmp_path):
+    env_dir, _ = installed
+    done = run_in(env_dir, [str(env_dir / "bin" / "python"), "-c", BOTH_IMPORT], tmp_path, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["icelandic"] == ["Hallo", "heimur", "."] and report["pad"] == 0
+    assert "site-packages/tokenizer/" in report["tokenizer"] and str(ROOT) not in report["package"]
+
+
+def test_the_command_trains_and_translates_outside_the_checkout(installed, tmp_path):
+    env_dir, _ = installed
+    command = str(env_dir / "bin" / "vanilla-transformer")
     work = tmp_path / "elsewhere"
     work.mkdir()
+    listing = run_in(env_dir, [command, "--help"], work, tmp_path)
+    assert listing.returncode == 0 and all(
+        f"  {c} " in listing.stdout for c in ("train", "translate", "export")
+    )
+    train = [
+        command,
+        "train",
+        "--preset",
+        "tiny",
+        "--max_steps",
+        "20",
+        "--max_minutes",
+        "none",
+        "--max_lines",
+        "300",
+        "--valid_size",
+        "20",
+        "--test_size",
+        "6",
+        "--vocab_size",
+        "400",
+        "--max_tokens",
+        "512",
+        "--eval_every",
+        "100",
+        "--bleu_samples",
+        "0",
+        "--report_to",
+        "none",
+        "--num_threads",
+        "1",
+        "--no_tune_cpu_allocator",
+        "--test_beams",
+        "1",
+        "--length_penalty",
+        "1.0",
+        "--output_dir",
+        "out",
+    ]
+    trained = run_in(env_dir, train, work, tmp_path)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert "Stopped after 20 updates" in trained.stdout and "Test BLEU" in trained.stdout
+    card = (work / "out" / "README.md").read_text(encoding="utf-8")
+    assert card.startswith("---\n") and "PATH_OR_REPO" not in card and "{{" not in card
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json"):
+        assert (work / "out" / name).is_file(), name
+    translate = [command, "translate", "--model", "out", "--num_beams", "1", "--max_new_tokens", "8"]
     done = subprocess.run(
-        [python, "-c", TRAIN],
+        translate,
+        input="起初神创造天地。\n\n我爱机器翻译\n",
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=300,
         cwd=work,
         env={
             "PATH": str(env_dir / "bin"),
@@ -57,15 +172,5 @@ def test_wheel_install_trains_and_exports_from_another_directory(tmp_path):
         },
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    for key in ("corpus", "training", "data"):
-        assert report[key].startswith(str(env_dir)), (
-            key,
-            report[key],
-        )  # the installed copy, not the checkout
-    card = (work / "out" / "README.md").read_text(encoding="utf-8")
-    assert card.startswith("---\n") and "PATH_OR_REPO" not in card and "{{" not in card
-    assert f"{report['bleu']}" in card
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json"):
-        assert (work / "out" / name).is_file(), name
-    assert sys.executable != str(python)
+    lines = done.stdout.split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[0] and lines[2] and lines[3] == "", lines

@@ -147,8 +147,12 @@ def test_converted_folder_loads_with_auto_class(tmp_path):
     marian = make_marian(1)
     marian.save_pretrained(tmp_path / "marian")
     (tmp_path / "marian" / "vocab.json").write_text("{}")  # stands for Marian's tokenizer files
+    (tmp_path / "marian" / "model.onnx").write_text("")  # a weight file: replaced, never copied
     out = convert_marian_checkpoint(tmp_path / "marian", tmp_path / "ours")
     assert (out / "vocab.json").read_text() == "{}"
+    assert not (out / "model.onnx").exists()
+    with pytest.raises(ValueError, match="already exists and is not an empty folder"):
+        convert_marian_checkpoint(tmp_path / "marian", out)  # never mixes its files with another model's
     assert (out / "modeling_vanilla_transformer.py").is_file()
     loaded = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
     assert loaded.config.sinusoidal_layout == "concatenated"

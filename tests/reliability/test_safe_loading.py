@@ -101,7 +101,7 @@ def test_checkpoint_weights_are_read_from_safetensors_only(finished_run, tmp_pat
     ):
         train(small_run(out, resume=True, **{**finished_run[1], "max_steps": 2}))
     with pytest.raises(ckpt.CheckpointError, match="has no model.safetensors"):
-        average_checkpoints([out / "checkpoints" / "checkpoint-1"])  # scripts/average_checkpoints.py
+        average_checkpoints([out / "checkpoints" / "checkpoint-1"])  # vanilla-transformer average
     assert not marker.exists()
 
 
@@ -134,7 +134,7 @@ def test_model_folder_with_pickled_weights_is_not_unpickled(pickled_model_folder
 def test_scripts_refuse_a_model_folder_with_pickled_weights(
     pickled_model_folder, marker, name, monkeypatch, capsys
 ):
-    """scripts/translate.py and scripts/evaluate.py load models through the safe loader: exit code 2 with its
+    """vanilla-transformer translate and vanilla-transformer evaluate load models through the safe loader: exit code 2 with its
     message, and nothing is unpickled."""
     script = importlib.import_module(f"vanilla_transformer.commands.{name}")
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("起初\n".encode())))
@@ -213,7 +213,7 @@ def test_project_code_never_unpickles_untrusted_data():
 
 
 def test_trust_remote_code_is_needed_only_without_the_package(export):
-    """README: the flag is needed only where this package is not installed (imported); with `import modeling`
+    """README: the flag is needed only where this package is not installed (imported); with `import vanilla_transformer`
     the registered classes load the folder and no remote code runs."""
     import vanilla_transformer.modeling as modeling
     from transformers import AutoModelForSeq2SeqLM

@@ -236,4 +236,4 @@ def test_bad_bpe_dropout_is_refused(value, tmp_path):
 
 
 def test_bpe_dropout_is_fixed_for_a_resumed_run():
-    assert "bpe_dropout" in RESUME_KEYS  # the refusal itself: tests/test_training_resume.py
+    assert "bpe_dropout" in RESUME_KEYS  # the refusal itself: tests/training/test_training_resume.py

@@ -19,8 +19,8 @@ from vanilla_transformer.modeling import IGNORE_INDEX, shift_tokens_right
 from vanilla_transformer.training import TrainConfig, train
 from vanilla_transformer.training.batching import batch_generator, collate_causal_lm, collate_span_corruption
 from vanilla_transformer.training.cli import parse_dataclass
+from vanilla_transformer.training.objectives import CausalLM, MaskedLM, SpanCorruption, Translation
 from vanilla_transformer.training.options import DEFAULT_VOCAB_SIZE
-from vanilla_transformer.training.validation import Objective, forward_loss
 
 # A copy-task corpus whose texts are predictable from their context: runs of consecutive words of a 30-word cycle
 # (each line's source and target are the same run), so a masked token or span follows from its neighbours.
@@ -127,7 +127,7 @@ def test_span_corruption_reconstructs_the_masked_spans(span_corruption_run):
     folder, data, result = span_corruption_run
     texts, tokenizer = tokenized(folder, data)
     model = result.model.eval()
-    sentinels = Objective.for_tokenizer("span_corruption", tokenizer).sentinel_ids
+    sentinels = SpanCorruption().for_tokenizer(tokenizer).sentinel_ids
     batch = collate_span_corruption(texts[:200], sentinels, batch_generator(12345), eos_token_id=3)
     with torch.no_grad():
         decoder_input_ids = shift_tokens_right(batch["labels"], 0, model.config.decoder_start_token_id)
@@ -153,7 +153,7 @@ def test_span_corruption_model_fine_tunes_into_translation(span_corruption_run, 
     folder, data, _ = span_corruption_run
     from safetensors.torch import load_file
     from transformers import AutoTokenizer
-    from vanilla_transformer.training.loop import objective_model
+    from vanilla_transformer.training.planning import objective_model
     from vanilla_transformer.training.recipe import resolve_recipe
 
     cfg = toy_run(
@@ -206,7 +206,7 @@ def test_losses_score_the_positions_of_their_objective():
     batch = collate_causal_lm([[5, 6, 3], [7, 3]], [[8, 9, 3], [10, 3]])
     assert batch["labels"].tolist() == [[-100, -100, -100, 8, 9, 3], [-100, -100, 10, 3, -100, -100]]
     assert int(batch["ntokens"]) == 5
-    _, nll = forward_loss(Fixed(), batch, 0.0, "causal_lm")
+    _, nll = CausalLM().loss(Fixed(), batch, 0.0)
     # explicit: logits at t score the token at t + 1 of the answer
     expected = F.cross_entropy(
         logits[:, :-1].reshape(-1, 11),
@@ -226,7 +226,7 @@ def test_losses_score_the_positions_of_their_objective():
             (torch.tensor([0, 1]), torch.tensor([2, 5])), torch.tensor([4, 9])
         ),
     }
-    _, nll = forward_loss(Fixed(), masked, 0.0, "masked_lm")
+    _, nll = MaskedLM().loss(Fixed(), masked, 0.0)
     torch.testing.assert_close(nll, -(logits.log_softmax(-1)[0, 2, 4] + logits.log_softmax(-1)[1, 5, 9]))
 
 
@@ -295,7 +295,7 @@ def test_masked_lm_batches_mask_like_bert_and_are_seeded(short_texts):
     tokenizer = train_bpe_tokenizer(
         [line.split("\t")[0] for line in lines], vocab_size=450, denoising_tokens=True
     )
-    masker = Objective.for_tokenizer("masked_lm", tokenizer).masker
+    masker = MaskedLM().for_tokenizer(tokenizer).masker
     texts = [tokenizer(line.split("\t")[0]).input_ids for line in lines]
     batch = collate_masked_lm(texts, masker, batch_generator(3))
     again = collate_masked_lm(texts, masker, batch_generator(3))
@@ -316,22 +316,20 @@ def test_masked_lm_batches_mask_like_bert_and_are_seeded(short_texts):
 
 
 def test_examples_of_each_objective_and_their_length_filter():
-    from vanilla_transformer.training.data import objective_examples
-
     sources, targets = [[5, 3], [6, 7, 8, 3], [9, 3]], [[10, 11, 3], [12, 3], [13, 14, 15, 16, 3]]
-    assert objective_examples("translation", sources, targets, 4) == (
+    assert Translation().examples(sources, targets, 4) == (
         [[5, 3], [6, 7, 8, 3]],
         [[10, 11, 3], [12, 3]],
         1,
     )
-    assert objective_examples("causal_lm", sources, targets, 5) == (
+    assert CausalLM().examples(sources, targets, 5) == (
         [[5, 3]],
         [[10, 11, 3]],
         2,
     )  # source + target
     texts = [[5, 3], [6, 7, 8, 3], [9, 3], [10, 11, 3], [12, 3]]
-    assert objective_examples("causal_lm", sources, targets, 4, "text") == ([[2]] * 5, texts, 1)  # after <s>
-    for objective in ("masked_lm", "span_corruption"):
-        assert objective_examples(objective, sources, targets, 4) == (texts, texts, 1)
-    causal = Objective("causal_lm")
+    assert CausalLM("text").examples(sources, targets, 4) == ([[2]] * 5, texts, 1)  # after <s>
+    for objective in (MaskedLM(), SpanCorruption()):
+        assert objective.examples(sources, targets, 4) == (texts, texts, 1)
+    causal = CausalLM()
     assert causal.lengths([[2], [5, 3]], [[7, 3], [8, 3]]) == ([3, 4], [3, 4])

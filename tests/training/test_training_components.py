@@ -439,7 +439,7 @@ def test_cpu_allocator_tuning_takes_effect_once_on_glibc_linux():
     ],
 )
 def test_every_option_of_the_training_clis_has_printable_help(module, name, capsys):
-    """`scripts/train.py --help` and `scripts/bench_quality.py --help` format every option's help (argparse
+    """`vanilla-transformer train --help` and `vanilla-transformer bench quality --help` format every option's help (argparse
     %-formats help strings: a '%' in one crashed --help)."""
     import importlib
 
@@ -480,8 +480,8 @@ def test_run_dir_reads_the_saved_recipe_and_the_dropout_of_an_older_run_folder(t
 def test_architecture_options_override_the_preset_in_every_model_family(tmp_path):
     """--normalize_before, --encoder_layers and --decoder_layers replace the preset's fields in the model a run
     builds (pre-LN adds a final LayerNorm after each stack); the options left unset keep the preset's."""
-    from vanilla_transformer.training.loop import objective_model
     from vanilla_transformer.training.options import TrainConfig
+    from vanilla_transformer.training.planning import objective_model
     from vanilla_transformer.training.presets import PRESETS
     from vanilla_transformer.training.recipe import resolve_recipe
 

@@ -45,7 +45,7 @@ def adam_moments(path: Path) -> dict[tuple[int, str], torch.Tensor]:
 
 
 def launch_two_processes(options: dict, out: Path) -> subprocess.CompletedProcess:
-    """`scripts/train.py` with ``options`` as flags under ``accelerate launch --multi_gpu --num_processes 2`` on
+    """`vanilla-transformer train` with ``options`` as flags under ``accelerate launch --multi_gpu --num_processes 2`` on
     the CPU (one thread each, no export), writing to ``out``; asserts that it succeeded."""
     # the boolean options and --num_threads are spelled out below
     args = [f"--{k}={v}" for k, v in options.items() if k not in ("report_to", "export", "num_threads")]

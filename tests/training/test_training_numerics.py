@@ -87,7 +87,7 @@ def test_clipping_scales_the_gradient_to_the_clip_norm_and_changes_the_update(to
 
 
 # ---- mixed precision ----------------------------------------------------------------------------------------------
-# scripts/train.py's parsing and a Trainer whose Linear layers report the dtype of what they compute in training
+# vanilla-transformer train's parsing and a Trainer whose Linear layers report the dtype of what they compute in training
 DRIVER = """
 import json, sys
 import torch
@@ -111,7 +111,7 @@ print(json.dumps({"linear_outputs": sorted(dtypes), "mixed_precision": result.mi
 
 
 def flags(options: dict) -> list[str]:
-    """``options`` as scripts/train.py's command line."""
+    """``options`` as vanilla-transformer train's command line."""
     out = []
     for key, value in options.items():
         text = str(value).lower() if isinstance(value, bool) else "none" if value is None else value

@@ -115,7 +115,7 @@ def test_tensorboard_event_file_holds_the_losses_the_run_returned(smoke):
 
 
 def test_evaluate_script_prints_bleu_and_signature(smoke, capsys, tmp_path):
-    """scripts/evaluate.py on the exported model with the run's test decoding (its beams, its chosen length
+    """vanilla-transformer evaluate on the exported model with the run's test decoding (its beams, its chosen length
     penalty, its batch size) prints the test BLEU and chrF the run returned, with the same signatures."""
     out, result, _ = smoke
     m = result.test_metrics

@@ -19,8 +19,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch
 
+from vanilla_transformer.benchmarks.contenders import VOCAB_SIZES
 from vanilla_transformer.benchmarks.kv_cache import format_study, plot_study, run_study, write_csv
-from vanilla_transformer.benchmarks.speed import VOCAB_SIZES
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

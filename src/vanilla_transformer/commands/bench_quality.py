@@ -10,7 +10,7 @@ Examples:
     vanilla-transformer bench quality --budget_minutes 0.2 --preset tiny --max_lines 300 --valid_size 20 \
         --test_size 8 --vocab_size 1200                             # smoke run
 
-All options: vanilla-transformer bench quality --help (the fields of benchmarks.quality.QualityConfig).
+All options: vanilla-transformer bench quality --help (the fields of benchmarks.quality_options.QualityConfig).
 Writes OUTPUT_DIR/{ours,marian}/ (loadable models), OUTPUT_DIR/plots/comparison.png and OUTPUT_DIR/results.json.
 """
 
@@ -22,7 +22,8 @@ import sys
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from vanilla_transformer.benchmarks.quality import QualityConfig, QualityResult, run_quality_benchmark
+from vanilla_transformer.benchmarks.quality import run_quality_benchmark
+from vanilla_transformer.benchmarks.quality_options import QualityConfig, QualityResult
 from vanilla_transformer.training.cli import parse_dataclass
 
 

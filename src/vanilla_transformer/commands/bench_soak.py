@@ -60,27 +60,14 @@ def tiny_random_model(folder: Path, seed: int) -> str:
     import torch
 
     from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus
-    from vanilla_transformer.modeling import (
-        VanillaTransformerConfig,
-        VanillaTransformerForConditionalGeneration,
-        save_with_remote_code,
-    )
+    from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration, save_with_remote_code
     from vanilla_transformer.tokenizer.bpe import train_bpe_tokenizer
+    from vanilla_transformer.training.presets import build_config
 
     ds, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=2000)
     tokenizer = train_bpe_tokenizer(list(ds["source"]) + list(ds["target"]), vocab_size=2000)
     torch.manual_seed(seed)
-    config = VanillaTransformerConfig(
-        vocab_size=len(tokenizer),
-        d_model=64,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=128,
-        decoder_ffn_dim=128,
-        max_position_embeddings=128,
-    )
+    config = build_config("tiny", len(tokenizer), max_position_embeddings=128)  # 2+2 layers of width 64
     model = VanillaTransformerForConditionalGeneration(config).eval()
     save_with_remote_code(model, folder, tokenizer)
     return str(folder)

@@ -21,14 +21,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch
 
-from vanilla_transformer.benchmarks.speed import (
-    VOCAB_SIZES,
-    Settings,
-    build_contenders,
-    format_rows,
-    quick_settings,
-    run_preset,
-)
+from vanilla_transformer.benchmarks.contenders import VOCAB_SIZES, build_contenders
+from vanilla_transformer.benchmarks.speed import Settings, format_rows, quick_settings, run_preset
 from vanilla_transformer.inference.precision import cpu_bf16_flags
 from vanilla_transformer.modeling import cpu_inference_gemm, cpu_vendor, set_cpu_inference_gemm
 from vanilla_transformer.training.allocator import tune_cpu_allocator

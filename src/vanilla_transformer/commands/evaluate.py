@@ -14,7 +14,7 @@ folder, the corpus and split options default to the ones the run saved (checkpoi
 ``--model M`` alone re-scores the run's test split. Every corpus option of vanilla-transformer train is also a flag here
 and wins over the saved one. Exit code 2, with one line on stderr, for bad options, a model or corpus that
 cannot be loaded, or an empty split. ``--engine ct2`` / ``onnx`` scores a folder exported by
-vanilla-transformer export --engine ct2 / export_onnx.py through the same translation loop (``--run`` names the training output
+vanilla-transformer export --engine ct2 / onnx through the same translation loop (``--run`` names the training output
 folder whose split to use).
 """
 
@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_translation
-from vanilla_transformer.inference.engines import ENGINES, load_engine
+from vanilla_transformer.inference.engines import ENGINE_NAMES, load_engine
 from vanilla_transformer.modeling import check_generation_arguments
 from vanilla_transformer.training import TrainConfig
 from vanilla_transformer.training.cli import add_dataclass_arguments
@@ -55,8 +55,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--engine",
         default="torch",
-        choices=ENGINES,
-        help="torch, or ct2 / onnx for a folder from vanilla-transformer export --engine ct2 / export_onnx.py",
+        choices=ENGINE_NAMES,
+        help="torch, or ct2 / onnx for a folder from vanilla-transformer export --engine ct2 / onnx",
     )
     p.add_argument(
         "--run",

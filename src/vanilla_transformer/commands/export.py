@@ -18,7 +18,7 @@ import logging
 import sys
 from pathlib import Path
 
-from vanilla_transformer.export.ct2 import QUANTIZATIONS
+from vanilla_transformer.inference.engines import ENGINES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,36 +27,40 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--engine", choices=("ct2", "onnx"), required=True, help="the engine to export for")
+    parser.add_argument("--engine", choices=tuple(ENGINES), required=True, help="the engine to export for")
     parser.add_argument(
         "model", type=Path, help="saved model folder (config.json, model.safetensors, tokenizer)"
     )
     parser.add_argument("out", type=Path, help="folder to write the export to")
     parser.add_argument(
-        "--quantization", choices=QUANTIZATIONS, default=None, help="ct2 only: weight type (default float32)"
+        "--quantization",
+        choices=sorted({q for engine in ENGINES.values() for q in engine.quantizations}),
+        default=None,
+        help="weight type (default float32): "
+        + "; ".join(
+            f"{name}: {', '.join(e.quantizations)}" for name, e in ENGINES.items() if e.quantizations
+        ),
     )
     args = parser.parse_args(argv)
-    if args.engine == "onnx" and args.quantization is not None:
-        parser.error("--quantization applies to --engine ct2 only")
+    engine = ENGINES[args.engine]
+    if args.quantization is not None and args.quantization not in engine.quantizations:
+        takes = [name for name, e in ENGINES.items() if args.quantization in e.quantizations]
+        parser.error(f"--quantization {args.quantization} applies to --engine {' / '.join(takes)} only")
     logging.getLogger("torch.onnx").setLevel(
         logging.ERROR
     )  # the exporter's notes on optional torchvision ops
     try:
-        if args.engine == "ct2":
-            from vanilla_transformer.export.ct2 import export_ct2
+        from vanilla_transformer.export import exporter
 
-            out = export_ct2(args.model, args.out, quantization=args.quantization)
-        else:
-            from vanilla_transformer.export.onnx import export_onnx
-
-            out = export_onnx(args.model, args.out)
+        options = {"quantization": args.quantization} if engine.quantizations else {}
+        out = exporter(args.engine)(args.model, args.out, **options)
     except ImportError as error:
-        print(f"error: {error}: pip install 'vanilla-transformer[export]'", file=sys.stderr)
+        print(f"error: {error}: pip install 'vanilla-transformer[{engine.extra}]'", file=sys.stderr)
         return 2
     except (ValueError, OSError) as error:
         print(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
         return 2
-    suffix = f" ({args.quantization or 'float32'})" if args.engine == "ct2" else ""
+    suffix = f" ({args.quantization or 'float32'})" if engine.quantizations else ""
     print(f"exported {args.model} -> {out}{suffix}")
     return 0
 

@@ -19,6 +19,8 @@ import argparse
 import logging
 import sys
 
+from vanilla_transformer.inference.engines import ENGINE_NAMES
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -29,9 +31,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", required=True, help="exported model folder or Hub repo id")
     parser.add_argument(
         "--engine",
-        choices=("torch", "ct2", "onnx"),
+        choices=ENGINE_NAMES,
         default="torch",
-        help="torch (the model folder), ct2 or onnx (a folder from vanilla-transformer export --engine ct2 / export_onnx.py)",
+        help="torch (the model folder), ct2 or onnx (a folder from vanilla-transformer export --engine ct2 / onnx)",
     )
     parser.add_argument("--num_beams", type=int, default=None, help="1 = greedy (default: the model's, 4)")
     parser.add_argument(
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     from vanilla_transformer.inference import translate_lines
-    from vanilla_transformer.inference.engines import ENGINE_OPTIONS, load_engine
+    from vanilla_transformer.inference.engines import check_engine_options, load_engine
     from vanilla_transformer.modeling import check_generation_arguments
 
     generate_kwargs = {
@@ -85,15 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"batch_size={args.batch_size} is invalid: expected an integer >= 1; e.g. 32")
         check_generation_arguments(generate_kwargs)  # before loading the model: bad values fail at once
         if args.engine != "torch":
-            unsupported = [
-                f"--{k}"
-                for k, v in {**generate_kwargs, "seed": args.seed}.items()
-                if v is not None and k not in ENGINE_OPTIONS
-            ]
-            if unsupported:
-                raise ValueError(
-                    f"--engine {args.engine} does not take {', '.join(unsupported)}; use --engine torch"
-                )
+            check_engine_options(args.engine, {**generate_kwargs, "seed": args.seed})
         model, tokenizer = load_engine(
             args.engine,
             args.model,

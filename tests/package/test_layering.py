@@ -1,0 +1,177 @@
+"""The import graph of the package, read from the source with `ast` (nothing is imported): no module imports a
+package above its own in the layering, and no modules import each other in a circle.
+
+The layering, bottom to top (a package may import its own modules and the packages below it, never one above):
+
+    modeling < corpus < tokenizer < inference < export < training < benchmarks < commands
+
+`commands` also holds the command line (`vanilla_transformer.cli`, `__main__`) and the root package (`vanilla_transformer`,
+which registers the models). Every import statement counts, also one inside a function or under
+`TYPE_CHECKING`: a deferred import is still a dependency. A package that wants something from a later one gets it
+passed in as an argument (docs/design.md, "Dependency direction").
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest's own TOML reader
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = "vanilla_transformer"
+LAYERS = ("modeling", "corpus", "tokenizer", "inference", "export", "training", "benchmarks", "commands")
+TOP = ("cli", "__main__", "")  # the command line and the root package sit with the commands
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str  # importing module
+    target: str  # imported module
+    where: str  # file:line of the import statement
+
+
+def package_dirs() -> dict[str, Path]:
+    """Package name -> folder for every package the wheel installs, from pyproject.toml's setuptools `packages`
+    and `package-dir` (a package without an entry lies in its parent's folder)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    mapped = config["package-dir"]
+    folders: dict[str, Path] = {}
+    for package in sorted(config["packages"], key=len):
+        parent, _, last = package.rpartition(".")
+        folders[package] = ROOT / mapped[package] if package in mapped else folders[parent] / last
+    return {package: folder for package, folder in folders.items() if folder != ROOT}  # ROOT: data only
+
+
+def modules() -> dict[str, Path]:
+    """Dotted module name -> source file, for every .py file of every package (a package's own is __init__.py)."""
+    found: dict[str, Path] = {}
+    for package, folder in package_dirs().items():
+        for path in sorted(folder.glob("*.py")):
+            found[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
+    return found
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> list[Edge]:
+    """The package-internal imports of module `name`: `from X import y` counts as importing X.y when that is a
+    module, else X."""
+    is_package = path.name == "__init__.py"
+    edges = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        where = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".") if is_package else name.split(".")[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                targets.append(candidate if candidate in known else base)
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]  # `import a.b.c` of a package-internal name
+            if target and (target == PACKAGE or target.startswith(PACKAGE + ".")) and target != name:
+                edges.append(Edge(name, target, where))
+    return list(dict.fromkeys(edges))
+
+
+def layer(module: str) -> int:
+    """The rank of a module's package in `LAYERS`."""
+    first = module.removeprefix(PACKAGE).lstrip(".").split(".")[0]
+    return len(LAYERS) - 1 if first in TOP else LAYERS.index(first)
+
+
+def graph() -> list[Edge]:
+    known = modules()
+    return [edge for name, path in known.items() for edge in imports(name, path, known)]
+
+
+def cycles(edges: list[Edge]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm), each sorted."""
+    successors: dict[str, set[str]] = {}
+    for edge in edges:
+        successors.setdefault(edge.source, set()).add(edge.target)
+        successors.setdefault(edge.target, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(successors[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(successors):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_every_package_folder_is_read():
+    """The graph covers every layer (a renamed folder would otherwise leave its imports unchecked)."""
+    seen = {module.removeprefix(PACKAGE + ".").split(".")[0] for module in modules()}
+    assert set(LAYERS) <= seen, set(LAYERS) - seen
+    assert len(graph()) > 100
+
+
+def test_no_import_goes_against_the_layering():
+    against = [
+        f"{edge.where}: {edge.source} imports {edge.target}"
+        for edge in graph()
+        if layer(edge.target) > layer(edge.source)
+    ]
+    assert not against, "imports against the layering " + " < ".join(LAYERS) + ":\n" + "\n".join(against)
+
+
+def test_no_import_circles():
+    edges = graph()
+    found = cycles(edges)
+    lines = []
+    for component in found:
+        members = set(component)
+        lines.append(" <-> ".join(component))
+        lines += [
+            f"    {edge.where}: {edge.source} imports {edge.target}"
+            for edge in edges
+            if edge.source in members and edge.target in members
+        ]
+    assert not found, "modules that import each other in a circle:\n" + "\n".join(lines)
+
+
+def test_the_checker_sees_circles_and_layering_breaks():
+    """The checks themselves: a two-module circle and an upward import are found."""
+    edges = [
+        Edge("vanilla_transformer.corpus.a", "vanilla_transformer.corpus.b", "a.py:1"),
+        Edge("vanilla_transformer.corpus.b", "vanilla_transformer.corpus.a", "b.py:1"),
+        Edge("vanilla_transformer.corpus.b", "vanilla_transformer.modeling", "b.py:2"),
+    ]
+    assert cycles(edges) == [["vanilla_transformer.corpus.a", "vanilla_transformer.corpus.b"]]
+    assert layer("vanilla_transformer.inference.engines") > layer("vanilla_transformer.corpus.read")
+    assert layer("vanilla_transformer.cli") == layer("vanilla_transformer.commands.export") == len(LAYERS) - 1
+    assert layer("vanilla_transformer") == len(LAYERS) - 1
