@@ -111,9 +111,9 @@ def tiny_family_config(
     **overrides,
 ):
     """A small config of a one-stack family, `config_class` with the `side` ("encoder" or "decoder") field names:
-    2 layers of width 32, 4 heads, feed-forward width 48, no dropout, `attn` as the attention implementation."""
+    2 layers of width 32, 4 heads, feed-forward width 48, no dropout, `attn` as the attention implementation;
+    `overrides` (which include the vocabulary size) replace any of them."""
     values = {
-        "vocab_size": vocab_size,
         "d_model": 32,
         f"{side}_layers": 2,
         f"{side}_attention_heads": 4,

@@ -422,7 +422,7 @@ def check_options(cfg: TrainConfig) -> None:
     if cfg.objective not in objective_names():
         problems.append(f"--objective must be one of {', '.join(objective_names())}, got {cfg.objective!r}")
     else:
-        problems += _objective_problems(cfg)
+        problems += get_objective(cfg.objective).conflicts(cfg)
     if not 0.0 <= cfg.bpe_dropout < 1.0:
         problems.append(f"--bpe_dropout must be in [0, 1), got {cfg.bpe_dropout} (the paper's value is 0.1)")
     if cfg.init_from is not None and not (Path(cfg.init_from) / "config.json").is_file():
@@ -438,21 +438,3 @@ def check_options(cfg: TrainConfig) -> None:
         problems.append("--resume and --overwrite contradict each other; pass one")
     if problems:
         raise ValueError("Invalid training options: " + "; ".join(problems) + ".")
-
-
-def _objective_problems(cfg: TrainConfig) -> list[str]:
-    """Options that the model or the examples of ``cfg.objective`` cannot use."""
-    objective, problems = get_objective(cfg.objective), []
-    for side in ("encoder", "decoder"):
-        if side not in objective.stacks and getattr(cfg, f"{side}_layers") is not None:
-            problems.append(
-                f"--objective {cfg.objective} trains a model without {side}: drop --{side}_layers"
-            )
-    if cfg.export_ct2 is not None and objective.stacks != ("encoder", "decoder"):
-        problems.append(f"--export_ct2 exports translation models; --objective {cfg.objective} cannot use it")
-    if cfg.bpe_dropout > 0 and not objective.translates:
-        problems.append(
-            f"--bpe_dropout re-segments translation pairs; --objective {cfg.objective} cannot use it "
-            "(pass --bpe_dropout 0)"
-        )
-    return problems

@@ -24,7 +24,9 @@ VOCAB = 61
 
 
 def tiny_decoder(seed: int = 0, attn: str = "sdpa", **overrides) -> VanillaDecoderOnlyForCausalLM:
-    config = tiny_family_config(VanillaDecoderOnlyConfig, "decoder", VOCAB, 40, attn, **overrides)
+    config = tiny_family_config(
+        VanillaDecoderOnlyConfig, "decoder", 40, attn, **{"vocab_size": VOCAB, **overrides}
+    )
     torch.manual_seed(seed)
     model = VanillaDecoderOnlyForCausalLM(config).eval()
     perturb_bias_and_layer_norms(model, logits_bias_std=0.5)

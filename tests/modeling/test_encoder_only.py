@@ -33,7 +33,7 @@ AUTO_MAP = {
 
 
 def tiny_config(**overrides) -> VanillaEncoderOnlyConfig:
-    return tiny_family_config(VanillaEncoderOnlyConfig, "encoder", VOCAB, 32, **overrides)
+    return tiny_family_config(VanillaEncoderOnlyConfig, "encoder", 32, **{"vocab_size": VOCAB, **overrides})
 
 
 def perturb(model: torch.nn.Module) -> torch.nn.Module:

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 import venv
 import zipfile
 from pathlib import Path
@@ -39,8 +40,8 @@ print(json.dumps({"tokenizer": tokenizer.__file__, "package": vanilla_transforme
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> tuple[Path, Path]:
-    """(the virtual environment, the wheel installed into it). The environment sees the machine's packages (torch,
-    transformers, PyPI's `tokenizer` from the dev extras) but not the checkout: the wheel is installed into it."""
+    """(a new virtual environment, the wheel installed into it). It also sees the packages of the environment the
+    suite runs in (torch, transformers, ...: not downloaded again), after its own, but not the checkout."""
     root = tmp_path_factory.mktemp("install")
     dist = root / "dist"
     built = subprocess.run(
@@ -62,11 +63,21 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-3000:]
     (wheel,) = dist.glob("vanilla_transformer-*.whl")
     env_dir = root / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(env_dir)
+    venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
-    for requirement in (str(wheel), "tokenizer"):  # PyPI's `tokenizer`: a name ours once shipped
+    # the packages of the environment this suite runs in (a venv or not) come after the new environment's own
+    inner = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    outer = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+    Path(inner, "outer-environment.pth").write_text("\n".join(sorted(outer)) + "\n")
+    # PyPI's `tokenizer` (a name ours once shipped) goes into the new environment itself, next to ours
+    for requirement in (["--no-deps", str(wheel)], ["--no-deps", "--ignore-installed", "tokenizer"]):
         done = subprocess.run(
-            [python, "-m", "pip", "install", "--quiet", "--no-deps", requirement],
+            [python, "-m", "pip", "install", "--quiet", *requirement],
             capture_output=True,
             text=True,
             timeout=300,
@@ -102,7 +113,7 @@ def test_pypis_tokenizer_package_and_ours_both_import(installed, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     assert report["icelandic"] == ["Hallo", "heimur", "."] and report["pad"] == 0
-    assert "site-packages/tokenizer/" in report["tokenizer"] and str(ROOT) not in report["package"]
+    assert report["tokenizer"].startswith(str(env_dir)) and report["package"].startswith(str(env_dir))
 
 
 def test_the_command_trains_and_translates_outside_the_checkout(installed, tmp_path):

@@ -223,5 +223,5 @@ def test_convert_script_reports_a_bad_folder(tmp_path, capsys):
     assert "config.json" in capsys.readouterr().err
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
     assert convert(tmp_path, tmp_path / "out") == 2
-    assert "not GPT-2" in capsys.readouterr().err
+    assert "not a GPT-2 model" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import lzma
 import os
@@ -360,53 +359,6 @@ def test_bad_files(tmp_path):
         train_bpe_tokenizer(tsv, columns=[5], vocab_size=400)
     with pytest.raises(ValueError, match="not a str"):
         train_bpe_tokenizer(["ok", 3], vocab_size=400)
-
-
-# ---- scripts -----------------------------------------------------------------------------------------
-
-
-def _load_script(name: str):
-    return importlib.import_module(f"vanilla_transformer.commands.{name}")
-
-
-def test_train_tokenizer_cli(tmp_path, capsys):
-    cli = _load_script("train_tokenizer")
-    out = tmp_path / "tok"
-    rc = cli.main(
-        [str(ZH_EN), "--max_lines", "300", "--vocab_size", "1200", "--no_progress", "--output", str(out)]
-    )
-    assert rc == 0 and (out / "tokenizer.json").exists()
-    loaded = AutoTokenizer.from_pretrained(out)
-    assert len(loaded) == 1200 and loaded.eos_token_id == EOS_ID
-    han = tmp_path / "han"
-    assert (
-        cli.main(
-            [
-                str(ZH_EN),
-                "--max_lines",
-                "300",
-                "--vocab_size",
-                "1200",
-                "--no_progress",
-                "--han_characters",
-                "--output",
-                str(han),
-            ]
-        )
-        == 0
-    )
-    assert max(han_characters_per_token(AutoTokenizer.from_pretrained(han))) == 1
-    assert max(han_characters_per_token(loaded)) > 1
-    assert cli.main([str(tmp_path / "missing.tsv"), "--output", str(out), "--no_progress"]) == 2
-    assert "missing.tsv" in capsys.readouterr().err
-
-
-def test_bench_script_runs_on_tiny_slice(capsys):
-    pytest.importorskip("sentencepiece")
-    bench = _load_script("bench_tokenizer")
-    assert bench.main([str(ZH_EN), "--max_lines", "150", "--vocab_size", "1200", "--rounds", "1"]) == 0
-    out = capsys.readouterr().out
-    assert "ratio vs SentencePiece" in out and "tokens per sentence" in out
 
 
 def test_training_is_reproducible_across_processes():

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import small_run_options
 from vanilla_transformer.modeling import IGNORE_INDEX, shift_tokens_right
 from vanilla_transformer.training import TrainConfig, train
 from vanilla_transformer.training.batching import batch_generator, collate_causal_lm, collate_span_corruption
@@ -39,25 +40,11 @@ def toy_corpus(path: Path, lines: int, shortest: int, longest: int, seed: int = 
 
 
 def toy_run(out: Path, data: str, **overrides) -> TrainConfig:
-    values = dict(
-        data=data,
-        output_dir=str(out),
-        preset="tiny",
-        vocab_size=450,
-        max_minutes=None,
-        valid_size=100,
-        test_size=0,
-        max_tokens=512,
-        bleu_samples=0,
-        report_to="none",
-        num_threads=1,
-        tune_cpu_allocator=False,
-        export=False,
-        mixed_precision="no",
-        dropout=0.0,
-    )
-    values.update(overrides)
-    values.setdefault("eval_every", values.get("max_steps", 100))
+    """A short run on a toy corpus: `small_run_options` with the whole corpus, 100 validation texts, no test
+    split, no dropout, validation and a checkpoint at the last update."""
+    toy = dict(max_lines=None, vocab_size=450, valid_size=100, test_size=0, mixed_precision="no", dropout=0.0)
+    values = small_run_options(data=data, output_dir=str(out), **{**toy, **overrides})
+    values["eval_every"] = overrides.get("eval_every", values.get("max_steps", 100))
     return TrainConfig(**values)
 
 

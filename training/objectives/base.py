@@ -53,14 +53,25 @@ class Objective:
         """Problems with this objective's own options (checked for every objective, whichever a run trains)."""
         return []
 
+    @classmethod
+    def conflicts(cls, options: Any) -> list[str]:
+        """Options of a run of this objective that its model or its examples cannot use."""
+        problems = []
+        for side in STACKS:
+            if side not in cls.stacks and getattr(options, f"{side}_layers") is not None:
+                problems.append(f"--objective {cls.name} trains a model without {side}: drop --{side}_layers")
+        if options.export_ct2 is not None and cls.stacks != STACKS:
+            problems.append(f"--export_ct2 exports translation models; --objective {cls.name} cannot use it")
+        if options.bpe_dropout > 0 and not cls.translates:
+            problems.append(
+                f"--bpe_dropout re-segments translation pairs; --objective {cls.name} cannot use it "
+                "(pass --bpe_dropout 0)"
+            )
+        return problems
+
     def for_tokenizer(self, tokenizer) -> Objective:
         """The objective with what it needs from ``tokenizer``; raises `ValueError` saying how to get one."""
         return self
-
-    @property
-    def seq2seq(self) -> bool:
-        """Whether the model is the encoder-decoder."""
-        return self.stacks == STACKS
 
     @classmethod
     def model_config(cls, preset: str, vocab_size: int, **overrides):
