@@ -105,7 +105,6 @@ def process_state_is_restored():
 def tiny_family_config(
     config_class: type,
     side: str,
-    vocab_size: int,
     max_position_embeddings: int,
     attn: str = "sdpa",
     **overrides,

@@ -6,15 +6,11 @@ that repo as remote code and pushed again."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 from conftest import ROOT, tiny_model
 from helpers.hub_server import HubServer
-from helpers.shared import BLOCK_PROJECT, CODE_FILES, MASK, SRC, TEXT, word_tokenizer
+from helpers.shared import CODE_FILES, MASK, SRC, TEXT, run_python, word_tokenizer
 from test_hub import TOKEN, hub_env
 
 
@@ -22,23 +18,6 @@ from test_hub import TOKEN, hub_env
 def hub():
     with HubServer(tokens={TOKEN: "alice"}) as server:
         yield server
-
-
-def run_python(code: str, env: dict[str, str], cwd: Path, block_project: bool = True) -> str:
-    """Run `code` in a fresh interpreter talking to the stand-in Hub; with `block_project`, importing any package
-    of this project fails there, else the project is imported from this checkout."""
-    if not block_project:
-        env = {**env, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(
-        [sys.executable, "-c", (BLOCK_PROJECT if block_project else "") + textwrap.dedent(code)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
 
 
 def test_push_to_hub_of_local_and_remote_code_models_loads_without_the_project(hub, tmp_path):
@@ -55,8 +34,8 @@ def test_push_to_hub_of_local_and_remote_code_models_loads_without_the_project(h
         model.push_to_hub("alice/local-push")
         AutoTokenizer.from_pretrained({str(tmp_path / "created")!r}).push_to_hub("alice/local-push")
         """,
-        hub_env(hub, tmp_path / "home-1", TOKEN),
         tmp_path,
+        env=hub_env(hub, tmp_path / "home-1", TOKEN),
         block_project=False,
     )
     # that repo loaded as remote code, pushed again
@@ -68,8 +47,8 @@ def test_push_to_hub_of_local_and_remote_code_models_loads_without_the_project(h
         model.push_to_hub("alice/remote-push")
         AutoTokenizer.from_pretrained("alice/local-push", trust_remote_code=True).push_to_hub("alice/remote-push")
         """,
-        hub_env(hub, tmp_path / "home-2", TOKEN),
         tmp_path,
+        env=hub_env(hub, tmp_path / "home-2", TOKEN),
     )
     for repo in ("alice/local-push", "alice/remote-push"):
         files = hub.files(repo)
@@ -103,7 +82,7 @@ def test_push_to_hub_of_local_and_remote_code_models_loads_without_the_project(h
             "pipeline": translator({TEXT!r}, num_beams=1)[0]["translation_text"],
         }}))
         """,
-        hub_env(hub, tmp_path / "home-3"),  # no token: the repo is public
         tmp_path,
+        env=hub_env(hub, tmp_path / "home-3"),  # no token: the repo is public
     )
     assert json.loads(out.strip().splitlines()[-1]) == expected

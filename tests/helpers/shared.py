@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import ROOT, random_batch
+from conftest import random_batch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
@@ -58,14 +58,12 @@ SRC, MASK = random_batch(97, 2, 7, seed=61)
 TEXT = "w5 w9 w17 w33"
 
 
-def run_python(code: str, cwd: Path, block_project: bool = True) -> str:
-    """Run `code` in a fresh interpreter with its own HF_HOME (so no remote-code module cached by another process
-    is reused); with `block_project`, importing any package of this project fails there, else the project is
-    imported from this checkout."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(cwd / "hf-home"))
-    if not block_project:
-        env["PYTHONPATH"] = str(ROOT)
+def run_python(code: str, cwd: Path, block_project: bool = True, env: dict[str, str] | None = None) -> str:
+    """Run `code` in a fresh interpreter (its stdout); with `block_project`, importing the package fails there, so
+    only remote code can be used. `env` defaults to this process's environment, offline, with its own HF_HOME
+    (so no remote-code module cached by another process is reused)."""
+    if env is None:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(cwd / "hf-home")}
     result = subprocess.run(
         [sys.executable, "-c", (BLOCK_PROJECT if block_project else "") + textwrap.dedent(code)],
         cwd=cwd,
