@@ -19,7 +19,7 @@ from vanilla_transformer.export import (
     model_card_data,
     model_card_for_repo,
 )
-from vanilla_transformer.export.model_card import card_values
+from vanilla_transformer.export.run_card import card_values
 from vanilla_transformer.training import TrainConfig, TrainResult
 from vanilla_transformer.training.objectives import objective_for
 from vanilla_transformer.training.recipe import resolve_recipe
