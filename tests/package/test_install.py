@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -43,6 +44,10 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     """(a new virtual environment, the wheel installed into it). It also sees the packages of the environment the
     suite runs in (torch, transformers, ...: not downloaded again), after its own, but not the checkout."""
     root = tmp_path_factory.mktemp("install")
+    # the build runs on a copy: setuptools' build/ folder in the checkout may hold files the tree no longer has
+    source = root / "source"
+    leftovers = (".git", ".venv", "build", "dist", "outputs", "runs", "*.egg-info", "__pycache__", ".*_cache")
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*leftovers, ".hypothesis"))
     dist = root / "dist"
     built = subprocess.run(
         [
@@ -55,7 +60,7 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
             "--outdir",
             str(dist),
         ],
-        cwd=ROOT,
+        cwd=source,
         capture_output=True,
         text=True,
         timeout=300,
