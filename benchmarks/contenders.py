@@ -55,22 +55,18 @@ def sizes(config: MarianConfig) -> dict:
     )
 
 
+def fixed_length(num_beams: int, new_tokens: int, use_cache: bool = True) -> dict:
+    """generate() settings for exactly `new_tokens` tokens with `num_beams` beams and no sampling; the beam-search
+    settings at their neutral values (generate() would fill unset ones from the model's: beam 4, penalty 0.6)."""
+    length = dict(min_new_tokens=new_tokens, max_new_tokens=new_tokens)
+    neutral = dict(length_penalty=1.0, early_stopping=False)
+    return dict(num_beams=num_beams, do_sample=False, use_cache=use_cache, **length, **neutral)
+
+
 def generation_config(pad: int, num_beams: int, new_tokens: int, use_cache: bool = True) -> GenerationConfig:
     """Identical decoding settings for every contender: exactly `new_tokens` tokens, pad never generated."""
-    return GenerationConfig(
-        decoder_start_token_id=pad,
-        pad_token_id=pad,
-        eos_token_id=0,
-        bos_token_id=None,
-        num_beams=num_beams,
-        do_sample=False,
-        min_new_tokens=new_tokens,
-        max_new_tokens=new_tokens,
-        length_penalty=1.0,
-        early_stopping=False,
-        suppress_tokens=[pad],
-        use_cache=use_cache,
-    )
+    ids = dict(decoder_start_token_id=pad, pad_token_id=pad, eos_token_id=0, bos_token_id=None)
+    return GenerationConfig(**ids, **fixed_length(num_beams, new_tokens, use_cache), suppress_tokens=[pad])
 
 
 def build_contenders(

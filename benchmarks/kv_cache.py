@@ -7,6 +7,7 @@ Nothing here prints; `vanilla-transformer bench kv-cache` prints the tables and 
 
 from __future__ import annotations
 
+import copy
 import csv
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ import torch
 from transformers import GenerationConfig
 from vanilla_transformer.training.presets import build_config
 
-from .contenders import VOCAB_SIZES
+from .contenders import VOCAB_SIZES, fixed_length
 from .harness import Stat, interleaved, per_round_ratio
 from .kv_cache_model import (
     CLOSED_FORMS,
@@ -61,20 +62,9 @@ def greedy_config(model, new_tokens: int, use_cache: bool) -> GenerationConfig:
             f"decoding {new_tokens} tokens needs {new_tokens + 1} target positions but the model has "
             f"max_position_embeddings={config.max_position_embeddings}; pass shorter lengths"
         )
-    return GenerationConfig(
-        decoder_start_token_id=config.decoder_start_token_id,
-        bos_token_id=config.bos_token_id,
-        eos_token_id=config.eos_token_id,
-        pad_token_id=config.pad_token_id,
-        num_beams=1,
-        do_sample=False,
-        min_new_tokens=new_tokens,
-        max_new_tokens=new_tokens,
-        use_cache=use_cache,
-        length_penalty=1.0,
-        early_stopping=False,
-        suppress_tokens=model.generation_config.suppress_tokens,
-    )
+    settings = copy.deepcopy(model.generation_config)  # the model's ids and suppressed tokens
+    settings.update(**fixed_length(1, new_tokens, use_cache))
+    return settings
 
 
 def source_ids(model, batch: int, length: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

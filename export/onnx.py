@@ -156,6 +156,14 @@ def _export_graphs(model: PreTrainedModel, out: Path) -> None:
                 tensors += [layer.keys, layer.values]
         return tensors
 
+    def step(net, mask, input_ids, encoder_hidden_states, cache):
+        """One decoding step of `net` (the graph module's own `model`, so that its weights are the graph's) over
+        the cache, which it extends."""
+        inputs = dict(
+            attention_mask=mask, decoder_input_ids=input_ids, encoder_outputs=(encoder_hidden_states,)
+        )
+        return net(**inputs, cache=cache, use_cache=True)
+
     class Decoder(nn.Module):
         """First step: no cache in; logits, self-attention and cross-attention keys/values out."""
 
@@ -165,13 +173,7 @@ def _export_graphs(model: PreTrainedModel, out: Path) -> None:
 
         def forward(self, encoder_attention_mask, input_ids, encoder_hidden_states):
             cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-            output = self.model(
-                attention_mask=encoder_attention_mask,
-                decoder_input_ids=input_ids,
-                encoder_outputs=(encoder_hidden_states,),
-                cache=cache,
-                use_cache=True,
-            )
+            output = step(self.model, encoder_attention_mask, input_ids, encoder_hidden_states, cache)
             return (output.logits, *flatten(getattr(output, CACHE_FIELD), ("decoder", "encoder")))
 
     class DecoderWithPast(nn.Module):
@@ -187,13 +189,7 @@ def _export_graphs(model: PreTrainedModel, out: Path) -> None:
             cache = EncoderDecoderCache(self_cache, cross_cache)
             # every cross-attention reads its cached keys/values: the encoder output is an empty (B, S, 0) stand-in
             placeholder = past[2].new_zeros((past[2].shape[0], past[2].shape[2], 0))
-            output = self.model(
-                attention_mask=encoder_attention_mask,
-                decoder_input_ids=input_ids,
-                encoder_outputs=(placeholder,),
-                cache=cache,
-                use_cache=True,
-            )
+            output = step(self.model, encoder_attention_mask, input_ids, placeholder, cache)
             return (output.logits, *flatten(getattr(output, CACHE_FIELD), ("decoder",)))
 
     batch, source, target, cached = 2, 5, 3, 4

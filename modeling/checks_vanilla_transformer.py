@@ -235,19 +235,25 @@ def input_shape(ids: torch.Tensor | None, embeds: torch.Tensor | None) -> tuple[
 
 
 def check_labels(
-    labels: torch.Tensor, vocab_size: int, positions: tuple[int, int] | None, name: str, fix: str = ""
+    labels: torch.Tensor,
+    vocab_size: int,
+    positions: tuple[int, int] | None,
+    name: str,
+    fix: str = "",
+    argument: str = "labels",
 ) -> None:
     """The one labels check of every LM head: `labels` is a (B, L) integer tensor of token ids in
     [0, vocab_size) or IGNORE_INDEX (-100), with the shape `positions` of the input it scores (`name`), unless
-    that is None (labels that become the input themselves). `fix` is appended to the shape message."""
+    that is None (labels that become the input themselves). `fix` is appended to the shape message; `argument`
+    is the name the messages give the labels (e.g. "shift_labels")."""
     if not isinstance(labels, torch.Tensor):
-        raise ValueError(f"labels must be a torch tensor of token ids, got {type(labels).__name__}")
+        raise ValueError(f"{argument} must be a torch tensor of token ids, got {type(labels).__name__}")
     if positions is not None and tuple(labels.shape) != tuple(positions):
         raise ValueError(
-            f"labels have shape {tuple(labels.shape)} but the model scores {tuple(positions)} positions; pass "
-            f"labels of the same shape as {name}{fix}"
+            f"{argument} have shape {tuple(labels.shape)} but the model scores {tuple(positions)} positions; pass "
+            f"{argument} of the same shape as {name}{fix}"
         )
-    check_token_ids(labels.masked_fill(labels == IGNORE_INDEX, 0), vocab_size, "labels")
+    check_token_ids(labels.masked_fill(labels == IGNORE_INDEX, 0), vocab_size, argument)
 
 
 class MaskMemo:

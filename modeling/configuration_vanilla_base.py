@@ -3,7 +3,9 @@ dropouts, residual-block order, positions, embeddings, initialisation, special i
 paper defaults and their validation.
 
 `VanillaConfigBase` rejects unknown keys with the closest field name and reports every invalid value at once, in
-one `ValueError`. A family config (`VanillaTransformerConfig`, `VanillaDecoderOnlyConfig`,
+one `ValueError`. Attributes set on a config after construction (which `PretrainedConfig` allows) are saved with
+their names listed under `extra_attributes`, and loading accepts exactly those: a saved config always reloads,
+while a misspelled constructor argument or a key added to config.json by hand is still refused. A family config (`VanillaTransformerConfig`, `VanillaDecoderOnlyConfig`,
 `VanillaEncoderOnlyConfig`) sets only its own fields before calling `VanillaConfigBase.__init__`, and states
 its own checks in `family_problems`.
 """
@@ -72,16 +74,24 @@ def config_arguments(config_class: type) -> list[str]:
     return names
 
 
-def reject_unknown_fields(config_class: type, extra: dict, model: str = "") -> None:
-    """Keys of ``extra`` (a config's leftover keyword arguments) that are neither arguments of the config (see
-    `config_arguments`) nor generic `PretrainedConfig` fields raise `ValueError` with the closest field: a
-    misspelled `d_modle` must not silently become a no-op. ``model`` names the family in the message (e.g.
-    "a decoder-only model")."""
+# config.json key listing the attributes set on a config after construction, which loading accepts
+EXTRA_ATTRIBUTES = "extra_attributes"
+
+
+def unknown_fields(config_class: type, keys) -> list[str]:
+    """The ``keys`` that are neither arguments of the config (see `config_arguments`), nor generic
+    `PretrainedConfig` fields, nor private (a leading underscore)."""
     ours = config_arguments(config_class)
-    generic = _generic_config_fields()
-    for key in extra:
-        if key in ours or key in generic or key.startswith("_"):
-            continue
+    generic = _generic_config_fields() | {EXTRA_ATTRIBUTES}
+    return [key for key in keys if key not in ours and key not in generic and not key.startswith("_")]
+
+
+def reject_unknown_fields(config_class: type, extra: dict, model: str = "") -> None:
+    """Keys of ``extra`` (a config's leftover keyword arguments) that are `unknown_fields` raise `ValueError` with
+    the closest field: a misspelled `d_modle` must not silently become a no-op. ``model`` names the family in the
+    message (e.g. "a decoder-only model")."""
+    ours = config_arguments(config_class)
+    for key in unknown_fields(config_class, extra):
         close = difflib.get_close_matches(key, ours, n=1, cutoff=0.7)
         hint = f"did you mean {close[0]!r}?" if close else f"known fields: {', '.join(ours)}"
         raise ValueError(f"unknown config field {key!r}{f' for {model}' if model else ''}: {hint}")
@@ -259,7 +269,9 @@ class VanillaConfigBase(PretrainedConfig):
         self.init_std = init_std
         self.linear_init_std = linear_init_std
         self.resolve_defaults()
-        reject_unknown_fields(type(self), kwargs, self.family)
+        # attributes that were set after construction when this config was saved (see `to_dict`)
+        extra_attributes = set(kwargs.pop(EXTRA_ATTRIBUTES, None) or ())
+        reject_unknown_fields(type(self), [key for key in kwargs if key not in extra_attributes], self.family)
         self.validate_architecture(check_ids=False)  # sizes first: transformers' own checks assume ints
         super().__init__(
             pad_token_id=pad_token_id,
@@ -294,6 +306,16 @@ class VanillaConfigBase(PretrainedConfig):
         problems += self.family_problems(check_ids and not problems)
         if problems:
             raise ValueError(f"Invalid {type(self).__name__}: " + "; ".join(problems) + ".")
+
+    def to_dict(self) -> dict:
+        """`PretrainedConfig.to_dict` (what `save_pretrained` writes), plus `extra_attributes`: the names of the
+        attributes set after construction, so that loading accepts them (and only them) besides the fields."""
+        values = super().to_dict()
+        values.pop(EXTRA_ATTRIBUTES, None)
+        extra = unknown_fields(type(self), values)
+        if extra:
+            values[EXTRA_ATTRIBUTES] = sorted(extra)
+        return values
 
     @property
     def embedding_init_std(self) -> float:

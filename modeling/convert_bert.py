@@ -21,7 +21,12 @@ from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassificat
 
 from .configuration_vanilla_base import ACTIVATIONS
 from .configuration_vanilla_encoder_only import BERT, VanillaEncoderOnlyConfig
-from .convert_common import load_converted_weights, read_source_config, write_converted_folder
+from .convert_common import (
+    load_converted_weights,
+    read_source_config,
+    tying_init_and_ids,
+    write_converted_folder,
+)
 from .modeling_vanilla_encoder_only import (
     VanillaEncoderOnlyForMaskedLM,
     VanillaEncoderOnlyForSequenceClassification,
@@ -93,13 +98,10 @@ def config_from_bert(bert: BertConfig) -> VanillaEncoderOnlyConfig:
         attention_dropout=float(bert.attention_probs_dropout_prob),
         activation_dropout=0.0,
         max_position_embeddings=bert.max_position_embeddings,
-        tie_word_embeddings=bool(bert.tie_word_embeddings),
         classifier_dropout=None if bert.classifier_dropout is None else float(bert.classifier_dropout),
-        init_std=bert.initializer_range,
-        linear_init_std=bert.initializer_range,
-        pad_token_id=bert.pad_token_id if bert.pad_token_id is not None else 0,
-        bos_token_id=bert.bos_token_id,
-        eos_token_id=bert.eos_token_id,
+        **tying_init_and_ids(
+            bert, bert.initializer_range, bert.pad_token_id if bert.pad_token_id is not None else 0
+        ),
         num_labels=bert.num_labels,
         id2label=bert.id2label,
         label2id=bert.label2id,

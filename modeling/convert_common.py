@@ -1,5 +1,5 @@
 """What the converters (convert_marian.py, convert_gpt2.py, convert_bert.py) share: reading the source folder's
-config, loading the renamed weights into our model, and writing the converted folder.
+config, the config fields every source maps the same way (`tying_init_and_ids`), loading the renamed weights into our model, and writing the converted folder.
 
 One rule for the files of a source folder: the configs (`config.json`, `generation_config.json`) and the weight
 files (any `WEIGHT_SUFFIXES` name: PyTorch, safetensors and their shard indexes, TensorFlow, Flax, ONNX, ...) are
@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import torch
-from transformers import PreTrainedModel
+from transformers import PretrainedConfig, PreTrainedModel
 
 from .export import save_with_remote_code
 
@@ -24,6 +24,20 @@ WEIGHT_SUFFIXES = (".bin", ".safetensors", ".h5", ".msgpack", ".ckpt", ".index.j
 def is_replaced(name: str) -> bool:
     """Whether the conversion replaces the source file `name` (a config or weights) instead of copying it."""
     return name in REPLACED_FILES or name.endswith(WEIGHT_SUFFIXES)
+
+
+def tying_init_and_ids(source: PretrainedConfig, init_std: float, pad_token_id: int | None) -> dict:
+    """The fields of our config that every source config gives the same way: output tying as the source's,
+    `init_std` for both the embeddings and the linear layers (transformers' models use one std for both), and the
+    special ids (`pad_token_id` as given: the sources differ in what a missing pad id means)."""
+    return {
+        "tie_word_embeddings": bool(source.tie_word_embeddings),
+        "init_std": float(init_std),
+        "linear_init_std": float(init_std),
+        "pad_token_id": pad_token_id,
+        "bos_token_id": source.bos_token_id,
+        "eos_token_id": source.eos_token_id,
+    }
 
 
 def read_source_config(folder: Path, model_type: str, name: str, expected: str) -> dict:

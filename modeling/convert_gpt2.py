@@ -23,7 +23,12 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.utils import logging
 
 from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig
-from .convert_common import load_converted_weights, read_source_config, write_converted_folder
+from .convert_common import (
+    load_converted_weights,
+    read_source_config,
+    tying_init_and_ids,
+    write_converted_folder,
+)
 from .modeling_vanilla_decoder_only import VanillaDecoderOnlyForCausalLM, causal_lm_generation_config
 
 logger = logging.get_logger(__name__)
@@ -63,13 +68,8 @@ def config_from_gpt2(gpt2: GPT2Config) -> VanillaDecoderOnlyConfig:
         position_encoding="learned",
         max_position_embeddings=gpt2.n_positions,
         scale_embedding=False,
-        tie_word_embeddings=bool(gpt2.tie_word_embeddings),
         output_bias=False,
-        init_std=float(gpt2.initializer_range),
-        linear_init_std=float(gpt2.initializer_range),
-        pad_token_id=gpt2.pad_token_id,
-        bos_token_id=gpt2.bos_token_id,
-        eos_token_id=gpt2.eos_token_id,
+        **tying_init_and_ids(gpt2, gpt2.initializer_range, gpt2.pad_token_id),
     )
 
 

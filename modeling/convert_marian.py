@@ -17,7 +17,12 @@ import torch
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .convert_common import load_converted_weights, read_source_config, write_converted_folder
+from .convert_common import (
+    load_converted_weights,
+    read_source_config,
+    tying_init_and_ids,
+    write_converted_folder,
+)
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 
@@ -46,13 +51,8 @@ def config_from_marian(marian: MarianConfig) -> VanillaTransformerConfig:
         max_position_embeddings=marian.max_position_embeddings,
         scale_embedding=bool(marian.scale_embedding),
         share_encoder_decoder_embeddings=bool(marian.share_encoder_decoder_embeddings),
-        tie_word_embeddings=bool(marian.tie_word_embeddings),
         output_bias=True,
-        init_std=marian.init_std,
-        linear_init_std=marian.init_std,
-        pad_token_id=marian.pad_token_id,
-        bos_token_id=marian.bos_token_id,
-        eos_token_id=marian.eos_token_id,
+        **tying_init_and_ids(marian, marian.init_std, marian.pad_token_id),
         decoder_start_token_id=marian.decoder_start_token_id,
     )
 

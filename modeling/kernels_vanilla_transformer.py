@@ -308,3 +308,14 @@ def smoothed_cross_entropy(
     return _SmoothedCrossEntropy.apply(
         logits.reshape(-1, logits.shape[-1]).float(), target.reshape(-1), keep.reshape(-1), float(epsilon)
     )
+
+
+def token_loss(
+    logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None
+) -> torch.Tensor:
+    """The loss of every LM head: the cross entropy of (..., V) logits against (...) labels, summed over the
+    labelled positions (not IGNORE_INDEX) and divided by `num_items_in_batch` (Trainer's count of them in all the
+    batches of one update), or by this batch's count when it is None: the mean. NaN when nothing is labelled."""
+    loss_sum, _ = smoothed_cross_entropy(logits, labels)
+    count = (labels != IGNORE_INDEX).sum() if num_items_in_batch is None else num_items_in_batch
+    return loss_sum / count

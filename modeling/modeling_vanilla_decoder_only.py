@@ -43,7 +43,7 @@ from .checks_vanilla_transformer import (
     input_shape,
 )
 from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig
-from .kernels_vanilla_transformer import IGNORE_INDEX, Linear, linear, smoothed_cross_entropy
+from .kernels_vanilla_transformer import IGNORE_INDEX, Linear, linear, token_loss
 from .masks_vanilla_transformer import decoder_self_attention_mask, without_padding
 from .modeling_vanilla_transformer import (
     VanillaTransformerPreTrainedModel,
@@ -51,7 +51,7 @@ from .modeling_vanilla_transformer import (
     attention_backend,
 )
 from .positions_vanilla_transformer import build_position_ids
-from .stack_vanilla_transformer import VanillaTransformerStack, auto_map_of
+from .stack_vanilla_transformer import VanillaTransformerStack, auto_map_of, output_options
 
 # ----------------------------------------------------------------------------------------------------------------
 # The layer: the paper's decoder layer without encoder-decoder attention
@@ -113,9 +113,8 @@ class VanillaDecoderOnlyModel(VanillaDecoderOnlyPreTrainedModel, VanillaTransfor
     LayerNorm of pre-LN; returns the (B, T, C) states (no output projection)."""
 
     def __init__(self, config: VanillaDecoderOnlyConfig):
-        embed_tokens = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
         super().__init__(config)
-        self.init_stack(config, embed_tokens, config.decoder_attention_heads)
+        self.init_stack(config, config.vocab_size, config.decoder_attention_heads)
         self.layers = nn.ModuleList(
             [VanillaDecoderOnlyLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
         )
@@ -141,8 +140,9 @@ class VanillaDecoderOnlyModel(VanillaDecoderOnlyPreTrainedModel, VanillaTransfor
         `StaticCache`) that self-attention K/V are appended to (one is created with `use_cache` and no cache).
         `past_key_values` is the 5.23 name of `cache`. Returns (B, T, C) states."""
         cache = given_cache(cache, past_key_values)
-        output_attentions = bool(output_attentions)
-        output_hidden_states = bool(output_hidden_states)
+        output_attentions, output_hidden_states, return_dict = output_options(
+            self.config, output_attentions, output_hidden_states, return_dict
+        )
         use_cache = self.config.use_cache if use_cache is None else use_cache
         shape = check_inputs(input_ids, inputs_embeds, self.config.vocab_size, "input_ids")
         cache = self_attention_cache(cache, use_cache, self.config)
@@ -177,7 +177,7 @@ class VanillaDecoderOnlyModel(VanillaDecoderOnlyPreTrainedModel, VanillaTransfor
             attentions=attentions,
             **cache_output(cache, use_cache),
         )
-        return output if return_dict is not False else output.to_tuple()
+        return output if return_dict else output.to_tuple()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -253,17 +253,29 @@ class VanillaDecoderOnlyForCausalLM(VanillaDecoderOnlyPreTrainedModel, Generatio
         past_key_values: Cache | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
         logits_to_keep: int = 0,
+        shift_labels: torch.Tensor | None = None,
         **kwargs,
     ) -> CausalLMOutputWithPast | tuple:
         """Like `VanillaDecoderOnlyModel.forward`, plus `labels` (B, T), the same shape as `input_ids` (usually
         `input_ids` itself with IGNORE_INDEX on padding, and on the prompt for answer-only fine-tuning): the logits
         at position t are scored against `labels[:, t + 1]`. `loss` is the token cross-entropy summed over the
         scored positions (`labels[:, 1:] != IGNORE_INDEX`) and divided by `num_items_in_batch` (Trainer's count of
-        them in all the batches of one update), or by this batch's count when it is None: the mean. Returns
-        `logits` (B, T, V), or of the last `logits_to_keep` positions only (generate() asks for 1)."""
-        if labels is not None:
-            shape = input_shape(input_ids, inputs_embeds)
+        them in all the batches of one update), or by this batch's count when it is None: the mean.
+        `shift_labels` (B, T) are targets already shifted, as sequence- and context-parallel training passes them
+        (each shard holds the targets of its own positions): the logits at t are scored against
+        `shift_labels[:, t]`, and `labels` are then not read. Returns `logits` (B, T, V), or of the last
+        `logits_to_keep` positions only (generate() asks for 1)."""
+        output_attentions, output_hidden_states, return_dict = output_options(
+            self.config, output_attentions, output_hidden_states, return_dict
+        )
+        shape = input_shape(input_ids, inputs_embeds)
+        if shift_labels is not None:
+            check_labels(
+                shift_labels, self.config.vocab_size, shape, "input_ids", " (already shifted)", "shift_labels"
+            )
+        elif labels is not None:
             check_labels(labels, self.config.vocab_size, shape, "input_ids", " (the model shifts them)")
+        if labels is not None or shift_labels is not None:
             use_cache = False
             logits_to_keep = 0
         outputs = self.model(
@@ -275,20 +287,22 @@ class VanillaDecoderOnlyForCausalLM(VanillaDecoderOnlyPreTrainedModel, Generatio
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         hidden_states = outputs.last_hidden_state
         if logits_to_keep:
             hidden_states = hidden_states[:, -logits_to_keep:]  # (B, T', C)
         logits = linear(hidden_states, self.lm_head.weight, self.final_logits_bias)  # (B, T, V)
         loss = None
-        if labels is not None:
-            targets = labels[:, 1:]  # (B, T - 1): the token after each position
-            loss_sum, _ = smoothed_cross_entropy(logits[:, :-1], targets)
-            count = (targets != IGNORE_INDEX).sum() if num_items_in_batch is None else num_items_in_batch
-            loss = loss_sum / count  # NaN when nothing is scored
+        if shift_labels is not None:
+            targets, scored = shift_labels, logits  # (B, T): the targets of every position, as given
+        elif labels is not None:
+            targets, scored = labels[:, 1:], logits[:, :-1]  # (B, T - 1): the token after each position
+        if labels is not None or shift_labels is not None:
+            loss = token_loss(scored, targets, num_items_in_batch)
         passed = {name: value for name, value in outputs.items() if name != "last_hidden_state"}
         output = CausalLMOutputWithPast(loss=loss, logits=logits, **passed)
-        return output.to_tuple() if return_dict is False else output
+        return output if return_dict else output.to_tuple()
 
 
 # ----------------------------------------------------------------------------------------------------------------

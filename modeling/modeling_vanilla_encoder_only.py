@@ -1,8 +1,8 @@
 """The encoder-only Transformer (the BERT family), built from the encoder-decoder's blocks, in paper order.
 
-embeddings (tokens, positions, token types) -> encoder layers (VanillaTransformerEncoderLayer: attention,
-feed-forward, residual blocks) -> pretrained base -> VanillaEncoderOnlyModel -> ...ForMaskedLM (masked-LM head)
-and ...ForSequenceClassification (pooler + classifier)
+pretrained base -> embeddings (tokens, positions, token types) and encoder layers (VanillaTransformerEncoder and
+its VanillaTransformerEncoderLayer: attention, feed-forward, residual blocks) -> VanillaEncoderOnlyModel ->
+...ForMaskedLM (masked-LM head) and ...ForSequenceClassification (pooler + classifier)
 
 Attention is bidirectional: every token sees every real token of its sequence; padding is masked as keys through
 `build_attention_mask` (one additive mask per forward pass, see modeling_vanilla_transformer.py for its
@@ -28,80 +28,11 @@ from torch.nn import functional as F
 from transformers.activations import ACT2FN
 from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput, SequenceClassifierOutput
 
-from .checks_vanilla_transformer import (
-    check_labels,
-    check_position_ids,
-    check_stack_inputs,
-    check_token_type_ids,
-    input_shape,
-)
+from .checks_vanilla_transformer import check_labels, input_shape
 from .configuration_vanilla_encoder_only import PROBLEM_TYPES, VanillaEncoderOnlyConfig
-from .kernels_vanilla_transformer import IGNORE_INDEX, Linear, apply_dropout, smoothed_cross_entropy
-from .masks_vanilla_transformer import build_attention_mask, without_padding
-from .modeling_vanilla_transformer import VanillaTransformerEncoderLayer, VanillaTransformerPreTrainedModel
-from .positions_vanilla_transformer import build_position_ids
-from .stack_vanilla_transformer import VanillaTransformerStack, auto_map_of
-
-# ----------------------------------------------------------------------------------------------------------------
-# Embeddings and the stack of encoder layers
-# ----------------------------------------------------------------------------------------------------------------
-
-
-class VanillaEncoderOnlyEncoder(VanillaTransformerPreTrainedModel, VanillaTransformerStack):
-    """The paper's encoder (token embedding, positions, N encoder layers, final norm with pre-LN) plus BERT's
-    embedding options: token-type embeddings (`type_vocab_size`) and a LayerNorm on the summed embeddings
-    (`embedding_layer_norm`)."""
-
-    def __init__(self, config: VanillaEncoderOnlyConfig):
-        super().__init__(config)
-        embed_tokens = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
-        self.init_stack(
-            config,
-            embed_tokens,
-            config.encoder_attention_heads,
-            type_vocab_size=config.type_vocab_size,
-            embedding_layer_norm=config.embedding_layer_norm,
-        )
-        self.layers = nn.ModuleList(
-            [VanillaTransformerEncoderLayer(config) for _ in range(config.encoder_layers)]
-        )
-        self.post_init()
-
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        return_dict: bool = True,
-        **kwargs,
-    ) -> BaseModelOutput | tuple:
-        """input_ids: (B, L); attention_mask: (B, L) 1 = token, 0 = padding. Returns (B, L, C) states."""
-        shape = check_stack_inputs(
-            input_ids, inputs_embeds, attention_mask, self.config.vocab_size, self.config
-        )
-        check_token_type_ids(token_type_ids, shape, self.config.type_vocab_size)
-        check_position_ids(position_ids, shape, self.config)
-        device = (input_ids if input_ids is not None else inputs_embeds).device
-        attention_mask = without_padding(attention_mask)
-        if position_ids is None:
-            position_ids = build_position_ids(attention_mask, 0, shape[1], device)  # (B or 1, L)
-        hidden_states, rotary = self.embed(
-            input_ids, inputs_embeds, position_ids, token_type_ids
-        )  # (B, L, C)
-        mask = build_attention_mask(attention_mask, hidden_states.dtype)  # (B, 1, 1, L) or None
-
-        hidden_states, all_states, (attentions,) = self.run_layers(
-            hidden_states, output_hidden_states, output_attentions, mask, rotary=rotary
-        )
-        output = BaseModelOutput(
-            last_hidden_state=hidden_states, hidden_states=all_states, attentions=attentions
-        )
-        return output if return_dict else output.to_tuple()
-
+from .kernels_vanilla_transformer import Linear, apply_dropout, token_loss
+from .modeling_vanilla_transformer import VanillaTransformerEncoder, VanillaTransformerPreTrainedModel
+from .stack_vanilla_transformer import auto_map_of, output_options
 
 # ----------------------------------------------------------------------------------------------------------------
 # Pretrained base: the encoder-decoder's initialisation, this family's config and auto classes
@@ -136,6 +67,22 @@ class VanillaEncoderOnlyPreTrainedModel(VanillaTransformerPreTrainedModel):
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Embeddings and the stack of encoder layers
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class VanillaEncoderOnlyEncoder(VanillaEncoderOnlyPreTrainedModel, VanillaTransformerEncoder):
+    """The paper's encoder (`VanillaTransformerEncoder`: token embedding, positions, N encoder layers, final norm
+    with pre-LN, the same forward) with this family's config and BERT's embedding options: token-type embeddings
+    (`type_vocab_size`) and a LayerNorm on the summed embeddings (`embedding_layer_norm`)."""
+
+    def __init__(self, config: VanillaEncoderOnlyConfig):
+        super().__init__(
+            config, type_vocab_size=config.type_vocab_size, embedding_layer_norm=config.embedding_layer_norm
+        )
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # The model
 # ----------------------------------------------------------------------------------------------------------------
 
@@ -167,17 +114,17 @@ class VanillaEncoderOnlyModel(VanillaEncoderOnlyPreTrainedModel):
         **kwargs,
     ) -> BaseModelOutput | tuple:
         """input_ids (B, L), attention_mask (B, L), token_type_ids (B, L), position_ids (B or 1, L) -> (B, L, C)
-        states (see the module docstring for the conventions)."""
-        output = self.encoder(
+        states (see the module docstring for the conventions); arguments left as None take the config's values."""
+        return self.encoder(
             input_ids=input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
             position_ids=position_ids,
             inputs_embeds=inputs_embeds,
-            output_attentions=bool(output_attentions),
-            output_hidden_states=bool(output_hidden_states),
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=return_dict,
         )
-        return output.to_tuple() if return_dict is False else output
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -237,6 +184,7 @@ class VanillaEncoderOnlyForMaskedLM(VanillaEncoderOnlyPreTrainedModel):
         where nothing is scored. `loss` is the cross-entropy summed over the scored positions and divided by
         `num_items_in_batch` (Trainer's count of scored positions in all the batches of one update), or by this
         batch's count when it is None: the mean, as `BertForMaskedLM`. Returns `logits` (B, L, V)."""
+        _, _, return_dict = output_options(self.config, output_attentions, output_hidden_states, return_dict)
         if labels is not None:
             fix = " (-100 where nothing is predicted)"
             check_labels(
@@ -250,20 +198,17 @@ class VanillaEncoderOnlyForMaskedLM(VanillaEncoderOnlyPreTrainedModel):
             inputs_embeds=inputs_embeds,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         hidden_states = outputs.last_hidden_state  # (B, L, C)
         if self.lm_transform is not None:
             hidden_states = self.lm_transform(hidden_states)
         logits = self.lm_head(hidden_states)  # (B, L, V)
-        loss = None
-        if labels is not None:
-            loss_sum, _ = smoothed_cross_entropy(logits, labels)
-            count = (labels != IGNORE_INDEX).sum() if num_items_in_batch is None else num_items_in_batch
-            loss = loss_sum / count  # NaN when nothing is labelled
+        loss = token_loss(logits, labels, num_items_in_batch) if labels is not None else None
         output = MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return output.to_tuple() if return_dict is False else output
+        return output if return_dict else output.to_tuple()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -340,6 +285,7 @@ class VanillaEncoderOnlyForSequenceClassification(VanillaEncoderOnlyPreTrainedMo
     ) -> SequenceClassifierOutput | tuple:
         """Like `VanillaEncoderOnlyModel.forward`, plus `labels` (see the class docstring). Returns `logits`
         (B, N)."""
+        _, _, return_dict = output_options(self.config, output_attentions, output_hidden_states, return_dict)
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -348,6 +294,7 @@ class VanillaEncoderOnlyForSequenceClassification(VanillaEncoderOnlyPreTrainedMo
             inputs_embeds=inputs_embeds,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         pooled = self.pooler(outputs.last_hidden_state, attention_mask)  # (B, C)
         logits = self.classifier(apply_dropout(pooled, self.classifier_dropout, self.training))  # (B, N)
@@ -366,7 +313,7 @@ class VanillaEncoderOnlyForSequenceClassification(VanillaEncoderOnlyPreTrainedMo
         output = SequenceClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return output.to_tuple() if return_dict is False else output
+        return output if return_dict else output.to_tuple()
 
 
 # ----------------------------------------------------------------------------------------------------------------

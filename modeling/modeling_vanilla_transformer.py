@@ -61,8 +61,10 @@ from .checks_vanilla_transformer import (
     check_generation_arguments,
     check_inputs,
     check_labels,
+    check_position_ids,
     check_stack_inputs,
     check_token_mask,
+    check_token_type_ids,
     input_shape,
 )
 from .configuration_vanilla_transformer import VanillaTransformerConfig
@@ -73,7 +75,7 @@ from .kernels_vanilla_transformer import (
     apply_dropout,
     linear,
     release_cpu_inference_weights,
-    smoothed_cross_entropy,
+    token_loss,
 )
 from .masks_vanilla_transformer import build_attention_mask, decoder_self_attention_mask, without_padding
 from .pipeline_vanilla_transformer import TASK, TranslationPipeline
@@ -83,7 +85,7 @@ from .positions_vanilla_transformer import (
     apply_rotary,
     build_position_ids,
 )
-from .stack_vanilla_transformer import VanillaTransformerStack, auto_map_of
+from .stack_vanilla_transformer import VanillaTransformerStack, auto_map_of, output_options
 
 # Positions (paper section 3.5, and rotary positions): see positions_vanilla_transformer.py
 
@@ -457,11 +459,21 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
 
 
 class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel, VanillaTransformerStack):
-    """N identical layers of self-attention + feed-forward over the source sentence."""
+    """N identical layers of self-attention + feed-forward over the source sentence, with its own token embedding
+    (the model ties it to the decoder's when they share a vocabulary). `type_vocab_size` token-type embeddings and
+    a LayerNorm on the summed embeddings (`embedding_layer_norm`) are the encoder-only family's options (BERT)."""
 
-    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+    def __init__(
+        self, config: VanillaTransformerConfig, type_vocab_size: int = 0, embedding_layer_norm: bool = False
+    ):
         super().__init__(config)
-        self.init_stack(config, embed_tokens, config.encoder_attention_heads)
+        self.init_stack(
+            config,
+            config.vocab_size,
+            config.encoder_attention_heads,
+            type_vocab_size=type_vocab_size,
+            embedding_layer_norm=embedding_layer_norm,
+        )
         self.layers = nn.ModuleList(
             [VanillaTransformerEncoderLayer(config) for _ in range(config.encoder_layers)]
         )
@@ -472,19 +484,32 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel, VanillaTransf
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        return_dict: bool = True,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
         **kwargs,
     ) -> BaseModelOutput | tuple:
-        """input_ids: (B, S); attention_mask: (B, S) 1 = token, 0 = padding. Returns (B, S, C) states."""
+        """input_ids: (B, S); attention_mask: (B, S) 1 = token, 0 = padding; token_type_ids: (B, S) segment ids
+        (None: type 0; only type 0 without token-type embeddings); position_ids: (B or 1, S), by default counted
+        over the real tokens. Returns (B, S, C) states."""
+        output_attentions, output_hidden_states, return_dict = output_options(
+            self.config, output_attentions, output_hidden_states, return_dict
+        )
         shape = check_stack_inputs(
             input_ids, inputs_embeds, attention_mask, self.config.vocab_size, self.config
         )
+        types = self.token_type_embeddings
+        check_token_type_ids(token_type_ids, shape, types.num_embeddings if types is not None else 0)
+        check_position_ids(position_ids, shape, self.config)
         device = (input_ids if input_ids is not None else inputs_embeds).device
         attention_mask = without_padding(attention_mask)
-        position_ids = build_position_ids(attention_mask, 0, shape[1], device)  # (B or 1, S)
-        hidden_states, rotary = self.embed(input_ids, inputs_embeds, position_ids)  # (B, S, C)
+        if position_ids is None:
+            position_ids = build_position_ids(attention_mask, 0, shape[1], device)  # (B or 1, S)
+        hidden_states, rotary = self.embed(
+            input_ids, inputs_embeds, position_ids, token_type_ids
+        )  # (B, S, C)
         mask = build_attention_mask(attention_mask, hidden_states.dtype)  # (B, 1, 1, S) or None
 
         hidden_states, all_states, (attentions,) = self.run_layers(
@@ -497,11 +522,12 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel, VanillaTransf
 
 
 class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel, VanillaTransformerStack):
-    """N identical layers of masked self-attention, encoder-decoder attention and feed-forward."""
+    """N identical layers of masked self-attention, encoder-decoder attention and feed-forward, with its own token
+    embedding (tied to the encoder's by the model when they share a vocabulary)."""
 
-    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+    def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
-        self.init_stack(config, embed_tokens, config.decoder_attention_heads)
+        self.init_stack(config, config.decoder_vocab_size, config.decoder_attention_heads)
         self.layers = nn.ModuleList(
             [VanillaTransformerDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
         )
@@ -516,15 +542,20 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel, VanillaTransf
         encoder_attention_mask: torch.Tensor | None = None,
         cache: EncoderDecoderCache | None = None,
         inputs_embeds: torch.Tensor | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        return_dict: bool = True,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions | tuple:
         """input_ids: (B, T) new target tokens; attention_mask: (B, K) target token mask over cached + new
         positions, or a 4-D (B, 1, T, K) mask; encoder_hidden_states: (B, S, C); encoder_attention_mask: (B, S).
-        With `use_cache`, self-attention K/V are appended to `cache` and encoder K/V are computed once."""
+        With `use_cache` (None: `config.use_cache`), self-attention K/V are appended to `cache` and encoder K/V are
+        computed once."""
+        output_attentions, output_hidden_states, return_dict = output_options(
+            self.config, output_attentions, output_hidden_states, return_dict
+        )
+        use_cache = self.config.use_cache if use_cache is None else use_cache
         cache = given_cache(cache, kwargs.get("past_key_values"))
         shape = check_inputs(input_ids, inputs_embeds, self.config.decoder_vocab_size, "decoder_input_ids")
         cache = encoder_decoder_cache(cache, use_cache, self.config)
@@ -580,23 +611,28 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
-        pad = config.pad_token_id
         if config.share_encoder_decoder_embeddings:
-            self.shared = nn.Embedding(config.vocab_size, config.d_model, padding_idx=pad)
-            encoder_embed, decoder_embed = self.shared, self.shared
+            # one joint vocabulary: the stacks' embeddings are tied to this one (one parameter, saved once)
+            self.shared = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
             self._tied_weights_keys = {
                 "encoder.embed_tokens.weight": "shared.weight",
                 "decoder.embed_tokens.weight": "shared.weight",
             }
         else:
             self.shared = None
-            encoder_embed = nn.Embedding(config.vocab_size, config.d_model, padding_idx=pad)
-            decoder_embed = nn.Embedding(config.decoder_vocab_size, config.d_model, padding_idx=pad)
             self._tied_weights_keys = None
-        self.encoder = VanillaTransformerEncoder(config, encoder_embed)
-        self.decoder = VanillaTransformerDecoder(config, decoder_embed)
+        self.encoder = VanillaTransformerEncoder(config)
+        self.decoder = VanillaTransformerDecoder(config)
         self._checked_mask = MaskMemo()  # the source mask generate() passes again at every step
         self.post_init()
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict[str, str]:
+        """`PreTrainedModel`'s {target: source} ties, which it declares only with `tie_word_embeddings` (a flag
+        about the output projection): the stacks of one joint vocabulary share `shared` whatever that flag says."""
+        tied = super().get_expanded_tied_weights_keys(all_submodels=all_submodels)
+        if not all_submodels and self._tied_weights_keys:
+            tied = {**self._tied_weights_keys, **tied}
+        return tied
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.encoder.embed_tokens
@@ -627,10 +663,10 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         """Source (B, S) ids + mask and target (B, T) ids -> (B, T, C) decoder states (see the module
         docstring for the mask and cache conventions). `past_key_values` is the 5.23 name of `cache`."""
         cache = given_cache(cache, past_key_values)
-        output_attentions = bool(output_attentions)
-        output_hidden_states = bool(output_hidden_states)
+        output_attentions, output_hidden_states, return_dict = output_options(
+            self.config, output_attentions, output_hidden_states, return_dict
+        )
         use_cache = self.config.use_cache if use_cache is None else use_cache
-        return_dict = True if return_dict is None else return_dict
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError("pass decoder_input_ids (or labels to the model with the LM head)")
 
@@ -641,6 +677,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
                 inputs_embeds=inputs_embeds,
                 output_attentions=output_attentions,
                 output_hidden_states=output_hidden_states,
+                return_dict=True,
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(
@@ -662,6 +699,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         output = Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
@@ -798,6 +836,9 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         shifted right (teacher forcing). `loss` is the token cross-entropy summed over the non-ignored positions
         and divided by `num_items_in_batch` (Trainer's count of labelled positions in all the batches of one
         update), or by this batch's count when it is None: the mean. Returns `logits` (B, T, V)."""
+        output_attentions, output_hidden_states, return_dict = output_options(
+            self.config, output_attentions, output_hidden_states, return_dict
+        )
         if labels is not None:
             shape = input_shape(decoder_input_ids, decoder_inputs_embeds)  # None: the labels become the input
             check_labels(labels, self.config.decoder_vocab_size, shape, "decoder_input_ids")
@@ -816,18 +857,15 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         # the output bias rides in the projection's GEMM (addmm): no second (B, T, V) tensor
         logits = linear(outputs.last_hidden_state, self.lm_head.weight, self.final_logits_bias)  # (B, T, V)
-        loss = None
-        if labels is not None:
-            loss_sum, _ = smoothed_cross_entropy(logits, labels)
-            count = (labels != IGNORE_INDEX).sum() if num_items_in_batch is None else num_items_in_batch
-            loss = loss_sum / count  # NaN when nothing is labelled
+        loss = token_loss(logits, labels, num_items_in_batch) if labels is not None else None
         # every field of the model's output but the decoder states that became logits: cache, states, attentions
         passed = {name: value for name, value in outputs.items() if name != "last_hidden_state"}
         output = Seq2SeqLMOutput(loss=loss, logits=logits, **passed)
-        return output.to_tuple() if return_dict is False else output
+        return output if return_dict else output.to_tuple()
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """What every stack of layers shares (the encoder and the decoder of the encoder-decoder, the encoder-only
 encoder, the decoder-only model): the embeddings (token embedding * scale + positions, optional token types and
-embedding LayerNorm, dropout), running the layers, the final LayerNorm of pre-LN; and the remote-code names of
-classes (`module_file`, `auto_map_of`).
+embedding LayerNorm, dropout), running the layers, the final LayerNorm of pre-LN; the fallback of `forward`'s
+output arguments to the config (`output_options`); and the remote-code names of classes (`module_file`,
+`auto_map_of`).
 
 Shape legend: B batch size, L length of this call, C d_model.
 """
@@ -25,20 +26,25 @@ from .positions_vanilla_transformer import (
 class VanillaTransformerStack:
     """A mixin for a `PreTrainedModel` that holds a stack: `init_stack` creates the embeddings and the final norm
     (call it right after `PreTrainedModel.__init__`, then create `self.layers`), `embed` and `run_layers` are the
-    two halves of the forward pass around the masks."""
+    two halves of the forward pass around the masks.
+
+    Every stack owns its token embedding, so that a stack saved on its own loads on its own; a model whose stacks
+    share one vocabulary ties their embedding weights with `_tied_weights_keys` (transformers' tying, which also
+    reports a checkpoint without the embedding as missing it)."""
 
     def init_stack(
         self,
         config: VanillaConfigBase,
-        embed_tokens: nn.Embedding,
+        vocab_size: int,
         num_heads: int,
         type_vocab_size: int = 0,
         embedding_layer_norm: bool = False,
     ) -> None:
-        """Token embedding `embed_tokens` (* sqrt(d_model) with `scale_embedding`), the positions of
-        `config.position_encoding` (RoPE sized for `num_heads`), `type_vocab_size` token-type embeddings (0: none),
-        a LayerNorm on the summed embeddings (`embedding_layer_norm`), and the final LayerNorm of pre-LN."""
-        self.embed_tokens = embed_tokens
+        """A `vocab_size` token embedding (* sqrt(d_model) with `scale_embedding`, the pad row `pad_token_id`), the
+        positions of `config.position_encoding` (RoPE sized for `num_heads`), `type_vocab_size` token-type
+        embeddings (0: none), a LayerNorm on the summed embeddings (`embedding_layer_norm`), and the final
+        LayerNorm of pre-LN."""
+        self.embed_tokens = nn.Embedding(vocab_size, config.d_model, padding_idx=config.pad_token_id)
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.embed_positions: nn.Module | None = None
         self.rotary_emb: RotaryEmbedding | None = None
@@ -113,6 +119,22 @@ class VanillaTransformerStack:
             all_states += (hidden_states,)
         attentions = tuple(kind if output_attentions else None for kind in zip(*all_weights))
         return hidden_states, all_states, attentions
+
+
+def output_options(
+    config: VanillaConfigBase,
+    output_attentions: bool | None,
+    output_hidden_states: bool | None,
+    return_dict: bool | None,
+) -> tuple[bool, bool, bool]:
+    """transformers' convention for the output arguments of every `forward`: one left as None takes the config's
+    value (`config.output_attentions`, `config.output_hidden_states`, `config.return_dict`); one given wins.
+    Returns (output_attentions, output_hidden_states, return_dict)."""
+    return (
+        bool(config.output_attentions if output_attentions is None else output_attentions),
+        bool(config.output_hidden_states if output_hidden_states is None else output_hidden_states),
+        bool(config.return_dict if return_dict is None else return_dict),
+    )
 
 
 def module_file(obj: type) -> str:

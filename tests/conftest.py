@@ -164,6 +164,16 @@ def perturb_bias_and_layer_norms(model: torch.nn.Module, logits_bias_std: float)
                 module.bias.normal_(0.0, 0.1)
 
 
+def perturb_biases_and_norms(model: torch.nn.Module, std: float = 0.1) -> None:
+    """Draw every bias from N(0, std) and every LayerNorm weight from N(1, std), in place, so that a parity test
+    covers every parameter of a reference model (fresh ones are zeros and ones)."""
+    with torch.no_grad():
+        for module in model.modules():
+            for name, parameter in module.named_parameters(recurse=False):
+                if name == "bias" or (name == "weight" and isinstance(module, torch.nn.LayerNorm)):
+                    parameter.normal_(1.0 if name == "weight" else 0.0, std)
+
+
 def random_batch(vocab: int, batch: int, length: int, seed: int = 0, pad_id: int = 0, min_id: int = 4):
     """(ids, mask) with right padding of random lengths (every row keeps at least one token)."""
     g = torch.Generator().manual_seed(seed)

@@ -13,73 +13,36 @@ from __future__ import annotations
 
 from vanilla_transformer.modeling import VanillaTransformerConfig
 
+
+def symmetric(layers: int, d_model: int, ffn_dim: int, heads: int, dropout: float, **more) -> dict:
+    """The model fields of Table 3's columns (N, d_model, d_ff, h, P_drop), encoder and decoder alike, and `more`."""
+    side = dict(layers=layers, attention_heads=heads, ffn_dim=ffn_dim)
+    stacks = {f"{stack}_{name}": value for stack in ("encoder", "decoder") for name, value in side.items()}
+    return dict(d_model=d_model, **stacks, dropout=dropout, **more)
+
+
+def recipe(max_tokens: int, warmup_steps: int, lr_scale: float, clip_norm: float, **more) -> dict:
+    """Target tokens per batch, warm-up steps, the factor on the schedule's learning rate, gradient clipping (0: off)
+    and `more` (averaging, cooldown, the long-budget rule)."""
+    return dict(
+        max_tokens=max_tokens, warmup_steps=warmup_steps, lr_scale=lr_scale, clip_norm=clip_norm, **more
+    )
+
+
+SHORT = dict(max_position_embeddings=512)  # the shipped corpus's sentences are short
+SMALL_INIT = dict(init_std=0.02, linear_init_std=0.02)
+SMALL_AVERAGING = dict(average_last=5, average_every=200, cooldown=0.2)
+SMALL_LONG_BUDGET = dict(long_budget_epochs=12, long_budget_dropout=0.1)
+
 PRESETS: dict[str, dict] = {
-    "tiny": dict(
-        model=dict(
-            d_model=64,
-            encoder_layers=2,
-            decoder_layers=2,
-            encoder_attention_heads=4,
-            decoder_attention_heads=4,
-            encoder_ffn_dim=128,
-            decoder_ffn_dim=128,
-            dropout=0.1,
-            max_position_embeddings=512,
-        ),
-        recipe=dict(max_tokens=1024, warmup_steps=100, lr_scale=1.0, clip_norm=0.0),
-    ),
+    "tiny": dict(model=symmetric(2, 64, 128, 4, 0.1, **SHORT), recipe=recipe(1024, 100, 1.0, 0.0)),
     "small": dict(
-        model=dict(
-            d_model=256,
-            encoder_layers=3,
-            decoder_layers=3,
-            encoder_attention_heads=4,
-            decoder_attention_heads=4,
-            encoder_ffn_dim=1024,
-            decoder_ffn_dim=1024,
-            dropout=0.0,
-            max_position_embeddings=512,
-            init_std=0.02,
-            linear_init_std=0.02,
-        ),
-        recipe=dict(
-            max_tokens=1024,
-            warmup_steps=450,
-            lr_scale=0.6,
-            clip_norm=1.0,
-            average_last=5,
-            average_every=200,
-            cooldown=0.2,
-            long_budget_epochs=12,
-            long_budget_dropout=0.1,
-        ),
+        model=symmetric(3, 256, 1024, 4, 0.0, **SHORT, **SMALL_INIT),
+        recipe=recipe(1024, 450, 0.6, 1.0, **SMALL_AVERAGING, **SMALL_LONG_BUDGET),
     ),
-    "base": dict(
-        model=dict(
-            d_model=512,
-            encoder_layers=6,
-            decoder_layers=6,
-            encoder_attention_heads=8,
-            decoder_attention_heads=8,
-            encoder_ffn_dim=2048,
-            decoder_ffn_dim=2048,
-            dropout=0.1,
-        ),
-        recipe=dict(max_tokens=25000, warmup_steps=4000, lr_scale=1.0, clip_norm=0.0),
-    ),
-    "big": dict(
-        model=dict(
-            d_model=1024,
-            encoder_layers=6,
-            decoder_layers=6,
-            encoder_attention_heads=16,
-            decoder_attention_heads=16,
-            encoder_ffn_dim=4096,
-            decoder_ffn_dim=4096,
-            dropout=0.3,
-        ),
-        recipe=dict(max_tokens=25000, warmup_steps=4000, lr_scale=1.0, clip_norm=0.0),
-    ),
+    # the paper's (Table 3; §5.1-5.4: 25k-token batches, 4000 warm-up steps, no clipping)
+    "base": dict(model=symmetric(6, 512, 2048, 8, 0.1), recipe=recipe(25000, 4000, 1.0, 0.0)),
+    "big": dict(model=symmetric(6, 1024, 4096, 16, 0.3), recipe=recipe(25000, 4000, 1.0, 0.0)),
 }
 
 

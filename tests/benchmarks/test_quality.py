@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers.shared import SMALL_CORPUS_FLAGS
 from vanilla_transformer.benchmarks.quality import run_quality_benchmark
 from vanilla_transformer.benchmarks.quality_options import QualityConfig, parse_overrides
 from vanilla_transformer.inference.attention import AttentionMap, cross_attention, plot_attention, tick_labels
@@ -44,24 +45,9 @@ def assert_png(path: Path) -> None:
 def bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench_quality")
     argv = [
-        "--budget_minutes",
-        str(BUDGET_MINUTES),
-        "--preset",
-        "tiny",
-        "--max_lines",
-        "300",
-        "--valid_size",
-        "20",
-        "--test_size",
-        "6",
-        "--vocab_size",
-        "1200",
-        "--eval_every",
-        "15",
-        "--bleu_samples",
-        "2",
-        "--num_threads",
-        "1",
+        *SMALL_CORPUS_FLAGS,
+        *f"--budget_minutes {BUDGET_MINUTES} --preset tiny --vocab_size 1200 --eval_every 15".split(),
+        *"--bleu_samples 2 --num_threads 1".split(),
         "--output_dir",
         str(out),
     ]

@@ -16,34 +16,14 @@ from pathlib import Path
 import pytest
 import sacrebleu
 from conftest import SMALL_RUN_LINES
+from helpers.shared import SMALL_CORPUS_FLAGS, run_checked
 from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus, split_corpus
 from vanilla_transformer.inference import translate
 
 TRAIN_FLAGS = [
-    "--preset",
-    "tiny",
-    "--max_lines",
-    str(SMALL_RUN_LINES),
-    "--valid_size",
-    "20",
-    "--test_size",
-    "6",
-    "--max_steps",
-    "120",
-    "--max_minutes",
-    "none",
-    "--max_tokens",
-    "512",
-    "--vocab_size",
-    "1200",
-    "--eval_every",
-    "1000",
-    "--bleu_samples",
-    "0",
-    "--num_threads",
-    "1",
-    "--report_to",
-    "none",
+    *SMALL_CORPUS_FLAGS,
+    *"--preset tiny --max_steps 120 --max_minutes none --max_tokens 512 --vocab_size 1200".split(),
+    *"--eval_every 1000 --bleu_samples 0 --num_threads 1 --report_to none".split(),
 ]
 SCORE_LINE = re.compile(
     r"^Test BLEU ([\d.]+)  chrF ([\d.]+)  \((\d+) sentences, beam (\d+)(?:, length penalty ([\d.]+))?\)$",
@@ -53,16 +33,7 @@ SCORE_LINE = re.compile(
 
 def run_script(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "vanilla_transformer", name, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=240,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done
+    return run_checked([sys.executable, "-m", "vanilla_transformer", name, *args], cwd, env, timeout=240)
 
 
 def load_evaluate_script():

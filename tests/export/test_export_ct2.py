@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 from conftest import random_batch, tiny_model, tiny_tokenizer
+from helpers.shared import scored_generate
 
 pytest.importorskip("ctranslate2")
 
@@ -59,17 +60,8 @@ def trained_like(tokenizer, **overrides):
 
 def reference(model, ids, mask, num_beams, length_penalty, max_new_tokens, n=1):
     """generate()'s hypotheses (ids after the start token, through </s>) and scores."""
-    out = model.generate(
-        input_ids=ids,
-        attention_mask=mask,
-        num_beams=num_beams,
-        length_penalty=length_penalty,
-        max_new_tokens=max_new_tokens,
-        num_return_sequences=n,
-        output_scores=True,
-        output_logits=True,
-        return_dict_in_generate=True,
-    )
+    settings = dict(num_beams=num_beams, length_penalty=length_penalty, max_new_tokens=max_new_tokens)
+    out = scored_generate(model, ids, mask, num_return_sequences=n, **settings)
     eos = model.config.eos_token_id
     hyps = [row[1 : row.index(eos) + 1] if eos in row[1:] else row[1:] for row in out.sequences.tolist()]
     hyps = [[t for t in h if t != model.config.pad_token_id] for h in hyps]

@@ -21,7 +21,8 @@ ort = pytest.importorskip("onnxruntime")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from conftest import ROOT, random_batch, tiny_model, tiny_tokenizer  # noqa: E402
+from conftest import random_batch, tiny_model, tiny_tokenizer  # noqa: E402
+from helpers.shared import scored_generate  # noqa: E402
 from vanilla_transformer.export.onnx import DECODER_WITH_PAST_FILE, export_onnx, past_names  # noqa: E402
 from vanilla_transformer.inference import translate  # noqa: E402
 from vanilla_transformer.inference.engine_onnx import OnnxTranslator, resolve_decoding, top_k  # noqa: E402
@@ -205,29 +206,14 @@ def test_greedy_and_beam_tokens_equal_generate(exported, name):
     sources = source_lists(ids, mask)
     eos = model.config.eos_token_id
     for beams, penalty, count in ((1, 1.0, 1), (4, 0.6, 1), (4, 1.5, 2)):
-        with torch.no_grad():
-            out = model.generate(
-                input_ids=ids,
-                attention_mask=mask,
-                num_beams=beams,
-                length_penalty=penalty,
-                max_new_tokens=12,
-                num_return_sequences=count,
-                return_dict_in_generate=True,
-                output_scores=True,
-            )
-        got = engine.generate_ids(
-            sources, num_beams=beams, length_penalty=penalty, max_new_tokens=12, num_return_sequences=count
+        settings = dict(
+            num_beams=beams, length_penalty=penalty, max_new_tokens=12, num_return_sequences=count
         )
+        out = scored_generate(model, ids, mask, **settings)
+        got = engine.generate_ids(sources, **settings)
         hypotheses = generated(out.sequences, eos)
         assert [hyp for hyps in got for hyp in hyps] == hypotheses, (beams, penalty)
-        decoding = resolve_decoding(
-            engine.generation_config,
-            num_beams=beams,
-            length_penalty=penalty,
-            max_new_tokens=12,
-            num_return_sequences=count,
-        )
+        decoding = resolve_decoding(engine.generation_config, **settings)
         _, scores = engine.search(*engine.pad_sources(sources), decoding)
         if beams > 1:
             expected = out.sequences_scores.numpy()

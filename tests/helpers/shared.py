@@ -1,5 +1,6 @@
 """Small helpers that several test folders use: a word-level tokenizer for the tiny models, the translate command
-run in this process, and fresh interpreters that cannot import the package (remote code only)."""
+run in this process, the command-line form of the small run's corpus, checked subprocesses, and fresh interpreters
+that cannot import the package (remote code only)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import random_batch
+import torch
+from conftest import SMALL_RUN_LINES, random_batch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
@@ -55,7 +57,26 @@ CODE_FILES = (
     "pipeline_vanilla_transformer.py",
 )
 SRC, MASK = random_batch(97, 2, 7, seed=61)
+# small_run_options' corpus as command-line flags: the first 300 lines of the shipped corpus, 20 validation, 6 test
+SMALL_CORPUS_FLAGS = f"--max_lines {SMALL_RUN_LINES} --valid_size 20 --test_size 6".split()
 TEXT = "w5 w9 w17 w33"
+
+
+def scored_generate(model, ids: torch.Tensor, mask: torch.Tensor, **decoding):
+    """generate() on the batch with `decoding`, returning its dict output with the processed scores and the raw
+    logits of every step (the reference an exported engine's ids and scores are compared with)."""
+    scored = dict(output_scores=True, output_logits=True, return_dict_in_generate=True)
+    return model.generate(input_ids=ids, attention_mask=mask, **scored, **decoding)
+
+
+def run_checked(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """Run `args` (stdout and stderr captured as text; `env` defaults to this process's) and assert that it exits
+    with status 0, showing the end of its stderr when it does not."""
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
 
 
 def run_python(code: str, cwd: Path, block_project: bool = True, env: dict[str, str] | None = None) -> str:
@@ -64,13 +85,5 @@ def run_python(code: str, cwd: Path, block_project: bool = True, env: dict[str, 
     (so no remote-code module cached by another process is reused)."""
     if env is None:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(cwd / "hf-home")}
-    result = subprocess.run(
-        [sys.executable, "-c", (BLOCK_PROJECT if block_project else "") + textwrap.dedent(code)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+    code = (BLOCK_PROJECT if block_project else "") + textwrap.dedent(code)
+    return run_checked([sys.executable, "-c", code], cwd, env).stdout

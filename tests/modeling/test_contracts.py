@@ -32,19 +32,21 @@ VOCAB = 61
 IDS, MASK = random_batch(VOCAB, 2, 6, seed=3)
 
 
-def family_config(family: str, **overrides):
-    """A tiny config of `family` ("encoder-decoder", "decoder-only", "encoder-only")."""
+def family_config(family: str, attn: str = "sdpa", **overrides):
+    """A tiny config of `family` ("encoder-decoder", "decoder-only", "encoder-only") with `attn` attention."""
     if family == "encoder-decoder":
-        return tiny_config(vocab_size=VOCAB, **overrides)
+        config = tiny_config(vocab_size=VOCAB, **overrides)
+        config._attn_implementation = attn
+        return config
     config_class = VanillaDecoderOnlyConfig if family == "decoder-only" else VanillaEncoderOnlyConfig
     side = "decoder" if family == "decoder-only" else "encoder"
-    return tiny_family_config(config_class, side, 32, vocab_size=VOCAB, **overrides)
+    return tiny_family_config(config_class, side, 32, attn, vocab_size=VOCAB, **overrides)
 
 
 def inputs_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     batch = {"input_ids": IDS, "attention_mask": MASK}
     if model.config.is_encoder_decoder:
-        batch["decoder_input_ids"] = IDS[:, :4]
+        batch["decoder_input_ids"] = IDS[:, :4] % model.config.decoder_vocab_size
     return batch
 
 
@@ -61,7 +63,11 @@ MODELS = [
 
 
 def attention_fields(output) -> list[str]:
-    return [name for name in ("attentions", "decoder_attentions", "cross_attentions", "encoder_attentions") if name in output]
+    return [
+        name
+        for name in ("attentions", "decoder_attentions", "cross_attentions", "encoder_attentions")
+        if name in output
+    ]
 
 
 # ------------------------------------------------------------------------------ output flags fall back to the config
@@ -82,7 +88,9 @@ def test_output_flags_left_as_none_take_the_config_values(model_class, family):
         assert output[name] is not None and len(output[name]) == (
             config.encoder_layers if name == "encoder_attentions" else layers
         ), name
-    states = [name for name in ("hidden_states", "decoder_hidden_states", "encoder_hidden_states") if name in output]
+    states = [
+        name for name in ("hidden_states", "decoder_hidden_states", "encoder_hidden_states") if name in output
+    ]
     assert states and all(output[name] is not None for name in states)
 
     # an argument given explicitly wins over the config
@@ -148,10 +156,18 @@ def test_a_config_without_attributes_set_later_writes_no_list_of_them(tmp_path):
             "encoder-decoder",
             {"share_encoder_decoder_embeddings": False, "decoder_vocab_size": 50},
         ),
+        (VanillaTransformerForConditionalGeneration, "encoder-decoder", {"tie_word_embeddings": False}),
         (VanillaDecoderOnlyForCausalLM, "decoder-only", {}),
         (VanillaEncoderOnlyForMaskedLM, "encoder-only", {}),
     ],
-    ids=["seq2seq-shared", "seq2seq-base", "seq2seq-separate", "decoder-only", "encoder-only"],
+    ids=[
+        "seq2seq-shared",
+        "seq2seq-base",
+        "seq2seq-separate",
+        "seq2seq-untied-output",
+        "decoder-only",
+        "encoder-only",
+    ],
 )
 def test_a_checkpoint_without_the_embedding_reports_it_missing_and_initialises_it(
     tmp_path, model_class, family, overrides
@@ -172,13 +188,18 @@ def test_a_checkpoint_without_the_embedding_reports_it_missing_and_initialises_i
     assert torch.isfinite(model(**inputs_of(model))[0]).all()
 
 
-def test_shared_embeddings_stay_one_parameter():
-    model = VanillaTransformerForConditionalGeneration(family_config("encoder-decoder"))
-    shared = model.model.shared.weight
-    assert model.model.encoder.embed_tokens.weight is shared
-    assert model.model.decoder.embed_tokens.weight is shared
-    assert model.lm_head.weight is shared
-    assert list(model.state_dict()).count("model.shared.weight") == 1
+@pytest.mark.parametrize("tie_word_embeddings", [True, False])
+def test_shared_embeddings_stay_one_parameter(tmp_path, tie_word_embeddings):
+    config = family_config("encoder-decoder", tie_word_embeddings=tie_word_embeddings)
+    VanillaTransformerForConditionalGeneration(config).save_pretrained(tmp_path)
+    for model in (
+        VanillaTransformerForConditionalGeneration(config),
+        VanillaTransformerForConditionalGeneration.from_pretrained(tmp_path),
+    ):
+        shared = model.model.shared.weight
+        assert model.model.encoder.embed_tokens.weight is shared
+        assert model.model.decoder.embed_tokens.weight is shared
+        assert (model.lm_head.weight is shared) == tie_word_embeddings
 
 
 # ------------------------------------------------------------------------------ shift_labels
@@ -230,7 +251,11 @@ def test_a_stack_saved_on_its_own_loads_on_its_own(tmp_path, family, stack_class
         arguments = {"input_ids": IDS, "attention_mask": MASK}
     else:
         encoded = model.get_encoder()(IDS, MASK).last_hidden_state
-        arguments = {"input_ids": IDS[:, :4], "encoder_hidden_states": encoded, "encoder_attention_mask": MASK}
+        arguments = {
+            "input_ids": IDS[:, :4],
+            "encoder_hidden_states": encoded,
+            "encoder_attention_mask": MASK,
+        }
     torch.testing.assert_close(
         loaded.eval()(**arguments).last_hidden_state, stack(**arguments).last_hidden_state
     )

@@ -21,7 +21,7 @@ from vanilla_transformer.modeling import save_with_remote_code
 @pytest.fixture(scope="module")
 def original():
     """The model (created from its config) and tokenizer every folder below was saved from."""
-    return tiny_model(seed=67), word_tokenizer()  # a seed whose greedy, beam-3 and beam-4 outputs all differ
+    return tiny_model(seed=62), word_tokenizer()  # a seed whose greedy, beam-3 and beam-4 outputs all differ
 
 
 @pytest.fixture(scope="module")

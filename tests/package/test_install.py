@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from helpers.shared import SMALL_CORPUS_FLAGS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -133,37 +134,10 @@ def test_the_command_trains_and_translates_outside_the_checkout(installed, tmp_p
     train = [
         command,
         "train",
-        "--preset",
-        "tiny",
-        "--max_steps",
-        "20",
-        "--max_minutes",
-        "none",
-        "--max_lines",
-        "300",
-        "--valid_size",
-        "20",
-        "--test_size",
-        "6",
-        "--vocab_size",
-        "400",
-        "--max_tokens",
-        "512",
-        "--eval_every",
-        "100",
-        "--bleu_samples",
-        "0",
-        "--report_to",
-        "none",
-        "--num_threads",
-        "1",
-        "--no_tune_cpu_allocator",
-        "--test_beams",
-        "1",
-        "--length_penalty",
-        "1.0",
-        "--output_dir",
-        "out",
+        *SMALL_CORPUS_FLAGS,
+        *"--preset tiny --max_steps 20 --max_minutes none --vocab_size 400 --max_tokens 512 --eval_every 100".split(),
+        *"--bleu_samples 0 --report_to none --num_threads 1 --no_tune_cpu_allocator".split(),
+        *"--test_beams 1 --length_penalty 1.0 --output_dir out".split(),
     ]
     trained = run_in(env_dir, train, work, tmp_path)
     assert trained.returncode == 0, trained.stderr[-3000:]

@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from conftest import perturb_biases_and_norms
 from transformers import (
     AutoModelForMaskedLM,
     AutoModelForSequenceClassification,
@@ -75,10 +76,7 @@ def perturbed(bert: torch.nn.Module, seed: int) -> torch.nn.Module:
     """`bert` in eval mode with random biases and LayerNorm parameters (fresh ones are zeros and ones), so that
     parity covers every parameter."""
     torch.manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in bert.named_parameters():
-            if name.endswith("bias") or "LayerNorm" in name:
-                parameter.normal_(1.0 if name.endswith("LayerNorm.weight") else 0.0, 0.1)
+    perturb_biases_and_norms(bert)
     return bert.eval()
 
 

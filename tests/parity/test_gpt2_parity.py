@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from conftest import perturb_biases_and_norms
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
     AutoModelForCausalLM,
@@ -57,14 +58,10 @@ def make_gpt2(index: int, attn: str = "sdpa") -> GPT2LMHeadModel:
     config._attn_implementation = attn
     torch.manual_seed(200 + index)
     gpt2 = GPT2LMHeadModel(config).eval()
+    perturb_biases_and_norms(gpt2)
     with torch.no_grad():
-        for name, parameter in gpt2.named_parameters():
-            if name.endswith("bias"):
-                parameter.normal_(0.0, 0.1)
-            elif ".ln_" in name:
-                parameter.normal_(1.0, 0.1)
-            elif "c_attn" in name:
-                parameter.normal_(0.0, 0.3)
+        for block in gpt2.transformer.h:
+            block.attn.c_attn.weight.normal_(0.0, 0.3)
     return gpt2
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import lzma
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import han_characters_per_token
+from helpers.shared import run_checked
 from transformers import AutoTokenizer, DataCollatorForSeq2Seq
 from vanilla_transformer.modeling import IGNORE_INDEX
 from vanilla_transformer.tokenizer import (
@@ -226,10 +226,7 @@ def test_saved_folder_needs_no_project_code(tok, saved, tmp_path):
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["HF_HUB_OFFLINE"] = "1"
-    out = subprocess.run(
-        [sys.executable, "-I", "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
+    out = run_checked([sys.executable, "-I", "-c", code], tmp_path, env, timeout=60)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["ids"] == tok(texts)["input_ids"]
     assert result["labels"] == tok(texts, text_target=texts, padding=True)["labels"]
@@ -366,25 +363,16 @@ def test_training_is_reproducible_across_processes():
     which changes from process to process (3 trainings on 2,000 verse pairs gave 3 different tokenizers); the
     alphabet is now chosen by frequency then code point, so separate processes train identical tokenizers."""
     code = (
-        "import hashlib, sys; sys.path.insert(0, '.')\n"
-        "from corpus import DEFAULT_DATA, load_parallel_corpus\n"
-        "from tokenizer.bpe import train_bpe_tokenizer\n"
+        "import hashlib\n"
+        "from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus\n"
+        "from vanilla_transformer.tokenizer.bpe import train_bpe_tokenizer\n"
         "ds, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=1000)\n"
         "tok = train_bpe_tokenizer(list(ds['source']) + list(ds['target']), vocab_size=1500)\n"
         "print(hashlib.sha1(tok.backend_tokenizer.to_str().encode()).hexdigest())\n"
     )
     env = {**os.environ, "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     digests = {
-        subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
-        ).stdout.split()[-1]
-        for _ in range(3)
+        run_checked([sys.executable, "-c", code], ROOT, env, timeout=120).stdout.split()[-1] for _ in range(3)
     }
     assert len(digests) == 1, digests
 

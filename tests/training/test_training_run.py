@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import han_characters_per_token, small_run
+from helpers.shared import SMALL_CORPUS_FLAGS
 from safetensors.torch import load_file
 from vanilla_transformer.corpus import DEFAULT_DATA
 from vanilla_transformer.training import train
@@ -125,12 +126,7 @@ def test_evaluate_script_prints_bleu_and_signature(smoke, capsys, tmp_path):
         str(out),
         "--data",
         str(DEFAULT_DATA),
-        "--max_lines",
-        "300",
-        "--valid_size",
-        "20",
-        "--test_size",
-        "6",
+        *SMALL_CORPUS_FLAGS,
         "--split",
         "test",
         "--num_beams",

@@ -7,18 +7,18 @@ result as a model folder that loads and evaluates like any other (with the run's
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
 
+from vanilla_transformer.commands.arguments import command_parser
 from vanilla_transformer.training.averaging import export_averaged_model
 from vanilla_transformer.training.checkpoint import list_checkpoints
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    parser = argparse.ArgumentParser(prog="vanilla-transformer average", description=__doc__.split("\n\n")[0])
+    parser = command_parser("average", __doc__)
     parser.add_argument("--run", help="training output dir (uses RUN/checkpoints)")
     parser.add_argument(
         "--num", type=int, default=5, help="average the newest N checkpoints of --run (default 5)"

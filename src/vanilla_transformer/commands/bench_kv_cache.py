@@ -21,14 +21,11 @@ import torch
 
 from vanilla_transformer.benchmarks.contenders import VOCAB_SIZES
 from vanilla_transformer.benchmarks.kv_cache import format_study, plot_study, run_study, write_csv
+from vanilla_transformer.commands.arguments import command_parser
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="vanilla-transformer bench kv-cache",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser("bench kv-cache", __doc__)
     p.add_argument("--preset", choices=list(VOCAB_SIZES), default=None, help="model sizes (default small)")
     p.add_argument(
         "--lengths", type=int, nargs="+", default=None, help="decoded lengths T (16 32 64 128 256)"

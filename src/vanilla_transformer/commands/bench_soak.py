@@ -15,7 +15,6 @@ second-half growth exceeds --max_growth_mib.
 
 from __future__ import annotations
 
-import argparse
 import lzma
 import random
 import resource
@@ -24,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from vanilla_transformer.commands.arguments import command_parser
 from vanilla_transformer.corpus import DEFAULT_DATA
 
 
@@ -74,11 +74,7 @@ def tiny_random_model(folder: Path, seed: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="vanilla-transformer bench soak",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("bench soak", __doc__)
     parser.add_argument("--model", help="model folder or Hub id (default: a tiny random-weight model)")
     parser.add_argument("--count", type=int, default=20_000, help="sentences to translate")
     parser.add_argument("--max_new_tokens", type=int, default=16, help="cap on output length")

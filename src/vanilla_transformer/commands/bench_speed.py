@@ -23,17 +23,14 @@ import torch
 
 from vanilla_transformer.benchmarks.contenders import VOCAB_SIZES, build_contenders
 from vanilla_transformer.benchmarks.speed import Settings, format_rows, quick_settings, run_preset
+from vanilla_transformer.commands.arguments import command_parser
 from vanilla_transformer.inference.precision import cpu_bf16_flags
 from vanilla_transformer.modeling import cpu_inference_gemm, cpu_vendor, set_cpu_inference_gemm
 from vanilla_transformer.training.allocator import tune_cpu_allocator
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="vanilla-transformer bench speed",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser("bench speed", __doc__)
     p.add_argument(
         "--preset", choices=list(VOCAB_SIZES), action="append", help="repeatable; default small and base"
     )

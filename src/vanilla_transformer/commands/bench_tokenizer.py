@@ -23,15 +23,12 @@ from vanilla_transformer.benchmarks.tokenizer import (
     sentencepiece_tokens_per_sentence,
     train_sentencepiece_bpe,
 )
+from vanilla_transformer.commands.arguments import command_parser
 from vanilla_transformer.tokenizer import DEFAULT_VOCAB_SIZE, load_parallel_texts, train_bpe_tokenizer
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="vanilla-transformer bench tokenizer",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser("bench tokenizer", __doc__)
     p.add_argument("tsv", type=Path, help="parallel source<TAB>target file (.xz ok)")
     p.add_argument("--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE)
     p.add_argument("--kind", choices=["char", "byte"], default="char")

@@ -13,11 +13,12 @@ with the matching Auto class (`AutoModelForSeq2SeqLM`, `AutoModelForCausalLM`, `
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import pickle
 import sys
 from pathlib import Path
+
+from vanilla_transformer.commands.arguments import command_parser
 
 # --from value -> (the source class named in --help, converter module of modeling/, its function)
 SOURCES = {
@@ -28,11 +29,7 @@ SOURCES = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="vanilla-transformer convert",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("convert", __doc__)
     parser.add_argument(
         "--from", dest="source", choices=sorted(SOURCES), required=True, help="the checkpoint's model family"
     )

@@ -32,6 +32,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from tqdm.auto import tqdm
 
+from vanilla_transformer.commands.arguments import add_decoding_arguments, add_model_arguments, command_parser
 from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_translation
 from vanilla_transformer.inference.engines import ENGINE_NAMES, load_engine
@@ -50,8 +51,13 @@ _UNSET = object()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="vanilla-transformer evaluate", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, help="saved model folder (with its tokenizer) or Hub repo id")
+    p = command_parser("evaluate", __doc__)
+    add_model_arguments(
+        p,
+        "saved model folder (with its tokenizer) or Hub repo id",
+        dtype_help="weights and computation (--engine torch; default float32, so that scores do not depend on "
+        "the machine); auto = bfloat16 where measured faster at --batch_size x beams rows",
+    )
     p.add_argument(
         "--engine",
         default="torch",
@@ -70,15 +76,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="split to score; all = every pair of the training source (of a file: every pair)",
     )
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N pairs of the split")
-    p.add_argument(
-        "--num_beams", type=int, default=None, help="1 = greedy (default: the model's generation config)"
-    )
-    p.add_argument(
-        "--length_penalty",
-        type=float,
-        default=None,
-        help="transformers' alpha: log-prob / length**alpha (default: the model's generation config)",
-    )
+    add_decoding_arguments(p, "num_beams", "length_penalty")
     p.add_argument(
         "--max_len_a",
         type=float,
@@ -96,17 +94,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--tokenize",
         default=None,
         help="sacreBLEU BLEU tokeniser (default: the run's, else zh for Chinese targets, else 13a)",
-    )
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    p.add_argument(
-        "--dtype",
-        default=None,
-        choices=("auto", "float32", "bfloat16"),
-        help="weights and computation (--engine torch; default float32, so that scores do not depend on "
-        "the machine); auto = bfloat16 where measured faster at --batch_size x beams rows",
-    )
-    p.add_argument(
-        "--trust_remote_code", action="store_true", help="allow a Hub repo's own model code to run"
     )
     p.add_argument("--output", default=None, help="write the hypotheses (one per line) to this file")
     p.add_argument("--json", default=None, help="write the scores and settings as JSON to this file")

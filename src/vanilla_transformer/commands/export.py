@@ -13,20 +13,16 @@ carry the tokenizer, the generation config and a README, and run with
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
 
+from vanilla_transformer.commands.arguments import command_parser
 from vanilla_transformer.inference.engines import ENGINES
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="vanilla-transformer export",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("export", __doc__)
     parser.add_argument("--engine", choices=tuple(ENGINES), required=True, help="the engine to export for")
     parser.add_argument(
         "model", type=Path, help="saved model folder (config.json, model.safetensors, tokenizer)"

@@ -17,6 +17,8 @@ import sys
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from vanilla_transformer.commands.arguments import add_decoding_arguments, add_model_arguments, command_parser
+
 
 def _head(text: str) -> int | str:
     if text == "mean":
@@ -28,21 +30,14 @@ def _head(text: str) -> int | str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="vanilla-transformer plot-attention", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("--model", required=True, help="model folder or Hub id (with its tokenizer)")
+    parser = command_parser("plot-attention", __doc__)
+    add_model_arguments(parser, "model folder or Hub id (with its tokenizer)")
     parser.add_argument("--text", required=True, help="source sentence to translate")
     parser.add_argument(
         "--layer", type=int, default=-1, help="decoder layer, negative from the last (default -1)"
     )
     parser.add_argument("--head", type=_head, default="mean", help="attention head index or 'mean' (default)")
-    parser.add_argument("--num_beams", type=int, default=None, help="beams (default: the model's, 4)")
-    parser.add_argument("--max_new_tokens", type=int, default=None, help="cap on generated tokens")
-    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    parser.add_argument(
-        "--trust_remote_code", action="store_true", help="allow a Hub repo's own model code to run"
-    )
+    add_decoding_arguments(parser, "num_beams", "max_new_tokens")
     parser.add_argument(
         "-o", "--output", default="attention.png", help="PNG to write (default attention.png)"
     )

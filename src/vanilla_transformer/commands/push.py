@@ -11,21 +11,17 @@ The token comes from HF_TOKEN or the `hf auth login` cache and is never printed.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 
 from huggingface_hub.errors import HfHubHTTPError
 
+from vanilla_transformer.commands.arguments import command_parser
 from vanilla_transformer.export import push_folder
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="vanilla-transformer push",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("push", __doc__)
     parser.add_argument(
         "--model",
         required=True,

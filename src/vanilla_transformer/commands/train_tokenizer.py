@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from vanilla_transformer.commands.arguments import command_parser
 from vanilla_transformer.tokenizer import (
     DEFAULT_MIN_FREQUENCY,
     DEFAULT_VOCAB_SIZE,
@@ -25,11 +26,7 @@ from vanilla_transformer.tokenizer import (
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="vanilla-transformer train-tokenizer",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser("train-tokenizer", __doc__)
     p.add_argument(
         "files", nargs="*", type=Path, help="text files (one text per line) or .tsv files; .xz/.gz/.bz2 ok"
     )

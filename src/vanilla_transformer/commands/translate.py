@@ -19,27 +19,26 @@ import argparse
 import logging
 import sys
 
+from vanilla_transformer.commands.arguments import add_decoding_arguments, add_model_arguments, command_parser
 from vanilla_transformer.inference.engines import ENGINE_NAMES
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="vanilla-transformer translate",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    parser = command_parser("translate", __doc__)
+    add_model_arguments(
+        parser,
+        "exported model folder or Hub repo id",
+        dtype_help="weights and computation (--engine torch); auto (default) = bfloat16 where a short timing of this "
+        "model's decoding at --batch_size x beams rows finds it faster (CUDA with bf16; CPUs with AMX-BF16 or "
+        "AVX512-BF16), else float32",
     )
-    parser.add_argument("--model", required=True, help="exported model folder or Hub repo id")
     parser.add_argument(
         "--engine",
         choices=ENGINE_NAMES,
         default="torch",
         help="torch (the model folder), ct2 or onnx (a folder from vanilla-transformer export --engine ct2 / onnx)",
     )
-    parser.add_argument("--num_beams", type=int, default=None, help="1 = greedy (default: the model's, 4)")
-    parser.add_argument(
-        "--length_penalty", type=float, default=None, help="beam score = log p / length**alpha"
-    )
-    parser.add_argument("--max_new_tokens", type=int, default=None)
+    add_decoding_arguments(parser)
     parser.add_argument("--num_return_sequences", type=int, default=None, help="N-best, tab-separated")
     parser.add_argument("--batch_size", type=int, default=32, help="sentences per batch")
     parser.add_argument("--do_sample", action="store_true", help="sample instead of searching")
@@ -47,18 +46,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--top_k", type=int, default=None)
     parser.add_argument("--top_p", type=float, default=None)
     parser.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
-    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
-    parser.add_argument(
-        "--dtype",
-        choices=("auto", "float32", "bfloat16"),
-        default=None,
-        help="weights and computation (--engine torch); auto (default) = bfloat16 where a short timing of this "
-        "model's decoding at --batch_size x beams rows finds it faster (CUDA with bf16; CPUs with AMX-BF16 or "
-        "AVX512-BF16), else float32",
-    )
-    parser.add_argument(
-        "--trust_remote_code", action="store_true", help="allow a Hub repo's own model code to run"
-    )
     return parser.parse_args(argv)
 
 
