@@ -18,9 +18,7 @@ from .modeling_vanilla_transformer import VanillaTransformerPreTrainedModel
 
 
 def save_with_remote_code(
-    model: PreTrainedModel,
-    folder: str | Path,
-    tokenizer: PreTrainedTokenizerBase | None = None,
+    model: PreTrainedModel, folder: str | Path, tokenizer: PreTrainedTokenizerBase | None = None
 ) -> Path:
     """Write `model` (and `tokenizer`) to `folder` together with the code needed to load it anywhere."""
     if not isinstance(model, VanillaTransformerPreTrainedModel):

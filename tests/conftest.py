@@ -103,11 +103,7 @@ def process_state_is_restored():
 
 
 def tiny_family_config(
-    config_class: type,
-    side: str,
-    max_position_embeddings: int,
-    attn: str = "sdpa",
-    **overrides,
+    config_class: type, side: str, max_position_embeddings: int, attn: str = "sdpa", **overrides
 ):
     """A small config of a one-stack family, `config_class` with the `side` ("encoder" or "decoder") field names:
     2 layers of width 32, 4 heads, feed-forward width 48, no dropout, `attn` as the attention implementation;

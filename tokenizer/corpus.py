@@ -39,9 +39,7 @@ def check_readable_file(path: str | os.PathLike) -> Path:
 
 
 def iter_file_texts(
-    path: str | os.PathLike,
-    columns: Sequence[int] | None = None,
-    max_lines: int | None = None,
+    path: str | os.PathLike, columns: Sequence[int] | None = None, max_lines: int | None = None
 ) -> Iterator[str]:
     """Yield the non-empty texts of one file.
 

@@ -176,11 +176,7 @@ def _without_tied_weight_warning() -> Iterator[None]:
 
 
 def save_checkpoint(
-    accelerator,
-    root: str | os.PathLike,
-    step: int,
-    trainer_state: dict,
-    config_json: str | None = None,
+    accelerator, root: str | os.PathLike, step: int, trainer_state: dict, config_json: str | None = None
 ) -> Path:
     """Save the accelerator's state plus ``trainer_state`` atomically as ``root/checkpoint-<step>``.
 

@@ -40,13 +40,7 @@ def test_benchmark_runs_on_tiny_preset():
     contenders = build_contenders("tiny", with_ct2=False)
     rows, summary = run_preset(contenders, TINY)
     names = [row.name for row in rows]
-    assert names == [
-        "train tiny (2x6)",
-        "train tiny (4x6)",
-        "greedy b2",
-        "greedy b2 no-cache",
-        "beam 2 b2",
-    ]
+    assert names == ["train tiny (2x6)", "train tiny (4x6)", "greedy b2", "greedy b2 no-cache", "beam 2 b2"]
     assert summary[0].startswith("ours and Marian generate identical tokens in every workload")
     assert any(line.startswith("KV-cache speedup") for line in summary)
     assert all(row.ratio["ours"].median > 0 for row in rows)

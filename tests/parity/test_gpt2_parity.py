@@ -141,12 +141,7 @@ def test_config_mapping_and_refused_variants():
         config.position_encoding,
         config.scale_embedding,
         config.output_bias,
-    ) == (
-        True,
-        "learned",
-        False,
-        False,
-    )
+    ) == (True, "learned", False, False)
     assert (config.activation_function, config.layer_norm_eps, config.decoder_ffn_dim) == (
         "gelu_new",
         1e-5,

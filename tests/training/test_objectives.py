@@ -304,16 +304,8 @@ def test_masked_lm_batches_mask_like_bert_and_are_seeded(short_texts):
 
 def test_examples_of_each_objective_and_their_length_filter():
     sources, targets = [[5, 3], [6, 7, 8, 3], [9, 3]], [[10, 11, 3], [12, 3], [13, 14, 15, 16, 3]]
-    assert Translation().examples(sources, targets, 4) == (
-        [[5, 3], [6, 7, 8, 3]],
-        [[10, 11, 3], [12, 3]],
-        1,
-    )
-    assert CausalLM().examples(sources, targets, 5) == (
-        [[5, 3]],
-        [[10, 11, 3]],
-        2,
-    )  # source + target
+    assert Translation().examples(sources, targets, 4) == ([[5, 3], [6, 7, 8, 3]], [[10, 11, 3], [12, 3]], 1)
+    assert CausalLM().examples(sources, targets, 5) == ([[5, 3]], [[10, 11, 3]], 2)  # source + target
     texts = [[5, 3], [6, 7, 8, 3], [9, 3], [10, 11, 3], [12, 3]]
     assert CausalLM("text").examples(sources, targets, 4) == ([[2]] * 5, texts, 1)  # after <s>
     for objective in (MaskedLM(), SpanCorruption()):
