@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from transformers import MarianConfig
+from vanilla_transformer.modeling.convert_marian import SAME_NAME_FIELDS
 from vanilla_transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from vanilla_transformer.training.presets import build_config
 
@@ -24,14 +25,8 @@ def marian_config(
     ``vocab_size - 1``, eos 0, no bos). ``forced_eos_token_id`` is None: every contender stops alike."""
     ours = build_config(preset, vocab_size)  # the preset's sizes, our config's defaults where it sets none
     return MarianConfig(
-        vocab_size=vocab_size,
-        d_model=ours.d_model,
-        encoder_layers=ours.encoder_layers,
-        decoder_layers=ours.decoder_layers,
-        encoder_attention_heads=ours.encoder_attention_heads,
-        decoder_attention_heads=ours.decoder_attention_heads,
-        encoder_ffn_dim=ours.encoder_ffn_dim,
-        decoder_ffn_dim=ours.decoder_ffn_dim,
+        # vocabularies, width, layers, heads and FFN: the fields the converter copies (modeling.convert_marian)
+        **{name: getattr(ours, name) for name in SAME_NAME_FIELDS if name != "activation_function"},
         activation_function="relu",
         dropout=dropout,
         attention_dropout=0.0,

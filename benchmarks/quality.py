@@ -13,7 +13,7 @@ Both systems:
     * budget: ``budget_minutes`` of the training loop, periodic validation included (every ``eval_every``
       updates: `training.validation.validation_metrics`, perplexity on the validation split, greedy BLEU on its
       first ``bleu_samples`` pairs);
-    * test decoding: `inference.evaluate_translation` with beam ``num_beams`` and transformers' length penalty
+    * test decoding: `inference.evaluate_split` with beam ``num_beams`` and transformers' length penalty
       ``length_penalty`` (sum log-prob / length ** alpha; default 1.0, the value ``vanilla-transformer train`` decodes
       with and transformers' own default), at most ``2 * source length + 10`` new tokens, pad and
       ``<s>`` never generated; sacreBLEU BLEU/chrF with signatures and the output/reference length ratio
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from vanilla_transformer.corpus import DataOptions
-from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_translation, length_stats
+from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_split, length_stats
 from vanilla_transformer.modeling import VanillaTransformerConfig, default_generation_config
 from vanilla_transformer.tokenizer import load_or_train_tokenizer
 from vanilla_transformer.training.data import filter_by_length, tokenize_dataset
@@ -110,18 +110,13 @@ def _train_ours(
         raise ValueError(
             f"--ours cannot set {clash}: the benchmark sets them for both systems (use its own flags)."
         )
+    # the benchmark's options that are train's options of the same name
+    same_name = ("preset", "label_smoothing", "eval_every", "bleu_samples", "log_every", "length_penalty")
+    same_name += ("eval_batch_size", "seed", "num_threads")
     train_cfg = TrainConfig(
         **fixed,
-        preset=cfg.preset,
-        label_smoothing=cfg.label_smoothing,
+        **{name: getattr(cfg, name) for name in same_name},
         max_minutes=cfg.budget_minutes,
-        eval_every=cfg.eval_every,
-        bleu_samples=cfg.bleu_samples,
-        log_every=cfg.log_every,
-        length_penalty=cfg.length_penalty,
-        eval_batch_size=cfg.eval_batch_size,
-        seed=cfg.seed,
-        num_threads=cfg.num_threads,
         sacrebleu_tokenize=tokenize,
         report_to="none",
         export=False,
@@ -162,18 +157,17 @@ def _evaluate(
     test = data.splits["test"]
     sources, references = list(test["source"]), list(test["target"])
     emit("test_start", {"system": name, "num_sentences": len(sources)})
-    scores, hyps = evaluate_translation(
+    decoding = dict(num_beams=cfg.num_beams, length_penalty=cfg.length_penalty)
+    scores, hyps = evaluate_split(
         model,
         data.tokenizer,
-        sources,
-        references,
+        test,
         tokenize=tokenize,
-        num_beams=cfg.num_beams,
-        length_penalty=cfg.length_penalty,
         batch_size=cfg.eval_batch_size,
+        **decoding,
         **LENGTH_CAP,
     )
-    scores.update(num_beams=cfg.num_beams, length_penalty=cfg.length_penalty, split="test")
+    scores.update(**decoding, split="test")
     ratio, hyp_len, ref_len = length_stats(hyps, references, tokenize)
     samples = [
         {"source": s, "reference": r, "hypothesis": h}

@@ -10,7 +10,7 @@ from typing import Any
 
 from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.training.cli import parse_field_value
-from vanilla_transformer.training.options import DEFAULT_LENGTH_PENALTY, TrainConfig
+from vanilla_transformer.training.options import DEFAULT_LENGTH_PENALTY, TrainConfig, train_option
 from vanilla_transformer.training.plots import Curves
 from vanilla_transformer.training.presets import PRESETS, preset_names
 
@@ -55,10 +55,8 @@ class QualityConfig(DataOptions):
         "length penalty alpha (transformers': log-prob / length**alpha) of both systems, "
         "no search on validation; vanilla-transformer train's default",
     )
-    eval_batch_size: int = _f(64, "sentences per generate() batch")
-    sacrebleu_tokenize: str | None = _f(
-        None, "sacreBLEU tokeniser (default: 'zh' for Chinese targets, else '13a')"
-    )
+    eval_batch_size: int = train_option("eval_batch_size")
+    sacrebleu_tokenize: str | None = train_option("sacrebleu_tokenize")
     num_threads: int | None = _f(None, "torch CPU threads for both systems (default: available cores)")
     seed: int = _f(1, "seed of initialisation, dropout and batch order (both systems)")
     num_samples: int = _f(3, "test translations kept per system as examples")

@@ -5,8 +5,9 @@ Modules:
                  `resolve_device`, `check_tokenizer_matches_model`, `hub_config`
     translate    THE batched translation: `translate` (one output per text), `translate_nbest`,
                  `translate_lines` (n-best joined by tabs, for the CLI)
-    scoring      `score_translations`, `evaluate_translation`, `length_stats`, `bleu_tokenizer_for`,
-                 `load_metric` / `metric_path` (the BLEU and chrF `evaluate` modules shipped in metrics/)
+    scoring      `score_translations`, `evaluate_translation`, `evaluate_split` (a split's columns),
+                 `length_stats`, `bleu_tokenizer_for`, `load_metric` / `metric_path` (the BLEU and chrF
+                 `evaluate` modules shipped in metrics/)
     engines      `load_engine`: an exported CTranslate2 (`engine_ct2.CT2Translator`) or ONNX Runtime
                  (`engine_onnx.OnnxTranslator`) folder driven through the same translation loop
     attention    `cross_attention`, `AttentionMap`, `plot_attention`, `tick_labels`, `find_fonts`
@@ -19,6 +20,7 @@ from .attention import AttentionMap, cross_attention, find_fonts, plot_attention
 from .loading import check_tokenizer_matches_model, hub_config, load_model_and_tokenizer, resolve_device
 from .scoring import (
     bleu_tokenizer_for,
+    evaluate_split,
     evaluate_translation,
     length_stats,
     load_metric,
@@ -32,6 +34,7 @@ __all__ = [
     "bleu_tokenizer_for",
     "check_tokenizer_matches_model",
     "cross_attention",
+    "evaluate_split",
     "evaluate_translation",
     "find_fonts",
     "hub_config",

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from .engines import CT2_MODEL_CONFIG_FILE, EngineTranslator, check_refused
+from .engines import CT2_MODEL_CONFIG_FILE, DecodingOptions, EngineTranslator, check_refused
 from .translate import position_limit
 
 if TYPE_CHECKING:
@@ -73,32 +73,26 @@ class CT2Translator(EngineTranslator):
         return self.generate_with_scores(input_ids, **options)[0]
 
     def generate_with_scores(
-        self,
-        input_ids: list[list[int]],
-        *,
-        num_beams: int = 1,
-        length_penalty: float = 1.0,
-        max_new_tokens: int | None = None,
-        num_return_sequences: int = 1,
+        self, input_ids: list[list[int]], **options: Any
     ) -> tuple[list[list[list[int]]], list[list[float]]]:
         """`generate_ids` and each hypothesis' score: with beams, `sum(log p) / length ** length_penalty`
-        (transformers' `sequences_scores`); greedy, `sum(log p)`."""
-        options = self.decoding_options(num_beams, length_penalty, max_new_tokens, num_return_sequences)
+        (transformers' `sequences_scores`); greedy, `sum(log p)`. `options` are `DecodingOptions`' fields."""
+        settings = self.decoding_options(DecodingOptions(**options))
         if not input_ids:
             return [], []
         source = [[self.source_tokens[i] for i in ids] for ids in input_ids]
         results = self.translator.translate_batch(
-            source, return_scores=True, return_end_token=True, **options
+            source, return_scores=True, return_end_token=True, **settings
         )
         ids = [[[self.target_ids[t] for t in hyp] for hyp in result.hypotheses] for result in results]
         return ids, [list(result.scores) for result in results]
 
-    def decoding_options(
-        self, num_beams: int, length_penalty: float, max_new_tokens: int | None, num_return_sequences: int
-    ) -> dict[str, Any]:
+    def decoding_options(self, options: DecodingOptions) -> dict[str, Any]:
         """The `translate_batch` options of these settings and the folder's generation config; `ValueError` for
         settings CTranslate2 cannot reproduce (see the module docstring)."""
         config = self.generation_config
+        num_beams, num_return_sequences = options.num_beams, options.num_return_sequences
+        max_new_tokens = options.max_new_tokens
         check_refused("ct2", config, str(self.folder / "generation_config.json"))
         if not isinstance(num_beams, int) or num_beams < 1:
             raise ValueError(f"num_beams={num_beams!r} is invalid: expected an integer >= 1")
@@ -129,7 +123,9 @@ class CT2Translator(EngineTranslator):
             beam_size=num_beams,
             patience=1,
             num_hypotheses=num_return_sequences,
-            length_penalty=length_penalty if num_beams > 1 else 0.0,  # greedy: the plain sum of log-probs
+            length_penalty=options.length_penalty
+            if num_beams > 1
+            else 0.0,  # greedy: the plain sum of log-probs
             max_decoding_length=max_new_tokens,
             min_decoding_length=config.min_new_tokens or 0,
             max_input_length=0,  # sources are truncated by translate(), like inference.translate

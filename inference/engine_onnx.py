@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from .engines import (
     ONNX_DECODER_WITH_PAST_FILE,
     ONNX_ENCODER_FILE,
     ONNX_GRAPH_FILES,
+    DecodingOptions,
     EngineTranslator,
 )
 from .onnx_decoding import PENALTY, Decoding, log_softmax, process_scores, resolve_decoding, top_k
@@ -108,25 +109,11 @@ class OnnxTranslator(EngineTranslator):
     # the public interface
     # ------------------------------------------------------------------------------------------------------------
 
-    def generate_ids(
-        self,
-        input_ids: list[list[int]],
-        *,
-        num_beams: int = 1,
-        length_penalty: float = 1.0,
-        max_new_tokens: int | None = None,
-        num_return_sequences: int = 1,
-    ) -> list[list[list[int]]]:
+    def generate_ids(self, input_ids: list[list[int]], **options: Any) -> list[list[list[int]]]:
         """For each source (token ids with </s>, no padding), its `num_return_sequences` hypotheses, best first:
         generated ids without the decoder start token and without padding, ending with </s> if produced.
-        Other decoding settings come from the folder's generation config."""
-        decoding = resolve_decoding(
-            self.generation_config,
-            num_beams=num_beams,
-            length_penalty=length_penalty,
-            max_new_tokens=max_new_tokens,
-            num_return_sequences=num_return_sequences,
-        )
+        `options` are `DecodingOptions`' fields; other decoding settings come from the folder's generation config."""
+        decoding = resolve_decoding(self.generation_config, **vars(DecodingOptions(**options)))
         ids, mask = self.pad_sources(input_ids)
         return self.search(ids, mask, decoding)[0]
 

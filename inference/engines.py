@@ -5,7 +5,7 @@ and the adapter that drives an engine's runtime through THE batched translation 
 "torch", the model itself. An `Engine` names its exporter and its runtime class by import path (both need the
 export extras, and the exporter lives in `export/`, a layer above this package): `Engine.runtime_class()` imports
 the runtime, `vanilla_transformer.export.exporter(name)` the exporter. Every runtime takes the decoding options
-`DECODING_OPTIONS` per call and refuses, by name, the generation-config settings in its `Engine.refused`.
+`DecodingOptions` per call and refuses, by name, the generation-config settings in its `Engine.refused`.
 
 `load_engine(engine, folder)` returns ``(model, tokenizer)`` where ``model`` is an `EngineModel`: it has what the
 translation loop reads from a PyTorch model (``config``, ``generation_config``, ``device``, ``generate``) and
@@ -18,18 +18,31 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-# the decoding options an engine runtime takes per call; anything else is refused with the engine's name
-DECODING_OPTIONS = ("num_beams", "length_penalty", "max_new_tokens", "num_return_sequences")
+
+@dataclass(frozen=True)
+class DecodingOptions:
+    """The decoding options an engine runtime takes per call (``generate_ids(input_ids, **options)``), with the
+    runtimes' defaults: greedy, no length penalty, the folder's generation config's length limit (None), one
+    hypothesis per source. Every other setting comes from the folder's generation config."""
+
+    num_beams: int = 1
+    length_penalty: float = 1.0
+    max_new_tokens: int | None = None
+    num_return_sequences: int = 1
+
+
+# their names: anything else is refused with the engine's name
+DECODING_OPTIONS = tuple(f.name for f in fields(DecodingOptions))
 
 
 @dataclass(frozen=True)
 class Engine:
-    """One exported engine.
+    """One exported engine (its name is its key in `ENGINES`).
 
     `runtime`: "module:Class" of the `EngineTranslator` that runs an exported folder; `exporter`:
     "module:function" that writes one (``exporter(model_or_folder, out, tokenizer=..., **export_options)``);
@@ -38,7 +51,6 @@ class Engine:
     accepts besides float32; `package`: the pip package of the runtime, installed by the `extra` of
     vanilla-transformer (``pip install 'vanilla-transformer[export]'``)."""
 
-    name: str
     title: str
     runtime: str
     exporter: str
@@ -54,61 +66,56 @@ class Engine:
         return getattr(importlib.import_module(module), name)
 
 
+# the generation-config settings an exported engine cannot reproduce: name -> (the value that means "off", the
+# engines that refuse any other value). CTranslate2's repetition penalty scores differently from transformers';
+# ONNX Runtime decodes with the processors of `inference.onnx_decoding` only.
+REFUSED_SETTINGS: Mapping[str, tuple[Any, str]] = MappingProxyType(
+    {
+        "do_sample": (False, "ct2 onnx"),
+        "repetition_penalty": (1.0, "ct2 onnx"),
+        "encoder_repetition_penalty": (1.0, "ct2 onnx"),
+        "no_repeat_ngram_size": (0, "onnx"),
+        "encoder_no_repeat_ngram_size": (0, "ct2 onnx"),
+        "sequence_bias": (None, "ct2 onnx"),
+        "exponential_decay_length_penalty": (None, "ct2 onnx"),
+        "renormalize_logits": (False, "ct2 onnx"),
+        "force_words_ids": (None, "ct2 onnx"),
+        "constraints": (None, "ct2 onnx"),
+        "num_beam_groups": (1, "ct2 onnx"),
+        "diversity_penalty": (0.0, "ct2 onnx"),
+        "forced_bos_token_id": (None, "ct2"),
+        "forced_eos_token_id": (None, "ct2"),
+        "begin_suppress_tokens": (None, "ct2"),
+        "epsilon_cutoff": (0.0, "ct2"),
+        "eta_cutoff": (0.0, "ct2"),
+        "guidance_scale": (None, "onnx"),
+    }
+)
+
+
+def _refused(engine: str) -> Mapping[str, Any]:
+    """`Engine.refused` of ``engine``: its rows of `REFUSED_SETTINGS`."""
+    return MappingProxyType(
+        {name: off for name, (off, engines) in REFUSED_SETTINGS.items() if engine in engines.split()}
+    )
+
+
 ENGINES: Mapping[str, Engine] = MappingProxyType(
     {
         "ct2": Engine(
-            name="ct2",
             title="CTranslate2",
             runtime="vanilla_transformer.inference.engine_ct2:CT2Translator",
             exporter="vanilla_transformer.export.ct2:export_ct2",
             package="ctranslate2",
             quantizations=("int8", "int8_float32", "int16", "float16", "bfloat16"),
-            # CTranslate2 has no equivalent for these (its repetition penalty scores differently)
-            refused=MappingProxyType(
-                {
-                    "do_sample": False,
-                    "repetition_penalty": 1.0,
-                    "forced_bos_token_id": None,
-                    "forced_eos_token_id": None,
-                    "num_beam_groups": 1,
-                    "diversity_penalty": 0.0,
-                    "constraints": None,
-                    "force_words_ids": None,
-                    "begin_suppress_tokens": None,
-                    "sequence_bias": None,
-                    "exponential_decay_length_penalty": None,
-                    "encoder_no_repeat_ngram_size": 0,
-                    "encoder_repetition_penalty": 1.0,
-                    "renormalize_logits": False,
-                    "epsilon_cutoff": 0.0,
-                    "eta_cutoff": 0.0,
-                }
-            ),
+            refused=_refused("ct2"),
         ),
         "onnx": Engine(
-            name="onnx",
             title="ONNX Runtime",
             runtime="vanilla_transformer.inference.engine_onnx:OnnxTranslator",
             exporter="vanilla_transformer.export.onnx:export_onnx",
             package="onnxruntime",
-            # greedy and beam search with the processors of `inference.onnx_decoding` only
-            refused=MappingProxyType(
-                {
-                    "do_sample": False,
-                    "repetition_penalty": 1.0,
-                    "encoder_repetition_penalty": 1.0,
-                    "no_repeat_ngram_size": 0,
-                    "encoder_no_repeat_ngram_size": 0,
-                    "sequence_bias": None,
-                    "exponential_decay_length_penalty": None,
-                    "renormalize_logits": False,
-                    "force_words_ids": None,
-                    "constraints": None,
-                    "num_beam_groups": 1,
-                    "diversity_penalty": 0.0,
-                    "guidance_scale": None,
-                }
-            ),
+            refused=_refused("onnx"),
         ),
     }
 )

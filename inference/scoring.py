@@ -105,3 +105,13 @@ def evaluate_translation(
 
     hypotheses = translate(model, tokenizer, sources, **translate_kwargs)
     return score_translations(hypotheses, references, tokenize=tokenize), hypotheses
+
+
+def evaluate_split(
+    model, tokenizer, pairs, *, tokenize: str = "13a", **translate_kwargs: Any
+) -> tuple[dict, list[str]]:
+    """`evaluate_translation` of a split's ``source`` column against its ``target`` column (a Dataset as
+    `corpus.read` returns them, or any mapping of the two columns); returns (scores, hypotheses)."""
+    return evaluate_translation(
+        model, tokenizer, list(pairs["source"]), list(pairs["target"]), tokenize=tokenize, **translate_kwargs
+    )

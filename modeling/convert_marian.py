@@ -25,25 +25,22 @@ from .convert_common import (
 )
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
+# the MarianConfig fields that our config has under the same name and meaning, copied as they are
+SAME_NAME_FIELDS = ("vocab_size", "decoder_vocab_size", "d_model", "activation_function") + tuple(
+    f"{side}_{field}" for side in ("encoder", "decoder") for field in ("layers", "attention_heads", "ffn_dim")
+)
+
 
 def config_from_marian(marian: MarianConfig) -> VanillaTransformerConfig:
     """The vanilla-transformer config that computes exactly what `marian` computes."""
     if getattr(marian, "normalize_before", False) or getattr(marian, "add_final_layer_norm", False):
         raise ValueError("pre-LN Marian variants are not supported by the converter (expected post-LN)")
     return VanillaTransformerConfig(
-        vocab_size=marian.vocab_size,
-        decoder_vocab_size=marian.decoder_vocab_size,
-        d_model=marian.d_model,
-        encoder_layers=marian.encoder_layers,
-        decoder_layers=marian.decoder_layers,
-        encoder_attention_heads=marian.encoder_attention_heads,
-        decoder_attention_heads=marian.decoder_attention_heads,
-        encoder_ffn_dim=marian.encoder_ffn_dim,
-        decoder_ffn_dim=marian.decoder_ffn_dim,
-        activation_function=marian.activation_function,
-        dropout=float(marian.dropout),
-        attention_dropout=float(marian.attention_dropout),
-        activation_dropout=float(marian.activation_dropout),
+        **{name: getattr(marian, name) for name in SAME_NAME_FIELDS},
+        **{
+            name: float(getattr(marian, name))
+            for name in ("dropout", "attention_dropout", "activation_dropout")
+        },
         normalize_before=False,
         layer_norm_eps=1e-5,
         position_encoding="sinusoidal",

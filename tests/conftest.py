@@ -123,18 +123,11 @@ def tiny_family_config(
 
 
 def tiny_config(**overrides) -> VanillaTransformerConfig:
-    values = dict(
-        vocab_size=97,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=3,
-        encoder_attention_heads=4,
-        decoder_attention_heads=2,
-        encoder_ffn_dim=48,
-        decoder_ffn_dim=40,
-        max_position_embeddings=64,
-        dropout=0.0,
-    )
+    """A small encoder-decoder config (the stacks differ in depth, heads and width, so that no field is read for
+    the other stack unnoticed); `overrides` replace any of its values."""
+    values = dict(vocab_size=97, d_model=32, max_position_embeddings=64, dropout=0.0)
+    values.update(encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=48)
+    values.update(decoder_layers=3, decoder_attention_heads=2, decoder_ffn_dim=40)
     values.update(overrides)
     return VanillaTransformerConfig(**values)
 
@@ -178,6 +171,25 @@ def random_batch(vocab: int, batch: int, length: int, seed: int = 0, pad_id: int
     lengths[0] = length
     mask = (torch.arange(length)[None] < lengths[:, None]).long()
     return ids.masked_fill(mask == 0, pad_id), mask
+
+
+def step_by_step_logits(model, src, mask, tgt, cache=None) -> tuple[torch.Tensor, object]:
+    """Encode the source once, then feed the target one token per call through `cache` (None: the model makes
+    one): the (B, T, V) logits of every step and the cache after the last one."""
+    with torch.no_grad():
+        encoder_outputs = model.get_encoder()(input_ids=src, attention_mask=mask)
+        steps = []
+        for t in range(tgt.shape[1]):
+            out = model(
+                encoder_outputs=encoder_outputs,
+                attention_mask=mask,
+                decoder_input_ids=tgt[:, t : t + 1],
+                cache=cache,
+                use_cache=True,
+            )
+            cache = out.past_key_values
+            steps.append(out.logits)
+    return torch.cat(steps, dim=1), cache
 
 
 @pytest.fixture

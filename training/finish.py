@@ -22,7 +22,7 @@ from pathlib import Path
 import datasets
 from vanilla_transformer.export.ct2 import export_ct2
 from vanilla_transformer.export.model_card import CardValues, build_model_card
-from vanilla_transformer.inference import evaluate_translation, translate
+from vanilla_transformer.inference import evaluate_split, translate
 from vanilla_transformer.modeling import save_with_remote_code
 
 from . import checkpoint as ckpt
@@ -59,11 +59,10 @@ def choose_length_penalty(
     part = valid.select(range(min(SEARCH_SENTENCES, len(valid))))
     search = []
     for lp in candidates:
-        scores, _ = evaluate_translation(
+        scores, _ = evaluate_split(
             model,
             tokenizer,
-            list(part["source"]),
-            list(part["target"]),
+            part,
             tokenize=tokenize,
             num_beams=num_beams,
             length_penalty=lp,
@@ -129,11 +128,10 @@ def evaluate_run(
     decoding = dict(
         num_beams=num_beams, length_penalty=result.length_penalty, batch_size=batch_size, **LENGTH_CAP
     )
-    result.test_metrics, hyps = evaluate_translation(
+    result.test_metrics, hyps = evaluate_split(
         model,
         tokenizer,
-        list(test["source"]),
-        list(test["target"]),
+        test,
         tokenize=tokenize,
         progress=lambda n: emit("test_progress", {"n": n}),
         **decoding,

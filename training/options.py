@@ -60,6 +60,11 @@ def _f(default: Any, help: str, **kw) -> Any:
     return field(default=default, metadata={"help": help, **kw})
 
 
+def _from_preset(help: str) -> Any:
+    """An option that None leaves to the preset's recipe (`training.recipe.resolve_recipe` fills it in)."""
+    return _f(None, help)
+
+
 def _override(help: str, **kw) -> Any:
     """A model override: a `TrainConfig` field that `model_overrides` passes to the model's configuration."""
     return _f(None, help, model_override=True, **kw)
@@ -115,8 +120,7 @@ class TrainConfig(DataOptions):
     )
     noise_density: float = _f(0.15, "span_corruption: fraction of each text's tokens replaced (T5's 0.15)")
     mean_noise_span_length: float = _f(3.0, "span_corruption: mean length of the replaced spans (T5's 3)")
-    dropout: float | None = _f(
-        None,
+    dropout: float | None = _from_preset(
         "override the preset's dropout (default: the preset's; small: 0.0, or 0.1 when the budget allows at least "
         "12 epochs, where no dropout overfits: --max_minutes is converted with a measured batch time)",
     )
@@ -134,20 +138,19 @@ class TrainConfig(DataOptions):
     encoder_layers: int | None = _override("encoder layers (default: the preset's; small: 3)", minimum=1)
     decoder_layers: int | None = _override("decoder layers (default: the preset's; small: 3)", minimum=1)
     # batching and optimisation
-    max_tokens: int | None = _f(
-        None, "token budget per batch (batch size x longest side); default: the preset's"
+    max_tokens: int | None = _from_preset(
+        "token budget per batch (batch size x longest side); default: the preset's"
     )
     skip_too_long: bool = _f(False, "skip (and count) pairs longer than --max_tokens instead of failing")
     grad_accum: int = _f(1, "batches accumulated per optimizer update (per process)")
-    lr_scale: float | None = _f(None, "scale of the paper's learning-rate formula; default: the preset's")
-    warmup_steps: int | None = _f(None, "warm-up updates of the schedule; default: the preset's")
+    lr_scale: float | None = _from_preset("scale of the paper's learning-rate formula; default: the preset's")
+    warmup_steps: int | None = _from_preset("warm-up updates of the schedule; default: the preset's")
     label_smoothing: float = _f(0.1, "label smoothing epsilon")
     weight_decay: float = _f(0.0, "AdamW weight decay (0 = Adam, as in the paper)")
-    clip_norm: float | None = _f(
-        None, "clip the gradient norm to this value (0 = off); default: the preset's"
+    clip_norm: float | None = _from_preset(
+        "clip the gradient norm to this value (0 = off); default: the preset's"
     )
-    cooldown: float | None = _f(
-        None,
+    cooldown: float | None = _from_preset(
         "fraction of the budget at its end over which the learning rate decays linearly to 0 (the budget that stops "
         "the run first: --max_minutes of this invocation, --max_steps or --max_epochs); 0 = off; default: the "
         "preset's",
@@ -185,13 +188,12 @@ class TrainConfig(DataOptions):
     log_every: int = _f(10, "log training loss every N updates")
     eval_every: int = _f(500, "validate and save a checkpoint every N updates (and at the end)")
     keep_last: int = _f(3, "keep the newest K checkpoints (plus the best)")
-    average_last: int | None = _f(
-        None,
+    average_last: int | None = _from_preset(
         "export the average of the weights at the last N snapshots (one every --average_every updates, the final "
         "weights included) when it lowers the validation loss; 0 or 1 = off; default: the preset's",
     )
-    average_every: int | None = _f(
-        None, "updates between the snapshots that are averaged; default: the preset's"
+    average_every: int | None = _from_preset(
+        "updates between the snapshots that are averaged; default: the preset's"
     )
     export_at_minutes: str = _f(
         "",
@@ -257,6 +259,14 @@ TrainConfig.help_groups = {
     "bleu_samples": "validation and test options",
     "resume": "run folder options",
 }
+
+
+def train_option(name: str) -> Any:
+    """A dataclass field with the default and help of `TrainConfig`'s option ``name``, for another command's
+    option of the same meaning (the quality benchmark's scoring options)."""
+    option = next(f for f in fields(TrainConfig) if f.name == name)
+    return field(default=option.default, metadata=option.metadata)
+
 
 # the model overrides, in field order (`_override`)
 MODEL_OVERRIDES = tuple(f.name for f in fields(TrainConfig) if f.metadata.get("model_override"))

@@ -97,12 +97,8 @@ def test_card_for_repo_sets_the_repo_id_and_keeps_the_rest(run):
 
 
 def fake_result(**overrides) -> TrainResult:
-    values = dict(
-        step=40,
-        epochs=0.5,
-        target_tokens=12_000,
-        train_seconds=90.0,
-        num_parameters=1234,
+    values = dict(step=40, epochs=0.5, target_tokens=12_000, train_seconds=90.0, num_parameters=1234)
+    values.update(
         device="cpu",
         stopped_because="max_steps=40",
         data_summary="corpus: 100 pairs from 100 lines",

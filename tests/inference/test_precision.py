@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 import vanilla_transformer.inference.precision as precision
-from conftest import SMALL_RUN_LINES, tiny_model
+from conftest import SMALL_RUN_LINES, step_by_step_logits, tiny_model
 from helpers.precision import FASTER, SLOWER, simulate
 
 CPU = torch.device("cpu")
@@ -56,22 +56,10 @@ def test_bf16_cached_decoding_keeps_fp32_caches_and_matches_full_recomputation()
     with torch.no_grad():
         encoder = model.get_encoder()(input_ids=ids, attention_mask=mask)
         full = model(encoder_outputs=encoder, attention_mask=mask, decoder_input_ids=decoder).logits
-        cache = None
-        steps = []
-        for t in range(decoder.shape[1]):
-            out = model(
-                encoder_outputs=encoder,
-                attention_mask=mask,
-                decoder_input_ids=decoder[:, t : t + 1],
-                past_key_values=cache,
-                use_cache=True,
-            )
-            cache = out.past_key_values
-            steps.append(out.logits)
+    incremental, cache = step_by_step_logits(model, ids, mask, decoder)
     assert isinstance(cache, EncoderDecoderCache)
     layers = [*cache.self_attention_cache.layers, *cache.cross_attention_cache.layers]
     assert {t.dtype for layer in layers for t in (layer.keys, layer.values)} == {torch.float32}
-    incremental = torch.cat(steps, dim=1)
     assert incremental.dtype == torch.bfloat16
     torch.testing.assert_close(incremental.float(), full.float(), rtol=0, atol=5e-2)
 

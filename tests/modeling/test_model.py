@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from conftest import random_batch, tiny_config, tiny_model
+from conftest import random_batch, step_by_step_logits, tiny_config, tiny_model
 from transformers import AutoModelForSeq2SeqLM, StaticCache
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration, build_attention_mask
@@ -20,24 +20,6 @@ def full_logits(model, src, mask, tgt):
         return model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt, use_cache=False).logits
 
 
-def incremental_logits(model, src, mask, tgt, cache):
-    """Feed the target one token at a time through the cache; returns (B, T, V)."""
-    with torch.no_grad():
-        encoder_outputs = model.get_encoder()(input_ids=src, attention_mask=mask)
-        steps = []
-        for t in range(tgt.shape[1]):
-            out = model(
-                encoder_outputs=encoder_outputs,
-                attention_mask=mask,
-                decoder_input_ids=tgt[:, t : t + 1],
-                cache=cache,
-                use_cache=True,
-            )
-            cache = out.past_key_values
-            steps.append(out.logits)
-    return torch.cat(steps, dim=1)
-
-
 @pytest.mark.parametrize("position_encoding", ["sinusoidal", "learned", "rope"])
 @pytest.mark.parametrize("normalize_before", [False, True])
 def test_incremental_decoding_equals_full_recomputation(position_encoding, normalize_before):
@@ -45,7 +27,7 @@ def test_incremental_decoding_equals_full_recomputation(position_encoding, norma
     src, mask = random_batch(97, 3, 8, seed=1)
     tgt, _ = random_batch(97, 3, 6, seed=2)
     expected = full_logits(model, src, mask, tgt)
-    dynamic = incremental_logits(model, src, mask, tgt, None)
+    dynamic, _ = step_by_step_logits(model, src, mask, tgt)
     torch.testing.assert_close(dynamic, expected, atol=1e-5, rtol=1e-5)
     config = model.config
     static = EncoderDecoderCache(
@@ -53,7 +35,7 @@ def test_incremental_decoding_equals_full_recomputation(position_encoding, norma
         StaticCache(config=config.get_text_config(decoder=True), max_cache_len=src.shape[1]),
     )
     torch.testing.assert_close(
-        incremental_logits(model, src, mask, tgt, static), expected, atol=1e-5, rtol=1e-5
+        step_by_step_logits(model, src, mask, tgt, static)[0], expected, atol=1e-5, rtol=1e-5
     )
 
 
@@ -301,64 +283,42 @@ def test_decode_step_compiles_with_fullgraph():
     model = tiny_model(seed=25)
     src, mask = random_batch(97, 2, 6, seed=26)
     config = model.config.get_text_config(decoder=True)
+    start = torch.full((2, 1), 2)
+
+    def step(token, cache):
+        return model(
+            encoder_outputs=encoder_outputs,
+            attention_mask=mask,
+            decoder_input_ids=token,
+            cache=cache,
+            use_cache=True,
+        ).logits
+
     with torch.no_grad():
         encoder_outputs = model.get_encoder()(input_ids=src, attention_mask=mask)
         cache = EncoderDecoderCache(
             StaticCache(config=config, max_cache_len=8), StaticCache(config=config, max_cache_len=6)
         )
-        first = model(
-            encoder_outputs=encoder_outputs,
-            attention_mask=mask,
-            decoder_input_ids=torch.full((2, 1), 2),
-            cache=cache,
-            use_cache=True,
-        )
-
-        def step(token, cache):
-            return model(
-                encoder_outputs=encoder_outputs,
-                attention_mask=mask,
-                decoder_input_ids=token,
-                cache=cache,
-                use_cache=True,
-            ).logits
-
+        first = step(start, cache)
         torch._dynamo.reset()
         compiled = torch.compile(step, fullgraph=True, backend="eager")
-        token = first.logits[:, -1:].argmax(-1)
+        token = first[:, -1:].argmax(-1)
         got = compiled(token, cache)
     ref_cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
     with torch.no_grad():
-        model(
-            encoder_outputs=encoder_outputs,
-            attention_mask=mask,
-            decoder_input_ids=torch.full((2, 1), 2),
-            cache=ref_cache,
-            use_cache=True,
-        )
-        expected = model(
-            encoder_outputs=encoder_outputs,
-            attention_mask=mask,
-            decoder_input_ids=token,
-            cache=ref_cache,
-            use_cache=True,
-        ).logits
+        step(start, ref_cache)
+        expected = step(token, ref_cache)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize(
     "field, value",
     [
-        ("activation_function", "gelu"),
-        ("activation_function", "silu"),
+        *[("activation_function", name) for name in ("gelu", "silu")],
+        *[("position_encoding", name) for name in ("learned", "rope", "none")],
+        *[(flag, False) for flag in ("scale_embedding", "output_bias", "tie_word_embeddings")],
         ("normalize_before", True),
-        ("position_encoding", "learned"),
-        ("position_encoding", "rope"),
-        ("position_encoding", "none"),
         ("sinusoidal_layout", "concatenated"),
-        ("scale_embedding", False),
-        ("output_bias", False),
-        ("tie_word_embeddings", False),
         ("layer_norm_eps", 1e-1),
     ],
 )

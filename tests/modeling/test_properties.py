@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import tiny_config, tiny_model
+from conftest import step_by_step_logits, tiny_config, tiny_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from vanilla_transformer.modeling import build_attention_mask
@@ -95,19 +95,8 @@ def test_incremental_decoding_equals_full(lengths, steps, seed, pe, pre):
     tgt = torch.randint(4, 97, (len(lengths), steps), generator=torch.Generator().manual_seed(seed + 7))
     with torch.no_grad():
         full = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt, use_cache=False).logits
-        encoder_outputs = model.get_encoder()(input_ids=src, attention_mask=mask)
-        cache, pieces = None, []
-        for t in range(steps):
-            out = model(
-                encoder_outputs=encoder_outputs,
-                attention_mask=mask,
-                decoder_input_ids=tgt[:, t : t + 1],
-                cache=cache,
-                use_cache=True,
-            )
-            cache = out.past_key_values
-            pieces.append(out.logits)
-    torch.testing.assert_close(torch.cat(pieces, 1), full, atol=1e-5, rtol=1e-5)
+    incremental, _ = step_by_step_logits(model, src, mask, tgt)
+    torch.testing.assert_close(incremental, full, atol=1e-5, rtol=1e-5)
 
 
 @common

@@ -28,36 +28,30 @@ from vanilla_transformer.modeling import (
 from vanilla_transformer.modeling.convert_bert import convert_bert, convert_bert_checkpoint
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, 61)]  # ids = index
+
+
+def bert_values(
+    width: int, layers: int, heads: int, ffn_dim: int, activation: str, types: int, positions: int, **options
+) -> dict:
+    """BertConfig values: the sizes, the activation, the token-type and position table sizes, then `options`,
+    further BertConfig fields."""
+    values = dict(
+        hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=ffn_dim
+    )
+    return {
+        **values,
+        "hidden_act": activation,
+        "type_vocab_size": types,
+        "max_position_embeddings": positions,
+        **options,
+    }
+
+
+# width, layers, heads, feed-forward width, activation, token types, positions, options
 BERT_CONFIGS = [
-    dict(
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=48,
-        hidden_act="gelu",
-        type_vocab_size=2,
-        max_position_embeddings=40,
-    ),
-    dict(
-        hidden_size=24,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        intermediate_size=40,
-        hidden_act="gelu_new",
-        type_vocab_size=3,
-        max_position_embeddings=16,
-        layer_norm_eps=1e-5,
-    ),
-    dict(
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        intermediate_size=24,
-        hidden_act="relu",
-        type_vocab_size=1,
-        max_position_embeddings=24,
-        tie_word_embeddings=False,
-    ),
+    bert_values(32, 2, 4, 48, "gelu", 2, 40),
+    bert_values(24, 3, 2, 40, "gelu_new", 3, 16, layer_norm_eps=1e-5),
+    bert_values(16, 1, 4, 24, "relu", 1, 24, tie_word_embeddings=False),
 ]
 
 

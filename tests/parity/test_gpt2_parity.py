@@ -20,29 +20,18 @@ from transformers import (
 from vanilla_transformer.modeling import VanillaDecoderOnlyForCausalLM
 from vanilla_transformer.modeling.convert_gpt2 import config_from_gpt2, convert_gpt2
 
+
+def gpt2_values(vocab: int, positions: int, width: int, layers: int, heads: int, **options) -> dict:
+    """GPT2Config values: the sizes, then `options`, further GPT2Config fields."""
+    values = dict(vocab_size=vocab, n_positions=positions, n_embd=width, n_layer=layers, n_head=heads)
+    return {**values, **options}
+
+
+# vocabulary, positions, width, layers, heads, options (the first row keeps GPT-2's gelu_new and n_inner=4C)
 GPT2_CONFIGS = [
-    dict(
-        vocab_size=97, n_positions=48, n_embd=32, n_layer=2, n_head=4
-    ),  # GPT-2's own choices (gelu_new, n_inner=4C)
-    dict(
-        vocab_size=83,
-        n_positions=40,
-        n_embd=24,
-        n_layer=3,
-        n_head=2,
-        n_inner=40,
-        activation_function="relu",
-        layer_norm_epsilon=1e-6,
-    ),
-    dict(
-        vocab_size=71,
-        n_positions=32,
-        n_embd=48,
-        n_layer=1,
-        n_head=6,
-        activation_function="gelu",
-        tie_word_embeddings=False,
-    ),
+    gpt2_values(97, 48, 32, 2, 4),
+    gpt2_values(83, 40, 24, 3, 2, n_inner=40, activation_function="relu", layer_norm_epsilon=1e-6),
+    gpt2_values(71, 32, 48, 1, 6, activation_function="gelu", tie_word_embeddings=False),
 ]
 
 

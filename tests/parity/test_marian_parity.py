@@ -8,62 +8,30 @@ from conftest import perturb_bias_and_layer_norms
 from transformers import AutoModelForSeq2SeqLM, MarianConfig, MarianMTModel
 from vanilla_transformer.modeling.convert_marian import convert_marian_checkpoint, convert_marian_model
 
+
+def marian_values(
+    d_model: int, vocab: int | tuple[int, int], encoder: tuple, decoder: tuple, activation: str, **options
+) -> dict:
+    """MarianConfig values: `vocab` one joint vocabulary or (source, target) sizes; `encoder` and `decoder` are
+    (layers, attention heads, feed-forward width); `options` are further MarianConfig fields."""
+    shared = isinstance(vocab, int)
+    values = dict(d_model=d_model, vocab_size=vocab if shared else vocab[0], activation_function=activation)
+    if not shared:
+        values["decoder_vocab_size"] = vocab[1]
+    for side, (layers, heads, ffn_dim) in (("encoder", encoder), ("decoder", decoder)):
+        values.update(
+            {f"{side}_layers": layers, f"{side}_attention_heads": heads, f"{side}_ffn_dim": ffn_dim}
+        )
+    return {**values, "share_encoder_decoder_embeddings": shared, **options}
+
+
+# d_model, vocabularies, encoder and decoder (layers, heads, feed-forward width), activation, options
 MARIAN_CONFIGS = [
-    dict(
-        d_model=32,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        vocab_size=101,
-        activation_function="swish",
-        scale_embedding=True,
-        share_encoder_decoder_embeddings=True,
-    ),
-    dict(
-        d_model=48,
-        encoder_attention_heads=3,
-        decoder_attention_heads=6,
-        encoder_layers=1,
-        decoder_layers=3,
-        encoder_ffn_dim=40,
-        decoder_ffn_dim=72,
-        vocab_size=83,
-        decoder_vocab_size=67,
-        activation_function="relu",
-        scale_embedding=False,
-        share_encoder_decoder_embeddings=False,
-    ),
-    dict(
-        d_model=24,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_layers=3,
-        decoder_layers=1,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        vocab_size=59,
-        activation_function="gelu",
-        scale_embedding=True,
-        share_encoder_decoder_embeddings=True,
-        tie_word_embeddings=False,
-    ),
-    dict(
-        d_model=16,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_ffn_dim=24,
-        decoder_ffn_dim=24,
-        vocab_size=71,
-        decoder_vocab_size=53,
-        activation_function="swish",
-        scale_embedding=True,
-        share_encoder_decoder_embeddings=False,
-        tie_word_embeddings=False,
+    marian_values(32, 101, (2, 4, 64), (2, 4, 64), "swish", scale_embedding=True),
+    marian_values(48, (83, 67), (1, 3, 40), (3, 6, 72), "relu", scale_embedding=False),
+    marian_values(24, 59, (3, 2, 32), (1, 2, 32), "gelu", scale_embedding=True, tie_word_embeddings=False),
+    marian_values(
+        16, (71, 53), (2, 4, 24), (2, 4, 24), "swish", scale_embedding=True, tie_word_embeddings=False
     ),
 ]
 

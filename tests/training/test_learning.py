@@ -23,16 +23,9 @@ def reverse_batch(g: torch.Generator, batch: int, max_len: int = 7):
 
 def test_tiny_model_learns_to_reverse():
     torch.manual_seed(0)
+    # tiny_config's width and encoder, with a decoder of the encoder's size
     config = tiny_config(
-        vocab_size=VOCAB,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        dropout=0.0,
+        vocab_size=VOCAB, decoder_layers=2, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64
     )
     model = VanillaTransformerForConditionalGeneration(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)

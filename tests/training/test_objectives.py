@@ -143,18 +143,21 @@ def test_span_corruption_model_fine_tunes_into_translation(span_corruption_run, 
     from vanilla_transformer.training.planning import objective_model
     from vanilla_transformer.training.recipe import resolve_recipe
 
-    cfg = toy_run(
+    def from_pretrained(out: Path, objective: str, **overrides) -> TrainConfig:
+        """A toy run that starts from the span-corruption model (and its tokenizer, of the default size)."""
+        return toy_run(
+            out, data, objective=objective, init_from=str(folder), vocab_size=DEFAULT_VOCAB_SIZE, **overrides
+        )
+
+    cfg = from_pretrained(
         tmp_path / "ft",
-        data,
-        objective="translation",
-        init_from=str(folder),
+        "translation",
         max_steps=2,
         dropout=None,
-        vocab_size=DEFAULT_VOCAB_SIZE,
         export=True,
         length_penalty=1.0,
         test_beams=1,
-    )  # the folder's tokenizer
+    )
     model = objective_model(cfg, resolve_recipe(cfg), len(AutoTokenizer.from_pretrained(folder)))
     saved = load_file(folder / "model.safetensors")
     assert all(torch.equal(model.state_dict()[k], v) for k, v in saved.items())
@@ -168,14 +171,7 @@ def test_span_corruption_model_fine_tunes_into_translation(span_corruption_run, 
         pretrained_card.pipeline_tag == "text2text-generation" and "translation" not in pretrained_card.tags
     )
     assert ModelCard.load(tmp_path / "ft" / "README.md").data.pipeline_tag == "translation"
-    causal = toy_run(
-        tmp_path / "wrong",
-        data,
-        objective="causal_lm",
-        init_from=str(folder),
-        max_steps=1,
-        vocab_size=DEFAULT_VOCAB_SIZE,
-    )
+    causal = from_pretrained(tmp_path / "wrong", "causal_lm", max_steps=1)
     with pytest.raises(
         ValueError, match="holds a VanillaTransformerConfig model; --objective causal_lm trains"
     ):

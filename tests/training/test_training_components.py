@@ -285,8 +285,9 @@ SCORES = {0.6: (20.0, 50.0), 1.0: (25.0, 40.0), 1.4: (25.0, 45.0)}  # candidate 
 
 @pytest.fixture
 def scored_by_length_penalty(monkeypatch) -> list[dict]:
-    """Replace the translation scorer of training.finish with `SCORES` (test scores: 30, 60); returns the calls."""
-    import vanilla_transformer.training.finish as finish
+    """Replace the translation scorer that training.finish calls (through `inference.evaluate_split`) with
+    `SCORES` (test scores: 30, 60); returns the calls."""
+    import vanilla_transformer.inference.scoring as scoring
 
     calls = []
 
@@ -295,7 +296,7 @@ def scored_by_length_penalty(monkeypatch) -> list[dict]:
         bleu, chrf = SCORES[length_penalty] if sources[0].startswith("valid") else (30.0, 60.0)
         return {"bleu": bleu, "chrf": chrf}, ["hypothesis"] * len(sources)
 
-    monkeypatch.setattr(finish, "evaluate_translation", fake)
+    monkeypatch.setattr(scoring, "evaluate_translation", fake)
     return calls
 
 

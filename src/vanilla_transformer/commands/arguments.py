@@ -1,7 +1,8 @@
 """What the subcommands' parsers share: the parser itself (``vanilla-transformer COMMAND``, the module docstring as
 its --help, examples kept as written) and the options that mean the same in every command that takes them: the
-model to load (--model, --device, --trust_remote_code, --dtype) and the decoding settings that default to the
-model's generation config (--num_beams, --length_penalty, --max_new_tokens)."""
+model to load (--model, --device, --trust_remote_code, --dtype), the decoding settings that default to the
+model's generation config (--num_beams, --length_penalty, --max_new_tokens) and the BPE to train (--vocab_size,
+--kind)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,18 @@ def add_decoding_arguments(parser: argparse.ArgumentParser, *names: str) -> None
     for name in names or DECODING_OPTIONS:
         kind, help_text = DECODING_OPTIONS[name]
         parser.add_argument(f"--{name}", type=kind, default=None, help=help_text)
+
+
+def add_tokenizer_arguments(parser: argparse.ArgumentParser) -> None:
+    """--vocab_size and --kind: the joint BPE that `tokenizer.train_bpe_tokenizer` trains."""
+    from vanilla_transformer.tokenizer import DEFAULT_VOCAB_SIZE
+
+    parser.add_argument(
+        "--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE, help=f"default {DEFAULT_VOCAB_SIZE}"
+    )
+    parser.add_argument(
+        "--kind",
+        choices=["char", "byte"],
+        default="char",
+        help="char BPE + byte fallback (default) or byte-level",
+    )

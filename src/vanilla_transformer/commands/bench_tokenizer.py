@@ -23,15 +23,14 @@ from vanilla_transformer.benchmarks.tokenizer import (
     sentencepiece_tokens_per_sentence,
     train_sentencepiece_bpe,
 )
-from vanilla_transformer.commands.arguments import command_parser
-from vanilla_transformer.tokenizer import DEFAULT_VOCAB_SIZE, load_parallel_texts, train_bpe_tokenizer
+from vanilla_transformer.commands.arguments import add_tokenizer_arguments, command_parser
+from vanilla_transformer.tokenizer import load_parallel_texts, train_bpe_tokenizer
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = command_parser("bench tokenizer", __doc__)
     p.add_argument("tsv", type=Path, help="parallel source<TAB>target file (.xz ok)")
-    p.add_argument("--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE)
-    p.add_argument("--kind", choices=["char", "byte"], default="char")
+    add_tokenizer_arguments(p)
     p.add_argument("--max_lines", type=int, default=None, help="use only the first N pairs")
     p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (median reported)")
     p.add_argument(

@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 from vanilla_transformer.commands.arguments import add_decoding_arguments, add_model_arguments, command_parser
 from vanilla_transformer.corpus import DataOptions
-from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_translation
+from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_split
 from vanilla_transformer.inference.engines import ENGINE_NAMES, load_engine
 from vanilla_transformer.modeling import check_generation_arguments
 from vanilla_transformer.training import TrainConfig
@@ -168,20 +168,18 @@ def main(argv: list[str] | None = None) -> int:
     generation = model.generation_config
     num_beams = args.num_beams or generation.num_beams
     length_penalty = generation.length_penalty if args.length_penalty is None else args.length_penalty
+    decoding = dict(num_beams=num_beams, length_penalty=length_penalty, batch_size=batch_size)
     print(report.summary())
     with tqdm(total=len(pairs), unit="sent", desc="translating") as bar:
-        scores, hyps = evaluate_translation(
+        scores, hyps = evaluate_split(
             model,
             tokenizer,
-            list(pairs["source"]),
-            list(pairs["target"]),
+            pairs,
             tokenize=tokenize,
-            num_beams=num_beams,
-            length_penalty=length_penalty,
-            batch_size=batch_size,
             max_len_a=args.max_len_a,
             max_len_b=args.max_len_b,
             progress=bar.update,
+            **decoding,
         )
     scores.update(
         model=args.model,

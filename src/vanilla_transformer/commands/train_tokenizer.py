@@ -16,10 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from vanilla_transformer.commands.arguments import command_parser
+from vanilla_transformer.commands.arguments import add_tokenizer_arguments, command_parser
 from vanilla_transformer.tokenizer import (
     DEFAULT_MIN_FREQUENCY,
-    DEFAULT_VOCAB_SIZE,
     SPECIAL_TOKENS,
     train_bpe_tokenizer,
 )
@@ -40,15 +39,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--dataset_config", default=None, help="dataset configuration name")
     p.add_argument("--split", default="train", help="dataset split (default: train)")
-    p.add_argument("--vocab_size", type=int, default=DEFAULT_VOCAB_SIZE, help=f"default {DEFAULT_VOCAB_SIZE}")
+    add_tokenizer_arguments(p)
     p.add_argument(
         "--min_frequency", type=int, default=DEFAULT_MIN_FREQUENCY, help=f"default {DEFAULT_MIN_FREQUENCY}"
-    )
-    p.add_argument(
-        "--kind",
-        choices=["char", "byte"],
-        default="char",
-        help="char BPE + byte fallback (default) or byte-level",
     )
     p.add_argument(
         "--limit_alphabet",
