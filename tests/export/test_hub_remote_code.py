@@ -21,7 +21,7 @@ def hub():
 
 
 def test_push_to_hub_of_local_and_remote_code_models_loads_without_the_project(hub, tmp_path):
-    model, tokenizer = tiny_model(seed=67), word_tokenizer()  # a seed whose greedy and beam outputs differ
+    model, tokenizer = tiny_model(seed=62), word_tokenizer()  # a seed whose greedy and beam outputs differ
     model.save_pretrained(tmp_path / "created")
     tokenizer.save_pretrained(tmp_path / "created")
     # the model loaded through the classes `import vanilla_transformer` registers, pushed with its own push_to_hub

@@ -29,6 +29,8 @@ files = distribution("vanilla-transformer").files
 print(json.dumps(sorted({f.parts[0] for f in files if not f.parts[0].endswith(".dist-info") and f.parts[0] != ".."})))
 """
 
+SOURCES = ["起初神创造天地。", "", "我爱机器翻译"]
+
 BOTH_IMPORT = """
 import json
 import tokenizer
@@ -149,7 +151,7 @@ def test_the_command_trains_and_translates_outside_the_checkout(installed, tmp_p
     translate = [command, "translate", "--model", "out", "--num_beams", "1", "--max_new_tokens", "8"]
     done = subprocess.run(
         translate,
-        input="起初神创造天地。\n\n我爱机器翻译\n",
+        input="\n".join(SOURCES) + "\n",
         capture_output=True,
         text=True,
         timeout=300,
@@ -162,5 +164,9 @@ def test_the_command_trains_and_translates_outside_the_checkout(installed, tmp_p
         },
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.split("\n")
-    assert len(lines) == 4 and lines[1] == "" and lines[0] and lines[2] and lines[3] == "", lines
+    # what the installed command printed is what the checkout's translation path gives for the same folder
+    from vanilla_transformer.inference import load_model_and_tokenizer, translate_lines
+
+    model, tokenizer = load_model_and_tokenizer(str(work / "out"), device="cpu")
+    expected = translate_lines(model, tokenizer, SOURCES, num_beams=1, max_new_tokens=8)
+    assert done.stdout.split("\n") == [*expected, ""] and expected[1] == ""
