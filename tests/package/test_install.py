@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -144,8 +145,9 @@ def test_the_command_trains_and_translates_outside_the_checkout(installed, tmp_p
     trained = run_in(env_dir, train, work, tmp_path)
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert "Stopped after 20 updates" in trained.stdout and "Test BLEU" in trained.stdout
+    bleu = re.search(r"^Test BLEU ([\d.]+) ", trained.stdout, re.M).group(1)
     card = (work / "out" / "README.md").read_text(encoding="utf-8")
-    assert card.startswith("---\n") and "PATH_OR_REPO" not in card and "{{" not in card
+    assert card.startswith("---\n") and "PATH_OR_REPO" not in card and "{{" not in card and bleu in card
     for name in ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json"):
         assert (work / "out" / name).is_file(), name
     translate = [command, "translate", "--model", "out", "--num_beams", "1", "--max_new_tokens", "8"]
