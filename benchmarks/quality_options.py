@@ -27,7 +27,9 @@ class QualityConfig(DataOptions):
     split (`corpus.DataOptions`, as vanilla-transformer train), then the benchmark's own."""
 
     budget_minutes: float = _f(25.0, "wall-clock budget of each system's training loop (validation included)")
-    systems: str = _f("ours,marian", "comma-separated systems to train, in this order: ours, marian")
+    systems: str = _f(
+        "ours,marian", "comma-separated systems to train, in this order: ours, marian", separator=","
+    )
     max_length: int = _f(256, "drop training/validation pairs with more tokens than this on a side")
     tokenizer: str | None = _f(None, "tokenizer folder; default: train a joint BPE into OUTPUT_DIR/tokenizer")
     vocab_size: int = _f(8000, "joint BPE vocabulary size when the tokenizer is trained here")

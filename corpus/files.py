@@ -2,7 +2,8 @@
 
 A file whose name ends in ``.xz``/``.lzma``, ``.gz`` or ``.bz2`` is decompressed on the fly. Lines end at LF;
 a CR before the LF (a Windows line end) is removed and reported. A UTF-8 byte-order mark at the start is
-dropped. Every line must be valid UTF-8; the error names the line.
+dropped. Every line must be valid UTF-8 without NUL bytes (text with NULs is usually UTF-16 or binary); the
+error names the line.
 """
 
 from __future__ import annotations
@@ -63,8 +64,8 @@ def read_lines(path: str | os.PathLike) -> Iterator[tuple[str, bool]]:
     that end was CRLF. Reading is lazy: stopping early reads no further.
 
     Raises:
-        ValueError: a line is not valid UTF-8 (the message names the line and how to re-encode), or the
-            file cannot be decompressed or read.
+        ValueError: a line is not valid UTF-8 or holds a NUL byte (the message names the line and how to
+            re-encode), or the file cannot be decompressed or read.
     """
     p = Path(path)
     _, compression = strip_compression(p.name)
@@ -92,6 +93,12 @@ def read_lines(path: str | os.PathLike) -> Iterator[tuple[str, bool]]:
 
 
 def _decode(path: Path, lineno: int, chunk: bytes) -> str:
+    if b"\x00" in chunk:
+        raise ValueError(
+            f"Data file {str(path)!r} line {lineno} holds NUL bytes ({chunk[:20]!r}...): it is not UTF-8 text; "
+            "a file saved as UTF-16 (Windows' 'Unicode') looks like this. Re-encode it as UTF-8, e.g. "
+            "`iconv -f UTF-16LE -t UTF-8 in.tsv > out.tsv` (use the file's real encoding)."
+        )
     try:
         return chunk.decode("utf-8")
     except UnicodeDecodeError as e:

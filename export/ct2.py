@@ -27,6 +27,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
+from vanilla_transformer.export.folders import claim_output_folder, write_output_manifest
 from vanilla_transformer.inference.engines import CT2_MODEL_CONFIG_FILE, ENGINES
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 QUANTIZATIONS = ENGINES["ct2"].quantizations  # the weight types besides float32 (the engine registry's)
 PLACEHOLDER = "<ct2_unused_{}>"  # vocabulary entries for model ids the tokenizer does not have
+OUTPUT_KIND = "CTranslate2 export"  # the kind in the folder's manifest (export.folders)
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "silu": "SWISH", "swish": "SWISH"}
 
 README = """\
@@ -78,34 +80,32 @@ def export_ct2(
 
     `quantization`: None (float32 weights) or one of `QUANTIZATIONS`. Raises `ValueError` for a missing or
     corrupt model folder, a config option CTranslate2 cannot express, a tokenizer that does not fit the model,
-    or an `out` that is a non-empty folder other than a previous CTranslate2 export. Returns `out`."""
+    or an `out` that `export.folders` refuses (a non-empty folder other than a complete earlier CTranslate2
+    export, or the model folder or one containing it). Returns `out`."""
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(
             f"quantization={quantization!r} is invalid: use one of {', '.join(QUANTIZATIONS)} or None"
         )
-    out = Path(out)
+    inputs = [model_folder_or_model] if isinstance(model_folder_or_model, (str, Path)) else []
+    out = claim_output_folder(out, OUTPUT_KIND, inputs)
     if isinstance(model_folder_or_model, (str, Path)):
         from vanilla_transformer.inference.loading import load_model_and_tokenizer
 
         _check_saved_config(Path(model_folder_or_model))
         model, folder_tokenizer = load_model_and_tokenizer(str(model_folder_or_model), device="cpu")
         tokenizer = tokenizer or folder_tokenizer
-        if out.resolve() == Path(model_folder_or_model).resolve():
-            raise ValueError(f"out={str(out)!r} is the model folder itself: choose another output folder")
     else:
         model = model_folder_or_model
         if tokenizer is None:
             raise ValueError("pass the model's tokenizer (tokenizer=...) when exporting a loaded model")
-    if out.is_file() or (out.is_dir() and any(out.iterdir()) and not (out / "model.bin").is_file()):
-        raise ValueError(
-            f"out={str(out)!r} exists and is not an empty folder or a CTranslate2 export: choose a new folder"
-        )
     check_expressible(model.config)
     from vanilla_transformer.inference.loading import check_tokenizer_matches_model
 
     check_tokenizer_matches_model(model, tokenizer)
     import ctranslate2
 
+    claim_output_folder(out, OUTPUT_KIND, inputs, clear=True)
+    # the folder is now empty or absent: the converter's force=True removes nothing of the user's
     _build_converter()(model, tokenizer).convert(str(out), quantization=quantization, force=True)
     tokenizer.save_pretrained(out)
     model.generation_config.save_pretrained(out)
@@ -125,7 +125,7 @@ def export_ct2(
         ),
         encoding="utf-8",
     )
-    return out
+    return write_output_manifest(out, OUTPUT_KIND)
 
 
 def _check_saved_config(folder: Path) -> None:

@@ -32,6 +32,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vanilla_transformer.export.folders import claim_output_folder, write_output_manifest
 from vanilla_transformer.inference.engines import ONNX_GRAPH_FILES
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from vanilla_transformer.modeling import VanillaTransformerConfig
 
 OPSET = 18
+OUTPUT_KIND = "ONNX export"  # the kind in the folder's manifest (export.folders)
 # the graph files: the engine registry's names (`inference.engines`), which the runtime reads
 ENCODER_FILE, DECODER_FILE, DECODER_WITH_PAST_FILE = GRAPH_FILES = ONNX_GRAPH_FILES
 # the names of the dynamic axes, as optimum names them: (input, axis) -> name
@@ -69,16 +71,15 @@ def export_onnx(
     `model_folder_or_model` is a saved model folder (loaded with `inference.load_model_and_tokenizer`, whose
     tokenizer is used) or a loaded model, in which case `tokenizer` is saved with it when given. Raises
     `ValueError` for a missing or corrupt folder, a model of another type or not in float32, or an `out` that
-    is a file; `ImportError` without onnx and onnxscript (the export extras)."""
+    `export.folders` refuses (a file, a non-empty folder other than a complete earlier ONNX export, or the model
+    folder or one containing it); `ImportError` without onnx and onnxscript (the export extras)."""
     is_folder = isinstance(model_folder_or_model, (str, Path))
     if is_folder and not Path(model_folder_or_model).is_dir():
         raise ValueError(
             f"model folder {str(model_folder_or_model)!r} does not exist or is not a folder: pass the folder that "
             "training (or modeling.save_with_remote_code) wrote"
         )
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out={str(out)!r} is a file; pass a folder to write the ONNX export to")
+    out = claim_output_folder(out, OUTPUT_KIND, [model_folder_or_model] if is_folder else [])
     missing = [name for name in ("onnx", "onnxscript") if importlib.util.find_spec(name) is None]
     if missing:
         raise ImportError(f"exporting to ONNX needs {' and '.join(missing)}: pip install '.[export]'")
@@ -101,6 +102,7 @@ def export_onnx(
         raise ValueError(
             f"the model is in {model.dtype}; ONNX graphs are exported in float32: pass model.float()"
         )
+    claim_output_folder(out, OUTPUT_KIND, [model_folder_or_model] if is_folder else [], clear=True)
     out.mkdir(parents=True, exist_ok=True)
 
     was_training, device, attention = model.training, model.device, model.config._attn_implementation
@@ -122,7 +124,7 @@ def export_onnx(
     if tokenizer is not None:
         tokenizer.save_pretrained(out)
     (out / "README.md").write_text(readme(model.config), encoding="utf-8")
-    return out
+    return write_output_manifest(out, OUTPUT_KIND)
 
 
 def _export_graphs(model: PreTrainedModel, out: Path) -> None:

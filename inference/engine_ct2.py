@@ -53,16 +53,23 @@ class CT2Translator(EngineTranslator):
                 "with vanilla-transformer export --engine ct2 MODEL OUT"
             )
         import ctranslate2
-        from transformers import AutoTokenizer, GenerationConfig
+        from transformers import GenerationConfig
         from vanilla_transformer.modeling import VanillaTransformerConfig
+        from vanilla_transformer.tokenizer.prepare import load_tokenizer
 
         self.folder = folder
         self.config = VanillaTransformerConfig.from_json_file(str(folder / CT2_MODEL_CONFIG_FILE))
-        self.tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(str(folder))
+        self.tokenizer: PreTrainedTokenizerBase = load_tokenizer(folder)
         self.generation_config: GenerationConfig = GenerationConfig.from_pretrained(str(folder))
-        self.translator = ctranslate2.Translator(
-            str(folder), device="cpu", intra_threads=num_threads or 0, inter_threads=1
-        )
+        try:
+            self.translator = ctranslate2.Translator(
+                str(folder), device="cpu", intra_threads=num_threads or 0, inter_threads=1
+            )
+        except RuntimeError as err:  # e.g. a truncated model.bin: "Variable ... has an invalid payload size"
+            raise ValueError(
+                f"{folder / 'model.bin'} does not load in CTranslate2 ({str(err).splitlines()[0]}): export the "
+                "model again with vanilla-transformer export --engine ct2 MODEL OUT"
+            ) from err
         self.source_tokens, self.target_tokens = _vocabularies(folder)
         self.target_ids = {token: i for i, token in enumerate(self.target_tokens)}
 

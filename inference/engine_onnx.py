@@ -55,9 +55,10 @@ class OnnxTranslator(EngineTranslator):
         """Load `folder` (written by `export.onnx.export_onnx`). `num_threads` sets ONNX Runtime's intra-op
         threads (None: its default, one per core). Raises `ValueError` for a missing or incomplete folder."""
         import onnxruntime
-        from transformers import AutoTokenizer, GenerationConfig
+        from transformers import GenerationConfig
         from vanilla_transformer.modeling import VanillaTransformerConfig
         from vanilla_transformer.modeling.pipeline_vanilla_transformer import check_vocabulary
+        from vanilla_transformer.tokenizer.prepare import load_tokenizer
 
         folder = Path(folder)
         hint = "export one with vanilla-transformer export --engine onnx MODEL OUT"
@@ -81,7 +82,7 @@ class OnnxTranslator(EngineTranslator):
             self.generation_config = GenerationConfig.from_pretrained(folder)
         except (ValueError, OSError) as err:
             raise ValueError(f"{str(folder)!r} has an unreadable config ({err}); {hint}") from err
-        self.tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(folder)
+        self.tokenizer: PreTrainedTokenizerBase = load_tokenizer(folder)
         check_vocabulary(self.config, self.tokenizer)
         options = onnxruntime.SessionOptions()
         if num_threads is not None:

@@ -118,7 +118,7 @@ def load_model_and_tokenizer(
     dtype = resolve_dtype(dtype)
     _register_local_classes()
     from safetensors import SafetensorError
-    from transformers import CONFIG_MAPPING, AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import CONFIG_MAPPING, AutoModelForSeq2SeqLM
 
     needs_remote_code = bool(config.get("auto_map")) and config.get("model_type") not in CONFIG_MAPPING
     if not needs_remote_code:
@@ -133,10 +133,26 @@ def load_model_and_tokenizer(
     options = {"attn_implementation": attn_implementation} if attn_implementation else {}
     if dtype != "auto":
         options["dtype"] = dtype
+    from vanilla_transformer.tokenizer.prepare import load_tokenizer
+
+    tokenizer = load_tokenizer(source, trust_remote_code=trust_remote_code)  # before the weights: fails fast
+    weights = path / "model.safetensors"
+    if local and (wrong := _wrong_shapes(weights, source, trust_remote_code)):
+        raise ValueError(
+            f"{weights} does not fit its config.json: {'; '.join(wrong[:3])}"
+            f"{f' and {len(wrong) - 3} more' if len(wrong) > 3 else ''}; export the model again, or {export_hint}"
+        )
     try:
         model = AutoModelForSeq2SeqLM.from_pretrained(
             source, trust_remote_code=trust_remote_code, use_safetensors=True, **options
         )
+    except RuntimeError as err:  # transformers' size-mismatch error, for weights `_wrong_shapes` cannot read
+        if "ignore_mismatched_sizes" not in str(err):
+            raise
+        raise ValueError(
+            f"{name_or_path!r} has weights of the wrong shape for its config.json; export the model again, or "
+            f"{export_hint}"
+        ) from err
     except SafetensorError as err:  # a truncated or corrupt model.safetensors
         raise ValueError(
             f"{name_or_path!r} has a corrupt model.safetensors ({err}); export the model again, or {export_hint}"
@@ -148,7 +164,6 @@ def load_model_and_tokenizer(
             f"{name_or_path!r} has no safetensors weights (model.safetensors); weights are never read from "
             f"pickle files such as pytorch_model.bin: convert them with safetensors, or {export_hint}"
         ) from err
-    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
     check_tokenizer_matches_model(model, tokenizer)
     model = model.to(device).eval()
     if dtype == "auto":
@@ -159,6 +174,31 @@ def load_model_and_tokenizer(
         logger.info("decoding in %s: %s", str(chosen).removeprefix("torch."), reason)
         model = model.to(chosen)
     return model, tokenizer
+
+
+def _wrong_shapes(weights: Path, source: str, trust_remote_code: bool) -> list[str]:
+    """The tensors of the safetensors file `weights` whose shape differs from the model that the config of
+    `source` builds, as "tensor NAME has shape (A, B), the config gives (C, D)" (shapes read from the file header;
+    the model is built on the meta device). Empty when they all fit, and when the file or the config does not read: the loader's own
+    errors then say why."""
+    import torch
+    from safetensors import safe_open
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
+    try:
+        with safe_open(str(weights), framework="pt") as file:
+            shapes = {name: tuple(file.get_slice(name).get_shape()) for name in file.keys()}  # noqa: SIM118
+        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
+        with torch.device("meta"):
+            model = AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=trust_remote_code)
+    except Exception:  # noqa: BLE001 - any failure here is reported by from_pretrained, which runs next
+        return []
+    expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    return [
+        f"tensor {name} has shape {shape}, the config gives {expected[name]}"
+        for name, shape in shapes.items()
+        if name in expected and shape != expected[name]
+    ]
 
 
 def hub_config(repo_id: str) -> dict:

@@ -69,8 +69,28 @@ def config_from_gpt2(gpt2: GPT2Config) -> VanillaDecoderOnlyConfig:
         max_position_embeddings=gpt2.n_positions,
         scale_embedding=False,
         output_bias=False,
-        **tying_init_and_ids(gpt2, gpt2.initializer_range, gpt2.pad_token_id),
+        **{
+            **tying_init_and_ids(gpt2, gpt2.initializer_range, gpt2.pad_token_id),
+            **_ids_outside_vocabulary(gpt2.to_dict(), gpt2.vocab_size),
+        },
     )
+
+
+SPECIAL_IDS = ("pad_token_id", "bos_token_id", "eos_token_id")
+
+
+def _ids_outside_vocabulary(settings: dict, vocab_size: int) -> dict:
+    """{field: None} for the special ids of `settings` that lie outside [0, vocab_size). GPT2Config keeps its
+    default bos = eos = 50256 whatever `vocab_size` is; GPT-2 never embeds such an id (it cannot be in the input)
+    and never generates it, so leaving it unset computes and generates exactly the same."""
+    outside = {}
+    for field in SPECIAL_IDS:
+        ids = settings.get(field)
+        listed = ids if isinstance(ids, list) else [ids]
+        if ids is not None and any(not isinstance(i, int) or not 0 <= i < vocab_size for i in listed):
+            logger.info("GPT-2 %s=%s lies outside its vocabulary of %d: left unset", field, ids, vocab_size)
+            outside[field] = None
+    return outside
 
 
 def _converted_state(gpt2: GPT2LMHeadModel) -> dict[str, torch.Tensor]:
@@ -125,7 +145,9 @@ def convert_gpt2(model_or_folder: GPT2LMHeadModel | str | Path) -> VanillaDecode
         for key, value in gpt2.generation_config.to_diff_dict().items()
         if not key.startswith("_") and key != "transformers_version"
     }
-    generation_config.update(**source_settings)
+    generation_config.update(
+        **{**source_settings, **_ids_outside_vocabulary(source_settings, config.vocab_size)}
+    )
     model.generation_config = generation_config
     return model
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -39,10 +40,10 @@ def load_or_train_tokenizer(
     if tokenizer is not None:
         if (problem := given_tokenizer_problem(tokenizer)) is not None:
             raise ValueError(problem + ".")
-        where, loaded = tokenizer, AutoTokenizer.from_pretrained(tokenizer)
+        where, loaded = tokenizer, load_tokenizer(tokenizer)
     elif (Path(folder) / "tokenizer.json").exists():
         logger.info("Reusing the tokenizer in %s", folder)
-        where, loaded = str(folder), AutoTokenizer.from_pretrained(str(folder))
+        where, loaded = str(folder), load_tokenizer(folder)
     else:
         logger.info(
             "Training a %d-token joint BPE tokenizer on %d training pairs", vocab_size, len(train_split)
@@ -67,6 +68,39 @@ def load_or_train_tokenizer(
             f"</s> {EOS_ID}. Train one with vanilla-transformer train-tokenizer, or {fix} to train one here."
         )
     return loaded
+
+
+TOKENIZER_JSON_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+)
+
+
+def load_tokenizer(source: str | Path, **options) -> PreTrainedTokenizerBase:
+    """`AutoTokenizer.from_pretrained(source, **options)`; for a local folder whose tokenizer does not load, a
+    `ValueError` that names the damaged file (a tokenizer JSON file that does not parse) or the folder."""
+    try:
+        return AutoTokenizer.from_pretrained(str(source), **options)
+    except Exception as err:  # noqa: BLE001 - tokenizers raises plain Exception for data it cannot read
+        folder = Path(source)
+        if not folder.is_dir():
+            raise
+        for name in TOKENIZER_JSON_FILES:
+            try:
+                if (folder / name).is_file():
+                    json.loads((folder / name).read_text(encoding="utf-8"))
+            except (ValueError, OSError) as bad:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+                raise ValueError(
+                    f"{folder / name} is damaged (not valid JSON: {bad}); copy the tokenizer again from the "
+                    "training run or the model folder it was saved with"
+                ) from err
+        first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ValueError(
+            f"the tokenizer in {folder} does not load ({first_line}); copy it again from the training run or "
+            "the model folder it was saved with"
+        ) from err
 
 
 def given_tokenizer_problem(tokenizer: str) -> str | None:

@@ -16,10 +16,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
+from vanilla_transformer.export.folders import claim_output_folder, write_output_manifest
 
 from . import checkpoint as ckpt
 
 logger = logging.getLogger(__name__)
+OUTPUT_KIND = "averaged model"  # the kind in the output folder's manifest (export.folders)
 
 Weights = dict[str, torch.Tensor]
 
@@ -119,7 +121,8 @@ def export_averaged_model(
     folders: Sequence[str | os.PathLike], output_dir: str | os.PathLike, tokenizer=None
 ) -> Path:
     """Average the model weights of checkpoint ``folders`` (same architecture; config from the newest one's
-    ``config.json``) and save a self-contained model folder with `save_with_remote_code`."""
+    ``config.json``) and save a self-contained model folder with `save_with_remote_code`. ``output_dir`` follows
+    the rule of `export.folders`: new, empty or a complete earlier averaged model, never containing a checkpoint."""
     from vanilla_transformer.modeling import (
         VanillaTransformerConfig,
         VanillaTransformerForConditionalGeneration,
@@ -129,6 +132,7 @@ def export_averaged_model(
     if not folders:
         raise ValueError("No checkpoints to average.")
     folders = [Path(f) for f in folders]
+    claim_output_folder(output_dir, OUTPUT_KIND, folders)
     config_file = folders[-1] / "config.json"
     if not config_file.exists():
         raise ckpt.CheckpointError(
@@ -138,4 +142,5 @@ def export_averaged_model(
     model = VanillaTransformerForConditionalGeneration(config)
     ckpt.load_weights_into(model, average_checkpoints(folders))
     logger.info("Averaged %d checkpoints: %s", len(folders), ", ".join(f.name for f in folders))
-    return save_with_remote_code(model.eval(), output_dir, tokenizer)
+    claim_output_folder(output_dir, OUTPUT_KIND, folders, clear=True)
+    return write_output_manifest(save_with_remote_code(model.eval(), output_dir, tokenizer), OUTPUT_KIND)

@@ -4,7 +4,9 @@ The style is transformers' (`HfArgumentParser`): every field is ``--field_name``
 ``--flag`` (true), ``--flag false`` or, when it defaults to true, ``--no_flag``; an optional field takes ``none``.
 Fields are shown in ``--help`` in groups: a field's ``group`` metadata, else its section in the declaring class's
 ``help_groups`` table, else the declaring class.
-``--config FILE`` (YAML or JSON, keys are field names) sets options; flags on the command line override it.
+``--config FILE`` (YAML or JSON, keys are field names) sets options; flags on the command line override it. A
+file's values go through the flags' parsers and range checks (an option with a ``separator`` also takes a list);
+a field's ``minimum`` metadata is checked as it is parsed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import dataclasses
 import difflib
 import json
+import math
 import types
 import typing
 from pathlib import Path
@@ -39,7 +42,25 @@ def _field_type(cls: type, f: dataclasses.Field) -> tuple[type, bool]:
     ), optional  # a field that also takes Python objects parses from one type
 
 
-def _parser_for(kind: type, optional: bool, name: str):
+def _expected(kind: type, optional: bool, metadata: Any) -> str:
+    """What an option takes, in words: "an integer >= 1 or none", "one of no, bf16, fp16", ..."""
+    if "separator" in metadata:
+        text = f"a list (or a {metadata['separator']!r}-separated string)"
+    elif "choices" in metadata:
+        text = "one of " + ", ".join(str(c) for c in metadata["choices"])
+    elif kind is bool:
+        text = "true or false"
+    else:
+        text = {int: "an integer", float: "a number", str: "a string"}.get(kind, kind.__name__)
+    if metadata.get("minimum") is not None:
+        text += f" >= {metadata['minimum']}"
+    return text + (" or none" if optional else "")
+
+
+def _parser_for(kind: type, optional: bool, metadata: Any):
+    """The command-line parser of an option: text -> value, with the option's ``minimum`` (field metadata)."""
+    minimum = metadata.get("minimum")
+
     def parse(text: str):
         if optional and text.lower() in ("none", ""):
             return None
@@ -47,10 +68,49 @@ def _parser_for(kind: type, optional: bool, name: str):
             if text.lower() not in _TRUE + _FALSE:
                 raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
             return text.lower() in _TRUE
-        return kind(text)
+        value = kind(text)  # a ValueError: argparse's "invalid int value: 'abc'"
+        if minimum is not None and value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {_expected(kind, optional, metadata)}, got {text!r}")
+        return value
 
     parse.__name__ = kind.__name__ if not optional else f"{kind.__name__} or none"
     return parse
+
+
+def _config_text(value: Any, kind: type, metadata: Any) -> str:
+    """A config file's value as the text the command line would take (YAML/JSON scalars, a list for an option
+    with a ``separator``); raises `ValueError` for a value of the wrong shape."""
+    if isinstance(value, list) and "separator" in metadata:
+        if any(isinstance(v, (bool, list, dict)) or v is None for v in value):
+            raise ValueError(f"a list of plain values, got {value!r}")
+        return metadata["separator"].join(str(v) for v in value)
+    if isinstance(value, bool):
+        if kind is str:  # YAML 1.1 reads yes/no/on/off unquoted as booleans
+            raise ValueError(f"a string, got the boolean {value!r} (quote the value in the file)")
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    raise ValueError(f"a single value, got {value!r}")
+
+
+def parse_config_value(cls: type, name: str, value: Any) -> Any:
+    """A config file's ``value`` for field ``name`` of dataclass ``cls``, parsed and range-checked as the command
+    line parses ``--name`` (plus: a YAML/JSON list for an option that takes a separated list). Raises `ValueError`
+    saying what the option expects."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    kind, optional = _field_type(cls, f)
+    expected = _expected(kind, optional, f.metadata)
+    if value is None:
+        if optional:
+            return None
+        raise ValueError(f"{name}: expected {expected}, got null")
+    try:
+        parsed = _parser_for(kind, optional, f.metadata)(_config_text(value, kind, f.metadata))
+    except (TypeError, ValueError, argparse.ArgumentTypeError) as error:
+        raise ValueError(f"{name}: expected {expected}, got {value!r}") from error
+    if "choices" in f.metadata and parsed is not None and parsed not in f.metadata["choices"]:
+        raise ValueError(f"{name}: expected {expected}, got {value!r}")
+    return parsed
 
 
 def parse_field_value(cls: type, name: str, text: str) -> Any:
@@ -61,10 +121,21 @@ def parse_field_value(cls: type, name: str, text: str) -> Any:
         raise ValueError(f"{name!r} is not an option of {cls.__name__}; choose one of {sorted(fields)}.")
     kind, optional = _field_type(cls, fields[name])
     try:
-        return _parser_for(kind, optional, name)(text)
+        return _parser_for(kind, optional, fields[name].metadata)(text)
     except (TypeError, ValueError, argparse.ArgumentTypeError) as error:
-        expected = "true or false" if kind is bool else kind.__name__ + (" or none" if optional else "")
-        raise ValueError(f"{name}={text!r} is not a valid {expected}.") from error
+        expected = _expected(kind, optional, fields[name].metadata)
+        raise ValueError(f"{name}={text!r} is not valid: expected {expected}.") from error
+
+
+def float_list(text: str, option: str, what: str, positive: bool = False) -> list[float]:
+    """Parse a comma-separated option such as ``"0.6, 1.0"``; raises ValueError naming ``option``."""
+    try:
+        values = [float(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        values = [math.nan]
+    if any(not math.isfinite(v) or (positive and v <= 0) for v in values):
+        raise ValueError(f"--{option} must be comma-separated {what}, got {text!r}.")
+    return values
 
 
 def _group_titles(cls: type) -> dict[str, str]:
@@ -95,7 +166,7 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> argpa
         kwargs: dict[str, Any] = {
             "default": f.default,
             "help": help_text,
-            "type": _parser_for(kind, optional, f.name),
+            "type": _parser_for(kind, optional, f.metadata),
         }
         if kind is bool:
             kwargs.update(nargs="?", const=True, metavar="true|false")
@@ -108,11 +179,12 @@ def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type) -> argpa
 
 
 def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:
-    """The options in a YAML or JSON file (a mapping of field names of ``cls`` to values).
+    """The options in a YAML or JSON file (a mapping of field names of ``cls`` to values), each parsed and
+    range-checked as its command-line flag is (`parse_config_value`).
 
     Raises:
-        ValueError: the file is missing or unreadable, not a mapping, or names an unknown option (with the
-            nearest option names).
+        ValueError: the file is missing or unreadable, not a mapping, names an unknown option (with the
+            nearest option names) or holds a value its option does not take (the option, the file, what it takes).
     """
     path = Path(path)
     if not path.is_file():
@@ -139,7 +211,10 @@ def read_config_file(cls: type, path: str | Path) -> dict[str, Any]:
             f"--config {str(path)!r} has unknown option(s): "
             + ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "") for k, h in hints.items())
         )
-    return values
+    try:
+        return {name: parse_config_value(cls, name, value) for name, value in values.items()}
+    except ValueError as error:
+        raise ValueError(f"--config {str(path)!r}: {error}") from error
 
 
 def parse_dataclass(

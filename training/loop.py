@@ -9,7 +9,11 @@ is the same for all. The random spans or masks of the batch numbered j of update
 Loss normalisation (fairseq's): every optimizer update sums the label-smoothed loss over all target tokens of all
 its batches — ``grad_accum`` batches on each of ``num_processes`` processes — and divides by the total number of
 those target tokens (all-reduced across processes). So 2 processes x 1 batch and 1 process x 2 accumulated batches
-compute the same update from the same global batches (up to float summation order).
+compute the same update from the same global batches (up to float summation order). An update whose batches
+have no target token at all (a masked_lm batch of short texts where no token was drawn for masking) is skipped
+as an fp16 update whose gradients overflowed is: no loss, no optimizer step, the schedule does not advance, but
+the update count does (so the next update draws new masks, and ``--max_steps`` bounds the batches consumed); the
+run counts it in ``skipped_updates`` (result, checkpoint and log) and has no history entry for it.
 
 One run, in order: the plan (`training.planning.plan_run`: options, folder, recipe, data) -> model, optimizer,
 scheduler -> resume from the latest checkpoint (`TrainState` + accelerate's model/optimizer/scheduler/RNG state)
@@ -84,9 +88,10 @@ class Trainer:
         return self.accelerator.unwrap_model(self.model)
 
     # ------------------------------------------------------------------------------------------------ updates
-    def train_step(self, lr_factor: float, step: int = 0) -> dict:
+    def train_step(self, lr_factor: float, step: int = 0) -> dict | None:
         """Optimizer update ``step + 1`` over the next ``grad_accum x num_processes`` batches, the scheduled learning
-        rate multiplied by ``lr_factor`` (the cool-down); returns its logs (per-token loss, nll, ppl, lr, ...)."""
+        rate multiplied by ``lr_factor`` (the cool-down); returns its logs (per-token loss, nll, ppl, lr, ...), or
+        None when those batches have no target token to score (no update: module docstring)."""
         acc, cfg, data = self.accelerator, self.cfg, self.data
         world, rank = acc.num_processes, acc.process_index
         batches = data.stream.take(cfg.grad_accum * world)
@@ -103,6 +108,8 @@ class Trainer:
         ]
         local = torch.stack([b["ntokens"] for b in mine]).sum()
         total = acc.reduce(local.clone(), reduction="sum") if world > 1 else local
+        if int(total) == 0:  # the same on every process: all skip together
+            return None
         self.model.train()
         loss_sum = torch.zeros((), device=acc.device)
         nll_sum = torch.zeros((), device=acc.device)
@@ -322,6 +329,7 @@ class Trainer:
         marks = [m for m in recipe.export_marks if m * 60 > state.train_seconds]  # passed before a resume
         before, start = state.train_seconds, time.monotonic()
         tokens_now, last_saved = 0, state.step if cfg.resume else None
+        epochs_at_update = self.epochs_done()
         while True:
             seconds = time.monotonic() - start
             progress = budget_progress(
@@ -338,16 +346,26 @@ class Trainer:
             logs = self.train_step(cooldown_factor(progress, recipe.cooldown), state.step)
             state.step += 1
             state.stream = data.stream.state_dict()
-            state.target_tokens += logs["ntokens"]
             state.train_seconds = before + time.monotonic() - start
-            tokens_now += logs["ntokens"]
-            logs.update(
-                step=state.step, epoch=data.stream.epoch, seconds=state.train_seconds, budget=progress
-            )
-            result.history.append(logs)
-            self.emit("step", logs)
-            if state.step % cfg.log_every == 0:
-                acc.log({f"train/{k}": v for k, v in logs.items() if k != "step"}, step=state.step)
+            if logs is None:  # no target token to score: no optimizer step (module docstring)
+                state.skipped_updates += 1
+                if self.epochs_done() - epochs_at_update >= 1.0:
+                    raise ValueError(
+                        "a whole epoch of batches had no target token to score (with --objective masked_lm: "
+                        f"--mlm_probability {cfg.mlm_probability} chose no token); raise --mlm_probability or "
+                        "--max_tokens, or use longer texts."
+                    )
+            else:
+                epochs_at_update = self.epochs_done()
+                state.target_tokens += logs["ntokens"]
+                tokens_now += logs["ntokens"]
+                logs.update(
+                    step=state.step, epoch=data.stream.epoch, seconds=state.train_seconds, budget=progress
+                )
+                result.history.append(logs)
+                self.emit("step", logs)
+                if state.step % cfg.log_every == 0:
+                    acc.log({f"train/{k}": v for k, v in logs.items() if k != "step"}, step=state.step)
             if state.step % cfg.eval_every == 0:
                 last_saved = self.save(state, result, before + time.monotonic() - start)
             self.snapshots.after_update(state.step, self.unwrapped)
@@ -358,6 +376,15 @@ class Trainer:
         elapsed = time.monotonic() - start
         result.target_tokens_per_second = tokens_now / max(elapsed, 1e-9)
         result.step, result.epoch, result.stopped_because = state.step, data.stream.epoch, stopped
+        result.skipped_updates = state.skipped_updates
+        if state.skipped_updates:
+            self.emit(
+                "info",
+                {
+                    "message": f"skipped {state.skipped_updates} update(s) whose batches had no target token to "
+                    "score (counted in the updates, but no optimizer step)"
+                },
+            )
         if (note := warmup_note(recipe, state.step)) is not None:
             self.emit("info", {"message": note})
         if last_saved != state.step:

@@ -18,6 +18,7 @@ from vanilla_transformer.export.ct2 import QUANTIZATIONS
 from vanilla_transformer.tokenizer import DEFAULT_VOCAB_SIZE
 from vanilla_transformer.tokenizer.prepare import given_tokenizer_problem
 
+from .cli import float_list
 from .objectives import get_objective, objective_names
 from .objectives.causal_lm import CAUSAL_LM_DATA
 from .presets import preset_names
@@ -160,10 +161,11 @@ class TrainConfig(DataOptions):
         None,
         "stop after this many optimizer updates (in total, across resumes); the default --max_minutes 25 "
         "still applies: add --max_minutes 0 for a budget in updates only",
+        minimum=1,
     )
-    max_epochs: int | None = _f(None, "stop after this many epochs")
+    max_epochs: int | None = _f(None, "stop after this many epochs", minimum=1)
     max_minutes: float | None = _f(
-        25.0, "wall-clock budget of the training loop of this invocation (0/None = none)"
+        25.0, "wall-clock budget of the training loop of this invocation (0/None = none)", minimum=0
     )
     seed: int = _f(1, "seed of model initialisation, dropout and batch order")
     # hardware
@@ -200,6 +202,7 @@ class TrainConfig(DataOptions):
         "comma-separated training minutes at which to also export the model as if the run stopped there (averaging "
         "included) to OUTPUT_DIR/minute-M/, e.g. '25,60' in a 120-minute run; training is not changed (the run's "
         "dropout is the run's: the small preset's long-budget dropout applies to the whole run)",
+        separator=",",
     )
     bleu_samples: int = _f(
         200, "validation pairs translated (greedy) for the periodic BLEU/chrF; 0 = loss only"
@@ -218,6 +221,7 @@ class TrainConfig(DataOptions):
         None,
         "comma-separated length penalties tried on (up to 500 of) the validation pairs; the best BLEU (then chrF) is "
         "used for the test split and exported. Default: no search (--length_penalty)",
+        separator=",",
     )
     eval_batch_size: int = _f(64, "sentences per generate() batch")
     sacrebleu_tokenize: str | None = _f(
@@ -228,11 +232,13 @@ class TrainConfig(DataOptions):
         "experiment trackers, through accelerate: comma-separated names among "
         + ", ".join(TRACKERS)
         + " (local ones write to OUTPUT_DIR/runs), 'all' (every installed one) or 'none'",
+        separator=",",
     )
     num_samples: int = _f(3, "sample test translations returned (and printed by the script)")
     sample_sentences: str | None = _f(
         None,
         "extra source sentences to translate at the end, separated by '|' (default for zh: 我爱机器翻译)",
+        separator="|",
     )
     model_card: str | None = _f(None, "model card template (default: the repository's model_card.md)")
     resume: bool = _f(False, "continue from OUTPUT_DIR/checkpoints/latest")
@@ -317,17 +323,6 @@ RESUME_KEYS = (
 )
 
 
-def float_list(text: str, option: str, what: str, positive: bool = False) -> list[float]:
-    """Parse a comma-separated option such as ``"0.6, 1.0"``; raises ValueError naming ``option``."""
-    try:
-        values = [float(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        values = [math.nan]
-    if any(not math.isfinite(v) or (positive and v <= 0) for v in values):
-        raise ValueError(f"--{option} must be comma-separated {what}, got {text!r}.")
-    return values
-
-
 def length_penalty_candidates(cfg: TrainConfig) -> list[float]:
     """The length penalties to search on validation; empty when no search was asked for."""
     if cfg.length_penalty_candidates is None:
@@ -401,10 +396,10 @@ def check_options(cfg: TrainConfig) -> None:
             )
     if cfg.lr_scale is not None and not (math.isfinite(cfg.lr_scale) and cfg.lr_scale > 0):
         problems.append(f"--lr_scale must be a number > 0, got {cfg.lr_scale}")
-    minimums = [f.name for f in fields(cfg) if f.metadata.get("minimum") == 1]
-    for name in ("warmup_steps", "max_tokens", "average_every", *minimums):
-        if getattr(cfg, name) is not None and getattr(cfg, name) < 1:
-            problems.append(f"--{name} must be >= 1, got {getattr(cfg, name)}")
+    minimums = {f.name: f.metadata["minimum"] for f in fields(cfg) if "minimum" in f.metadata}
+    for name, minimum in {"warmup_steps": 1, "max_tokens": 1, "average_every": 1, **minimums}.items():
+        if getattr(cfg, name) is not None and getattr(cfg, name) < minimum:
+            problems.append(f"--{name} must be >= {minimum}, got {getattr(cfg, name)}")
     for name, value in (("clip_norm", cfg.clip_norm), ("weight_decay", cfg.weight_decay)):
         if value is not None and not (math.isfinite(value) and value >= 0):
             problems.append(f"--{name} must be a number >= 0 (0 turns it off), got {value}")

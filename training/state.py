@@ -19,6 +19,9 @@ class TrainState:
     train_seconds: float = 0.0  # seconds in the training loop, all invocations
     target_tokens: int = 0  # target tokens trained on, all invocations
     num_processes: int = 1
+    skipped_updates: int = (
+        0  # updates skipped for having no target token to score (training.loop), all invocations
+    )
 
 
 @dataclass
@@ -31,6 +34,7 @@ class TrainResult:
     test_metrics: dict | None = None
     samples: list[dict] = field(default_factory=list)
     stopped_because: str = ""
+    skipped_updates: int = 0  # updates skipped for having no target token to score (training.loop)
     target_tokens_per_second: float = 0.0  # this invocation's
     target_tokens: int = 0
     train_seconds: float = 0.0

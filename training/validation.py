@@ -74,6 +74,11 @@ def validation_metrics(
         if world > 1:
             sums = accelerator.reduce(sums, reduction="sum")
         loss_v, nll_v, ntok = (float(x) for x in sums)
+        if ntok == 0:
+            raise ValueError(
+                f"the {len(valid_src)} validation examples have no target token to score (with --objective "
+                "masked_lm: --mlm_probability chose none of their tokens); raise --mlm_probability or --valid_size."
+            )
         metrics = {
             "valid_loss": loss_v / ntok,
             "valid_nll_loss": nll_v / ntok,

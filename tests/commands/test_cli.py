@@ -152,3 +152,81 @@ def test_python_dash_m_runs_the_command(tmp_path):
         timeout=120,
     )
     assert done.returncode == 0 and "usage: vanilla-transformer convert" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "line, field, value",
+    [
+        ("max_steps: 7", "max_steps", 7),  # int (optional)
+        ("max_tokens: null", "max_tokens", None),  # optional: null is none
+        ("label_smoothing: 0.2", "label_smoothing", 0.2),  # float
+        ("weight_decay: 1", "weight_decay", 1.0),  # an integer is a valid float
+        ("export: no", "export", False),  # bool (YAML)
+        ("cpu: 'true'", "cpu", True),  # bool written as the flag's text
+        ("export_at_minutes: [25, 60]", "export_at_minutes", "25,60"),  # list
+        ("export_at_minutes: '25,60'", "export_at_minutes", "25,60"),  # or the flag's text
+        ("sample_sentences: [a b, c]", "sample_sentences", "a b|c"),  # list of a '|'-separated option
+        ("preset: tiny", "preset", "tiny"),  # choice
+    ],
+)
+def test_config_file_values_parse_like_their_flags(tmp_path, line, field, value):
+    config = tmp_path / "run.yaml"
+    config.write_text(line + "\n", encoding="utf-8")
+    assert getattr(parse_dataclass(TrainConfig, ["--config", str(config)]), field) == value
+
+
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("max_steps: -3", "max_steps: expected an integer >= 1 or none, got -3"),
+        ("max_steps: 2.5", "max_steps: expected an integer >= 1 or none, got 2.5"),
+        ("grad_accum: null", "grad_accum: expected an integer, got null"),
+        ("label_smoothing: high", "label_smoothing: expected a number, got 'high'"),
+        ("export: maybe", "export: expected true or false, got 'maybe'"),
+        ("export_at_minutes: {25: 60}", "export_at_minutes: expected a list (or a ','-separated string)"),
+        ("max_minutes: [25, 60]", "max_minutes: expected a number >= 0 or none, got [25, 60]"),
+        ("preset: huge", "preset: expected one of tiny, small, base, big, got 'huge'"),
+        ("source_lang: no", "source_lang: expected a string or none, got False"),
+    ],
+)
+def test_a_bad_config_value_names_the_option_the_file_and_what_it_takes(tmp_path, line, expected):
+    config = tmp_path / "run.yaml"
+    config.write_text(line + "\n", encoding="utf-8")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_info:
+        parse_dataclass(TrainConfig, ["--config", str(config)])
+    error_lines = [line for line in err.getvalue().splitlines() if "error:" in line]
+    assert exit_info.value.code == 2 and len(error_lines) == 1
+    assert f"--config {str(config)!r}: {expected}" in error_lines[0]
+
+
+def test_train_with_a_config_file_refuses_what_its_flags_refuse(tmp_path):
+    """Through the command: a YAML list of export minutes is taken, a negative --max_steps is refused at once
+    (from the file and from the command line) instead of a run of 0 updates."""
+    config = tmp_path / "run.yaml"
+    config.write_text("export_at_minutes: [25, 60]\nmax_steps: -3\n", encoding="utf-8")
+    output = tmp_path / "run"
+    command = [sys.executable, "-m", "vanilla_transformer", "train", "--output_dir", str(output)]
+    done = subprocess.run([*command, "--config", str(config)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"--config {str(config)!r}: max_steps: expected an integer >= 1 or none, got -3" in done.stderr
+    done = subprocess.run([*command, "--max_steps", "-3"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "argument --max_steps: expected an integer >= 1 or none" in done.stderr
+    assert not output.exists()
+    config.write_text("export_at_minutes: [25, 60]\nmax_steps: 3\n", encoding="utf-8")
+    assert parse_dataclass(TrainConfig, ["--config", str(config)]).export_at_minutes == "25,60"
+
+
+def test_bench_quality_config_files_parse_like_its_flags(tmp_path):
+    from vanilla_transformer.benchmarks.quality_options import QualityConfig
+
+    config = tmp_path / "bench.yaml"
+    config.write_text("systems: [ours]\nbudget_minutes: 5\n", encoding="utf-8")
+    cfg = parse_dataclass(QualityConfig, ["--config", str(config)])
+    assert (cfg.systems, cfg.budget_minutes) == ("ours", 5.0)
+    config.write_text("budget_minutes: soon\n", encoding="utf-8")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_info:
+        parse_dataclass(QualityConfig, ["--config", str(config)])
+    assert exit_info.value.code == 2
+    assert f"--config {str(config)!r}: budget_minutes: expected a number, got 'soon'" in err.getvalue()

@@ -7,6 +7,8 @@ import gzip
 import json
 import lzma
 import random
+import subprocess
+import sys
 
 import datasets
 import pytest
@@ -86,6 +88,21 @@ def test_invalid_utf8_names_the_line(tmp_path):
     tsv = write(tmp_path / "a.tsv", b"a\tA\n" + "你好\tHello\n".encode("gb18030"))
     with pytest.raises(ValueError, match=r"line 2 is not valid UTF-8.*iconv"):
         load_parallel_corpus(tsv)
+
+
+def test_a_utf16_corpus_without_a_bom_is_refused_naming_the_line(tmp_path):
+    """Windows' 'Unicode' text (UTF-16LE, no BOM): ASCII in it is valid UTF-8 with a NUL after every byte."""
+    tsv = write(tmp_path / "a.tsv", "Hallo\tHello\nWelt\tWorld\n".encode("utf-16-le"))
+    for read in (load_parallel_corpus, lambda path: list(read_lines(path))):
+        with pytest.raises(ValueError, match=r"a.tsv' line 1 holds NUL bytes.*UTF-16.*iconv -f UTF-16LE"):
+            read(tsv)
+    command = ["train", "--data", str(tsv), "--output_dir", str(tmp_path / "run"), "--max_steps", "1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "vanilla_transformer", *command], capture_output=True, text=True, timeout=120
+    )
+    err = done.stderr
+    assert done.returncode == 2, err
+    assert "a.tsv' line 1 holds NUL bytes" in err and "UTF-16" in err and "Traceback" not in err
 
 
 def test_split_is_deterministic_disjoint_and_sized():

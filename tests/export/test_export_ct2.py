@@ -208,7 +208,7 @@ def test_export_refuses_what_ctranslate2_cannot_express(tokenizer, tmp_path):
         export_ct2(tiny_model(vocab_size=len(tokenizer)), tmp_path / "c")
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "notes.txt").write_text("keep me")
-    with pytest.raises(ValueError, match="not an empty folder"):
+    with pytest.raises(ValueError, match="not part of an earlier CTranslate2 export"):
         export_ct2(tiny_model(vocab_size=len(tokenizer)), tmp_path / "d", tokenizer=tokenizer)
     assert (tmp_path / "d" / "notes.txt").read_text() == "keep me"
     with pytest.raises(ValueError, match="not a CTranslate2 export"):

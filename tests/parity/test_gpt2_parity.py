@@ -206,3 +206,24 @@ def test_convert_script_reports_a_bad_folder(tmp_path, capsys):
     assert convert(tmp_path, tmp_path / "out") == 2
     assert "not a GPT-2 model" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_small_gpt2_config_with_default_special_ids_converts(tmp_path):
+    """GPT2Config keeps bos = eos = 50256 whatever vocab_size is: such a model runs in transformers, and converts."""
+    config = GPT2Config(**gpt2_values(100, 32, 32, 2, 4), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    assert config.bos_token_id == config.eos_token_id == 50256
+    torch.manual_seed(230)
+    gpt2 = GPT2LMHeadModel(config).eval()
+    perturb_biases_and_norms(gpt2)
+    gpt2.save_pretrained(tmp_path / "gpt2")
+    assert convert(tmp_path / "gpt2", tmp_path / "ours") == 0
+    ours = AutoModelForCausalLM.from_pretrained(tmp_path / "ours").eval()
+    ids = torch.randint(0, 100, (2, 7), generator=torch.Generator().manual_seed(231))
+    with torch.no_grad():
+        torch.testing.assert_close(
+            ours(input_ids=ids).logits, gpt2(input_ids=ids).logits, atol=1e-4, rtol=1e-4
+        )
+        assert torch.equal(
+            ours.generate(input_ids=ids, max_new_tokens=8, do_sample=False),
+            gpt2.generate(input_ids=ids, max_new_tokens=8, do_sample=False),
+        )

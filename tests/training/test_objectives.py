@@ -308,3 +308,31 @@ def test_examples_of_each_objective_and_their_length_filter():
         assert objective.examples(sources, targets, 4) == (texts, texts, 1)
     causal = CausalLM()
     assert causal.lengths([[2], [5, 3]], [[7, 3], [8, 3]]) == ([3, 4], [3, 4])
+
+
+def test_masked_lm_batches_with_no_masked_token_are_skipped_and_counted(short_texts, tmp_path):
+    """At a tiny --mlm_probability many 64-token batches of short texts have no token chosen for masking: those
+    updates are skipped (no step, no NaN), counted, and a resumed run still continues exactly."""
+    common = dict(
+        objective="masked_lm",
+        mlm_probability=0.01,
+        max_tokens=64,
+        cache_dir=str(tmp_path / "cache"),
+        max_steps=6,
+    )
+    full = train(toy_run(tmp_path / "full", short_texts, **common))
+    assert full.step == 6 and 0 < full.skipped_updates < 6 and len(full.history) == 6 - full.skipped_updates
+    assert all(math.isfinite(h["loss"]) and h["ntokens"] > 0 for h in full.history)
+    cut = train(toy_run(tmp_path / "cut", short_texts, **{**common, "max_steps": 3}))
+    resumed = train(toy_run(tmp_path / "cut", short_texts, **common, resume=True))
+    after_cut = [h["loss"] for h in full.history if h["step"] > 3]
+    assert after_cut == [h["loss"] for h in resumed.history]
+    assert resumed.skipped_updates == full.skipped_updates >= cut.skipped_updates
+    with pytest.raises(ValueError, match="a whole epoch of batches had no target token.*--mlm_probability"):
+        train(
+            toy_run(tmp_path / "none", short_texts, **{**common, "mlm_probability": 1e-9, "max_steps": 1000})
+        )
+    with pytest.raises(ValueError, match="validation examples have no target token.*--mlm_probability"):
+        train(
+            toy_run(tmp_path / "none", short_texts, **{**common, "mlm_probability": 1e-9, "overwrite": True})
+        )

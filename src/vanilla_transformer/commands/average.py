@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if bool(args.run) == bool(args.checkpoints):
         parser.error("pass exactly one of --run or --checkpoints")
+    if args.num < 1:
+        parser.error(f"--num {args.num} is invalid: pass the number of newest checkpoints to average (>= 1)")
     if args.run:
         found = list_checkpoints(Path(args.run) / "checkpoints")
         if not found:
@@ -44,11 +46,15 @@ def main(argv: list[str] | None = None) -> int:
         folders = [Path(c) for c in args.checkpoints]
     tok_dir = args.tokenizer or (Path(args.run) / "checkpoints" / "tokenizer" if args.run else None)
     tokenizer = None
-    if tok_dir is not None and Path(tok_dir).exists():
-        from transformers import AutoTokenizer
+    try:
+        if tok_dir is not None and Path(tok_dir).exists():
+            from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
-    out = export_averaged_model(folders, args.output, tokenizer)
+            tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
+        out = export_averaged_model(folders, args.output, tokenizer)
+    except (ValueError, OSError) as error:  # CheckpointError is a ValueError: one line, exit 2
+        print(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
+        return 2
     print(f"Averaged {len(folders)} checkpoints ({', '.join(f.name for f in folders)}) -> {out}")
     if tokenizer is None:
         print("warning: no tokenizer saved with the model; pass --tokenizer", file=sys.stderr)

@@ -19,6 +19,9 @@ import sys
 from pathlib import Path
 
 from vanilla_transformer.commands.arguments import command_parser
+from vanilla_transformer.export.folders import claim_output_folder
+
+OUTPUT_KIND = "converted model"  # never written as a manifest: a conversion goes to a new or empty folder
 
 # --from value -> (the source class named in --help, converter module of modeling/, its function)
 SOURCES = {
@@ -39,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     _, module, function = SOURCES[args.source]
     convert = getattr(importlib.import_module(f"vanilla_transformer.modeling.{module}"), function)
     try:
+        claim_output_folder(
+            args.out_dir, OUTPUT_KIND, [args.src_dir]
+        )  # the converter refuses non-empty folders too
         out = convert(args.src_dir, args.out_dir)
     except (FileNotFoundError, ValueError, OSError, pickle.UnpicklingError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -135,8 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         progress.close()
     if not main_process:
         return 0
+    skipped = f", {result.skipped_updates} skipped (no token to score)" if result.skipped_updates else ""
     print(
-        f"Stopped after {result.step} updates ({result.stopped_because}); "
+        f"Stopped after {result.step} updates{skipped} ({result.stopped_because}); "
         f"{result.target_tokens_per_second:.0f} target tokens/s"
     )
     if result.test_metrics and "perplexity" in result.test_metrics:  # the language-model objectives
