@@ -182,13 +182,17 @@ def test_converted_folder_loads_with_auto_class_and_keeps_the_tokenizer(tmp_path
     assert tokenizer.pad_token is None and tokenizer.eos_token == "<|endoftext|>"  # GPT-2's, copied unchanged
     ids = tokenizer("w5 w9 w17 w33", return_tensors="pt").input_ids
     assert ids.tolist() == [[5, 9, 17, 33]]
+    assert_same_logits_and_greedy_tokens(loaded, gpt2, ids, max_new_tokens=6)
+
+
+def assert_same_logits_and_greedy_tokens(ours, gpt2, ids: torch.Tensor, max_new_tokens: int) -> None:
     with torch.no_grad():
         torch.testing.assert_close(
-            loaded(input_ids=ids).logits, gpt2(input_ids=ids).logits, atol=1e-4, rtol=1e-4
+            ours(input_ids=ids).logits, gpt2(input_ids=ids).logits, atol=1e-4, rtol=1e-4
         )
         assert torch.equal(
-            loaded.generate(input_ids=ids, max_new_tokens=6, do_sample=False),
-            gpt2.generate(input_ids=ids, max_new_tokens=6, do_sample=False),
+            ours.generate(input_ids=ids, max_new_tokens=max_new_tokens, do_sample=False),
+            gpt2.generate(input_ids=ids, max_new_tokens=max_new_tokens, do_sample=False),
         )
 
 
@@ -219,11 +223,4 @@ def test_small_gpt2_config_with_default_special_ids_converts(tmp_path):
     assert convert(tmp_path / "gpt2", tmp_path / "ours") == 0
     ours = AutoModelForCausalLM.from_pretrained(tmp_path / "ours").eval()
     ids = torch.randint(0, 100, (2, 7), generator=torch.Generator().manual_seed(231))
-    with torch.no_grad():
-        torch.testing.assert_close(
-            ours(input_ids=ids).logits, gpt2(input_ids=ids).logits, atol=1e-4, rtol=1e-4
-        )
-        assert torch.equal(
-            ours.generate(input_ids=ids, max_new_tokens=8, do_sample=False),
-            gpt2.generate(input_ids=ids, max_new_tokens=8, do_sample=False),
-        )
+    assert_same_logits_and_greedy_tokens(ours, gpt2, ids, max_new_tokens=8)
