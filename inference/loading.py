@@ -116,7 +116,6 @@ def load_model_and_tokenizer(
 
     device = resolve_device(device) if not hasattr(device, "type") else device
     dtype = resolve_dtype(dtype)
-    _register_local_classes()
     from safetensors import SafetensorError
     from transformers import CONFIG_MAPPING, AutoModelForSeq2SeqLM
 
@@ -213,11 +212,3 @@ def hub_config(repo_id: str) -> dict:
             f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else 'no details'}); "
             "check the path or repo id (and the network / HF_HUB_OFFLINE)"
         ) from err
-
-
-def _register_local_classes() -> None:
-    """Import this project's `modeling` package if it is installed (importing registers the Auto classes)."""
-    try:
-        import vanilla_transformer.modeling as modeling  # noqa: F401
-    except ImportError:
-        logger.debug("the modeling package is not importable; models with auto_map need remote code")

@@ -15,11 +15,10 @@ Subpackages, in the order data flows:
     commands    the `vanilla-transformer` command line (`vanilla_transformer.cli`)
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import version
 
 from . import modeling  # noqa: F401  (registers the Auto classes and the pipeline)
 
-try:
-    __version__ = version("vanilla-transformer")
-except PackageNotFoundError:  # imported from a source tree that is not installed
-    __version__ = "0+unknown"
+__version__ = version(
+    "vanilla-transformer"
+)  # the package only imports installed (package-dir maps its folders)

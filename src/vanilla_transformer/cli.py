@@ -51,9 +51,9 @@ def dispatch(prog: str, commands: Mapping[str, tuple[str, str]], argv: list[str]
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["--version"]:
-        from importlib.metadata import version
+        from vanilla_transformer import __version__
 
-        print(f"vanilla-transformer {version('vanilla-transformer')}")
+        print(f"vanilla-transformer {__version__}")
         return 0
     summary = (
         "The encoder-decoder Transformer of 'Attention Is All You Need': train, translate, evaluate, export."

@@ -96,7 +96,9 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     return env_dir, wheel
 
 
-def run_in(env_dir: Path, args: list[str], cwd: Path, home: Path) -> subprocess.CompletedProcess:
+def run_in(
+    env_dir: Path, args: list[str], cwd: Path, home: Path, stdin: str | None = None
+) -> subprocess.CompletedProcess:
     env = {
         "PATH": f"{env_dir / 'bin'}{os.pathsep}/usr/bin:/bin",
         "HOME": str(home),
@@ -104,7 +106,7 @@ def run_in(env_dir: Path, args: list[str], cwd: Path, home: Path) -> subprocess.
         "OMP_NUM_THREADS": "1",
         "TOKENIZERS_PARALLELISM": "false",
     }
-    return subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
+    return subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
 
 
 def test_the_wheel_and_the_installed_distribution_hold_one_top_level_name(installed, tmp_path):
@@ -151,20 +153,7 @@ def test_the_command_trains_and_translates_outside_the_checkout(installed, tmp_p
     for name in ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json"):
         assert (work / "out" / name).is_file(), name
     translate = [command, "translate", "--model", "out", "--num_beams", "1", "--max_new_tokens", "8"]
-    done = subprocess.run(
-        translate,
-        input="\n".join(SOURCES) + "\n",
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=work,
-        env={
-            "PATH": str(env_dir / "bin"),
-            "HOME": str(tmp_path),
-            "HF_HUB_OFFLINE": "1",
-            "OMP_NUM_THREADS": "1",
-        },
-    )
+    done = run_in(env_dir, translate, work, tmp_path, stdin="\n".join(SOURCES) + "\n")
     assert done.returncode == 0, done.stderr[-3000:]
     # what the installed command printed is what the checkout's translation path gives for the same folder
     from vanilla_transformer.inference import load_model_and_tokenizer, translate_lines

@@ -10,10 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers.layout import package_dirs
 
 ROOT = Path(__file__).resolve().parents[2]
-# the folders that install as vanilla_transformer (pyproject.toml's package-dir), then the thin scripts
-PACKAGE = ("src", "modeling", "tokenizer", "corpus", "training", "inference", "export", "benchmarks")
+# the top-level folders that install as vanilla_transformer (pyproject.toml's package-dir)
+PACKAGE = tuple(sorted({folder.relative_to(ROOT).parts[0] for folder in package_dirs().values()}))
 MAX_LINES = 450
 MAX_LINES_MODEL = {"modeling/modeling_vanilla_transformer.py": 900}  # the paper's network, one model one file
 # a figure quoted as a result: "BLEU 24.5", "24.55 BLEU", "chrF 45.7", "perplexity 13.6", "ppl 90.9"
