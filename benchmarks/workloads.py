@@ -21,18 +21,25 @@ def source_batch(vocab: int, batch: int, length: int, seed: int = 0) -> tuple[to
 
 
 def train_step(
-    model: torch.nn.Module, batch: int, length: int, vocab: int, seed: int = 0, bf16: bool = False
+    model: torch.nn.Module,
+    batch: int,
+    length: int,
+    vocab: int,
+    seed: int = 0,
+    bf16: bool = False,
+    device: torch.device | str = "cpu",
 ) -> Callable[[], float]:
     """One training step (forward with labels, backward, Adam step) on a (batch, length) -> (batch, length)
-    batch, the forward under bf16 autocast when `bf16` (as the trainer's mixed precision runs it); the callable
-    returns the loss."""
-    src, mask = source_batch(vocab, batch, length, seed)
-    labels, _ = source_batch(vocab, batch, length, seed + 1)
+    batch on `device` (where `model` is), the forward under bf16 autocast when `bf16` (as the trainer's mixed
+    precision runs it); the callable returns the loss (reading it waits for the device)."""
+    device = torch.device(device)
+    src, mask = (t.to(device) for t in source_batch(vocab, batch, length, seed))
+    labels = source_batch(vocab, batch, length, seed + 1)[0].to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-5)
 
     def step() -> float:
         model.train()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             loss = model(input_ids=src, attention_mask=mask, labels=labels).loss
         loss.backward()
         optimizer.step()

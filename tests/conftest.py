@@ -56,6 +56,19 @@ def pytest_sessionfinish(session, exitstatus) -> None:
             os.environ[name] = value
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Tests marked ``gpu`` are skipped without a CUDA device, unless the GPU check's dry run asks for their bodies on
+    the CPU (``benchmarks.gpu_checks.DEVICE_ENV`` = cpu)."""
+    from vanilla_transformer.benchmarks.gpu_checks import DEVICE_ENV
+
+    if torch.cuda.is_available() or os.environ.get(DEVICE_ENV) == "cpu":
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(skip)
+
+
 def _process_state() -> dict:
     # PYTEST_CURRENT_TEST is pytest's own, rewritten in every phase of a test
     environment = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
@@ -316,3 +329,39 @@ def bpe_tokenizer_dir(tmp_path_factory) -> Callable[[int], str]:
 def tokenizer_dir(bpe_tokenizer_dir) -> str:
     """The 1200-token BPE tokenizer folder that the short runs train with."""
     return bpe_tokenizer_dir(1200)
+
+
+# ---- the serving tests (tests/serving): a tiny folder, a server over it, sources that fit its positions ------
+@pytest.fixture(scope="session")
+def served_folder(tmp_path_factory) -> Path:
+    """A tiny exported model folder (see export_tiny_model) for the serving tests, one per test run."""
+    return export_tiny_model(tmp_path_factory.mktemp("served"))
+
+
+@pytest.fixture(scope="session")
+def served_sources(served_folder) -> list[str]:
+    """Twenty Chinese clauses of the shipped corpus (verses cut at their commas and full stops) that fit the tiny
+    model's 24 positions."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(served_folder)
+    with lzma.open(ROOT / "data" / "bible.zh-en.tsv.xz", "rt", encoding="utf-8") as f:
+        lines = [line.split("\t")[0] for _, line in zip(range(3000), f)]
+    fitting = []
+    for line in lines:
+        for part in line.replace("。", "。\n").replace("，", "，\n").splitlines():
+            if part.strip() and len(tokenizer(part)["input_ids"]) <= MAX_POSITIONS and part not in fitting:
+                fitting.append(part)
+    assert len(fitting) >= 20
+    return fitting[:20]
+
+
+@pytest.fixture(scope="module")
+def tiny_server(served_folder):
+    """The URL of a torch server over `served_folder` on a loopback port, in a thread of the test process
+    (batching on, 20 ms wait), one per test module."""
+    from helpers.serving import served_app
+    from vanilla_transformer.serving import start_in_thread
+
+    with start_in_thread(served_app(served_folder, max_wait_ms=20)) as running:
+        yield running.url

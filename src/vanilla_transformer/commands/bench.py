@@ -5,6 +5,7 @@ vanilla-transformer bench quality           # ours vs Marian + Seq2SeqTrainer, s
 vanilla-transformer bench tokenizer         # our BPE vs SentencePiece
 vanilla-transformer bench kv-cache          # decoding with and without the K/V cache
 vanilla-transformer bench soak              # memory and throughput of many translate calls
+vanilla-transformer bench gpu               # the gpu tests, speed and memory against Marian on a CUDA device
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ KINDS = {
     "tokenizer": ("bench_tokenizer", "our BPE against SentencePiece: speed, vocabulary use"),
     "kv-cache": ("bench_kv_cache", "generation with and without the key/value cache"),
     "soak": ("bench_soak", "many translate calls: memory stays flat, every reply is right"),
+    "gpu": ("bench_gpu", "on a CUDA device: the gpu tests, speed, memory and MFU against Marian (~8 min)"),
 }
 
 
