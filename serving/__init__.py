@@ -1,0 +1,28 @@
+"""Serving a trained model: an HTTP translation server with dynamic batching and streaming (`create_app`,
+`run_server`; the ``serve`` extra: FastAPI and uvicorn) and a demo page (`serving.demo`; the ``demo`` extra:
+Gradio). docs/deploy.md ("Serving", "Demo page") shows both from the command line.
+
+Importing the package needs FastAPI (``pip install 'vanilla-transformer[serve]'``); torch, transformers and
+gradio are imported where used.
+"""
+
+from .app import ServedModel, create_app, effective_limits
+from .batcher import Batcher
+from .options import Limits, RequestError, StreamRequest, TranslateRequest
+from .server import ThreadedServer, card_languages, load_served, run_server, start_in_thread
+
+__all__ = [
+    "Batcher",
+    "Limits",
+    "RequestError",
+    "ServedModel",
+    "StreamRequest",
+    "ThreadedServer",
+    "TranslateRequest",
+    "card_languages",
+    "create_app",
+    "effective_limits",
+    "load_served",
+    "run_server",
+    "start_in_thread",
+]

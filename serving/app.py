@@ -1,0 +1,290 @@
+"""The translation server: a FastAPI app over one loaded model (any engine of `inference.engines`).
+
+    POST /translate         {"text": "..." | ["...", ...], decoding options}  -> {"translations": [...]}
+                            (with num_return_sequences > 1 also "nbest": one list of hypotheses per text)
+    POST /translate/stream  {"text": "...", decoding options} -> server-sent events: "token" events with the
+                            text each new token adds, then one "done" event with the whole translation
+    GET  /health            {"status": "ok", ...} while the batching worker runs (503 otherwise)
+    GET  /info              model, engine, languages, decoding defaults, accepted options, limits, counters
+
+/translate requests go through the `serving.batcher.Batcher` (dynamic batching). Refusals are JSON
+``{"detail": message}``: 413 for a body over ``max_request_bytes`` or more than ``max_texts`` texts, 411 for a
+body without Content-Length, 422 for malformed JSON, unknown options (named), values out of range, a source over
+``max_source_tokens``, options the engine cannot run; 429 when ``max_streams`` streams already run; 503 while
+shutting down. A client that disconnects mid-stream cancels its generation, which frees its stream slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from .batcher import Batcher
+from .options import (
+    DECODING_FIELDS,
+    Limits,
+    RequestError,
+    StreamRequest,
+    TranslateRequest,
+    check_request,
+    generate_kwargs,
+    source_lengths,
+)
+from .streaming import TokenStream
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ServedModel:
+    """What the server translates with: ``model`` and ``tokenizer`` as `inference.engines.load_engine` returns
+    them, the ``engine`` name, the ``name`` to report (the folder or Hub id) and the languages of its card."""
+
+    model: Any
+    tokenizer: Any
+    engine: str
+    name: str
+    languages: list[str] = field(default_factory=list)
+
+
+def effective_limits(served: ServedModel, limits: Limits) -> Limits:
+    """``limits`` with ``max_source_tokens`` lowered to what the model and tokenizer accept."""
+    from vanilla_transformer.inference import max_source_length
+
+    model_limit = max_source_length(served.model, served.tokenizer)
+    wanted = [x for x in (limits.max_source_tokens, model_limit) if x is not None]
+    return Limits(**{**limits.as_dict(), "max_source_tokens": min(wanted) if wanted else None})
+
+
+def _validation_message(errors: list[dict]) -> str:
+    unknown = [str(e["loc"][-1]) for e in errors if e.get("type") == "extra_forbidden"]
+    if unknown:
+        return (
+            f"unknown option(s) {', '.join(repr(u) for u in unknown)}; the options are text, "
+            f"{', '.join(DECODING_FIELDS)}"
+        )
+    if any(e.get("type") == "json_invalid" for e in errors):
+        return f"malformed JSON: {errors[0].get('ctx', {}).get('error', errors[0].get('msg'))}"
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e.get('msg')}" for e in errors[:5]
+    )
+
+
+class BodyLimit:
+    """ASGI middleware: refuse a request body over ``limit`` bytes (413, by its Content-Length) and a POST body
+    without Content-Length (411), before the app reads it."""
+
+    def __init__(self, app, limit: int):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] in ("POST", "PUT", "PATCH"):
+            headers = dict(scope["headers"])
+            length = headers.get(b"content-length")
+            if length is None:
+                return await _send_json(send, 411, "a request body needs a Content-Length header")
+            if not length.isdigit() or int(length) > self.limit:
+                return await _send_json(
+                    send,
+                    413,
+                    f"the request body has {length.decode(errors='replace')} bytes, more than the server's limit "
+                    f"max_request_bytes={self.limit}: send fewer or shorter texts",
+                )
+        await self.app(scope, receive, send)
+
+
+async def _send_json(send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def create_app(
+    served: ServedModel,
+    limits: Limits | None = None,
+    *,
+    max_wait_ms: float = 10.0,
+    max_batch_tokens: int = 8192,
+    batching: bool = True,
+) -> BodyLimit:
+    """The server's ASGI app; its batching worker starts with the app (lifespan) and, when the app shuts down,
+    translates what is queued and stops. The FastAPI app is the returned object's ``app`` attribute."""
+    limits = effective_limits(served, limits or Limits())
+    batcher = Batcher(
+        served.model,
+        served.tokenizer,
+        max_wait_s=max_wait_ms / 1000,
+        max_batch_tokens=max_batch_tokens,
+        batching=batching,
+    )
+    streams = {"active": 0, "served": 0, "cancelled": 0}
+    streams_lock = threading.Lock()
+    generation_config = served.model.generation_config
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        batcher.start()
+        yield
+        await asyncio.to_thread(batcher.close)
+
+    app = FastAPI(title="vanilla-transformer translation server", lifespan=lifespan)
+    app.state.batcher = batcher
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        return JSONResponse({"detail": _validation_message(exc.errors())}, status_code=422)
+
+    @app.exception_handler(RequestError)
+    async def refused(request: Request, exc: RequestError):
+        return JSONResponse({"detail": exc.message}, status_code=exc.status)
+
+    def prepare(request, texts: list[str]) -> tuple[dict[str, Any], int]:
+        kwargs = generate_kwargs(request)
+        check_request(
+            kwargs, request.seed, engine=served.engine, generation_config=generation_config, limits=limits
+        )
+        lengths = source_lengths(served.tokenizer, texts, limits.max_source_tokens)
+        beams = kwargs.get("num_beams", generation_config.num_beams) or 1
+        return kwargs, sum(lengths) * beams
+
+    @app.post("/translate")
+    async def translate(request: TranslateRequest) -> dict:
+        texts = [request.text] if isinstance(request.text, str) else list(request.text)
+        if not texts:
+            raise RequestError(422, "text is an empty list: send at least one text")
+        if len(texts) > limits.max_texts:
+            raise RequestError(
+                413,
+                f"the request has {len(texts)} texts, more than the server's limit max_texts={limits.max_texts}: "
+                "split it",
+            )
+        kwargs, tokens = prepare(request, texts)
+        try:
+            future = batcher.submit(texts, kwargs, tokens, request.seed)
+        except RuntimeError as err:
+            return JSONResponse({"detail": str(err)}, status_code=503)
+        try:
+            nbest = await asyncio.wrap_future(future)
+        except Exception as err:  # noqa: BLE001 - the engine failed on this batch; the server keeps serving
+            return JSONResponse(
+                {"detail": f"translation failed: {type(err).__name__}: {err}"}, status_code=500
+            )
+        reply: dict[str, Any] = {"translations": [hyps[0] for hyps in nbest]}
+        if kwargs.get("num_return_sequences", 1) > 1:
+            reply["nbest"] = nbest
+        return reply
+
+    @app.post("/translate/stream")
+    async def translate_stream(request: StreamRequest):
+        if served.engine != "torch":
+            raise RequestError(
+                422, f"streaming needs --engine torch; this server runs --engine {served.engine}"
+            )
+        kwargs, _ = prepare(request, [request.text])
+        kwargs.setdefault("num_beams", 1)
+        kwargs.pop("length_penalty", None)  # a beam-search option, as in inference.translate
+        if kwargs["num_beams"] != 1 or kwargs.get("num_return_sequences", 1) != 1:
+            raise RequestError(
+                422, "streaming decodes greedily or samples: use num_beams=1 and num_return_sequences=1"
+            )
+        from vanilla_transformer.inference import position_limit
+
+        new_tokens = kwargs.get("max_new_tokens", generation_config.max_new_tokens)
+        cap = position_limit(served.model)
+        if new_tokens is not None and cap is not None:
+            kwargs["max_new_tokens"] = min(new_tokens, cap)
+        with streams_lock:
+            if streams["active"] >= limits.max_streams:
+                raise RequestError(
+                    429, f"max_streams={limits.max_streams} streams are running: retry in a moment"
+                )
+            streams["active"] += 1
+
+        def release(stream: TokenStream | None = None):
+            with streams_lock:
+                streams["active"] -= 1
+                streams["served"] += 1
+                streams["cancelled"] += bool(stream is not None and stream.stopped_early)
+
+        if request.seed is not None:
+            from transformers import set_seed
+
+            set_seed(request.seed)
+        stream = TokenStream(served.model, served.tokenizer, request.text, kwargs, on_done=release)
+        if not request.text.strip():
+            release()
+            return StreamingResponse(_events(None), media_type="text/event-stream")
+        return StreamingResponse(_events(stream.start()), media_type="text/event-stream")
+
+    @app.get("/health")
+    async def health():
+        ok = batcher.alive
+        body = {
+            "status": "ok" if ok else "unavailable",
+            "queued": batcher.queued,
+            "streams": streams["active"],
+        }
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+    @app.get("/info")
+    async def info() -> dict:
+        from vanilla_transformer.inference.engines import ENGINES
+
+        options = ["text", *DECODING_FIELDS]
+        if served.engine in ENGINES:
+            options = ["text", *ENGINES[served.engine].options]
+        return {
+            "model": served.name,
+            "engine": served.engine,
+            "languages": served.languages,
+            "defaults": {
+                name: getattr(generation_config, name, None)
+                for name in ("num_beams", "length_penalty", "max_new_tokens")
+            },
+            "options": options,
+            "streaming": served.engine == "torch",
+            "limits": limits.as_dict(),
+            "batching": {
+                "enabled": batching,
+                "max_wait_ms": max_wait_ms,
+                "max_batch_tokens": max_batch_tokens,
+            },
+            "stats": {
+                **batcher.stats,
+                "queued": batcher.queued,
+                **{f"streams_{k}": v for k, v in streams.items()},
+            },
+        }
+
+    return BodyLimit(app, limits.max_request_bytes)
+
+
+async def _events(stream: TokenStream | None):
+    """The server-sent events of one stream; cancels the generation when the client goes away."""
+    if stream is None:
+        yield _event("done", {"translation": ""})
+        return
+    try:
+        async for piece in stream:
+            yield _event("token", {"text": piece})
+        if stream.error is not None:
+            yield _event("error", {"detail": f"{type(stream.error).__name__}: {stream.error}"})
+        else:
+            yield _event("done", {"translation": stream.text})
+    finally:
+        stream.cancel()
+
+
+def _event(name: str, data: dict) -> str:
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"

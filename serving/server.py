@@ -1,0 +1,115 @@
+"""Loading a model for serving and running the server with uvicorn.
+
+`load_served` loads a model folder (or Hub id) for an engine through `inference.engines.load_engine` and reads
+the languages from the folder's model card. `run_server` serves an app until Ctrl-C or SIGTERM: uvicorn then
+stops accepting connections, waits (up to ``drain_s`` seconds) for the requests in flight to be answered, and
+the app's shutdown translates whatever is still queued. `start_in_thread` runs the same server in a thread of
+the calling process (tests, benchmarks), returning once it accepts connections.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .app import ServedModel
+
+logger = logging.getLogger(__name__)
+
+
+def card_languages(folder: str | Path) -> list[str]:
+    """The ``language`` list of the model card (README.md) in ``folder``; empty when there is none."""
+    card = Path(folder) / "README.md"
+    if not card.is_file():
+        return []
+    from huggingface_hub import ModelCard
+
+    language = ModelCard.load(card).data.language
+    return [language] if isinstance(language, str) else list(language or [])
+
+
+def load_served(
+    model: str,
+    engine: str = "torch",
+    *,
+    device: str | None = None,
+    dtype: str | None = None,
+    trust_remote_code: bool | None = None,
+    num_threads: int | None = None,
+) -> ServedModel:
+    """The model to serve: `load_engine(engine, model, ...)` plus its name and its card's languages. Raises
+    `ValueError` / `ImportError` as `load_engine` does."""
+    from vanilla_transformer.inference.engines import load_engine
+
+    loaded, tokenizer = load_engine(
+        engine,
+        model,
+        device=device,
+        dtype=dtype,
+        trust_remote_code=trust_remote_code,
+        num_threads=num_threads,
+    )
+    return ServedModel(loaded, tokenizer, engine, str(model), card_languages(model))
+
+
+def uvicorn_server(app: Any, host: str, port: int, drain_s: float = 30.0):
+    """A `uvicorn.Server` for ``app`` on ``host:port`` that drains for up to ``drain_s`` seconds on shutdown and,
+    once drained, returns normally after Ctrl-C / SIGTERM (uvicorn itself raises the signal again after its
+    shutdown, which ends the process with the signal's status)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets=None):
+            await super().shutdown(sockets)
+            captured = getattr(self, "_captured_signals", None)
+            if isinstance(captured, list):
+                captured.clear()
+
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=drain_s,
+        access_log=False,
+    )
+    return Server(config)
+
+
+def run_server(app: Any, host: str = "127.0.0.1", port: int = 8000, drain_s: float = 30.0) -> None:
+    """Serve ``app`` until Ctrl-C or SIGTERM, then drain (module docstring)."""
+    uvicorn_server(app, host, port, drain_s).run()
+
+
+class ThreadedServer:
+    """A server running in a thread of this process: ``url``, and `stop()` (drains like SIGTERM)."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, timeout_s: float = 60.0):
+        self.server = uvicorn_server(app, host, port)
+        self.thread = threading.Thread(target=self.server.run, name="uvicorn", daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the server did not start on {host}:{port} within {timeout_s} s")
+            time.sleep(0.02)
+        bound = self.server.servers[0].sockets[0].getsockname()
+        self.url = f"http://{host}:{bound[1]}"
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout_s)
+
+    def __enter__(self) -> ThreadedServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def start_in_thread(app: Any, host: str = "127.0.0.1", port: int = 0) -> ThreadedServer:
+    """Start ``app`` on ``host:port`` (0: a free port) in a thread; returns once it accepts connections."""
+    return ThreadedServer(app, host, port)

@@ -1,0 +1,113 @@
+"""Streaming one translation token by token (engine torch): `model.generate` runs in its own thread with a
+streamer that hands each new token to the event loop, and a stopping criterion that ends the generation as soon
+as the client is gone.
+
+`TokenStream` is one such generation. Iterating it (``async for piece in stream``) yields the text each new
+token adds (the tokenizer's decoding of all tokens so far, minus what was already sent); `TokenStream.text` is
+the whole translation with whitespace runs made one space, as `inference.translate` returns it. `cancel()` stops
+the generation after the current step (`TokenStream.stopped_early` then says so). Greedy decoding and sampling only (``num_beams=1``, one hypothesis): a
+beam's best hypothesis is not known until it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+_END = object()
+
+
+class TokenStream:
+    """One streamed generation of ``text`` with ``kwargs`` (`generate()` options). ``on_done(stream)`` is called
+    in the generation thread when it ends, however it ends."""
+
+    def __init__(self, model: Any, tokenizer: Any, text: str, kwargs: dict[str, Any], on_done=None):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.source = text
+        self.kwargs = kwargs
+        self.on_done = on_done
+        self.error: BaseException | None = None
+        self.stopped_early = False
+        self._ids: list[int] = []
+        self._sent = ""
+        self._cancelled = threading.Event()
+        self._queue: asyncio.Queue | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def text(self) -> str:
+        return " ".join(self._decode().split())
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    def _decode(self) -> str:
+        return self.tokenizer.decode(self._ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    def _push(self, item: Any) -> None:
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+
+    def _generate(self) -> None:
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+        from transformers.generation.streamers import BaseStreamer
+
+        stream = self
+
+        class Streamer(BaseStreamer):
+            first = True
+
+            def put(self, value):
+                if self.first:  # the decoder start token, sent before the first step
+                    self.first = False
+                    return
+                stream._push(value.reshape(-1).tolist())
+
+            def end(self):
+                pass
+
+        class Cancelled(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kwargs):
+                return torch.full((input_ids.shape[0],), stream._cancelled.is_set(), dtype=torch.bool)
+
+        try:
+            encoded = self.tokenizer([self.source], return_tensors="pt")
+            with torch.no_grad():
+                self.model.generate(
+                    input_ids=encoded["input_ids"].to(self.model.device),
+                    attention_mask=encoded["attention_mask"].to(self.model.device),
+                    streamer=Streamer(),
+                    stopping_criteria=StoppingCriteriaList([Cancelled()]),
+                    **self.kwargs,
+                )
+        except Exception as err:  # noqa: BLE001 - reported to the client as an error event
+            self.error = err
+        finally:
+            self.stopped_early = self._cancelled.is_set()
+            self._push(_END)
+            if self.on_done is not None:
+                self.on_done(self)
+
+    def start(self) -> TokenStream:
+        """Start generating (call from the event loop that will iterate the stream)."""
+        self._loop = asyncio.get_running_loop()
+        self._queue = asyncio.Queue()
+        self._thread = threading.Thread(target=self._generate, name="translation-stream", daemon=True)
+        self._thread.start()
+        return self
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        special = set(self.tokenizer.all_special_ids)
+        while True:
+            item = await self._queue.get()
+            if item is _END:
+                return
+            self._ids.extend(i for i in item if i not in special)
+            decoded = self._decode()
+            if decoded.startswith(self._sent) and len(decoded) > len(self._sent):
+                piece, self._sent = decoded[len(self._sent) :], decoded
+                yield piece

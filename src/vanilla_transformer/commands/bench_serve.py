@@ -1,0 +1,97 @@
+"""The translation server with dynamic batching against one-at-a-time serving (`benchmarks.serving`): sentences
+per second and p50 / p95 request latency at 1, 8 and 32 concurrent clients, both servers measured in this run,
+every batched reply checked against the one-at-a-time reply.
+
+    vanilla-transformer bench serve --model outputs/default                 # the model's decoding (beam 4)
+    vanilla-transformer bench serve --model outputs/default --num_beams 1   # greedy
+    vanilla-transformer bench serve --preset small --tokenizer outputs/default --max_new_tokens 40
+
+Without --model, a randomly initialised model of --preset with the tokenizer of the folder --tokenizer is served
+(untrained: its outputs run to --max_new_tokens, so set that to a translation's length).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from vanilla_transformer.commands.arguments import add_decoding_arguments, command_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = command_parser("bench serve", __doc__)
+    parser.add_argument("--model", default=None, help="model folder (default: a random --preset model)")
+    parser.add_argument("--preset", default="small", help="without --model: the preset to build (small)")
+    parser.add_argument("--tokenizer", default=None, help="without --model: a folder with the tokenizer")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32], help="concurrent clients")
+    parser.add_argument("--per_client", type=int, default=4, help="requests per client per round (4)")
+    parser.add_argument("--max_wait_ms", type=float, default=10.0, help="the batching server's wait (10)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    add_decoding_arguments(parser)
+    args = parser.parse_args(argv)
+    if min(args.clients) < 1 or args.per_client < 1:
+        print("error: --clients and --per_client must be >= 1", file=sys.stderr)
+        return 2
+
+    import torch
+
+    from vanilla_transformer.benchmarks.serving import corpus_sentences, run_serving, table
+    from vanilla_transformer.serving import load_served
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    try:
+        folder = args.model or random_model(
+            args.preset, args.tokenizer, tempfile.mkdtemp(prefix="bench-serve-")
+        )
+        served = load_served(folder, "torch", dtype="float32")
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    options = {
+        name: getattr(args, name)
+        for name in ("num_beams", "length_penalty", "max_new_tokens")
+        if getattr(args, name) is not None
+    }
+    sentences = corpus_sentences(max(args.clients) * args.per_client, served.tokenizer, 48, skip=20000)
+    config = served.model.generation_config
+    print(
+        f"model {args.model or f'random {args.preset} preset'}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
+        f"decoding num_beams={options.get('num_beams', config.num_beams)}, "
+        f"max_new_tokens={options.get('max_new_tokens', config.max_new_tokens)}; "
+        f"{len(sentences)} sentences of the shipped corpus"
+    )
+    rounds, differ = run_serving(
+        served,
+        sentences,
+        tuple(args.clients),
+        options,
+        max_wait_ms=args.max_wait_ms,
+        per_client=args.per_client,
+        progress=print,
+    )
+    print()
+    print("\n".join(table(rounds)))
+    print(f"\nreplies that differ between the two servers: {differ}")
+    return 0 if differ == 0 else 1
+
+
+def random_model(preset: str, tokenizer_folder: str | None, folder: str) -> str:
+    """A randomly initialised `preset` model with the tokenizer of `tokenizer_folder`, saved in `folder`."""
+    if tokenizer_folder is None:
+        raise ValueError("without --model, pass --tokenizer FOLDER (a folder holding tokenizer.json)")
+    from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration, save_with_remote_code
+    from vanilla_transformer.tokenizer.prepare import load_tokenizer
+    from vanilla_transformer.training.presets import build_config
+
+    tokenizer = load_tokenizer(tokenizer_folder)
+    model = VanillaTransformerForConditionalGeneration(build_config(preset, len(tokenizer)))
+    return str(save_with_remote_code(model, folder, tokenizer))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Serve a model over HTTP: POST /translate (dynamic batching), POST /translate/stream (server-sent events),
+GET /health, GET /info; the OpenAPI schema at /docs and /openapi.json.
+
+    vanilla-transformer serve --model outputs/default --port 8000
+    vanilla-transformer serve --model outputs/default-ct2 --engine ct2 --host 127.0.0.1 --port 8000
+    curl -s localhost:8000/translate -H 'content-type: application/json' -d '{"text": "起初神创造天地。"}'
+
+Concurrent requests with the same decoding options are translated together (at most --max_wait_ms after the
+first arrived, at most --max_batch_tokens source tokens x beams per engine call); each reply equals the same
+request sent alone. Requests take `vanilla-transformer translate`'s decoding options (JSON fields num_beams,
+length_penalty, max_new_tokens, num_return_sequences; do_sample, temperature, top_k, top_p, seed with --engine
+torch). Ctrl-C or SIGTERM stops accepting requests, answers the ones in flight and exits. Needs the serve extra
+(pip install 'vanilla-transformer[serve]'). Exit code 2 for bad options or a model that cannot be loaded.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import fields
+
+from vanilla_transformer.commands.arguments import add_model_arguments, command_parser
+from vanilla_transformer.inference.engines import ENGINE_NAMES
+
+
+def parse_args(argv: list[str] | None = None):
+    parser = command_parser("serve", __doc__)
+    add_model_arguments(parser, "model folder or Hub repo id (an export folder with --engine ct2 / onnx)")
+    parser.add_argument("--engine", choices=ENGINE_NAMES, default="torch", help="default torch")
+    parser.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (this machine only)")
+    parser.add_argument("--port", type=int, default=8000, help="default 8000")
+    parser.add_argument("--max_wait_ms", type=float, default=10.0, help="longest wait to fill a batch (10)")
+    parser.add_argument("--max_batch_tokens", type=int, default=8192, help="source tokens x beams per call")
+    parser.add_argument("--no_batching", action="store_true", help="one engine call per request")
+    parser.add_argument("--max_request_bytes", type=int, default=65536, help="largest request body (64 KiB)")
+    parser.add_argument("--max_texts", type=int, default=64, help="most texts per request (64)")
+    parser.add_argument("--max_source_tokens", type=int, default=None, help="default: the model's maximum")
+    parser.add_argument("--max_new_tokens_limit", type=int, default=256, help="largest max_new_tokens (256)")
+    parser.add_argument("--max_num_beams", type=int, default=8, help="largest num_beams (8)")
+    parser.add_argument("--max_streams", type=int, default=4, help="streams decoding at once (4)")
+    parser.add_argument("--num_threads", type=int, default=None, help="CPU threads (default: the engine's)")
+    parser.add_argument("--drain_s", type=float, default=30.0, help="on shutdown, wait this long for replies")
+    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default=None, help="engine torch")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        from vanilla_transformer.serving import Limits, create_app, load_served, run_server
+    except ImportError as err:
+        print(
+            f"error: {err}; install the serve extra: pip install 'vanilla-transformer[serve]'",
+            file=sys.stderr,
+        )
+        return 2
+    for name in (
+        "max_batch_tokens",
+        "max_request_bytes",
+        "max_texts",
+        "max_new_tokens_limit",
+        "max_num_beams",
+    ):
+        if getattr(args, name) < 1:
+            print(
+                f"error: --{name} {getattr(args, name)} is invalid: expected an integer >= 1", file=sys.stderr
+            )
+            return 2
+    if args.num_threads is not None and args.engine == "torch":
+        import torch
+
+        torch.set_num_threads(args.num_threads)
+    try:
+        served = load_served(
+            args.model,
+            args.engine,
+            device=args.device,
+            dtype=args.dtype or ("auto" if args.engine == "torch" else None),
+            trust_remote_code=True if args.trust_remote_code else None,
+            num_threads=args.num_threads if args.engine != "torch" else None,
+        )
+    except (ValueError, ImportError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    # each limit from the flag of its name; --max_new_tokens_limit, as max_new_tokens is a request's own option
+    flag = {"max_new_tokens": "max_new_tokens_limit"}
+    limits = Limits(**{f.name: getattr(args, flag.get(f.name, f.name)) for f in fields(Limits)})
+    app = create_app(
+        served,
+        limits,
+        max_wait_ms=args.max_wait_ms,
+        max_batch_tokens=args.max_batch_tokens,
+        batching=not args.no_batching,
+    )
+    print(f"serving {args.model} (--engine {args.engine}) on http://{args.host}:{args.port}", file=sys.stderr)
+    run_server(app, args.host, args.port, drain_s=args.drain_s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""What the serving tests share: requests to a server, reading server-sent events, an app over a model folder
+(their fixtures are in tests/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def post(url: str, path: str, body=None, timeout: float = 60):
+    """POST ``body`` as JSON to ``url + path``; the `httpx.Response`."""
+    import httpx
+
+    return httpx.post(url + path, json=body, timeout=timeout)
+
+
+def read_events(lines: Iterable[str]) -> list[tuple[str, dict]]:
+    """(event name, JSON data) of each event in the lines of a text/event-stream body."""
+    events, name, data = [], "message", []
+    for line in lines:
+        if not line:
+            if data:
+                events.append((name, json.loads("\n".join(data))))
+            name, data = "message", []
+        elif line.startswith("event:"):
+            name = line.removeprefix("event:").strip()
+        elif line.startswith("data:"):
+            data.append(line.removeprefix("data:").strip())
+    return events
+
+
+def served_app(folder: Path, engine: str = "torch", **options):
+    """`serving.create_app` over ``folder`` loaded for ``engine`` (float32 for torch, as the tests' references),
+    with small limits (8 texts, 4 KiB bodies, max_new_tokens 20) unless ``limits`` is given."""
+    from vanilla_transformer.serving import Limits, create_app, load_served
+
+    served = load_served(str(folder), engine, dtype="float32" if engine == "torch" else None)
+    limits = options.pop("limits", Limits(max_texts=8, max_request_bytes=4096, max_new_tokens=20))
+    return create_app(served, limits, **options)
+
+
+def use_demo_page(driver, url: str, sentence: str, timeout: float = 120.0) -> dict:
+    """Open the demo page at ``url``, type ``sentence``, press Translate and wait (up to ``timeout`` seconds) for
+    the translation, the alternatives and the attention image; returns what the page shows: ``translation``,
+    ``table`` (the alternatives table's text, whitespace runs made one space) and ``image_width`` (the heat map's
+    width in pixels, 0 if it did not load)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.set_page_load_timeout(timeout)
+    driver.get(url)
+    wait = WebDriverWait(driver, timeout, poll_frequency=0.2)
+    source = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#source textarea"))
+    source.send_keys(sentence)
+    driver.find_element(By.CSS_SELECTOR, "#translate").click()
+    output = driver.find_element(By.CSS_SELECTOR, "#translation textarea")
+    wait.until(lambda d: output.get_attribute("value"))
+    image = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#attention img"))
+    width = wait.until(
+        lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", image)
+    )
+    table = driver.find_element(By.CSS_SELECTOR, "#alternatives")
+    wait.until(lambda d: output.get_attribute("value").split()[0] in table.text)
+    return {
+        "translation": output.get_attribute("value"),
+        "table": " ".join(table.text.split()),
+        "image_width": width,
+    }

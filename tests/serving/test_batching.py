@@ -1,0 +1,140 @@
+"""Dynamic batching: requests with the same decoding options are translated in one engine call, and each reply
+equals what the request gets alone (`inference.translate_nbest` on its texts only), for greedy and beam search;
+other options, seeds and the token budget split groups; an engine error fails only its group; abandoned requests
+are dropped; closing translates what is queued. And a load test through HTTP: 500 requests from 32 concurrent
+clients, every one answered, every answer right."""
+
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from helpers.serving import post
+
+pytest.importorskip("fastapi", reason="the serve extra (in dev): pip install -e '.[dev]'")
+
+
+@pytest.fixture(scope="module")
+def loaded_folder(served_folder):
+    from vanilla_transformer.inference import load_model_and_tokenizer
+
+    return load_model_and_tokenizer(str(served_folder), dtype="float32")
+
+
+def alone(model, tokenizer, texts, kwargs):
+    from vanilla_transformer.inference import translate_nbest
+
+    return translate_nbest(model, tokenizer, texts, batch_size=1, **kwargs)
+
+
+def queued_then_started(batcher, requests):
+    """Submit every (texts, kwargs, seed) before the worker starts, so that the grouping does not depend on
+    timing; then start it and wait for every result."""
+    futures = [
+        batcher.submit(texts, kwargs, tokens=10 * len(texts), seed=seed) for texts, kwargs, seed in requests
+    ]
+    batcher.start()
+    try:
+        return [future.result(timeout=120) for future in futures]
+    finally:
+        batcher.close(timeout=60)
+
+
+@pytest.mark.parametrize("kwargs", [{"num_beams": 1}, {"num_beams": 3, "length_penalty": 0.6}])
+def test_one_group_one_call_and_each_reply_as_alone(loaded_folder, served_sources, kwargs):
+    from vanilla_transformer.serving import Batcher
+
+    model, tokenizer = loaded_folder
+    requests = [(served_sources[i : i + 1 + i % 3], kwargs, None) for i in range(8)]
+    batcher = Batcher(model, tokenizer, max_wait_s=0.0, max_batch_tokens=10**6)
+    results = queued_then_started(batcher, requests)
+    assert batcher.stats["batches"] == 1 and batcher.stats["largest_batch"] == 8
+    assert results == [alone(model, tokenizer, texts, kwargs) for texts, kwargs, _ in requests]
+
+
+def test_options_seeds_and_the_token_budget_split_groups(loaded_folder, served_sources):
+    from vanilla_transformer.serving import Batcher
+
+    model, tokenizer = loaded_folder
+    greedy, beams = {"num_beams": 1}, {"num_beams": 2, "num_return_sequences": 2}
+    sample = {"num_beams": 1, "do_sample": True, "top_k": 0}
+    requests = [([served_sources[i]], greedy if i % 2 else beams, None) for i in range(6)]
+    requests += [([served_sources[0]], sample, 5), ([served_sources[0]], sample, 5)]
+    batcher = Batcher(model, tokenizer, max_wait_s=0.0, max_batch_tokens=20)  # two 10-token requests per call
+    results = queued_then_started(batcher, requests)
+    # greedy: 3 requests -> 2 calls, beams: 3 -> 2, each seeded request alone: 2
+    assert batcher.stats["batches"] == 6 and batcher.stats["largest_batch"] == 2
+    assert results[:6] == [alone(model, tokenizer, texts, kwargs) for texts, kwargs, _ in requests[:6]]
+    assert results[6] == results[7]  # the same seed, each alone: the same sample
+
+
+def test_an_engine_error_fails_its_group_only_and_cancelled_requests_are_dropped(
+    loaded_folder, served_sources
+):
+    from vanilla_transformer.serving import Batcher
+
+    model, tokenizer = loaded_folder
+    batcher = Batcher(model, tokenizer, max_wait_s=0.0)
+    bad = batcher.submit([served_sources[0]], {"no_such_generate_option": 1}, tokens=10)  # generate() raises
+    gone = batcher.submit([served_sources[1]], {"num_beams": 2}, tokens=10)
+    gone.cancel()
+    good = batcher.submit([served_sources[2]], {"num_beams": 1}, tokens=10)
+    batcher.start()
+    assert good.result(timeout=120) == alone(model, tokenizer, [served_sources[2]], {"num_beams": 1})
+    with pytest.raises(ValueError, match="no_such_generate_option"):
+        bad.result(timeout=120)
+    after = batcher.submit([served_sources[3]], {}, tokens=10)
+    assert after.result(timeout=120) == alone(model, tokenizer, [served_sources[3]], {})
+    batcher.close(timeout=60)
+    assert batcher.stats["failed_batches"] == 1 and batcher.stats["dropped"] == 1 and not batcher.alive
+
+
+def test_close_translates_what_is_queued_then_refuses(loaded_folder, served_sources):
+    from vanilla_transformer.serving import Batcher
+
+    model, tokenizer = loaded_folder
+    batcher = Batcher(model, tokenizer, max_wait_s=30.0)  # a long wait that closing cuts short
+    futures = [batcher.submit([text], {"num_beams": 1}, tokens=10) for text in served_sources[:5]]
+    batcher.start()
+    batcher.close(timeout=120)
+    assert [f.result(timeout=0) for f in futures] == [
+        alone(model, tokenizer, [text], {"num_beams": 1}) for text in served_sources[:5]
+    ]
+    with pytest.raises(RuntimeError, match="shutting down"):
+        batcher.submit(["a"], {}, tokens=1)
+
+
+def test_500_requests_from_32_clients(tiny_server, loaded_folder, served_sources):
+    model, tokenizer = loaded_folder
+    options = [{"num_beams": 1}, {"num_beams": 2, "max_new_tokens": 5}]
+    expected = {
+        (i, k): alone(model, tokenizer, [text], kwargs)[0][0]
+        for i, text in enumerate(served_sources)
+        for k, kwargs in enumerate(options)
+    }
+    draws = random.Random(0)
+    jobs = [(draws.randrange(len(served_sources)), draws.randrange(len(options))) for _ in range(500)]
+
+    def client(share: list[tuple[int, int]]) -> list[tuple[tuple[int, int], int, str]]:
+        with httpx.Client(timeout=120) as session:
+            replies = []
+            for i, k in share:
+                reply = session.post(
+                    tiny_server + "/translate", json={"text": served_sources[i], **options[k]}
+                )
+                replies.append(((i, k), reply.status_code, reply.json()["translations"][0]))
+            return replies
+
+    before = httpx.get(tiny_server + "/info", timeout=30).json()["stats"]
+    with ThreadPoolExecutor(32) as pool:
+        answered = [reply for share in pool.map(client, [jobs[c::32] for c in range(32)]) for reply in share]
+    assert len(answered) == 500
+    assert all(status == 200 for _, status, _ in answered)
+    wrong = [(key, text, expected[key]) for key, _, text in answered if text != expected[key]]
+    assert not wrong, wrong[:5]
+    stats = httpx.get(tiny_server + "/info", timeout=30).json()["stats"]
+    assert stats["requests"] - before["requests"] == 500 and stats["failed_batches"] == 0
+    assert stats["largest_batch"] > 1  # concurrent requests were grouped
+    assert post(tiny_server, "/translate", {"text": served_sources[0]}).status_code == 200

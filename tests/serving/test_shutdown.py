@@ -1,0 +1,85 @@
+"""`vanilla-transformer serve` as a subprocess: SIGTERM while requests wait in the batching queue answers every
+one of them (right), then the process exits with status 0; a model that cannot be loaded exits with status 2."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from helpers.serving import post
+
+pytest.importorskip("fastapi", reason="the serve extra (in dev): pip install -e '.[dev]'")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(predicate, what: str, process: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the server exited ({process.returncode}) before {what}"
+        try:
+            if predicate():
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"no {what} within {timeout} s")
+
+
+def test_sigterm_answers_the_queued_requests_then_exits(served_folder, served_sources):
+    from vanilla_transformer.inference import load_model_and_tokenizer, translate
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "vanilla_transformer", "serve", "--model", str(served_folder)]
+    command += ["--port", str(port), "--dtype", "float32", "--max_wait_ms", "3000"]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    try:
+        wait_for(lambda: httpx.get(url + "/health", timeout=5).status_code == 200, "health", process)
+        texts = served_sources[:6]
+        with ThreadPoolExecutor(len(texts)) as pool:
+            replies = [pool.submit(post, url, "/translate", {"text": text, "num_beams": 1}) for text in texts]
+            wait_for(
+                lambda: httpx.get(url + "/health", timeout=5).json()["queued"] == len(texts), "queue", process
+            )
+            process.send_signal(signal.SIGTERM)
+            answers = [reply.result(timeout=120) for reply in replies]
+        status = process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+    stderr = process.stderr.read()
+    assert status == 0, stderr[-3000:]
+    model, tokenizer = load_model_and_tokenizer(str(served_folder), dtype="float32")
+    expected = translate(model, tokenizer, texts, batch_size=1, num_beams=1)
+    assert [answer.status_code for answer in answers] == [200] * len(texts)
+    assert [answer.json()["translations"][0] for answer in answers] == expected
+    assert "Traceback" not in stderr, stderr[-3000:]
+
+
+def test_a_model_that_cannot_be_loaded_exits_with_2(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "vanilla_transformer", "serve", "--model", str(tmp_path / "missing")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "does not exist" in done.stderr
