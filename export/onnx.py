@@ -1,39 +1,44 @@
-"""Export a trained model to ONNX: three graphs in the layout of optimum / transformers.js seq2seq exports.
+"""Export a trained model to ONNX in the layout of optimum / transformers.js seq2seq exports.
 
-Files written to the output folder (opset `OPSET`, float32, every batch and length axis dynamic):
+Files written to the output folder (opset `OPSET`, every batch and length axis dynamic):
 
-    encoder_model.onnx             input_ids (B, S) int64, attention_mask (B, S) int64
-                                   -> last_hidden_state (B, S, C)
-    decoder_model.onnx             encoder_attention_mask (B, S) int64, input_ids (B, T) int64,
-                                   encoder_hidden_states (B, S, C)
-                                   -> logits (B, T, V), present.{i}.decoder.{key|value} (B, H, T, D),
-                                      present.{i}.encoder.{key|value} (B, H, S, D)
-    decoder_with_past_model.onnx   encoder_attention_mask (B, S) int64, input_ids (B, T) int64,
-                                   past_key_values.{i}.decoder.{key|value} (B, H, P, D),
-                                   past_key_values.{i}.encoder.{key|value} (B, H, S, D)
-                                   -> logits (B, T, V), present.{i}.decoder.{key|value} (B, H, P + T, D)
+    onnx/encoder_model.onnx          input_ids (B, S) int64, attention_mask (B, S) int64
+                                     -> last_hidden_state (B, S, C)
+    onnx/decoder_model_merged.onnx   encoder_attention_mask (B, S) int64, input_ids (B, T) int64,
+                                     encoder_hidden_states (B, S, C),
+                                     past_key_values.{i}.decoder.{key|value} (B, H, P, D),
+                                     past_key_values.{i}.encoder.{key|value} (B, H, S', D),
+                                     use_cache_branch (1,) bool
+                                     -> logits (B, T, V), present.{i}.decoder.{key|value} (B, H, P + T, D),
+                                        present.{i}.encoder.{key|value} (B, H, S, D)
+    onnx/*_quantized.onnx            the same graphs with int8 weights (ONNX Runtime dynamic quantization)
+    config.json                      a MarianConfig with the model's own config inside (`export.onnx_layout`)
 
 B batch, S source length, T new target tokens, P cached target tokens, C d_model, H decoder heads, D head
 dimension, V target vocabulary, i decoder layer. Masks hold 1 for tokens and 0 for padding. The decoder takes
 no target mask: target positions are P + [0, T) for every row, as in `generate()`. The first decoding step runs
-decoder_model.onnx, which also returns the encoder keys/values of every cross-attention (computed once); later
-steps feed them back unchanged to decoder_with_past_model.onnx together with the growing self-attention cache.
+with use_cache_branch false and empty (P = S' = 0) pasts: it computes the encoder keys/values of every
+cross-attention from encoder_hidden_states; later steps run with use_cache_branch true and feed every present
+back as a past (the encoder ones come back unchanged), as transformers.js and optimum do.
 
 The graphs are traced from the model itself (`torch.onnx.export`, the dynamo-based exporter) through small
-wrapper modules: the network is not re-implemented. The folder also carries config.json, generation_config.json,
-the tokenizer files and a README; `inference.engine_onnx.OnnxTranslator` runs it.
+wrapper modules: the network is not re-implemented. The folder also carries generation_config.json, the
+tokenizer files and a README; `inference.engine_onnx.OnnxTranslator` runs it, in float32 or int8.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
+import tempfile
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vanilla_transformer.export.folders import claim_output_folder, write_output_manifest
-from vanilla_transformer.inference.engines import ONNX_GRAPH_FILES
+from vanilla_transformer.export.onnx_layout import marian_config, merge_decoders, quantize_int8
+from vanilla_transformer.inference.engines import ONNX_GRAPH_FILES, onnx_graph_files
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -42,7 +47,8 @@ if TYPE_CHECKING:
 OPSET = 18
 OUTPUT_KIND = "ONNX export"  # the kind in the folder's manifest (export.folders)
 # the graph files: the engine registry's names (`inference.engines`), which the runtime reads
-ENCODER_FILE, DECODER_FILE, DECODER_WITH_PAST_FILE = GRAPH_FILES = ONNX_GRAPH_FILES
+ENCODER_FILE, DECODER_FILE = GRAPH_FILES = ONNX_GRAPH_FILES
+QUANTIZED_FILES = onnx_graph_files("int8")
 # the names of the dynamic axes, as optimum names them: (input, axis) -> name
 ENCODER_AXES = {("input_ids", 0): "batch_size", ("input_ids", 1): "encoder_sequence_length"}
 DECODER_AXES = {
@@ -65,8 +71,8 @@ def export_onnx(
     out: str | Path,
     tokenizer: PreTrainedTokenizerBase | None = None,
 ) -> Path:
-    """Write the three ONNX graphs (see the module docstring), config, generation config, tokenizer and README
-    of a vanilla_transformer model to `out` and return it.
+    """Write the ONNX graphs in float32 and int8 (see the module docstring), config, generation config,
+    tokenizer and README of a vanilla_transformer model to `out` and return it.
 
     `model_folder_or_model` is a saved model folder (loaded with `inference.load_model_and_tokenizer`, whose
     tokenizer is used) or a loaded model, in which case `tokenizer` is saved with it when given. Raises
@@ -103,7 +109,7 @@ def export_onnx(
             f"the model is in {model.dtype}; ONNX graphs are exported in float32: pass model.float()"
         )
     claim_output_folder(out, OUTPUT_KIND, [model_folder_or_model] if is_folder else [], clear=True)
-    out.mkdir(parents=True, exist_ok=True)
+    (out / ENCODER_FILE).parent.mkdir(parents=True, exist_ok=True)
 
     was_training, device, attention = model.training, model.device, model.config._attn_implementation
     # eager attention traces to plain MatMul/Softmax with an explicit mask (sdpa's is_causal needs a static bool)
@@ -112,13 +118,12 @@ def export_onnx(
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the exporter's advice about dynamic shapes, opset upgrades, ...
-            _export_graphs(model, out)
+            with tempfile.TemporaryDirectory() as scratch:
+                _export_graphs(model, out, Path(scratch))
     finally:
         model.set_attn_implementation(attention)
         model.to(device).train(was_training)
-    config = model.config.to_dict()
-    config.pop("auto_map", None)  # no remote code: the weights are in the graphs
-    config.pop("custom_pipelines", None)
+    config = marian_config(model.config)  # no remote code: the weights are in the graphs
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     model.generation_config.save_pretrained(out)
     if tokenizer is not None:
@@ -127,13 +132,15 @@ def export_onnx(
     return write_output_manifest(out, OUTPUT_KIND)
 
 
-def _export_graphs(model: PreTrainedModel, out: Path) -> None:
-    """Trace the three graphs of the module docstring into `out`, with small example inputs (sizes >= 2, so that
-    the exporter keeps every axis dynamic, and a padded row, so that the masks are part of the graphs)."""
+def _export_graphs(model: PreTrainedModel, out: Path, scratch: Path) -> None:
+    """Write the graphs of the module docstring into `out`: the encoder and the two decoders (first step, later
+    steps) are traced into `scratch` with small example inputs (sizes >= 2, so that the exporter keeps every
+    axis dynamic, and a padded row, so that the masks are part of the graphs), quantized, and the decoders
+    merged (`export.onnx_layout`)."""
     import torch
     from torch import nn
     from transformers.cache_utils import DynamicCache, EncoderDecoderCache
-    from vanilla_transformer.modeling.modeling_vanilla_transformer import CACHE_FIELD
+    from vanilla_transformer.modeling.cache_vanilla_transformer import CACHE_FIELD
 
     config = model.config
     layers = config.decoder_layers
@@ -213,7 +220,7 @@ def _export_graphs(model: PreTrainedModel, out: Path) -> None:
         torch.onnx.export(
             module,
             args,
-            str(out / file),
+            str(scratch / file),
             input_names=names,
             output_names=outputs,
             opset_version=OPSET,
@@ -223,7 +230,7 @@ def _export_graphs(model: PreTrainedModel, out: Path) -> None:
             optimize=True,
             verbose=False,
         )
-        name_axes(out / file, ENCODER_AXES if file == ENCODER_FILE else DECODER_AXES)
+        name_axes(scratch / file, ENCODER_AXES if file == "encoder.onnx" else DECODER_AXES)
 
     export(
         Encoder(),
@@ -231,7 +238,7 @@ def _export_graphs(model: PreTrainedModel, out: Path) -> None:
         ["input_ids", "attention_mask"],
         ["last_hidden_state"],
         ({0: b, 1: s}, {0: b, 1: s}),
-        ENCODER_FILE,
+        "encoder.onnx",
     )
     export(
         Decoder(),
@@ -239,7 +246,7 @@ def _export_graphs(model: PreTrainedModel, out: Path) -> None:
         ["encoder_attention_mask", "input_ids", "encoder_hidden_states"],
         ["logits", *past_names(layers, "present")],
         ({0: b, 1: s}, {0: b, 1: t}, {0: b, 1: s}),
-        DECODER_FILE,
+        "first.onnx",
     )
     past_shapes = ({0: b, 2: p}, {0: b, 2: p}, {0: b, 2: s}, {0: b, 2: s}) * layers
     export(
@@ -248,8 +255,14 @@ def _export_graphs(model: PreTrainedModel, out: Path) -> None:
         ["encoder_attention_mask", "input_ids", *past_names(layers, "past_key_values")],
         ["logits", *past_names(layers, "present", ("decoder",))],
         ({0: b, 1: s}, {0: b, 1: t}, past_shapes),
-        DECODER_WITH_PAST_FILE,
+        "later.onnx",
     )
+    for names, suffix in ((GRAPH_FILES, ""), (QUANTIZED_FILES, "_int8")):
+        if suffix:
+            for file in ("encoder", "first", "later"):
+                quantize_int8(scratch / f"{file}.onnx", scratch / f"{file}{suffix}.onnx")
+        shutil.copyfile(scratch / f"encoder{suffix}.onnx", out / names[0])
+        merge_decoders(scratch / f"first{suffix}.onnx", scratch / f"later{suffix}.onnx", out / names[1])
 
 
 def name_axes(path: Path, axes: dict[tuple[str, int], str]) -> None:
@@ -280,31 +293,35 @@ def name_axes(path: Path, axes: dict[tuple[str, int], str]) -> None:
 def readme(config: VanillaTransformerConfig) -> str:
     """The README.md of an exported folder: what the files are and how to run them."""
     layers, heads = config.decoder_layers, config.decoder_attention_heads
+    head_dim = config.d_model // heads
     # the decoder input holds the start token and the generated ones: stay inside the position table
     rope = config.position_encoding == "rope"
     steps = 256 if rope else min(256, config.max_position_embeddings - 1)
     truncation = "" if rope else f", truncation=True, max_length={config.max_position_embeddings}"
     return f"""# ONNX export of a vanilla_transformer translation model
 
-Exported with `vanilla-transformer export --engine onnx` (opset {OPSET}, float32). Files:
+Exported with `vanilla-transformer export --engine onnx` (opset {OPSET}) in the layout of optimum and
+transformers.js (`config.json` is a MarianConfig; the network itself is in the graphs). Files:
 
-- `encoder_model.onnx`: `input_ids`, `attention_mask` (int64, 1 = token, 0 = padding) -> `last_hidden_state`
-- `decoder_model.onnx` (first decoding step): `encoder_attention_mask`, `input_ids`, `encoder_hidden_states`
+- `onnx/encoder_model.onnx`: `input_ids`, `attention_mask` (int64, 1 = token, 0 = padding) -> `last_hidden_state`
+- `onnx/decoder_model_merged.onnx`: `encoder_attention_mask`, `input_ids` (the new tokens),
+  `encoder_hidden_states`, `past_key_values.{{i}}.decoder.{{key,value}}`, `past_key_values.{{i}}.encoder.{{key,value}}`,
+  `use_cache_branch` (bool, false at the first step with empty pasts, true later)
   -> `logits`, `present.{{i}}.decoder.{{key,value}}`, `present.{{i}}.encoder.{{key,value}}`
-- `decoder_with_past_model.onnx` (later steps): `encoder_attention_mask`, `input_ids` (the new tokens),
-  `past_key_values.{{i}}.decoder.{{key,value}}`, `past_key_values.{{i}}.encoder.{{key,value}}`
-  -> `logits`, `present.{{i}}.decoder.{{key,value}}`
+- `onnx/*_quantized.onnx`: the same graphs with int8 weights (ONNX Runtime dynamic quantization)
 - `config.json`, `generation_config.json` (decoding defaults), the tokenizer files
 
-{layers} decoder layers (i = 0 .. {layers - 1}); keys and values are (batch, {heads} heads, length,
-{config.d_model // heads}). Decoding starts from `decoder_start_token_id` = {config.decoder_start_token_id} and
-stops at `eos_token_id` = {config.eos_token_id}; the encoder keys/values returned by the first step are fed back
-unchanged at every later step.
+{layers} decoder layers (i = 0 .. {layers - 1}); keys and values are (batch, {heads} heads, length, {head_dim}).
+Decoding starts from `decoder_start_token_id` = {config.decoder_start_token_id} and stops at `eos_token_id` =
+{config.eos_token_id}.
 
 ## Run it
 
+transformers.js (browser or node): `AutoModelForSeq2SeqLM.from_pretrained(folder, {{dtype: "fp32"}})` or
+`dtype: "q8"` (the int8 graphs), then `model.generate({{inputs, attention_mask}})`.
+
 With this project installed (greedy and beam search with the generation config's settings, tokens equal to
-`generate()`):
+`generate()`; `dtype="int8"` runs the quantized graphs):
 
 ```python
 from vanilla_transformer.inference.engine_onnx import OnnxTranslator
@@ -323,25 +340,25 @@ from transformers import AutoTokenizer
 
 folder = "this-folder"
 tokenizer = AutoTokenizer.from_pretrained(folder)
-encoder = ort.InferenceSession(f"{{folder}}/encoder_model.onnx")
-decoder = ort.InferenceSession(f"{{folder}}/decoder_model.onnx")
-decoder_with_past = ort.InferenceSession(f"{{folder}}/decoder_with_past_model.onnx")
+encoder = ort.InferenceSession(f"{{folder}}/onnx/encoder_model.onnx")
+decoder = ort.InferenceSession(f"{{folder}}/onnx/decoder_model_merged.onnx")
 source = tokenizer(["A sentence to translate."], return_tensors="np"{truncation})
 ids, mask = source["input_ids"].astype(np.int64), source["attention_mask"].astype(np.int64)
 hidden = encoder.run(None, {{"input_ids": ids, "attention_mask": mask}})[0]
-tokens = np.array([[{config.decoder_start_token_id}]], dtype=np.int64)
-outputs = decoder.run(None, {{"encoder_attention_mask": mask, "input_ids": tokens, "encoder_hidden_states": hidden}})
-names = [o.name.replace("present", "past_key_values") for o in decoder.get_outputs()[1:]]
-past, result = dict(zip(names, outputs[1:])), []
-for _ in range({steps}):
+past = {{i.name: np.zeros((1, {heads}, 0, {head_dim}), np.float32)
+        for i in decoder.get_inputs() if i.name.startswith("past_key_values")}}
+token, result = {config.decoder_start_token_id}, []
+for step in range({steps}):
+    feeds = {{"encoder_attention_mask": mask, "input_ids": np.array([[token]], dtype=np.int64),
+             "encoder_hidden_states": hidden, "use_cache_branch": np.array([step > 0]), **past}}
+    outputs = decoder.run(None, feeds)
+    for output, value in zip(decoder.get_outputs()[1:], outputs[1:]):
+        if step == 0 or ".decoder." in output.name:
+            past[output.name.replace("present", "past_key_values")] = value
     token = int(outputs[0][0, -1].argmax())
     if token == {config.eos_token_id}:
         break
     result.append(token)
-    feeds = {{"encoder_attention_mask": mask, "input_ids": np.array([[token]], dtype=np.int64), **past}}
-    outputs = decoder_with_past.run(None, feeds)
-    past.update({{n.replace("present", "past_key_values"): v
-                 for n, v in zip([o.name for o in decoder_with_past.get_outputs()[1:]], outputs[1:])}})
 print(tokenizer.decode(result, skip_special_tokens=True))
 ```
 

@@ -1,9 +1,12 @@
 """Translate with an ONNX export (`export.onnx.export_onnx`) on ONNX Runtime: greedy and beam search in numpy.
 
-`OnnxTranslator(folder)` loads the three graphs, the config, the generation config and the tokenizer of an
-exported folder. `generate_ids` decodes token ids; `translate` is `inference.translate.translate` (THE batched
-loop: sorting by length, truncation to the model's limits, ``max_len_a``/``max_len_b``, empty lines) with this
-engine in place of `generate()`.
+`OnnxTranslator(folder, dtype=...)` loads the encoder and the merged decoder of an exported folder (optimum's /
+transformers.js' layout: onnx/encoder_model.onnx, onnx/decoder_model_merged.onnx, and their int8 variants
+*_quantized.onnx for dtype "int8"), the model's config (inside config.json), the generation config and the
+tokenizer. A folder in the three-file layout (encoder_model.onnx, decoder_model.onnx, decoder_with_past_model.onnx
+at the top) is refused with the command that re-exports it. `generate_ids` decodes token ids; `translate` is
+`inference.translate.translate` (THE batched loop: sorting by length, truncation to the model's limits,
+``max_len_a``/``max_len_b``, empty lines) with this engine in place of `generate()`.
 
 Decoding follows transformers' `generate()` for this model, so that the tokens are the same:
     * greedy: argmax of the processed logits; a finished row continues with pad until every row is done;
@@ -29,12 +32,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .engines import (
-    ONNX_DECODER_FILE,
-    ONNX_DECODER_WITH_PAST_FILE,
-    ONNX_ENCODER_FILE,
-    ONNX_GRAPH_FILES,
+    ONNX_CACHE_BRANCH,
+    ONNX_MODEL_CONFIG_KEY,
+    ONNX_OLD_LAYOUT_FILES,
     DecodingOptions,
     EngineTranslator,
+    onnx_graph_files,
 )
 from .onnx_decoding import PENALTY, Decoding, log_softmax, process_scores, resolve_decoding, top_k
 from .translate import position_limit
@@ -51,9 +54,10 @@ class OnnxTranslator(EngineTranslator):
 
     engine = "onnx"
 
-    def __init__(self, folder: str | Path, *, num_threads: int | None = None):
+    def __init__(self, folder: str | Path, *, num_threads: int | None = None, dtype: str | None = None):
         """Load `folder` (written by `export.onnx.export_onnx`). `num_threads` sets ONNX Runtime's intra-op
-        threads (None: its default, one per core). Raises `ValueError` for a missing or incomplete folder."""
+        threads (None: its default, one per core); `dtype` picks the graphs: "float32" (None) or "int8". Raises
+        `ValueError` for a missing, incomplete or three-file-layout folder and an unknown dtype."""
         import onnxruntime
         from transformers import GenerationConfig
         from vanilla_transformer.modeling import VanillaTransformerConfig
@@ -64,7 +68,16 @@ class OnnxTranslator(EngineTranslator):
         hint = "export one with vanilla-transformer export --engine onnx MODEL OUT"
         if not folder.is_dir():
             raise ValueError(f"ONNX folder {str(folder)!r} does not exist or is not a folder: {hint}")
-        needed = [*ONNX_GRAPH_FILES, "config.json", "generation_config.json"]
+        graphs = onnx_graph_files(dtype or "float32")
+        if not (folder / graphs[0]).parent.is_dir() and all(
+            (folder / n).is_file() for n in ONNX_OLD_LAYOUT_FILES
+        ):
+            raise ValueError(
+                f"{str(folder)!r} is an ONNX export in the three-file layout ({', '.join(ONNX_OLD_LAYOUT_FILES)} "
+                "at the top); OnnxTranslator reads onnx/encoder_model.onnx and onnx/decoder_model_merged.onnx: "
+                "re-export the model with vanilla-transformer export --engine onnx MODEL OUT"
+            )
+        needed = [*graphs, "config.json", "generation_config.json"]
         missing = [name for name in needed if not (folder / name).is_file()]
         if not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
             missing.append("tokenizer.json")
@@ -78,7 +91,9 @@ class OnnxTranslator(EngineTranslator):
             raise ValueError(f"num_threads={num_threads!r} is invalid: expected an integer >= 1 or None")
         try:
             config_dict = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-            self.config = VanillaTransformerConfig.from_dict(config_dict)
+            if not isinstance(config_dict, dict) or ONNX_MODEL_CONFIG_KEY not in config_dict:
+                raise ValueError(f"config.json has no {ONNX_MODEL_CONFIG_KEY!r}")
+            self.config = VanillaTransformerConfig.from_dict(config_dict[ONNX_MODEL_CONFIG_KEY])
             self.generation_config = GenerationConfig.from_pretrained(folder)
         except (ValueError, OSError) as err:
             raise ValueError(f"{str(folder)!r} has an unreadable config ({err}); {hint}") from err
@@ -101,10 +116,17 @@ class OnnxTranslator(EngineTranslator):
                     f"{str(folder / name)!r} is not a loadable ONNX graph ({err}); {hint}"
                 ) from err
 
-        self._encoder = session(ONNX_ENCODER_FILE)
-        self._decoder = session(ONNX_DECODER_FILE)
-        self._decoder_with_past = session(ONNX_DECODER_WITH_PAST_FILE)
+        self.dtype = dtype or "float32"
+        self._encoder, self._decoder = session(graphs[0]), session(graphs[1])
         self._present = [output.name for output in self._decoder.get_outputs()[1:]]
+        # the empty pasts of the first step: (N, heads, 0, head dim) for every past input
+        self._past_shapes = {
+            value.name: tuple(value.shape[1:2]) + (0,) + tuple(value.shape[3:])
+            for value in self._decoder.get_inputs()
+            if value.name.startswith("past_key_values.")
+        }
+        if any(not isinstance(size, int) for shape in self._past_shapes.values() for size in shape):
+            raise ValueError(f"{str(folder / graphs[1])!r} has no fixed head sizes in its pasts; {hint}")
 
     # ------------------------------------------------------------------------------------------------------------
     # the public interface
@@ -167,19 +189,21 @@ class OnnxTranslator(EngineTranslator):
         return self._beam_search(hidden, attention_mask, decoding)
 
     def _step(
-        self, tokens: np.ndarray, mask: np.ndarray, hidden: np.ndarray | None, past: dict[str, np.ndarray]
+        self, tokens: np.ndarray, mask: np.ndarray, hidden: np.ndarray, past: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """One decoder call on (N, 1) tokens: the first (`hidden` given) runs decoder_model.onnx, later ones
-        decoder_with_past_model.onnx. Returns (N, V) float32 logits and the cache for the next call."""
-        if hidden is not None:
-            outputs = self._decoder.run(
-                None, {"encoder_attention_mask": mask, "input_ids": tokens, "encoder_hidden_states": hidden}
-            )
-            names = self._present
-        else:
-            feeds = {"encoder_attention_mask": mask, "input_ids": tokens, **past}
-            outputs = self._decoder_with_past.run(None, feeds)
-            names = [name for name in self._present if ".decoder." in name]
+        """One merged-decoder call on (N, 1) tokens over (N, S, C) encoder states: the first (`past` empty) with
+        empty pasts and use_cache_branch false, later ones with the cache. Returns (N, V) float32 logits and the
+        cache for the next call (the encoder keys/values of the first call are kept as they are)."""
+        first = not past
+        if first:
+            past = {
+                name: np.zeros((len(tokens), *shape), np.float32) for name, shape in self._past_shapes.items()
+            }
+        feeds = {"encoder_attention_mask": mask, "input_ids": tokens, "encoder_hidden_states": hidden, **past}
+        feeds[ONNX_CACHE_BRANCH] = np.array([not first])
+        # later steps fetch no encoder presents: they equal the pasts, and fetching copies them
+        names = self._present if first else [name for name in self._present if ".decoder." in name]
+        outputs = self._decoder.run(["logits", *names], feeds)
         updated = dict(past)
         for name, value in zip(names, outputs[1:]):
             updated[name.replace("present.", "past_key_values.", 1)] = value
@@ -196,10 +220,9 @@ class OnnxTranslator(EngineTranslator):
         scores = np.zeros(batch, dtype=np.float32)
         eos = np.asarray(decoding.eos_token_ids, dtype=np.int64)
         past: dict[str, np.ndarray] = {}
-        tokens, encoder = sequences, hidden
+        tokens = sequences
         for step in range(decoding.max_new_tokens):
-            logits, past = self._step(tokens, mask, encoder, past)
-            encoder = None
+            logits, past = self._step(tokens, mask, hidden, past)
             processed = process_scores(logits, sequences, decoding)
             chosen = processed.argmax(axis=-1)
             scores += np.where(
@@ -238,10 +261,9 @@ class OnnxTranslator(EngineTranslator):
         may_improve = np.ones((batch, 1), dtype=bool)
         rows = np.arange(batch)[:, None]
         past: dict[str, np.ndarray] = {}
-        tokens, encoder, length = running[:, :, 0].reshape(-1, 1), hidden, 1
+        tokens, length = running[:, :, 0].reshape(-1, 1), 1
         while True:
-            logits, past = self._step(tokens, mask, encoder, past)
-            encoder = None
+            logits, past = self._step(tokens, mask, hidden, past)
             flat = running[:, :, :length].reshape(batch * beams, length)
             log_probs = process_scores(log_softmax(logits), flat, decoding)
             vocab = log_probs.shape[-1]

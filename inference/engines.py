@@ -123,10 +123,28 @@ ENGINE_NAMES = ("torch", *ENGINES)
 
 # the exported folders' file names, read by the runtimes and written by the exporters
 CT2_MODEL_CONFIG_FILE = "model_config.json"  # the source model's VanillaTransformerConfig (length limits)
-ONNX_ENCODER_FILE = "encoder_model.onnx"
-ONNX_DECODER_FILE = "decoder_model.onnx"
-ONNX_DECODER_WITH_PAST_FILE = "decoder_with_past_model.onnx"
-ONNX_GRAPH_FILES = (ONNX_ENCODER_FILE, ONNX_DECODER_FILE, ONNX_DECODER_WITH_PAST_FILE)
+# ONNX: optimum's / transformers.js' layout, the graphs in onnx/, int8 variants beside them with this suffix
+ONNX_ENCODER_FILE = "onnx/encoder_model.onnx"
+ONNX_DECODER_FILE = "onnx/decoder_model_merged.onnx"
+ONNX_GRAPH_FILES = (ONNX_ENCODER_FILE, ONNX_DECODER_FILE)
+ONNX_QUANTIZED_SUFFIX = "_quantized"
+ONNX_CACHE_BRANCH = "use_cache_branch"  # the merged decoder's bool input: true when the pasts are the cache
+ONNX_MODEL_CONFIG_KEY = (
+    "vanilla_transformer_config"  # config.json (a MarianConfig) holds the model's own config here
+)
+ONNX_DTYPES = ("float32", "int8")  # the graphs an ONNX folder holds: float32 and the int8 variants
+# the top-level graphs of the three-file layout, which the runtime recognises and refuses
+ONNX_OLD_LAYOUT_FILES = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")
+
+
+def onnx_graph_files(dtype: str = "float32") -> tuple[str, str]:
+    """(encoder, merged decoder) file names of an ONNX folder for `dtype` ("float32" or "int8")."""
+    if dtype not in ONNX_DTYPES:
+        raise ValueError(
+            f"--dtype {dtype} is not an ONNX export's precision: use one of {', '.join(ONNX_DTYPES)}"
+        )
+    suffix = ONNX_QUANTIZED_SUFFIX if dtype == "int8" else ""
+    return tuple(name.replace(".onnx", f"{suffix}.onnx") for name in ONNX_GRAPH_FILES)
 
 
 def engine_spec(name: str) -> Engine:
@@ -250,32 +268,54 @@ def load_engine(
     num_beams: int | None = None,
 ):
     """(model, tokenizer) of ``folder`` for ``engine``: "torch" (`inference.load_model_and_tokenizer`, with
-    ``device``, ``trust_remote_code``, ``dtype``, ``batch_size`` and ``num_beams``) or an exported engine of
-    `ENGINES` (a `vanilla-transformer export --engine ENGINE` folder, on the CPU, in the precision it was exported
-    in). Raises `ValueError` for an unknown engine, a device or a dtype given to an exported engine or a folder the
+    ``device``, ``trust_remote_code``, ``dtype``, ``batch_size`` and ``num_beams``; dtype "int8" is the float32
+    model on the CPU with int8 linear layers, `modeling.kernels_vanilla_transformer.quantize_int8`) or an
+    exported engine of `ENGINES` (a `vanilla-transformer export --engine ENGINE` folder, on the CPU; ct2 in the
+    precision it was exported in, onnx in float32 or, with dtype "int8", its int8 graphs). Raises `ValueError`
+    for an unknown engine, a device given to an exported engine, a dtype the engine does not run or a folder the
     engine cannot load, and `ImportError` (with the pip command) when the engine is not installed."""
     if engine not in ENGINE_NAMES:
         raise ValueError(f"engine={engine!r} is not one of {', '.join(ENGINE_NAMES)}")
     if engine == "torch":
         from .loading import load_model_and_tokenizer
 
-        return load_model_and_tokenizer(
+        int8 = dtype == "int8"
+        if int8 and device not in (None, "cpu"):
+            raise ValueError(
+                f"--dtype int8 runs on the CPU (PyTorch's dynamic quantization); drop --device {device}"
+            )
+        model, tokenizer = load_model_and_tokenizer(
             str(folder),
-            device=device,
+            device="cpu" if int8 else device,
             trust_remote_code=trust_remote_code,
-            dtype=dtype,
+            dtype="float32" if int8 else dtype,
             batch_size=batch_size,
             num_beams=num_beams,
         )
+        if int8:
+            from vanilla_transformer.modeling.kernels_vanilla_transformer import quantize_int8
+
+            model = quantize_int8(model)
+        return model, tokenizer
     if device is not None:
         raise ValueError(f"--engine {engine} runs on the CPU; leave out --device")
-    if dtype is not None:
-        raise ValueError(f"--engine {engine} computes in the precision it was exported in; leave out --dtype")
+    options = {}
+    if engine == "onnx" and dtype is not None:
+        if dtype not in ONNX_DTYPES:
+            raise ValueError(
+                f"--engine onnx runs float32 or int8 graphs: use --dtype {' or --dtype '.join(ONNX_DTYPES)}"
+            )
+        options["dtype"] = dtype
+    elif dtype is not None:
+        raise ValueError(
+            f"--engine {engine} computes in the precision it was exported in; leave out --dtype "
+            "(export --quantization chooses it)"
+        )
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(
             f"--model {str(folder)!r} is not a folder; pass a folder written by "
             f"`vanilla-transformer export --engine {engine}`"
         )
-    translator = ENGINES[engine].runtime_class()(folder, num_threads=num_threads)
+    translator = ENGINES[engine].runtime_class()(folder, num_threads=num_threads, **options)
     return EngineModel(translator, engine), translator.tokenizer

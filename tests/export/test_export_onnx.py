@@ -23,10 +23,16 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from conftest import random_batch, tiny_model, tiny_tokenizer  # noqa: E402
 from helpers.shared import scored_generate  # noqa: E402
-from vanilla_transformer.export.onnx import DECODER_WITH_PAST_FILE, export_onnx, past_names  # noqa: E402
+from vanilla_transformer.export.onnx import (  # noqa: E402
+    DECODER_FILE,
+    ENCODER_FILE,
+    QUANTIZED_FILES,
+    export_onnx,
+    past_names,
+)
 from vanilla_transformer.inference import translate  # noqa: E402
 from vanilla_transformer.inference.engine_onnx import OnnxTranslator, resolve_decoding, top_k  # noqa: E402
-from vanilla_transformer.modeling.modeling_vanilla_transformer import CACHE_FIELD  # noqa: E402
+from vanilla_transformer.modeling.cache_vanilla_transformer import CACHE_FIELD  # noqa: E402
 
 TOLERANCE = dict(atol=1e-4, rtol=1e-4)
 CONFIGS = {  # one encoder and two decoder layers keep each export short; the cache names differ per layer
@@ -106,8 +112,9 @@ def generated(sequences: torch.Tensor, eos: int) -> list[list[int]]:
 
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_graphs_equal_pytorch_with_and_without_cache(exported, name):
-    """Encoder states, first-step logits and caches (decoder_model), and later-step logits and caches
-    (decoder_with_past_model fed the first step's presents) equal PyTorch's on a padded batch."""
+    """Encoder states, first-step logits and caches (the merged decoder with use_cache_branch false and empty
+    pasts), and later-step logits and caches (use_cache_branch true, fed the first step's presents) equal
+    PyTorch's on a padded batch."""
     model, folder, _ = exported(name)
     config = model.config
     ids, mask = random_batch(config.vocab_size, 3, 7, seed=2)
@@ -116,22 +123,20 @@ def test_graphs_equal_pytorch_with_and_without_cache(exported, name):
     with torch.no_grad():
         hidden = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
         full = model(attention_mask=mask, encoder_outputs=(hidden,), decoder_input_ids=target, use_cache=True)
-    session = {
-        name: ort.InferenceSession(str(folder / f"{name}.onnx"))
-        for name in ("encoder_model", "decoder_model", "decoder_with_past_model")
-    }
+    encoder = ort.InferenceSession(str(folder / ENCODER_FILE))
+    decoder = ort.InferenceSession(str(folder / DECODER_FILE))
     feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
-    onnx_hidden = session["encoder_model"].run(None, feeds)[0]
+    onnx_hidden = encoder.run(None, feeds)[0]
     torch.testing.assert_close(torch.from_numpy(onnx_hidden), hidden, **TOLERANCE)
 
     layers = config.decoder_layers
-    first = session["decoder_model"].run(
-        None,
-        {
-            "encoder_attention_mask": mask.numpy(),
-            "input_ids": target[:, :3].numpy(),
-            "encoder_hidden_states": onnx_hidden,
-        },
+    heads, head_dim = config.decoder_attention_heads, config.d_model // config.decoder_attention_heads
+    empty = {
+        name: np.zeros((3, heads, 0, head_dim), np.float32) for name in past_names(layers, "past_key_values")
+    }
+    common = {"encoder_attention_mask": mask.numpy(), "encoder_hidden_states": onnx_hidden}
+    first = decoder.run(
+        None, {**common, **empty, "input_ids": target[:, :3].numpy(), "use_cache_branch": np.array([False])}
     )
     torch.testing.assert_close(torch.from_numpy(first[0]), full.logits[:, :3], **TOLERANCE)
     cache = getattr(full, CACHE_FIELD)
@@ -146,11 +151,14 @@ def test_graphs_equal_pytorch_with_and_without_cache(exported, name):
         )
 
     past = {name.replace("present", "past_key_values"): value for name, value in presents.items()}
-    later = session["decoder_with_past_model"].run(
-        None, {"encoder_attention_mask": mask.numpy(), "input_ids": target[:, 3:].numpy(), **past}
+    later = decoder.run(
+        None, {**common, **past, "input_ids": target[:, 3:].numpy(), "use_cache_branch": np.array([True])}
     )
     torch.testing.assert_close(torch.from_numpy(later[0]), full.logits[:, 3:], **TOLERANCE)
-    grown = dict(zip(past_names(layers, "present", ("decoder",)), later[1:]))
+    grown = dict(zip(past_names(layers, "present"), later[1:]))
+    for name, value in presents.items():  # the encoder keys/values pass through the cached branch
+        if ".encoder." in name:
+            np.testing.assert_array_equal(grown[name], value)
     for i in range(layers):
         torch.testing.assert_close(
             torch.from_numpy(grown[f"present.{i}.decoder.value"]),
@@ -160,28 +168,80 @@ def test_graphs_equal_pytorch_with_and_without_cache(exported, name):
 
 
 def test_export_folder_and_model_state(exported):
-    """The folder holds the graphs, configs, tokenizer and README, without remote code; the axes have names;
-    the exported model keeps its attention implementation and training mode (the trace uses eager, eval)."""
+    """The folder holds the graphs (float32 and int8) in onnx/, configs, tokenizer and README, without remote
+    code; config.json is a MarianConfig (transformers' own class reads it) holding the model's config; the axes
+    have names and the pasts fixed head sizes; the exported model keeps its attention implementation and
+    training mode (the trace uses eager, eval)."""
+    from transformers import AutoConfig, MarianConfig
+    from vanilla_transformer.modeling import VanillaTransformerConfig
+
     model, folder, _ = exported("paper")
-    for name in (
-        "encoder_model.onnx",
-        "decoder_model.onnx",
-        DECODER_WITH_PAST_FILE,
-        "config.json",
-        "generation_config.json",
-        "tokenizer.json",
-        "README.md",
-    ):
+    for name in (*QUANTIZED_FILES, ENCODER_FILE, DECODER_FILE, "config.json", "generation_config.json"):
         assert (folder / name).is_file(), name
+    assert {"tokenizer.json", "README.md"} <= {path.name for path in folder.iterdir()}
+    assert not (folder / "encoder_model.onnx").exists()
     assert model.config._attn_implementation == "sdpa" and model.training
-    assert "auto_map" not in json.loads((folder / "config.json").read_text())
-    assert "OnnxTranslator" in (folder / "README.md").read_text()
-    inputs = {
-        i.name: i.shape for i in ort.InferenceSession(str(folder / DECODER_WITH_PAST_FILE)).get_inputs()
+    config = json.loads((folder / "config.json").read_text())
+    assert "auto_map" not in config and config["model_type"] == "marian"
+    marian = AutoConfig.from_pretrained(folder)
+    assert isinstance(marian, MarianConfig)
+    for name in (
+        "d_model",
+        "decoder_layers",
+        "decoder_attention_heads",
+        "vocab_size",
+        "decoder_start_token_id",
+    ):
+        assert getattr(marian, name) == getattr(model.config, name), name
+    own = VanillaTransformerConfig.from_dict(config["vanilla_transformer_config"])
+    assert own.to_diff_dict() == {
+        k: v for k, v in model.config.to_diff_dict().items() if k in own.to_diff_dict()
     }
-    assert inputs["past_key_values.0.decoder.key"][0] == "batch_size"
-    assert inputs["past_key_values.0.decoder.key"][2] == "past_decoder_sequence_length"
-    assert inputs["past_key_values.0.encoder.key"][2] == "encoder_sequence_length"
+    assert "OnnxTranslator" in (folder / "README.md").read_text()
+    inputs = {i.name: i.shape for i in ort.InferenceSession(str(folder / DECODER_FILE)).get_inputs()}
+    heads = model.config.decoder_attention_heads
+    assert inputs["past_key_values.0.decoder.key"] == [
+        "batch_size",
+        heads,
+        "past_decoder_sequence_length",
+        model.config.d_model // heads,
+    ]
+    assert inputs["past_key_values.0.encoder.key"][2] == "encoder_sequence_length_out"
+    assert inputs["use_cache_branch"] == [1]
+
+
+def test_int8_graphs_are_quantized_and_close(exported):
+    """The *_quantized graphs hold int8 weights (ONNX Runtime's dynamic quantization ops, no MatMul of a float
+    weight left), their logits stay close to the float32 graphs', and OnnxTranslator(dtype="int8") decodes with them."""
+    import onnx
+
+    model, folder, engine = exported("paper")
+    for name in QUANTIZED_FILES:
+        graph = onnx.load(str(folder / name)).graph
+        weights = {tensor.name for tensor in graph.initializer}
+        nodes = list(graph.node)
+        for node in graph.node:  # the merged decoder's two branches
+            nodes += [
+                inner for a in node.attribute if a.type == onnx.AttributeProto.GRAPH for inner in a.g.node
+            ]
+        ops = {node.op_type for node in nodes}
+        assert "DynamicQuantizeLinear" in ops or "DynamicQuantizeMatMul" in ops, name
+        # MatMuls left multiply activations (attention scores); none reads a float weight
+        assert not [node for node in nodes if node.op_type == "MatMul" and weights & set(node.input)], name
+    int8 = OnnxTranslator(folder, num_threads=1, dtype="int8")
+    ids, mask = random_batch(model.config.vocab_size, 3, 7, seed=4)
+    sources = source_lists(ids, mask)
+    decoding = resolve_decoding(engine.generation_config, max_new_tokens=1)
+    fp32_hidden = engine._encoder.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+    int8_hidden = int8._encoder.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+    start = np.full((3, 1), model.config.decoder_start_token_id, np.int64)
+    fp32_logits, _ = engine._step(start, mask.numpy(), fp32_hidden, {})
+    int8_logits, _ = int8._step(start, mask.numpy(), int8_hidden, {})
+    spread = float(fp32_logits.std())
+    assert 0 < np.abs(int8_logits - fp32_logits).max() < 0.2 * spread
+    assert len(int8.generate_ids(sources, max_new_tokens=decoding.max_new_tokens)) == 3
+    with pytest.raises(ValueError, match="--dtype float16"):
+        OnnxTranslator(folder, dtype="float16")
 
 
 # ---- decoding ------------------------------------------------------------------------------------------------
@@ -322,14 +382,20 @@ def test_bad_onnx_folders_raise(exported, tmp_path):
         OnnxTranslator(tmp_path / "missing")
     incomplete = tmp_path / "incomplete"
     shutil.copytree(folder, incomplete)
-    (incomplete / DECODER_WITH_PAST_FILE).unlink()
-    with pytest.raises(ValueError, match=f"missing {DECODER_WITH_PAST_FILE}"):
+    (incomplete / DECODER_FILE).unlink()
+    with pytest.raises(ValueError, match=f"missing {DECODER_FILE}"):
         OnnxTranslator(incomplete)
-    (incomplete / DECODER_WITH_PAST_FILE).write_bytes(b"not a graph")
+    (incomplete / DECODER_FILE).write_bytes(b"not a graph")
     with pytest.raises(ValueError, match="not a loadable ONNX graph"):
         OnnxTranslator(incomplete)
     with pytest.raises(ValueError, match="num_threads"):
         OnnxTranslator(folder, num_threads=0)
+    old = tmp_path / "old"  # the three-file layout: three graphs at the top, no onnx/
+    old.mkdir()
+    for name in ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx", "config.json"):
+        (old / name).write_bytes(b"x")
+    with pytest.raises(ValueError, match="three-file layout.*re-export"):
+        OnnxTranslator(old)
 
 
 def test_export_rejects_bad_input(export, tmp_path):
@@ -379,3 +445,47 @@ def test_readme_onnxruntime_loop_runs(exported, capsys):
     code = (folder / "README.md").read_text().split("```python")[2].split("```")[0]
     exec(code.replace('"this-folder"', repr(str(folder))), {})
     assert capsys.readouterr().out.count("\n") == 1  # one translation printed
+
+
+def test_int8_options_of_the_engines(export, exported, tmp_path):
+    """--dtype int8: the torch engine loads the model with int8 linear layers (CPU only), the onnx engine runs the
+    int8 graphs; `vanilla-transformer translate --engine onnx --dtype int8` translates; precisions an engine does
+    not run are refused naming the option."""
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+    from vanilla_transformer.inference.engines import load_engine
+
+    model, tokenizer = load_engine("torch", export, dtype="int8")
+    assert any(isinstance(module, DynamicLinear) for module in model.modules())
+    lines = ["起初，神创造天地。", "地是空虚混沌"]
+    assert len(translate(model, tokenizer, lines, num_beams=2)) == 2
+    with pytest.raises(ValueError, match="--dtype int8 runs on the CPU"):
+        load_engine("torch", export, dtype="int8", device="cuda")
+    folder = exported("paper")[1]
+    engine, _ = load_engine("onnx", folder, dtype="int8")
+    assert engine.translator.dtype == "int8"
+    with pytest.raises(ValueError, match="--dtype float32 or --dtype int8"):
+        load_engine("onnx", folder, dtype="bfloat16")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    command = [
+        sys.executable,
+        "-m",
+        "vanilla_transformer",
+        "translate",
+        "--engine",
+        "onnx",
+        "--model",
+        str(folder),
+    ]
+    done = subprocess.run(
+        [*command, "--dtype", "int8"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == 2, done.stderr
+    done = subprocess.run(
+        [*command, "--dtype", "auto"], input="x\n", capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--dtype" in done.stderr, done.stderr

@@ -2,12 +2,13 @@
 
     vanilla-transformer export --engine ct2 MODEL OUT                      # CTranslate2, float32 weights
     vanilla-transformer export --engine ct2 MODEL OUT --quantization int8  # int8 weights (fastest on CPU)
-    vanilla-transformer export --engine onnx MODEL OUT                     # ONNX Runtime
+    vanilla-transformer export --engine onnx MODEL OUT                     # ONNX: float32 and int8 graphs
 
 MODEL is a folder saved by training (or `vanilla_transformer.modeling.save_with_remote_code`). A CTranslate2 folder
-loads in `ctranslate2.Translator`; an ONNX folder holds the encoder, the decoder and the decoder with cache. Both
-carry the tokenizer, the generation config and a README, and run with
-`vanilla-transformer translate --engine ct2|onnx --model OUT`. Needs the export extras: pip install
+loads in `ctranslate2.Translator`; an ONNX folder is in optimum's / transformers.js' layout (onnx/encoder_model.onnx,
+onnx/decoder_model_merged.onnx and their int8 *_quantized.onnx variants, a Marian config.json) and loads in
+transformers.js. Both carry the tokenizer, the generation config and a README, and run with
+`vanilla-transformer translate --engine ct2|onnx --model OUT` (--dtype int8 for the ONNX int8 graphs). Needs the export extras: pip install
 'vanilla-transformer[export]'.
 """
 
