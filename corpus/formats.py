@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,17 @@ import datasets
 from datasets.table import InMemoryTable
 
 from .files import read_lines, strip_compression
-from .rows import SOURCE, TARGET, Columns, DataReport, bad_line, dataset_pairs, resolve, rows_pairs
+from .rows import (
+    SOURCE,
+    TARGET,
+    Columns,
+    DataReport,
+    bad_line,
+    dataset_pairs,
+    iter_pairs,
+    resolve,
+    rows_pairs,
+)
 
 FORMATS = {
     ".tsv": "tsv",
@@ -29,6 +41,8 @@ FORMATS = {
 
 _HEADER_WORDS = {"source", "target", "src", "tgt", "source_text", "target_text", "translation"}
 
+CHUNK_PAIRS = 50_000  # pairs per chunk of `pair_chunks`
+
 _LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}([_-][A-Za-z]{2,4})?$")
 
 
@@ -40,23 +54,68 @@ def format_of(path: Path) -> str | None:
 def file_pairs(path: Path, columns: Columns, report: DataReport) -> tuple[list[str], list[str]]:
     """The pairs of one data file (its format chosen by suffix; unknown suffixes are read as TSV); the file exists
     and is readable (`corpus.files.check_file`)."""
+    sources, targets = [], []
+    for src, tgt in pair_chunks(path, columns, report):
+        sources.extend(src)
+        targets.extend(tgt)
+    return sources, targets
+
+
+def pair_chunks(
+    path: Path, columns: Columns, report: DataReport, size: int = CHUNK_PAIRS
+) -> Iterator[tuple[list[str], list[str]]]:
+    """`file_pairs` in chunks of at most ``size`` pairs. TSV and JSON Lines files are read as the chunks are taken
+    (memory does not grow with the file); CSV, JSON and Parquet files are read whole, then chunked."""
     if path.stat().st_size == 0:
         raise ValueError(f"Data file {str(path)!r} is empty (0 bytes); pass a file with source/target pairs.")
     kind = format_of(path) or "tsv"
+    if kind in ("tsv", "jsonl"):
+        lines = _counted_lines(path, report)
+        pairs = _delimited_pairs(path, lines, kind, columns, report) if kind == "tsv" else None
+        yield from _chunked(pairs if pairs is not None else _jsonl_pairs(path, lines, columns, report), size)
+        return
     if kind == "parquet":
-        return _parquet_pairs(path, columns, report)
-    lines = []
+        whole = _parquet_pairs(path, columns, report)
+    else:
+        lines = []
+        for line, crlf in read_lines(path):
+            lines.append(line)
+            report.crlf_lines += crlf
+        value = _json_value("\n".join(lines)) if kind == "json" else None
+        if value is not None:  # one JSON value; else one value per line (JSON Lines)
+            whole = _json_array_pairs(path, value, columns, report)
+        else:
+            report.lines_read += len(lines)
+            pairs = (
+                _jsonl_pairs(path, iter(lines), columns, report)
+                if kind == "json"
+                else _delimited_pairs(path, iter(lines), kind, columns, report)
+            )
+            whole = tuple(map(list, zip(*pairs))) or ([], [])
+    for start in range(0, max(len(whole[0]), 1), size):
+        yield whole[0][start : start + size], whole[1][start : start + size]
+
+
+def _counted_lines(path: Path, report: DataReport) -> Iterator[str]:
     for line, crlf in read_lines(path):
-        lines.append(line)
+        report.lines_read += 1
         report.crlf_lines += crlf
-    if kind == "json":
-        whole = _json_value("\n".join(lines))
-        if whole is not None:  # one JSON value; else one value per line (JSON Lines)
-            return _json_array_pairs(path, whole, columns, report)
-    report.lines_read += len(lines)
-    if kind in ("json", "jsonl"):
-        return _jsonl_pairs(path, lines, columns, report)
-    return _delimited_pairs(path, lines, kind, columns, report)
+        yield line
+
+
+def _chunked(pairs: Iterator[tuple[str, str]], size: int) -> Iterator[tuple[list[str], list[str]]]:
+    """Lists of at most ``size`` pairs; one empty chunk when there are no pairs."""
+    sources: list[str] = []
+    targets: list[str] = []
+    given = False
+    for src, tgt in pairs:
+        sources.append(src)
+        targets.append(tgt)
+        if len(sources) == size:
+            yield sources, targets
+            sources, targets, given = [], [], True
+    if sources or not given:
+        yield sources, targets
 
 
 def _is_name(value: str | int | None) -> bool:
@@ -72,25 +131,25 @@ def looks_like_header(fields: list[str], columns: Columns) -> bool:
     )
 
 
-def _delimited_pairs(path: Path, lines: list[str], kind: str, columns: Columns, report: DataReport):
+def _delimited_pairs(
+    path: Path, lines: Iterator[str], kind: str, columns: Columns, report: DataReport
+) -> Iterator[tuple[str, str]]:
     """TSV and CSV: rows of fields, an optional header, then columns by name (header) or by index."""
     where = str(path)
     if kind == "csv":
-        rows = [(n, fields) for n, fields in enumerate(csv.reader(io.StringIO("\n".join(lines))), start=1)]
-        rows = [(n, f) for n, f in rows if f]  # csv.reader gives [] for an empty line
+        lines = list(lines)
+        found = [(n, fields) for n, fields in enumerate(csv.reader(io.StringIO("\n".join(lines))), start=1)]
+        rows = iter([(n, f) for n, f in found if f])  # csv.reader gives [] for an empty line
         report.skipped_empty += sum(1 for line in lines if not line.strip())
     else:
-        rows = []
-        for n, line in enumerate(lines, start=1):
-            if line.strip():
-                rows.append((n, line.split("\t")))
-            else:
-                report.skipped_empty += 1
-    if not rows:
+        rows = _tsv_rows(lines, report)
+    head = next(rows, None)
+    if head is None:
         raise ValueError(
             f"Data file {where!r} has only empty lines; pass a file with source<TAB>target pairs."
         )
-    first = rows[0][1]
+    rows = itertools.chain([head], rows)
+    first = head[1]
     header = columns.has_header
     if header is None:
         header = kind == "csv" or looks_like_header(first, columns)
@@ -100,9 +159,13 @@ def _delimited_pairs(path: Path, lines: list[str], kind: str, columns: Columns, 
         report.header = f"header row: {first}"
     if header:
         names = [f.strip() for f in first]
-        body = [(n, dict(zip(names, f))) if len(f) == len(names) else (n, f) for n, f in rows[1:]]
+        next(rows)
+        body = ((n, dict(zip(names, f))) if len(f) == len(names) else (n, f) for n, f in rows)
         resolve(names, columns, f"{kind.upper()} file {where!r}")
-        return rows_pairs(_with_width(body, len(names), kind, where, columns, report), columns, report, where)
+        yield from iter_pairs(
+            _with_width(body, len(names), kind, where, columns, report), columns, report, where
+        )
+        return
     for value, name in ((columns.source_column, "source_column"), (columns.target_column, "target_column")):
         if _is_name(value):
             raise ValueError(
@@ -118,9 +181,17 @@ def _delimited_pairs(path: Path, lines: list[str], kind: str, columns: Columns, 
     src_col = _column_index(columns.source_column, 0, "source_column", len(first), kind, where)
     tgt_col = _column_index(columns.target_column, 1, "target_column", len(first), kind, where)
     indexed = {SOURCE: src_col, TARGET: tgt_col}
-    body = [(n, {k: f[i] for k, i in indexed.items()}) if len(f) == len(first) else (n, f) for n, f in rows]
+    body = ((n, {k: f[i] for k, i in indexed.items()}) if len(f) == len(first) else (n, f) for n, f in rows)
     plain = Columns(SOURCE, TARGET, None, None, False, columns.on_bad_line)
-    return rows_pairs(_with_width(body, len(first), kind, where, columns, report), plain, report, where)
+    yield from iter_pairs(_with_width(body, len(first), kind, where, columns, report), plain, report, where)
+
+
+def _tsv_rows(lines: Iterator[str], report: DataReport) -> Iterator[tuple[int, list[str]]]:
+    for n, line in enumerate(lines, start=1):
+        if line.strip():
+            yield n, line.split("\t")
+        else:
+            report.skipped_empty += 1
 
 
 def _with_width(body, width: int, kind: str, where: str, columns: Columns, report: DataReport):
@@ -151,27 +222,30 @@ def _column_index(value: str | int | None, default: int, name: str, width: int, 
     return index
 
 
-def _jsonl_pairs(path: Path, lines: list[str], columns: Columns, report: DataReport):
-    rows = []
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            report.skipped_empty += 1
-            continue
-        try:
-            row = json.loads(line)
-            why, fix = (
-                "not a JSON object",
-                'Each line must be an object such as {"source": ..., "target": ...}.',
-            )
-        except json.JSONDecodeError as e:
-            row, why, fix = None, f"invalid JSON ({e.msg})", "Fix the line or pass --on_bad_line skip."
-        if not isinstance(row, dict):
-            bad_line(report, columns.on_bad_line, str(path), lineno, line, why, fix)
-            continue
-        rows.append((lineno, row))
-    if rows:
-        resolve(list(rows[0][1]), columns, f"JSON Lines file {str(path)!r}")
-    return rows_pairs(rows, columns, report, str(path))
+def _jsonl_pairs(path: Path, lines: Iterator[str], columns: Columns, report: DataReport):
+    def rows() -> Iterator[tuple[int, dict]]:
+        first = True
+        for lineno, line in enumerate(lines, start=1):
+            if not line.strip():
+                report.skipped_empty += 1
+                continue
+            try:
+                row = json.loads(line)
+                why, fix = (
+                    "not a JSON object",
+                    'Each line must be an object such as {"source": ..., "target": ...}.',
+                )
+            except json.JSONDecodeError as e:
+                row, why, fix = None, f"invalid JSON ({e.msg})", "Fix the line or pass --on_bad_line skip."
+            if not isinstance(row, dict):
+                bad_line(report, columns.on_bad_line, str(path), lineno, line, why, fix)
+                continue
+            if first:
+                resolve(list(row), columns, f"JSON Lines file {str(path)!r}")
+                first = False
+            yield lineno, row
+
+    return iter_pairs(rows(), columns, report, str(path))
 
 
 def _json_value(text: str) -> Any:

@@ -120,6 +120,21 @@ class DataOptions:
     split_seed: int = field(
         default=1234, metadata={"help": "seed of the train/validation/test split (independent of --seed)"}
     )
+    streaming: bool | None = field(
+        default=None,
+        metadata={
+            "help": "train from a shuffled stream of the training split, batches built on the fly, instead of "
+            "tokenising it all first (validation and test stay in memory); default: automatically when the data "
+            "files are larger than 2 GiB (logged)"
+        },
+    )
+    data_cache_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "where data files are kept as Arrow after their first read (default: "
+            "vanilla_transformer/pairs under the datasets cache, HF_DATASETS_CACHE)"
+        },
+    )
 
     def languages(self) -> tuple[str | None, str | None]:
         """(source, target) language: ``source_lang``/``target_lang`` when given, else what the file name
@@ -147,6 +162,7 @@ class DataOptions:
             hub_config=self.hub_config,
             max_lines=self.max_lines,
             on_bad_line=self.on_bad_line,  # type: ignore[arg-type]
+            cache_dir=self.data_cache_dir,
         )
         chosen = {
             "train": self._split_name(self.train_split, available, "train_split"),

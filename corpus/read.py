@@ -25,8 +25,8 @@ Accepted sources (`read_parallel_splits`, `load_parallel_corpus`):
 * **A `datasets.Dataset` or `DatasetDict`** (Python API): its rows, by the column rules above.
 * **A Hub dataset name** (anything else), loaded with `datasets.load_dataset` with every split it has.
 
-Modules: `corpus.formats` (one file of each format), `corpus.rows` (the column rules, bad lines, `DataReport`);
-this one resolves a source (file, folder, glob, saved dataset, `datasets` object, Hub name) into its splits.
+Modules: `corpus.formats` (one file of each format), `corpus.rows` (the column rules, bad lines, `DataReport`),
+`corpus.arrow` (a file's pairs as a memory-mapped Arrow cache); this one resolves a source (file, folder, glob, saved dataset, `datasets` object, Hub name) into its splits.
 
 Strict checks: invalid UTF-8 is an error naming the line; CRLF line ends are accepted and counted; a line or
 row with the wrong number of columns or a missing/non-string side is a *bad line*: an error
@@ -45,8 +45,9 @@ from typing import Any
 
 import datasets
 
+from .arrow import arrow_pairs
 from .files import check_file, language_pair, strip_compression
-from .formats import file_pairs, format_of
+from .formats import format_of
 from .rows import SOURCE, TARGET, Columns, DataReport, OnBadLine, dataset_pairs
 
 logger = logging.getLogger(__name__)
@@ -157,10 +158,12 @@ def read_parallel_splits(
     hub_config: str | None = None,
     max_lines: int | None = None,
     on_bad_line: OnBadLine = "skip",
+    cache_dir: str | os.PathLike | None = None,
 ) -> tuple[dict[str, datasets.Dataset], DataReport]:
     """Every split a parallel corpus provides, each a `datasets.Dataset` with columns ``source`` and ``target``
     (module docstring for the sources and column rules); a single file or an unnamed set of shards is one
-    ``train`` split. ``max_lines`` keeps the first N pairs of each split.
+    ``train`` split. ``max_lines`` keeps the first N pairs of each split. The splits of data files are
+    memory-mapped Arrow files in ``cache_dir`` (`corpus.arrow`: read once, then from the cache).
 
     Raises:
         FileNotFoundError: a file or glob that does not exist.
@@ -227,7 +230,8 @@ def read_parallel_splits(
         on_bad_line,
     )
     pairs = {
-        s: _concat([file_pairs(_checked(f), columns, report) for f in files]) for s, files in by_split.items()
+        s: _concat_arrow([arrow_pairs(_checked(f), columns, report, cache_dir) for f in files])
+        for s, files in by_split.items()
     }
     if len(by_split) > 1 or len(next(iter(by_split.values()))) > 1:
         logger.info("Read %s: %s", text, {s: [f.name for f in fs] for s, fs in by_split.items()})
@@ -255,13 +259,22 @@ def _split_name(name: str) -> str:
     return _SPLIT_WORDS.get(name.lower(), name)
 
 
-def _concat(parts: list[tuple[list[str], list[str]]]) -> tuple[list[str], list[str]]:
-    return [s for p in parts for s in p[0]], [t for p in parts for t in p[1]]
+def _concat_arrow(parts: list[datasets.Dataset]) -> datasets.Dataset:
+    return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
 
 
-def _finish(pairs: dict[str, tuple[list[str], list[str]]], report: DataReport, max_lines: int | None):
+def _finish(
+    pairs: dict[str, tuple[list[str], list[str]] | datasets.Dataset],
+    report: DataReport,
+    max_lines: int | None,
+):
     splits = {}
-    for name, (sources, targets) in pairs.items():
+    for name, found in pairs.items():
+        if isinstance(found, datasets.Dataset):
+            keep = len(found) if max_lines is None else min(max_lines, len(found))
+            splits[name] = found if keep == len(found) else found.select(range(keep))
+            continue
+        sources, targets = found
         if max_lines is not None:
             sources, targets = sources[:max_lines], targets[:max_lines]
         splits[name] = datasets.Dataset.from_dict({SOURCE: sources, TARGET: targets})

@@ -1,13 +1,14 @@
 """From rows to pairs: the column rules every source shares, and the accounting of what reading skipped.
 
 `Columns` holds the column options of one read; `resolve` chooses the (source, target) columns of a row layout
-(`corpus.read`'s docstring states the rules); `rows_pairs` turns ``(line number, row dict)`` rows into pairs,
+(`corpus.read`'s docstring states the rules); `rows_pairs` (`iter_pairs`, lazily) turns ``(line number, row dict)`` rows into pairs,
 skipping empty pairs and counting (or raising on) bad rows in the `DataReport` through `bad_line`;
 `dataset_pairs` does the same for a `datasets.Dataset`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -36,6 +37,17 @@ class DataReport:
     split_origin: dict[str, str] = field(
         default_factory=dict
     )  # where each split used came from (DataOptions)
+
+    def add(self, part: DataReport) -> None:
+        """Count what reading one more file did (``part``'s lines, skips, CRLF ends, examples, header) into this
+        report, as if this report had read it."""
+        self.lines_read += part.lines_read
+        self.skipped_bad_lines += part.skipped_bad_lines
+        self.skipped_empty += part.skipped_empty
+        self.crlf_lines += part.crlf_lines
+        room = MAX_EXAMPLES - len(self.bad_line_examples)
+        self.bad_line_examples.extend(part.bad_line_examples[: max(room, 0)])
+        self.header = part.header or self.header
 
     def summary(self) -> str:
         text = f"{self.path}: {self.pairs} pairs from {self.lines_read} lines"
@@ -110,9 +122,17 @@ def resolve(available: list[str], columns: Columns, where: str) -> tuple[str, st
     )
 
 
-def rows_pairs(rows, columns: Columns, report: DataReport, where: str):
+def rows_pairs(rows, columns: Columns, report: DataReport, where: str) -> tuple[list[str], list[str]]:
     """Pairs from ``(line number, row dict)``; the first row's keys choose the columns (`resolve`)."""
     sources, targets = [], []
+    for src, tgt in iter_pairs(rows, columns, report, where):
+        sources.append(src)
+        targets.append(tgt)
+    return sources, targets
+
+
+def iter_pairs(rows, columns: Columns, report: DataReport, where: str) -> Iterator[tuple[str, str]]:
+    """`rows_pairs` one pair at a time: rows are read only as far as the pairs are taken."""
     chosen: tuple[str, str] | None | bool = False
     for lineno, row in rows:
         if chosen is False:
@@ -142,9 +162,7 @@ def rows_pairs(rows, columns: Columns, report: DataReport, where: str):
         if not src or not tgt:
             report.skipped_empty += 1
             continue
-        sources.append(src)
-        targets.append(tgt)
-    return sources, targets
+        yield src, tgt
 
 
 def dataset_pairs(ds: datasets.Dataset, columns: Columns, report: DataReport, what: str):

@@ -38,6 +38,24 @@ from vanilla_transformer.modeling import IGNORE_INDEX, answer_only_example
 logger = logging.getLogger(__name__)
 
 
+def cut_by_budget(order: list[int], lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """``order`` (example indices, shortest first) cut greedily into batches whose cost (batch size x the
+    longest of ``lengths`` in it) stays within ``max_tokens``."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        new_longest = max(longest, int(lengths[i]))
+        if current and new_longest * (len(current) + 1) > max_tokens:
+            batches.append(current)
+            current, new_longest = [], int(lengths[i])
+        current.append(i)
+        longest = new_longest
+    if current:
+        batches.append(current)
+    return batches
+
+
 class TokenBudgetBatchSampler(Sampler[list[int]]):
     """Yields lists of example indices whose padded cost is at most ``max_tokens`` (module docstring).
 
@@ -109,18 +127,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             rng = np.random.default_rng([self.seed, epoch])
             idx = idx[rng.permutation(len(idx))]
         idx = idx[np.argsort(lengths[idx], kind="stable")]
-        batches: list[list[int]] = []
-        current: list[int] = []
-        longest = 0
-        for i in idx.tolist():
-            new_longest = max(longest, int(lengths[i]))
-            if current and new_longest * (len(current) + 1) > self.max_tokens:
-                batches.append(current)
-                current, new_longest = [], int(lengths[i])
-            current.append(i)
-            longest = new_longest
-        if current:
-            batches.append(current)
+        batches = cut_by_budget(idx.tolist(), lengths, self.max_tokens)
         if self.shuffle:
             order = np.random.default_rng([self.seed, epoch, 1]).permutation(len(batches))
             batches = [batches[j] for j in order]
@@ -161,6 +168,10 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         }
 
     def load_state_dict(self, state: dict) -> None:
+        if state.get("streaming"):
+            raise ValueError(
+                "Cannot resume: the checkpoint trained from a stream (--streaming); resume with --streaming."
+            )
         if (
             state.get("seed", self.seed) != self.seed
             or state.get("max_tokens", self.max_tokens) != self.max_tokens
@@ -199,6 +210,20 @@ class BatchStream:
     @property
     def epoch(self) -> int:
         return self.sampler.epoch
+
+    def epochs_done(self) -> float:
+        """Epochs done, fractional (the share of the current epoch's batches taken)."""
+        return self.epoch + self.sampler.position / max(1, len(self.sampler.batches(self.epoch)))
+
+    def batches_per_epoch(self) -> int:
+        return len(self.sampler.batches(0))
+
+    def probe(self, examples: Callable, count: int) -> list[tuple[list, list]]:
+        """``count`` batches of epoch 0 spread over it, each as (sources, targets) of ``examples(0)``; for timing."""
+        epoch = self.sampler.batches(0)
+        sources, targets = examples(0)
+        picks = [epoch[i * len(epoch) // count] for i in range(count)] if epoch else []
+        return [([sources[i] for i in b], [targets[i] for i in b]) for b in picks]
 
     def state_dict(self) -> dict:
         return self.sampler.state_dict()

@@ -8,20 +8,27 @@ columns into token ids.
 
 from __future__ import annotations
 
+import glob
 import hashlib
+import json
+import logging
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import datasets
 import numpy as np
-from vanilla_transformer.corpus import SOURCE, TARGET
+from vanilla_transformer.corpus import SOURCE, TARGET, source_kind
 from vanilla_transformer.tokenizer import BPEDropout, load_or_train_tokenizer
 
 from .batching import BatchStream, TokenBudgetBatchSampler
 from .objectives import Objective, objective_for
 from .options import given_tokenizer
+from .streaming import StreamingBatches
+
+logger = logging.getLogger(__name__)
 
 
 def content_hash(*parts: str | bytes) -> str:
@@ -42,9 +49,37 @@ def dataset_hash(dataset: datasets.Dataset) -> str:
     return h.hexdigest()[:16]
 
 
+def data_key(dataset: datasets.Dataset) -> str:
+    """The data part of the tokenisation cache key: for a split of memory-mapped files (`corpus.arrow`, named by
+    their content) `datasets`' fingerprint, which follows the files and every selection made from them; for an
+    in-memory dataset the hash of its texts (`dataset_hash`)."""
+    if dataset.cache_files:
+        return "fingerprint-" + dataset._fingerprint
+    return dataset_hash(dataset)
+
+
 def tokenizer_hash(tokenizer) -> str:
     """A hash of the tokenizer's full serialised pipeline (vocabulary, merges, normaliser, post-processor)."""
     return content_hash(tokenizer.backend_tokenizer.to_str())
+
+
+LENGTHS = ("input_length", "labels_length")  # the token counts that `tokenize_dataset` adds
+PARALLEL_FROM = 50_000  # pairs from which tokenisation runs in several processes (when there are cores)
+
+
+def encoder(tokenizer) -> Callable[[dict], dict]:
+    """The batched function that tokenises ``source``/``target`` texts (`tokenize_dataset`'s columns)."""
+
+    def encode(batch: dict) -> dict:
+        enc = tokenizer(batch[SOURCE], text_target=batch[TARGET], truncation=False)
+        return {
+            "input_ids": enc["input_ids"],
+            "labels": enc["labels"],
+            LENGTHS[0]: [len(x) for x in enc["input_ids"]],
+            LENGTHS[1]: [len(x) for x in enc["labels"]],
+        }
+
+    return encode
 
 
 def tokenize_dataset(
@@ -52,31 +87,71 @@ def tokenize_dataset(
     tokenizer,
     cache_dir: str | os.PathLike | None = None,
     num_proc: int | None = None,
+    process_index: int = 0,
 ) -> datasets.Dataset:
-    """Add ``input_ids`` (source ids + </s>) and ``labels`` (target ids + </s>) columns, no truncation.
+    """Add ``input_ids`` (source ids + </s>) and ``labels`` (target ids + </s>) columns, no truncation, and their
+    lengths ``input_length``/``labels_length`` (`LENGTHS`: what the token-budget sampler reads).
 
-    With ``cache_dir``, the result is cached in an Arrow file named by a hash of the tokenizer and the data, so
-    a second run with the same tokenizer and data reads it back instead of tokenising again.
+    With ``cache_dir``, the result is cached in Arrow files named by a hash of the tokenizer and the data
+    (`data_key`), so a second run with the same tokenizer and data reads them back instead of tokenising again
+    (the log says which; the cache's manifest records ``process_index``, the process that tokenised).
+    ``num_proc`` None: several processes for a large dataset when the machine has the cores.
     """
 
-    def encode(batch: dict) -> dict:
-        enc = tokenizer(batch[SOURCE], text_target=batch[TARGET], truncation=False)
-        return {"input_ids": enc["input_ids"], "labels": enc["labels"]}
-
+    encode = encoder(tokenizer)
+    if num_proc is None and len(dataset) >= PARALLEL_FROM:
+        num_proc = min(len(os.sched_getaffinity(0)), 8)
+    num_proc = num_proc if num_proc and num_proc > 1 else None
     kwargs: dict[str, Any] = {}
     if cache_dir is not None:
-        key = content_hash(tokenizer_hash(tokenizer), dataset_hash(dataset))
-        Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        kwargs = dict(
-            cache_file_name=str(Path(cache_dir) / f"tokenized-{key}.arrow"), load_from_cache_file=True
+        key = content_hash(TOKENIZED_VERSION, tokenizer_hash(tokenizer), data_key(dataset))
+        folder = Path(cache_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        manifest = folder / f"tokenized-{key}.json"
+        cached = _from_cache(manifest)
+        if cached is not None:
+            logger.info(
+                "Read %d tokenised pairs from the tokenisation cache %s (no tokenisation)",
+                len(cached),
+                manifest,
+            )
+            return cached
+        kwargs = dict(cache_file_name=str(folder / f"tokenized-{key}.arrow"), load_from_cache_file=True)
+    tokenized = dataset.map(
+        encode, batched=True, batch_size=1000, desc="Tokenizing", num_proc=num_proc, **kwargs
+    )
+    logger.info("Tokenised %d pairs%s", len(dataset), f" ({num_proc} processes)" if num_proc else "")
+    if cache_dir is not None:
+        files = [Path(f["filename"]).name for f in tokenized.cache_files]
+        manifest.write_text(
+            json.dumps({"files": files, "rows": len(tokenized), "process": process_index}), encoding="utf-8"
         )
-    return dataset.map(encode, batched=True, batch_size=1000, desc="Tokenizing", num_proc=num_proc, **kwargs)
+    return tokenized
+
+
+TOKENIZED_VERSION = "tokenized-2"  # changes when the columns `tokenize_dataset` writes change
+
+
+def _from_cache(manifest: Path) -> datasets.Dataset | None:
+    """The tokenised dataset a manifest lists (its Arrow files, in order), or None when any is missing."""
+    if not manifest.is_file():
+        return None
+    listed = json.loads(manifest.read_text(encoding="utf-8"))
+    paths = [manifest.parent / name for name in listed["files"]]
+    if not paths or not all(p.is_file() for p in paths):
+        return None
+    parts = [datasets.Dataset.from_file(str(p)) for p in paths]
+    found = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    return found if len(found) == listed["rows"] else None
 
 
 def filter_by_length(dataset: datasets.Dataset, max_length: int) -> tuple[datasets.Dataset, int]:
     """Drop pairs whose source or target has more than ``max_length`` tokens; return (kept, number dropped)."""
-    src_len = np.array([len(x) for x in dataset["input_ids"]])
-    tgt_len = np.array([len(x) for x in dataset["labels"]])
+    if all(name in dataset.column_names for name in LENGTHS):
+        src_len, tgt_len = (column_array(dataset, name) for name in LENGTHS)
+    else:
+        src_len = np.array([len(x) for x in dataset["input_ids"]])
+        tgt_len = np.array([len(x) for x in dataset["labels"]])
     keep = np.flatnonzero((src_len <= max_length) & (tgt_len <= max_length))
     dropped = len(dataset) - len(keep)
     if dropped == 0:
@@ -134,11 +209,11 @@ class TrainingData:
 
     splits: datasets.DatasetDict
     tokenizer: Any
-    train_examples: EpochExamples
+    train_examples: Callable[[int], tuple[Sequence, Sequence]]  # EpochExamples, or StreamingBatches.examples
     valid_src: list[list[int]]
     valid_tgt: list[list[int]]
-    sampler: TokenBudgetBatchSampler
-    stream: BatchStream
+    sampler: TokenBudgetBatchSampler | None  # None when streaming
+    stream: BatchStream | StreamingBatches
     summary: str  # what reading, splitting and filtering did, for the log and the model card
     split_origin: dict[str, str]  # where each split came from (corpus.DataReport.split_origin)
     objective: Objective
@@ -146,11 +221,101 @@ class TrainingData:
     test_tgt: list[list[int]]
 
 
+class TokenRows(Sequence):
+    """Rows ``rows`` of a token-id column of a tokenised, memory-mapped dataset; item ``i`` is the list of ids of
+    row ``rows[i]``, read from the Arrow file when asked for (nothing is held as Python objects)."""
+
+    def __init__(self, dataset: datasets.Dataset, column: str, rows: np.ndarray):
+        if dataset._indices is not None:
+            dataset = dataset.flatten_indices()
+        self.chunks = dataset.data.column(column).chunks
+        self.starts = np.cumsum([0] + [len(c) for c in self.chunks])
+        self.rows = np.asarray(rows, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> list[int]:
+        row = int(self.rows[i])
+        k = int(np.searchsorted(self.starts, row, side="right")) - 1
+        return self.chunks[k][row - int(self.starts[k])].as_py()
+
+
+def column_array(dataset: datasets.Dataset, column: str) -> np.ndarray:
+    """A numeric column of a dataset (in its row order) as a numpy array."""
+    if dataset._indices is not None:
+        return np.asarray(dataset[column])
+    return dataset.data.column(column).to_numpy()
+
+
 def _token_ids(split: datasets.Dataset, tokenizer, cache) -> tuple[list[list[int]], list[list[int]]]:
     if not len(split):
         return [], []
     tokenized = tokenize_dataset(split, tokenizer, cache)
     return [list(x) for x in tokenized["input_ids"]], [list(x) for x in tokenized["labels"]]
+
+
+def tokenize_shared(split: datasets.Dataset, tokenizer, cache, accelerator) -> datasets.Dataset:
+    """`tokenize_dataset` of ``split`` by all processes together: each tokenises its contiguous shard into the
+    cache, then every process reads all shards from it (memory-mapped, in order: the same rows as one process)."""
+    world, rank = accelerator.num_processes, accelerator.process_index
+    if world == 1:
+        return tokenize_dataset(split, tokenizer, cache)
+    shards = [split.shard(num_shards=world, index=r, contiguous=True) for r in range(world)]
+    tokenize_dataset(shards[rank], tokenizer, cache, process_index=rank)
+    accelerator.wait_for_everyone()
+    return datasets.concatenate_datasets(
+        [tokenize_dataset(p, tokenizer, cache, process_index=rank) for p in shards]
+    )
+
+
+def _arrow_pairs(tokenized: datasets.Dataset, max_length: int):
+    """The translation pairs of a tokenised split with at most ``max_length`` tokens a side, as `TokenRows` over
+    the tokenisation cache, their (source, target) lengths, and the number dropped."""
+    src_len, tgt_len = (column_array(tokenized, name) for name in LENGTHS)
+    keep = np.flatnonzero((src_len <= max_length) & (tgt_len <= max_length))
+    rows = TokenRows(tokenized, "input_ids", keep), TokenRows(tokenized, "labels", keep)
+    return rows, (src_len[keep], tgt_len[keep]), len(tokenized) - len(keep)
+
+
+STREAMING_FROM_BYTES = 2 << 30  # data files larger than this stream unless --streaming false
+
+
+def data_bytes(data: Any) -> int:
+    """The size in bytes of the data files a data source names (0 for a dataset object or a Hub name)."""
+    if not isinstance(data, (str, os.PathLike)):
+        return 0
+    kind, path = source_kind(data), Path(data)
+    if kind == "file":
+        return path.stat().st_size if path.is_file() else 0
+    if kind in ("folder", "saved"):
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    if kind == "glob":
+        return sum(Path(p).stat().st_size for p in glob.glob(str(data), recursive=True) if Path(p).is_file())
+    return 0
+
+
+def streaming_choice(cfg, can_stream: bool) -> tuple[bool, str]:
+    """Whether the run streams its training split (`training.streaming`) and the sentence for the log that says
+    why: ``--streaming`` true/false, or by default data files above `STREAMING_FROM_BYTES`.
+
+    Raises:
+        ValueError: ``--streaming`` for an objective or option that needs its examples in memory.
+    """
+    if cfg.streaming and not can_stream:
+        raise ValueError(
+            f"--streaming trains translation pairs; --objective {cfg.objective} (or --bpe_dropout) needs its examples "
+            "in memory: drop --streaming."
+        )
+    if cfg.streaming is not None:
+        return bool(cfg.streaming), "Streaming the training split (--streaming)" if cfg.streaming else ""
+    size = data_bytes(cfg.data)
+    if size > STREAMING_FROM_BYTES and can_stream:
+        return True, (
+            f"Streaming the training split: its data files hold {size / 2**30:.1f} GiB, more than "
+            f"{STREAMING_FROM_BYTES / 2**30:.0f} GiB (pass --streaming false to tokenise it all first)"
+        )
+    return False, ""
 
 
 def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
@@ -172,13 +337,31 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
             denoising_tokens=objective.denoising_tokens,
             han_characters=cfg.han_characters,
         )
-        train_ids = _token_ids(splits["train"], tokenizer, run_dir.cache)
+        arrow = objective.name == "translation" and cfg.bpe_dropout == 0
+        streaming, why = streaming_choice(cfg, arrow)
+        if not arrow:
+            train_ids = _token_ids(splits["train"], tokenizer, run_dir.cache)
         valid_ids = _token_ids(splits["validation"], tokenizer, run_dir.cache)
         test_ids = (
             _token_ids(splits["test"], tokenizer, run_dir.cache) if not objective.translates else ([], [])
         )
     objective = objective.for_tokenizer(tokenizer)
-    train_src, train_tgt, dropped_train = objective.examples(*train_ids, cfg.max_length)
+    if streaming:
+        stream = StreamingBatches(
+            splits["train"],
+            encoder(tokenizer),
+            max_length=cfg.max_length,
+            max_tokens=recipe.max_tokens,
+            seed=cfg.seed,
+            skip_too_long=cfg.skip_too_long,
+        )
+        train_src, train_tgt, dropped_train = [], [], 0
+    elif arrow:  # the training pairs stay in the memory-mapped cache, batches read their rows
+        tokenized = tokenize_shared(splits["train"], tokenizer, run_dir.cache, accelerator)
+        (train_src, train_tgt), lengths, dropped_train = _arrow_pairs(tokenized, cfg.max_length)
+    else:
+        train_src, train_tgt, dropped_train = objective.examples(*train_ids, cfg.max_length)
+        lengths = objective.lengths(train_src, train_tgt)
     valid_src, valid_tgt, dropped_valid = objective.examples(*valid_ids, cfg.max_length)
     test_src, test_tgt, _ = objective.examples(*test_ids, cfg.max_length)
     train_examples = EpochExamples(train_src, train_tgt)
@@ -198,15 +381,19 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
             cfg.seed,
             limit=min(cfg.max_length, recipe.max_tokens),
         )
-    sampler = TokenBudgetBatchSampler(
-        *objective.lengths(train_src, train_tgt),
-        recipe.max_tokens,
-        seed=cfg.seed,
-        skip_too_long=cfg.skip_too_long,
-        epoch_lengths=(lambda epoch: objective.lengths(*train_examples(epoch)))
-        if cfg.bpe_dropout > 0
-        else None,
-    )
+    if streaming:
+        sampler, train_examples = None, stream.examples
+    else:
+        sampler = TokenBudgetBatchSampler(
+            *lengths,
+            recipe.max_tokens,
+            seed=cfg.seed,
+            skip_too_long=cfg.skip_too_long,
+            epoch_lengths=(lambda epoch: objective.lengths(*train_examples(epoch)))
+            if cfg.bpe_dropout > 0
+            else None,
+        )
+        stream = BatchStream(sampler)
     summary = (
         report.summary()
         + ". Splits: "
@@ -227,7 +414,9 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
         )
     if cfg.bpe_dropout > 0:
         summary += f". BPE-dropout {cfg.bpe_dropout}: the training pairs are re-segmented in every epoch"
-    if sampler.num_skipped:
+    if why:
+        summary += f". {why}"
+    if sampler is not None and sampler.num_skipped:
         summary += (
             f". Skipped {sampler.num_skipped} training pairs longer than --max_tokens={recipe.max_tokens}"
         )
@@ -240,7 +429,7 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
         valid_src,
         valid_tgt,
         sampler,
-        BatchStream(sampler),
+        stream,
         summary,
         report.split_origin,
         objective,

@@ -258,10 +258,7 @@ class Trainer:
         }
 
     def epochs_done(self) -> float:
-        sampler = self.data.sampler
-        return self.data.stream.epoch + sampler.position / max(
-            1, len(sampler.batches(self.data.stream.epoch))
-        )
+        return self.data.stream.epochs_done()
 
     # ------------------------------------------------------------------------------------------------ the run
     def stop_reason(self, step: int, seconds: float) -> str:

@@ -58,7 +58,7 @@ def plan_run(cfg: TrainConfig) -> RunPlan:
         recipe, note = budget_dropout_decision(
             cfg,
             recipe,
-            len(data.sampler.batches(0)),
+            data.stream.batches_per_epoch(),
             acc.num_processes,
             lambda: seconds_per_batch(cfg, recipe, data, acc),
         )
@@ -106,17 +106,21 @@ def seconds_per_batch(
     the first epoch, in the run's precision. Every process measures at once (they share the machine as in training)
     and all use the main process's figure; 0.0 when the first epoch has no batch."""
     acc, objective = accelerator, data.objective
-    epoch = data.sampler.batches(0)
-    if not epoch:
+    picks = data.stream.probe(data.train_examples, batches + 1)
+    if not picks:
         return 0.0
-    picks = [epoch[i * len(epoch) // (batches + 1)] for i in range(batches + 1)]
     with torch.random.fork_rng(devices=[acc.device.index or 0] if acc.device.type == "cuda" else []):
         model = objective_model(cfg, recipe, len(data.tokenizer)).to(acc.device).train()
-        for j, indices in enumerate(picks):
+        for j, (sources, targets) in enumerate(picks):
             if j == 1:
                 start = time.perf_counter()
             batch = objective.batch(
-                indices, *data.train_examples(0), model.config, acc.device, batch_generator(cfg.seed, 0, j)
+                range(len(sources)),
+                sources,
+                targets,
+                model.config,
+                acc.device,
+                batch_generator(cfg.seed, 0, j),
             )
             with acc.autocast():
                 loss, _ = objective.loss(model, batch, cfg.label_smoothing)

@@ -1,0 +1,160 @@
+"""The data pipeline at corpus scale: synthetic parallel corpora, and what starting a run on them costs.
+
+`make_corpus` writes a seeded synthetic TSV corpus whose sentence lengths follow WMT14 En-De's (about 23 words
+per side, log-normal, 1-120 words) over Zipf-distributed word types, with a target side that is a word-by-word
+code of the source (so a model can learn something). `measure_start` runs in a fresh process per case: it plans a
+run (read, split, tokenise: `training.planning.plan_run`), builds the trainer and does ``updates`` optimizer updates,
+and returns the process's peak resident set size (VmHWM), the seconds to the first update, the seconds of
+tokenisation that the log reports, and the target tokens per second of the updates. The driver
+(`commands.bench_data`) runs every case twice (the second start finds the tokenisation cache) for in-memory and
+streaming training and prints the table with ratios against the smallest corpus.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from pathlib import Path
+
+import numpy as np
+
+WORD_TYPES = 30_000
+MEAN_WORDS = 23.0  # WMT14 En-De: about 23 words per sentence
+LETTERS = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+
+
+def _vocabulary(rng: np.random.Generator, size: int) -> np.ndarray:
+    lengths = np.clip(rng.poisson(5.0, size) + 1, 1, 14)
+    return np.array(["".join(rng.choice(LETTERS, n)) for n in lengths], dtype=object)
+
+
+def make_corpus(path: str | os.PathLike, pairs: int, seed: int = 0, chunk: int = 100_000) -> Path:
+    """Write ``pairs`` synthetic ``source<TAB>target`` lines to ``path`` (module docstring); returns the path."""
+    rng = np.random.default_rng(seed)
+    src_words, tgt_words = _vocabulary(rng, WORD_TYPES), _vocabulary(rng, WORD_TYPES)
+    ranks = np.arange(1, WORD_TYPES + 1, dtype=np.float64)
+    zipf = 1.0 / ranks
+    zipf /= zipf.sum()
+    sigma = 0.6
+    mu = np.log(MEAN_WORDS) - sigma**2 / 2
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
+        for start in range(0, pairs, chunk):
+            n = min(chunk, pairs - start)
+            lengths = np.clip(np.rint(rng.lognormal(mu, sigma, n)), 1, 120).astype(np.int64)
+            ids = rng.choice(WORD_TYPES, int(lengths.sum()), p=zipf)
+            ends = np.cumsum(lengths)
+            lines = []
+            for a, b in zip(ends - lengths, ends):
+                words = ids[a:b]
+                lines.append(" ".join(src_words[words]) + "\t" + " ".join(tgt_words[words[::-1]]) + "\n")
+            f.write("".join(lines))
+    return out
+
+
+def peak_rss_mib() -> float:
+    """The peak resident set size of this process so far (VmHWM), in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure_start(options: dict, updates: int) -> dict:
+    """Plan a run of the `TrainConfig` ``options``, then do ``updates`` updates; the figures of the module
+    docstring, as a dict (peak RSS in MiB, seconds, tokens per second)."""
+    import logging
+
+    from vanilla_transformer.training import TrainConfig
+    from vanilla_transformer.training.loop import Trainer
+
+    notes: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            notes.append(record.getMessage())
+
+    logging.getLogger("vanilla_transformer").addHandler(Keep())
+    logging.getLogger("vanilla_transformer").setLevel(logging.INFO)
+    start = time.perf_counter()
+    trainer = Trainer(TrainConfig(**options))
+    planned = time.perf_counter()
+    rss_planned = peak_rss_mib()
+    first = None
+    tokens = 0
+    for step in range(updates):
+        logs = trainer.train_step(1.0, step)
+        if first is None:
+            first = time.perf_counter()
+        tokens += int(logs["ntokens"]) if logs and "ntokens" in logs else 0
+    end = time.perf_counter()
+    return {
+        "peak_rss_mib": round(peak_rss_mib(), 1),
+        "peak_rss_after_planning_mib": round(rss_planned, 1),
+        "seconds_to_plan": round(planned - start, 2),
+        "seconds_to_first_update": round((first or end) - start, 2),
+        "tokens_per_second": round(tokens / max(end - (first or end), 1e-9), 1) if updates > 1 else None,
+        "tokenized_from_cache": any("from the tokenisation cache" in n for n in notes),
+        "notes": [n for n in notes if "tokenis" in n.lower() or "stream" in n.lower()][:6],
+    }
+
+
+def worker_main(spec: str) -> int:
+    """Entry of a measuring subprocess: ``spec`` is JSON ``{"options": {...}, "updates": N}``; prints one JSON
+    line with the figures."""
+    job = json.loads(spec)
+    print("RESULT " + json.dumps(measure_start(job["options"], job["updates"])), flush=True)
+    return 0
+
+
+def run_case(options: dict, updates: int, limit_mib: float, timeout_s: float) -> dict:
+    """`measure_start` in a fresh Python process (so that its peak RSS is its own); the parent samples the resident
+    memory of the process and its children every 0.2 s and ends it above ``limit_mib`` or after ``timeout_s``,
+    returning ``{"failed": why, "peak_rss_mib": the highest sample}`` then."""
+    import subprocess
+    import sys
+
+    import psutil  # a dependency of accelerate
+
+    spec = json.dumps({"options": options, "updates": updates})
+    code = "import sys; from vanilla_transformer.benchmarks.data import worker_main; sys.exit(worker_main(sys.argv[1]))"
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, spec],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    watched, highest, start, why = psutil.Process(proc.pid), 0.0, time.perf_counter(), None
+    own = 0.0  # the training process's own peak (VmHWM), kept for a case that is ended
+    while proc.poll() is None:
+        try:
+            rss = sum(p.memory_info().rss for p in [watched, *watched.children(recursive=True)]) / 2**20
+            status = Path(f"/proc/{proc.pid}/status").read_text().split("VmHWM:")[1].split()[0]
+            own = max(own, int(status) / 1024)
+        except (psutil.Error, OSError, IndexError):
+            rss = 0.0
+        highest = max(highest, rss)
+        if rss > limit_mib or time.perf_counter() - start > timeout_s:
+            why = (
+                f"resident memory above {limit_mib:.0f} MiB" if rss > limit_mib else f"over {timeout_s:.0f} s"
+            )
+            for p in [*watched.children(recursive=True), watched]:
+                p.kill()
+            break
+        time.sleep(0.2)
+    output = proc.communicate()[0]
+    found = [line for line in output.splitlines() if line.startswith("RESULT ")]
+    if why or not found:
+        return {
+            "failed": why or output.strip().splitlines()[-1:],
+            "peak_rss_mib": round(own, 1),
+            "sampled_rss_mib": round(highest, 1),
+        }
+    result = json.loads(found[-1][len("RESULT ") :])
+    result["sampled_rss_mib"] = round(highest, 1)
+    return result

@@ -1,0 +1,116 @@
+"""Streaming training data (`training.streaming`): every epoch streams every kept pair once, in batches within the
+token budget, in an order fixed by the seed and the epoch; its position resumes exactly, also in a killed and
+resumed run; a streamed run learns as the in-memory run does."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+from conftest import small_run
+from safetensors.torch import load_file
+from transformers import AutoTokenizer
+from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus
+from vanilla_transformer.training import train
+from vanilla_transformer.training.data import encoder, tokenize_dataset
+from vanilla_transformer.training.streaming import StreamingBatches
+
+MAX_LENGTH, MAX_TOKENS = 40, 256
+
+
+@pytest.fixture(scope="module")
+def pairs_and_tokenizer(tokenizer_dir):
+    split, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=300)
+    return split, AutoTokenizer.from_pretrained(tokenizer_dir)
+
+
+def stream_of(split, tokenizer, **options) -> StreamingBatches:
+    values = dict(
+        max_length=MAX_LENGTH, max_tokens=MAX_TOKENS, seed=3, buffer_size=50, pool_size=64, shards=4
+    )
+    return StreamingBatches(split, encoder(tokenizer), **{**values, **options})
+
+
+def taken_pairs(stream: StreamingBatches, n: int) -> list[tuple[int, tuple, tuple]]:
+    """The next ``n`` batches' pairs as (epoch, source ids, target ids), batch by batch."""
+    out = []
+    for epoch, indices in stream.take(n):
+        sources, targets = stream.examples(epoch)
+        out.append([(epoch, tuple(sources[i]), tuple(targets[i])) for i in indices])
+    return out
+
+
+def test_every_epoch_streams_every_kept_pair_once_within_the_budget(pairs_and_tokenizer):
+    split, tokenizer = pairs_and_tokenizer
+    tokenized = tokenize_dataset(split, tokenizer)  # the in-memory path's ids, the reference
+    kept = Counter(
+        (tuple(s), tuple(t))
+        for s, t in zip(tokenized["input_ids"], tokenized["labels"])
+        if len(s) <= MAX_LENGTH and len(t) <= MAX_LENGTH
+    )
+    assert 100 < sum(kept.values()) < len(split)  # the length filter drops some pairs of this slice
+    stream = stream_of(split, tokenizer)
+    batches = []
+    while not batches or batches[-1][0][0] < 2:
+        batches.extend(taken_pairs(stream, 1))
+    epochs = {e: [b for b in batches if b[0][0] == e] for e in (0, 1)}
+    for e, found in epochs.items():
+        assert Counter((s, t) for b in found for _, s, t in b) == kept, e
+        for b in found:
+            assert len(b) * max(max(len(s), len(t)) for _, s, t in b) <= MAX_TOKENS
+    order = [[(s, t) for _, s, t in b] for e in (0, 1) for b in epochs[e]]
+    assert order[: len(epochs[0])] != order[len(epochs[0]) :]  # each epoch its own order
+    again = stream_of(split, tokenizer)
+    assert taken_pairs(again, len(epochs[0])) == epochs[0]  # a pure function of the seed and the epoch
+
+
+def test_a_restored_stream_continues_exactly_across_the_epoch_boundary(pairs_and_tokenizer):
+    split, tokenizer = pairs_and_tokenizer
+    whole = stream_of(split, tokenizer)
+    reference = taken_pairs(whole, 40)
+    assert reference[0][0][0] == 0 and reference[-1][0][0] == 1  # 40 batches cross into epoch 1
+    cut = stream_of(split, tokenizer)
+    first = taken_pairs(cut, 7)
+    restored = stream_of(split, tokenizer)
+    restored.load_state_dict(cut.state_dict())
+    assert first + taken_pairs(restored, 33) == reference
+    with pytest.raises(ValueError, match="Cannot resume.*order"):
+        stream_of(split, tokenizer, pool_size=32).load_state_dict(cut.state_dict())
+
+
+def test_streamed_run_resumes_bit_identically(tokenizer_dir, tmp_path):
+    common = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"), max_steps=6, streaming=True)
+    full = train(small_run(tmp_path / "full", **common))
+    train(small_run(tmp_path / "cut", **{**common, "max_steps": 3}))
+    resumed = train(small_run(tmp_path / "cut", **common, resume=True))
+    assert [h["step"] for h in resumed.history] == [4, 5, 6]
+    for a, b in zip(full.history[3:], resumed.history):
+        assert a["loss"] == b["loss"] and a["ntokens"] == b["ntokens"], (a, b)
+    weights = [
+        load_file(tmp_path / r / "checkpoints" / "checkpoint-6" / "model.safetensors")
+        for r in ("full", "cut")
+    ]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+    with pytest.raises(ValueError, match="trained from a stream"):
+        train(small_run(tmp_path / "cut", **{**common, "max_steps": 7, "streaming": False}, resume=True))
+
+
+def test_streamed_and_in_memory_runs_reach_the_same_loss(tokenizer_dir, tmp_path):
+    common = dict(
+        tokenizer=tokenizer_dir,
+        cache_dir=str(tmp_path / "c"),
+        max_steps=200,
+        eval_every=200,
+        max_lines=1200,
+        valid_size=100,
+        max_tokens=1024,
+        dropout=0.0,
+    )
+    memory = train(small_run(tmp_path / "memory", **common))
+    streamed = train(small_run(tmp_path / "streamed", **common, streaming=True))
+    a, b = memory.valid_history[-1]["valid_loss"], streamed.valid_history[-1]["valid_loss"]
+    assert abs(a - b) / a < 0.01, (a, b)
+    mean = [sum(h["loss"] for h in r.history[-50:]) / 50 for r in (memory, streamed)]
+    assert abs(mean[0] - mean[1]) / mean[0] < 0.01, mean
+    assert memory.epoch == streamed.epoch  # the same number of passes over the same pairs
