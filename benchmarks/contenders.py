@@ -1,6 +1,7 @@
 """The contenders of the speed benchmark: transformers' `MarianMTModel` with random weights, ours converted from
 it (same architecture, same weights), a CTranslate2 conversion of the same Marian weights when `ctranslate2` is
-installed, ours exported to the engines of `ENGINE_COLUMNS`, and bf16 copies of Marian and ours.
+installed, ours exported to the engines of `ENGINE_COLUMNS`, ours with int8 linear layers (`TORCH_INT8`,
+PyTorch's dynamic quantization), and bf16 copies of Marian and ours.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class Contenders:
     ct2_note: str = ""
     hp: dict = field(default_factory=dict)
     engines: dict[str, object] = field(default_factory=dict)  # deployed exports of ours: name -> translator
+    int8: torch.nn.Module | None = None  # ours with int8 linear layers (`TORCH_INT8`)
     engine_notes: list[str] = field(default_factory=list)
     bf16: dict[str, torch.nn.Module] = field(
         default_factory=dict
@@ -43,16 +45,20 @@ class Contenders:
         return self.hp["vocab"] - 1
 
 
+# the sizes the FLOP and byte models read, by the Marian config field each comes from
+SIZE_FIELDS = {
+    "d_model": "d_model",
+    "encoder_layers": "encoder_layers",
+    "decoder_layers": "decoder_layers",
+    "heads": "encoder_attention_heads",
+    "ffn": "encoder_ffn_dim",
+    "vocab": "vocab_size",
+}
+
+
 def sizes(config: MarianConfig) -> dict:
-    """The sizes the FLOP and byte models read: d_model, encoder/decoder layers, heads, ffn, vocab."""
-    return dict(
-        d_model=config.d_model,
-        encoder_layers=config.encoder_layers,
-        decoder_layers=config.decoder_layers,
-        heads=config.encoder_attention_heads,
-        ffn=config.encoder_ffn_dim,
-        vocab=config.vocab_size,
-    )
+    """The sizes the FLOP and byte models read (`SIZE_FIELDS`) of ``config``."""
+    return {name: getattr(config, field) for name, field in SIZE_FIELDS.items()}
 
 
 def fixed_length(num_beams: int, new_tokens: int, use_cache: bool = True) -> dict:
@@ -81,8 +87,9 @@ def build_contenders(
     """Marian with random weights (non-trivial LayerNorms and output bias), ours converted from it, and the
     CTranslate2 conversion when the package is installed. Both PyTorch models use sdpa attention and OPUS-MT's
     special ids (pad and decoder start = the last id, eos 0). `with_engines`: also ours exported to CTranslate2
-    fp32 and int8 and to ONNX Runtime (`export_engines`), decoding exactly `new_tokens` tokens. `with_bf16`: also
-    copies of Marian and ours with bf16 weights, for the bf16 generation columns."""
+    fp32 and int8 and to ONNX Runtime fp32 and int8 (`export_engines`), decoding exactly `new_tokens` tokens, and
+    ours with int8 linear layers (`quantize_int8`). `with_bf16`: also copies of Marian and ours with bf16
+    weights, for the bf16 generation columns."""
     if preset not in VOCAB_SIZES:
         raise ValueError(
             f"Unknown benchmark preset {preset!r}; choose one of {list(VOCAB_SIZES)} (--preset)."
@@ -117,22 +124,29 @@ def build_contenders(
     if with_ct2:
         result.ct2, result.ct2_note = convert_to_ctranslate2(marian)
     if with_engines:
+        from vanilla_transformer.modeling.kernels_vanilla_transformer import quantize_int8
+
         result.engines, result.engine_notes = export_engines(result.ours, new_tokens)
+        result.int8 = quantize_int8(result.ours).eval()
     return result
 
 
-# ours exported, as benchmark columns: column -> (engine of the registry `inference.engines.ENGINES`, export options)
-ENGINE_COLUMNS: dict[str, tuple[str, dict]] = {
-    "ct2_fp32": ("ct2", {}),
-    "ct2_int8": ("ct2", {"quantization": "int8"}),
-    "onnx": ("onnx", {}),
+# ours exported, as benchmark columns: column -> (engine of the registry `inference.engines.ENGINES`, export
+# options, runtime options); columns with the same engine and export options share one export
+ENGINE_COLUMNS: dict[str, tuple[str, dict, dict]] = {
+    "ct2_fp32": ("ct2", {}, {}),
+    "ct2_int8": ("ct2", {"quantization": "int8"}, {}),
+    "onnx": ("onnx", {}, {}),
+    "onnx_int8": ("onnx", {}, {"dtype": "int8"}),
 }
+TORCH_INT8 = "torch_int8"  # the column of ours with int8 linear layers (PyTorch, generate())
 
 
 def export_engines(ours: torch.nn.Module, new_tokens: int) -> tuple[dict[str, object], list[str]]:
-    """Ours exported to every column of `ENGINE_COLUMNS` (CTranslate2 fp32 and int8, ONNX Runtime), each loaded as
-    its engine's runtime (`Engine.runtime_class`), with a generation config that decodes exactly `new_tokens`
-    tokens; an engine whose package is missing or whose export fails is left out with a note saying why."""
+    """Ours exported to every column of `ENGINE_COLUMNS` (CTranslate2 fp32 and int8, ONNX Runtime fp32 and int8),
+    each loaded as its engine's runtime (`Engine.runtime_class`) with the column's runtime options, with a
+    generation config that decodes exactly `new_tokens` tokens; an engine whose package is missing or whose
+    export fails is left out with a note saying why."""
     from vanilla_transformer.export import exporter
     from vanilla_transformer.inference.engines import ENGINES
 
@@ -143,12 +157,14 @@ def export_engines(ours: torch.nn.Module, new_tokens: int) -> tuple[dict[str, ob
     tokenizer = word_level_tokenizer(ours.config.vocab_size)
     root = Path(tempfile.mkdtemp(prefix="bench_engines_"))
     threads = torch.get_num_threads()
-    engines, notes = {}, []
-    for name, (engine, options) in ENGINE_COLUMNS.items():
+    engines, notes, folders = {}, [], {}
+    for name, (engine, options, runtime) in ENGINE_COLUMNS.items():
         spec = ENGINES[engine]
+        key = (engine, tuple(sorted(options.items())))
         try:
-            folder = exporter(engine)(model, root / name, tokenizer=tokenizer, **options)
-            engines[name] = spec.runtime_class()(folder, num_threads=threads)
+            if key not in folders:
+                folders[key] = exporter(engine)(model, root / name, tokenizer=tokenizer, **options)
+            engines[name] = spec.runtime_class()(folders[key], num_threads=threads, **runtime)
         except ImportError as error:
             notes.append(f"{name}: - ({error}; pip install -e '.[{spec.extra}]')")
         except Exception as error:  # report, never abort the PyTorch benchmark

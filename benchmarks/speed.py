@@ -1,7 +1,8 @@
 """Speed of our model against transformers' `MarianMTModel` (same architecture, same weights) and, when the
 `ctranslate2` package is installed, against a CTranslate2 conversion of the same Marian weights; our own model
-exported with `export.ct2` (fp32 and int8) and with `export.onnx` (ONNX Runtime) are further contenders, each
-with its token agreement against our `generate()`.
+exported with `export.ct2` (fp32 and int8) and with `export.onnx` (ONNX Runtime fp32 and int8), and our model
+with int8 linear layers in PyTorch (`torch_int8`), are further contenders, each with its token agreement
+against our `generate()`.
 
 Every figure is measured in interleaved rounds (each round runs every contender once, in alternating order)
 and reported as the median of the per-round ratios against Marian, so that the noise of a shared machine
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 from vanilla_transformer.modeling import cpu_inference_gemm, set_cpu_inference_gemm
 
-from .contenders import ENGINE_COLUMNS, Contenders, generation_config
+from .contenders import ENGINE_COLUMNS, TORCH_INT8, Contenders, generation_config
 from .harness import Stat, copy_probe, gemm_probe, interleaved, peak_step_memory, per_round_ratio
 from .workloads import (
     ct2_call,
@@ -36,6 +37,8 @@ from .workloads import (
     train_step,
     training_flops,
 )
+
+COLUMNS = (*ENGINE_COLUMNS, TORCH_INT8)  # the deployed contenders of ours, as table columns
 
 
 @dataclass
@@ -146,6 +149,8 @@ def bench_generation(
         cases["ct2"] = ct2_call(c.ct2, src, hp["vocab"], beams, n)
     if use_cache:
         cases.update({name: engine_call(engine, src, beams, n) for name, engine in c.engines.items()})
+        if c.int8 is not None:
+            cases[TORCH_INT8] = generate_call(c.int8, src, mask, config)
     if use_cache:
         cases.update(
             {f"{name}_bf16": generate_call(model, src, mask, config) for name, model in c.bf16.items()}
@@ -177,11 +182,16 @@ def bench_generation(
         ref = reference[:, 1:].tolist()
         agree = sum(a == b for a, b in zip(ref, cases["ct2"]()))
         notes.append(f"CTranslate2 output = Marian's for {agree}/{batch} sentences")
-    engines = [name for name in ENGINE_COLUMNS if name in cases]
+    engines = [name for name in COLUMNS if name in cases]
     if engines:
         ours_tokens = _with_default_gemm(cases["ours"])()[:, 1:].tolist()  # PyTorch's default GEMM, as Marian
+
+        def tokens(name: str) -> list[list[int]]:
+            output = cases[name]()
+            return output[:, 1:].tolist() if isinstance(output, torch.Tensor) else output
+
         agreement = [
-            f"{name} {sum(a == b for a, b in zip(ours_tokens, cases[name]()))}/{batch}" for name in engines
+            f"{name} {sum(a == b for a, b in zip(ours_tokens, tokens(name)))}/{batch}" for name in engines
         ]
         notes.append("sentences equal to ours (generate()): " + ", ".join(agreement))
     times = interleaved(cases, s.rounds, repeat={"copy": 5})
@@ -310,10 +320,11 @@ def precision_summary(rows: list[Row]) -> list[str]:
 def format_rows(rows: list[Row]) -> list[str]:
     """A text table: throughput medians and, per contender, the median (min-max) of per-round ratios
     (contender throughput / Marian throughput; > 1 is faster than Marian). "CT2" is Marian's weights converted
-    by CTranslate2's converter; "ct2_fp32", "ct2_int8" and "onnx" are ours exported (`export_engines`). With bf16
+    by CTranslate2's converter; "ct2_fp32", "ct2_int8", "onnx" and "onnx_int8" are ours exported
+    (`export_engines`), "torch_int8" ours with int8 linear layers in PyTorch. With bf16
     measurements: each system's bf16/fp32 ratio, ours/Marian both in bf16, and "best": ours in its best precision /
     Marian in its best precision (`best_precision`), e.g. "bf16/fp32 1.30"."""
-    engines = [name for name in ENGINE_COLUMNS if any(name in row.ratio for row in rows)]
+    engines = [name for name in COLUMNS if any(name in row.ratio for row in rows)]
     precisions = any("ours_bf16" in row.throughput for row in rows)
     header = f"{'workload':<28}{'unit':<14}{'Marian median':>14}{'ours/Marian':>22}{'CT2/Marian':>22}{'ours/CT2':>10}"
     header += "".join(f"{name + '/Marian':>22}" for name in engines)

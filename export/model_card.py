@@ -42,6 +42,14 @@ TAGS = ("translation", "vanilla-transformer", "attention-is-all-you-need", "cust
 METRICS = {"bleu": "BLEU", "chrf": "chrF"}  # Hub metric id -> name; the test metrics' keys
 _LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}$")  # ISO 639-1 (two letters) or 639-2/3 (three letters)
 _MODEL_ID_LINE = re.compile(r'^model_id = ".*"$', re.MULTILINE)
+# the commands of vanilla_transformer.serving, run in (a copy of) the model folder
+SERVE_AND_DEMO = """To serve the model over HTTP (dynamic batching, streaming) or try it in a demo page, run in this
+folder or a download of it (`pip install 'vanilla-transformer[serve,demo]'`):
+
+```bash
+vanilla-transformer serve --model . --port 8000   # POST /translate, /translate/stream; GET /health, /info
+vanilla-transformer demo --model .                # a page at http://127.0.0.1:7860
+```"""
 
 
 @dataclass
@@ -124,8 +132,9 @@ def model_card_data(
 
 
 def usage_section(model_id: str, example: str | None = None, auto_class: str | None = None) -> str:
-    """How to load the model (remote code) and translate with it, ``example`` being a source sentence to show; or,
-    with ``auto_class`` (a model that does not translate), how to load it with that Auto class."""
+    """How to load the model (remote code) and translate with it, ``example`` being a source sentence to show, and
+    how to serve it and open its demo page (`SERVE_AND_DEMO`); or, with ``auto_class`` (a model that does not
+    translate), how to load it with that Auto class."""
     loading = (
         f"model_id = {json.dumps(model_id, ensure_ascii=False)}\n"
         "tokenizer = AutoTokenizer.from_pretrained(model_id, trust_remote_code=True)\n"
@@ -142,7 +151,10 @@ def usage_section(model_id: str, example: str | None = None, auto_class: str | N
         if text
         else pipe
     )
-    return f"```python\nfrom transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline\n\n{loading}{translate}```"
+    return (
+        f"```python\nfrom transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline\n\n{loading}{translate}```"
+        f"\n\n{SERVE_AND_DEMO}"
+    )
 
 
 def load_template(path: str | Path | None = None) -> str:

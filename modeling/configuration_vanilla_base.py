@@ -223,6 +223,9 @@ class VanillaConfigBase(PretrainedConfig):
         eos_token_id: End-of-sentence id (`</s>`, 3), appended to every sentence.
     """
 
+    # output fields that Trainer's evaluation leaves out of the logits: the cache of the causal families, under
+    # both of its names (`cache_vanilla_transformer.CACHE_FIELD`); the encoder-only outputs have neither
+    keys_to_ignore_at_inference = ["cache", "past_key_values"]
     family = ""  # names the family in the message about an unknown field, e.g. "a decoder-only model"
     size_fields: tuple[str, ...] = ()  # the family's positive-integer fields besides vocab_size and d_model
     flag_fields: tuple[str, ...] = ()  # the family's true/false fields besides the shared ones

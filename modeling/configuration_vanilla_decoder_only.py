@@ -37,7 +37,6 @@ class VanillaDecoderOnlyConfig(VanillaConfigBase):
     """
 
     model_type = "vanilla_decoder_only"
-    keys_to_ignore_at_inference = ["cache", "past_key_values"]
     attribute_map = {
         "hidden_size": "d_model",
         "num_hidden_layers": "decoder_layers",
@@ -57,11 +56,11 @@ class VanillaDecoderOnlyConfig(VanillaConfigBase):
         use_cache: bool = True,
         **kwargs,
     ):
+        kwargs.pop("is_encoder_decoder", None)  # always False for this family
         self.decoder_layers = decoder_layers
         self.decoder_attention_heads = decoder_attention_heads
         self.decoder_ffn_dim = decoder_ffn_dim
         self.use_cache = use_cache
-        kwargs.pop("is_encoder_decoder", None)
         super().__init__(output_bias=output_bias, is_encoder_decoder=False, **kwargs)
 
     def family_problems(self, check_ids: bool) -> list[str]:

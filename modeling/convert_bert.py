@@ -41,10 +41,10 @@ _LOADERS = {
 }
 # BERT parameter names -> ours: (BERT prefix, our prefix), the first that matches is used
 _RENAMES = (
-    ("bert.embeddings.word_embeddings.", "model.encoder.embed_tokens."),
-    ("bert.embeddings.position_embeddings.", "model.encoder.embed_positions."),
-    ("bert.embeddings.token_type_embeddings.", "model.encoder.token_type_embeddings."),
-    ("bert.embeddings.LayerNorm.", "model.encoder.layernorm_embedding."),
+    ("bert.embeddings.word_embeddings.", "model.embed_tokens."),
+    ("bert.embeddings.position_embeddings.", "model.embed_positions."),
+    ("bert.embeddings.token_type_embeddings.", "model.token_type_embeddings."),
+    ("bert.embeddings.LayerNorm.", "model.layernorm_embedding."),
     ("bert.pooler.dense.", "pooler.dense."),
     ("cls.predictions.transform.dense.", "lm_transform.dense."),
     ("cls.predictions.transform.LayerNorm.", "lm_transform.layer_norm."),
@@ -54,7 +54,7 @@ _RENAMES = (
     ("cls.predictions.decoder.bias", "lm_head.bias"),
     ("classifier.", "classifier."),
 )
-_LAYER_RENAMES = (  # inside bert.encoder.layer.{i}. -> model.encoder.layers.{i}.
+_LAYER_RENAMES = (  # inside bert.encoder.layer.{i}. -> model.layers.{i}.
     ("attention.self.query.", "self_attn.q_proj."),
     ("attention.self.key.", "self_attn.k_proj."),
     ("attention.self.value.", "self_attn.v_proj."),
@@ -115,7 +115,7 @@ def _our_name(name: str) -> str | None:
         index, rest = name[len("bert.encoder.layer.") :].split(".", 1)
         for theirs, ours in _LAYER_RENAMES:
             if rest.startswith(theirs):
-                return f"model.encoder.layers.{index}.{ours}{rest[len(theirs) :]}"
+                return f"model.layers.{index}.{ours}{rest[len(theirs) :]}"
         return None
     for theirs, ours in _RENAMES:
         if name.startswith(theirs):

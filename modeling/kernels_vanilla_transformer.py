@@ -12,6 +12,8 @@ and devices); only the cost differs, and only on CPU:
     smoothed_cross_entropy(logits, labels) fairseq's label-smoothed cross entropy, summed, with one fused
                                            backward (F.cross_entropy(reduction="sum") when epsilon = 0)
 
+`quantize_int8(model)` is a copy of a model with int8 linear layers (PyTorch's dynamic quantization).
+
 `IGNORE_INDEX` (-100) is the label value that the loss ignores: padding of the labels.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import functools
 import os
 import platform
+import warnings
 from collections.abc import Iterable
 
 import torch
@@ -253,10 +256,61 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 
 class Linear(nn.Linear):
-    """`nn.Linear` (same parameters, state dict and initialisation) computed by `linear`."""
+    """`nn.Linear` (same parameters, state dict and initialisation) computed by `linear`. `quantize_int8` gives
+    it int8 weights (torch's own `quantize_dynamic` matches the exact class nn.Linear, so it needs the mapping)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return linear(x, self.weight, self.bias)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# int8: PyTorch's dynamic quantization (int8 weights per output channel, activations quantized per call, fbgemm)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _int8_linear_class() -> type[nn.Module]:
+    """torch.ao's dynamically quantized linear layer, made from any `nn.Linear` subclass (its own `from_float`
+    accepts the exact classes only)."""
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+    class Int8Linear(DynamicLinear):
+        @classmethod
+        def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> nn.Module:
+            plain = nn.Linear(mod.in_features, mod.out_features, bias=mod.bias is not None, device="meta")
+            plain.weight, plain.bias, plain.qconfig = mod.weight, mod.bias, mod.qconfig
+            return super().from_float(plain, use_precomputed_fake_quant)
+
+    return Int8Linear
+
+
+def quantize_int8(model: nn.Module) -> nn.Module:
+    """A copy of the CPU fp32 `model` in which every linear layer called as a module (`Linear` and `nn.Linear`)
+    computes with int8 weights, one scale per output channel, and int8 activations quantized per call
+    (`torch.ao.quantization.quantize_dynamic`). The output projection stays float32: it is the (tied) embedding
+    matrix, read by weight (`get_output_embeddings`). The copy is for inference: autograd does not run through
+    the int8 layers. Raises `ValueError` for a model that is not on the CPU in float32."""
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    parameters = list(model.parameters())
+    if any(p.device.type != "cpu" or p.dtype != torch.float32 for p in parameters):
+        raise ValueError(
+            "int8 quantization takes a float32 model on the CPU: load it with dtype float32, device cpu"
+        )
+    output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    names = [
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear) and module is not output
+    ]
+    int8 = _int8_linear_class()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization's notice that torchao is to replace it
+        return quantize_dynamic(
+            model,
+            {name: per_channel_dynamic_qconfig for name in names},
+            mapping={Linear: int8, nn.Linear: int8},
+            inplace=False,
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------------

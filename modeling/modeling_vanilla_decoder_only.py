@@ -44,14 +44,14 @@ from .checks_vanilla_transformer import (
 )
 from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig
 from .kernels_vanilla_transformer import IGNORE_INDEX, Linear, linear, token_loss
-from .masks_vanilla_transformer import decoder_self_attention_mask, without_padding
+from .masks_vanilla_transformer import without_padding
 from .modeling_vanilla_transformer import (
     VanillaTransformerPreTrainedModel,
     VanillaTransformerSelfAttentionLayer,
     attention_backend,
 )
 from .positions_vanilla_transformer import build_position_ids
-from .stack_vanilla_transformer import VanillaTransformerStack, auto_map_of, output_options
+from .stack_vanilla_transformer import VanillaTransformerStack, output_options
 
 # ----------------------------------------------------------------------------------------------------------------
 # The layer: the paper's decoder layer without encoder-decoder attention
@@ -80,27 +80,12 @@ class VanillaDecoderOnlyLayer(VanillaTransformerSelfAttentionLayer):
 
 class VanillaDecoderOnlyPreTrainedModel(VanillaTransformerPreTrainedModel):
     """The encoder-decoder's pretrained base (initialisation, remote code on every save) for this family: its
-    config class, its layer, its auto classes and no custom pipeline (transformers' "text-generation" pipeline
-    serves `AutoModelForCausalLM`)."""
+    config class and its layer. Every save writes the auto classes this file's models are registered for (at its
+    end) and no custom pipeline (transformers' "text-generation" pipeline serves `AutoModelForCausalLM`)."""
 
     config_class = VanillaDecoderOnlyConfig
     config: VanillaDecoderOnlyConfig
     _no_split_modules = ["VanillaDecoderOnlyLayer"]
-
-    @classmethod
-    def remote_code_auto_map(cls) -> dict[str, str]:
-        """The `auto_map` of config.json: `AutoConfig`, `AutoModel` and `AutoModelForCausalLM` -> this code."""
-        return auto_map_of(
-            {
-                "AutoConfig": VanillaDecoderOnlyConfig,
-                "AutoModel": VanillaDecoderOnlyModel,
-                "AutoModelForCausalLM": VanillaDecoderOnlyForCausalLM,
-            }
-        )
-
-    @classmethod
-    def remote_code_pipelines(cls) -> dict[str, dict]:
-        return {}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -159,14 +144,8 @@ class VanillaDecoderOnlyModel(VanillaDecoderOnlyPreTrainedModel, VanillaTransfor
                 f"(batch, {new_tokens}) positions, or none to count them from attention_mask"
             )
         hidden_states, rotary = self.embed(input_ids, inputs_embeds, position_ids)  # (B, T, C)
-        key_length = cache.get_mask_sizes(new_tokens, 0)[0] if cache is not None else past_length + new_tokens
-        if attention_mask is not None and attention_mask.dim() == 2 and attention_mask.shape[1] < key_length:
-            # a static cache holds K slots, the ones after the written positions not yet filled: mask them
-            attention_mask = F.pad(attention_mask, (0, key_length - attention_mask.shape[1]))  # (B, K)
         kernel_is_causal = attention_backend(self.config, output_attentions) == "sdpa"
-        mask = decoder_self_attention_mask(
-            attention_mask, hidden_states.dtype, device, past_length, new_tokens, key_length, kernel_is_causal
-        )  # (B or 1, 1, T, K), or None: causal, applied by the kernel
+        mask = self.causal_mask(attention_mask, cache, past_length, hidden_states, kernel_is_causal)
 
         hidden_states, all_states, (attentions,) = self.run_layers(
             hidden_states, output_hidden_states, output_attentions, mask, cache=cache, rotary=rotary

@@ -26,13 +26,18 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 from transformers.activations import ACT2FN
-from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput, SequenceClassifierOutput
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    MaskedLMOutput,
+    ModelOutput,
+    SequenceClassifierOutput,
+)
 
-from .checks_vanilla_transformer import check_labels, input_shape
+from .checks_vanilla_transformer import check_labels
 from .configuration_vanilla_encoder_only import PROBLEM_TYPES, VanillaEncoderOnlyConfig
 from .kernels_vanilla_transformer import Linear, apply_dropout, token_loss
 from .modeling_vanilla_transformer import VanillaTransformerEncoder, VanillaTransformerPreTrainedModel
-from .stack_vanilla_transformer import auto_map_of, output_options
+from .stack_vanilla_transformer import output_options
 
 # ----------------------------------------------------------------------------------------------------------------
 # Pretrained base: the encoder-decoder's initialisation, this family's config and auto classes
@@ -41,40 +46,24 @@ from .stack_vanilla_transformer import auto_map_of, output_options
 
 class VanillaEncoderOnlyPreTrainedModel(VanillaTransformerPreTrainedModel):
     """Initialisation and remote code as in the encoder-decoder (see `VanillaTransformerPreTrainedModel`); every
-    save writes the encoder-only family's `auto_map` and no pipeline (transformers' own "fill-mask" and
-    "text-classification" pipelines serve these models)."""
+    save writes the auto classes this file's models are registered for (at its end) and no pipeline
+    (transformers' own "fill-mask" and "text-classification" pipelines serve these models)."""
 
     config_class = VanillaEncoderOnlyConfig
     config: VanillaEncoderOnlyConfig
     _no_split_modules = ["VanillaTransformerEncoderLayer"]
 
-    @classmethod
-    def remote_code_auto_map(cls) -> dict[str, str]:
-        """The `auto_map` of config.json: the auto classes of transformers -> `file.Class` of this family."""
-        return auto_map_of(
-            {
-                "AutoConfig": VanillaEncoderOnlyConfig,
-                "AutoModel": VanillaEncoderOnlyModel,
-                "AutoModelForMaskedLM": VanillaEncoderOnlyForMaskedLM,
-                "AutoModelForSequenceClassification": VanillaEncoderOnlyForSequenceClassification,
-            }
-        )
-
-    @classmethod
-    def remote_code_pipelines(cls) -> dict[str, dict]:
-        """No custom pipeline: transformers' "fill-mask" and "text-classification" pipelines load these models."""
-        return {}
-
 
 # ----------------------------------------------------------------------------------------------------------------
-# Embeddings and the stack of encoder layers
+# The model: embeddings and the stack of encoder layers
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class VanillaEncoderOnlyEncoder(VanillaEncoderOnlyPreTrainedModel, VanillaTransformerEncoder):
-    """The paper's encoder (`VanillaTransformerEncoder`: token embedding, positions, N encoder layers, final norm
-    with pre-LN, the same forward) with this family's config and BERT's embedding options: token-type embeddings
-    (`type_vocab_size`) and a LayerNorm on the summed embeddings (`embedding_layer_norm`)."""
+class VanillaEncoderOnlyModel(VanillaEncoderOnlyPreTrainedModel, VanillaTransformerEncoder):
+    """The bidirectional encoder, returning the last hidden states (no head): the paper's encoder
+    (`VanillaTransformerEncoder`: token embedding, positions, N encoder layers, final norm with pre-LN, its
+    forward) with this family's config and BERT's embedding options: token-type embeddings (`type_vocab_size`)
+    and a LayerNorm on the summed embeddings (`embedding_layer_norm`)."""
 
     def __init__(self, config: VanillaEncoderOnlyConfig):
         super().__init__(
@@ -83,23 +72,23 @@ class VanillaEncoderOnlyEncoder(VanillaEncoderOnlyPreTrainedModel, VanillaTransf
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The model
+# The heads' forward: the model, then the head
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class VanillaEncoderOnlyModel(VanillaEncoderOnlyPreTrainedModel):
-    """The bidirectional encoder, returning the last hidden states (no head)."""
+class VanillaEncoderOnlyWithHead(VanillaEncoderOnlyPreTrainedModel):
+    """`VanillaEncoderOnlyModel` (`self.model`) under a task head: the one forward of every head runs the model and
+    hands its output to the head's `head_output`."""
 
-    def __init__(self, config: VanillaEncoderOnlyConfig):
-        super().__init__(config)
-        self.encoder = VanillaEncoderOnlyEncoder(config)
-        self.post_init()
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.encoder.embed_tokens
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.encoder.embed_tokens = value
+    def head_output(
+        self,
+        outputs: BaseModelOutput,
+        attention_mask: torch.Tensor | None,
+        labels: torch.Tensor | None,
+        num_items_in_batch: int | torch.Tensor | None,
+    ) -> ModelOutput:
+        """The head's output (`logits`, and `loss` with labels) from the model's `outputs`."""
+        raise NotImplementedError
 
     def forward(
         self,
@@ -108,14 +97,19 @@ class VanillaEncoderOnlyModel(VanillaEncoderOnlyPreTrainedModel):
         token_type_ids: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        num_items_in_batch: int | torch.Tensor | None = None,
         **kwargs,
-    ) -> BaseModelOutput | tuple:
-        """input_ids (B, L), attention_mask (B, L), token_type_ids (B, L), position_ids (B or 1, L) -> (B, L, C)
-        states (see the module docstring for the conventions); arguments left as None take the config's values."""
-        return self.encoder(
+    ) -> ModelOutput | tuple:
+        """Like `VanillaEncoderOnlyModel.forward`, plus `labels`, the head's targets (see the head's class
+        docstring), and `num_items_in_batch` (Trainer's count of scored positions in all the batches of one
+        update, read by the heads whose loss is normalised over them). Returns the head's `logits` and, with
+        labels, its `loss`; `hidden_states` and `attentions` are the model's."""
+        _, _, return_dict = output_options(self.config, output_attentions, output_hidden_states, return_dict)
+        outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
@@ -123,8 +117,10 @@ class VanillaEncoderOnlyModel(VanillaEncoderOnlyPreTrainedModel):
             inputs_embeds=inputs_embeds,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            return_dict=return_dict,
+            return_dict=True,
         )
+        output = self.head_output(outputs, attention_mask, labels, num_items_in_batch)
+        return output if return_dict else output.to_tuple()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -145,14 +141,19 @@ class VanillaEncoderOnlyLMTransform(nn.Module):
         return self.layer_norm(self.activation_fn(self.dense(hidden_states)))
 
 
-class VanillaEncoderOnlyForMaskedLM(VanillaEncoderOnlyPreTrainedModel):
+class VanillaEncoderOnlyForMaskedLM(VanillaEncoderOnlyWithHead):
     """The encoder with a masked-LM head: (optional) transform, then the output projection to vocabulary logits
     (tied to the input embedding when `tie_word_embeddings`) with an optional bias.
 
     Training batches come from transformers' `DataCollatorForLanguageModeling` (15 % of the tokens chosen, 80 %
     of those replaced by the tokenizer's mask token, 10 % by a random token, 10 % kept; `labels` -100 elsewhere).
     As in the encoder-decoder, `accepts_loss_kwargs` makes `Trainer` pass `num_items_in_batch`, and the loss is
-    normalised over the whole accumulated batch (see `forward`)."""
+    normalised over the whole accumulated batch.
+
+    `labels` (B, L): the token to predict, IGNORE_INDEX (-100) where nothing is scored. `loss` is the
+    cross-entropy summed over the scored positions and divided by `num_items_in_batch` (Trainer's count of scored
+    positions in all the batches of one update), or by this batch's count when it is None: the mean, as
+    `BertForMaskedLM`. `logits`: (B, L, V)."""
 
     accepts_loss_kwargs = True
 
@@ -162,53 +163,22 @@ class VanillaEncoderOnlyForMaskedLM(VanillaEncoderOnlyPreTrainedModel):
         self.lm_transform = VanillaEncoderOnlyLMTransform(config) if config.mlm_head_transform else None
         self.lm_head = Linear(config.d_model, config.vocab_size, bias=config.output_bias)
         self._tied_weights_keys = (
-            {"lm_head.weight": "model.encoder.embed_tokens.weight"} if config.tie_word_embeddings else None
+            {"lm_head.weight": "model.embed_tokens.weight"} if config.tie_word_embeddings else None
         )
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        num_items_in_batch: int | torch.Tensor | None = None,
-        **kwargs,
-    ) -> MaskedLMOutput | tuple:
-        """Like `VanillaEncoderOnlyModel.forward`, plus `labels` (B, L): the token to predict, IGNORE_INDEX (-100)
-        where nothing is scored. `loss` is the cross-entropy summed over the scored positions and divided by
-        `num_items_in_batch` (Trainer's count of scored positions in all the batches of one update), or by this
-        batch's count when it is None: the mean, as `BertForMaskedLM`. Returns `logits` (B, L, V)."""
-        _, _, return_dict = output_options(self.config, output_attentions, output_hidden_states, return_dict)
+    def head_output(self, outputs, attention_mask, labels, num_items_in_batch) -> MaskedLMOutput:
+        hidden_states = outputs.last_hidden_state  # (B, L, C)
         if labels is not None:
             fix = " (-100 where nothing is predicted)"
-            check_labels(
-                labels, self.config.vocab_size, input_shape(input_ids, inputs_embeds), "input_ids", fix
-            )
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
-        )
-        hidden_states = outputs.last_hidden_state  # (B, L, C)
+            check_labels(labels, self.config.vocab_size, tuple(hidden_states.shape[:2]), "input_ids", fix)
         if self.lm_transform is not None:
             hidden_states = self.lm_transform(hidden_states)
         logits = self.lm_head(hidden_states)  # (B, L, V)
         loss = token_loss(logits, labels, num_items_in_batch) if labels is not None else None
-        output = MaskedLMOutput(
+        return MaskedLMOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return output if return_dict else output.to_tuple()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -250,12 +220,12 @@ def problem_type_of(config: VanillaEncoderOnlyConfig, labels: torch.Tensor) -> s
     return "multi_label_classification"
 
 
-class VanillaEncoderOnlyForSequenceClassification(VanillaEncoderOnlyPreTrainedModel):
+class VanillaEncoderOnlyForSequenceClassification(VanillaEncoderOnlyWithHead):
     """The encoder with BERT's classification head: pooler, dropout (`classifier_dropout`), a linear layer to
     `num_labels` logits. `labels` are (B,) class ids (single-label), (B, N) 0/1 floats (multi-label) or (B,) /
     (B, N) floats (regression); the loss is BERT's (cross-entropy, binary cross-entropy with logits, mean squared
     error), averaged over the batch. `Trainer` divides it by the accumulation steps itself
-    (`accepts_loss_kwargs` is False)."""
+    (`accepts_loss_kwargs` is False). `logits`: (B, N)."""
 
     accepts_loss_kwargs = False
 
@@ -270,32 +240,7 @@ class VanillaEncoderOnlyForSequenceClassification(VanillaEncoderOnlyPreTrainedMo
         self.classifier = Linear(config.d_model, config.num_labels)
         self.post_init()
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> SequenceClassifierOutput | tuple:
-        """Like `VanillaEncoderOnlyModel.forward`, plus `labels` (see the class docstring). Returns `logits`
-        (B, N)."""
-        _, _, return_dict = output_options(self.config, output_attentions, output_hidden_states, return_dict)
-        outputs = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
-        )
+    def head_output(self, outputs, attention_mask, labels, num_items_in_batch) -> SequenceClassifierOutput:
         pooled = self.pooler(outputs.last_hidden_state, attention_mask)  # (B, C)
         logits = self.classifier(apply_dropout(pooled, self.classifier_dropout, self.training))  # (B, N)
         loss = None
@@ -310,10 +255,9 @@ class VanillaEncoderOnlyForSequenceClassification(VanillaEncoderOnlyPreTrainedMo
                 loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
             else:
                 loss = F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
-        output = SequenceClassifierOutput(
+        return SequenceClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return output if return_dict else output.to_tuple()
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from .cache_vanilla_transformer import CACHE_FIELD, cache_output, encoder_decoder_cache, given_cache
+from .cache_vanilla_transformer import cache_output, encoder_decoder_cache, given_cache
 from .checks_vanilla_transformer import (
     MaskMemo,
     check_decoder_inputs,
@@ -77,7 +77,7 @@ from .kernels_vanilla_transformer import (
     release_cpu_inference_weights,
     token_loss,
 )
-from .masks_vanilla_transformer import build_attention_mask, decoder_self_attention_mask, without_padding
+from .masks_vanilla_transformer import build_attention_mask, without_padding
 from .pipeline_vanilla_transformer import TASK, TranslationPipeline
 from .positions_vanilla_transformer import (
     RotaryEmbedding,
@@ -291,7 +291,45 @@ class ResidualBlock(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class VanillaTransformerSelfAttentionLayer(GradientCheckpointingLayer):
+class SelfAttentionAndFeedForward:
+    """The two sub-layers that every layer has (Figure 1): (masked) self-attention and the feed-forward network,
+    each inside its residual connection (`ResidualBlock`): `self_attn`, `self_attn_layer_norm`, `ffn`,
+    `final_layer_norm` and `residual`. Mixed into a `GradientCheckpointingLayer`, whose `__init__` creates the
+    first with `init_self_attention` and, after any sub-layer of its own, the second with `init_feed_forward`."""
+
+    def init_self_attention(
+        self, config: VanillaTransformerConfig, num_heads: int, layer_idx: int | None, is_causal: bool
+    ) -> None:
+        self.self_attn = VanillaTransformerAttention(config, num_heads, layer_idx, is_causal)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+
+    def init_feed_forward(self, config: VanillaTransformerConfig, ffn_dim: int) -> None:
+        self.ffn = VanillaTransformerFeedForward(config, ffn_dim)
+        self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.residual = ResidualBlock(config)
+
+    def self_attention_sublayer(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        cache: Cache | None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None,
+        output_attentions: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(B, L, C) -> (B, L, C) states and, on the eager path, the (B, H, L, K) attention weights."""
+        x = self.residual.pre(hidden_states, self.self_attn_layer_norm)
+        x, weights = self.self_attn(
+            x, attention_mask, cache=cache, rotary=rotary, output_attentions=output_attentions
+        )
+        return self.residual.post(hidden_states, x, self.self_attn_layer_norm), weights
+
+    def feed_forward_sublayer(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """(B, L, C) -> (B, L, C)."""
+        x = self.ffn(self.residual.pre(hidden_states, self.final_layer_norm))
+        return self.residual.post(hidden_states, x, self.final_layer_norm)
+
+
+class VanillaTransformerSelfAttentionLayer(SelfAttentionAndFeedForward, GradientCheckpointingLayer):
     """Self-attention then feed-forward, each wrapped in a residual connection with layer normalisation: the
     encoder layer, and (causal, with a cache) the decoder-only layer, which is the decoder layer without
     encoder-decoder attention."""
@@ -305,13 +343,8 @@ class VanillaTransformerSelfAttentionLayer(GradientCheckpointingLayer):
         is_causal: bool = False,
     ):
         super().__init__()
-        self.self_attn = VanillaTransformerAttention(
-            config, num_heads, layer_idx=layer_idx, is_causal=is_causal
-        )
-        self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.ffn = VanillaTransformerFeedForward(config, ffn_dim)
-        self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.residual = ResidualBlock(config)
+        self.init_self_attention(config, num_heads, layer_idx, is_causal)
+        self.init_feed_forward(config, ffn_dim)
 
     def forward(
         self,
@@ -322,15 +355,10 @@ class VanillaTransformerSelfAttentionLayer(GradientCheckpointingLayer):
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         # hidden_states: (B, L, C); attention_mask: (B, 1, 1, L), causal (B or 1, 1, T, K), or None
-        x = self.residual.pre(hidden_states, self.self_attn_layer_norm)
-        x, weights = self.self_attn(
-            x, attention_mask, cache=cache, rotary=rotary, output_attentions=output_attentions
+        hidden_states, weights = self.self_attention_sublayer(
+            hidden_states, attention_mask, cache, rotary, output_attentions
         )
-        hidden_states = self.residual.post(hidden_states, x, self.self_attn_layer_norm)
-
-        x = self.ffn(self.residual.pre(hidden_states, self.final_layer_norm))
-        hidden_states = self.residual.post(hidden_states, x, self.final_layer_norm)
-        return hidden_states, weights
+        return self.feed_forward_sublayer(hidden_states), weights
 
 
 class VanillaTransformerEncoderLayer(VanillaTransformerSelfAttentionLayer):
@@ -340,21 +368,18 @@ class VanillaTransformerEncoderLayer(VanillaTransformerSelfAttentionLayer):
         super().__init__(config, config.encoder_attention_heads, config.encoder_ffn_dim)
 
 
-class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
+class VanillaTransformerDecoderLayer(SelfAttentionAndFeedForward, GradientCheckpointingLayer):
     """Masked self-attention, encoder-decoder attention, feed-forward; each with residual + layer norm."""
 
     def __init__(self, config: VanillaTransformerConfig, layer_idx: int):
         super().__init__()
         heads = config.decoder_attention_heads
-        self.self_attn = VanillaTransformerAttention(config, heads, layer_idx=layer_idx, is_causal=True)
-        self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.init_self_attention(config, heads, layer_idx, is_causal=True)
         self.encoder_attn = VanillaTransformerAttention(
             config, heads, layer_idx=layer_idx, is_cross_attention=True
         )
         self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.ffn = VanillaTransformerFeedForward(config, config.decoder_ffn_dim)
-        self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.residual = ResidualBlock(config)
+        self.init_feed_forward(config, config.decoder_ffn_dim)
 
     def forward(
         self,
@@ -367,11 +392,9 @@ class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         # hidden_states: (B, T, C); attention_mask: (B or 1, 1, T, K); encoder_hidden_states: (B, S, C)
-        x = self.residual.pre(hidden_states, self.self_attn_layer_norm)
-        x, self_weights = self.self_attn(
-            x, attention_mask, cache=cache, rotary=rotary, output_attentions=output_attentions
+        hidden_states, self_weights = self.self_attention_sublayer(
+            hidden_states, attention_mask, cache, rotary, output_attentions
         )
-        hidden_states = self.residual.post(hidden_states, x, self.self_attn_layer_norm)
 
         x = self.residual.pre(hidden_states, self.encoder_attn_layer_norm)
         x, cross_weights = self.encoder_attn(
@@ -382,10 +405,7 @@ class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
             output_attentions=output_attentions,
         )
         hidden_states = self.residual.post(hidden_states, x, self.encoder_attn_layer_norm)
-
-        x = self.ffn(self.residual.pre(hidden_states, self.final_layer_norm))
-        hidden_states = self.residual.post(hidden_states, x, self.final_layer_norm)
-        return hidden_states, self_weights, cross_weights
+        return self.feed_forward_sublayer(hidden_states), self_weights, cross_weights
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -416,14 +436,27 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def remote_code_auto_map(cls) -> dict[str, str]:
-        """The `auto_map` written to config.json on save. A model family built from these blocks (another
-        config class, other auto classes) overrides this in its own pretrained base."""
-        return remote_code_auto_map()
+        """The `auto_map` written to config.json on save: `AutoConfig` -> the config class of this model's family,
+        and each auto class that a class of the family (same config class) is registered for with
+        `register_for_auto_class` -> that class (`file.Class`)."""
+        family, classes = [VanillaTransformerPreTrainedModel], {"AutoConfig": cls.config_class}
+        while family:
+            model_class = family.pop(0)
+            family += model_class.__subclasses__()
+            auto_class = model_class.__dict__.get("_auto_class")  # registered itself, not inherited
+            if model_class.config_class is cls.config_class and auto_class is not None:
+                classes[auto_class] = model_class
+        return auto_map_of(classes)
 
     @classmethod
     def remote_code_pipelines(cls) -> dict[str, dict]:
-        """The `custom_pipelines` written to config.json on save (empty: none)."""
-        return custom_pipelines_entry()
+        """The `custom_pipelines` written to config.json on save: the "translation" task -> `TranslationPipeline`
+        for the family with a sequence-to-sequence LM, so that `pipeline("translation", model=folder,
+        trust_remote_code=True)` finds it; none for the other families (transformers' own pipelines serve them)."""
+        if "AutoModelForSeq2SeqLM" not in cls.remote_code_auto_map():
+            return {}
+        pipeline = auto_map_of({TASK: TranslationPipeline})[TASK]
+        return {TASK: {"impl": pipeline, "pt": ["AutoModelForSeq2SeqLM"], "type": "text"}}
 
     def train(self, mode: bool = True):
         """`PreTrainedModel.train`; entering training mode also frees the packed copies of this model's weights
@@ -483,12 +516,12 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel, VanillaTransf
         self,
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        token_type_ids: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
         **kwargs,
     ) -> BaseModelOutput | tuple:
         """input_ids: (B, S); attention_mask: (B, S) 1 = token, 0 = padding; token_type_ids: (B, S) segment ids
@@ -568,13 +601,9 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel, VanillaTransf
         attention_mask = without_padding(attention_mask)
         position_ids = build_position_ids(attention_mask, past_length, new_tokens, device)  # (B or 1, T)
         hidden_states, rotary = self.embed(input_ids, inputs_embeds, position_ids)  # (B, T, C)
-        key_length = (
-            cache.self_attention_cache.get_mask_sizes(new_tokens, 0)[0] if cache is not None else new_tokens
-        )
+        self_cache = cache.self_attention_cache if cache is not None else None
         kernel_is_causal = attention_backend(self.config, output_attentions) == "sdpa"
-        self_mask = decoder_self_attention_mask(
-            attention_mask, hidden_states.dtype, device, past_length, new_tokens, key_length, kernel_is_causal
-        )  # (B or 1, 1, T, K), or None: causal, applied by the kernel
+        self_mask = self.causal_mask(attention_mask, self_cache, past_length, hidden_states, kernel_is_causal)
         memo_key = (hidden_states.dtype, hidden_states.device)
         found, cross_mask = self._cross_mask_memo.get(encoder_attention_mask, memo_key)
         if not found:
@@ -604,6 +633,10 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel, VanillaTransf
 # ----------------------------------------------------------------------------------------------------------------
 # The model
 # ----------------------------------------------------------------------------------------------------------------
+
+
+# the decoder's output fields that the seq2seq output renames (last states, cross-attentions, cache keep theirs)
+SEQ2SEQ_DECODER_FIELDS = {"hidden_states": "decoder_hidden_states", "attentions": "decoder_attentions"}
 
 
 class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
@@ -669,20 +702,17 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         use_cache = self.config.use_cache if use_cache is None else use_cache
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError("pass decoder_input_ids (or labels to the model with the LM head)")
+        # what both stacks return: states and attention weights as asked, as a ModelOutput
+        returned = dict(
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True
+        )
 
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                inputs_embeds=inputs_embeds,
-                output_attentions=output_attentions,
-                output_hidden_states=output_hidden_states,
-                return_dict=True,
+                input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **returned
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
-            encoder_outputs = BaseModelOutput(
-                *encoder_outputs[:3]
-            )  # (last_hidden_state, hidden_states, attentions)
+            encoder_outputs = BaseModelOutput(*encoder_outputs[:3])  # (last states, all states, attentions)
         if attention_mask is not None:
             shape = tuple(encoder_outputs.last_hidden_state.shape[:2])
             if not self._checked_mask.get(attention_mask, shape)[0]:
@@ -697,19 +727,12 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             cache=cache,
             inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
-            output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states,
-            return_dict=True,
+            **returned,
         )
+        # the decoder's fields under the seq2seq output's names, the encoder's with "encoder_"
         output = Seq2SeqModelOutput(
-            last_hidden_state=decoder_outputs.last_hidden_state,
-            decoder_hidden_states=decoder_outputs.hidden_states,
-            decoder_attentions=decoder_outputs.attentions,
-            cross_attentions=decoder_outputs.cross_attentions,
-            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
-            encoder_hidden_states=encoder_outputs.hidden_states,
-            encoder_attentions=encoder_outputs.attentions,
-            **{CACHE_FIELD: getattr(decoder_outputs, CACHE_FIELD)},
+            **{SEQ2SEQ_DECODER_FIELDS.get(name, name): value for name, value in decoder_outputs.items()},
+            **{f"encoder_{name}": value for name, value in encoder_outputs.items()},
         )
         return output if return_dict else output.to_tuple()
 
@@ -874,26 +897,3 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
 VanillaTransformerModel.register_for_auto_class("AutoModel")
 VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
-
-
-def remote_code_auto_map() -> dict[str, str]:
-    """The `auto_map` of config.json: the auto classes of transformers -> `file.Class` of this model's code."""
-    return auto_map_of(
-        {
-            "AutoConfig": VanillaTransformerConfig,
-            "AutoModel": VanillaTransformerModel,
-            "AutoModelForSeq2SeqLM": VanillaTransformerForConditionalGeneration,
-        }
-    )
-
-
-def custom_pipelines_entry() -> dict[str, dict]:
-    """The `custom_pipelines` value of config.json: the "translation" task -> `TranslationPipeline`, so that
-    `pipeline("translation", model=folder, trust_remote_code=True)` finds it."""
-    return {
-        TASK: {
-            "impl": auto_map_of({TASK: TranslationPipeline})[TASK],
-            "pt": ["AutoModelForSeq2SeqLM"],
-            "type": "text",
-        }
-    }

@@ -13,9 +13,12 @@ import math
 
 import torch
 from torch import nn
+from torch.nn import functional as F
+from transformers.cache_utils import Cache
 
 from .configuration_vanilla_base import VanillaConfigBase
 from .kernels_vanilla_transformer import apply_dropout
+from .masks_vanilla_transformer import decoder_self_attention_mask
 from .positions_vanilla_transformer import (
     LearnedPositionalEmbedding,
     RotaryEmbedding,
@@ -26,7 +29,7 @@ from .positions_vanilla_transformer import (
 class VanillaTransformerStack:
     """A mixin for a `PreTrainedModel` that holds a stack: `init_stack` creates the embeddings and the final norm
     (call it right after `PreTrainedModel.__init__`, then create `self.layers`), `embed` and `run_layers` are the
-    two halves of the forward pass around the masks.
+    two halves of the forward pass around the masks; `causal_mask` is the self-attention mask of a causal stack.
 
     Every stack owns its token embedding, so that a stack saved on its own loads on its own; a model whose stacks
     share one vocabulary ties their embedding weights with `_tied_weights_keys` (transformers' tying, which also
@@ -90,6 +93,35 @@ class VanillaTransformerStack:
         if self.layernorm_embedding is not None:
             hidden_states = self.layernorm_embedding(hidden_states)
         return apply_dropout(hidden_states, self.dropout, self.training), rotary
+
+    def causal_mask(
+        self,
+        attention_mask: torch.Tensor | None,
+        self_cache: Cache | None,
+        past_length: int | torch.Tensor,
+        hidden_states: torch.Tensor,
+        kernel_is_causal: bool,
+    ) -> torch.Tensor | None:
+        """The self-attention mask of a causal stack for the (B, T, C) `hidden_states` of this call
+        (`decoder_self_attention_mask`): its keys are the K slots of `self_cache` (a static cache has slots not
+        yet written, masked as padding), or the P = `past_length` cached and T new positions."""
+        new_tokens = hidden_states.shape[1]
+        key_length = (
+            self_cache.get_mask_sizes(new_tokens, 0)[0]
+            if self_cache is not None
+            else past_length + new_tokens
+        )
+        if attention_mask is not None and attention_mask.dim() == 2 and attention_mask.shape[1] < key_length:
+            attention_mask = F.pad(attention_mask, (0, key_length - attention_mask.shape[1]))  # (B, K)
+        return decoder_self_attention_mask(
+            attention_mask,
+            hidden_states.dtype,
+            hidden_states.device,
+            past_length,
+            new_tokens,
+            key_length,
+            kernel_is_causal,
+        )  # (B or 1, 1, T, K), or None: causal, applied by the kernel
 
     def run_layers(
         self,

@@ -278,21 +278,21 @@ def small_run_options(**overrides) -> dict:
     stopping rule: pass max_steps."""
     from vanilla_transformer.corpus import DEFAULT_DATA
 
-    values = dict(
-        data=str(DEFAULT_DATA),
-        max_lines=SMALL_RUN_LINES,
-        valid_size=20,
-        test_size=6,
-        preset="tiny",
-        max_tokens=512,
-        max_minutes=None,
-        eval_every=100,
-        bleu_samples=0,
-        report_to="none",
-        num_threads=1,
-        tune_cpu_allocator=False,
-        export=False,
-    )
+    values = {
+        "data": str(DEFAULT_DATA),
+        "max_lines": SMALL_RUN_LINES,
+        "valid_size": 20,
+        "test_size": 6,
+        "preset": "tiny",
+        "max_tokens": 512,
+        "max_minutes": None,
+        "eval_every": 100,
+        "bleu_samples": 0,
+        "report_to": "none",
+        "num_threads": 1,
+        "tune_cpu_allocator": False,
+        "export": False,
+    }
     values.update(overrides)
     return values
 

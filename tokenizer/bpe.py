@@ -360,8 +360,7 @@ def sentinel_token_ids(tokenizer) -> list[int]:
             get one that has them.
     """
     vocab = tokenizer.get_vocab()
-    missing = [t for t in SENTINEL_TOKENS if t not in vocab]
-    if missing:
+    if missing := [t for t in SENTINEL_TOKENS if t not in vocab]:
         raise ValueError(
             f"The tokenizer has no T5 sentinel tokens ({missing[0]} is missing), which span corruption needs. "
             "Train one with train_bpe_tokenizer(..., denoising_tokens=True), or leave --tokenizer unset so that "

@@ -24,6 +24,8 @@ COMMANDS = {
     "train-tokenizer": ("train_tokenizer", "train the joint BPE tokenizer on a corpus"),
     "average": ("average", "average the weights of a run's last checkpoints"),
     "plot-attention": ("plot_attention", "draw a sentence's cross-attention map"),
+    "serve": ("serve", "serve a model over HTTP (dynamic batching, streaming; --engine torch|ct2|onnx)"),
+    "demo": ("demo", "open a demo page: translation, beam alternatives, cross-attention"),
     "bench": ("bench", "benchmarks against peers run in the same process (speed, quality, tokenizer, ...)"),
 }
 

@@ -149,5 +149,6 @@ def test_exported_engines_are_timed_and_agree_with_generate():
     if importlib.util.find_spec(
         "vanilla_transformer.inference.engine_onnx"
     ) is not None and importlib.util.find_spec("onnxruntime"):
-        assert "onnx" in greedy.ratio, contenders.engine_notes
-        assert "onnx 2/2" in agreement
+        assert {"onnx", "onnx_int8"} <= set(greedy.ratio), contenders.engine_notes
+        assert "onnx 2/2" in agreement and "onnx_int8 " in agreement
+    assert "torch_int8" in greedy.ratio and "torch_int8 " in agreement and "torch_int8/Marian" in table

@@ -138,19 +138,20 @@ def test_main_sampling_is_reproducible_and_nbest_is_tab_separated(
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (("--top_p", "0"), "top_p=0.0 is invalid: expected 0 < top_p <= 1"),
-        (("--temperature", "0"), "temperature=0.0 is invalid: expected a number > 0"),
-        (("--num_beams", "2", "--num_return_sequences", "3"), "raise num_beams to at least 3"),
-        (("--num_return_sequences", "5"), "at most num_beams=4"),  # the model's default beam size
-        (("--num_beams", "0"), "num_beams=0 is invalid"),
-        (("--max_new_tokens", "0"), "max_new_tokens=0 is invalid"),
-        (("--top_k", "-1"), "top_k=-1 is invalid"),
-        (("--batch_size", "0"), "batch_size=0 is invalid"),
-        (("--device", "tpu9"), "tpu9"),
+        ("--top_p 0", "top_p=0.0 is invalid: expected 0 < top_p <= 1"),
+        ("--temperature 0", "temperature=0.0 is invalid: expected a number > 0"),
+        ("--num_beams 2 --num_return_sequences 3", "raise num_beams to at least 3"),
+        ("--num_return_sequences 5", "at most num_beams=4"),  # the model's default beam size
+        ("--num_beams 0", "num_beams=0 is invalid"),
+        ("--max_new_tokens 0", "max_new_tokens=0 is invalid"),
+        ("--top_k -1", "top_k=-1 is invalid"),
+        ("--batch_size 0", "batch_size=0 is invalid"),
+        ("--device tpu9", "tpu9"),
     ],
 )
 def test_main_bad_options_exit_2(export, monkeypatch, capsys, args, expected):
-    code, out, err = run_main(monkeypatch, capsys, "--model", str(export), *args, stdin="起初\n")
+    """`args`: the options of one call, separated by spaces."""
+    code, out, err = run_main(monkeypatch, capsys, "--model", str(export), *args.split(), stdin="起初\n")
     assert code == 2 and expected in err and out == "", err
 
 

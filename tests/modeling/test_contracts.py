@@ -22,7 +22,6 @@ from vanilla_transformer.modeling import (
     VanillaTransformerForConditionalGeneration,
     VanillaTransformerModel,
 )
-from vanilla_transformer.modeling.modeling_vanilla_encoder_only import VanillaEncoderOnlyEncoder
 from vanilla_transformer.modeling.modeling_vanilla_transformer import (
     VanillaTransformerDecoder,
     VanillaTransformerEncoder,
@@ -234,7 +233,7 @@ def test_causal_lm_scores_shift_labels_as_given():
     [
         ("encoder-decoder", VanillaTransformerEncoder, "encoder"),
         ("encoder-decoder", VanillaTransformerDecoder, "decoder"),
-        ("encoder-only", VanillaEncoderOnlyEncoder, "encoder"),
+        ("encoder-only", VanillaEncoderOnlyModel, "encoder"),  # the stack of the masked-LM model
     ],
 )
 def test_a_stack_saved_on_its_own_loads_on_its_own(tmp_path, family, stack_class, which):
@@ -243,7 +242,7 @@ def test_a_stack_saved_on_its_own_loads_on_its_own(tmp_path, family, stack_class
         model = VanillaTransformerModel(family_config(family)).eval()
         stack = model.get_encoder() if which == "encoder" else model.get_decoder()
     else:
-        stack = VanillaEncoderOnlyModel(family_config(family)).eval().encoder
+        stack = VanillaEncoderOnlyForMaskedLM(family_config(family)).eval().model
     stack.save_pretrained(tmp_path)
     loaded, info = stack_class.from_pretrained(tmp_path, output_loading_info=True)
     assert info["missing_keys"] == set() and info["unexpected_keys"] == set()

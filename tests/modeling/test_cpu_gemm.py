@@ -193,3 +193,44 @@ def test_training_mode_frees_the_models_packed_weights(onednn):
     assert not any(w in mv._packed_weights for w in weights)
     assert other.weight in mv._packed_weights
     mv.release_cpu_inference_weights()
+
+
+# ---- int8 ------------------------------------------------------------------------------------------------------
+
+
+def test_quantize_int8_matches_torch_dynamic_linear_and_keeps_the_model():
+    """quantize_int8: every linear layer called as a module becomes torch's dynamic int8 linear layer and computes
+    exactly what torch.ao's own conversion of a plain nn.Linear with the same weights computes; the output
+    projection (read by weight) stays float32; the source model and its state dict are unchanged; greedy and beam
+    decoding run, with logits near the float32 model's."""
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+    from torch.ao.quantization import per_channel_dynamic_qconfig
+
+    torch.manual_seed(0)
+    model = VanillaTransformerForConditionalGeneration(tiny_config(d_model=64)).eval()
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    int8 = mv.quantize_int8(model)
+    layers = dict(int8.named_modules())
+    source = dict(model.named_modules())
+    linears = [name for name, module in source.items() if isinstance(module, torch.nn.Linear)]
+    assert "lm_head" in linears and type(layers["lm_head"]) is mv.Linear
+    assert all(isinstance(layers[name], DynamicLinear) for name in linears if name != "lm_head")
+    assert all(torch.equal(before[name], tensor) for name, tensor in model.state_dict().items())
+    assert type(source["model.encoder.layers.0.ffn.fc1"]) is mv.Linear
+
+    original = source["model.encoder.layers.0.ffn.fc1"]
+    plain = torch.nn.Linear(original.in_features, original.out_features)
+    plain.load_state_dict(original.state_dict())
+    plain.qconfig = per_channel_dynamic_qconfig
+    reference = DynamicLinear.from_float(plain)
+    x = torch.randn(5, original.in_features)
+    assert torch.equal(layers["model.encoder.layers.0.ffn.fc1"](x), reference(x))
+
+    ids = torch.randint(4, model.config.vocab_size, (3, 7))
+    with torch.no_grad():
+        target = model.generate(input_ids=ids, max_new_tokens=6)
+        full, quantized = (m(input_ids=ids, decoder_input_ids=target).logits for m in (model, int8))
+        assert int8.generate(input_ids=ids, max_new_tokens=6, num_beams=3).shape[0] == 3
+    assert 0 < (full - quantized).abs().max() < 0.25 * full.std()
+    with pytest.raises(ValueError, match="float32 model on the CPU"):
+        mv.quantize_int8(model.to(torch.bfloat16))

@@ -142,9 +142,9 @@ def test_initialisation_dropout_and_length_follow_the_config():
     torch.manual_seed(13)
     default = VanillaEncoderOnlyForMaskedLM(tiny_config(d_model=64, encoder_ffn_dim=256))
     bert_like = VanillaEncoderOnlyForMaskedLM(tiny_config(d_model=64, init_std=0.3, linear_init_std=0.02))
-    fc1 = default.model.encoder.layers[0].ffn.fc1.weight
+    fc1 = default.model.layers[0].ffn.fc1.weight
     assert fc1.std().item() == pytest.approx((2 / (64 + 256)) ** 0.5, rel=0.1)  # Xavier-uniform
-    assert bert_like.model.encoder.layers[0].ffn.fc1.weight.std().item() == pytest.approx(0.02, rel=0.1)
+    assert bert_like.model.layers[0].ffn.fc1.weight.std().item() == pytest.approx(0.02, rel=0.1)
     assert default.get_input_embeddings().weight[1:].std().item() == pytest.approx(64**-0.5, rel=0.1)
     assert bert_like.get_input_embeddings().weight[1:].std().item() == pytest.approx(0.3, rel=0.1)
     assert not default.get_input_embeddings().weight[0].any()  # pad_token_id 0

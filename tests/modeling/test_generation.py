@@ -102,6 +102,7 @@ def fixed_distribution():
 # 0.30 -> {10} (0.40); 0.60 -> {10, 11} (0.65); 0.75 -> {10, 11, 12} (0.80); 1.0 keeps every token.
 # top_k=2 then top_p=0.95 renormalises over {10, 11} (0.62, 0.38): both stay.
 ALL_TOKENS = set(range(97)) - SUPPRESSED
+SCORED = dict(output_scores=True, return_dict_in_generate=True)  # generate() returns the scores of every step
 
 
 @pytest.mark.parametrize(
@@ -124,17 +125,8 @@ def test_top_k_and_top_p_keep_exactly_the_right_tokens(fixed_distribution, kwarg
     n = 2000
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        out = model.generate(
-            input_ids=src,
-            attention_mask=mask,
-            do_sample=True,
-            num_beams=1,
-            max_new_tokens=1,
-            num_return_sequences=n,
-            output_scores=True,
-            return_dict_in_generate=True,
-            **kwargs,
-        )
+        one_step = dict(do_sample=True, num_beams=1, max_new_tokens=1, num_return_sequences=n)
+        out = model.generate(input_ids=src, attention_mask=mask, **one_step, **SCORED, **kwargs)
     (scores,) = out.scores  # (n, V): one step
     assert {int(t) for t in torch.isfinite(scores[0]).nonzero()} == kept
     assert torch.equal(torch.isfinite(scores), torch.isfinite(scores[:1]).expand_as(scores))
@@ -185,8 +177,7 @@ def test_beam_search_returns_ranked_sequences(setup):
         num_beams=4,
         num_return_sequences=3,
         max_new_tokens=6,
-        output_scores=True,
-        return_dict_in_generate=True,
+        **SCORED,
     )
     assert out.sequences.shape[0] == 6
     scores = out.sequences_scores.view(2, 3)

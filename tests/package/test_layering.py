@@ -3,7 +3,7 @@ package above its own in the layering, and no modules import each other in a cir
 
 The layering, bottom to top (a package may import its own modules and the packages below it, never one above):
 
-    modeling < corpus < tokenizer < inference < export < training < benchmarks < commands
+    modeling < corpus < tokenizer < inference < export < training < serving < benchmarks < commands
 
 `commands` also holds the command line (`vanilla_transformer.cli`, `__main__`) and the root package (`vanilla_transformer`,
 which registers the models). Every import statement counts, also one inside a function or under
@@ -21,7 +21,17 @@ from helpers.layout import package_dirs
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "vanilla_transformer"
-LAYERS = ("modeling", "corpus", "tokenizer", "inference", "export", "training", "benchmarks", "commands")
+LAYERS = (
+    "modeling",
+    "corpus",
+    "tokenizer",
+    "inference",
+    "export",
+    "training",
+    "serving",
+    "benchmarks",
+    "commands",
+)
 TOP = ("cli", "__main__", "")  # the command line and the root package sit with the commands
 
 

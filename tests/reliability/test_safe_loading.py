@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import ROOT, small_run
+from helpers.layout import package_dirs
 from helpers.shared import run_python
 from vanilla_transformer.inference import load_model_and_tokenizer
 from vanilla_transformer.training import checkpoint as ckpt
@@ -186,18 +187,8 @@ UNSAFE = [
 
 
 def test_project_code_never_unpickles_untrusted_data():
-    packages = (
-        "modeling",
-        "corpus",
-        "tokenizer",
-        "inference",
-        "export",
-        "training",
-        "benchmarks",
-        "src",
-        "scripts",
-    )
-    sources = [p for d in packages for p in (ROOT / d).rglob("*.py")]
+    folders = [*package_dirs().values(), ROOT / "scripts"]  # every installed package, and the scripts
+    sources = sorted({p for folder in folders for p in folder.rglob("*.py")})
     assert len(sources) > 20
     found = [
         f"{path.relative_to(ROOT)}:{n}: {why}"

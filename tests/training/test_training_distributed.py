@@ -112,6 +112,14 @@ def test_two_processes_equal_one_process_with_gradient_accumulation(tokenizer_di
     assert (tmp_path / "ddp" / "checkpoints" / ckpt / "random_states_1.pkl").exists()
     assert single.history[-1]["ntokens"] > 0
 
+    # each process tokenised one half of the training split (the tokenisation cache's manifests say who did what)
+    manifests = [json.loads(p.read_text()) for p in (tmp_path / "cache").glob("tokenized-*.json")]
+    halves = sorted((m["process"], m["rows"]) for m in manifests if m["rows"] < single.split_sizes["train"])
+    halves = [h for h in halves if h[1] > single.split_sizes["train"] // 3]
+    assert [p for p, _ in halves] == [0, 1], manifests
+    assert sum(rows for _, rows in halves) == single.split_sizes["train"]
+    assert abs(halves[0][1] - halves[1][1]) <= 1
+
 
 def test_two_processes_agree_on_the_measured_long_budget_dropout(tokenizer_dir, tmp_path):
     """The small preset's long-budget rule converts --max_minutes into epochs with a batch time that every process

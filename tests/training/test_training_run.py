@@ -232,14 +232,9 @@ def test_length_penalty_is_chosen_on_validation_and_exported(tmp_path):
     """Unset --length_penalty: every candidate is tried with the test beam size on the validation split, the best
     BLEU wins, and the test translation, the model card and the exported generation config all use it."""
     events = []
+    # smoke_run's test beam size 2 and validation at update 8
     cfg = smoke_run(
-        tmp_path,
-        max_steps=8,
-        eval_every=8,
-        bleu_samples=0,
-        test_beams=2,
-        length_penalty=None,
-        length_penalty_candidates="-3.0, 2.0",
+        tmp_path, max_steps=8, bleu_samples=0, length_penalty=None, length_penalty_candidates="-3.0, 2.0"
     )
     result = train(cfg, lambda name, info: events.append((name, info)))
     search = result.length_penalty_search
@@ -275,16 +270,16 @@ def test_export_at_minutes_saves_intermediate_models_without_changing_training(t
     OUTPUT_DIR/minute-M/, a 1000-minute mark never comes; the run itself ends with exactly the weights of the same
     run without marks. Without a validation split the average always wins, so the second mark exports the mean
     of the snapshots of its update and the one before, and must put the training weights back."""
-    base = dict(
-        max_steps=24,
-        eval_every=24,
-        bleu_samples=0,
-        average_last=2,
-        average_every=1,
-        length_penalty=0.8,
-        valid_size=0,
-        test_size=2,
-    )
+    base = {
+        "max_steps": 24,
+        "eval_every": 24,
+        "bleu_samples": 0,
+        "average_last": 2,
+        "average_every": 1,
+        "length_penalty": 0.8,
+        "valid_size": 0,
+        "test_size": 2,
+    }
     plain = train(smoke_run(tmp_path / "plain", **base))
     given = reuse_tokenizer(tmp_path / "plain")
     marks = "0.00002, 0.00004, 1000"

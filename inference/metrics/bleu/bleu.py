@@ -8,32 +8,23 @@ score is sacreBLEU's own `BLEU.corpus_score` and comes with sacreBLEU's signatur
 
 from __future__ import annotations
 
-import datasets
 import evaluate
 from sacrebleu.metrics import BLEU
+from vanilla_transformer.inference.sacrebleu_metrics import INPUTS_DESCRIPTION, metric_info, reference_streams
 
-_CITATION = """\
-@inproceedings{post-2018-call,
-    title = "A Call for Clarity in Reporting {BLEU} Scores",
-    author = "Post, Matt",
-    booktitle = "Proceedings of the Third Conference on Machine Translation: Research Papers",
-    year = "2018",
-    publisher = "Association for Computational Linguistics",
-    url = "https://www.aclweb.org/anthology/W18-6319",
-    pages = "186--191",
-}
-"""
+_CITATION = (
+    "Matt Post. 2018. A Call for Clarity in Reporting BLEU Scores. In Proceedings of the Third Conference on Machine "
+    "Translation: Research Papers, pages 186-191. https://www.aclweb.org/anthology/W18-6319"
+)
 
 _DESCRIPTION = """\
 Corpus BLEU computed by sacreBLEU on detokenised text (its defaults: 13a tokenisation, mixed case, exponential
 smoothing), returned with sacreBLEU's signature.
 """
 
-_KWARGS_DESCRIPTION = """
+_KWARGS_DESCRIPTION = f"""
 Args:
-    predictions: list of hypotheses (detokenised strings).
-    references: one reference string per prediction, or a list of references per prediction (every
-        prediction must have the same number of references).
+{INPUTS_DESCRIPTION}
     tokenize: sacreBLEU's BLEU tokeniser: "13a" (default), "zh", "intl", "char", "none", ...
     lowercase: lowercase before scoring (default False).
     smooth_method: "exp" (default), "floor", "add-k" or "none".
@@ -50,29 +41,12 @@ Example:
 """
 
 
-@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class Bleu(evaluate.Metric):
+    """sacreBLEU's corpus BLEU (`_DESCRIPTION`); the arguments of `compute` are in `_KWARGS_DESCRIPTION`."""
+
     def _info(self) -> evaluate.MetricInfo:
-        return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            homepage="https://github.com/mjpost/sacrebleu",
-            features=[
-                datasets.Features(
-                    {
-                        "predictions": datasets.Value("string"),
-                        "references": datasets.Sequence(datasets.Value("string")),
-                    }
-                ),
-                datasets.Features(
-                    {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
-                ),
-            ],
-            reference_urls=[
-                "https://github.com/mjpost/sacrebleu",
-                "https://www.aclweb.org/anthology/W18-6319",
-            ],
+        return metric_info(
+            _DESCRIPTION, _CITATION, _KWARGS_DESCRIPTION, "https://www.aclweb.org/anthology/W18-6319"
         )
 
     def _compute(
@@ -97,12 +71,3 @@ class Bleu(evaluate.Metric):
             "sys_len": result.sys_len,
             "ref_len": result.ref_len,
         }
-
-
-def reference_streams(references) -> list[list[str]]:
-    """sacreBLEU's layout (one list per reference position) of one reference or a list of them per prediction."""
-    rows = [[r] if isinstance(r, str) else list(r) for r in references]
-    counts = {len(r) for r in rows}
-    if len(counts) > 1:
-        raise ValueError(f"every prediction needs the same number of references; got {sorted(counts)}")
-    return [list(stream) for stream in zip(*rows)]

@@ -14,7 +14,7 @@ DECODING_OPTIONS = {
     "length_penalty": (float, "beam score = log p / length**alpha (default: the model's generation config)"),
     "max_new_tokens": (int, "cap on generated tokens (default: the model's generation config)"),
 }
-DTYPES = ("auto", "float32", "bfloat16")
+DTYPES = ("auto", "float32", "bfloat16", "int8")  # int8: --engine torch (CPU) and onnx
 
 
 def command_parser(command: str, doc: str) -> argparse.ArgumentParser:
@@ -30,7 +30,7 @@ def add_model_arguments(
     parser: argparse.ArgumentParser, model_help: str, *, dtype_help: str | None = None
 ) -> None:
     """--model (required), --device and --trust_remote_code: the arguments of `inference.load_model_and_tokenizer`;
-    with ``dtype_help``, also --dtype (auto, float32, bfloat16; default None: the command's choice)."""
+    with ``dtype_help``, also --dtype (auto, float32, bfloat16, int8; default None: the command's choice)."""
     parser.add_argument("--model", required=True, help=model_help)
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     parser.add_argument(

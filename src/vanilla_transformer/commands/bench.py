@@ -5,6 +5,8 @@ vanilla-transformer bench quality           # ours vs Marian + Seq2SeqTrainer, s
 vanilla-transformer bench tokenizer         # our BPE vs SentencePiece
 vanilla-transformer bench kv-cache          # decoding with and without the K/V cache
 vanilla-transformer bench soak              # memory and throughput of many translate calls
+vanilla-transformer bench serve --model M   # the server: dynamic batching vs one request at a time
+vanilla-transformer bench data              # peak memory and start-up on 0.1M-5M-pair synthetic corpora
 vanilla-transformer bench gpu               # the gpu tests, speed and memory against Marian on a CUDA device
 """
 
@@ -14,14 +16,18 @@ import sys
 
 from vanilla_transformer.cli import dispatch
 
-KINDS = {
-    "speed": ("bench_speed", "training and generation speed against transformers' Marian (same weights)"),
-    "quality": ("bench_quality", "BLEU/chrF against Marian + Seq2SeqTrainer with the same budget"),
-    "tokenizer": ("bench_tokenizer", "our BPE against SentencePiece: speed, vocabulary use"),
-    "kv-cache": ("bench_kv_cache", "generation with and without the key/value cache"),
-    "soak": ("bench_soak", "many translate calls: memory stays flat, every reply is right"),
-    "gpu": ("bench_gpu", "on a CUDA device: the gpu tests, speed, memory and MFU against Marian (~8 min)"),
+# kind -> one line for the list; each runs the module commands/bench_<kind> ("-" written "_")
+LINES = {
+    "speed": "training and generation speed against transformers' Marian (same weights)",
+    "quality": "BLEU/chrF against Marian + Seq2SeqTrainer with the same budget",
+    "tokenizer": "our BPE against SentencePiece: speed, vocabulary use",
+    "kv-cache": "generation with and without the key/value cache",
+    "soak": "many translate calls: memory stays flat, every reply is right",
+    "serve": "the server with dynamic batching against one-at-a-time serving",
+    "data": "large synthetic corpora: peak memory and start-up, in memory and streaming",
+    "gpu": "on a CUDA device: the gpu tests, speed, memory and MFU against Marian (~8 min)",
 }
+KINDS = {kind: ("bench_" + kind.replace("-", "_"), line) for kind, line in LINES.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,7 +30,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "exported model folder or Hub repo id",
         dtype_help="weights and computation (--engine torch); auto (default) = bfloat16 where a short timing of this "
         "model's decoding at --batch_size x beams rows finds it faster (CUDA with bf16; CPUs with AMX-BF16 or "
-        "AVX512-BF16), else float32",
+        "AVX512-BF16), else float32; int8 = int8 linear layers on the CPU (--engine torch) or the int8 graphs "
+        "(--engine onnx)",
     )
     parser.add_argument(
         "--engine",
