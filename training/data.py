@@ -235,10 +235,25 @@ class TokenRows(Sequence):
     def __len__(self) -> int:
         return len(self.rows)
 
-    def __getitem__(self, i: int) -> list[int]:
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
         row = int(self.rows[i])
         k = int(np.searchsorted(self.starts, row, side="right")) - 1
         return self.chunks[k][row - int(self.starts[k])].as_py()
+
+    def __eq__(self, other) -> bool:  # equal to any sequence of the same rows, as a list of lists is
+        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __add__(self, other) -> list[list[int]]:
+        return [*self, *other]
+
+    def __radd__(self, other) -> list[list[int]]:
+        return [*other, *self]
 
 
 def column_array(dataset: datasets.Dataset, column: str) -> np.ndarray:

@@ -26,6 +26,8 @@ REQUIRED = {
     "average": ["--output", "x"],
     "bench_tokenizer": ["corpus.tsv"],
     "train_tokenizer": ["--output", "x"],
+    "demo": ["--model", "m"],
+    "serve": ["--model", "m"],
     "convert": ["--from", "marian", "src", "out"],
     "export": ["--engine", "ct2", "model", "out"],
     "evaluate": ["--model", "m"],

@@ -15,8 +15,6 @@ import sys
 
 from vanilla_transformer.commands.arguments import add_model_arguments, command_parser
 
-os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = command_parser("demo", __doc__)
@@ -25,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=7860, help="default 7860")
     parser.add_argument("--num_beams", type=int, default=None, help="default: the model's generation config")
     args = parser.parse_args(argv)
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # read when gradio is imported
     try:
         from vanilla_transformer.serving.demo import load_demo
 
