@@ -300,6 +300,7 @@ def load_engine(
     if device is not None:
         raise ValueError(f"--engine {engine} runs on the CPU; leave out --device")
     options = {}
+    dtype = None if dtype == "auto" else dtype  # auto: the precision of the export
     if engine == "onnx" and dtype is not None:
         if dtype not in ONNX_DTYPES:
             raise ValueError(

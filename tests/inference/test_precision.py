@@ -286,3 +286,5 @@ def test_translate_cli_dtype_bfloat16(trained):
         ValueError, match="--engine ct2 computes in the precision it was exported in; leave out --dtype"
     ):
         load_engine("ct2", folder, dtype="bfloat16")
+    with pytest.raises(ValueError, match="is not a folder"):  # auto, the default, is the export's precision
+        load_engine("ct2", folder / "no-such-export", dtype="auto")
