@@ -110,24 +110,31 @@ def worker_main(spec: str) -> int:
     return 0
 
 
+WORKER = "import sys; from vanilla_transformer.benchmarks.data import worker_main; sys.exit(worker_main(sys.argv[1]))"
+
+
 def run_case(options: dict, updates: int, limit_mib: float, timeout_s: float) -> dict:
-    """`measure_start` in a fresh Python process (so that its peak RSS is its own); the parent samples the resident
-    memory of the process and its children every 0.2 s and ends it above ``limit_mib`` or after ``timeout_s``,
-    returning ``{"failed": why, "peak_rss_mib": the highest sample}`` then."""
+    """`measure_start` in a fresh Python process (so that its peak RSS is its own), watched by `run_watched`."""
+    return run_watched(WORKER, json.dumps({"options": options, "updates": updates}), limit_mib, timeout_s)
+
+
+def run_watched(code: str, argument: str, limit_mib: float, timeout_s: float) -> dict:
+    """``python -c code argument``, whose output holds a line ``RESULT {json}``; the parent samples the resident
+    memory of the process and its children every 0.2 s and ends it above ``limit_mib`` or after ``timeout_s``.
+    Returns the JSON with ``sampled_rss_mib`` (the highest sample) added, or ``{"failed": why, "peak_rss_mib":
+    the process's own peak, "sampled_rss_mib": ...}``."""
     import subprocess
     import sys
+    import tempfile
 
     import psutil  # a dependency of accelerate
 
-    spec = json.dumps({"options": options, "updates": updates})
-    code = "import sys; from vanilla_transformer.benchmarks.data import worker_main; sys.exit(worker_main(sys.argv[1]))"
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    # the output goes to a file, not a pipe: nothing reads a pipe until the end, and the progress bars of a
+    # long tokenisation would fill its buffer and block the writer
+    log = tempfile.TemporaryFile("w+", encoding="utf-8")
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, spec],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
+        [sys.executable, "-c", code, argument], stdout=log, stderr=subprocess.STDOUT, env=env
     )
     watched, highest, start, why = psutil.Process(proc.pid), 0.0, time.perf_counter(), None
     own = 0.0  # the training process's own peak (VmHWM), kept for a case that is ended
@@ -147,7 +154,10 @@ def run_case(options: dict, updates: int, limit_mib: float, timeout_s: float) ->
                 p.kill()
             break
         time.sleep(0.2)
-    output = proc.communicate()[0]
+    proc.wait()
+    log.seek(0)
+    output = log.read()
+    log.close()
     found = [line for line in output.splitlines() if line.startswith("RESULT ")]
     if why or not found:
         return {
