@@ -247,13 +247,8 @@ class TokenRows(Sequence):
             return NotImplemented
         return len(self) == len(other) and all(a == b for a, b in zip(self, other))
 
-    __hash__ = None
-
     def __add__(self, other) -> list[list[int]]:
         return [*self, *other]
-
-    def __radd__(self, other) -> list[list[int]]:
-        return [*other, *self]
 
 
 def column_array(dataset: datasets.Dataset, column: str) -> np.ndarray:
