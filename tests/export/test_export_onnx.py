@@ -485,7 +485,11 @@ def test_int8_options_of_the_engines(export, exported, tmp_path):
         timeout=120,
     )
     assert done.returncode == 0 and len(done.stdout.splitlines()) == 2, done.stderr
-    done = subprocess.run(
+    done = subprocess.run(  # auto, the default: the export's own (float32) graphs
         [*command, "--dtype", "auto"], input="x\n", capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0 and len(done.stdout.splitlines()) == 1, done.stderr
+    done = subprocess.run(
+        [*command, "--dtype", "bfloat16"], input="x\n", capture_output=True, text=True, env=env, timeout=120
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--dtype" in done.stderr, done.stderr
