@@ -149,6 +149,20 @@ def iter_dataset_texts(
                 yield from strings(value)
 
 
+class ColumnTexts(Iterable[str]):
+    """The texts of some columns of a `datasets.Dataset` or `datasets.IterableDataset`, one whole column after the
+    other, read in Arrow batches of ``batch_size`` rows: a re-iterable corpus for `train_bpe_tokenizer` that holds
+    one batch in memory, never the corpus (its texts are those of ``list(dataset[c1]) + list(dataset[c2]) ...``)."""
+
+    def __init__(self, dataset: Any, columns: Sequence[str], batch_size: int = 10_000):
+        self.dataset, self.columns, self.batch_size = dataset, tuple(columns), batch_size
+
+    def __iter__(self) -> Iterator[str]:
+        for column in self.columns:
+            for batch in self.dataset.select_columns([column]).iter(batch_size=self.batch_size):
+                yield from batch[column]
+
+
 def iter_corpus_texts(
     corpus: Any = None,
     files: Sequence[str | os.PathLike] = (),

@@ -12,6 +12,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from vanilla_transformer.corpus import SOURCE, TARGET
 
 from .bpe import BOS_ID, BOS_TOKEN, EOS_ID, PAD_ID, train_bpe_tokenizer
+from .corpus import ColumnTexts
 
 logger = logging.getLogger(__name__)
 
@@ -19,7 +20,7 @@ logger = logging.getLogger(__name__)
 def load_or_train_tokenizer(
     tokenizer: str | None,
     folder: Path,
-    train_split: datasets.Dataset,
+    train_split: datasets.Dataset | datasets.IterableDataset,
     vocab_size: int,
     denoising_tokens: bool = False,
     han_characters: bool = False,
@@ -28,9 +29,9 @@ def load_or_train_tokenizer(
 
     ``tokenizer`` (a folder or Hub name) when given; else the tokenizer saved in ``folder`` (it has a
     ``tokenizer.json``), so a resumed or repeated run reuses it; else a joint BPE of ``vocab_size`` tokens
-    trained on the ``source`` and ``target`` texts of ``train_split`` and saved to ``folder``, with ``<mask>`` and
-    the T5 sentinels when ``denoising_tokens`` and one piece per Han character when ``han_characters``
-    (`train_bpe_tokenizer`).
+    trained on the ``source`` and ``target`` texts of ``train_split`` (read from Arrow in batches: `ColumnTexts`)
+    and saved to ``folder``, with ``<mask>`` and the T5 sentinels when ``denoising_tokens`` and one piece per Han
+    character when ``han_characters`` (`train_bpe_tokenizer`).
 
     Raises:
         ValueError: ``tokenizer`` is neither a folder nor a well-formed Hub name, the folder it names has no
@@ -45,10 +46,11 @@ def load_or_train_tokenizer(
         logger.info("Reusing the tokenizer in %s", folder)
         where, loaded = str(folder), load_tokenizer(folder)
     else:
-        logger.info(
-            "Training a %d-token joint BPE tokenizer on %d training pairs", vocab_size, len(train_split)
+        pairs = (
+            f"{len(train_split)} training pairs" if hasattr(train_split, "__len__") else "the training pairs"
         )
-        texts = list(train_split[SOURCE]) + list(train_split[TARGET])
+        logger.info("Training a %d-token joint BPE tokenizer on %s", vocab_size, pairs)
+        texts = ColumnTexts(train_split, (SOURCE, TARGET))  # read from Arrow in batches, never held whole
         where, loaded = (
             str(folder),
             train_bpe_tokenizer(

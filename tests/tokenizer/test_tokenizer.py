@@ -421,3 +421,19 @@ def test_load_or_train_tokenizer_refuses_other_special_ids_and_folders_without_t
         load_or_train_tokenizer(str(tmp_path / "empty"), tmp_path / "tok", pairs, 300)
     with pytest.raises(ValueError, match=r"'.*missing/tokenizer' is neither a folder nor a Hub name"):
         load_or_train_tokenizer(str(tmp_path / "missing" / "tokenizer"), tmp_path / "tok", pairs, 300)
+
+
+def test_the_run_tokenizer_trains_on_batches_of_the_arrow_columns_as_on_the_lists(tmp_path):
+    """A run's own tokenizer is trained from the Arrow split read in batches (`ColumnTexts`, all sources then all
+    targets, one batch in memory) and is the tokenizer trained on the two columns as Python lists."""
+    from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus
+    from vanilla_transformer.tokenizer.corpus import ColumnTexts
+
+    split, _ = load_parallel_corpus(DEFAULT_DATA, max_lines=300)
+    batched = ColumnTexts(split, ("source", "target"), batch_size=7)
+    assert list(batched) == list(split["source"]) + list(split["target"]) == list(batched)  # re-iterable
+    trained = load_or_train_tokenizer(None, tmp_path / "tok", split, vocab_size=600)
+    from_lists = train_bpe_tokenizer(list(split["source"]) + list(split["target"]), vocab_size=600)
+    assert (
+        trained.backend_tokenizer.to_str() == from_lists.backend_tokenizer.to_str()
+    )  # same vocab and merges
