@@ -4,8 +4,8 @@ file), tokenizes sentences and decodes a padded batch greedily; the token ids eq
 and `OnnxTranslator(dtype="int8")`'s (the int8 graphs, transformers.js' default "q8" in the browser), and the
 tokenizer's ids equal the Python tokenizer's.
 
-Skipped only where node/npm or Chromium are not installed (.ci/run installs Chromium) or npm cannot install the
-locked packages."""
+Skipped only where node/npm or Chromium are not installed (.ci/run installs Debian's nodejs, npm and chromium)
+or npm cannot install the locked packages."""
 
 from __future__ import annotations
 
