@@ -192,6 +192,8 @@ class BatchStream:
     to epoch with BPE-dropout). The state is the sampler's ``(epoch, position)``.
     """
 
+    sharded = False  # every process takes the same batches and keeps its own share of them (training.loop)
+
     def __init__(self, sampler: TokenBudgetBatchSampler):
         self.sampler = sampler
 

@@ -8,7 +8,6 @@ columns into token ids.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
 import logging
@@ -20,13 +19,13 @@ from typing import Any
 
 import datasets
 import numpy as np
-from vanilla_transformer.corpus import SOURCE, TARGET, source_kind
+from vanilla_transformer.corpus import SOURCE, TARGET
 from vanilla_transformer.tokenizer import BPEDropout, load_or_train_tokenizer
 
 from .batching import BatchStream, TokenBudgetBatchSampler
 from .objectives import Objective, objective_for
 from .options import given_tokenizer
-from .streaming import StreamingBatches
+from .streaming import StreamingBatches, streaming_choice
 
 logger = logging.getLogger(__name__)
 
@@ -288,46 +287,6 @@ def _arrow_pairs(tokenized: datasets.Dataset, max_length: int):
     return rows, (src_len[keep], tgt_len[keep]), len(tokenized) - len(keep)
 
 
-STREAMING_FROM_BYTES = 2 << 30  # data files larger than this stream unless --streaming false
-
-
-def data_bytes(data: Any) -> int:
-    """The size in bytes of the data files a data source names (0 for a dataset object or a Hub name)."""
-    if not isinstance(data, (str, os.PathLike)):
-        return 0
-    kind, path = source_kind(data), Path(data)
-    if kind == "file":
-        return path.stat().st_size if path.is_file() else 0
-    if kind in ("folder", "saved"):
-        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-    if kind == "glob":
-        return sum(Path(p).stat().st_size for p in glob.glob(str(data), recursive=True) if Path(p).is_file())
-    return 0
-
-
-def streaming_choice(cfg, can_stream: bool) -> tuple[bool, str]:
-    """Whether the run streams its training split (`training.streaming`) and the sentence for the log that says
-    why: ``--streaming`` true/false, or by default data files above `STREAMING_FROM_BYTES`.
-
-    Raises:
-        ValueError: ``--streaming`` for an objective or option that needs its examples in memory.
-    """
-    if cfg.streaming and not can_stream:
-        raise ValueError(
-            f"--streaming trains translation pairs; --objective {cfg.objective} (or --bpe_dropout) needs its examples "
-            "in memory: drop --streaming."
-        )
-    if cfg.streaming is not None:
-        return bool(cfg.streaming), "Streaming the training split (--streaming)" if cfg.streaming else ""
-    size = data_bytes(cfg.data)
-    if size > STREAMING_FROM_BYTES and can_stream:
-        return True, (
-            f"Streaming the training split: its data files hold {size / 2**30:.1f} GiB, more than "
-            f"{STREAMING_FROM_BYTES / 2**30:.0f} GiB (pass --streaming false to tokenise it all first)"
-        )
-    return False, ""
-
-
 def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
     """Read and split the corpus (``cfg``'s `corpus.DataOptions`), load or train the tokenizer (saved in the run
     folder; ``--init_from``'s unless ``--tokenizer`` is given; with the denoising tokens when a masked-LM or
@@ -364,6 +323,8 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
             max_tokens=recipe.max_tokens,
             seed=cfg.seed,
             skip_too_long=cfg.skip_too_long,
+            process_index=accelerator.process_index,
+            num_processes=accelerator.num_processes,
         )
         train_src, train_tgt, dropped_train = [], [], 0
     elif arrow:  # the training pairs stay in the memory-mapped cache, batches read their rows

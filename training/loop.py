@@ -9,7 +9,8 @@ is the same for all. The random spans or masks of the batch numbered j of update
 Loss normalisation (fairseq's): every optimizer update sums the label-smoothed loss over all target tokens of all
 its batches — ``grad_accum`` batches on each of ``num_processes`` processes — and divides by the total number of
 those target tokens (all-reduced across processes). So 2 processes x 1 batch and 1 process x 2 accumulated batches
-compute the same update from the same global batches (up to float summation order). An update whose batches
+compute the same update from the same global batches (up to float summation order); with ``--streaming`` each
+process takes its ``grad_accum`` batches from its own shard of the stream (`training.streaming`). An update whose batches
 have no target token at all (a masked_lm batch of short texts where no token was drawn for masking) is skipped
 as an fp16 update whose gradients overflowed is: no loss, no optimizer step, the schedule does not advance, but
 the update count does (so the next update draws new masks, and ``--max_steps`` bounds the batches consumed); the
@@ -30,6 +31,7 @@ from collections.abc import Callable
 from contextlib import nullcontext
 
 import torch
+from accelerate.utils import gather_object
 from vanilla_transformer.export.ct2 import check_expressible
 from vanilla_transformer.export.run_card import card_values
 from vanilla_transformer.inference import bleu_tokenizer_for
@@ -94,8 +96,11 @@ class Trainer:
         None when those batches have no target token to score (no update: module docstring)."""
         acc, cfg, data = self.accelerator, self.cfg, self.data
         world, rank = acc.num_processes, acc.process_index
-        batches = data.stream.take(cfg.grad_accum * world)
         first = rank * cfg.grad_accum
+        if data.stream.sharded:  # a stream of this process's shard only: its batches are all this process's
+            batches = data.stream.take(cfg.grad_accum)
+        else:
+            batches = data.stream.take(cfg.grad_accum * world)[first:][: cfg.grad_accum]
         mine = [
             data.objective.batch(
                 b,
@@ -104,7 +109,7 @@ class Trainer:
                 acc.device,
                 batch_generator(cfg.seed, step, first + j),
             )
-            for j, (epoch, b) in enumerate(batches[first:][: cfg.grad_accum])
+            for j, (epoch, b) in enumerate(batches)
         ]
         local = torch.stack([b["ntokens"] for b in mine]).sum()
         total = acc.reduce(local.clone(), reduction="sum") if world > 1 else local
@@ -188,10 +193,11 @@ class Trainer:
                     "checkpoint": f"{ckpt.PREFIX}{state.step}",
                     "step": state.step,
                 }
+        saved = dataclasses.asdict(state)
+        if self.data.stream.sharded:  # every process's position in its own shard (training.streaming)
+            saved["stream"] = {"processes": gather_object([state.stream])}
         root = self.run_dir.checkpoints
-        path = ckpt.save_checkpoint(
-            acc, root, state.step, dataclasses.asdict(state), self.config.to_json_string()
-        )
+        path = ckpt.save_checkpoint(acc, root, state.step, saved, self.config.to_json_string())
         if acc.is_main_process:
             best = state.best.get("checkpoint")
             if best:
@@ -222,6 +228,9 @@ class Trainer:
         )
         state.best = dict(state.best or {})
         self.data.stream.load_state_dict(state.stream)
+        state.stream = (
+            self.data.stream.state_dict()
+        )  # this process's own (a sharded stream's checkpoint has all)
         self.emit(
             "info", {"message": f"Resumed from {path} at step {state.step}, epoch {self.data.stream.epoch}"}
         )

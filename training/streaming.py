@@ -13,16 +13,28 @@ the shuffle buffer and one pool, not the corpus.
 The stream's state is ``(epoch, position)``, the batches taken in the epoch (with the settings that fix the order);
 a resumed run replays the epoch's stream up to ``position`` (reading and tokenising, not training), which restores
 the shuffle buffer and the pool exactly.
+
+In a run of ``num_processes`` > 1 processes each process streams only its contiguous shard of the split
+(`datasets.Dataset.shard`), so it reads and tokenises about 1/``num_processes`` of the pairs, and all its batches
+are its own (``sharded``): process ``r``'s batches are exactly those of a one-process stream over shard ``r``, so
+in every epoch of the processes' streams the processes together train on every kept pair of the split once. The
+shards differ in their number of batches, so the processes' epochs need not turn at the same update; each process's
+``(epoch, position)`` is its own, and a checkpoint keeps them all (``{"processes": [state of process 0, ...]}``,
+`load_state_dict` takes its own).
 """
 
 from __future__ import annotations
 
+import glob
 import logging
+import os
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 import datasets
 import numpy as np
-from vanilla_transformer.corpus import SOURCE, TARGET
+from vanilla_transformer.corpus import SOURCE, TARGET, source_kind
 
 from .batching import cut_by_budget
 
@@ -47,7 +59,8 @@ class _Side(Sequence):
 class StreamingBatches:
     """An endless stream of token-budget batches over epochs of a streamed split (module docstring), with the
     interface of `training.batching.BatchStream`: `take(n)` gives ``(epoch, indices)``; the indices refer to
-    `examples` (the pairs of the batches taken last)."""
+    `examples` (the pairs of the batches taken last). ``read_pairs``: the pairs of the current epoch read and
+    tokenised so far (by this process)."""
 
     def __init__(
         self,
@@ -61,15 +74,20 @@ class StreamingBatches:
         buffer_size: int = 10_000,
         pool_size: int = 4_096,
         shards: int = 64,
+        process_index: int = 0,
+        num_processes: int = 1,
     ):
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens={max_tokens!r} must be a positive integer (e.g. 4096).")
+        self.total, self.process_index, self.sharded = len(split), process_index, num_processes > 1
+        if self.sharded:  # this process's shard only (module docstring)
+            split = split.shard(num_shards=num_processes, index=process_index, contiguous=True)
         self.split, self.encode = split, encode
         self.max_length, self.max_tokens, self.seed = max_length, max_tokens, seed
         self.skip_too_long = skip_too_long
         self.buffer_size, self.pool_size = buffer_size, pool_size
         self.shards = max(1, min(shards, len(split)))
-        self.epoch, self.position, self.taken_pairs = 0, 0, 0
+        self.epoch, self.position, self.taken_pairs, self.read_pairs = 0, 0, 0, 0
         self.num_skipped = 0
         self._batches: Iterator[list[Pair]] | None = None
         self._window: list[Pair] = []
@@ -83,11 +101,16 @@ class StreamingBatches:
         shuffled.set_epoch(epoch)
         return shuffled.map(self.encode, batched=True, batch_size=1000, remove_columns=[SOURCE, TARGET])
 
-    def epoch_batches(self, epoch: int) -> Iterator[list[Pair]]:
-        """Epoch ``epoch``'s batches in order, each a list of (source ids, target ids)."""
+    def epoch_batches(self, epoch: int, counted: bool = False) -> Iterator[list[Pair]]:
+        """Epoch ``epoch``'s batches in order, each a list of (source ids, target ids); ``counted``: the pairs read
+        go to ``read_pairs``."""
         pool: list[Pair] = []
         number = 0
+        if counted:
+            self.read_pairs = 0
         for row in self.stream(epoch):
+            if counted:
+                self.read_pairs += 1
             src, tgt = row["input_ids"], row["labels"]
             if len(src) > self.max_length or len(tgt) > self.max_length:
                 continue
@@ -139,7 +162,7 @@ class StreamingBatches:
         return out
 
     def _replayed(self, epoch: int, position: int) -> Iterator[list[Pair]]:
-        batches = self.epoch_batches(epoch)
+        batches = self.epoch_batches(epoch, counted=True)
         if position:
             logger.info("Replaying %d batches of epoch %d of the training stream to resume", position, epoch)
             for _ in range(position):
@@ -159,10 +182,11 @@ class StreamingBatches:
         return self.epoch + min(1.0, self.taken_pairs / max(1, len(self.split)))
 
     def batches_per_epoch(self) -> int:
-        """An estimate from the first pool of epoch 0: the split's pairs over the mean pairs per batch."""
+        """An estimate from the first pool of epoch 0 (of this process's shard): the pairs of the whole split over
+        the mean pairs per batch."""
         first = self.probe(None, self.pool_size)
         sizes = [len(s) for s, _ in first]
-        return max(1, round(len(self.split) * len(sizes) / max(1, sum(sizes))))
+        return max(1, round(self.total * len(sizes) / max(1, sum(sizes))))
 
     def probe(self, examples, count: int) -> list[tuple[list, list]]:
         """The first ``count`` batches of epoch 0 as (sources, targets), without moving the stream."""
@@ -179,12 +203,16 @@ class StreamingBatches:
             "epoch": self.epoch,
             "position": self.position,
             "taken_pairs": self.taken_pairs,
+            "read_pairs": self.read_pairs,
             "seed": self.seed,
             "max_tokens": self.max_tokens,
             "order": [self.max_length, self.buffer_size, self.pool_size, self.shards],
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore a `state_dict` (or this process's of a checkpoint's ``{"processes": [...]}``, module docstring)."""
+        if "processes" in state:
+            state = state["processes"][self.process_index]
         mine = self.state_dict()
         different = [k for k in ("streaming", "seed", "max_tokens", "order") if state.get(k) != mine[k]]
         if different:
@@ -195,3 +223,43 @@ class StreamingBatches:
             )
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
         self.taken_pairs, self._batches = int(state["taken_pairs"]), None
+
+
+STREAMING_FROM_BYTES = 2 << 30  # data files larger than this stream unless --streaming false
+
+
+def data_bytes(data: Any) -> int:
+    """The size in bytes of the data files a data source names (0 for a dataset object or a Hub name)."""
+    if not isinstance(data, (str, os.PathLike)):
+        return 0
+    kind, path = source_kind(data), Path(data)
+    if kind == "file":
+        return path.stat().st_size if path.is_file() else 0
+    if kind in ("folder", "saved"):
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    if kind == "glob":
+        return sum(Path(p).stat().st_size for p in glob.glob(str(data), recursive=True) if Path(p).is_file())
+    return 0
+
+
+def streaming_choice(cfg, can_stream: bool) -> tuple[bool, str]:
+    """Whether the run streams its training split (`training.streaming`) and the sentence for the log that says
+    why: ``--streaming`` true/false, or by default data files above `STREAMING_FROM_BYTES`.
+
+    Raises:
+        ValueError: ``--streaming`` for an objective or option that needs its examples in memory.
+    """
+    if cfg.streaming and not can_stream:
+        raise ValueError(
+            f"--streaming trains translation pairs; --objective {cfg.objective} (or --bpe_dropout) needs its examples "
+            "in memory: drop --streaming."
+        )
+    if cfg.streaming is not None:
+        return bool(cfg.streaming), "Streaming the training split (--streaming)" if cfg.streaming else ""
+    size = data_bytes(cfg.data)
+    if size > STREAMING_FROM_BYTES and can_stream:
+        return True, (
+            f"Streaming the training split: its data files hold {size / 2**30:.1f} GiB, more than "
+            f"{STREAMING_FROM_BYTES / 2**30:.0f} GiB (pass --streaming false to tokenise it all first)"
+        )
+    return False, ""

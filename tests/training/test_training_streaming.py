@@ -79,6 +79,39 @@ def test_a_restored_stream_continues_exactly_across_the_epoch_boundary(pairs_and
         stream_of(split, tokenizer, pool_size=32).load_state_dict(cut.state_dict())
 
 
+def test_each_process_streams_its_own_shard_and_together_they_cover_every_kept_pair(pairs_and_tokenizer):
+    """With 2 processes, process r streams (reads and tokenises) only its contiguous half of the split: its batches
+    are those of a one-process stream over that half, each process's first epoch reads its half and no more, the
+    two first epochs together train on every kept pair of the split once, and a checkpoint of both positions
+    resumes each process exactly."""
+    split, tokenizer = pairs_and_tokenizer
+    whole = stream_of(split, tokenizer)
+    whole_epoch = []
+    while not whole_epoch or whole_epoch[-1][0][0] == 0:
+        whole_epoch.extend(taken_pairs(whole, 1))
+    kept = Counter((s, t) for b in whole_epoch[:-1] for _, s, t in b)
+    covered: Counter = Counter()
+    states = []
+    for rank in (0, 1):
+        mine = stream_of(split, tokenizer, process_index=rank, num_processes=2)
+        assert mine.sharded and len(mine.split) == len(split) // 2
+        alone = stream_of(split.shard(num_shards=2, index=rank, contiguous=True), tokenizer)
+        epoch = []
+        while not epoch or epoch[-1][0][0] == 0:
+            epoch.extend(taken_pairs(mine, 1))
+        assert epoch == taken_pairs(alone, len(epoch))
+        first = epoch[:-1]  # the last batch is the first of epoch 1
+        covered.update((s, t) for b in first for _, s, t in b)
+        cut = stream_of(split, tokenizer, process_index=rank, num_processes=2)
+        taken_pairs(cut, len(first))
+        assert cut.read_pairs == len(split) // 2  # its half, read and tokenised once
+        states.append(cut.state_dict())
+        resumed = stream_of(split, tokenizer, process_index=rank, num_processes=2)
+        resumed.load_state_dict({"processes": states if rank else [states[0], None]})
+        assert taken_pairs(resumed, 1) == epoch[-1:]
+    assert covered == kept
+
+
 def test_streamed_run_resumes_bit_identically(tokenizer_dir, tmp_path):
     common = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"), max_steps=6, streaming=True)
     full = train(small_run(tmp_path / "full", **common))
