@@ -217,11 +217,15 @@ def create_app(
                 streams["served"] += 1
                 streams["cancelled"] += bool(stream is not None and stream.stopped_early)
 
-        if request.seed is not None:
-            from transformers import set_seed
-
-            set_seed(request.seed)
-        stream = TokenStream(served.model, served.tokenizer, request.text, kwargs, on_done=release)
+        stream = TokenStream(
+            served.model,
+            served.tokenizer,
+            request.text,
+            kwargs,
+            on_done=release,
+            seed=request.seed,
+            sampling_lock=batcher.sampling_lock,
+        )
         if not request.text.strip():
             release()
             return StreamingResponse(_events(None), media_type="text/event-stream")

@@ -8,7 +8,13 @@ decoding options, in arrival order, while the group's tokens (source tokens x be
 One group is one `inference.translate_nbest` call with ``batch_size`` = its number of texts, which sorts the
 texts by length, pads them into one batch and puts the outputs back in order, so a reply equals what the request
 would get alone (the model masks padding; greedy and beam search decode each row on its own). Requests with a
-``seed`` (sampling made reproducible) always run alone, with the seed set right before their call.
+``seed`` (sampling made reproducible) always run alone.
+
+Sampling draws from torch's one global random generator, which `generate()` offers no way to replace. So every
+engine call that samples, here and in the streams of `serving.streaming`, holds one `sampling_lock` for its whole
+generation (`random_draws`), and a seeded call sets its seed once it holds it: no other generation draws between
+the seed and the last token, and a seeded reply equals what the request gets alone, whatever runs beside it.
+Greedy and beam search draw nothing and never wait for the lock.
 
 A request whose future was cancelled (its client went away) before its group ran is dropped. An engine error
 fails the futures of that group only; the worker keeps running. `Batcher.close` lets the worker translate every
@@ -20,8 +26,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +53,26 @@ class Pending:
         return options if self.seed is None else (options, "seed", id(self))
 
 
+def samples(kwargs: dict[str, Any], generation_config: Any) -> bool:
+    """Whether `generate()` with ``kwargs`` samples (``do_sample`` there, or else in ``generation_config``)."""
+    return bool(kwargs.get("do_sample", getattr(generation_config, "do_sample", False)))
+
+
+@contextmanager
+def random_draws(lock: threading.Lock, sampling: bool, seed: int | None) -> Iterator[None]:
+    """Run a generation's random draws alone (module docstring): with ``sampling`` or a ``seed``, hold ``lock``
+    for the block and set ``seed`` (transformers' `set_seed`) once it is held; otherwise hold nothing."""
+    if not sampling and seed is None:
+        yield
+        return
+    with lock:
+        if seed is not None:
+            from transformers import set_seed
+
+            set_seed(seed)
+        yield
+
+
 # the counters of /info and /health: requests and texts answered, engine calls, the most requests in one call,
 # engine calls that failed, requests dropped because their client had left
 STATS = ("requests", "texts", "batches", "largest_batch", "failed_batches", "dropped")
@@ -54,7 +81,8 @@ STATS = ("requests", "texts", "batches", "largest_batch", "failed_batches", "dro
 class Batcher:
     """The request queue and its worker thread (module docstring). ``model`` and ``tokenizer`` as
     `inference.translate_nbest` takes them (a PyTorch model or an exported engine's `EngineModel`). With
-    ``batching=False`` every request is its own engine call (one-at-a-time serving, for comparison)."""
+    ``batching=False`` every request is its own engine call (one-at-a-time serving, for comparison).
+    ``sampling_lock`` is the lock of `random_draws` that every sampling generation of the server shares."""
 
     def __init__(
         self,
@@ -64,8 +92,10 @@ class Batcher:
         max_wait_s: float = 0.01,
         max_batch_tokens: int = 8192,
         batching: bool = True,
+        sampling_lock: threading.Lock | None = None,
     ):
         self.model, self.tokenizer = model, tokenizer
+        self.sampling_lock = sampling_lock or threading.Lock()
         self.max_wait_s, self.max_batch_tokens, self.batching = max_wait_s, max_batch_tokens, batching
         self.stats = dict.fromkeys(STATS, 0)
         self._pending: list[Pending] = []
@@ -149,14 +179,13 @@ class Batcher:
         from vanilla_transformer.inference import translate_nbest
 
         texts = [text for item in group for text in item.texts]
+        kwargs, seed = group[0].kwargs, group[0].seed
+        sampling = samples(kwargs, getattr(self.model, "generation_config", None))
         try:
-            if group[0].seed is not None:
-                from transformers import set_seed
-
-                set_seed(group[0].seed)
-            nbest = translate_nbest(
-                self.model, self.tokenizer, texts, batch_size=max(1, len(texts)), **group[0].kwargs
-            )
+            with random_draws(self.sampling_lock, sampling, seed):
+                nbest = translate_nbest(
+                    self.model, self.tokenizer, texts, batch_size=max(1, len(texts)), **kwargs
+                )
         except Exception as err:  # noqa: BLE001 - an engine error fails this group's requests, not the server
             logger.exception("translating a batch of %d requests failed", len(group))
             self.stats["failed_batches"] += 1

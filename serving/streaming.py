@@ -5,8 +5,10 @@ as the client is gone.
 `TokenStream` is one such generation. Iterating it (``async for piece in stream``) yields the text each new
 token adds (the tokenizer's decoding of all tokens so far, minus what was already sent); `TokenStream.text` is
 the whole translation with whitespace runs made one space, as `inference.translate` returns it. `cancel()` stops
-the generation after the current step (`TokenStream.stopped_early` then says so). Greedy decoding and sampling only (``num_beams=1``, one hypothesis): a
-beam's best hypothesis is not known until it ends.
+the generation after the current step (`TokenStream.stopped_early` then says so). Greedy decoding and sampling
+only (``num_beams=1``, one hypothesis): a beam's best hypothesis is not known until it ends. A stream that samples
+takes its turn at torch's random generator with the server's other sampling generations
+(`serving.batcher.random_draws`), and sets its ``seed`` in that turn.
 """
 
 from __future__ import annotations
@@ -16,19 +18,34 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
+from .batcher import random_draws, samples
+
 _END = object()
 
 
 class TokenStream:
-    """One streamed generation of ``text`` with ``kwargs`` (`generate()` options). ``on_done(stream)`` is called
-    in the generation thread when it ends, however it ends."""
+    """One streamed generation of ``text`` with ``kwargs`` (`generate()` options) and, when it samples, ``seed``
+    (None: unseeded) under ``sampling_lock`` (`random_draws`; default: a lock of its own). ``on_done(stream)`` is
+    called in the generation thread when it ends, however it ends."""
 
-    def __init__(self, model: Any, tokenizer: Any, text: str, kwargs: dict[str, Any], on_done=None):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        text: str,
+        kwargs: dict[str, Any],
+        on_done=None,
+        *,
+        seed: int | None = None,
+        sampling_lock: threading.Lock | None = None,
+    ):
         self.model = model
         self.tokenizer = tokenizer
         self.source = text
         self.kwargs = kwargs
         self.on_done = on_done
+        self.seed = seed
+        self.sampling_lock = sampling_lock or threading.Lock()
         self.error: BaseException | None = None
         self.stopped_early = False
         self._ids: list[int] = []
@@ -74,9 +91,10 @@ class TokenStream:
             def __call__(self, input_ids, scores, **kwargs):
                 return torch.full((input_ids.shape[0],), stream._cancelled.is_set(), dtype=torch.bool)
 
+        sampling = samples(self.kwargs, self.model.generation_config)
         try:
             encoded = self.tokenizer([self.source], return_tensors="pt")
-            with torch.no_grad():
+            with random_draws(self.sampling_lock, sampling, self.seed), torch.no_grad():
                 self.model.generate(
                     input_ids=encoded["input_ids"].to(self.model.device),
                     attention_mask=encoded["attention_mask"].to(self.model.device),
