@@ -6,7 +6,7 @@ The exported folder holds:
     tokenizer files                             the model's tokenizer (`AutoTokenizer.from_pretrained(folder)`)
     generation_config.json                      the decoding defaults of the model (beam size, length penalty ...)
     model_config.json                           the source model's `VanillaTransformerConfig` (length limits)
-    README.md                                   how to run it
+    README.md                                   how to run and serve it; the source card's languages
 
 Every architecture option of `VanillaTransformerConfig` that CTranslate2 can express is mapped: post-/pre-LN
 (`pre_norm`, with the final LayerNorm of each pre-LN stack), ReLU/GELU/SiLU, sinusoidal positions in either
@@ -28,6 +28,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from vanilla_transformer.export.folders import claim_output_folder, write_output_manifest
+from vanilla_transformer.export.model_card import engine_folder_card
 from vanilla_transformer.inference.engines import CT2_MODEL_CONFIG_FILE, ENGINES
 
 if TYPE_CHECKING:
@@ -112,19 +113,18 @@ def export_ct2(
     (out / CT2_MODEL_CONFIG_FILE).write_text(model.config.to_json_string(use_diff=False), encoding="utf-8")
     generation = model.generation_config
     suppress = [[tokenizer.convert_ids_to_tokens(i)] for i in generation.suppress_tokens or []]
-    (out / "README.md").write_text(
-        README.format(
-            name=out.name,
-            folder=out,
-            version=ctranslate2.__version__,
-            weights=quantization or "float32",
-            beams=generation.num_beams,
-            length_penalty=generation.length_penalty,
-            max_new_tokens=generation.max_new_tokens,
-            suppress=suppress,
-        ),
-        encoding="utf-8",
+    body = README.format(
+        name=out.name,
+        folder=out,
+        version=ctranslate2.__version__,
+        weights=quantization or "float32",
+        beams=generation.num_beams,
+        length_penalty=generation.length_penalty,
+        max_new_tokens=generation.max_new_tokens,
+        suppress=suppress,
     )
+    source = inputs[0] if inputs else model.name_or_path
+    (out / "README.md").write_text(engine_folder_card(body, "ct2", source), encoding="utf-8")
     return write_output_manifest(out, OUTPUT_KIND)
 
 

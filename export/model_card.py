@@ -7,7 +7,9 @@ Two cards are written:
   settings), text from the Jinja template ``model_card.md`` at the top of the repository (or ``--model_card``),
   filled with the sections `card_values` writes from what the run did — the options, the recipe, the model config,
   the run's result and its objective's `ObjectiveCard` — and nothing else;
-* the card of an exported folder pushed without one (`hub_model_card`), from its config.json.
+* the card of an exported folder pushed without one (`hub_model_card`), from its config.json;
+* the README of a folder exported for another engine (`engine_folder_card`): what the exporter says about its
+  files, how to serve it, and the source card's languages.
 
 Languages are the data's (``--source_lang``/``--target_lang`` or the file name) and are left out when unknown; the
 dataset is the Hub dataset's id or the name of the corpus file or folder; the corpus is described in words only for
@@ -50,6 +52,9 @@ folder or a download of it (`pip install 'vanilla-transformer[serve,demo]'`):
 vanilla-transformer serve --model . --port 8000   # POST /translate, /translate/stream; GET /health, /info
 vanilla-transformer demo --model .                # a page at http://127.0.0.1:7860
 ```"""
+
+# the Hub's library_name of a folder exported for an engine (`inference.engines.ENGINES`)
+ENGINE_LIBRARIES = {"ct2": "ctranslate2", "onnx": "transformers.js"}
 
 
 @dataclass
@@ -230,3 +235,38 @@ scratch as Hugging Face remote code (`{value("model_type")}`).
 {usage_section(repo_id)}
 """
     return str(ModelCard(f"---\n{data.to_yaml()}\n---\n{body}"))
+
+
+def card_language_codes(folder: str | Path | None) -> list[str]:
+    """The ISO 639 codes of the ``language`` metadata of the model card (README.md) in ``folder``; empty when
+    ``folder`` is None or empty (a model that was not loaded from a folder) or has no card or no language."""
+    card = Path(folder) / "README.md" if folder else None
+    if card is None or not card.is_file():
+        return []
+    language = ModelCard.load(card).data.language
+    return language_codes(*([language] if isinstance(language, str) else language or []))
+
+
+def engine_folder_card(body: str, engine: str, source: str | Path | None = None) -> str:
+    """The README.md of a folder exported for ``engine`` ("ct2" or "onnx"): metadata (the source model folder's
+    card languages, `card_language_codes` of ``source``, which the server's GET /info reports; the engine's
+    library), then ``body`` (the exporter's account of the files and how to run them), then how to serve the
+    folder over HTTP and where the demo page runs."""
+    data = ModelCardData(
+        language=card_language_codes(source) or None,
+        library_name=ENGINE_LIBRARIES[engine],
+        pipeline_tag="translation",
+        tags=["translation", "vanilla-transformer", engine],
+    )
+    serve = f"""## Serve it
+
+With this project installed (`pip install 'vanilla-transformer[serve]'`), in this folder or a download of it:
+
+```bash
+vanilla-transformer serve --model . --engine {engine} --port 8000   # POST /translate, /translate/stream; GET /health, /info
+```
+
+The demo page (`vanilla-transformer demo --model MODEL`) runs the PyTorch model, whose cross-attention it draws:
+pass it the model folder this folder was exported from, not this folder.
+"""
+    return f"---\n{data.to_yaml()}\n---\n\n{body.rstrip()}\n\n{serve}"

@@ -23,7 +23,8 @@ back as a past (the encoder ones come back unchanged), as transformers.js and op
 
 The graphs are traced from the model itself (`torch.onnx.export`, the dynamo-based exporter) through small
 wrapper modules: the network is not re-implemented. The folder also carries generation_config.json, the
-tokenizer files and a README; `inference.engine_onnx.OnnxTranslator` runs it, in float32 or int8.
+tokenizer files and a README (how to run and serve it, with the source model card's languages:
+`export.model_card.engine_folder_card`); `inference.engine_onnx.OnnxTranslator` runs it, in float32 or int8.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vanilla_transformer.export.folders import claim_output_folder, write_output_manifest
+from vanilla_transformer.export.model_card import engine_folder_card
 from vanilla_transformer.export.onnx_layout import marian_config, merge_decoders, quantize_int8
 from vanilla_transformer.inference.engines import ONNX_GRAPH_FILES, onnx_graph_files
 
@@ -128,7 +130,8 @@ def export_onnx(
     model.generation_config.save_pretrained(out)
     if tokenizer is not None:
         tokenizer.save_pretrained(out)
-    (out / "README.md").write_text(readme(model.config), encoding="utf-8")
+    source = model_folder_or_model if is_folder else model.name_or_path
+    (out / "README.md").write_text(engine_folder_card(readme(model.config), "onnx", source), encoding="utf-8")
     return write_output_manifest(out, OUTPUT_KIND)
 
 
@@ -291,7 +294,8 @@ def name_axes(path: Path, axes: dict[tuple[str, int], str]) -> None:
 
 
 def readme(config: VanillaTransformerConfig) -> str:
-    """The README.md of an exported folder: what the files are and how to run them."""
+    """The body of an exported folder's README.md (`export.model_card.engine_folder_card` adds the metadata and
+    how to serve it): what the files are and how to run them."""
     layers, heads = config.decoder_layers, config.decoder_attention_heads
     head_dim = config.d_model // heads
     # the decoder input holds the start token and the generated ones: stay inside the position table

@@ -15,6 +15,13 @@ transformers.js and optimum map to an encoder-decoder with this cache layout. Th
 the interface of the graphs (layer and head counts, width, vocabularies, special ids); the network itself is in
 the graphs. The architecture fields MarianConfig has no name for (position encoding and layout, pre-LN, ...)
 are kept under the key `MODEL_CONFIG_KEY`, the full `VanillaTransformerConfig` that `OnnxTranslator` reads.
+
+Every configuration qualifies; one field differs from the model's on purpose. optimum's `ORTModelForSeq2SeqLM`
+builds the first step's empty caches, self- and cross-attention alike, as (batch, encoder_attention_heads, 0,
+d_model / encoder_attention_heads) from a Marian config, while every cache of the graphs has the decoder's heads
+(cross-attention is part of the decoder). So the Marian `encoder_attention_heads` is the decoder's head count,
+the head count of every cache; the encoder's own is in `MODEL_CONFIG_KEY`, and no runtime needs it (the encoder
+graph has no cache). transformers.js 4 sizes the empty caches from the graph's inputs and reads neither.
 """
 
 from __future__ import annotations
@@ -33,19 +40,22 @@ if TYPE_CHECKING:
 
 
 def marian_config(config: VanillaTransformerConfig) -> dict[str, Any]:
-    """config.json of an export of a model with `config`: a MarianConfig with the model's sizes and ids, and
-    the model's own config under `MODEL_CONFIG_KEY` (see the module docstring)."""
+    """config.json of an export of a model with `config`: a MarianConfig with the model's sizes and ids (its
+    `encoder_attention_heads` being the caches' head count, the decoder's) and the model's own config under
+    `MODEL_CONFIG_KEY` (see the module docstring)."""
     from transformers import MarianConfig
 
     own = config.to_dict()
     for key in ("auto_map", "custom_pipelines", "architectures"):
         own.pop(key, None)
     sizes = ("vocab_size", "decoder_vocab_size", "d_model", "max_position_embeddings", "activation_function")
-    sides = [f"{s}_{f}" for s in ("encoder", "decoder") for f in ("layers", "attention_heads", "ffn_dim")]
+    sides = [f"{s}_{f}" for s in ("encoder", "decoder") for f in ("layers", "ffn_dim")]
     ids = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
     marian = MarianConfig(
         **{name: getattr(config, name) for name in (*sizes, *sides, *ids)},
         **{name: getattr(config, name) for name in ("dropout", "attention_dropout", "activation_dropout")},
+        encoder_attention_heads=config.decoder_attention_heads,  # the caches' heads, as optimum reads it
+        decoder_attention_heads=config.decoder_attention_heads,
         scale_embedding=bool(config.scale_embedding),
         share_encoder_decoder_embeddings=bool(config.share_encoder_decoder_embeddings),
         tie_word_embeddings=bool(config.tie_word_embeddings),
