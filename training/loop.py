@@ -10,8 +10,8 @@ Loss normalisation (fairseq's): every optimizer update sums the label-smoothed l
 its batches — ``grad_accum`` batches on each of ``num_processes`` processes — and divides by the total number of
 those target tokens (all-reduced across processes). So 2 processes x 1 batch and 1 process x 2 accumulated batches
 compute the same update from the same global batches (up to float summation order); with ``--streaming`` each
-process takes its ``grad_accum`` batches from its own shard of the stream (`training.streaming`). An update whose batches
-have no target token at all (a masked_lm batch of short texts where no token was drawn for masking) is skipped
+process takes its ``grad_accum`` batches from its own shard of the stream (`training.streaming`). An update whose
+batches have no target token at all (a masked_lm batch of short texts where no token was drawn for masking) is skipped
 as an fp16 update whose gradients overflowed is: no loss, no optimizer step, the schedule does not advance, but
 the update count does (so the next update draws new masks, and ``--max_steps`` bounds the batches consumed); the
 run counts it in ``skipped_updates`` (result, checkpoint and log) and has no history entry for it.

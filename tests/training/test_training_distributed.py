@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import small_run, small_run_options
+from conftest import SMALL_RUN_LINES, small_run, small_run_options
 from safetensors.torch import load_file
 from vanilla_transformer.training import train
 
@@ -94,7 +94,8 @@ def test_two_processes_equal_one_process_with_gradient_accumulation(tokenizer_di
     )
     single = train(small_run(tmp_path / "single", grad_accum=2, **run))
 
-    proc = launch_two_processes(small_run_options(**run), tmp_path / "ddp")
+    own_cache = {**run, "cache_dir": str(tmp_path / "ddp-cache")}  # nothing tokenised by the one-process run
+    proc = launch_two_processes(small_run_options(**own_cache), tmp_path / "ddp")
     assert f"Stopped after {STEPS} updates" in proc.stdout
 
     ckpt = f"checkpoint-{STEPS}"
@@ -112,13 +113,40 @@ def test_two_processes_equal_one_process_with_gradient_accumulation(tokenizer_di
     assert (tmp_path / "ddp" / "checkpoints" / ckpt / "random_states_1.pkl").exists()
     assert single.history[-1]["ntokens"] > 0
 
-    # each process tokenised one half of the training split (the tokenisation cache's manifests say who did what)
-    manifests = [json.loads(p.read_text()) for p in (tmp_path / "cache").glob("tokenized-*.json")]
-    halves = sorted((m["process"], m["rows"]) for m in manifests if m["rows"] < single.split_sizes["train"])
-    halves = [h for h in halves if h[1] > single.split_sizes["train"] // 3]
+    # each process tokenised one half of the training split and nothing tokenised it whole (the manifests of the
+    # two-process run's own tokenisation cache say who tokenised what: the halves, and the validation split)
+    train_size = single.split_sizes["train"]
+    manifests = [json.loads(p.read_text()) for p in (tmp_path / "ddp-cache").glob("tokenized-*.json")]
+    assert manifests and all(m["rows"] < train_size for m in manifests), manifests
+    halves = sorted((m["process"], m["rows"]) for m in manifests if m["rows"] > train_size // 3)
     assert [p for p, _ in halves] == [0, 1], manifests
-    assert sum(rows for _, rows in halves) == single.split_sizes["train"]
+    assert sum(rows for _, rows in halves) == train_size
     assert abs(halves[0][1] - halves[1][1]) <= 1
+
+
+def test_two_streaming_processes_each_read_and_tokenise_half_of_the_split(tokenizer_dir, tmp_path):
+    """With --streaming each process streams its own half of the training split (`training.streaming`): the
+    checkpoint keeps both positions, each process read and tokenised its half (counted by its stream: the
+    default pool of 4,096 pairs holds a whole half of this slice, so the first batch reads it all) and none the
+    whole split, and the run resumes."""
+    pytest.importorskip("accelerate")
+    options = small_run_options(tokenizer=tokenizer_dir, max_steps=STEPS, streaming=True, dropout=0.0)
+    proc = launch_two_processes({**options, "cache_dir": str(tmp_path / "cache")}, tmp_path / "ddp")
+    assert f"Stopped after {STEPS} updates" in proc.stdout
+    state = json.loads(
+        (tmp_path / "ddp" / "checkpoints" / f"checkpoint-{STEPS}" / "trainer_state.json").read_text()
+    )
+    processes = state["stream"]["processes"]
+    train_size = SMALL_RUN_LINES - options["valid_size"] - options["test_size"]
+    assert [p["streaming"] for p in processes] == [True, True]
+    assert sum(p["read_pairs"] for p in processes) == train_size  # no pair read twice
+    assert all(abs(p["read_pairs"] - train_size / 2) <= 1 for p in processes), processes
+    assert all(p["position"] == STEPS for p in processes)  # one batch per process and update
+    resumed = launch_two_processes(
+        {**options, "cache_dir": str(tmp_path / "cache"), "max_steps": STEPS + 1, "resume": True},
+        tmp_path / "ddp",
+    )
+    assert f"Stopped after {STEPS + 1} updates" in resumed.stdout
 
 
 def test_two_processes_agree_on_the_measured_long_budget_dropout(tokenizer_dir, tmp_path):
