@@ -229,7 +229,8 @@ STREAMING_FROM_BYTES = 2 << 30  # data files larger than this stream unless --st
 
 
 def data_bytes(data: Any) -> int:
-    """The size in bytes of the data files a data source names (0 for a dataset object or a Hub name)."""
+    """The size in bytes of the data files a data source names, as stored (a compressed file counts at its
+    compressed size; 0 for a dataset object or a Hub name)."""
     if not isinstance(data, (str, os.PathLike)):
         return 0
     kind, path = source_kind(data), Path(data)
@@ -244,7 +245,7 @@ def data_bytes(data: Any) -> int:
 
 def streaming_choice(cfg, can_stream: bool) -> tuple[bool, str]:
     """Whether the run streams its training split (`training.streaming`) and the sentence for the log that says
-    why: ``--streaming`` true/false, or by default data files above `STREAMING_FROM_BYTES`.
+    why: ``--streaming`` true/false, or by default data files above `STREAMING_FROM_BYTES` as stored (`data_bytes`).
 
     Raises:
         ValueError: ``--streaming`` for an objective or option that needs its examples in memory.
@@ -259,7 +260,8 @@ def streaming_choice(cfg, can_stream: bool) -> tuple[bool, str]:
     size = data_bytes(cfg.data)
     if size > STREAMING_FROM_BYTES and can_stream:
         return True, (
-            f"Streaming the training split: its data files hold {size / 2**30:.1f} GiB, more than "
-            f"{STREAMING_FROM_BYTES / 2**30:.0f} GiB (pass --streaming false to tokenise it all first)"
+            f"Streaming the training split: its data files hold {size / 2**20:,.1f} MiB as stored (compressed files "
+            f"at their compressed size), more than {STREAMING_FROM_BYTES / 2**20:,.1f} MiB (pass --streaming false "
+            "to tokenise it all first)"
         )
     return False, ""

@@ -112,6 +112,30 @@ def test_each_process_streams_its_own_shard_and_together_they_cover_every_kept_p
     assert covered == kept
 
 
+def test_data_files_above_the_threshold_stream_by_default_and_the_summary_says_why(
+    tokenizer_dir, tmp_path, monkeypatch
+):
+    """Without --streaming a run streams when its data files, as stored, exceed `STREAMING_FROM_BYTES` (lowered
+    here below the shipped corpus's size), and says so; --streaming false keeps the pairs in memory."""
+    from vanilla_transformer.corpus import DEFAULT_DATA
+    from vanilla_transformer.training import streaming
+    from vanilla_transformer.training.planning import plan_run
+
+    stored = DEFAULT_DATA.stat().st_size
+    assert (
+        streaming.data_bytes(DEFAULT_DATA) == stored and streaming.data_bytes(DEFAULT_DATA.parent) >= stored
+    )
+    monkeypatch.setattr(streaming, "STREAMING_FROM_BYTES", stored - 1)
+    data = plan_run(small_run(tmp_path / "auto", tokenizer=tokenizer_dir, max_steps=1)).data
+    assert isinstance(data.stream, StreamingBatches) and data.sampler is None
+    assert f"its data files hold {stored / 2**20:,.1f} MiB as stored (compressed files" in data.summary
+    kept = plan_run(small_run(tmp_path / "kept", tokenizer=tokenizer_dir, max_steps=1, streaming=False)).data
+    assert not isinstance(kept.stream, StreamingBatches) and "Streaming" not in kept.summary
+    monkeypatch.setattr(streaming, "STREAMING_FROM_BYTES", stored)
+    below = plan_run(small_run(tmp_path / "below", tokenizer=tokenizer_dir, max_steps=1)).data
+    assert not isinstance(below.stream, StreamingBatches)
+
+
 def test_streamed_run_resumes_bit_identically(tokenizer_dir, tmp_path):
     common = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"), max_steps=6, streaming=True)
     full = train(small_run(tmp_path / "full", **common))
