@@ -8,8 +8,9 @@ gradio are imported where used.
 
 from .app import ServedModel, create_app, effective_limits
 from .batcher import Batcher
+from .card import card_examples, card_languages, load_card
 from .options import Limits, RequestError, StreamRequest, TranslateRequest
-from .server import ThreadedServer, card_languages, load_served, run_server, start_in_thread
+from .server import ThreadedServer, load_served, run_server, start_in_thread
 
 __all__ = [
     "Batcher",
@@ -19,9 +20,11 @@ __all__ = [
     "StreamRequest",
     "ThreadedServer",
     "TranslateRequest",
+    "card_examples",
     "card_languages",
     "create_app",
     "effective_limits",
+    "load_card",
     "load_served",
     "run_server",
     "start_in_thread",

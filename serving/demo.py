@@ -3,18 +3,18 @@
 A source box and a Translate button; the page shows the translation, the beam's alternatives with their scores
 (`scored_nbest`: transformers' ``sequences_scores``, sum(log p) / length ** length_penalty) and the decoder's
 cross-attention as a heat map (`inference.cross_attention`, `inference.plot_attention`). The example sentences
-are the ones the model card shows (`card_examples`). gradio is imported where used (the ``demo`` extra).
+are the ones the model card shows (`serving.card.card_examples`, for a folder or a Hub id). gradio is imported
+where used (the ``demo`` extra).
 """
 
 from __future__ import annotations
 
-import json
-import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
-_CARD_EXAMPLE = re.compile(r'^print\(translator\(("(?:[^"\\]|\\.)*")\)\)$', re.MULTILINE)
+from .card import card_examples
+
 ELEMENT_IDS = (
     "source",
     "translate",
@@ -22,15 +22,6 @@ ELEMENT_IDS = (
     "alternatives",
     "attention",
 )  # what tests find on the page
-
-
-def card_examples(folder: str | Path) -> list[str]:
-    """The source sentences the model card (README.md) of ``folder`` translates in its usage section; empty when
-    there is no card or no example."""
-    card = Path(folder) / "README.md"
-    if not card.is_file():
-        return []
-    return [json.loads(found) for found in _CARD_EXAMPLE.findall(card.read_text(encoding="utf-8"))]
 
 
 def scored_nbest(

@@ -1,8 +1,8 @@
 """Loading a model for serving and running the server with uvicorn.
 
 `load_served` loads a model folder (or Hub id) for an engine through `inference.engines.load_engine` and reads
-the languages from the folder's model card. `run_server` serves an app until Ctrl-C or SIGTERM: uvicorn then
-stops accepting connections, waits (up to ``drain_s`` seconds) for the requests in flight to be answered, and
+the languages from its model card (`serving.card`). `run_server` serves an app until Ctrl-C or SIGTERM: uvicorn
+then stops accepting connections, waits (up to ``drain_s`` seconds) for the requests in flight to be answered, and
 the app's shutdown translates whatever is still queued. `start_in_thread` runs the same server in a thread of
 the calling process (tests, benchmarks), returning once it accepts connections.
 """
@@ -12,23 +12,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from .app import ServedModel
+from .card import card_languages
 
 logger = logging.getLogger(__name__)
-
-
-def card_languages(folder: str | Path) -> list[str]:
-    """The ``language`` list of the model card (README.md) in ``folder``; empty when there is none."""
-    card = Path(folder) / "README.md"
-    if not card.is_file():
-        return []
-    from huggingface_hub import ModelCard
-
-    language = ModelCard.load(card).data.language
-    return [language] if isinstance(language, str) else list(language or [])
 
 
 def load_served(
