@@ -88,7 +88,7 @@ class Settings:
             (1, 64),
             (1, 4),
             32,
-            {"tests": 240, "training": 90, "generation": 120},
+            {"tests": 140, "training": 50, "generation": 80},
             90,
             30,
         )

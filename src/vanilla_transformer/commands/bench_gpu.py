@@ -4,7 +4,7 @@ the GPU and with the static cache compiled, save/load from the GPU), then traini
 memory and MFU against transformers' Marian with the same weights, each part within its own time budget; writes
 gpu_check.json and gpu_check.md.
 
-    vanilla-transformer bench gpu --output_dir outputs/gpu_check          # on a CUDA device, ~8 minutes
+    vanilla-transformer bench gpu --output_dir outputs/gpu_check          # on a CUDA device, ~5 minutes
     vanilla-transformer bench gpu --device cpu --dry_run --output_dir /tmp/gpu_check   # the same code, tiny, CPU
 """
 
@@ -28,7 +28,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--output_dir", type=Path, default=Path("outputs/gpu_check"), help="where the JSON and Markdown go"
     )
-    p.add_argument("--budget_s", type=float, default=None, help="total seconds (default 480; dry run 110)")
+    p.add_argument("--budget_s", type=float, default=None, help="total seconds (default 270; dry run 110)")
     p.add_argument(
         "--tests_dir", type=Path, default=CHECKOUT_TESTS, help=f"the gpu tests (default {CHECKOUT_TESTS})"
     )
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --device cpu runs the check's tiny sizes only: add --dry_run", file=sys.stderr)
         return 2
     settings = Settings.dry_run() if args.dry_run else Settings.gpu()
-    budget = Budget(args.budget_s if args.budget_s is not None else 110.0 if args.dry_run else 480.0)
+    budget = Budget(args.budget_s if args.budget_s is not None else 110.0 if args.dry_run else 270.0)
     report = run_check(device, settings, budget, args.output_dir, args.tests_dir, log=print)
     report["command"] = "vanilla-transformer bench gpu " + " ".join(sys.argv[1:] if argv is None else argv)
     json_path, md_path = write_report(report, args.output_dir)

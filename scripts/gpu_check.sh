@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# `vanilla-transformer bench gpu` on a GPU machine that has no package registry, in two steps (docs/benchmarks.md,
+# "GPU"):
+#
+#   scripts/gpu_check.sh prepare   # here, with a registry: the wheels the machine's image lacks, for CPython 3.12
+#                                  # on manylinux x86-64, and this project's own wheel, into .whl/ (ignored by git);
+#                                  # checks that they complete the image (scripts/gpu_wheels.py check) and prints
+#                                  # the device command
+#   scripts/gpu_check.sh device    # there, from the repository root with .whl/ beside it: installs the wheels into
+#                                  # /tmp/site (no index, no dependencies), checks them against what imports, and
+#                                  # runs the check into $OUT/gpu_check (or outputs/gpu_check); more arguments go
+#                                  # to `bench gpu`
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# what the image lacks (datasets, evaluate and theirs) or holds at a version below this project's floor
+# (transformers); fsspec at the version datasets' upper bound was tested with, since the image's is not listed
+WHEELS=(transformers==5.24.0 datasets==5.2.0 evaluate==0.4.6 dill==0.4.1 multiprocess==0.70.19 fsspec==2026.9.0)
+TIMEOUT_S=330 # the run's 270 s budget (bench gpu's default), the install, imports and CUDA start-up
+
+case "${1:-}" in
+prepare)
+    rm -rf .whl && mkdir .whl
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+        --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d .whl "${WHEELS[@]}"
+    log=$(mktemp)
+    python3 -m build --wheel --no-isolation -o .whl . >"$log" 2>&1 || { cat "$log"; exit 1; }
+    python3 scripts/gpu_wheels.py check .whl
+    cat <<EOF
+The device command (the device tool's run; the working tree travels, .whl/ is carried):
+  command:   bash scripts/gpu_check.sh device
+  carry:     [".whl"]
+  timeout_s: ${TIMEOUT_S}
+EOF
+    ;;
+device)
+    shift
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
+    out="${OUT:-outputs}/gpu_check"
+    mkdir -p "$out"
+    python3 --version
+    python3 scripts/gpu_wheels.py installed .whl
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+    # the installed package lives in /tmp/site: the gpu tests are this checkout's
+    python3 -m vanilla_transformer bench gpu --output_dir "$out" --tests_dir tests/gpu "$@" 2>&1 | tee "$out/run.log"
+    ;;
+*)
+    echo "usage: scripts/gpu_check.sh prepare | device [bench gpu arguments]" >&2
+    exit 2
+    ;;
+esac
