@@ -218,6 +218,29 @@ def test_sigkill_at_random_points_and_during_checkpoint_writes_then_resume_exact
         assert torch.equal(tensor, weights[STEPS][name]), name
 
 
+def test_sigkill_of_a_streamed_run_then_resume_exactly(tokenizer_dir, tmp_path, kill_server):
+    """--streaming: SIGKILL after an update that no checkpoint holds and inside a checkpoint write, each followed by
+    --resume, ends with the weights of an uninterrupted streamed run (the stream's position is in the checkpoint)."""
+    cache, final = tmp_path / "cache", {}
+
+    def keep(name: str, info: dict) -> None:
+        if name == "checkpoint" and info["step"] == STEPS:
+            final.update(load_file(Path(info["path"]) / ckpt.MODEL_FILE))
+
+    train(run_config(tmp_path / "reference", tokenizer_dir, cache, streaming=True), keep)
+    out, log = tmp_path / "out", tmp_path / "child.log"
+    root = out / "checkpoints"
+    for point, nth in [("update", 4), ("trainer_state.json", 3)]:
+        cfg = run_config(out, tokenizer_dir, cache, streaming=True, resume=resumable_step(root) > 0)
+        assert kill_server.run(cfg, log, point, nth) == "killed", log.read_text()
+        assert_every_checkpoint_readable(root)
+    assert 0 < resumable_step(root) < STEPS
+    outcome = kill_server.run(run_config(out, tokenizer_dir, cache, streaming=True, resume=True), log)
+    assert outcome == "finished", log.read_text()
+    resumed = load_file(root / f"checkpoint-{STEPS}" / ckpt.MODEL_FILE)
+    assert resumed.keys() == final.keys() and all(torch.equal(resumed[k], final[k]) for k in final)
+
+
 @pytest.mark.parametrize("failing_file", ["optimizer.bin", "manifest.json"])
 def test_disk_full_during_a_save_keeps_the_previous_checkpoint(
     reference, tokenizer_dir, tmp_path, monkeypatch, failing_file

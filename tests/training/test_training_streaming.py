@@ -1,6 +1,7 @@
 """Streaming training data (`training.streaming`): every epoch streams every kept pair once, in batches within the
-token budget, in an order fixed by the seed and the epoch; its position resumes exactly, also in a killed and
-resumed run; a streamed run learns as the in-memory run does."""
+token budget, in an order fixed by the seed and the epoch; its position resumes exactly, also in a run stopped and
+resumed (a killed streamed run: tests/reliability/test_fault_tolerance.py); a streamed run learns as the in-memory
+run does; in several processes each streams its own shard; data files above a size threshold stream by default."""
 
 from __future__ import annotations
 
