@@ -203,3 +203,38 @@ def test_engine_folders_translate_like_torch_and_refuse_what_they_cannot_do(
             monkeypatch, capsys, "--engine", engine, "--model", str(folder), *options, stdin=lines
         )
         assert code == 2 and out == "" and err.count("\n") == 1 and flag in err, err
+
+
+def test_torch_int8_translates_like_the_quantized_model(export, loaded, monkeypatch, capsys):
+    """--engine torch --dtype int8 prints what `modeling.kernels_vanilla_transformer.quantize_int8` of the model
+    translates (greedy and beams); int8 on another device is a one-line error with exit 2."""
+    from vanilla_transformer.modeling.kernels_vanilla_transformer import quantize_int8
+
+    model, tokenizer = loaded
+    int8 = quantize_int8(model)
+    lines = "起初神创造天地。\n\n地是空虚混沌。\n"
+    for beams in ("1", "3"):
+        code, out, err = run_main(
+            monkeypatch, capsys, "--model", str(export), "--dtype", "int8", "--num_beams", beams, stdin=lines
+        )
+        expected = translate_lines(int8, tokenizer, lines.splitlines(), num_beams=int(beams))
+        assert (code, out) == (0, "".join(f"{line}\n" for line in expected)), err
+    code, out, err = run_main(
+        monkeypatch, capsys, "--model", str(export), "--dtype", "int8", "--device", "cuda", stdin=lines
+    )
+    assert code == 2 and out == "" and err.count("\n") == 1 and "--dtype int8 runs on the CPU" in err, err
+
+
+def test_onnx_folder_in_the_three_file_layout_exit_2(tmp_path):
+    """Subprocess: an ONNX folder in the three-file layout (graphs at the top, no onnx/) ends with exit code 2 and
+    one line that names the layout and the command that re-exports the model."""
+    pytest.importorskip("onnxruntime")
+    old = tmp_path / "old"
+    old.mkdir()
+    for name in ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx", "config.json"):
+        (old / name).write_bytes(b"x")
+    done = run_cli("--engine", "onnx", "--model", str(old), stdin="起初\n")
+    err = done.stderr.decode()
+    assert done.returncode == 2 and done.stdout == b"", err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "three-file layout" in err, err
+    assert "vanilla-transformer export --engine onnx" in err

@@ -210,6 +210,35 @@ def test_export_folder_and_model_state(exported):
     assert inputs["use_cache_branch"] == [1]
 
 
+def test_first_step_caches_built_from_the_config_as_optimum_does_fit_the_graph(exported):
+    """optimum's ORTModelForSeq2SeqLM builds the first step's empty caches from a Marian config.json as
+    (batch, encoder_attention_heads, 0, d_model // encoder_attention_heads), self- and cross-attention alike
+    (its normalized config for "marian" reads `encoder_attention_heads`). On a model whose encoder and decoder
+    head counts differ, those caches are what the merged decoder takes, and its first step gives PyTorch's
+    logits."""
+    model, folder, _ = exported("paper")
+    config = model.config
+    assert config.encoder_attention_heads != config.decoder_attention_heads
+    marian = json.loads((folder / "config.json").read_text())
+    heads = marian["encoder_attention_heads"]
+    empty = np.zeros((2, heads, 0, marian["d_model"] // heads), np.float32)
+    ids, mask = random_batch(config.vocab_size, 2, 6, seed=4)
+    start = torch.full((2, 1), config.decoder_start_token_id)
+    with torch.no_grad():
+        hidden = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
+        expected = model(attention_mask=mask, encoder_outputs=(hidden,), decoder_input_ids=start).logits
+    decoder = ort.InferenceSession(str(folder / DECODER_FILE))
+    feeds = {name: empty for name in past_names(marian["decoder_layers"], "past_key_values")}
+    feeds.update(
+        encoder_attention_mask=mask.numpy(),
+        input_ids=start.numpy(),
+        encoder_hidden_states=hidden.numpy(),
+        use_cache_branch=np.array([False]),
+    )
+    logits = decoder.run(["logits"], feeds)[0]
+    torch.testing.assert_close(torch.from_numpy(logits), expected, **TOLERANCE)
+
+
 def test_int8_graphs_are_quantized_and_close(exported):
     """The *_quantized graphs hold int8 weights (ONNX Runtime's dynamic quantization ops, no MatMul of a float
     weight left), their logits stay close to the float32 graphs', and OnnxTranslator(dtype="int8") decodes with them."""
