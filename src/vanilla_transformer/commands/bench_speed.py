@@ -48,7 +48,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--no_engines",
         action="store_true",
-        help="skip ours exported to CTranslate2 (fp32, int8) and ONNX Runtime",
+        help="skip the deployed columns of ours: exported to CTranslate2 and ONNX Runtime (fp32, int8) and "
+        "torch_int8 (int8 linear layers in PyTorch)",
     )
     p.add_argument("--no_cache_runs", action="store_true", help="skip the generation runs without KV cache")
     p.add_argument("--no_bf16", action="store_true", help="skip the bf16 columns of ours and Marian")
