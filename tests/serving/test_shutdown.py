@@ -1,5 +1,5 @@
-"""`vanilla-transformer serve` as a subprocess: SIGTERM while requests wait in the batching queue answers every
-one of them (right), then the process exits with status 0; a model that cannot be loaded exits with status 2."""
+"""`vanilla-transformer serve` as a subprocess: SIGTERM or SIGINT (Ctrl-C) while requests wait in the batching
+queue answers every one of them (right), then the process exits with status 0; a model that cannot be loaded exits with status 2."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def wait_for(predicate, what: str, process: subprocess.Popen, timeout: float = 1
     raise AssertionError(f"no {what} within {timeout} s")
 
 
-def test_sigterm_answers_the_queued_requests_then_exits(served_folder, served_sources):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_answers_the_queued_requests_then_exits(signum, served_folder, served_sources):
     from vanilla_transformer.inference import load_model_and_tokenizer, translate
 
     port = free_port()
@@ -59,7 +60,7 @@ def test_sigterm_answers_the_queued_requests_then_exits(served_folder, served_so
             wait_for(
                 lambda: httpx.get(url + "/health", timeout=5).json()["queued"] == len(texts), "queue", process
             )
-            process.send_signal(signal.SIGTERM)
+            process.send_signal(signum)
             answers = [reply.result(timeout=120) for reply in replies]
         status = process.wait(timeout=120)
     finally:
