@@ -56,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("num_beams", "length_penalty", "max_new_tokens")
         if getattr(args, name) is not None
     }
-    sentences = corpus_sentences(max(args.clients) * args.per_client, served.tokenizer, 48, skip=20000)
+    from vanilla_transformer.inference import max_source_length
+
+    longest = min(48, max_source_length(served.model, served.tokenizer) or 48)  # what the server accepts
+    sentences = corpus_sentences(max(args.clients) * args.per_client, served.tokenizer, longest, skip=20000)
     config = served.model.generation_config
     print(
         f"model {args.model or f'random {args.preset} preset'}, torch {torch.__version__}, "
