@@ -39,7 +39,12 @@ from typing import TYPE_CHECKING
 
 from vanilla_transformer.export.folders import claim_output_folder, write_output_manifest
 from vanilla_transformer.export.model_card import engine_folder_card
-from vanilla_transformer.export.onnx_layout import marian_config, merge_decoders, quantize_int8
+from vanilla_transformer.export.onnx_layout import (
+    marian_config,
+    merge_decoders,
+    quantize_int8,
+    runtime_generation_config,
+)
 from vanilla_transformer.inference.engines import ONNX_GRAPH_FILES, onnx_graph_files
 
 if TYPE_CHECKING:
@@ -127,7 +132,7 @@ def export_onnx(
         model.to(device).train(was_training)
     config = marian_config(model.config)  # no remote code: the weights are in the graphs
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    model.generation_config.save_pretrained(out)
+    runtime_generation_config(model.generation_config).save_pretrained(out)
     if tokenizer is not None:
         tokenizer.save_pretrained(out)
     source = model_folder_or_model if is_folder else model.name_or_path

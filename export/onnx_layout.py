@@ -26,6 +26,7 @@ graph has no cache). transformers.js 4 sizes the empty caches from the graph's i
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 from pathlib import Path
@@ -36,6 +37,7 @@ from vanilla_transformer.inference.engines import ONNX_MODEL_CONFIG_KEY as MODEL
 
 if TYPE_CHECKING:
     import onnx
+    from transformers import GenerationConfig
     from vanilla_transformer.modeling import VanillaTransformerConfig
 
 
@@ -65,6 +67,17 @@ def marian_config(config: VanillaTransformerConfig) -> dict[str, Any]:
     ).to_dict()
     marian.pop("transformers_version", None)
     return {**marian, MODEL_CONFIG_KEY: own}
+
+
+def runtime_generation_config(generation_config: GenerationConfig) -> GenerationConfig:
+    """A copy of `generation_config` for the export's folder whose `suppress_tokens` are also `bad_words_ids`
+    (one single-token sequence each): transformers.js applies `bad_words_ids` and ignores `suppress_tokens`, and
+    both set the same scores to -inf in `generate()` and `OnnxTranslator`, so every runtime decodes alike."""
+    runtime = copy.deepcopy(generation_config)
+    banned = [list(words) for words in runtime.bad_words_ids or []]
+    banned += [[token] for token in runtime.suppress_tokens or [] if [token] not in banned]
+    runtime.bad_words_ids = banned or None
+    return runtime
 
 
 def _content_key(tensor: onnx.TensorProto) -> tuple:

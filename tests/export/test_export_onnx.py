@@ -341,6 +341,39 @@ def test_beam_stopping_rules_equal_generate(exported, early_stopping):
         assert [hyps[0] for hyps in got] == generated(out, model.config.eos_token_id), penalty
 
 
+def test_exported_generation_config_bans_the_suppressed_tokens_for_every_runtime(exported):
+    """The folder's generation config repeats `suppress_tokens` as single-token `bad_words_ids` (what
+    transformers.js applies) and decodes exactly as the model's own config: the model favours `<pad>` and
+    `<s>`, so dropping either ban would change the tokens."""
+    from transformers import GenerationConfig
+
+    model, folder, _ = exported("paper")
+    own = model.generation_config
+    runtime = GenerationConfig.from_pretrained(folder)
+    assert own.suppress_tokens and runtime.suppress_tokens == own.suppress_tokens
+    assert runtime.bad_words_ids == [[token] for token in own.suppress_tokens]
+    ids, mask = random_batch(model.config.vocab_size, 4, 6, seed=11)
+    model.eval()
+    try:
+        for beams in (1, 4):
+            with torch.no_grad():
+                expected = model.generate(input_ids=ids, attention_mask=mask, num_beams=beams)
+                unbanned = model.generate(
+                    input_ids=ids, attention_mask=mask, num_beams=beams, suppress_tokens=None
+                )
+                by_bad_words = model.generate(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    num_beams=beams,
+                    generation_config=runtime,
+                    suppress_tokens=None,
+                )
+            assert not torch.equal(unbanned, expected), "the model must favour a suppressed token"
+            assert torch.equal(by_bad_words, expected), beams
+    finally:
+        model.train()
+
+
 def test_generation_config_processors_equal_generate(exported, tmp_path):
     """The generation config's processors (forced </s> at the length limit, bad words of one and three tokens,
     a minimum length, tokens suppressed at the first step) give generate()'s tokens, greedy and beam."""
