@@ -25,13 +25,12 @@ import datasets
 from datasets.arrow_writer import ArrowWriter
 
 from .formats import pair_chunks
-from .rows import SOURCE, TARGET, Columns, DataReport
+from .rows import PAIR_FEATURES, SOURCE, TARGET, Columns, DataReport
 
 logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = "pairs-1"  # changes when the cache layout or the reading rules change
 _EDGE = 1 << 20  # bytes hashed at each end of a file
-_FEATURES = datasets.Features({SOURCE: datasets.Value("string"), TARGET: datasets.Value("string")})
 _COUNTS = ("lines_read", "skipped_bad_lines", "skipped_empty", "crlf_lines", "bad_line_examples", "header")
 
 
@@ -77,7 +76,7 @@ def arrow_pairs(
         part = DataReport(path=str(path))
         partial = arrow.with_name(f"{arrow.name}.{os.getpid()}.partial")
         try:
-            with ArrowWriter(features=_FEATURES, path=str(partial)) as writer:
+            with ArrowWriter(features=PAIR_FEATURES, path=str(partial)) as writer:
                 for sources, targets in pair_chunks(path, columns, part):
                     if sources:
                         writer.write_batch({SOURCE: sources, TARGET: targets})

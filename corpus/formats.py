@@ -74,8 +74,12 @@ def pair_chunks(
         pairs = _delimited_pairs(path, lines, kind, columns, report) if kind == "tsv" else None
         yield from _chunked(pairs if pairs is not None else _jsonl_pairs(path, lines, columns, report), size)
         return
-    if kind == "parquet":
-        whole = _parquet_pairs(path, columns, report)
+    if kind == "parquet":  # read whole by pyarrow, its pairs computed in Arrow (`rows.dataset_pairs`)
+        table = _parquet_pairs(path, columns, report)
+        for start in range(0, max(len(table), 1), size):
+            chunk = table[start : start + size]
+            yield chunk[SOURCE], chunk[TARGET]
+        return
     else:
         lines = []
         for line, crlf in read_lines(path):

@@ -45,7 +45,7 @@ from typing import Any
 
 import datasets
 
-from .arrow import arrow_pairs
+from .arrow import arrow_pairs, default_cache_dir
 from .files import check_file, language_pair, strip_compression
 from .formats import format_of
 from .rows import SOURCE, TARGET, Columns, DataReport, OnBadLine, dataset_pairs
@@ -175,11 +175,15 @@ def read_parallel_splits(
     if has_header not in (None, True, False):
         raise ValueError(f"has_header={has_header!r} must be True, False or None (detect).")
     report = DataReport(path=describe_data(data))
+    folder = (
+        Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    )  # for the pairs of datasets on disk
     if is_dataset_object(data):
         columns = Columns(source_column, target_column, source_lang, target_lang, has_header, on_bad_line)
         parts = data.items() if isinstance(data, datasets.DatasetDict) else [("train", data)]
         pairs = {
-            _split_name(k): dataset_pairs(ds, columns, report, f"dataset split {k!r}") for k, ds in parts
+            _split_name(k): dataset_pairs(ds, columns, report, f"dataset split {k!r}", folder)
+            for k, ds in parts
         }
         return _finish(pairs, report, max_lines)
     text, path, kind = str(data), Path(data), source_kind(data)
@@ -194,6 +198,7 @@ def read_parallel_splits(
             has_header=has_header,
             max_lines=max_lines,
             on_bad_line=on_bad_line,
+            cache_dir=folder,
         )
         inner.path = text
         return splits, inner
@@ -219,6 +224,7 @@ def read_parallel_splits(
             on_bad_line,
             report,
             max_lines,
+            folder,
         )
     src_lang, tgt_lang = language_pair(next(iter(by_split.values()))[0].name)
     columns = Columns(
@@ -289,7 +295,16 @@ def _finish(
 
 
 def _read_hub(
-    name, config, source_column, target_column, source_lang, target_lang, on_bad_line, report, max_lines
+    name,
+    config,
+    source_column,
+    target_column,
+    source_lang,
+    target_lang,
+    on_bad_line,
+    report,
+    max_lines,
+    folder,
 ):
     try:
         loaded = datasets.load_dataset(name, config)
@@ -300,7 +315,7 @@ def _read_hub(
         ) from e
     columns = Columns(source_column, target_column, source_lang, target_lang, None, on_bad_line)
     pairs = {
-        _split_name(k): dataset_pairs(ds, columns, report, f"Hub dataset {name!r} split {k!r}")
+        _split_name(k): dataset_pairs(ds, columns, report, f"Hub dataset {name!r} split {k!r}", folder)
         for k, ds in loaded.items()
     }
     return _finish(pairs, report, max_lines)

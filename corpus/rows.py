@@ -3,18 +3,23 @@
 `Columns` holds the column options of one read; `resolve` chooses the (source, target) columns of a row layout
 (`corpus.read`'s docstring states the rules); `rows_pairs` (`iter_pairs`, lazily) turns ``(line number, row dict)`` rows into pairs,
 skipping empty pairs and counting (or raising on) bad rows in the `DataReport` through `bad_line`;
-`dataset_pairs` does the same for a `datasets.Dataset`.
+`dataset_pairs` does the same for a `datasets.Dataset`, in Arrow.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import datasets
 
 SOURCE, TARGET = "source", "target"
+PAIR_FEATURES = datasets.Features({SOURCE: datasets.Value("string"), TARGET: datasets.Value("string")})
 MAX_EXAMPLES = 5  # bad-line examples a report keeps
 
 OnBadLine = Literal["error", "skip"]
@@ -165,7 +170,14 @@ def iter_pairs(rows, columns: Columns, report: DataReport, where: str) -> Iterat
         yield src, tgt
 
 
-def dataset_pairs(ds: datasets.Dataset, columns: Columns, report: DataReport, what: str):
+def dataset_pairs(
+    ds: datasets.Dataset, columns: Columns, report: DataReport, what: str, folder: Path | None = None
+) -> datasets.Dataset:
+    """The pairs of a `datasets.Dataset` as a ``source``/``target`` Dataset, by the rules of `iter_pairs` (row
+    numbers from 1 in bad-row messages), computed batch by batch in Arrow (`datasets.Dataset.map`, recomputed on
+    every read so that ``report`` counts what it skipped): rows never become one Python list. The pairs of a
+    dataset on disk (a Hub download, a saved dataset) are written to a memory-mapped Arrow file in ``folder``
+    (named by the dataset's fingerprint and the options); those of an in-memory dataset stay in memory."""
     if not isinstance(ds, datasets.Dataset):
         raise ValueError(
             f"{what} is a {type(ds).__name__}, not a datasets.Dataset; pass a Dataset or DatasetDict."
@@ -179,4 +191,27 @@ def dataset_pairs(ds: datasets.Dataset, columns: Columns, report: DataReport, wh
     fixed = (
         columns if chosen is None else Columns(chosen[0], chosen[1], None, None, None, columns.on_bad_line)
     )
-    return rows_pairs(enumerate(ds, start=1), fixed, report, what)
+
+    def pairs_of(batch: dict, indices: list[int]) -> dict:
+        rows = ((i + 1, dict(zip(batch, values))) for i, values in zip(indices, zip(*batch.values())))
+        kept = list(iter_pairs(rows, fixed, report, what))
+        return {SOURCE: [s for s, _ in kept], TARGET: [t for _, t in kept]}
+
+    key = json.dumps([ds._fingerprint, what, dataclasses.asdict(fixed)], sort_keys=True, default=str)
+    fingerprint = hashlib.sha256(key.encode()).hexdigest()[:16]
+    if not len(ds):  # `map` of no rows gives no columns
+        return datasets.Dataset.from_dict({SOURCE: [], TARGET: []}, features=PAIR_FEATURES)
+    on_disk = folder is not None and bool(ds.cache_files)
+    if on_disk:
+        folder.mkdir(parents=True, exist_ok=True)
+    return ds.map(
+        pairs_of,
+        batched=True,
+        batch_size=10_000,
+        with_indices=True,
+        remove_columns=ds.column_names,
+        features=PAIR_FEATURES,
+        load_from_cache_file=False,
+        new_fingerprint=fingerprint,
+        cache_file_name=str(folder / f"dataset-pairs-{fingerprint}.arrow") if on_disk else None,
+    )

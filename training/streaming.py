@@ -245,7 +245,8 @@ def data_bytes(data: Any) -> int:
 
 def streaming_choice(cfg, can_stream: bool) -> tuple[bool, str]:
     """Whether the run streams its training split (`training.streaming`) and the sentence for the log that says
-    why: ``--streaming`` true/false, or by default data files above `STREAMING_FROM_BYTES` as stored (`data_bytes`).
+    why: ``--streaming`` true/false, or by default a Hub dataset and data files above `STREAMING_FROM_BYTES` as stored
+    (`data_bytes`).
 
     Raises:
         ValueError: ``--streaming`` for an objective or option that needs its examples in memory.
@@ -257,6 +258,11 @@ def streaming_choice(cfg, can_stream: bool) -> tuple[bool, str]:
         )
     if cfg.streaming is not None:
         return bool(cfg.streaming), "Streaming the training split (--streaming)" if cfg.streaming else ""
+    if can_stream and source_kind(cfg.data) == "hub":
+        return True, (
+            f"Streaming the training split: {cfg.data!r} is a Hub dataset (pass --streaming false to tokenise it all "
+            "first)"
+        )
     size = data_bytes(cfg.data)
     if size > STREAMING_FROM_BYTES and can_stream:
         return True, (

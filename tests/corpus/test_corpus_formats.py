@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import lzma
+from pathlib import Path
 
 import datasets
 import pytest
@@ -251,3 +252,28 @@ def test_bad_rows_in_new_formats_are_counted_or_an_error(tmp_path):
     datasets.Dataset.from_dict({"source": ["a", None, "c"], "target": ["A", "B", ""]}).to_parquet(str(table))
     ds, report = load_parallel_corpus(table)
     assert ds["source"] == ["a"] and report.skipped_bad_lines == 1 and report.skipped_empty == 1
+
+
+def test_a_hub_dataset_stays_in_arrow_and_its_bad_rows_are_counted_or_named(tmp_path, pairs):
+    """The Hub reader (here `load_dataset` of a local folder of Parquet splits, as a Hub repository is laid out)
+    gives the splits' pairs as memory-mapped Arrow files in the pairs cache, not in memory; a bad row is skipped and
+    counted, or an error that names it."""
+    from vanilla_transformer.corpus.read import _read_hub
+    from vanilla_transformer.corpus.rows import DataReport
+
+    folder = tmp_path / "hub_repo"
+    (folder / "data").mkdir(parents=True)
+    parts = {"train": pairs[:150], "validation": pairs[150:170], "test": pairs[170:]}
+    for split, part in parts.items():
+        rows = [{"translation": {"zh": s, "en": t}} for s, t in part]
+        if split == "train":
+            rows.insert(2, {"translation": {"zh": None, "en": "no source"}})
+        datasets.Dataset.from_list(rows).to_parquet(str(folder / "data" / f"{split}-00000-of-00001.parquet"))
+    columns = (None, None, "zh", "en")
+    report = DataReport(path=str(folder))
+    splits, report = _read_hub(str(folder), None, *columns, "skip", report, None, tmp_path / "pairs")
+    assert {k: list(zip(splits[k]["source"], splits[k]["target"])) for k in splits} == parts
+    assert all(Path(f["filename"]).parent == tmp_path / "pairs" for f in splits["train"].cache_files)
+    assert splits["train"].cache_files and report.skipped_bad_lines == 1
+    with pytest.raises(ValueError, match=r"split 'train'.*line 3: source or target is missing"):
+        _read_hub(str(folder), None, *columns, "error", DataReport(path=str(folder)), None, tmp_path / "p2")

@@ -137,6 +137,20 @@ def test_data_files_above_the_threshold_stream_by_default_and_the_summary_says_w
     assert not isinstance(below.stream, StreamingBatches)
 
 
+def test_a_hub_dataset_streams_by_default_and_the_log_says_why():
+    from types import SimpleNamespace
+
+    from vanilla_transformer.training.streaming import streaming_choice
+
+    hub = SimpleNamespace(data="wmt/wmt14", streaming=None, objective="translation")
+    assert streaming_choice(hub, True) == (
+        True,
+        "Streaming the training split: 'wmt/wmt14' is a Hub dataset (pass --streaming false to tokenise it all first)",
+    )
+    assert streaming_choice(SimpleNamespace(**{**vars(hub), "streaming": False}), True) == (False, "")
+    assert streaming_choice(hub, False) == (False, "")  # an objective that needs its examples in memory
+
+
 def test_streamed_run_resumes_bit_identically(tokenizer_dir, tmp_path):
     common = dict(tokenizer=tokenizer_dir, cache_dir=str(tmp_path / "c"), max_steps=6, streaming=True)
     full = train(small_run(tmp_path / "full", **common))
