@@ -261,11 +261,11 @@ class MaskMemo:
     unmodified (same version counter): generate() passes the same source mask at every decoding step, so its
     check and the cross-attention mask built from it are done once per generate() call, not once per token.
     Only a weak reference to the mask is kept; never used while compiling or for inference-mode tensors (they
-    have no version counter)."""
+    have no version counter). Key and value are one tuple, read and replaced in one step, so that threads
+    generating with one model at once (a server) never pair one call's mask with another call's value."""
 
     def __init__(self):
-        self._key: tuple | None = None
-        self._value = None
+        self._entry: tuple | None = None  # ((weak ref to the mask, its version, extra), value)
 
     @staticmethod
     def _usable(mask: torch.Tensor | None) -> bool:
@@ -275,17 +275,17 @@ class MaskMemo:
 
     def get(self, mask: torch.Tensor | None, extra: tuple) -> tuple[bool, object]:
         """(True, value) when `mask` is the remembered tensor, unmodified, with the same `extra` key."""
-        key = self._key
-        if key is None or not self._usable(mask):
+        entry = self._entry
+        if entry is None or not self._usable(mask):
             return False, None
-        ref, version, remembered_extra = key
+        (ref, version, remembered_extra), value = entry
         if ref() is mask and mask._version == version and remembered_extra == extra:
-            return True, self._value
+            return True, value
         return False, None
 
     def put(self, mask: torch.Tensor | None, extra: tuple, value) -> None:
         if self._usable(mask):
-            self._key, self._value = (weakref.ref(mask), mask._version, extra), value
+            self._entry = (weakref.ref(mask), mask._version, extra), value
 
     def __getstate__(self) -> dict:  # pickling/copying a model does not carry the memo (nor a weak reference)
         return {}

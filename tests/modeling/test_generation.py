@@ -215,3 +215,59 @@ def test_conflicting_generation_arguments_raise(setup, kwargs, match):
     model, src, mask = setup
     with pytest.raises(ValueError, match=match):
         model.generate(input_ids=src, attention_mask=mask, max_new_tokens=3, **kwargs)
+
+
+def test_threads_generating_with_one_model_get_their_own_translations(setup):
+    """A server generates with one model from several threads at once: each call's outputs equal the same call
+    made alone, though the calls' sources have different lengths and their per-call memos (the checked source
+    mask, the cross-attention mask) are replaced by the other threads between every step."""
+    import sys
+    import threading
+
+    model = setup[0].eval()
+    batches = [random_batch(97, size, length, seed=50 + length) for size, length in ((2, 5), (3, 17), (1, 9))]
+    alone = [gen(model, src, mask, num_beams=beams) for (src, mask), beams in zip(batches, (1, 3, 2))]
+    wrong, interval = [], sys.getswitchinterval()
+
+    def work(index: int) -> None:
+        (src, mask), beams = batches[index], (1, 3, 2)[index]
+        for _ in range(15):
+            try:
+                out = gen(model, src, mask, num_beams=beams)
+            except RuntimeError as error:  # a mask of another call's shape
+                wrong.append((index, str(error)))
+                continue
+            if not torch.equal(out, alone[index]):
+                wrong.append((index, out.tolist()))
+
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter allows
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(batches))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not wrong, wrong[:3]
+
+
+def test_the_mask_memo_never_pairs_one_mask_with_another_calls_value():
+    """The memo's lookup cannot be split by another thread's store: a store made in the middle of a lookup (here
+    from inside the key comparison, where a thread switch could land) does not change what the lookup returns."""
+    from vanilla_transformer.modeling.checks_vanilla_transformer import MaskMemo
+
+    memo = MaskMemo()
+    mine, other = torch.ones(2, 5, dtype=torch.long), torch.ones(3, 17, dtype=torch.long)
+
+    class SwitchingKey(tuple):
+        def __eq__(self, key):  # another thread stores its own mask and value mid-lookup
+            memo.put(other, ("other",), "other value")
+            return tuple.__eq__(self, key)
+
+        __hash__ = tuple.__hash__
+
+    memo.put(mine, SwitchingKey(("mine",)), "my value")
+    assert memo.get(mine, ("mine",)) == (True, "my value")
+    assert memo.get(other, ("other",)) == (True, "other value")
+    assert memo.get(mine, ("mine",)) == (False, None)
