@@ -214,18 +214,8 @@ def read_parallel_splits(
     elif kind == "file":
         by_split = {"train": [path]}
     else:
-        return _read_hub(
-            text,
-            hub_config,
-            source_column,
-            target_column,
-            source_lang,
-            target_lang,
-            on_bad_line,
-            report,
-            max_lines,
-            folder,
-        )
+        hub_columns = Columns(source_column, target_column, source_lang, target_lang, None, on_bad_line)
+        return _read_hub(text, hub_config, hub_columns, report, max_lines, folder)
     src_lang, tgt_lang = language_pair(next(iter(by_split.values()))[0].name)
     columns = Columns(
         source_column,
@@ -294,18 +284,7 @@ def _finish(
     return splits, report
 
 
-def _read_hub(
-    name,
-    config,
-    source_column,
-    target_column,
-    source_lang,
-    target_lang,
-    on_bad_line,
-    report,
-    max_lines,
-    folder,
-):
+def _read_hub(name, config, columns: Columns, report: DataReport, max_lines: int | None, folder: Path):
     try:
         loaded = datasets.load_dataset(name, config)
     except Exception as e:  # network, unknown name, missing config: all end here
@@ -313,7 +292,6 @@ def _read_hub(
             f"Could not load {name!r} (config {config!r}) as a file or a Hub dataset: {e}. If it is a file, check "
             "the path; if it is a Hub dataset, check the name and that you are online."
         ) from e
-    columns = Columns(source_column, target_column, source_lang, target_lang, None, on_bad_line)
     pairs = {
         _split_name(k): dataset_pairs(ds, columns, report, f"Hub dataset {name!r} split {k!r}", folder)
         for k, ds in loaded.items()

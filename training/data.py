@@ -323,8 +323,7 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
             max_tokens=recipe.max_tokens,
             seed=cfg.seed,
             skip_too_long=cfg.skip_too_long,
-            process_index=accelerator.process_index,
-            num_processes=accelerator.num_processes,
+            process=(accelerator.process_index, accelerator.num_processes),
         )
         train_src, train_tgt, dropped_train = [], [], 0
     elif arrow:  # the training pairs stay in the memory-mapped cache, batches read their rows

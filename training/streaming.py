@@ -74,11 +74,11 @@ class StreamingBatches:
         buffer_size: int = 10_000,
         pool_size: int = 4_096,
         shards: int = 64,
-        process_index: int = 0,
-        num_processes: int = 1,
+        process: tuple[int, int] = (0, 1),
     ):
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens={max_tokens!r} must be a positive integer (e.g. 4096).")
+        process_index, num_processes = process  # (this process's index, the number of processes)
         self.total, self.process_index, self.sharded = len(split), process_index, num_processes > 1
         if self.sharded:  # this process's shard only (module docstring)
             split = split.shard(num_shards=num_processes, index=process_index, contiguous=True)

@@ -259,7 +259,7 @@ def test_a_hub_dataset_stays_in_arrow_and_its_bad_rows_are_counted_or_named(tmp_
     gives the splits' pairs as memory-mapped Arrow files in the pairs cache, not in memory; a bad row is skipped and
     counted, or an error that names it."""
     from vanilla_transformer.corpus.read import _read_hub
-    from vanilla_transformer.corpus.rows import DataReport
+    from vanilla_transformer.corpus.rows import Columns, DataReport
 
     folder = tmp_path / "hub_repo"
     (folder / "data").mkdir(parents=True)
@@ -269,11 +269,12 @@ def test_a_hub_dataset_stays_in_arrow_and_its_bad_rows_are_counted_or_named(tmp_
         if split == "train":
             rows.insert(2, {"translation": {"zh": None, "en": "no source"}})
         datasets.Dataset.from_list(rows).to_parquet(str(folder / "data" / f"{split}-00000-of-00001.parquet"))
-    columns = (None, None, "zh", "en")
     report = DataReport(path=str(folder))
-    splits, report = _read_hub(str(folder), None, *columns, "skip", report, None, tmp_path / "pairs")
+    columns = Columns(None, None, "zh", "en", None, "skip")
+    splits, report = _read_hub(str(folder), None, columns, report, None, tmp_path / "pairs")
     assert {k: list(zip(splits[k]["source"], splits[k]["target"])) for k in splits} == parts
     assert all(Path(f["filename"]).parent == tmp_path / "pairs" for f in splits["train"].cache_files)
     assert splits["train"].cache_files and report.skipped_bad_lines == 1
     with pytest.raises(ValueError, match=r"split 'train'.*line 3: source or target is missing"):
-        _read_hub(str(folder), None, *columns, "error", DataReport(path=str(folder)), None, tmp_path / "p2")
+        strict = Columns(None, None, "zh", "en", None, "error")
+        _read_hub(str(folder), None, strict, DataReport(path=str(folder)), None, tmp_path / "p2")

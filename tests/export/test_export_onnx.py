@@ -7,6 +7,7 @@ table enters them as a constant whatever its layout."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -356,18 +357,10 @@ def test_exported_generation_config_bans_the_suppressed_tokens_for_every_runtime
     model.eval()
     try:
         for beams in (1, 4):
+            decode = functools.partial(model.generate, input_ids=ids, attention_mask=mask, num_beams=beams)
             with torch.no_grad():
-                expected = model.generate(input_ids=ids, attention_mask=mask, num_beams=beams)
-                unbanned = model.generate(
-                    input_ids=ids, attention_mask=mask, num_beams=beams, suppress_tokens=None
-                )
-                by_bad_words = model.generate(
-                    input_ids=ids,
-                    attention_mask=mask,
-                    num_beams=beams,
-                    generation_config=runtime,
-                    suppress_tokens=None,
-                )
+                expected, unbanned = decode(), decode(suppress_tokens=None)
+                by_bad_words = decode(generation_config=runtime, suppress_tokens=None)
             assert not torch.equal(unbanned, expected), "the model must favour a suppressed token"
             assert torch.equal(by_bad_words, expected), beams
     finally:

@@ -94,7 +94,7 @@ def test_each_process_streams_its_own_shard_and_together_they_cover_every_kept_p
     covered: Counter = Counter()
     states = []
     for rank in (0, 1):
-        mine = stream_of(split, tokenizer, process_index=rank, num_processes=2)
+        mine = stream_of(split, tokenizer, process=(rank, 2))
         assert mine.sharded and len(mine.split) == len(split) // 2
         alone = stream_of(split.shard(num_shards=2, index=rank, contiguous=True), tokenizer)
         epoch = []
@@ -103,11 +103,11 @@ def test_each_process_streams_its_own_shard_and_together_they_cover_every_kept_p
         assert epoch == taken_pairs(alone, len(epoch))
         first = epoch[:-1]  # the last batch is the first of epoch 1
         covered.update((s, t) for b in first for _, s, t in b)
-        cut = stream_of(split, tokenizer, process_index=rank, num_processes=2)
+        cut = stream_of(split, tokenizer, process=(rank, 2))
         taken_pairs(cut, len(first))
         assert cut.read_pairs == len(split) // 2  # its half, read and tokenised once
         states.append(cut.state_dict())
-        resumed = stream_of(split, tokenizer, process_index=rank, num_processes=2)
+        resumed = stream_of(split, tokenizer, process=(rank, 2))
         resumed.load_state_dict({"processes": states if rank else [states[0], None]})
         assert taken_pairs(resumed, 1) == epoch[-1:]
     assert covered == kept
