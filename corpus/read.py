@@ -175,9 +175,8 @@ def read_parallel_splits(
     if has_header not in (None, True, False):
         raise ValueError(f"has_header={has_header!r} must be True, False or None (detect).")
     report = DataReport(path=describe_data(data))
-    folder = (
-        Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    )  # for the pairs of datasets on disk
+    # the pairs cache: Arrow files of data files' pairs and of datasets on disk
+    folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     if is_dataset_object(data):
         columns = Columns(source_column, target_column, source_lang, target_lang, has_header, on_bad_line)
         parts = data.items() if isinstance(data, datasets.DatasetDict) else [("train", data)]
@@ -226,7 +225,7 @@ def read_parallel_splits(
         on_bad_line,
     )
     pairs = {
-        s: _concat_arrow([arrow_pairs(_checked(f), columns, report, cache_dir) for f in files])
+        s: _concat_arrow([arrow_pairs(_checked(f), columns, report, folder) for f in files])
         for s, files in by_split.items()
     }
     if len(by_split) > 1 or len(next(iter(by_split.values()))) > 1:

@@ -228,9 +228,8 @@ class Trainer:
         )
         state.best = dict(state.best or {})
         self.data.stream.load_state_dict(state.stream)
-        state.stream = (
-            self.data.stream.state_dict()
-        )  # this process's own (a sharded stream's checkpoint has all)
+        # this process's own position (a sharded stream's checkpoint holds every process's)
+        state.stream = self.data.stream.state_dict()
         self.emit(
             "info", {"message": f"Resumed from {path} at step {state.step}, epoch {self.data.stream.epoch}"}
         )
