@@ -10,8 +10,10 @@ estimates, the gradients' running mean and mean square, scale with the gradients
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -44,9 +46,10 @@ def adam_moments(path: Path) -> dict[tuple[int, str], torch.Tensor]:
     }
 
 
-def launch_two_processes(options: dict, out: Path) -> subprocess.CompletedProcess:
+def launch_two_processes(options: dict, out: Path, timeout: float = 240) -> subprocess.CompletedProcess:
     """`vanilla-transformer train` with ``options`` as flags under ``accelerate launch --multi_gpu --num_processes 2`` on
-    the CPU (one thread each, no export), writing to ``out``; asserts that it succeeded."""
+    the CPU (one thread each, no export), writing to ``out``; asserts that it succeeded. A launch still running
+    after ``timeout`` seconds fails the test with every process's Python stack (faulthandler, on SIGABRT)."""
     # the boolean options and --num_threads are spelled out below
     args = [f"--{k}={v}" for k, v in options.items() if k not in ("report_to", "export", "num_threads")]
     cmd = [
@@ -80,8 +83,40 @@ def launch_two_processes(options: dict, out: Path) -> subprocess.CompletedProces
         "TOKENIZERS_PARALLELISM": "false",
         "HF_HUB_OFFLINE": "1",
         "CUDA_VISIBLE_DEVICES": "",
+        "PYTHONFAULTHANDLER": "1",
     }
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env, cwd=ROOT)
+    launch = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = launch.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # torchrun starts each worker in a session of its own: signal the launcher's children and the launcher
+        listed = Path(f"/proc/{launch.pid}/task/{launch.pid}/children")
+        pids = [*map(int, listed.read_text().split() if listed.exists() else []), launch.pid]
+
+        def send(sig: int) -> None:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+
+        send(signal.SIGABRT)  # faulthandler prints each process's Python stack
+        try:
+            stdout, stderr = launch.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            send(signal.SIGKILL)
+            stdout, stderr = launch.communicate()
+        stacks = [
+            line for line in stderr.splitlines() if line.lstrip().startswith(("File ", "Thread ", "Current "))
+        ]
+        pytest.fail(f"the launch did not end in {timeout} s:\n{stdout[-3000:]}\n" + "\n".join(stacks[-200:]))
+    proc = subprocess.CompletedProcess(cmd, launch.returncode, stdout, stderr)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "2 process(es)" in proc.stdout, proc.stdout  # really distributed (torchrun + gloo)
     return proc
