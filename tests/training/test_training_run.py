@@ -392,17 +392,24 @@ def test_han_characters_reaches_the_tokenizer_a_run_trains(tmp_path):
 
 def test_train_reads_data_from_bash_process_substitution(tokenizer_dir, tmp_path):
     """``train --data <(xzcat ...)``: the command reads the pipe once, through a copy, and trains on all its pairs
-    (the same 300 as the file), saying in the log that it was a pipe."""
+    (the 300 of the file), saying in the log that it was a pipe."""
+    import lzma
     import sys
 
+    from conftest import SMALL_RUN_LINES
     from helpers.shared import run_checked
+
+    with lzma.open(DEFAULT_DATA, "rb") as f:
+        lines = [line for _, line in zip(range(SMALL_RUN_LINES), f)]
+    compressed = tmp_path / "small.tsv.xz"
+    compressed.write_bytes(lzma.compress(b"".join(lines)))
 
     flags = [*SMALL_CORPUS_FLAGS, "--preset", "tiny", "--max_tokens", "512", "--max_steps", "1"]
     flags += ["--max_minutes", "0", "--bleu_samples", "0", "--report_to", "none", "--export", "false"]
     flags += ["--tokenizer", tokenizer_dir, "--output_dir", str(tmp_path / "run")]
     flags += ["--data_cache_dir", str(tmp_path / "pairs"), "--num_threads", "1"]
     command = '"$0" -m vanilla_transformer train --data <(xzcat "$1") "${@:2}"'
-    done = run_checked(["bash", "-c", command, sys.executable, str(DEFAULT_DATA), *flags], tmp_path)
+    done = run_checked(["bash", "-c", command, sys.executable, str(compressed), *flags], tmp_path)
     out = done.stdout + done.stderr
     assert re.search(r"is a pipe: its [\d,]+ bytes were read once", out), out[-2000:]
     assert "300 pairs from 300 lines" in out and "274 train" in out, out[-2000:]
