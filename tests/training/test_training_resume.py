@@ -383,7 +383,6 @@ def test_resume_on_changed_data_is_refused_or_restarts_the_data_with_allow_chang
         streaming=streaming,
     )
     train(small_run(run, **options, max_steps=2))
-    before = trainer_state(run, 2)["data"]
     edit_one_line(data)
     with pytest.raises(ValueError) as err:
         train(small_run(run, **options, max_steps=3, resume=True))
@@ -392,6 +391,7 @@ def test_resume_on_changed_data_is_refused_or_restarts_the_data_with_allow_chang
         f"Cannot resume: the data changed since checkpoint-2 ({data} changed (300 pairs, "
     )
     assert "--allow_changed_data" in message and "\n" not in message
+    before = trainer_state(run, 2)["data"]
 
     notes = []
     resumed = train(
