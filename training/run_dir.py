@@ -42,7 +42,7 @@ RECIPE_FILE = "recipe.json"
 
 def options_dict(cfg: TrainConfig) -> dict:
     """The options as saved in ``train_config.json``: every field, an in-memory dataset named by
-    `corpus.describe_data` (its splits and fingerprints)."""
+    `corpus.describe_data` (its type and splits; its content is the checkpoints' ``TrainState.data``)."""
     return {
         f.name: describe_data(cfg.data) if f.name == "data" else getattr(cfg, f.name)
         for f in dataclasses.fields(cfg)

@@ -407,6 +407,10 @@ def test_resume_on_changed_data_is_refused_or_restarts_the_data_with_allow_chang
     assert (saved["stream"]["epoch"], saved["stream"]["position"]) == (0, 1)
     assert saved["data"] != before and saved["data"][str(data)]["pairs"] == 300
     if not streaming:
+        from vanilla_transformer.training.options import check_options
+
+        with pytest.raises(ValueError, match="--allow_changed_data applies to a resumed run only"):
+            check_options(small_run(tmp_path / "new", **options, max_steps=1, allow_changed_data=True))
         again = train(small_run(run, **options, max_steps=4, resume=True))
         assert again.step == 4 and trainer_state(run, 4)["stream"]["position"] == 2
 

@@ -392,8 +392,10 @@ def test_han_characters_reaches_the_tokenizer_a_run_trains(tmp_path):
 
 def test_train_reads_data_from_bash_process_substitution(tokenizer_dir, tmp_path):
     """``train --data <(xzcat ...)``: the command reads the pipe once, through a copy, and trains on all its pairs
-    (the 300 of the file), saying in the log that it was a pipe."""
+    (the 300 of the file), saying in the log that it was a pipe; a ``--resume`` whose pipe gives other content is
+    refused with exit status 2 and one line."""
     import lzma
+    import subprocess
     import sys
 
     from conftest import SMALL_RUN_LINES
@@ -414,3 +416,20 @@ def test_train_reads_data_from_bash_process_substitution(tokenizer_dir, tmp_path
     assert re.search(r"is a pipe: its [\d,]+ bytes were read once", out), out[-2000:]
     assert "300 pairs from 300 lines" in out and "274 train" in out, out[-2000:]
     assert "Stopped after 1 updates" in done.stdout
+
+    edited = '"$0" -m vanilla_transformer train --data <(xzcat "$1" | sed 5d) "${@:2}" --resume --max_steps 2'
+    refused = subprocess.run(
+        ["bash", "-c", edited, sys.executable, str(compressed), *flags],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
+    (line,) = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert line.startswith("error: Cannot resume: the data changed since checkpoint-1 (/dev/fd/"), line
+    assert (
+        "(300 pairs, sha256 " in line
+        and ", now 299 pairs, sha256 " in line
+        and "--allow_changed_data" in line
+    )
