@@ -21,6 +21,7 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import datasets
 from datasets.arrow_writer import ArrowWriter
@@ -54,7 +55,7 @@ def file_fingerprint(path: str | os.PathLike) -> str:
     return h.hexdigest()[:16]
 
 
-def pairs_hash(sources: list[str], targets: list[str], h=None):
+def pairs_hash(sources: list[str], targets: list[str], h: Any = None) -> Any:
     """A sha256 object updated with the text of the pairs (``h``: one to continue, default a new one); equal
     pairs in the same order give the same digest, whatever file, format or modification time they came from."""
     h = h or hashlib.sha256()

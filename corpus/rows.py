@@ -45,7 +45,7 @@ class DataReport:
     # what was read, by name (a file's path, a dataset's split): its pairs and a hash of their text for a data
     # file, its rows and `datasets` fingerprint for a dataset (`corpus.read.data_changes` compares two of them)
     fingerprint: dict[str, dict] = field(default_factory=dict)
-    # a pipe or other non-regular file copied to a regular one before reading (`corpus.read.spooled`)
+    # a pipe or other non-regular file copied to a regular one before reading (`corpus.read.spool_if_pipe`)
     spooled: str | None = None
 
     def add(self, part: DataReport) -> None:
