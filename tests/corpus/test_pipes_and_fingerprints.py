@@ -82,3 +82,25 @@ def test_a_datasets_dataset_is_fingerprinted_by_its_datasets_fingerprint(tmp_pat
     assert data_changes(first.fingerprint, same.fingerprint) == []
     (change,) = data_changes(first.fingerprint, other.fingerprint)
     assert change.startswith("dataset split 'train' changed (3 rows, fingerprint ")
+
+
+def test_dev_stdin_is_read_through_a_copy(tmp_path):
+    """``/dev/stdin`` when the standard input is a pipe (this process's file descriptor 0, put back after)."""
+    read_end, write_end = os.pipe()
+    saved = os.dup(0)
+
+    def write():
+        with os.fdopen(write_end, "wb") as pipe:
+            pipe.write(PAIRS.encode())
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        os.dup2(read_end, 0)
+        os.close(read_end)
+        splits, report = read_parallel_splits("/dev/stdin", cache_dir=tmp_path / "pairs")
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+    writer.join(timeout=10)
+    assert len(splits["train"]) == 40 and report.spooled.startswith("'/dev/stdin' is a pipe: its ")
