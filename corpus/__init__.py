@@ -13,6 +13,7 @@ from .options import DataOptions, load_split
 from .read import (
     DEFAULT_DATA,
     GLOB_CHARS,
+    data_changes,
     describe_data,
     is_dataset_object,
     load_parallel_corpus,
@@ -31,6 +32,7 @@ __all__ = [
     "FORMATS",
     "GLOB_CHARS",
     "OnBadLine",
+    "data_changes",
     "describe_data",
     "is_dataset_object",
     "language_pair",

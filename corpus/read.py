@@ -24,6 +24,13 @@ Accepted sources (`read_parallel_splits`, `load_parallel_corpus`):
   A folder written by `datasets`' ``save_to_disk`` is loaded with ``load_from_disk``.
 * **A `datasets.Dataset` or `DatasetDict`** (Python API): its rows, by the column rules above.
 * **A Hub dataset name** (anything else), loaded with `datasets.load_dataset` with every split it has.
+* **A pipe, a FIFO or ``/dev/stdin``** (``--data <(xzcat corpus.tsv.xz)``), which can be read only once: its bytes
+  are copied once into the pairs cache folder (`spool_if_pipe`: a regular file named by their hash and the pipe's
+  name, whose suffixes still choose the format), and everything else reads that copy; the report says so.
+
+What was read is fingerprinted in ``DataReport.fingerprint`` (a data file: its number of pairs and a hash of their
+text; a dataset: its rows and `datasets` fingerprint), so that a resumed run can tell whether its data is the data
+it started with (`data_changes`).
 
 Modules: `corpus.formats` (one file of each format), `corpus.rows` (the column rules, bad lines, `DataReport`),
 `corpus.arrow` (a file's pairs as a memory-mapped Arrow cache); this one resolves a source (file, folder, glob, saved dataset, `datasets` object, Hub name) into its splits.
@@ -37,9 +44,11 @@ default). Pairs with an empty side are counted as ``skipped_empty``. Nothing is 
 from __future__ import annotations
 
 import glob
+import hashlib
 import logging
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -82,13 +91,68 @@ def is_dataset_object(data: Any) -> bool:
 
 
 def describe_data(data: Any) -> str:
-    """A short, stable text naming a data source: the path or Hub name, or for an in-memory dataset its type,
-    splits and `datasets` fingerprint (what a saved run configuration records, and what resuming compares)."""
+    """A short, stable text naming a data source: the path or Hub name, or for an in-memory dataset its type and
+    splits (what a saved run configuration records; the content is ``DataReport.fingerprint``'s)."""
     if isinstance(data, datasets.DatasetDict):
-        return "DatasetDict(" + ", ".join(f"{k}:{v._fingerprint}" for k, v in data.items()) + ")"
+        return "DatasetDict(" + ", ".join(data) + ")"
     if isinstance(data, datasets.Dataset):
-        return f"Dataset({data._fingerprint})"
+        return "Dataset"
     return str(data)
+
+
+def data_changes(old: dict[str, dict], new: dict[str, dict]) -> list[str]:
+    """How the data read now differs from the data read before (``new`` and ``old``: `DataReport.fingerprint`),
+    one phrase per file or split that changed, appeared or is gone; empty when the data is the same."""
+
+    def counted(entry: dict) -> str:
+        return ", ".join(f"{v} {k}" if isinstance(v, int) else f"{k} {v}" for k, v in entry.items())
+
+    changes = []
+    for name in sorted(old.keys() | new.keys()):
+        before, now = old.get(name), new.get(name)
+        if before == now:
+            continue
+        if before is None:
+            changes.append(f"{name} is new ({counted(now)})")
+        elif now is None:
+            changes.append(f"{name} is gone ({counted(before)})")
+        else:
+            changes.append(f"{name} changed ({counted(before)}, now {counted(now)})")
+    return changes
+
+
+def spool_if_pipe(path: Path, folder: Path) -> tuple[Path, str | None]:
+    """``path`` itself when it is a regular file (or no file at all); a pipe, a FIFO or another file that can be
+    read only once is copied into ``folder`` first, as ``spooled-<sha256 of its bytes>-<its name>`` (an existing
+    copy of the same bytes is kept, so the pairs cache still knows it), and that copy is returned with a note
+    for the log. Raises `ValueError` when the pipe gives no bytes."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return path, None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return path, None
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".spooling-{os.getpid()}-{path.name}"
+    h, size = hashlib.sha256(), 0
+    try:
+        with open(path, "rb") as pipe, open(partial, "wb") as copy:
+            for chunk in iter(lambda: pipe.read(1 << 20), b""):
+                h.update(chunk)
+                copy.write(chunk)
+                size += len(chunk)
+        if not size:
+            raise ValueError(
+                f"{str(path)!r} is a pipe that gave no data (0 bytes); check the command that writes it."
+            )
+        spooled = folder / f"spooled-{h.hexdigest()[:16]}-{path.name}"
+        if not spooled.is_file():
+            os.replace(partial, spooled)
+    finally:
+        partial.unlink(missing_ok=True)
+    note = f"{str(path)!r} is a pipe: its {size:,} bytes were read once, into {spooled}, and read from there"
+    logger.info("%s", note)
+    return spooled, note
 
 
 def source_kind(data: Any) -> str:
@@ -211,7 +275,8 @@ def read_parallel_splits(
             )
         by_split = _files_by_split(text, matches, Path(os.path.commonpath([str(m.parent) for m in matches])))
     elif kind == "file":
-        by_split = {"train": [path]}
+        copy, report.spooled = spool_if_pipe(path, folder)
+        by_split = {"train": [copy]}
     else:
         hub_columns = Columns(source_column, target_column, source_lang, target_lang, None, on_bad_line)
         return _read_hub(text, hub_config, hub_columns, report, max_lines, folder)
@@ -224,8 +289,10 @@ def read_parallel_splits(
         has_header,
         on_bad_line,
     )
+    # a pipe's pairs are fingerprinted under the pipe's name, not its copy's
+    names = {by_split["train"][0]: text} if report.spooled else {}
     pairs = {
-        s: _concat_arrow([arrow_pairs(_checked(f), columns, report, folder) for f in files])
+        s: _concat_arrow([arrow_pairs(_checked(f), columns, report, folder, names.get(f)) for f in files])
         for s, files in by_split.items()
     }
     if len(by_split) > 1 or len(next(iter(by_split.values()))) > 1:

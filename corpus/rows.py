@@ -42,6 +42,11 @@ class DataReport:
     split_origin: dict[str, str] = field(
         default_factory=dict
     )  # where each split used came from (DataOptions)
+    # what was read, by name (a file's path, a dataset's split): its pairs and a hash of their text for a data
+    # file, its rows and `datasets` fingerprint for a dataset (`corpus.read.data_changes` compares two of them)
+    fingerprint: dict[str, dict] = field(default_factory=dict)
+    # a pipe or other non-regular file copied to a regular one before reading (`corpus.read.spool_if_pipe`)
+    spooled: str | None = None
 
     def add(self, part: DataReport) -> None:
         """Count what reading one more file did (``part``'s lines, skips, CRLF ends, examples, header) into this
@@ -53,9 +58,12 @@ class DataReport:
         room = MAX_EXAMPLES - len(self.bad_line_examples)
         self.bad_line_examples.extend(part.bad_line_examples[: max(room, 0)])
         self.header = part.header or self.header
+        self.fingerprint.update(part.fingerprint)
 
     def summary(self) -> str:
         text = f"{self.path}: {self.pairs} pairs from {self.lines_read} lines"
+        if self.spooled:
+            text += f" ({self.spooled})"
         if len(self.split_sizes) > 1:
             text += " (" + ", ".join(f"{k} {v}" for k, v in self.split_sizes.items()) + ")"
         if self.header:
@@ -177,11 +185,13 @@ def dataset_pairs(
     numbers from 1 in bad-row messages), computed batch by batch in Arrow (`datasets.Dataset.map`, recomputed on
     every read so that ``report`` counts what it skipped): rows never become one Python list. The pairs of a
     dataset on disk (a Hub download, a saved dataset) are written to a memory-mapped Arrow file in ``folder``
-    (named by the dataset's fingerprint and the options); those of an in-memory dataset stay in memory."""
+    (named by the dataset's fingerprint and the options); those of an in-memory dataset stay in memory. The
+    dataset's rows and `datasets` fingerprint go to ``report.fingerprint[what]``."""
     if not isinstance(ds, datasets.Dataset):
         raise ValueError(
             f"{what} is a {type(ds).__name__}, not a datasets.Dataset; pass a Dataset or DatasetDict."
         )
+    report.fingerprint[what] = {"rows": len(ds), "fingerprint": ds._fingerprint}
     chosen = resolve(list(ds.column_names), columns, what) if ds.column_names else None
     if chosen is not None:
         ds = ds.select_columns(list(dict.fromkeys(chosen)))

@@ -218,6 +218,8 @@ class TrainingData:
     objective: Objective
     test_src: list[list[int]]
     test_tgt: list[list[int]]
+    # what was read, for a resumed run to compare with its checkpoint's (corpus.DataReport.fingerprint)
+    fingerprint: dict = field(default_factory=dict)
 
 
 class TokenRows(Sequence):
@@ -405,4 +407,5 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
         objective,
         test_src,
         test_tgt,
+        fingerprint=report.fingerprint,
     )

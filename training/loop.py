@@ -45,7 +45,7 @@ from .options import TrainConfig
 from .planning import RunPlan, objective_model, plan_run
 from .plots import write_training_plots
 from .recipe import warmup_note
-from .run_dir import options_dict
+from .run_dir import options_dict, resumed_data
 from .schedule import budget_progress, build_optimizer, build_scheduler, cooldown_factor
 from .state import TrainResult, TrainState
 from .validation import validation_metrics
@@ -211,7 +211,10 @@ class Trainer:
         """A fresh `TrainState`, or the one of the latest checkpoint (which is loaded into model, optimizer,
         scheduler and RNG) with ``--resume``."""
         acc = self.accelerator
-        state = TrainState(stream=self.data.stream.state_dict(), num_processes=acc.num_processes)
+        data = self.data
+        state = TrainState(
+            stream=data.stream.state_dict(), num_processes=acc.num_processes, data=data.fingerprint
+        )
         if not self.cfg.resume:
             return state
         path = ckpt.latest_checkpoint(self.run_dir.checkpoints)
@@ -226,13 +229,15 @@ class Trainer:
         state = TrainState(
             **{f.name: saved[f.name] for f in dataclasses.fields(TrainState) if f.name in saved}
         )
-        state.best = dict(state.best or {})
-        self.data.stream.load_state_dict(state.stream)
+        changed = resumed_data(state.data, data.fingerprint, path, state.step, self.cfg.allow_changed_data)
+        state.data, state.best = data.fingerprint, {} if changed else dict(state.best or {})
+        if changed:
+            self.emit("info", {"message": changed})
+        else:
+            data.stream.load_state_dict(state.stream)
         # this process's own position (a sharded stream's checkpoint holds every process's)
-        state.stream = self.data.stream.state_dict()
-        self.emit(
-            "info", {"message": f"Resumed from {path} at step {state.step}, epoch {self.data.stream.epoch}"}
-        )
+        state.stream = data.stream.state_dict()
+        self.emit("info", {"message": f"Resumed from {path} at step {state.step}, epoch {data.stream.epoch}"})
         return state
 
     # ------------------------------------------------------------------------------------------- exports

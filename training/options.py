@@ -242,6 +242,12 @@ class TrainConfig(DataOptions):
     )
     model_card: str | None = _f(None, "model card template (default: the repository's model_card.md)")
     resume: bool = _f(False, "continue from OUTPUT_DIR/checkpoints/latest")
+    allow_changed_data: bool = _f(
+        False,
+        "with --resume, when the data's content differs from the checkpoint's (refused without this flag): keep the "
+        "weights, optimizer, schedule and step, split the new data again (validation and test may differ), start its "
+        "batch order over at epoch 0 and forget the best validation loss so far (measured on the old split)",
+    )
     overwrite: bool = _f(False, "start from scratch even if OUTPUT_DIR has checkpoints (they are deleted)")
     export: bool = _f(True, "evaluate on the test split and export the final model to OUTPUT_DIR")
     export_ct2: str | None = _f(
@@ -441,5 +447,7 @@ def check_options(cfg: TrainConfig) -> None:
         problems.append("no stopping rule: pass --max_steps, --max_epochs or --max_minutes")
     if cfg.resume and cfg.overwrite:
         problems.append("--resume and --overwrite contradict each other; pass one")
+    if cfg.allow_changed_data and not cfg.resume:
+        problems.append("--allow_changed_data applies to a resumed run only; pass --resume, or drop it")
     if problems:
         raise ValueError("Invalid training options: " + "; ".join(problems) + ".")

@@ -15,6 +15,12 @@ Layout of ``output_dir``::
 Policy (`RunDir.prepare`, main process only): a folder with checkpoints is never silently reused — pass
 ``--resume`` to continue the run (refused when an option of `RESUME_KEYS` differs from the saved one) or
 ``--overwrite`` to delete its checkpoints; ``--resume`` without a checkpoint is an error.
+
+Every checkpoint records the fingerprint of the data it trained on (``TrainState.data``,
+`corpus.DataReport.fingerprint`: content, not names or modification times). A resumed run whose data differs
+(`resumed_data`) is refused, since its held-out splits and its batch order would no longer be the checkpoint's;
+with ``--allow_changed_data`` it keeps the weights, optimizer, schedule and step, trains on the new data's splits
+from the first batch of epoch 0, forgets the best validation loss and says so in the log.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import json
 import shutil
 from pathlib import Path
 
-from vanilla_transformer.corpus import describe_data
+from vanilla_transformer.corpus import data_changes, describe_data
 
 from . import checkpoint as ckpt
 from .options import RESUME_KEYS, TrainConfig
@@ -36,11 +42,34 @@ RECIPE_FILE = "recipe.json"
 
 def options_dict(cfg: TrainConfig) -> dict:
     """The options as saved in ``train_config.json``: every field, an in-memory dataset named by
-    `corpus.describe_data` (its splits and fingerprints)."""
+    `corpus.describe_data` (its type and splits; its content is the checkpoints' ``TrainState.data``)."""
     return {
         f.name: describe_data(cfg.data) if f.name == "data" else getattr(cfg, f.name)
         for f in dataclasses.fields(cfg)
     }
+
+
+def resumed_data(saved: dict, current: dict, checkpoint: Path, step: int, allow_changed: bool) -> str | None:
+    """None when the data read now (``current``) is the data ``checkpoint`` (at ``step``) trained on (``saved``;
+    both `corpus.DataReport.fingerprint`; a checkpoint without one is not compared). When it changed: the line for
+    the log that says what the resumed run does with ``allow_changed`` (``--allow_changed_data``), else a
+    `ValueError` naming what changed and the fixes."""
+    changes = data_changes(saved, current) if saved else []
+    if not changes:
+        return None
+    if not allow_changed:
+        raise ValueError(
+            f"Cannot resume: the data changed since {checkpoint.name} ({'; '.join(changes)}), so the held-out splits "
+            "and the batch order would not be the checkpoint's. Resume with the data the run trained on, pass "
+            "--allow_changed_data to keep the weights, optimizer and step and train on the new data, or start a new "
+            "--output_dir."
+        )
+    return (
+        f"Resuming on changed data (--allow_changed_data): {'; '.join(changes)}. Kept from {checkpoint.name}: the "
+        f"weights, the optimizer, the learning-rate schedule and step {step}. The training, validation and test "
+        "splits are those of the new data, its batch order starts at the first batch of epoch 0, and the best "
+        "validation loss so far is forgotten (it was measured on the old validation split)"
+    )
 
 
 class RunDir:

@@ -22,6 +22,8 @@ class TrainState:
     skipped_updates: int = (
         0  # updates skipped for having no target token to score (training.loop), all invocations
     )
+    # the fingerprint of the data trained on (corpus.DataReport.fingerprint), which a resumed run compares
+    data: dict = field(default_factory=dict)
 
 
 @dataclass

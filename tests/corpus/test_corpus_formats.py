@@ -206,7 +206,12 @@ def test_training_on_a_dataset_dict_reports_its_own_test_split(tmp_path, pairs, 
     card = (tmp_path / "run" / "README.md").read_text(encoding="utf-8")
     assert "pairs of the test split ('test' split of the data)" in card
     saved = json.loads((tmp_path / "run" / "checkpoints" / "train_config.json").read_text(encoding="utf-8"))
-    assert saved["data"].startswith("DatasetDict(train:")
+    # the options name the source; its content is the checkpoint's data fingerprint, by `datasets` fingerprint
+    assert saved["data"] == "DatasetDict(train, validation, test)"
+    state = json.loads((tmp_path / "run" / "checkpoints" / "checkpoint-2" / "trainer_state.json").read_text())
+    assert {k: v["fingerprint"] for k, v in state["data"].items()} == {
+        f"dataset split {k!r}": ds._fingerprint for k, ds in dd.items()
+    }
 
 
 @pytest.mark.parametrize(

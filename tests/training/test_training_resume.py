@@ -6,6 +6,7 @@ change."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -339,3 +340,118 @@ def test_tokenizer_options_are_fixed_on_resume_and_refused_with_a_given_tokenize
     ):
         check_options(small_run(tmp_path / "tuned", init_from=str(model_dir), vocab_size=600, max_steps=1))
     check_options(small_run(tmp_path / "tuned", init_from=str(model_dir), vocab_size=8000, max_steps=1))
+
+
+def small_corpus(folder: Path) -> Path:
+    """The first `SMALL_RUN_LINES` lines of the shipped corpus as a TSV file of their own in ``folder``."""
+    import lzma
+
+    from conftest import SMALL_RUN_LINES
+    from vanilla_transformer.corpus import DEFAULT_DATA
+
+    with lzma.open(DEFAULT_DATA, "rt", encoding="utf-8") as f:
+        lines = [line for _, line in zip(range(SMALL_RUN_LINES), f)]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "bible.zh-en.tsv"
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
+def edit_one_line(path: Path) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[100] = "一个改过的句子\tAn edited sentence\n"
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def trainer_state(run: Path, step: int) -> dict:
+    return json.loads((run / "checkpoints" / f"checkpoint-{step}" / "trainer_state.json").read_text())
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_resume_on_changed_data_is_refused_or_restarts_the_data_with_allow_changed_data(
+    tokenizer_dir, tmp_path, streaming
+):
+    """A resumed run compares its data with the checkpoint's by content: one edited line is refused, naming the
+    file and the fix; --allow_changed_data keeps the step and restarts the batch order on the new data (saying so),
+    and its checkpoints record the new data, so that the next resume needs no flag."""
+    data, run = small_corpus(tmp_path / "data"), tmp_path / "run"
+    options = dict(
+        tokenizer=tokenizer_dir,
+        cache_dir=str(tmp_path / "c"),
+        data=str(data),
+        data_cache_dir=str(tmp_path / "pairs"),
+        streaming=streaming,
+    )
+    train(small_run(run, **options, max_steps=2))
+    edit_one_line(data)
+    with pytest.raises(ValueError) as err:
+        train(small_run(run, **options, max_steps=3, resume=True))
+    message = str(err.value)
+    assert message.startswith(
+        f"Cannot resume: the data changed since checkpoint-2 ({data} changed (300 pairs, "
+    )
+    assert "--allow_changed_data" in message and "\n" not in message
+    before = trainer_state(run, 2)["data"]
+
+    notes = []
+    resumed = train(
+        small_run(run, **options, max_steps=3, resume=True, allow_changed_data=True),
+        lambda name, info: notes.append(info["message"]) if name == "info" else None,
+    )
+    assert resumed.step == 3 and [h["step"] for h in resumed.history] == [3]
+    (said,) = [note for note in notes if "changed data" in note]
+    assert said.startswith(f"Resuming on changed data (--allow_changed_data): {data} changed (")
+    assert "step 2" in said and "epoch 0" in said
+    saved = trainer_state(run, 3)
+    # the batch order started over: one batch taken on the new data, not the third of the old order
+    assert (saved["stream"]["epoch"], saved["stream"]["position"]) == (0, 1)
+    assert saved["data"] != before and saved["data"][str(data)]["pairs"] == 300
+    if not streaming:
+        from vanilla_transformer.training.options import check_options
+
+        with pytest.raises(ValueError, match="--allow_changed_data applies to a resumed run only"):
+            check_options(small_run(tmp_path / "new", **options, max_steps=1, allow_changed_data=True))
+        again = train(small_run(run, **options, max_steps=4, resume=True))
+        assert again.step == 4 and trainer_state(run, 4)["stream"]["position"] == 2
+
+
+def test_resume_of_a_run_on_a_pipe_compares_the_piped_content(tokenizer_dir, tmp_path):
+    """Data given as a FIFO is read once, through a copy, with all its pairs; a resume with a new pipe of the same
+    content continues, one with other content is refused."""
+    import os
+    import threading
+
+    text = small_corpus(tmp_path / "data").read_text(encoding="utf-8")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def pipe(content: str) -> threading.Thread:
+        def write():
+            with open(fifo, "w", encoding="utf-8") as f:
+                f.write(content)
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        return writer
+
+    options = dict(
+        tokenizer=tokenizer_dir,
+        cache_dir=str(tmp_path / "c"),
+        data=str(fifo),
+        data_cache_dir=str(tmp_path / "p"),
+    )
+    writer = pipe(text)
+    first = train(small_run(tmp_path / "run", **options, max_steps=1))
+    writer.join(timeout=10)
+    assert sum(first.split_sizes.values()) == 300 and "is a pipe" in first.data_summary
+    writer = pipe(text)
+    again = train(small_run(tmp_path / "run", **options, max_steps=2, resume=True))
+    writer.join(timeout=10)
+    assert again.step == 2 and [h["step"] for h in again.history] == [2]
+    writer = pipe(text.replace("\n", "!\n", 1))
+    with pytest.raises(
+        ValueError,
+        match=r"Cannot resume: the data changed since checkpoint-2 \(" + re.escape(f"{fifo} changed"),
+    ):
+        train(small_run(tmp_path / "run", **options, max_steps=3, resume=True))
+    writer.join(timeout=10)

@@ -388,3 +388,48 @@ def test_han_characters_reaches_the_tokenizer_a_run_trains(tmp_path):
             han_characters_per_token(AutoTokenizer.from_pretrained(out / "checkpoints" / "tokenizer"))
         )
         assert (lengths == {1}) if flag else (max(lengths) > 1), lengths
+
+
+def test_train_reads_data_from_bash_process_substitution(tokenizer_dir, tmp_path):
+    """``train --data <(xzcat ...)``: the command reads the pipe once, through a copy, and trains on all its pairs
+    (the 300 of the file), saying in the log that it was a pipe; a ``--resume`` whose pipe gives other content is
+    refused with exit status 2 and one line."""
+    import lzma
+    import subprocess
+    import sys
+
+    from conftest import SMALL_RUN_LINES
+    from helpers.shared import run_checked
+
+    with lzma.open(DEFAULT_DATA, "rb") as f:
+        lines = [line for _, line in zip(range(SMALL_RUN_LINES), f)]
+    compressed = tmp_path / "small.tsv.xz"
+    compressed.write_bytes(lzma.compress(b"".join(lines)))
+
+    flags = [*SMALL_CORPUS_FLAGS, "--preset", "tiny", "--max_tokens", "512", "--max_steps", "1"]
+    flags += ["--max_minutes", "0", "--bleu_samples", "0", "--report_to", "none", "--export", "false"]
+    flags += ["--tokenizer", tokenizer_dir, "--output_dir", str(tmp_path / "run")]
+    flags += ["--data_cache_dir", str(tmp_path / "pairs"), "--num_threads", "1"]
+    command = '"$0" -m vanilla_transformer train --data <(xzcat "$1") "${@:2}"'
+    done = run_checked(["bash", "-c", command, sys.executable, str(compressed), *flags], tmp_path)
+    out = done.stdout + done.stderr
+    assert re.search(r"is a pipe: its [\d,]+ bytes were read once", out), out[-2000:]
+    assert "300 pairs from 300 lines" in out and "274 train" in out, out[-2000:]
+    assert "Stopped after 1 updates" in done.stdout
+
+    edited = '"$0" -m vanilla_transformer train --data <(xzcat "$1" | sed 5d) "${@:2}" --resume --max_steps 2'
+    refused = subprocess.run(
+        ["bash", "-c", edited, sys.executable, str(compressed), *flags],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-2000:]
+    (line,) = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert line.startswith("error: Cannot resume: the data changed since checkpoint-1 (/dev/fd/"), line
+    assert (
+        "(300 pairs, sha256 " in line
+        and ", now 299 pairs, sha256 " in line
+        and "--allow_changed_data" in line
+    )
