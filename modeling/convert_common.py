@@ -158,15 +158,6 @@ def check_claimed_sizes(
     of tables the model builds from the config alone (not stored with the weights, e.g. fixed sinusoidal
     positions): rows x width values may not exceed the values of all the weights together."""
     wrong = []
-    stored = sum(math.prod(shape) for shape in shapes.values())
-    for field, rows, width in tables:
-        if not _is_size(rows):
-            wrong.append(f"{field}={rows!r} is not a size (a non-negative integer)")
-        elif rows * width > stored:
-            wrong.append(
-                f"{field}={rows} asks for a table of {rows} x {width} values, more than the {stored} values of all "
-                "the weights"
-            )
     for claim in claims:
         if not _is_size(claim.size):
             wrong.append(f"{claim.field}={claim.size!r} is not a size (a non-negative integer)")
@@ -177,6 +168,16 @@ def check_claimed_sizes(
             wrong.append(f"{claim.field}={claim.size} cannot be checked: the weights have no {names}")
         elif found[0] != claim.size:
             wrong.append(f"{claim.field}={claim.size} but the weights have {found[0]} ({found[1]})")
+    stored = sum(math.prod(shape) for shape in shapes.values())
+    # a table's width is a claimed size: checked once the claims hold
+    for field, rows, width in tables if not wrong else ():
+        if not _is_size(rows):
+            wrong.append(f"{field}={rows!r} is not a size (a non-negative integer)")
+        elif rows * width > stored:
+            wrong.append(
+                f"{field}={rows} asks for a table of {rows} x {width} values, more than the {stored} values of all "
+                "the weights"
+            )
     if wrong:
         raise ValueError(
             f"{folder / 'config.json'} does not fit the checkpoint's weights: {'; '.join(wrong)}; set these fields "
