@@ -395,3 +395,38 @@ def test_the_remote_code_rule_is_the_same_for_a_folder_and_a_hub_repo(name):
     assert remote_code_rule({**config, "model_type": "vanilla_transformer"}, name, True) is False
     with pytest.raises(ValueError, match="this command loads only this project's models"):
         remote_code_rule(config, name, True, opt_in=None)
+
+
+def test_a_tokenizer_with_its_own_code_is_refused_without_asking(export, tmp_path, marker, monkeypatch):
+    """The one tokenizer loader (training's --tokenizer, the ct2 and onnx engines, average) never lets
+    transformers ask on stdin whether to run a tokenizer's code: a "y" waiting there is not read."""
+    from vanilla_transformer.tokenizer.prepare import load_tokenizer
+
+    folder = shutil.copytree(export, tmp_path / "evil-tokenizer")
+    (folder / "tokenization_evil.py").write_text(
+        textwrap.dedent(
+            f"""
+            import pathlib
+            pathlib.Path({str(marker)!r}).write_text("ran")
+            from transformers import PreTrainedTokenizerFast
+
+            class EvilTokenizerFast(PreTrainedTokenizerFast):
+                pass
+            """
+        ),
+        encoding="utf-8",
+    )
+    settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    settings.update(
+        tokenizer_class="EvilTokenizerFast",
+        auto_map={"AutoTokenizer": [None, "tokenization_evil.EvilTokenizerFast"]},
+    )
+    (folder / "tokenizer_config.json").write_text(json.dumps(settings), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
+    with pytest.raises(ValueError, match="does not load"):
+        load_tokenizer(folder)
+    assert not marker.exists()
+    assert (
+        type(load_tokenizer(folder, trust_remote_code=True)).__name__ == "EvilTokenizerFast"
+        and marker.exists()
+    )
