@@ -54,8 +54,7 @@ def remote_code_rule(
         return True
     code = ", ".join(_code_references(config["auto_map"])) or "its auto_map"
     how = (
-        f"read that code, then pass {opt_in}"
-        + (" (trust_remote_code=True)" if opt_in.startswith("--") else "")
+        f"read that code, then pass {opt_in} (trust_remote_code=True)"
         if opt_in is not None
         else "this command loads only this project's models and transformers' own; convert or re-export it first"
     )
