@@ -93,7 +93,9 @@ def export_ct2(
         from vanilla_transformer.inference.loading import load_model_and_tokenizer
 
         _check_saved_config(Path(model_folder_or_model))
-        model, folder_tokenizer = load_model_and_tokenizer(str(model_folder_or_model), device="cpu")
+        model, folder_tokenizer = load_model_and_tokenizer(
+            str(model_folder_or_model), device="cpu", opt_in=None
+        )
         tokenizer = tokenizer or folder_tokenizer
     else:
         model = model_folder_or_model

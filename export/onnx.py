@@ -102,7 +102,9 @@ def export_onnx(
     if is_folder:
         from vanilla_transformer.inference.loading import load_model_and_tokenizer
 
-        model, folder_tokenizer = load_model_and_tokenizer(str(model_folder_or_model), device="cpu")
+        model, folder_tokenizer = load_model_and_tokenizer(
+            str(model_folder_or_model), device="cpu", opt_in=None
+        )
         tokenizer = tokenizer if tokenizer is not None else folder_tokenizer
     else:
         model = model_folder_or_model

@@ -2,8 +2,9 @@
 
 User errors (a missing model folder, a folder without config or without safetensors weights, a tokenizer that
 was not saved with the model, an unusable device) raise `ValueError` with the bad value and the fix in the
-message. Model weights are only read from safetensors (``use_safetensors=True``): a folder that has only
-pickled weights (``pytorch_model.bin``) is refused, never unpickled. torch and transformers are imported where
+message. What may run and what may be read follow `inference.loading_policy`: no model code of a folder or repo
+runs unasked, and weights are only read from safetensors (a folder that has only pickled weights,
+``pytorch_model.bin``, is refused, never unpickled). torch and transformers are imported where
 used, so that bad input fails in milliseconds.
 """
 
@@ -14,6 +15,8 @@ import logging
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from .loading_policy import REMOTE_CODE_FLAG, from_pretrained_safetensors, remote_code_rule
 
 if TYPE_CHECKING:
     import torch
@@ -72,6 +75,7 @@ def load_model_and_tokenizer(
     dtype: str | torch.dtype | None = None,
     batch_size: int = 32,
     num_beams: int | None = None,
+    opt_in: str | None = REMOTE_CODE_FLAG,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load a seq2seq model and its tokenizer from a local folder or a Hub repo id, in eval mode on `device`
     (default: cuda if available, else cpu). Weights are read from safetensors only; the tokenizer must match
@@ -85,10 +89,12 @@ def load_model_and_tokenizer(
     `inference.precision.BF16_MIN_SPEEDUP` times as fast in bf16; float32 everywhere else. The choice and its
     reason are logged (INFO).
 
-    When this project's `modeling` package is importable it registers the classes and they are used
-    directly. Otherwise a config with `auto_map` needs remote code: `trust_remote_code=None` trusts it for
-    a local folder and refuses it for a Hub repo (pass True to allow). `attn_implementation` goes to
-    ``from_pretrained`` (e.g. "eager" for a model that returns attention weights only then)."""
+    What may run follows `inference.loading_policy.remote_code_rule`: this project's models (and transformers'
+    own) load with the registered classes and no code of the folder or repo runs; a model that needs its own code
+    (``auto_map``) loads only with `trust_remote_code` True, from a local folder and a Hub repo alike (None or
+    False: refused with a `ValueError` that names ``opt_in``, the caller's flag; None for a caller without one).
+    `attn_implementation` goes to ``from_pretrained`` (e.g. "eager" for a model that returns attention weights
+    only then)."""
     path = Path(name_or_path).expanduser()
     export_hint = "export one with modeling.save_with_remote_code(model, folder, tokenizer)"
     if path.is_dir():
@@ -116,19 +122,9 @@ def load_model_and_tokenizer(
 
     device = resolve_device(device) if not hasattr(device, "type") else device
     dtype = resolve_dtype(dtype)
-    from safetensors import SafetensorError
-    from transformers import CONFIG_MAPPING, AutoModelForSeq2SeqLM
+    from transformers import AutoModelForSeq2SeqLM
 
-    needs_remote_code = bool(config.get("auto_map")) and config.get("model_type") not in CONFIG_MAPPING
-    if not needs_remote_code:
-        trust_remote_code = False
-    elif trust_remote_code is None:
-        if not local:
-            raise ValueError(
-                f"the Hub repo {name_or_path!r} runs its own model code; inspect it, then pass "
-                "trust_remote_code=True (--trust_remote_code), or install this project to use its classes"
-            )
-        trust_remote_code = True
+    trust_remote_code = remote_code_rule(config, name_or_path, trust_remote_code, opt_in)
     options = {"attn_implementation": attn_implementation} if attn_implementation else {}
     if dtype != "auto":
         options["dtype"] = dtype
@@ -142,8 +138,12 @@ def load_model_and_tokenizer(
             f"{f' and {len(wrong) - 3} more' if len(wrong) > 3 else ''}; export the model again, or {export_hint}"
         )
     try:
-        model = AutoModelForSeq2SeqLM.from_pretrained(
-            source, trust_remote_code=trust_remote_code, use_safetensors=True, **options
+        model = from_pretrained_safetensors(
+            AutoModelForSeq2SeqLM,
+            source,
+            trust_remote_code,
+            f"export the model again, or {export_hint}",
+            **options,
         )
     except RuntimeError as err:  # transformers' size-mismatch error, for weights `_wrong_shapes` cannot read
         if "ignore_mismatched_sizes" not in str(err):
@@ -151,17 +151,6 @@ def load_model_and_tokenizer(
         raise ValueError(
             f"{name_or_path!r} has weights of the wrong shape for its config.json; export the model again, or "
             f"{export_hint}"
-        ) from err
-    except SafetensorError as err:  # a truncated or corrupt model.safetensors
-        raise ValueError(
-            f"{name_or_path!r} has a corrupt model.safetensors ({err}); export the model again, or {export_hint}"
-        ) from err
-    except OSError as err:
-        if "safetensors" not in str(err):
-            raise
-        raise ValueError(
-            f"{name_or_path!r} has no safetensors weights (model.safetensors); weights are never read from "
-            f"pickle files such as pytorch_model.bin: convert them with safetensors, or {export_hint}"
         ) from err
     check_tokenizer_matches_model(model, tokenizer)
     model = model.to(device).eval()

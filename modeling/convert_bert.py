@@ -22,7 +22,10 @@ from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassificat
 from .configuration_vanilla_base import ACTIVATIONS
 from .configuration_vanilla_encoder_only import BERT, VanillaEncoderOnlyConfig
 from .convert_common import (
+    SizeClaim,
+    common_tables,
     load_converted_weights,
+    load_source_model,
     read_source_config,
     tying_init_and_ids,
     write_converted_folder,
@@ -151,10 +154,46 @@ def convert_bert_model(
     return load_converted_weights(model, state, "BERT")
 
 
-def _bert_class(folder: Path) -> type:
-    """The transformers class that loads the BERT checkpoint in `folder` for conversion (see `_LOADERS`)."""
+def size_claims(source: dict, classifier: bool) -> list[SizeClaim]:
+    """The sizes a BERT config.json (`source`) claims, with the tensors that show them (the number of labels too
+    for a `classifier`): `convert_common.check_claimed_sizes`' input."""
+    defaults = BertConfig()
+    fields = ("vocab_size", "hidden_size", "max_position_embeddings", "type_vocab_size", "num_hidden_layers")
+    size = {name: source.get(name, getattr(defaults, name)) for name in fields}
+    claims = [
+        SizeClaim("vocab_size", size["vocab_size"], (("word_embeddings.weight", 0),)),
+        SizeClaim("hidden_size", size["hidden_size"], (("word_embeddings.weight", 1),)),
+        SizeClaim(
+            "max_position_embeddings", size["max_position_embeddings"], (("position_embeddings.weight", 0),)
+        ),
+        SizeClaim("type_vocab_size", size["type_vocab_size"], (("token_type_embeddings.weight", 0),)),
+        SizeClaim("num_hidden_layers", size["num_hidden_layers"], (("encoder.layer.", None),)),
+    ]
+    if isinstance(size["num_hidden_layers"], int) and size["num_hidden_layers"] > 0:
+        intermediate = source.get("intermediate_size", defaults.intermediate_size)
+        claims.append(
+            SizeClaim("intermediate_size", intermediate, (("encoder.layer.0.intermediate.dense.weight", 0),))
+        )
+    if classifier:
+        labels = source.get("id2label")
+        count = len(labels) if isinstance(labels, dict) else source.get("num_labels", defaults.num_labels)
+        claims.append(SizeClaim("num_labels", count, (("classifier.weight", 0),)))
+    return claims
+
+
+def _load_bert(folder: Path, trust_pickle: bool = False) -> BertForMaskedLM | BertForSequenceClassification:
+    """The BERT model saved in `folder`, loaded with the class its `architectures` names (see `_LOADERS`) by
+    `convert_common.load_source_model` (sizes checked first; safetensors only unless `trust_pickle`)."""
     expected = "the folder of a saved BertForMaskedLM or BertForSequenceClassification"
-    architectures = read_source_config(folder, "bert", "BERT", expected).get("architectures") or []
+    source = read_source_config(folder, "bert", "BERT", expected)
+    model_class = _bert_class(folder, source.get("architectures") or [])
+    claims = size_claims(source, classifier=model_class is BertForSequenceClassification)
+    return load_source_model(model_class, folder, claims, trust_pickle, common_tables(source))
+
+
+def _bert_class(folder: Path, architectures: list) -> type:
+    """The transformers class that loads the BERT checkpoint in `folder`, whose config.json lists
+    `architectures`, for conversion (see `_LOADERS`)."""
     for name in architectures:
         if name in _LOADERS:
             return _LOADERS[name]
@@ -170,14 +209,13 @@ def convert_bert(
     """Our model from a BERT model object or from the folder of a saved one (its `architectures` picks the head:
     masked LM for BertForMaskedLM / BertForPreTraining, classification for BertForSequenceClassification)."""
     if isinstance(model_or_folder, (str, Path)):
-        folder = Path(model_or_folder)
-        model_or_folder = _bert_class(folder).from_pretrained(folder, dtype=torch.float32)
+        model_or_folder = _load_bert(Path(model_or_folder))
     return convert_bert_model(model_or_folder)
 
 
-def convert_bert_checkpoint(src_dir: str | Path, out_dir: str | Path) -> Path:
+def convert_bert_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_pickle: bool = False) -> Path:
     """Convert a saved BERT folder into a vanilla encoder-only folder with remote code. The tokenizer files are
     copied unchanged, so `AutoTokenizer.from_pretrained(out_dir)` still loads BERT's tokenizer (with its [MASK]
     token, for `pipeline("fill-mask", model=out_dir, trust_remote_code=True)`)."""
     src_dir, out_dir = Path(src_dir), Path(out_dir)
-    return write_converted_folder(convert_bert(src_dir), src_dir, out_dir)
+    return write_converted_folder(convert_bert(_load_bert(src_dir, trust_pickle)), src_dir, out_dir)

@@ -1,5 +1,14 @@
 """What the converters (convert_marian.py, convert_gpt2.py, convert_bert.py) share: reading the source folder's
-config, the config fields every source maps the same way (`tying_init_and_ids`), loading the renamed weights into our model, and writing the converted folder.
+config, loading the source model (`load_source_model`), the config fields every source maps the same way
+(`tying_init_and_ids`), loading the renamed weights into our model, and writing the converted folder.
+
+Loading a source follows the project's loading policy (docs/reliability.md, "Loading policy"): the source's own
+transformers class loads it (no code of the folder runs); its weights are read from safetensors only, unless the
+caller passes ``trust_pickle=True`` (``convert --trust_pickle``), which also reads ``pytorch_model.bin`` (transformers
+reads it with ``torch.load(weights_only=True)``; a pickle can still hold code, so only for checkpoints you trust).
+Before any model is built, the sizes the config claims (vocabulary, width, layers, ...) are checked against the
+shapes of the weights, read from the file headers without reading a tensor (`check_claimed_sizes`): a config.json
+cannot make the conversion allocate more than the checkpoint holds.
 
 One rule for the files of a source folder: the configs (`config.json`, `generation_config.json`) and the weight
 files (any `WEIGHT_SUFFIXES` name: PyTorch, safetensors and their shard indexes, TensorFlow, Flax, ONNX, ...) are
@@ -9,8 +18,11 @@ replaced by the conversion; every other file (the tokenizer's) is copied unchang
 from __future__ import annotations
 
 import json
+import math
+import re
 import shutil
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import torch
 from transformers import PretrainedConfig, PreTrainedModel
@@ -55,6 +67,144 @@ def read_source_config(folder: Path, model_type: str, name: str, expected: str) 
     if found != model_type:
         raise ValueError(f"{folder} holds a {found!r} model, not a {name} model; pass {expected}")
     return config
+
+
+class SizeClaim(NamedTuple):
+    """A size that a source config claims and where the weights show it: config.json's `field` gives `size`; the
+    first of `tensors` (a tensor name, or the end of one after a ".", and an axis) found in the weights has the
+    actual size on that axis. An axis of None counts layers instead: the distinct indices N of the tensors named
+    "...{name}N." (e.g. name "encoder.layers.")."""
+
+    field: str
+    size: Any
+    tensors: tuple[tuple[str, int | None], ...]
+
+
+WEIGHT_FILE, PICKLE_FILE = "model.safetensors", "pytorch_model.bin"
+WEIGHT_INDEX = "model.safetensors.index.json"
+
+
+def _weight_files(folder: Path, trust_pickle: bool) -> list[Path]:
+    """The safetensors files of `folder` (one file, or the shards its index names), else its pickle when
+    `trust_pickle`; `FileNotFoundError` saying what to do when there is none."""
+    if (folder / WEIGHT_FILE).is_file():
+        return [folder / WEIGHT_FILE]
+    if (folder / WEIGHT_INDEX).is_file():
+        try:
+            index = json.loads((folder / WEIGHT_INDEX).read_text(encoding="utf-8"))
+            shards = sorted(set(index["weight_map"].values()))
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise ValueError(f"{folder / WEIGHT_INDEX} is not a valid safetensors index ({error})") from error
+        return [folder / shard for shard in shards]
+    if trust_pickle and (folder / PICKLE_FILE).is_file():
+        return [folder / PICKLE_FILE]
+    pickle_hint = (
+        f"; it has {PICKLE_FILE}, a pickle, which is read only with --trust_pickle (trust_pickle=True): a pickle can "
+        "run code, so pass it only for a checkpoint you trust, or save the model again with safetensors"
+        if (folder / PICKLE_FILE).is_file()
+        else ""
+    )
+    raise FileNotFoundError(f"{folder} has no safetensors weights ({WEIGHT_FILE}){pickle_hint}")
+
+
+def source_weight_shapes(folder: Path, trust_pickle: bool = False) -> dict[str, tuple[int, ...]]:
+    """The shape of every tensor of the source `folder`'s weights, read from the safetensors headers (no tensor is
+    read); with `trust_pickle` and only a pytorch_model.bin, from that pickle (``torch.load(weights_only=True)``,
+    memory-mapped). `ValueError` naming the file when it is truncated or corrupt."""
+    from safetensors import SafetensorError, safe_open
+
+    shapes: dict[str, tuple[int, ...]] = {}
+    for path in _weight_files(folder, trust_pickle):
+        try:
+            if path.name == PICKLE_FILE:
+                state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+                shapes.update({name: tuple(tensor.shape) for name, tensor in state.items()})
+                continue
+            with safe_open(str(path), framework="pt") as file:
+                shapes.update({name: tuple(file.get_slice(name).get_shape()) for name in file.keys()})  # noqa: SIM118
+        except (SafetensorError, OSError, RuntimeError) as error:
+            raise ValueError(
+                f"{path} is truncated or corrupt ({str(error).splitlines()[0] if str(error) else type(error).__name__}); "
+                "download or save the checkpoint again"
+            ) from error
+    return shapes
+
+
+def _actual_size(claim: SizeClaim, shapes: dict[str, tuple[int, ...]]) -> tuple[int, str] | None:
+    """(the size the weights have for `claim`, the tensor or layers that show it), or None when none is there."""
+    for name, axis in claim.tensors:
+        if axis is None:
+            pattern = re.compile(rf"(?:^|\.){re.escape(name)}(\d+)\.")
+            indices = {int(m.group(1)) for tensor in shapes if (m := pattern.search(tensor))}
+            return len(indices), f"layers {name}0..{max(indices)}" if indices else f"no layers {name}N"
+        for tensor, shape in shapes.items():
+            if (tensor == name or tensor.endswith("." + name)) and len(shape) > axis:
+                return shape[axis], f"{tensor} {list(shape)}"
+    return None
+
+
+def _is_size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def check_claimed_sizes(
+    folder: Path,
+    claims: list[SizeClaim],
+    shapes: dict[str, tuple[int, ...]],
+    tables: tuple[tuple[str, Any, int], ...] = (),
+) -> None:
+    """`ValueError`, one line naming every field of `folder`'s config.json whose size differs from the weights'
+    (`shapes`), both sizes and the fix, before a model of those sizes is built. `tables` are (field, rows, width)
+    of tables the model builds from the config alone (not stored with the weights, e.g. fixed sinusoidal
+    positions): rows x width values may not exceed the values of all the weights together."""
+    wrong = []
+    for claim in claims:
+        if not _is_size(claim.size):
+            wrong.append(f"{claim.field}={claim.size!r} is not a size (a non-negative integer)")
+            continue
+        found = _actual_size(claim, shapes)
+        if found is None:
+            names = " or ".join(name for name, _ in claim.tensors)
+            wrong.append(f"{claim.field}={claim.size} cannot be checked: the weights have no {names}")
+        elif found[0] != claim.size:
+            wrong.append(f"{claim.field}={claim.size} but the weights have {found[0]} ({found[1]})")
+    stored = sum(math.prod(shape) for shape in shapes.values())
+    # a table's width is a claimed size: checked once the claims hold
+    for field, rows, width in tables if not wrong else ():
+        if not _is_size(rows):
+            wrong.append(f"{field}={rows!r} is not a size (a non-negative integer)")
+        elif rows * width > stored:
+            wrong.append(
+                f"{field}={rows} asks for a table of {rows} x {width} values, more than the {stored} values of all "
+                "the weights"
+            )
+    if wrong:
+        raise ValueError(
+            f"{folder / 'config.json'} does not fit the checkpoint's weights: {'; '.join(wrong)}; set these fields "
+            "to the weights' sizes, or pass the folder the weights were saved with"
+        )
+
+
+def common_tables(source: dict) -> tuple[tuple[str, Any, int], ...]:
+    """The size checks every source config gets (see `check_claimed_sizes`' `tables`): a ``num_labels`` in
+    config.json (transformers builds a label table of that many entries for any model)."""
+    return (("num_labels", source["num_labels"], 1),) if "num_labels" in source else ()
+
+
+def load_source_model(
+    model_class: type[PreTrainedModel],
+    folder: Path,
+    claims: list[SizeClaim],
+    trust_pickle: bool = False,
+    tables: tuple[tuple[str, Any, int], ...] = (),
+) -> PreTrainedModel:
+    """The source model of `folder` loaded with its own transformers class `model_class`, in fp32, after its
+    config's sizes (`claims`, `tables`) are checked against its weights' shapes (`check_claimed_sizes`). Weights
+    from safetensors only unless `trust_pickle` (see the module docstring)."""
+    check_claimed_sizes(folder, claims, source_weight_shapes(folder, trust_pickle), tables)
+    return model_class.from_pretrained(
+        folder, dtype=torch.float32, use_safetensors=None if trust_pickle else True
+    )
 
 
 def load_converted_weights(

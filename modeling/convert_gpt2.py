@@ -24,7 +24,10 @@ from transformers.utils import logging
 
 from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig
 from .convert_common import (
+    SizeClaim,
+    common_tables,
     load_converted_weights,
+    load_source_model,
     read_source_config,
     tying_init_and_ids,
     write_converted_folder,
@@ -152,15 +155,38 @@ def convert_gpt2(model_or_folder: GPT2LMHeadModel | str | Path) -> VanillaDecode
     return model
 
 
-def _load_gpt2(folder: Path) -> GPT2LMHeadModel:
-    """The `GPT2LMHeadModel` saved in `folder`; `FileNotFoundError` / `ValueError` saying what the folder lacks."""
-    read_source_config(folder, "gpt2", "GPT-2", "the folder of a saved GPT2LMHeadModel")
-    return GPT2LMHeadModel.from_pretrained(folder, dtype=torch.float32)
+def size_claims(source: dict) -> list[SizeClaim]:
+    """The sizes a GPT-2 config.json (`source`) claims, with the tensors that show them
+    (`convert_common.check_claimed_sizes`' input)."""
+    defaults = GPT2Config()
+    size = {
+        name: source.get(name, getattr(defaults, name))
+        for name in ("vocab_size", "n_embd", "n_positions", "n_layer")
+    }
+    claims = [
+        SizeClaim("vocab_size", size["vocab_size"], (("wte.weight", 0),)),
+        SizeClaim("n_embd", size["n_embd"], (("wte.weight", 1),)),
+        SizeClaim("n_positions", size["n_positions"], (("wpe.weight", 0),)),
+        SizeClaim("n_layer", size["n_layer"], (("h.", None),)),
+    ]
+    inner = source.get("n_inner") or (4 * size["n_embd"] if isinstance(size["n_embd"], int) else None)
+    if isinstance(size["n_layer"], int) and size["n_layer"] > 0:
+        claims.append(SizeClaim("n_inner", inner, (("h.0.mlp.c_fc.weight", 1),)))
+    return claims
 
 
-def convert_gpt2_checkpoint(src_dir: str | Path, out_dir: str | Path) -> Path:
+def _load_gpt2(folder: Path, trust_pickle: bool = False) -> GPT2LMHeadModel:
+    """The `GPT2LMHeadModel` saved in `folder` (`convert_common.load_source_model`: sizes checked first, safetensors
+    only unless `trust_pickle`); `FileNotFoundError` / `ValueError` saying what the folder lacks."""
+    source = read_source_config(folder, "gpt2", "GPT-2", "the folder of a saved GPT2LMHeadModel")
+    return load_source_model(
+        GPT2LMHeadModel, folder, size_claims(source), trust_pickle, common_tables(source)
+    )
+
+
+def convert_gpt2_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_pickle: bool = False) -> Path:
     """Convert a saved `GPT2LMHeadModel` folder into a decoder-only folder with remote code (loads with
     `AutoModelForCausalLM.from_pretrained(out_dir, trust_remote_code=True)`). The tokenizer files are copied
     unchanged, so `AutoTokenizer.from_pretrained(out_dir)` still loads GPT-2's tokenizer."""
     src_dir, out_dir = Path(src_dir), Path(out_dir)
-    return write_converted_folder(convert_gpt2(src_dir), src_dir, out_dir)
+    return write_converted_folder(convert_gpt2(_load_gpt2(src_dir, trust_pickle)), src_dir, out_dir)

@@ -12,13 +12,17 @@ Marian implements the same architecture with a few differences that the conversi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .convert_common import (
+    SizeClaim,
+    common_tables,
     load_converted_weights,
+    load_source_model,
     read_source_config,
     tying_init_and_ids,
     write_converted_folder,
@@ -91,11 +95,43 @@ def convert_marian_model(marian: MarianMTModel) -> VanillaTransformerForConditio
     return model
 
 
-def convert_marian_checkpoint(src_dir: str | Path, out_dir: str | Path) -> Path:
+def size_claims(source: dict) -> tuple[list[SizeClaim], tuple[tuple[str, Any, int], ...]]:
+    """The sizes a Marian config.json (`source`) claims, with the tensors that show them, and the tables built
+    from it alone (the sinusoidal positions, not stored): `convert_common.check_claimed_sizes`' input."""
+    defaults = MarianConfig()
+    size = {name: source.get(name, getattr(defaults, name)) for name in SAME_NAME_FIELDS}
+    size["max_position_embeddings"] = source.get("max_position_embeddings", defaults.max_position_embeddings)
+    embeddings = ("shared.weight", "encoder.embed_tokens.weight")
+    claims = [
+        SizeClaim("vocab_size", size["vocab_size"], tuple((name, 0) for name in embeddings)),
+        SizeClaim("d_model", size["d_model"], tuple((name, 1) for name in embeddings)),
+        SizeClaim(
+            "decoder_vocab_size",
+            size["decoder_vocab_size"] or size["vocab_size"],
+            (("final_logits_bias", 1), ("decoder.embed_tokens.weight", 0), ("lm_head.weight", 0)),
+        ),
+    ]
+    for side in ("encoder", "decoder"):
+        layers = size[f"{side}_layers"]
+        claims.append(SizeClaim(f"{side}_layers", layers, ((f"{side}.layers.", None),)))
+        if isinstance(layers, int) and layers > 0:
+            claims.append(
+                SizeClaim(f"{side}_ffn_dim", size[f"{side}_ffn_dim"], ((f"{side}.layers.0.fc1.weight", 0),))
+            )
+    width = size["d_model"] if isinstance(size["d_model"], int) and size["d_model"] > 0 else 1
+    return claims, (
+        ("max_position_embeddings", size["max_position_embeddings"], width),
+        *common_tables(source),
+    )
+
+
+def convert_marian_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_pickle: bool = False) -> Path:
     """Convert a saved `MarianMTModel` folder into a vanilla-transformer folder with remote code. The
     tokenizer files are copied unchanged, so `AutoTokenizer.from_pretrained(out_dir)` still loads Marian's
-    tokenizer."""
+    tokenizer. The source is loaded by `convert_common.load_source_model` (sizes checked first; safetensors
+    only unless `trust_pickle`)."""
     src_dir, out_dir = Path(src_dir), Path(out_dir)
-    read_source_config(src_dir, "marian", "Marian", "the folder of a saved MarianMTModel")
-    marian = MarianMTModel.from_pretrained(src_dir, dtype=torch.float32)
+    source = read_source_config(src_dir, "marian", "Marian", "the folder of a saved MarianMTModel")
+    claims, tables = size_claims(source)
+    marian = load_source_model(MarianMTModel, src_dir, claims, trust_pickle, tables)
     return write_converted_folder(convert_marian_model(marian), src_dir, out_dir)

@@ -82,7 +82,11 @@ TOKENIZER_JSON_FILES = (
 
 def load_tokenizer(source: str | Path, **options) -> PreTrainedTokenizerBase:
     """`AutoTokenizer.from_pretrained(source, **options)`; for a local folder whose tokenizer does not load, a
-    `ValueError` that names the damaged file (a tokenizer JSON file that does not parse) or the folder."""
+    `ValueError` that names the damaged file (a tokenizer JSON file that does not parse) or the folder.
+
+    A tokenizer's own code (its ``auto_map``) runs only with ``trust_remote_code=True`` in `options` (the loading
+    policy, `inference.loading_policy`): transformers is never left to decide (it would ask on stdin)."""
+    options.setdefault("trust_remote_code", False)
     try:
         return AutoTokenizer.from_pretrained(str(source), **options)
     except Exception as err:  # noqa: BLE001 - tokenizers raises plain Exception for data it cannot read

@@ -10,6 +10,7 @@ taken since it resumed. Checkpoints keep the un-averaged training state, so aver
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -123,6 +124,7 @@ def export_averaged_model(
     """Average the model weights of checkpoint ``folders`` (same architecture; config from the newest one's
     ``config.json``) and save a self-contained model folder with `save_with_remote_code`. ``output_dir`` follows
     the rule of `export.folders`: new, empty or a complete earlier averaged model, never containing a checkpoint."""
+    from vanilla_transformer.inference.loading_policy import remote_code_rule
     from vanilla_transformer.modeling import (
         VanillaTransformerConfig,
         VanillaTransformerForConditionalGeneration,
@@ -138,6 +140,11 @@ def export_averaged_model(
         raise ckpt.CheckpointError(
             f"Checkpoint {str(folders[-1])!r} has no config.json; it was not written by training/."
         )
+    # the loading policy: a checkpoint of another model type (one that needs its own code) is refused, not read
+    # into this project's classes
+    remote_code_rule(
+        json.loads(config_file.read_text(encoding="utf-8")), str(folders[-1]), False, opt_in=None
+    )
     config = VanillaTransformerConfig.from_json_file(str(config_file))
     model = VanillaTransformerForConditionalGeneration(config)
     ckpt.load_weights_into(model, average_checkpoints(folders))

@@ -7,8 +7,10 @@ timing probe when a ``--max_minutes`` budget can change it) -> the recipe saved.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -72,23 +74,31 @@ def objective_model(cfg: TrainConfig, recipe: Recipe, vocab_size: int) -> Vanill
     """A new model of ``cfg.objective``'s family (the recipe's architecture), or the weights of ``--init_from``
     (its architecture, with the recipe's dropout when ``--dropout`` or the long-budget rule set one).
 
+    ``--init_from`` is loaded by the loading policy (`inference.loading_policy`): this project's classes only (no
+    code of the folder runs) and safetensors weights only (a pickle is refused, never unpickled).
+
     Raises:
-        ValueError: the ``--init_from`` model is not of the objective's family, or its vocabulary is smaller than the
-            tokenizer's.
+        ValueError: the ``--init_from`` model is not of the objective's family, needs its own code, has no
+            safetensors weights, or its vocabulary is smaller than the tokenizer's.
     """
     model_class = get_objective(cfg.objective).model_class
     if cfg.init_from is None:
         return model_class(recipe.model_config(vocab_size))
     from transformers import AutoConfig
+    from vanilla_transformer.inference.loading_policy import from_pretrained_safetensors, remote_code_rule
 
-    found = AutoConfig.from_pretrained(cfg.init_from)
+    saved = json.loads((Path(cfg.init_from) / "config.json").read_text(encoding="utf-8"))
+    remote_code_rule(saved, cfg.init_from, trust_remote_code=False, opt_in=None)
+    found = AutoConfig.from_pretrained(cfg.init_from, trust_remote_code=False)
     if not isinstance(found, model_class.config_class):
         raise ValueError(
             f"--init_from {cfg.init_from!r} holds a {type(found).__name__} model; --objective {cfg.objective} trains a "
             f"{model_class.__name__}. Start from a model of that family, or drop --init_from."
         )
     overrides = {"dropout": recipe.dropout} if recipe.dropout is not None else {}
-    model = model_class.from_pretrained(cfg.init_from, **overrides)
+    model = from_pretrained_safetensors(
+        model_class, cfg.init_from, False, "pass the OUTPUT_DIR of a finished run", **overrides
+    )
     if model.config.vocab_size < vocab_size:
         raise ValueError(
             f"--init_from {cfg.init_from!r} has a vocabulary of {model.config.vocab_size} tokens, the tokenizer "

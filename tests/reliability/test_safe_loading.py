@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import json
 import re
 import shutil
 import sys
@@ -20,7 +21,7 @@ import pytest
 import torch
 from conftest import ROOT, small_run
 from helpers.layout import package_dirs
-from helpers.shared import run_python
+from helpers.shared import run_main, run_python
 from vanilla_transformer.inference import load_model_and_tokenizer
 from vanilla_transformer.training import checkpoint as ckpt
 from vanilla_transformer.training import train
@@ -168,8 +169,11 @@ def test_converter_does_not_unpickle_a_malicious_marian_folder(tmp_path, marker)
         decoder_start_token_id=0,
     ).save_pretrained(src)
     plant(src / "pytorch_model.bin", marker)
-    with pytest.raises(Exception, match="Weights only load failed"):
+    with pytest.raises(FileNotFoundError, match="has no safetensors weights.*read only with --trust_pickle"):
         convert_marian_checkpoint(src, tmp_path / "out")
+    # the opt-in reads the pickle with torch.load(weights_only=True), which still refuses the payload
+    with pytest.raises(Exception, match="Weights only load failed"):
+        convert_marian_checkpoint(src, tmp_path / "out", trust_pickle=True)
     assert not marker.exists()
 
 
@@ -238,3 +242,199 @@ def test_a_corrupt_safetensors_file_is_a_clear_error(tmp_path):
     weights.write_bytes(weights.read_bytes()[:200])
     with pytest.raises(ValueError, match=r"has a corrupt model.safetensors .*export the model again"):
         load_model_and_tokenizer(str(folder))
+
+
+# ------------------------------------------------------------------------------------------------ model code
+
+FOREIGN_CODE = {
+    "configuration_evil.py": """
+        import pathlib
+        pathlib.Path({marker!r}).write_text("ran")
+        from vanilla_transformer.modeling import VanillaTransformerConfig
+
+        class EvilConfig(VanillaTransformerConfig):
+            model_type = "evil_transformer"
+        """,
+    "modeling_evil.py": """
+        import pathlib
+        pathlib.Path({marker!r}).write_text("ran")
+        from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
+        from .configuration_evil import EvilConfig
+
+        class EvilModel(VanillaTransformerForConditionalGeneration):
+            config_class = EvilConfig
+        """,
+}
+FOREIGN_AUTO_MAP = {
+    "AutoConfig": "configuration_evil.EvilConfig",
+    "AutoModelForSeq2SeqLM": "modeling_evil.EvilModel",
+}
+
+
+def plant_code(folder: Path, marker: Path, model_type: str) -> Path:
+    """`folder` (a saved model) with Python files that create `marker` when imported, named by its config's
+    auto_map, and `model_type` as its config's model type."""
+    for name, code in FOREIGN_CODE.items():
+        (folder / name).write_text(textwrap.dedent(code.format(marker=str(marker))), encoding="utf-8")
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config.update(model_type=model_type, auto_map=FOREIGN_AUTO_MAP)
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def foreign_code_folder(export, tmp_path, marker) -> Path:
+    """A copy of the tiny exported model whose config names another model type, loaded by code of the folder
+    (auto_map) that creates the marker file when imported."""
+    return plant_code(shutil.copytree(export, tmp_path / "evil-code"), marker, "evil_transformer")
+
+
+def test_the_planted_code_is_live_and_loads_with_the_flag(foreign_code_folder, marker, monkeypatch, capsys):
+    """With --trust_remote_code the folder's code runs (the marker appears) and the model translates: the refusals
+    below are the policy's, not a broken folder's."""
+    code, out, err = run_main(
+        monkeypatch, capsys, "--model", str(foreign_code_folder), "--trust_remote_code", stdin="起初\n"
+    )
+    assert code == 0, err
+    assert len(out.splitlines()) == 1 and marker.exists()
+
+
+def _train_init_from(folder: Path, out: Path) -> int:
+    """`vanilla-transformer train --init_from folder` for one update of the tiny preset, writing to `out`."""
+    from vanilla_transformer.commands.train import main as train_main
+
+    return train_main(
+        ["--init_from", str(folder), "--output_dir", str(out), "--max_steps", "1", "--preset", "tiny"]
+        + ["--max_lines", "300", "--valid_size", "20", "--test_size", "6", "--bleu_samples", "0"]
+        + ["--report_to", "none", "--num_threads", "1", "--cache_dir", str(out.parent / "cache")]
+    )
+
+
+# entry point -> its command line for model folder F and output folder O (F replaced by a checkpoint for average)
+ENTRY_POINTS = {
+    "translate": ("translate", ["--model", "F"]),
+    "evaluate": ("evaluate", ["--model", "F"]),
+    "serve": ("serve", ["--model", "F"]),
+    "demo": ("demo", ["--model", "F"]),
+    "plot-attention": ("plot_attention", ["--model", "F", "--text", "起初", "-o", "O/a.png"]),
+    "bench soak": ("bench_soak", ["--model", "F", "--count", "1"]),
+    "export ct2": ("export", ["--engine", "ct2", "F", "O"]),
+    "export onnx": ("export", ["--engine", "onnx", "F", "O"]),
+    "convert": ("convert", ["--from", "marian", "F", "O"]),
+}
+
+
+def _never_serve(*args, **kwargs):
+    raise AssertionError("the model loaded")
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_every_entry_point_refuses_foreign_code_unasked(
+    foreign_code_folder, tmp_path, marker, entry, monkeypatch, capsys
+):
+    """Each command that loads a model refuses a folder that needs its own code, without a traceback; the code
+    never runs."""
+    module, argv = ENTRY_POINTS[entry]
+    script = importlib.import_module(f"vanilla_transformer.commands.{module}")
+    argv = [str(foreign_code_folder) if a == "F" else a.replace("O", str(tmp_path / "out"), 1) for a in argv]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("起初\n".encode())))
+    # the demo command sets it for gradio; set here so that the test restores it
+    monkeypatch.setenv("GRADIO_ANALYTICS_ENABLED", "False")
+    # a model that loads fails the test here instead of serving until the test times out
+    servers = {"serve": "vanilla_transformer.serving.run_server", "demo": "gradio.Blocks.launch"}
+    if entry in servers:
+        monkeypatch.setattr(servers[entry], _never_serve)
+    assert script.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "evil_transformer" in err and "Traceback" not in err, err
+    assert not marker.exists()
+
+
+def test_train_init_from_refuses_foreign_code(foreign_code_folder, tmp_path, marker, capsys):
+    assert _train_init_from(foreign_code_folder, tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert "evil_transformer" in err and "runs only when asked" in err and "Traceback" not in err, err
+    assert not marker.exists()
+
+
+def test_train_init_from_refuses_pickled_weights(pickled_model_folder, tmp_path, marker, capsys):
+    assert _train_init_from(pickled_model_folder, tmp_path / "out") == 2
+    err = capsys.readouterr().err
+    assert "has no safetensors weights" in err and "never read from pickle files" in err, err
+    assert not marker.exists()
+
+
+def test_average_refuses_a_checkpoint_of_foreign_code(finished_run, tmp_path, marker, capsys):
+    from vanilla_transformer.commands.average import main as average_main
+
+    out = tmp_path / "out"
+    shutil.copytree(finished_run[0], out)
+    folder = plant_code(out / "checkpoints" / "checkpoint-1", marker, "evil_transformer")
+    ckpt.write_manifest(folder)
+    assert average_main(["--checkpoints", str(folder), "--output", str(tmp_path / "avg")]) == 2
+    err = capsys.readouterr().err
+    assert "evil_transformer" in err and "Traceback" not in err, err
+    assert not marker.exists()
+
+
+def test_our_model_type_loads_with_our_classes_whatever_its_auto_map(export, tmp_path, marker):
+    """A folder of this project's model type whose auto_map names other code loads with the installed classes,
+    with and without the flag: that code never runs."""
+    import vanilla_transformer.modeling as modeling
+
+    folder = plant_code(shutil.copytree(export, tmp_path / "ours"), marker, "vanilla_transformer")
+    for trust in (False, True):
+        model, _ = load_model_and_tokenizer(str(folder), trust_remote_code=trust)
+        assert type(model) is modeling.VanillaTransformerForConditionalGeneration
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("name", ["folder/on/disk", "alice/zh-en"])
+def test_the_remote_code_rule_is_the_same_for_a_folder_and_a_hub_repo(name):
+    from vanilla_transformer.inference.loading_policy import remote_code_rule
+
+    config = {"model_type": "evil_transformer", "auto_map": FOREIGN_AUTO_MAP}
+    for unasked in (None, False):
+        with pytest.raises(
+            ValueError, match=r"evil_transformer.*modeling_evil.EvilModel.*--trust_remote_code"
+        ):
+            remote_code_rule(config, name, unasked)
+    assert remote_code_rule(config, name, True) is True
+    assert remote_code_rule({**config, "model_type": "vanilla_transformer"}, name, True) is False
+    with pytest.raises(ValueError, match="this command loads only this project's models"):
+        remote_code_rule(config, name, True, opt_in=None)
+
+
+def test_a_tokenizer_with_its_own_code_is_refused_without_asking(export, tmp_path, marker, monkeypatch):
+    """The one tokenizer loader (training's --tokenizer, the ct2 and onnx engines, average) never lets
+    transformers ask on stdin whether to run a tokenizer's code: a "y" waiting there is not read."""
+    from vanilla_transformer.tokenizer.prepare import load_tokenizer
+
+    folder = shutil.copytree(export, tmp_path / "evil-tokenizer")
+    (folder / "tokenization_evil.py").write_text(
+        textwrap.dedent(
+            f"""
+            import pathlib
+            pathlib.Path({str(marker)!r}).write_text("ran")
+            from transformers import PreTrainedTokenizerFast
+
+            class EvilTokenizerFast(PreTrainedTokenizerFast):
+                pass
+            """
+        ),
+        encoding="utf-8",
+    )
+    settings = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    settings.update(
+        tokenizer_class="EvilTokenizerFast",
+        auto_map={"AutoTokenizer": [None, "tokenization_evil.EvilTokenizerFast"]},
+    )
+    (folder / "tokenizer_config.json").write_text(json.dumps(settings), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
+    with pytest.raises(ValueError, match="does not load"):
+        load_tokenizer(folder)
+    assert not marker.exists()
+    assert (
+        type(load_tokenizer(folder, trust_remote_code=True)).__name__ == "EvilTokenizerFast"
+        and marker.exists()
+    )

@@ -34,7 +34,9 @@ def add_model_arguments(
     parser.add_argument("--model", required=True, help=model_help)
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     parser.add_argument(
-        "--trust_remote_code", action="store_true", help="allow a Hub repo's own model code to run"
+        "--trust_remote_code",
+        action="store_true",
+        help="allow a model of another type to run its own code (its auto_map), from a folder or a Hub repo",
     )
     if dtype_help is not None:
         parser.add_argument("--dtype", choices=DTYPES, default=None, help=dtype_help)

@@ -48,9 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = None
     try:
         if tok_dir is not None and Path(tok_dir).exists():
-            from transformers import AutoTokenizer
+            from vanilla_transformer.tokenizer.prepare import load_tokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
+            tokenizer = load_tokenizer(tok_dir)
         out = export_averaged_model(folders, args.output, tokenizer)
     except (ValueError, OSError) as error:  # CheckpointError is a ValueError: one line, exit 2
         print(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)

@@ -96,7 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.ERROR)  # the per-chunk truncation warnings are expected here
     with tempfile.TemporaryDirectory() as tmp:
         name = args.model or tiny_random_model(Path(tmp) / "model", args.seed)
-        model, tokenizer = load_model_and_tokenizer(name, device=args.device)
+        try:
+            model, tokenizer = load_model_and_tokenizer(name, device=args.device, opt_in=None)
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     sentences = make_sentences(args.count, args.seed)
     rng = random.Random(args.seed + 1)
     translate_lines(

@@ -9,6 +9,10 @@ For BERT the head follows the folder's config.json "architectures" (BertForMaske
 masked LM; BertForSequenceClassification: classification). OUT_DIR keeps the source's tokenizer files and loads
 with the matching Auto class (`AutoModelForSeq2SeqLM`, `AutoModelForCausalLM`, `AutoModelForMaskedLM` /
 `AutoModelForSequenceClassification`), with `trust_remote_code=True` where the package is not installed.
+
+The source is loaded with its own transformers class (no code of the folder runs) from safetensors weights only;
+`--trust_pickle` also reads a pickle-only checkpoint (pytorch_model.bin), which can run code: pass it only for a
+checkpoint you trust. The sizes config.json claims are checked against the weights' shapes before any model is built.
 """
 
 from __future__ import annotations
@@ -38,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("src_dir", type=Path, help="folder of the saved transformers model")
     parser.add_argument("out_dir", type=Path, help="folder to write the converted model to")
+    parser.add_argument(
+        "--trust_pickle",
+        action="store_true",
+        help="also read pickled weights (pytorch_model.bin) when the folder has no safetensors: a pickle can run "
+        "code, so only for a checkpoint you trust",
+    )
     args = parser.parse_args(argv)
     _, module, function = SOURCES[args.source]
     convert = getattr(importlib.import_module(f"vanilla_transformer.modeling.{module}"), function)
@@ -45,9 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         claim_output_folder(
             args.out_dir, OUTPUT_KIND, [args.src_dir]
         )  # the converter refuses non-empty folders too
-        out = convert(args.src_dir, args.out_dir)
+        out = convert(args.src_dir, args.out_dir, trust_pickle=args.trust_pickle)
     except (FileNotFoundError, ValueError, OSError, pickle.UnpicklingError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
         return 2
     print(f"converted {args.src_dir} -> {out}")
     return 0
