@@ -18,7 +18,7 @@ from transformers import (
 )
 from transformers.pipelines import PIPELINE_REGISTRY
 
-from .checks_vanilla_transformer import check_generation_arguments
+from .checks_vanilla_transformer import DECODING_OPTIONS, DecodingOption, check_generation_arguments
 from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig
 from .configuration_vanilla_encoder_only import VanillaEncoderOnlyConfig
 from .configuration_vanilla_transformer import VanillaTransformerConfig
@@ -94,6 +94,8 @@ __all__ = [
     "build_attention_mask",
     "causal_lm_generation_config",
     "check_generation_arguments",
+    "DECODING_OPTIONS",
+    "DecodingOption",
     "cpu_inference_gemm",
     "cpu_vendor",
     "default_generation_config",

@@ -139,7 +139,7 @@ def test_main_sampling_is_reproducible_and_nbest_is_tab_separated(
     "args, expected",
     [
         ("--top_p 0", "top_p=0.0 is invalid: expected 0 < top_p <= 1"),
-        ("--temperature 0", "temperature=0.0 is invalid: expected a number > 0"),
+        ("--temperature 0", "temperature=0.0 is invalid: expected a finite number from 0.001 to 1000"),
         ("--num_beams 2 --num_return_sequences 3", "raise num_beams to at least 3"),
         ("--num_return_sequences 5", "at most num_beams=4"),  # the model's default beam size
         ("--num_beams 0", "num_beams=0 is invalid"),
