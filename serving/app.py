@@ -89,12 +89,19 @@ class BodyLimit:
     """ASGI middleware: reads a POST body whole before the app sees it, and refuses a body over ``limits``'s
     ``max_request_bytes`` (413, by its Content-Length before reading it, or by what arrives), a POST body without
     Content-Length (411), and a body still incomplete ``body_timeout_s`` seconds after its headers (408, and the
-    connection is closed). A client that disconnects while sending its body gets nothing. The app then sees the
-    body as one message, and the connection's later messages (its ``http.disconnect``) as they come."""
+    connection is closed); once `begin_shutdown` is called, a body still arriving gets 503 at once (a stalled
+    client does not hold the server's drain). A client that disconnects while sending its body gets nothing. The
+    app then sees the body as one message, and the connection's later messages (its ``http.disconnect``) as they
+    come."""
 
     def __init__(self, app, limits: Limits):
         self.app = app
         self.limits = limits
+        self.closing = asyncio.Event()
+
+    def begin_shutdown(self) -> None:
+        """The server stops accepting requests (call in the server's event loop)."""
+        self.closing.set()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
@@ -105,9 +112,16 @@ class BodyLimit:
             return await _send_json(send, 411, "a request body needs a Content-Length header")
         if not length.isdigit() or int(length) > limit:
             return await _send_json(send, 413, _too_large(length.decode(errors="replace"), limit))
-        try:
-            body = await asyncio.wait_for(_read_body(receive, limit), self.limits.body_timeout_s)
-        except TimeoutError:
+        read = asyncio.ensure_future(_read_body(receive, limit))
+        closing = asyncio.ensure_future(self.closing.wait())
+        await asyncio.wait(
+            (read, closing), timeout=self.limits.body_timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        closing.cancel()
+        if not read.done():
+            read.cancel()
+            if self.closing.is_set():
+                return await _send_json(send, 503, "the server is shutting down", close=True)
             return await _send_json(
                 send,
                 408,
@@ -115,6 +129,7 @@ class BodyLimit:
                 f"{self.limits.body_timeout_s:g}: send the whole body at once",
                 close=True,
             )
+        body = read.result()
         if body is None:
             return None
         if len(body) > limit:

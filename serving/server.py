@@ -56,11 +56,16 @@ def uvicorn_server(app: Any, host: str, port: int, drain_s: float = 30.0):
     """A `uvicorn.Server` for ``app`` on ``host:port`` that drains for up to ``drain_s`` seconds on shutdown and,
     once drained, returns normally after Ctrl-C / SIGTERM (uvicorn itself raises the signal again after its
     shutdown, which ends the process with the signal's status). An idle keep-alive connection is closed after
-    the app's ``limits.idle_timeout_s`` (`create_app`'s app; uvicorn's 5 s for another app)."""
+    the app's ``limits.idle_timeout_s`` (`create_app`'s app; uvicorn's 5 s for another app), and the app's
+    ``begin_shutdown()`` (if any) is called as the shutdown begins."""
     import uvicorn
 
     class Server(uvicorn.Server):
         async def shutdown(self, sockets=None):
+            # requests whose bodies are still arriving are refused now, not at the end of the drain
+            begin_shutdown = getattr(app, "begin_shutdown", None)
+            if begin_shutdown is not None:
+                begin_shutdown()
             await super().shutdown(sockets)
             captured = getattr(self, "_captured_signals", None)
             if isinstance(captured, list):
