@@ -347,7 +347,9 @@ class DecodingOption:
 # the command line builds its options from it and the server its request fields. top_p's open lower end is the
 # smallest positive float. temperature's range keeps logits / temperature finite and meaningful: below 0.001
 # sampling is greedy decoding in all but name (and tiny values overflow the scaled logits), above 1000 it is
-# uniform noise. seed: the range of numpy's seed, which transformers' `set_seed` sets.
+# uniform noise. length_penalty: length ** length_penalty must stay a finite float for any length (the paper's
+# 0.6; beyond +-10 one term decides every ranking). seed: the range of numpy's seed, which transformers'
+# `set_seed` sets.
 DECODING_OPTIONS: dict[str, DecodingOption] = {
     option.name: option
     for option in (
@@ -363,9 +365,9 @@ DECODING_OPTIONS: dict[str, DecodingOption] = {
             "length_penalty",
             float,
             "beam score = log p / length**alpha (default: the model's generation config)",
-            minimum=-100.0,
-            maximum=100.0,
-            expected="a finite number from -100 to 100",
+            minimum=-10.0,
+            maximum=10.0,
+            expected="a number from -10 to 10",
             fix="e.g. 0.6 (1.0 = average log-probability per token)",
         ),
         DecodingOption(
