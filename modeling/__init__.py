@@ -77,7 +77,9 @@ if TASK not in PIPELINE_REGISTRY.supported_tasks:
     )
 
 __all__ = [
+    "DECODING_OPTIONS",
     "IGNORE_INDEX",
+    "DecodingOption",
     "TranslationPipeline",
     "VanillaDecoderOnlyConfig",
     "VanillaDecoderOnlyForCausalLM",
@@ -94,8 +96,6 @@ __all__ = [
     "build_attention_mask",
     "causal_lm_generation_config",
     "check_generation_arguments",
-    "DECODING_OPTIONS",
-    "DecodingOption",
     "cpu_inference_gemm",
     "cpu_vendor",
     "default_generation_config",

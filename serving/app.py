@@ -9,9 +9,12 @@
 
 /translate requests go through the `serving.batcher.Batcher` (dynamic batching). Refusals are JSON
 ``{"detail": message}``: 413 for a body over ``max_request_bytes`` or more than ``max_texts`` texts, 411 for a
-body without Content-Length, 422 for malformed JSON, unknown options (named), values out of range, a source over
+body without Content-Length, 408 for a body not complete within ``body_timeout_s``, 422 for malformed JSON,
+unknown options (named), values that break their rule (`modeling.DECODING_OPTIONS`, the message of the command
+line's option), texts that are not valid Unicode, counts over their limit (`serving.options.Limits`), a source over
 ``max_source_tokens``, options the engine cannot run; 429 when ``max_streams`` streams already run; 503 while
-shutting down. A client that disconnects mid-stream cancels its generation, which frees its stream slot.
+shutting down. A client that disconnects mid-stream cancels its generation, which frees its stream slot; one that
+disconnects while its /translate request is queued cancels the request, which the batcher then drops.
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ Concurrent requests with the same decoding options are translated together (at m
 first arrived, at most --max_batch_tokens source tokens x beams per engine call); each reply equals the same
 request sent alone. Requests take `vanilla-transformer translate`'s decoding options (JSON fields num_beams,
 length_penalty, max_new_tokens, num_return_sequences; do_sample, temperature, top_k, top_p, seed with --engine
-torch). Ctrl-C or SIGTERM stops accepting requests, answers the ones in flight and exits. Needs the serve extra
+torch), checked by the same rules and with the same messages as translate's options. Every count a request can
+raise and every wait a connection can impose has a limit (the --max_* and --*_timeout_s options below, shown in
+/info). Ctrl-C or SIGTERM stops accepting requests, answers the ones in flight and exits. Needs the serve extra
 (pip install 'vanilla-transformer[serve]'). Exit code 2 for bad options or a model that cannot be loaded.
 """
 
