@@ -128,3 +128,20 @@ def wait_until(predicate, timeout: float = 30.0) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+def test_a_model_default_over_the_new_tokens_limit_is_lowered_to_it(served_folder, served_sources):
+    """The tiny model's generation config asks for 6 new tokens; a server limited to 2 generates at most 2 for a
+    request that leaves max_new_tokens to the model, as translate does with max_new_tokens=2."""
+    from vanilla_transformer.inference import load_model_and_tokenizer, translate
+    from vanilla_transformer.serving import Limits, start_in_thread
+
+    model, tokenizer = load_model_and_tokenizer(str(served_folder), dtype="float32")
+    assert model.generation_config.max_new_tokens == 6
+    texts = served_sources[:4]
+    expected = translate(model, tokenizer, texts, num_beams=1, max_new_tokens=2)
+    assert expected != translate(model, tokenizer, texts, num_beams=1)
+    limits = Limits(**{**SMALL, "max_new_tokens": 2})
+    with start_in_thread(served_app(served_folder, limits=limits)) as running:
+        reply = post(running.url, "/translate", {"text": texts, "num_beams": 1})
+    assert reply.status_code == 200 and reply.json()["translations"] == expected
