@@ -1,6 +1,7 @@
 """What a client sends to the translation server and what the server allows: the request bodies (pydantic models
-that refuse unknown fields), the server's limits, and the checks that turn a request into the keyword arguments of
-`inference.translate_nbest` or a `RequestError` (an HTTP status and a message naming the option or limit).
+built from `modeling.DECODING_OPTIONS` that refuse unknown fields), the server's limits and timeouts, and the
+checks that turn a request into the keyword arguments of `inference.translate_nbest` or a `RequestError` (an HTTP
+status and a message naming the option or limit).
 
 The decoding options are `vanilla-transformer translate`'s and mean the same: options left out come from the
 model's generation config; ``do_sample`` without ``num_beams`` samples with one beam; an exported engine takes
@@ -61,16 +62,21 @@ def _check_text(value: str | list[str]) -> str | list[str]:
 def _decoding_request() -> type[BaseModel]:
     """The decoding fields of a request, built from their rules (`modeling.DECODING_OPTIONS`): each optional, of
     its option's kind (strict: no strings for numbers, no numbers for booleans), checked by its rule."""
-    fields = {
+    declared = {
         name: (DECODING_OPTIONS[name].kind | None, Field(None, description=DECODING_OPTIONS[name].help))
         for name in DECODING_FIELDS
+    }
+    validators = {
+        "check_option": field_validator(*DECODING_FIELDS)(_check_option),
+        # the text field of the requests built on this one
+        "check_text": field_validator("text", check_fields=False)(_check_text),
     }
     return create_model(
         "DecodingRequest",
         __config__=ConfigDict(extra="forbid", strict=True),
         __doc__="The decoding options of a request; any other field is refused (422 naming it).",
-        __validators__={"check_option": field_validator(*DECODING_FIELDS)(_check_option)},
-        **fields,
+        __validators__=validators,
+        **declared,
     )
 
 
@@ -82,21 +88,11 @@ class TranslateRequest(DecodingRequest):
 
     text: str | list[str] = Field(..., description="a source text, or a list of them")
 
-    @field_validator("text")
-    @classmethod
-    def check_text(cls, value: Any) -> Any:
-        return _check_text(value)
-
 
 class StreamRequest(DecodingRequest):
     """POST /translate/stream: one text, decoded greedily or by sampling."""
 
     text: str
-
-    @field_validator("text")
-    @classmethod
-    def check_text(cls, value: Any) -> Any:
-        return _check_text(value)
 
 
 def _limit(default: Any, help_text: str) -> Any:
