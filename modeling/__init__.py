@@ -18,7 +18,7 @@ from transformers import (
 )
 from transformers.pipelines import PIPELINE_REGISTRY
 
-from .checks_vanilla_transformer import check_generation_arguments
+from .checks_vanilla_transformer import DECODING_OPTIONS, DecodingOption, check_generation_arguments
 from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig
 from .configuration_vanilla_encoder_only import VanillaEncoderOnlyConfig
 from .configuration_vanilla_transformer import VanillaTransformerConfig
@@ -77,7 +77,9 @@ if TASK not in PIPELINE_REGISTRY.supported_tasks:
     )
 
 __all__ = [
+    "DECODING_OPTIONS",
     "IGNORE_INDEX",
+    "DecodingOption",
     "TranslationPipeline",
     "VanillaDecoderOnlyConfig",
     "VanillaDecoderOnlyForCausalLM",

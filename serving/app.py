@@ -9,9 +9,12 @@
 
 /translate requests go through the `serving.batcher.Batcher` (dynamic batching). Refusals are JSON
 ``{"detail": message}``: 413 for a body over ``max_request_bytes`` or more than ``max_texts`` texts, 411 for a
-body without Content-Length, 422 for malformed JSON, unknown options (named), values out of range, a source over
+body without Content-Length, 408 for a body not complete within ``body_timeout_s``, 422 for malformed JSON,
+unknown options (named), values that break their rule (`modeling.DECODING_OPTIONS`, the message of the command
+line's option), texts that are not valid Unicode, counts over their limit (`serving.options.Limits`), a source over
 ``max_source_tokens``, options the engine cannot run; 429 when ``max_streams`` streams already run; 503 while
-shutting down. A client that disconnects mid-stream cancels its generation, which frees its stream slot.
+shutting down. A client that disconnects mid-stream cancels its generation, which frees its stream slot; one that
+disconnects while its /translate request is queued cancels the request, which the batcher then drops.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from .batcher import Batcher
 from .options import (
@@ -35,9 +38,11 @@ from .options import (
     RequestError,
     StreamRequest,
     TranslateRequest,
+    bounded_kwargs,
     check_request,
     generate_kwargs,
     source_lengths,
+    work_rows,
 )
 from .streaming import TokenStream
 
@@ -74,40 +79,109 @@ def _validation_message(errors: list[dict]) -> str:
         )
     if any(e.get("type") == "json_invalid" for e in errors):
         return f"malformed JSON: {errors[0].get('ctx', {}).get('error', errors[0].get('msg'))}"
+    # a rule's own message names the option and the fix (`modeling.DECODING_OPTIONS`, the texts' check)
     return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e.get('msg')}" for e in errors[:5]
+        str(e["ctx"]["error"])
+        if e.get("type") == "value_error"
+        else f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e.get('msg')}"
+        for e in errors[:5]
     )
 
 
 class BodyLimit:
-    """ASGI middleware: refuse a request body over ``limit`` bytes (413, by its Content-Length) and a POST body
-    without Content-Length (411), before the app reads it."""
+    """ASGI middleware: reads a POST body whole before the app sees it, and refuses a body over ``limits``'s
+    ``max_request_bytes`` (413, by its Content-Length before reading it, or by what arrives), a POST body without
+    Content-Length (411), and a body still incomplete ``body_timeout_s`` seconds after its headers (408, and the
+    connection is closed); once `begin_shutdown` is called, a body still arriving gets 503 at once (a stalled
+    client does not hold the server's drain). A client that disconnects while sending its body gets nothing. The
+    app then sees the body as one message, and the connection's later messages (its ``http.disconnect``) as they
+    come."""
 
-    def __init__(self, app, limit: int):
+    def __init__(self, app, limits: Limits):
         self.app = app
-        self.limit = limit
+        self.limits = limits
+        self.closing = asyncio.Event()
+
+    def begin_shutdown(self) -> None:
+        """The server stops accepting requests (call in the server's event loop)."""
+        self.closing.set()
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["method"] in ("POST", "PUT", "PATCH"):
-            headers = dict(scope["headers"])
-            length = headers.get(b"content-length")
-            if length is None:
-                return await _send_json(send, 411, "a request body needs a Content-Length header")
-            if not length.isdigit() or int(length) > self.limit:
-                return await _send_json(
-                    send,
-                    413,
-                    f"the request body has {length.decode(errors='replace')} bytes, more than the server's limit "
-                    f"max_request_bytes={self.limit}: send fewer or shorter texts",
-                )
-        await self.app(scope, receive, send)
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            return await self.app(scope, receive, send)
+        limit = self.limits.max_request_bytes
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is None:
+            return await _send_json(send, 411, "a request body needs a Content-Length header")
+        if not length.isdigit() or int(length) > limit:
+            return await _send_json(send, 413, _too_large(length.decode(errors="replace"), limit))
+        read = asyncio.ensure_future(_read_body(receive, limit))
+        closing = asyncio.ensure_future(self.closing.wait())
+        await asyncio.wait(
+            (read, closing), timeout=self.limits.body_timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        closing.cancel()
+        if not read.done():
+            read.cancel()
+            if self.closing.is_set():
+                return await _send_json(send, 503, "the server is shutting down", close=True)
+            return await _send_json(
+                send,
+                408,
+                f"the request body did not arrive within the server's limit body_timeout_s="
+                f"{self.limits.body_timeout_s:g}: send the whole body at once",
+                close=True,
+            )
+        body = read.result()
+        if body is None:
+            return None
+        if len(body) > limit:
+            return await _send_json(send, 413, _too_large(str(len(body)), limit), close=True)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
 
 
-async def _send_json(send, status: int, detail: str) -> None:
+def _too_large(size: str, limit: int) -> str:
+    return (
+        f"the request body has {size} bytes, more than the server's limit max_request_bytes={limit}: "
+        "send fewer or shorter texts"
+    )
+
+
+async def _read_body(receive, limit: int) -> bytes | None:
+    """The request body, read until its end or until it is over ``limit`` bytes; None if the client left."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        if not message.get("more_body", False) or size > limit:
+            return b"".join(chunks)
+
+
+async def _send_json(send, status: int, detail: str, *, close: bool = False) -> None:
     body = json.dumps({"detail": detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def _client_left(request: Request) -> None:
+    """Return once the client of ``request`` (whose body has been read) disconnects."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def create_app(
@@ -155,11 +229,11 @@ def create_app(
             kwargs, request.seed, engine=served.engine, generation_config=generation_config, limits=limits
         )
         lengths = source_lengths(served.tokenizer, texts, limits.max_source_tokens)
-        beams = kwargs.get("num_beams", generation_config.num_beams) or 1
-        return kwargs, sum(lengths) * beams
+        kwargs = bounded_kwargs(kwargs, generation_config, limits)
+        return kwargs, sum(lengths) * work_rows(kwargs, generation_config)
 
     @app.post("/translate")
-    async def translate(request: TranslateRequest) -> dict:
+    async def translate(request: TranslateRequest, connection: Request) -> Any:
         texts = [request.text] if isinstance(request.text, str) else list(request.text)
         if not texts:
             raise RequestError(422, "text is an empty list: send at least one text")
@@ -174,8 +248,16 @@ def create_app(
             future = batcher.submit(texts, kwargs, tokens, request.seed)
         except RuntimeError as err:
             return JSONResponse({"detail": str(err)}, status_code=503)
+        # a request whose client leaves while it waits is cancelled: the batcher drops it unless it already runs
+        reply, left = asyncio.wrap_future(future), asyncio.ensure_future(_client_left(connection))
+        await asyncio.wait((reply, left), return_when=asyncio.FIRST_COMPLETED)
+        if not reply.done():
+            future.cancel()
+            reply.cancel()
+            return Response(status_code=499)
+        left.cancel()
         try:
-            nbest = await asyncio.wrap_future(future)
+            nbest = reply.result()
         except Exception as err:  # noqa: BLE001 - the engine failed on this batch; the server keeps serving
             return JSONResponse(
                 {"detail": f"translation failed: {type(err).__name__}: {err}"}, status_code=500
@@ -271,7 +353,7 @@ def create_app(
             },
         }
 
-    return BodyLimit(app, limits.max_request_bytes)
+    return BodyLimit(app, limits)
 
 
 async def _events(stream: TokenStream | None):

@@ -1,6 +1,7 @@
 """What a client sends to the translation server and what the server allows: the request bodies (pydantic models
-that refuse unknown fields), the server's limits, and the checks that turn a request into the keyword arguments of
-`inference.translate_nbest` or a `RequestError` (an HTTP status and a message naming the option or limit).
+built from `modeling.DECODING_OPTIONS` that refuse unknown fields), the server's limits and timeouts, and the
+checks that turn a request into the keyword arguments of `inference.translate_nbest` or a `RequestError` (an HTTP
+status and a message naming the option or limit).
 
 The decoding options are `vanilla-transformer translate`'s and mean the same: options left out come from the
 model's generation config; ``do_sample`` without ``num_beams`` samples with one beam; an exported engine takes
@@ -9,10 +10,11 @@ only the options of its registry entry (`inference.engines.ENGINES`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
+from vanilla_transformer.modeling import DECODING_OPTIONS
 
 DECODING_FIELDS = (
     "num_beams",
@@ -36,22 +38,49 @@ class RequestError(Exception):
         self.message = message
 
 
-class DecodingRequest(BaseModel):
-    """The decoding options of a request; any other field is refused (422 naming it)."""
+def _check_option(value: Any, info: ValidationInfo) -> Any:
+    """A request field's value against its rule in `modeling.DECODING_OPTIONS` (None: not given)."""
+    if value is not None:
+        DECODING_OPTIONS[info.field_name].check(value)
+    return value
 
-    model_config = ConfigDict(extra="forbid")
 
-    num_beams: int | None = Field(None, description="1 = greedy (default: the model's generation config)")
-    length_penalty: float | None = Field(None, description="beam score = log p / length**alpha")
-    max_new_tokens: int | None = Field(None, description="cap on generated tokens")
-    num_return_sequences: int | None = Field(
-        None, description="n-best: hypotheses per text, at most num_beams"
+def _check_text(value: str | list[str]) -> str | list[str]:
+    """Texts must be valid Unicode: JSON allows lone surrogate escapes ("\\ud800") that no tokenizer can encode."""
+    for i, text in enumerate([value] if isinstance(value, str) else value):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            where = "text" if isinstance(value, str) else f"text {i}"
+            raise ValueError(
+                f"{where} holds a lone surrogate {text[err.start]!r} at character {err.start}, which is not "
+                "valid Unicode: send UTF-8 text (a \\ud800-\\udfff escape in JSON only as part of a pair)"
+            ) from None
+    return value
+
+
+def _decoding_request() -> type[BaseModel]:
+    """The decoding fields of a request, built from their rules (`modeling.DECODING_OPTIONS`): each optional, of
+    its option's kind (strict: no strings for numbers, no numbers for booleans), checked by its rule."""
+    declared = {
+        name: (DECODING_OPTIONS[name].kind | None, Field(None, description=DECODING_OPTIONS[name].help))
+        for name in DECODING_FIELDS
+    }
+    validators = {
+        "check_option": field_validator(*DECODING_FIELDS)(_check_option),
+        # the text field of the requests built on this one
+        "check_text": field_validator("text", check_fields=False)(_check_text),
+    }
+    return create_model(
+        "DecodingRequest",
+        __config__=ConfigDict(extra="forbid", strict=True),
+        __doc__="The decoding options of a request; any other field is refused (422 naming it).",
+        __validators__=validators,
+        **declared,
     )
-    do_sample: bool | None = Field(None, description="sample instead of searching (engine torch)")
-    temperature: float | None = None
-    top_k: int | None = None
-    top_p: float | None = None
-    seed: int | None = Field(None, description="makes sampling reproducible (the request then runs alone)")
+
+
+DecodingRequest = _decoding_request()
 
 
 class TranslateRequest(DecodingRequest):
@@ -66,16 +95,35 @@ class StreamRequest(DecodingRequest):
     text: str
 
 
+def _limit(default: Any, help_text: str) -> Any:
+    return field(default=default, metadata={"help": help_text})
+
+
 @dataclass(frozen=True)
 class Limits:
-    """What one request may ask of the server. ``max_source_tokens`` None: the model's own maximum."""
+    """What one request may ask of the server and how long a connection may keep it waiting; each field is the
+    `vanilla-transformer serve` option of its name (``max_new_tokens``: --max_new_tokens_limit) and shows in
+    /info. ``max_source_tokens`` None: the model's own maximum."""
 
-    max_request_bytes: int = 65536
-    max_texts: int = 64
-    max_source_tokens: int | None = None
-    max_new_tokens: int = 256
-    max_num_beams: int = 8
-    max_streams: int = 4
+    max_request_bytes: int = _limit(65536, "largest request body in bytes (64 KiB)")
+    max_texts: int = _limit(64, "most texts per request")
+    max_source_tokens: int | None = _limit(None, "longest source in tokens (default: the model's maximum)")
+    max_new_tokens: int = _limit(
+        256, "largest max_new_tokens; a request without one gets the model's default, lowered to this"
+    )
+    max_num_beams: int = _limit(8, "largest num_beams")
+    max_num_return_sequences: int = _limit(8, "largest num_return_sequences (n-best or samples per text)")
+    max_streams: int = _limit(4, "streams decoding at once")
+    body_timeout_s: float = _limit(30.0, "seconds a request body may take to arrive (then 408)")
+    idle_timeout_s: float = _limit(5.0, "seconds an idle keep-alive connection is kept open")
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None and not value > 0:
+                raise ValueError(
+                    f"{f.name}={value!r} is invalid: expected a number > 0 ({f.metadata['help']})"
+                )
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,17 +159,38 @@ def check_request(
             check_engine_options(engine, {**kwargs, "seed": seed})
     except ValueError as err:
         raise RequestError(422, str(err).replace("--", "")) from err
+    asked = {
+        "num_beams": kwargs.get("num_beams", generation_config.num_beams) or 1,
+        "num_return_sequences": kwargs.get("num_return_sequences"),
+        "max_new_tokens": kwargs.get("max_new_tokens"),
+    }
+    for name, limit_name in (
+        ("num_beams", "max_num_beams"),
+        ("num_return_sequences", "max_num_return_sequences"),
+        ("max_new_tokens", "max_new_tokens"),
+    ):
+        value, limit = asked[name], getattr(limits, limit_name)
+        if value is not None and value > limit:
+            raise RequestError(
+                422,
+                f"{name}={value} exceeds the server's limit {limit_name}={limit}: ask for at most {limit}",
+            )
+
+
+def bounded_kwargs(kwargs: dict[str, Any], generation_config: Any, limits: Limits) -> dict[str, Any]:
+    """``kwargs`` (checked by `check_request`) with ``max_new_tokens`` set to the server's limit when the request
+    leaves it to a model default above the limit (or to none)."""
+    default = getattr(generation_config, "max_new_tokens", None)
+    if "max_new_tokens" in kwargs or (default is not None and default <= limits.max_new_tokens):
+        return kwargs
+    return {**kwargs, "max_new_tokens": limits.max_new_tokens}
+
+
+def work_rows(kwargs: dict[str, Any], generation_config: Any) -> int:
+    """The rows one source text becomes in `generate()`: its beams, or its samples when it samples more
+    sequences than beams."""
     beams = kwargs.get("num_beams", generation_config.num_beams) or 1
-    if beams > limits.max_num_beams:
-        raise RequestError(
-            422, f"num_beams={beams} exceeds the server's limit max_num_beams={limits.max_num_beams}"
-        )
-    new_tokens = kwargs.get("max_new_tokens")
-    if new_tokens is not None and new_tokens > limits.max_new_tokens:
-        raise RequestError(
-            422,
-            f"max_new_tokens={new_tokens} exceeds the server's limit max_new_tokens={limits.max_new_tokens}",
-        )
+    return max(beams, kwargs.get("num_return_sequences", 1))
 
 
 def source_lengths(tokenizer: Any, texts: list[str], limit: int | None) -> list[int]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from .app import ServedModel
@@ -41,17 +42,30 @@ def load_served(
         trust_remote_code=trust_remote_code,
         num_threads=num_threads,
     )
-    return ServedModel(loaded, tokenizer, engine, str(model), card_languages(model))
+    return ServedModel(loaded, tokenizer, engine, model_name(model), card_languages(model))
+
+
+def model_name(model: str | Path) -> str:
+    """The name the server reports for ``model``: a local folder's own name (never its path, which /info would
+    show to anyone who can reach the server), or the Hub id as given."""
+    path = Path(model)
+    return path.resolve().name if path.exists() else str(model)
 
 
 def uvicorn_server(app: Any, host: str, port: int, drain_s: float = 30.0):
     """A `uvicorn.Server` for ``app`` on ``host:port`` that drains for up to ``drain_s`` seconds on shutdown and,
     once drained, returns normally after Ctrl-C / SIGTERM (uvicorn itself raises the signal again after its
-    shutdown, which ends the process with the signal's status)."""
+    shutdown, which ends the process with the signal's status). An idle keep-alive connection is closed after
+    the app's ``limits.idle_timeout_s`` (`create_app`'s app; uvicorn's 5 s for another app), and the app's
+    ``begin_shutdown()`` (if any) is called as the shutdown begins."""
     import uvicorn
 
     class Server(uvicorn.Server):
         async def shutdown(self, sockets=None):
+            # requests whose bodies are still arriving are refused now, not at the end of the drain
+            begin_shutdown = getattr(app, "begin_shutdown", None)
+            if begin_shutdown is not None:
+                begin_shutdown()
             await super().shutdown(sockets)
             captured = getattr(self, "_captured_signals", None)
             if isinstance(captured, list):
@@ -63,6 +77,7 @@ def uvicorn_server(app: Any, host: str, port: int, drain_s: float = 30.0):
         port=port,
         log_level="warning",
         timeout_graceful_shutdown=drain_s,
+        timeout_keep_alive=getattr(getattr(app, "limits", None), "idle_timeout_s", 5),
         access_log=False,
     )
     return Server(config)

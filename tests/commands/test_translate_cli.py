@@ -62,7 +62,11 @@ def test_cli_bad_input_exit_2_without_traceback(tmp_path):
     assert bad_option.returncode == 2 and "top_p=1.5 is invalid" in bad_option.stderr.decode()
     missing = run_cli("--model", str(tmp_path / "nope"), stdin="起初\n")
     assert missing.returncode == 2 and "does not exist" in missing.stderr.decode()
-    for done in (bad_option, missing):
+    # a seed numpy cannot take, refused as it is parsed (one error line), not by set_seed after loading the model
+    bad_seed = run_cli("--model", str(tmp_path), "--do_sample", "--seed", "-1", stdin="起初\n")
+    errors = [line for line in bad_seed.stderr.decode().splitlines() if "error:" in line]
+    assert bad_seed.returncode == 2 and len(errors) == 1 and "seed=-1 is invalid" in errors[0]
+    for done in (bad_option, missing, bad_seed):
         assert "Traceback" not in done.stderr.decode() and done.stdout == b""
 
 
@@ -139,13 +143,23 @@ def test_main_sampling_is_reproducible_and_nbest_is_tab_separated(
     "args, expected",
     [
         ("--top_p 0", "top_p=0.0 is invalid: expected 0 < top_p <= 1"),
-        ("--temperature 0", "temperature=0.0 is invalid: expected a number > 0"),
+        ("--temperature 0", "temperature=0.0 is invalid: expected a finite number from 0.001 to 1000"),
         ("--num_beams 2 --num_return_sequences 3", "raise num_beams to at least 3"),
         ("--num_return_sequences 5", "at most num_beams=4"),  # the model's default beam size
         ("--num_beams 0", "num_beams=0 is invalid"),
         ("--max_new_tokens 0", "max_new_tokens=0 is invalid"),
         ("--top_k -1", "top_k=-1 is invalid"),
         ("--batch_size 0", "batch_size=0 is invalid"),
+        (
+            "--do_sample --seed 4294967296",
+            "seed=4294967296 is invalid: expected an integer from 0 to 4294967295",
+        ),
+        ("--do_sample --temperature nan", "temperature=nan is invalid"),
+        ("--do_sample --temperature 1e-320", "temperature=1e-320 is invalid"),
+        ("--do_sample --temperature inf", "temperature=inf is invalid"),
+        ("--length_penalty=-inf", "length_penalty=-inf is invalid: expected a number from -10 to 10"),
+        ("--top_p nan", "top_p=nan is invalid"),
+        ("--num_beams four", "num_beams='four' is invalid: expected an integer >= 1"),
         ("--device tpu9", "tpu9"),
     ],
 )

@@ -29,12 +29,16 @@ def word_tokenizer(vocab_size: int = 97) -> PreTrainedTokenizerFast:
 
 
 def run_main(monkeypatch, capsys, *args: str, stdin: str = "") -> tuple[int, str, str]:
-    """`vanilla-transformer translate ARGS` in this process (fast): (exit code, stdout, stderr)."""
+    """`vanilla-transformer translate ARGS` in this process (fast): (exit code, stdout, stderr); the parser's own
+    exit (argparse: 2 for a bad option) is the exit code."""
     script = importlib.import_module("vanilla_transformer.commands.translate")
     stdout = io.BytesIO()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(stdout))
-    code = script.main(list(args))
+    try:
+        code = script.main(list(args))
+    except SystemExit as exited:
+        code = exited.code
     return code, stdout.getvalue().decode("utf-8"), capsys.readouterr().err
 
 

@@ -83,7 +83,10 @@ def test_all_padding_row_is_finite_and_leaves_other_rows_alone(model):
     "kwargs, match",
     [
         (dict(do_sample=True, top_p=0.0), r"top_p=0.0 must be in \(0, 1\]; use 1.0 to disable"),
-        (dict(do_sample=True, temperature=float("nan")), "temperature=nan must be > 0 when sampling"),
+        (
+            dict(do_sample=True, temperature=float("nan")),
+            "temperature=nan is invalid: expected a finite number",
+        ),
         (
             dict(num_beams=1, num_return_sequences=2),
             "num_return_sequences=2 is larger than num_beams=1.*raise num_beams",

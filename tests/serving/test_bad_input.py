@@ -4,10 +4,13 @@ translating after each one."""
 from __future__ import annotations
 
 import json
+import math
 
 import httpx
 import pytest
 from helpers.serving import post
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("fastapi", reason="the serve extra (in dev): pip install -e '.[dev]'")
 
@@ -40,6 +43,37 @@ BAD = [
     ("/translate", {"text": "a", "do_sample": True, "top_p": 1.5}, 422, ["top_p"]),
     ("/translate/stream", {"text": "a", "num_beams": 2}, 422, ["num_beams=1"]),
     ("/translate/stream", {"text": ["a", "b"]}, 422, ["text"]),
+    # valid JSON, invalid decoding settings: each refused by its rule, never a 500
+    ("/translate", {"text": "a", "do_sample": True, "seed": -1}, 422, ["seed=-1 is invalid", "4294967295"]),
+    ("/translate", {"text": "a", "do_sample": True, "seed": 2**32}, 422, ["seed=4294967296 is invalid"]),
+    ("/translate", {"text": "\ud800"}, 422, ["lone surrogate", "'\\ud800'"]),
+    ("/translate", {"text": ["a", "b\udfff"]}, 422, ["text 1", "lone surrogate"]),
+    ("/translate/stream", {"text": "\ud800"}, 422, ["lone surrogate"]),
+    (
+        "/translate",
+        b'{"text": "a", "do_sample": true, "temperature": NaN}',
+        422,
+        ["temperature=nan is invalid"],
+    ),
+    ("/translate", b'{"text": "a", "do_sample": true, "temperature": Infinity}', 422, ["temperature=inf"]),
+    ("/translate", {"text": "a", "do_sample": True, "temperature": 1e-320}, 422, ["temperature=1e-320"]),
+    (
+        "/translate",
+        b'{"text": "a", "num_beams": 2, "length_penalty": -Infinity}',
+        422,
+        ["length_penalty=-inf"],
+    ),
+    ("/translate", {"text": "a", "do_sample": True, "top_k": -1}, 422, ["top_k=-1 is invalid"]),
+    ("/translate", {"text": "a", "do_sample": True, "top_p": 0}, 422, ["top_p=0.0 is invalid"]),
+    ("/translate", {"text": "a", "max_new_tokens": 0}, 422, ["max_new_tokens=0 is invalid"]),
+    ("/translate", {"text": "a", "num_beams": True}, 422, ["num_beams", "integer"]),
+    ("/translate", {"text": "a", "do_sample": 1}, 422, ["do_sample", "boolean"]),
+    (
+        "/translate",
+        {"text": "a", "do_sample": True, "num_return_sequences": 9},
+        422,
+        ["num_return_sequences=9", "max_num_return_sequences=8"],
+    ),
 ]
 
 
@@ -82,3 +116,93 @@ def test_a_client_that_hangs_up_does_not_hurt_the_server(tiny_server):
         except httpx.TimeoutException:
             pass
     healthy_and_translating(tiny_server)
+
+
+# the server's answer and the command line's error line for the same bad value: one rule, one message
+SAME_RULE = [
+    ("seed", -1),
+    ("seed", 2**32),
+    ("temperature", 1e-320),
+    ("temperature", 1001.0),
+    ("top_p", 0.0),
+    ("top_k", -1),
+    ("num_beams", 0),
+    ("max_new_tokens", 0),
+    ("num_return_sequences", 0),
+]
+
+
+@pytest.mark.parametrize(("name", "value"), SAME_RULE, ids=[f"{n}={v}" for n, v in SAME_RULE])
+def test_the_server_and_the_command_line_refuse_a_value_with_one_message(
+    tiny_server, served_folder, monkeypatch, capsys, name, value
+):
+    from helpers.shared import run_main
+    from vanilla_transformer.modeling import DECODING_OPTIONS
+
+    with pytest.raises(ValueError) as rule:
+        DECODING_OPTIONS[name].check(value)
+    reply = post(tiny_server, "/translate", {"text": "a", "do_sample": True, name: value})
+    assert reply.status_code == 422 and reply.json()["detail"] == str(rule.value)
+    code, out, err = run_main(
+        monkeypatch, capsys, "--model", str(served_folder), f"--{name}", str(value), stdin="起初\n"
+    )
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert len(errors) == 1 and errors[0].endswith(f"argument --{name}: {rule.value}"), err
+
+
+# any JSON value (NaN and the infinities included, which Python's json reads) in any field
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(st.characters(codec=None, exclude_categories=()), max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
+    max_leaves=6,
+)
+OPTIONS = [
+    "num_beams",
+    "length_penalty",
+    "max_new_tokens",
+    "num_return_sequences",
+    "do_sample",
+    "temperature",
+]
+OPTIONS += ["top_k", "top_p", "seed"]
+# values near the rules' and limits' edges, which arbitrary JSON rarely hits, drawn twice as often as the rest
+EDGES = st.sampled_from(
+    [0, 1, 2, 3, 8, 9, 20, 21, -1, 0.5, 1.0, 1e-320, 1e300, 2**32, 2**64, math.nan, -math.inf, True, None]
+)
+TEXTS = st.sampled_from(["起初", ["神", ""], ""])
+
+
+@given(
+    text=st.one_of(TEXTS, TEXTS, TEXTS, JSON_VALUES),
+    sample=st.booleans(),
+    name=st.sampled_from(OPTIONS),
+    value=st.one_of(EDGES, EDGES, JSON_VALUES),
+    others=st.dictionaries(st.sampled_from(OPTIONS), st.one_of(EDGES, JSON_VALUES), max_size=1),
+    stream=st.booleans(),
+)
+@settings(
+    max_examples=50,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+def test_any_json_value_in_any_field_is_answered_or_refused_never_a_500(
+    tiny_server, text, sample, name, value, others, stream
+):
+    """A text and one or two options of any JSON value, sampling or not: an answer or a 4xx with a message."""
+    body = {"text": text, **({"do_sample": True} if sample else {}), **others, name: value}
+    raw = json.dumps(body).encode()
+    path = "/translate/stream" if stream else "/translate"
+    reply = httpx.post(
+        tiny_server + path, content=raw, headers={"content-type": "application/json"}, timeout=120
+    )
+    assert reply.status_code < 500, (body, reply.text)
+    if reply.status_code >= 400:
+        assert isinstance(reply.json()["detail"], str)

@@ -23,11 +23,16 @@ def reference(served_folder):
 def test_health_and_info(tiny_server, served_folder):
     health = httpx.get(tiny_server + "/health", timeout=30)
     assert health.status_code == 200 and health.json()["status"] == "ok"
-    info = httpx.get(tiny_server + "/info", timeout=30).json()
-    assert info["model"] == str(served_folder) and info["engine"] == "torch" and info["streaming"]
-    assert (
-        info["limits"]["max_texts"] == 8 and info["limits"]["max_source_tokens"] == 24
-    )  # the model's positions
+    reply = httpx.get(tiny_server + "/info", timeout=30)
+    info = reply.json()
+    # the folder's name, never its path: /info answers anyone who can reach the server
+    assert info["model"] == served_folder.name and info["engine"] == "torch" and info["streaming"]
+    assert str(served_folder.parent) not in reply.text
+    # every limit and timeout, max_source_tokens lowered to the model's positions
+    from vanilla_transformer.serving import Limits
+
+    assert set(info["limits"]) == set(Limits().as_dict())
+    assert info["limits"]["max_texts"] == 8 and info["limits"]["max_source_tokens"] == 24
     assert info["defaults"]["max_new_tokens"] == 6
     assert {"text", "num_beams", "do_sample", "seed"} <= set(info["options"])
     schema = httpx.get(tiny_server + "/openapi.json", timeout=30).json()

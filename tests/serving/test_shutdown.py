@@ -84,3 +84,38 @@ def test_a_model_that_cannot_be_loaded_exits_with_2(tmp_path):
         timeout=120,
     )
     assert done.returncode == 2 and "does not exist" in done.stderr
+
+
+def test_sigterm_with_a_stalled_client_exits_cleanly(served_folder):
+    """A client that sent its headers and part of its body, then stalls: SIGTERM refuses it at once (503, its
+    connection closed) and the server exits with status 0, logging no traceback."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "vanilla_transformer", "serve", "--model", str(served_folder)]
+    command += ["--port", str(port), "--dtype", "float32", "--drain_s", "1"]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    try:
+        wait_for(lambda: httpx.get(url + "/health", timeout=5).status_code == 200, "health", process)
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as stalled:
+            head = b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100"
+            stalled.sendall(head + b'\r\n\r\n{"text": ')
+            wait_for(lambda: httpx.get(url + "/health", timeout=5).status_code == 200, "health", process)
+            process.send_signal(signal.SIGTERM)
+            reply = b""
+            while chunk := stalled.recv(65536):
+                reply += chunk
+        status = process.wait(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+    stderr = process.stderr.read()
+    assert status == 0, stderr[-3000:]
+    assert reply == b"" or reply.startswith(b"HTTP/1.1 503"), reply
+    assert "Traceback" not in stderr, stderr[-3000:]

@@ -1,19 +1,19 @@
 """What the subcommands' parsers share: the parser itself (``vanilla-transformer COMMAND``, the module docstring as
 its --help, examples kept as written) and the options that mean the same in every command that takes them: the
 model to load (--model, --device, --trust_remote_code, --dtype), the decoding settings that default to the
-model's generation config (--num_beams, --length_penalty, --max_new_tokens) and the BPE to train (--vocab_size,
---kind)."""
+model's generation config (--num_beams, --length_penalty, --max_new_tokens, and the other options of
+`modeling.DECODING_OPTIONS`, the one table of their rules that the server's requests follow too) and the BPE to train
+(--vocab_size, --kind)."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import Any
 
-# decoding option -> (type, help); None by default = the model's generation_config.json (the paper's beam 4, 0.6)
-DECODING_OPTIONS = {
-    "num_beams": (int, "1 = greedy (default: the model's generation config, the paper's 4)"),
-    "length_penalty": (float, "beam score = log p / length**alpha (default: the model's generation config)"),
-    "max_new_tokens": (int, "cap on generated tokens (default: the model's generation config)"),
-}
+# the decoding options a command takes unless it names others; None by default = the model's generation_config.json
+# (the paper's beam 4, length penalty 0.6)
+DEFAULT_DECODING_OPTIONS = ("num_beams", "length_penalty", "max_new_tokens")
 DTYPES = ("auto", "float32", "bfloat16", "int8")  # int8: --engine torch (CPU) and onnx
 
 
@@ -42,11 +42,42 @@ def add_model_arguments(
         parser.add_argument("--dtype", choices=DTYPES, default=None, help=dtype_help)
 
 
+def decoding_value(name: str) -> Callable[[str], Any]:
+    """The argparse ``type`` of the decoding option ``name``: parses a string into its kind and checks it against
+    its rule in `modeling.DECODING_OPTIONS` (argparse then exits with 2 and one ``error:`` line giving the rule's
+    message, the one the server's 422 gives)."""
+    from vanilla_transformer.modeling import DECODING_OPTIONS
+
+    option = DECODING_OPTIONS[name]
+
+    def parse(text: str) -> Any:
+        try:
+            value = option.kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{name}={text!r} is invalid: expected {option.expected}; {option.fix.format(value=text)}"
+            ) from None
+        try:
+            option.check(value)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+        return value
+
+    parse.__name__ = name
+    return parse
+
+
 def add_decoding_arguments(parser: argparse.ArgumentParser, *names: str) -> None:
-    """The named options of `DECODING_OPTIONS` (all of them by default), each None unless given."""
-    for name in names or DECODING_OPTIONS:
-        kind, help_text = DECODING_OPTIONS[name]
-        parser.add_argument(f"--{name}", type=kind, default=None, help=help_text)
+    """The named options of `modeling.DECODING_OPTIONS` (default: `DEFAULT_DECODING_OPTIONS`), each None unless
+    given and checked by its rule as it is parsed; ``do_sample`` is a flag (--do_sample)."""
+    from vanilla_transformer.modeling import DECODING_OPTIONS
+
+    for name in names or DEFAULT_DECODING_OPTIONS:
+        option = DECODING_OPTIONS[name]
+        if option.kind is bool:
+            parser.add_argument(f"--{name}", action="store_true", help=option.help)
+        else:
+            parser.add_argument(f"--{name}", type=decoding_value(name), default=None, help=option.help)
 
 
 def add_tokenizer_arguments(parser: argparse.ArgumentParser) -> None:

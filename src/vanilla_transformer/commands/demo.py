@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from vanilla_transformer.commands.arguments import add_model_arguments, command_parser
+from vanilla_transformer.commands.arguments import add_decoding_arguments, add_model_arguments, command_parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     add_model_arguments(parser, "model folder or Hub id (with its tokenizer)")
     parser.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (this machine only)")
     parser.add_argument("--port", type=int, default=7860, help="default 7860")
-    parser.add_argument("--num_beams", type=int, default=None, help="default: the model's generation config")
+    add_decoding_arguments(parser, "num_beams")
     args = parser.parse_args(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # read when gradio is imported
     try:

@@ -9,37 +9,83 @@ Concurrent requests with the same decoding options are translated together (at m
 first arrived, at most --max_batch_tokens source tokens x beams per engine call); each reply equals the same
 request sent alone. Requests take `vanilla-transformer translate`'s decoding options (JSON fields num_beams,
 length_penalty, max_new_tokens, num_return_sequences; do_sample, temperature, top_k, top_p, seed with --engine
-torch). Ctrl-C or SIGTERM stops accepting requests, answers the ones in flight and exits. Needs the serve extra
+torch), checked by the same rules and with the same messages as translate's options. Every count a request can
+raise and every wait a connection can impose has a limit (the --max_* and --*_timeout_s options below, shown in
+/info). Ctrl-C or SIGTERM stops accepting requests, answers the ones in flight and exits. Needs the serve extra
 (pip install 'vanilla-transformer[serve]'). Exit code 2 for bad options or a model that cannot be loaded.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
+import math
 import sys
+from collections.abc import Callable
 from dataclasses import fields
+from typing import Any
 
 from vanilla_transformer.commands.arguments import add_model_arguments, command_parser
 from vanilla_transformer.inference.engines import ENGINE_NAMES
 
+# each limit of `serving.Limits` is the flag of its name, but max_new_tokens, a request's own option
+LIMIT_FLAGS = {"max_new_tokens": "max_new_tokens_limit"}
+
+
+def _bounded(kind: type, minimum: float, strict: bool) -> Callable[[str], Any]:
+    expected = f"a number {'>' if strict else '>='} {minimum:g}" if kind is float else "an integer >= 1"
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not math.isfinite(value) or value < minimum or (strict and value == minimum):
+            raise argparse.ArgumentTypeError(f"{text!r} is invalid: expected {expected}")
+        return value
+
+    return parse
+
+
+def positive(kind: type) -> Callable[[str], Any]:
+    """An argparse type: a finite number (of ``kind``) > 0 (an integer >= 1)."""
+    return _bounded(kind, 0, strict=True)
+
+
+def non_negative(kind: type) -> Callable[[str], Any]:
+    """An argparse type: a finite number (of ``kind``) >= 0."""
+    return _bounded(kind, 0, strict=False)
+
 
 def parse_args(argv: list[str] | None = None):
     parser = command_parser("serve", __doc__)
+    try:
+        from vanilla_transformer.serving import Limits
+    except ImportError as err:
+        parser.error(f"{err}; install the serve extra: pip install 'vanilla-transformer[serve]'")
     add_model_arguments(parser, "model folder or Hub repo id (an export folder with --engine ct2 / onnx)")
     parser.add_argument("--engine", choices=ENGINE_NAMES, default="torch", help="default torch")
     parser.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (this machine only)")
     parser.add_argument("--port", type=int, default=8000, help="default 8000")
-    parser.add_argument("--max_wait_ms", type=float, default=10.0, help="longest wait to fill a batch (10)")
-    parser.add_argument("--max_batch_tokens", type=int, default=8192, help="source tokens x beams per call")
+    parser.add_argument(
+        "--max_wait_ms", type=non_negative(float), default=10.0, help="longest wait to fill a batch (10)"
+    )
+    parser.add_argument(
+        "--max_batch_tokens", type=positive(int), default=8192, help="source tokens x beams per call"
+    )
     parser.add_argument("--no_batching", action="store_true", help="one engine call per request")
-    parser.add_argument("--max_request_bytes", type=int, default=65536, help="largest request body (64 KiB)")
-    parser.add_argument("--max_texts", type=int, default=64, help="most texts per request (64)")
-    parser.add_argument("--max_source_tokens", type=int, default=None, help="default: the model's maximum")
-    parser.add_argument("--max_new_tokens_limit", type=int, default=256, help="largest max_new_tokens (256)")
-    parser.add_argument("--max_num_beams", type=int, default=8, help="largest num_beams (8)")
-    parser.add_argument("--max_streams", type=int, default=4, help="streams decoding at once (4)")
+    for limit in fields(Limits):
+        kind = float if limit.name.endswith("_s") else int
+        parser.add_argument(
+            f"--{LIMIT_FLAGS.get(limit.name, limit.name)}",
+            type=positive(kind),
+            default=limit.default,
+            help=f"{limit.metadata['help']} (default {limit.default})",
+        )
     parser.add_argument("--num_threads", type=int, default=None, help="CPU threads (default: the engine's)")
-    parser.add_argument("--drain_s", type=float, default=30.0, help="on shutdown, wait this long for replies")
+    parser.add_argument(
+        "--drain_s", type=non_negative(float), default=30.0, help="on shutdown, wait this long for replies"
+    )
     parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default=None, help="engine torch")
     return parser.parse_args(argv)
 
@@ -47,26 +93,8 @@ def parse_args(argv: list[str] | None = None):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    try:
-        from vanilla_transformer.serving import Limits, create_app, load_served, run_server
-    except ImportError as err:
-        print(
-            f"error: {err}; install the serve extra: pip install 'vanilla-transformer[serve]'",
-            file=sys.stderr,
-        )
-        return 2
-    for name in (
-        "max_batch_tokens",
-        "max_request_bytes",
-        "max_texts",
-        "max_new_tokens_limit",
-        "max_num_beams",
-    ):
-        if getattr(args, name) < 1:
-            print(
-                f"error: --{name} {getattr(args, name)} is invalid: expected an integer >= 1", file=sys.stderr
-            )
-            return 2
+    from vanilla_transformer.serving import Limits, create_app, load_served, run_server
+
     if args.num_threads is not None and args.engine == "torch":
         import torch
 
@@ -83,9 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    # each limit from the flag of its name; --max_new_tokens_limit, as max_new_tokens is a request's own option
-    flag = {"max_new_tokens": "max_new_tokens_limit"}
-    limits = Limits(**{f.name: getattr(args, flag.get(f.name, f.name)) for f in fields(Limits)})
+    limits = Limits(**{f.name: getattr(args, LIMIT_FLAGS.get(f.name, f.name)) for f in fields(Limits)})
     app = create_app(
         served,
         limits,

@@ -19,8 +19,16 @@ import argparse
 import logging
 import sys
 
-from vanilla_transformer.commands.arguments import add_decoding_arguments, add_model_arguments, command_parser
+from vanilla_transformer.commands.arguments import (
+    DEFAULT_DECODING_OPTIONS,
+    add_decoding_arguments,
+    add_model_arguments,
+    command_parser,
+)
 from vanilla_transformer.inference.engines import ENGINE_NAMES
+
+# the decoding options beyond the defaults that translate (and the server) take: n-best and sampling
+SAMPLING_OPTIONS = ("num_return_sequences", "do_sample", "temperature", "top_k", "top_p", "seed")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -39,14 +47,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="torch",
         help="torch (the model folder), ct2 or onnx (a folder from vanilla-transformer export --engine ct2 / onnx)",
     )
-    add_decoding_arguments(parser)
-    parser.add_argument("--num_return_sequences", type=int, default=None, help="N-best, tab-separated")
+    add_decoding_arguments(parser, *DEFAULT_DECODING_OPTIONS, *SAMPLING_OPTIONS)
     parser.add_argument("--batch_size", type=int, default=32, help="sentences per batch")
-    parser.add_argument("--do_sample", action="store_true", help="sample instead of searching")
-    parser.add_argument("--temperature", type=float, default=None)
-    parser.add_argument("--top_k", type=int, default=None)
-    parser.add_argument("--top_p", type=float, default=None)
-    parser.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
     return parser.parse_args(argv)
 
 
