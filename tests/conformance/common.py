@@ -17,6 +17,10 @@ class ConformanceMixin:
     """The upstream tests that do not apply to any family, skipped with their reasons. Put before
     `ModelTesterMixin` in a test class's bases."""
 
+    # upstream runs its `_init_weights` check on models whose file's copyright line says 2023 or later; our files
+    # carry no such line, and the check applies to them
+    test_can_init_all_missing_weights_before_2023 = True
+
     @pytest.mark.skip(reason=NOT_DEPRECATED)
     def test_bc_cache_name_forward(self):
         pass
