@@ -1,7 +1,6 @@
-"""transformers' own common model tests (`ModelTesterMixin`, `ConfigTester`), vendored under tests/third_party at one
-release, run against our three families. The vendored files import that release's testing helpers, so they run
-only on that release; on another one each test here is skipped with the reason (re-vendor: see the README there).
-"""
+"""transformers' own common model tests (`ModelTesterMixin`, `ConfigTester`, vendored under tests/third_party:
+`vendored.py`) run against our three families: the markers they use, and our classes in transformers' task
+tables."""
 
 from __future__ import annotations
 
@@ -9,10 +8,6 @@ import contextlib
 from unittest import mock
 
 import pytest
-import transformers
-
-# the release whose tests/ the files under tests/third_party/transformers come from
-VENDORED_RELEASE = "5.25.0"
 
 # markers transformers' own conftest registers, used by the vendored mixins
 UPSTREAM_MARKERS = (
@@ -30,17 +25,6 @@ def pytest_configure(config) -> None:
         config.addinivalue_line(
             "markers", f"{name}: transformers' own marker, used by its vendored test mixins"
         )
-
-
-def pytest_collection_modifyitems(config, items) -> None:
-    if transformers.__version__ == VENDORED_RELEASE:
-        return
-    skip = pytest.mark.skip(
-        reason=f"the vendored transformers test mixins are {VENDORED_RELEASE}'s; installed: {transformers.__version__}"
-    )
-    for item in items:
-        if "conformance" in item.nodeid.split("/"):
-            item.add_marker(skip)
 
 
 # Upstream's `ModelTesterMixin` knows a model's task by transformers' own class names (`MODEL_FOR_*_MAPPING_NAMES`):

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import unittest
 
-from common import ConformanceMixin
-from third_party.transformers.generation.test_utils import GenerationTesterMixin
-from third_party.transformers.test_configuration_common import ConfigTester
-from third_party.transformers.test_modeling_common import ModelTesterMixin, ids_tensor, random_attention_mask
 from vanilla_transformer.modeling import (
     VanillaDecoderOnlyConfig,
     VanillaDecoderOnlyForCausalLM,
     VanillaDecoderOnlyModel,
+)
+from vendored import (
+    ConfigTester,
+    ConformanceMixin,
+    GenerationTesterMixin,
+    ModelTesterMixin,
+    ids_tensor,
+    random_attention_mask,
 )
 
 

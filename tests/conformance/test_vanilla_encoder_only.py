@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import unittest
 
-from common import ConformanceMixin
-from third_party.transformers.test_configuration_common import ConfigTester
-from third_party.transformers.test_modeling_common import ModelTesterMixin, ids_tensor, random_attention_mask
 from vanilla_transformer.modeling import (
     VanillaEncoderOnlyConfig,
     VanillaEncoderOnlyForMaskedLM,
@@ -18,6 +15,7 @@ from vanilla_transformer.modeling import (
     VanillaEncoderOnlyModel,
 )
 from vanilla_transformer.modeling.configuration_vanilla_encoder_only import BERT
+from vendored import ConfigTester, ConformanceMixin, ModelTesterMixin, ids_tensor, random_attention_mask
 
 
 class VanillaEncoderOnlyModelTester:

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import unittest
 
-from common import ConformanceMixin
-from third_party.transformers.generation.test_utils import GenerationTesterMixin
-from third_party.transformers.test_configuration_common import ConfigTester
-from third_party.transformers.test_modeling_common import ModelTesterMixin, ids_tensor
 from vanilla_transformer.modeling import (
     VanillaTransformerConfig,
     VanillaTransformerForConditionalGeneration,
     VanillaTransformerModel,
 )
+from vendored import ConfigTester, ConformanceMixin, GenerationTesterMixin, ModelTesterMixin, ids_tensor
 
 
 class VanillaTransformerModelTester:
