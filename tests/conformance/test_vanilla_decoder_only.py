@@ -13,7 +13,8 @@ from vanilla_transformer.modeling import (
     VanillaDecoderOnlyForCausalLM,
     VanillaDecoderOnlyModel,
 )
-from vendored import (
+
+from .vendored import (
     ConfigTester,
     ConformanceMixin,
     GenerationTesterMixin,

@@ -15,7 +15,8 @@ from vanilla_transformer.modeling import (
     VanillaEncoderOnlyModel,
 )
 from vanilla_transformer.modeling.configuration_vanilla_encoder_only import BERT
-from vendored import ConfigTester, ConformanceMixin, ModelTesterMixin, ids_tensor, random_attention_mask
+
+from .vendored import ConfigTester, ConformanceMixin, ModelTesterMixin, ids_tensor, random_attention_mask
 
 
 class VanillaEncoderOnlyModelTester:

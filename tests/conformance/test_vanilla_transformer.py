@@ -12,7 +12,8 @@ from vanilla_transformer.modeling import (
     VanillaTransformerForConditionalGeneration,
     VanillaTransformerModel,
 )
-from vendored import ConfigTester, ConformanceMixin, GenerationTesterMixin, ModelTesterMixin, ids_tensor
+
+from .vendored import ConfigTester, ConformanceMixin, GenerationTesterMixin, ModelTesterMixin, ids_tensor
 
 
 class VanillaTransformerModelTester:
