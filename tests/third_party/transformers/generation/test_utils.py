@@ -5,5 +5,3 @@ a model that can generate to inherit it. This class holds none of upstream's gen
 
 class GenerationTesterMixin:
     """Marks a tester whose models can `generate()`; upstream's generation tests are not vendored."""
-
-    all_generative_model_classes = ()
