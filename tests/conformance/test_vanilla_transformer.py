@@ -73,8 +73,8 @@ class VanillaTransformerModelTester:
         # ids >= 3, so that only the last token is </s> and none is padding, as in Marian's tester
         input_ids = ids_tensor([self.batch_size, self.seq_length], self.vocab_size).clamp(3)
         input_ids[:, -1] = self.eos_token_id
-        decoder_input_ids = ids_tensor([self.batch_size, self.seq_length], self.vocab_size)
         config = self.get_config()
+        decoder_input_ids = ids_tensor([self.batch_size, self.seq_length], config.decoder_vocab_size)
         inputs_dict = {
             "input_ids": input_ids,
             "decoder_input_ids": decoder_input_ids,
