@@ -71,7 +71,11 @@ class VanillaEncoderOnlyModelTester:
         inputs_dict = {
             "input_ids": input_ids,
             "attention_mask": random_attention_mask([self.batch_size, self.seq_length]),
-            **({"token_type_ids": ids_tensor([self.batch_size, self.seq_length], self.type_vocab_size)} if self.type_vocab_size else {}),
+            **(
+                {"token_type_ids": ids_tensor([self.batch_size, self.seq_length], self.type_vocab_size)}
+                if self.type_vocab_size
+                else {}
+            ),
         }
         return self.get_config(), inputs_dict
 
