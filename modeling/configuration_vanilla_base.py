@@ -5,9 +5,12 @@ paper defaults and their validation.
 `VanillaConfigBase` rejects unknown keys with the closest field name and reports every invalid value at once, in
 one `ValueError`. Attributes set on a config after construction (which `PretrainedConfig` allows) are saved with
 their names listed under `extra_attributes`, and loading accepts exactly those: a saved config always reloads,
-while a misspelled constructor argument or a key added to config.json by hand is still refused. A family config (`VanillaTransformerConfig`, `VanillaDecoderOnlyConfig`,
-`VanillaEncoderOnlyConfig`) sets only its own fields before calling `VanillaConfigBase.__init__`, and states
-its own checks in `family_problems`.
+while a misspelled constructor argument or a key added to config.json by hand is still refused.
+
+A family config (`VanillaTransformerConfig`, `VanillaDecoderOnlyConfig`, `VanillaEncoderOnlyConfig`) lists every
+field in its `__init__` signature, shared fields included, as transformers' own configs do (its test mixins and
+IDEs read that signature), hands them all to `VanillaConfigBase.__init__` (`init_arguments`), which sets and checks
+them, and states its own checks in `family_problems`.
 """
 
 from __future__ import annotations
@@ -60,18 +63,77 @@ def _generic_config_fields() -> set[str]:
 
 
 def config_arguments(config_class: type) -> list[str]:
-    """The arguments of `config_class.__init__` and of every `__init__` it passes its keywords on to, up to
-    `VanillaConfigBase`: the family's own fields first, then the shared ones."""
+    """The named arguments of `config_class.__init__` and of every `__init__` it passes its keywords on to, up to
+    `VanillaConfigBase`: the config's fields, in signature order."""
     names = []
     for cls in config_class.__mro__:
         if cls is PretrainedConfig or "__init__" not in vars(cls):
             continue
         if not issubclass(cls, VanillaConfigBase):
             break
-        for name in inspect.signature(cls.__init__).parameters:
-            if name not in ("self", "kwargs") and name not in names:
+        for name, parameter in inspect.signature(cls.__init__).parameters.items():
+            named = parameter.kind not in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL)
+            if named and name != "self" and name not in names:
                 names.append(name)
     return names
+
+
+# The fields every family's `__init__` lists besides its own, documented once: appended to each family
+# config's docstring (`VanillaConfigBase.__init_subclass__`)
+SHARED_FIELDS_DOC = """
+    Fields every family shares:
+        vocab_size: Size of the token vocabulary (the input embedding; in the encoder-decoder the source one).
+        d_model: Width of every sub-layer output (the paper's d_model).
+        activation_function: Non-linearity of the feed-forward network: "relu" (paper), "gelu" (BERT: the exact
+            erf GELU), "gelu_new" (GPT-2's tanh approximation), "silu" or "swish" (the same function; OPUS-MT /
+            Marian checkpoints use it).
+        dropout: Dropout on the sum of embeddings and positions and on each sub-layer output before the residual
+            addition (P_drop in the paper; GPT-2's `embd_pdrop` and `resid_pdrop`).
+        attention_dropout: Dropout on the attention probabilities (0 in the paper; GPT-2's `attn_pdrop`).
+        activation_dropout: Dropout after the feed-forward non-linearity (0 in the paper, GPT-2 and BERT).
+        normalize_before: False (paper, BERT) puts LayerNorm after each residual addition (post-LN:
+            `LN(x + Sublayer(x))`); True normalises the sub-layer input (pre-LN: `x + Sublayer(LN(x))`, GPT-2) and
+            adds a final LayerNorm at the end of each stack, which pre-LN needs.
+        layer_norm_eps: Epsilon of every LayerNorm.
+        position_encoding: "sinusoidal" (paper, fixed), "learned" (a trained table, as in the paper's Table 3
+            row E, GPT-2 and BERT), "rope" (rotary embeddings applied to queries and keys of self-attention; no
+            absolute position is added to the embeddings) or "none" (NoPE: no position information at all, a
+            deviation for studying it: an encoder is then permutation-equivariant, and a decoder knows order
+            only through its causal mask; inputs are still limited to `max_position_embeddings`).
+        sinusoidal_layout: "interleaved" is the paper's PE(pos, 2i) = sin, PE(pos, 2i+1) = cos; "concatenated"
+            puts all sines before all cosines (Marian / OPUS-MT checkpoints).
+        max_position_embeddings: Longest sequence the model accepts with sinusoidal, learned or no positions
+            (RoPE has no table and no limit); longer inputs raise a `ValueError` that suggests truncation.
+        rope_theta: Base of the rotary frequencies when `position_encoding="rope"`.
+        scale_embedding: Multiply token embeddings by sqrt(d_model) (paper, section 3.4; GPT-2 and BERT do not).
+        tie_word_embeddings: The output projection (pre-softmax linear) reuses the input embedding matrix (of
+            the decoder, in the encoder-decoder; paper section 3.4, GPT-2, BERT).
+        output_bias: Add a learned bias to the output logits (Marian's `final_logits_bias`, BERT's
+            `cls.predictions.bias`; neither the paper's decoder-only use nor GPT-2 has one).
+        init_std: Standard deviation of the normal initialisation of the embedding matrices; `None` means
+            d_model ** -0.5 (fairseq's choice, which keeps scaled embeddings at unit variance).
+        linear_init_std: Standard deviation of the normal initialisation of every linear layer's weight; `None`
+            means Xavier-uniform (fairseq, tensor2tensor). Marian/BART, GPT-2 and BERT in transformers use
+            N(0, 0.02) for both (`init_std=0.02, linear_init_std=0.02`), which keeps a post-LN network's
+            sub-layer outputs small against the residual path at the start of training.
+        pad_token_id: Padding id (`<pad>`, 0 in our tokenizer); its embedding row starts at zero and it is never
+            attended to.
+        bos_token_id: Beginning-of-sentence id (`<s>`, 2).
+        eos_token_id: End-of-sentence id (`</s>`, 3), appended to every sentence.
+"""
+
+# Fields of the signature that `PretrainedConfig.__init__` sets (and transformers reads there), passed on to it
+PASSED_ON = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "is_encoder_decoder")
+
+
+def init_arguments(values: dict) -> dict:
+    """What a family config's `__init__` hands to `VanillaConfigBase.__init__`: every argument of its signature
+    (``values`` is its `locals()`) and its leftover keyword arguments."""
+    arguments = dict(values.get("kwargs", {}))
+    arguments.update(
+        (name, value) for name, value in values.items() if name not in ("self", "kwargs", "__class__")
+    )
+    return arguments
 
 
 # config.json key listing the attributes set on a config after construction, which loading accepts
@@ -180,47 +242,9 @@ def token_id_problems(config, limits: dict[str, int], required: tuple[str, ...])
 
 
 class VanillaConfigBase(PretrainedConfig):
-    r"""The fields every model family shares. Defaults are the paper's *base* model (Table 3).
-
-    Args:
-        vocab_size: Size of the token vocabulary (the input embedding; in the encoder-decoder the source one).
-        d_model: Width of every sub-layer output (the paper's d_model).
-        activation_function: Non-linearity of the feed-forward network: "relu" (paper), "gelu" (BERT: the exact
-            erf GELU), "gelu_new" (GPT-2's tanh approximation), "silu" or "swish" (the same function; OPUS-MT /
-            Marian checkpoints use it).
-        dropout: Dropout on the sum of embeddings and positions and on each sub-layer output before the residual
-            addition (P_drop in the paper; GPT-2's `embd_pdrop` and `resid_pdrop`).
-        attention_dropout: Dropout on the attention probabilities (0 in the paper; GPT-2's `attn_pdrop`).
-        activation_dropout: Dropout after the feed-forward non-linearity (0 in the paper, GPT-2 and BERT).
-        normalize_before: False (paper, BERT) puts LayerNorm after each residual addition (post-LN:
-            `LN(x + Sublayer(x))`); True normalises the sub-layer input (pre-LN: `x + Sublayer(LN(x))`, GPT-2) and
-            adds a final LayerNorm at the end of each stack, which pre-LN needs.
-        layer_norm_eps: Epsilon of every LayerNorm.
-        position_encoding: "sinusoidal" (paper, fixed), "learned" (a trained table, as in the paper's Table 3
-            row E, GPT-2 and BERT), "rope" (rotary embeddings applied to queries and keys of self-attention; no
-            absolute position is added to the embeddings) or "none" (NoPE: no position information at all, a
-            deviation for studying it: an encoder is then permutation-equivariant, and a decoder knows order
-            only through its causal mask; inputs are still limited to `max_position_embeddings`).
-        sinusoidal_layout: "interleaved" is the paper's PE(pos, 2i) = sin, PE(pos, 2i+1) = cos; "concatenated"
-            puts all sines before all cosines (Marian / OPUS-MT checkpoints).
-        max_position_embeddings: Longest sequence the model accepts with sinusoidal, learned or no positions
-            (RoPE has no table and no limit); longer inputs raise a `ValueError` that suggests truncation.
-        rope_theta: Base of the rotary frequencies when `position_encoding="rope"`.
-        scale_embedding: Multiply token embeddings by sqrt(d_model) (paper, section 3.4; GPT-2 and BERT do not).
-        tie_word_embeddings: The output projection (pre-softmax linear) reuses the input embedding matrix (of
-            the decoder, in the encoder-decoder; paper section 3.4, GPT-2, BERT).
-        output_bias: Add a learned bias to the output logits (Marian's `final_logits_bias`, BERT's
-            `cls.predictions.bias`; neither the paper's decoder-only use nor GPT-2 has one).
-        init_std: Standard deviation of the normal initialisation of the embedding matrices; `None` means
-            d_model ** -0.5 (fairseq's choice, which keeps scaled embeddings at unit variance).
-        linear_init_std: Standard deviation of the normal initialisation of every linear layer's weight; `None`
-            means Xavier-uniform (fairseq, tensor2tensor). Marian/BART, GPT-2 and BERT in transformers use
-            N(0, 0.02) for both (`init_std=0.02, linear_init_std=0.02`), which keeps a post-LN network's
-            sub-layer outputs small against the residual path at the start of training.
-        pad_token_id: Padding id (`<pad>`, 0 in our tokenizer); its embedding row starts at zero and it is never
-            attended to.
-        bos_token_id: Beginning-of-sentence id (`<s>`, 2).
-        eos_token_id: End-of-sentence id (`</s>`, 3), appended to every sentence.
+    r"""The fields every model family shares, their validation, and the saving and loading rules above. Not
+    a model's config itself: each family's config lists these fields in its own `__init__` signature (with its
+    family's defaults, the paper's *base* model, Table 3) and documents them with `SHARED_FIELDS_DOC`.
     """
 
     # output fields that Trainer's evaluation leaves out of the logits: the cache of the causal families, under
@@ -230,59 +254,26 @@ class VanillaConfigBase(PretrainedConfig):
     size_fields: tuple[str, ...] = ()  # the family's positive-integer fields besides vocab_size and d_model
     flag_fields: tuple[str, ...] = ()  # the family's true/false fields besides the shared ones
 
-    def __init__(
-        self,
-        vocab_size: int = 37000,
-        d_model: int = 512,
-        activation_function: str = "relu",
-        dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        activation_dropout: float = 0.0,
-        normalize_before: bool = False,
-        layer_norm_eps: float = 1e-5,
-        position_encoding: str = "sinusoidal",
-        sinusoidal_layout: str = "interleaved",
-        max_position_embeddings: int = 1024,
-        rope_theta: float = 10000.0,
-        scale_embedding: bool = True,
-        tie_word_embeddings: bool = True,
-        output_bias: bool = True,
-        init_std: float | None = None,
-        linear_init_std: float | None = None,
-        pad_token_id: int | None = 0,
-        bos_token_id: int | None = 2,
-        eos_token_id: int | list[int] | None = 3,
-        **kwargs,
-    ):
-        self.vocab_size = vocab_size
-        self.d_model = d_model
-        self.activation_function = activation_function
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation_dropout = activation_dropout
-        self.normalize_before = normalize_before
-        self.layer_norm_eps = layer_norm_eps
-        self.position_encoding = position_encoding
-        self.sinusoidal_layout = sinusoidal_layout
-        self.max_position_embeddings = max_position_embeddings
-        self.rope_theta = rope_theta
-        self.scale_embedding = scale_embedding
-        self.tie_word_embeddings = tie_word_embeddings
-        self.output_bias = output_bias
-        self.init_std = init_std
-        self.linear_init_std = linear_init_std
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # each family documents the shared fields its signature lists
+        if cls.__doc__ and SHARED_FIELDS_DOC not in cls.__doc__:
+            cls.__doc__ += SHARED_FIELDS_DOC
+
+    def __init__(self, **fields):
+        """Set the family's fields from ``fields`` (a family `__init__` passes every argument of its signature, see
+        `init_arguments`; the special ids and `is_encoder_decoder` go on to `PretrainedConfig`), then check them.
+        Leftover keys must be generic `PretrainedConfig` fields or listed under `extra_attributes`."""
+        kwargs = dict(fields)
+        for name in config_arguments(type(self)):
+            if name not in PASSED_ON:
+                setattr(self, name, kwargs.pop(name))
         self.resolve_defaults()
         # attributes that were set after construction when this config was saved (see `to_dict`)
         extra_attributes = set(kwargs.pop(EXTRA_ATTRIBUTES, None) or ())
         reject_unknown_fields(type(self), [key for key in kwargs if key not in extra_attributes], self.family)
         self.validate_architecture(check_ids=False)  # sizes first: transformers' own checks assume ints
-        super().__init__(
-            pad_token_id=pad_token_id,
-            bos_token_id=bos_token_id,
-            eos_token_id=eos_token_id,
-            tie_word_embeddings=tie_word_embeddings,
-            **kwargs,
-        )
+        super().__init__(tie_word_embeddings=self.tie_word_embeddings, **kwargs)
         self.validate_architecture()
 
     def resolve_defaults(self) -> None:

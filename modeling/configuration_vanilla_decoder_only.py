@@ -10,29 +10,26 @@ initialisation (`modeling/convert_gpt2.py`, `config_from_gpt2`, maps a `GPT2Conf
 
 from __future__ import annotations
 
-from .configuration_vanilla_base import VanillaConfigBase, head_problems, token_id_problems
+from .configuration_vanilla_base import VanillaConfigBase, head_problems, init_arguments, token_id_problems
 
 
 class VanillaDecoderOnlyConfig(VanillaConfigBase):
     r"""Configuration for [`VanillaDecoderOnlyModel`] and [`VanillaDecoderOnlyForCausalLM`].
 
-    The fields every family shares are documented in [`VanillaConfigBase`]. The depth, width and head fields
+    The fields every family shares are documented below the family's own. The depth, width and head fields
     carry the encoder-decoder's decoder names (`decoder_layers`, `decoder_attention_heads`, `decoder_ffn_dim`),
     so a preset's decoder values apply unchanged; `num_hidden_layers`, `num_attention_heads`, `hidden_size` and
     `intermediate_size` are aliases (what transformers' caches and tools read). `max_position_embeddings` bounds
-    prompt + generated tokens.
+    prompt + generated tokens. `output_bias` is off (neither the paper nor GPT-2 has one). The special ids:
+    `pad_token_id`'s embedding row is zero and untrained, and generate() pads finished sequences with it (`None`
+    for a vocabulary without one, as GPT-2's, whose generate() then pads with the end-of-text id); `bos_token_id`
+    is the first token of a training sequence, and the prompt generate() starts from when given none;
+    `eos_token_id` ends a training sequence, and generate() stops at it.
 
     Args:
         decoder_layers: Number of layers (masked self-attention + feed-forward).
         decoder_attention_heads: Attention heads per layer.
         decoder_ffn_dim: Inner width of the position-wise feed-forward network (d_ff).
-        output_bias: Add a learned bias to the output logits (neither the paper nor GPT-2 has one: off).
-        pad_token_id: Padding id (`<pad>`, 0 in our tokenizer): its embedding row is zero and untrained, and
-            generate() pads finished sequences with it. `None` for a vocabulary without one (GPT-2, whose
-            generate() then pads with the end-of-text id).
-        bos_token_id: Beginning-of-sequence id (`<s>`, 2): the first token of a training sequence, and the prompt
-            generate() starts from when given none.
-        eos_token_id: End-of-sequence id (`</s>`, 3): ends a training sequence; generate() stops at it.
         use_cache: Return the key/value cache by default (used by `generate()`).
     """
 
@@ -52,16 +49,32 @@ class VanillaDecoderOnlyConfig(VanillaConfigBase):
         decoder_layers: int = 6,
         decoder_attention_heads: int = 8,
         decoder_ffn_dim: int = 2048,
-        output_bias: bool = False,
         use_cache: bool = True,
+        vocab_size: int = 37000,
+        d_model: int = 512,
+        activation_function: str = "relu",
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
+        normalize_before: bool = False,
+        layer_norm_eps: float = 1e-5,
+        position_encoding: str = "sinusoidal",
+        sinusoidal_layout: str = "interleaved",
+        max_position_embeddings: int = 1024,
+        rope_theta: float = 10000.0,
+        scale_embedding: bool = True,
+        tie_word_embeddings: bool = True,
+        output_bias: bool = False,
+        init_std: float | None = None,
+        linear_init_std: float | None = None,
+        pad_token_id: int | None = 0,
+        bos_token_id: int | None = 2,
+        eos_token_id: int | list[int] | None = 3,
         **kwargs,
     ):
-        kwargs.pop("is_encoder_decoder", None)  # always False for this family
-        self.decoder_layers = decoder_layers
-        self.decoder_attention_heads = decoder_attention_heads
-        self.decoder_ffn_dim = decoder_ffn_dim
-        self.use_cache = use_cache
-        super().__init__(output_bias=output_bias, is_encoder_decoder=False, **kwargs)
+        # always False for this family
+        kwargs["is_encoder_decoder"] = False
+        super().__init__(**init_arguments(locals()))
 
     def family_problems(self, check_ids: bool) -> list[str]:
         if not check_ids:

@@ -10,7 +10,14 @@ converter, `convert_bert.py`, sets them).
 
 from __future__ import annotations
 
-from .configuration_vanilla_base import VanillaConfigBase, head_problems, is_id, is_number, token_id_problems
+from .configuration_vanilla_base import (
+    VanillaConfigBase,
+    head_problems,
+    init_arguments,
+    is_id,
+    is_number,
+    token_id_problems,
+)
 
 CLASSIFIER_POOLINGS = ("first", "mean")
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
@@ -39,7 +46,7 @@ class VanillaEncoderOnlyConfig(VanillaConfigBase):
     aliases: `hidden_size` = `d_model`, `num_hidden_layers` = `encoder_layers`, `num_attention_heads` =
     `encoder_attention_heads`, `intermediate_size` = `encoder_ffn_dim` (accepted as arguments too).
 
-    The fields every family shares are documented in [`VanillaConfigBase`]; with BERT's values they are
+    The fields every family shares are documented below the family's own; with BERT's values they are
     `activation_function="gelu"` (also the masked-LM transform's non-linearity), learned positions, unscaled
     embeddings, `layer_norm_eps=1e-12`, N(0, 0.02) initialisation, and `output_bias` is BERT's
     `cls.predictions.bias`. BERT's [CLS] and [SEP] are not declared as bos/eos; the model does not read them.
@@ -90,24 +97,34 @@ class VanillaEncoderOnlyConfig(VanillaConfigBase):
         mlm_head_transform: bool = False,
         classifier_pooling: str = "first",
         classifier_dropout: float | None = None,
+        vocab_size: int = 37000,
+        d_model: int = 512,
+        activation_function: str = "relu",
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
+        normalize_before: bool = False,
+        layer_norm_eps: float = 1e-5,
+        position_encoding: str = "sinusoidal",
+        sinusoidal_layout: str = "interleaved",
+        max_position_embeddings: int = 1024,
+        rope_theta: float = 10000.0,
+        scale_embedding: bool = True,
+        tie_word_embeddings: bool = True,
+        output_bias: bool = True,
+        init_std: float | None = None,
+        linear_init_std: float | None = None,
+        pad_token_id: int | None = 0,
+        bos_token_id: int | None = 2,
+        eos_token_id: int | list[int] | None = 3,
         **kwargs,
     ):
-        self.encoder_layers = encoder_layers
-        self.encoder_attention_heads = encoder_attention_heads
-        self.encoder_ffn_dim = encoder_ffn_dim
-        self.type_vocab_size = type_vocab_size
-        self.embedding_layer_norm = embedding_layer_norm
-        self.mlm_head_transform = mlm_head_transform
-        self.classifier_pooling = classifier_pooling
-        self.classifier_dropout = classifier_dropout
-        for alias, name in self.attribute_map.items():  # BERT's names given instead of ours
-            if alias in kwargs:
-                value = kwargs.pop(alias)
-                if name in self.size_fields:
-                    setattr(self, name, value)
-                else:
-                    kwargs[name] = value
-        super().__init__(**kwargs)
+        arguments = init_arguments(locals())
+        # BERT's names given instead of ours
+        for alias, name in self.attribute_map.items():
+            if alias in arguments:
+                arguments[name] = arguments.pop(alias)
+        super().__init__(**arguments)
 
     def family_problems(self, check_ids: bool) -> list[str]:
         problems = []

@@ -9,14 +9,14 @@ named field.
 
 from __future__ import annotations
 
-from .configuration_vanilla_base import VanillaConfigBase, head_problems, token_id_problems
+from .configuration_vanilla_base import VanillaConfigBase, head_problems, init_arguments, token_id_problems
 
 
 class VanillaTransformerConfig(VanillaConfigBase):
     r"""Configuration for [`VanillaTransformerModel`] and [`VanillaTransformerForConditionalGeneration`].
 
     The fields every family shares (width, activation, dropouts, positions, embeddings, initialisation, special
-    ids) are documented in [`VanillaConfigBase`]; `vocab_size` is the source vocabulary, which is also the target
+    ids) are documented below the family's own; `vocab_size` is the source vocabulary, which is also the target
     vocabulary when `share_encoder_decoder_embeddings` is true (the paper's shared BPE vocabulary), and
     `tie_word_embeddings` ties the output projection to the decoder's input embedding.
 
@@ -67,20 +67,29 @@ class VanillaTransformerConfig(VanillaConfigBase):
         decoder_start_token_id: int = 2,
         use_cache: bool = True,
         is_encoder_decoder: bool = True,
+        vocab_size: int = 37000,
+        d_model: int = 512,
+        activation_function: str = "relu",
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
+        normalize_before: bool = False,
+        layer_norm_eps: float = 1e-5,
+        position_encoding: str = "sinusoidal",
+        sinusoidal_layout: str = "interleaved",
+        max_position_embeddings: int = 1024,
+        rope_theta: float = 10000.0,
+        scale_embedding: bool = True,
+        tie_word_embeddings: bool = True,
+        output_bias: bool = True,
+        init_std: float | None = None,
+        linear_init_std: float | None = None,
+        pad_token_id: int | None = 0,
+        bos_token_id: int | None = 2,
+        eos_token_id: int | list[int] | None = 3,
         **kwargs,
     ):
-        self.decoder_vocab_size = decoder_vocab_size
-        self.encoder_layers = encoder_layers
-        self.decoder_layers = decoder_layers
-        self.encoder_attention_heads = encoder_attention_heads
-        self.decoder_attention_heads = decoder_attention_heads
-        self.encoder_ffn_dim = encoder_ffn_dim
-        self.decoder_ffn_dim = decoder_ffn_dim
-        self.share_encoder_decoder_embeddings = share_encoder_decoder_embeddings
-        self.use_cache = use_cache
-        super().__init__(
-            decoder_start_token_id=decoder_start_token_id, is_encoder_decoder=is_encoder_decoder, **kwargs
-        )
+        super().__init__(**init_arguments(locals()))
 
     def resolve_defaults(self) -> None:
         if self.decoder_vocab_size is None:

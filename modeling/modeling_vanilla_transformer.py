@@ -820,9 +820,16 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         return cache
 
     def resize_token_embeddings(self, new_num_tokens: int | None = None, *args, **kwargs) -> nn.Embedding:
-        """Resize the (shared) vocabulary; the output bias keeps its values and gets zeros for new tokens."""
+        """Resize the source vocabulary. Shared embeddings: the one vocabulary, with the output projection and the
+        output bias, which keeps its values and gets zeros for new tokens. Separate vocabularies: the source
+        embeddings only; the target vocabulary, its output projection and bias stay (as in Marian)."""
+        lm_head = self.lm_head
         embeddings = super().resize_token_embeddings(new_num_tokens, *args, **kwargs)
-        if self.config.share_encoder_decoder_embeddings:
+        if not self.config.share_encoder_decoder_embeddings:
+            # transformers resizes the output projection with the input embeddings; here it maps to the target
+            # vocabulary
+            self.lm_head = lm_head
+        else:
             self.config.decoder_vocab_size = self.config.vocab_size
             bias = self.final_logits_bias
             if bias is not None and bias.shape[0] != self.config.vocab_size:

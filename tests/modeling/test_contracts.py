@@ -5,11 +5,14 @@ loads on its own."""
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 from conftest import random_batch, tiny_config, tiny_family_config
 from safetensors.torch import load_file, save_file
 from torch.nn import functional as F
+from transformers import PretrainedConfig
 from vanilla_transformer.modeling import (
     VanillaDecoderOnlyConfig,
     VanillaDecoderOnlyForCausalLM,
@@ -258,3 +261,29 @@ def test_a_stack_saved_on_its_own_loads_on_its_own(tmp_path, family, stack_class
     torch.testing.assert_close(
         loaded.eval()(**arguments).last_hidden_state, stack(**arguments).last_hidden_state
     )
+
+
+# ------------------------------------------------------------------------------ every field in the signature
+
+
+@pytest.mark.parametrize(
+    "config_class", [VanillaTransformerConfig, VanillaDecoderOnlyConfig, VanillaEncoderOnlyConfig]
+)
+def test_the_config_signature_lists_every_field_with_its_default(config_class):
+    # transformers' testers and IDEs read the signature: each field a config saves is a named argument whose
+    # default is the value a default config holds
+    default = config_class()
+    generic = set(PretrainedConfig().to_dict()) | {"model_type", "transformers_version"}
+    fields = {name: value for name, value in default.to_dict().items() if name not in generic}
+    parameters = inspect.signature(config_class.__init__).parameters
+    assert fields and set(fields) <= set(parameters)
+    for name, value in fields.items():
+        assert parameters[name].default == value or parameters[name].default is None, name
+    for name in ("vocab_size", "d_model", "dropout", "pad_token_id", "eos_token_id"):
+        assert parameters[name].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, name
+
+    # a config built from the signature's names alone is the one asked for (what transformers' testers do)
+    asked = {"vocab_size": 99, "d_model": 16, "max_position_embeddings": 40, "pad_token_id": 1}
+    asked.update({name: 2 for name in parameters if name.endswith(("_layers", "_attention_heads"))})
+    config = config_class(**{name: value for name, value in asked.items() if name in parameters})
+    assert {name: getattr(config, name) for name in asked} == asked

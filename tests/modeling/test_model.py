@@ -462,6 +462,30 @@ def test_resize_token_embeddings_keeps_outputs_for_old_tokens():
     assert model.lm_head.weight is model.model.shared.weight
 
 
+@pytest.mark.parametrize("tie_word_embeddings", [True, False])
+def test_resize_token_embeddings_with_separate_vocabularies_resizes_the_source_only(tie_word_embeddings):
+    # the output projection and its bias belong to the target vocabulary, which stays as it is (as in Marian)
+    model = tiny_model(
+        seed=36,
+        share_encoder_decoder_embeddings=False,
+        decoder_vocab_size=50,
+        tie_word_embeddings=tie_word_embeddings,
+    )
+    src, mask = random_batch(97, 2, 6, seed=37)
+    tgt = src % 50
+    before = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+    head, bias = model.lm_head.weight.clone(), model.final_logits_bias.clone()
+    model.resize_token_embeddings(120, mean_resizing=False)
+    assert model.config.vocab_size == model.model.encoder.embed_tokens.weight.shape[0] == 120
+    assert model.config.decoder_vocab_size == model.model.decoder.embed_tokens.weight.shape[0] == 50
+    torch.testing.assert_close(model.lm_head.weight, head)
+    torch.testing.assert_close(model.final_logits_bias, bias)
+    torch.testing.assert_close(
+        model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits, before
+    )
+    assert (model.lm_head.weight is model.model.decoder.embed_tokens.weight) == tie_word_embeddings
+
+
 @pytest.mark.parametrize("linear_init_std", [None, 0.02])
 def test_initialisation_follows_the_config(linear_init_std):
     """Linear layers: Xavier-uniform (bounded by sqrt(6 / (fan_in + fan_out))) by default, N(0, linear_init_std)
