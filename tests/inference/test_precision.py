@@ -1,6 +1,6 @@
-"""bf16 inference: bf16 loading and decoding against fp32, the automatic decoding dtype (its timing replaced, as in
-test_precision_choice.py, which tests the training run's choice), and the oneDNN bf16 linear against
-`torch.nn.functional.linear`."""
+"""bf16 inference: the precision a load uses (the saved one by default; --dtype auto by the hardware, simulated as in
+test_precision_choice.py, which tests the training run's choice), bf16 loading and decoding against fp32, and the
+oneDNN bf16 linear against `torch.nn.functional.linear`."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import sys
 
 import pytest
 import torch
-import vanilla_transformer.inference.precision as precision
 from conftest import SMALL_RUN_LINES, step_by_step_logits, tiny_model
-from helpers.precision import FASTER, SLOWER, simulate
+from helpers.precision import CPU_KINDS, simulate
+from helpers.shared import run_main
 
 CPU = torch.device("cpu")
 
@@ -158,32 +158,107 @@ def test_bf16_decoding_step_without_onednn_bf16_kernels_uses_torch_linear(monkey
     assert weight not in kernels._packed_weights
 
 
-@pytest.mark.parametrize(("speeds", "expected"), [(FASTER, torch.bfloat16), (SLOWER, torch.float32)])
-def test_auto_dtype_loads_in_bf16_only_where_measured_faster(export, monkeypatch, speeds, expected):
+# ---- which precision a load uses: the saved one unless asked; auto by the hardware, never by a timing -------
+def spy_on_loads(monkeypatch) -> list[torch.dtype]:
+    """The dtypes of the models that `inference.load_model_and_tokenizer` returns from now on, in order."""
+    import vanilla_transformer.inference.loading as loading
+
+    seen: list[torch.dtype] = []
+    load = loading.load_model_and_tokenizer
+
+    def spy(*args, **kwargs):
+        model, tokenizer = load(*args, **kwargs)
+        seen.append(next(model.parameters()).dtype)
+        return model, tokenizer
+
+    monkeypatch.setattr(loading, "load_model_and_tokenizer", spy)
+    return seen
+
+
+@pytest.mark.parametrize("cpu", list(CPU_KINDS))
+def test_every_entry_point_loads_the_saved_precision_by_default_on_every_cpu(
+    export, monkeypatch, capsys, cpu
+):
+    """translate, evaluate's engine loading (`load_engine`), serve's (`load_served`), the demo's and the library's
+    loader, with no --dtype: float32 (the saved precision) on every simulated CPU, bf16 timed faster included; no
+    timing runs; the log says why."""
+    from vanilla_transformer.inference import load_model_and_tokenizer
+    from vanilla_transformer.inference.engines import load_engine
+    from vanilla_transformer.serving.server import load_served
+
+    called = simulate(monkeypatch, *CPU_KINDS[cpu])
+    seen = spy_on_loads(monkeypatch)
+    code, out, err = run_main(monkeypatch, capsys, "--model", str(export), "--num_beams", "1", stdin="x\n")
+    assert code == 0 and out.count("\n") == 1, err
+    load_engine("torch", export)
+    load_served(str(export))
+    model, _ = load_model_and_tokenizer(str(export))
+    assert seen == [torch.float32] * 3 and next(model.parameters()).dtype == torch.float32
+    assert called == []
+
+
+def test_the_default_is_the_precision_the_config_names(export, tmp_path, caplog):
+    """A folder saved in bf16 loads in bf16 (config.json's dtype), in float32 when asked; the log says which and why."""
+    import json
+    import logging
+    import shutil
+
     from vanilla_transformer.inference import load_model_and_tokenizer
 
-    called = simulate(monkeypatch, ["avx512_bf16"], speeds)
-    model, _ = load_model_and_tokenizer(str(export), dtype="auto", batch_size=8, num_beams=2)
-    assert next(model.parameters()).dtype == expected and called == ["decoding_speeds"]
+    folder = shutil.copytree(export, tmp_path / "bf16")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "dtype": "bfloat16"}))
+    with caplog.at_level(logging.INFO, logger="vanilla_transformer.inference.loading"):
+        model, _ = load_model_and_tokenizer(str(folder))
+    assert next(model.parameters()).dtype == torch.bfloat16
+    assert "decoding in bfloat16: the saved precision (config.json's dtype bfloat16)" in caplog.text
+    model, _ = load_model_and_tokenizer(str(folder), dtype="float32")
+    assert next(model.parameters()).dtype == torch.float32
+    (folder / "config.json").write_text(json.dumps({**config, "dtype": "int8"}))
+    with pytest.raises(
+        ValueError, match="config.json's dtype 'int8' is not one of float32, bfloat16, float16"
+    ):
+        load_model_and_tokenizer(str(folder))
 
 
-def test_auto_dtype_measures_the_decoding_rows_in_use(export, monkeypatch):
-    """auto times batch_size x num_beams rows, the generation config's beams when num_beams is not given."""
+@pytest.mark.parametrize(
+    ("cpu", "forced", "expected"),
+    [
+        ("amx", None, torch.bfloat16),
+        ("avx512_bf16", None, torch.bfloat16),  # timed slower: the timing is not asked
+        ("no-bf16", None, torch.float32),
+        ("no-bf16", "1", torch.bfloat16),
+        ("amx", "0", torch.float32),
+    ],
+)
+def test_auto_is_a_rule_of_the_hardware_stated_in_the_log(export, monkeypatch, caplog, cpu, forced, expected):
+    """--dtype auto: bfloat16 on a CPU with AMX-BF16 or AVX512-BF16, float32 elsewhere, as
+    VANILLA_TRANSFORMER_CPU_BF16 forces it where set; never a timing; the log names the rule that decided."""
+    import logging
+
     from vanilla_transformer.inference import load_model_and_tokenizer
+    from vanilla_transformer.inference.precision import CPU_BF16_ENV
 
-    seen = []
-    monkeypatch.setattr(precision, "cpu_bf16_flags", lambda: ["amx_bf16"])
-    monkeypatch.setattr(precision, "decoding_speeds", lambda model, rows: seen.append(rows) or SLOWER)
-    load_model_and_tokenizer(str(export), dtype="auto", batch_size=8, num_beams=3)
-    model, _ = load_model_and_tokenizer(str(export), dtype="auto", batch_size=5)
-    assert seen == [24, 5 * model.generation_config.num_beams]
+    called = simulate(monkeypatch, *CPU_KINDS[cpu])
+    if forced is not None:
+        monkeypatch.setenv(CPU_BF16_ENV, forced)
+    with caplog.at_level(logging.INFO, logger="vanilla_transformer.inference.loading"):
+        model, _ = load_model_and_tokenizer(str(export), dtype="auto", device="cpu")
+    assert next(model.parameters()).dtype == expected and called == []
+    name = str(expected).removeprefix("torch.")
+    why = f"{CPU_BF16_ENV}={forced}" if forced else "CPU with" if CPU_KINDS[cpu][0] else "neither AMX-BF16"
+    assert f"decoding in {name}: --dtype auto on" in caplog.text and why in caplog.text
 
 
-def test_the_decoding_probe_times_both_dtypes(loaded):
-    model, _ = loaded
-    speeds = precision.decoding_speeds(model, rows=2, new_tokens=2, source_length=4)
-    assert speeds.fp32_seconds > 0 and speeds.bf16_seconds > 0
-    assert next(model.parameters()).dtype == torch.float32  # the model itself is not converted
+def test_a_bad_bf16_switch_is_refused_with_the_values(export, monkeypatch):
+    from vanilla_transformer.inference import load_model_and_tokenizer
+    from vanilla_transformer.inference.precision import CPU_BF16_ENV
+
+    monkeypatch.setenv(CPU_BF16_ENV, "yes")
+    with pytest.raises(
+        ValueError, match=r"VANILLA_TRANSFORMER_CPU_BF16='yes' is invalid: expected 1 \(bf16 on\)"
+    ):
+        load_model_and_tokenizer(str(export), dtype="auto", device="cpu")
 
 
 def test_an_unknown_dtype_is_refused_with_the_choices(export):
