@@ -206,4 +206,4 @@ def auto_inference_dtype(device: torch.device) -> tuple[torch.dtype, str]:
     else:
         cpu = cpu_bf16_support()
         verdict, reason = ("bf16" if cpu.supported else "no"), cpu.reason
-    return (torch.bfloat16 if verdict == "bf16" else torch.float32), f"--dtype auto on {reason}"
+    return (torch.bfloat16 if verdict == "bf16" else torch.float32), f"--dtype auto: {reason}"
