@@ -264,11 +264,9 @@ def load_engine(
     trust_remote_code: bool | None = None,
     num_threads: int | None = None,
     dtype: str | None = None,
-    batch_size: int = 32,
-    num_beams: int | None = None,
 ):
     """(model, tokenizer) of ``folder`` for ``engine``: "torch" (`inference.load_model_and_tokenizer`, with
-    ``device``, ``trust_remote_code``, ``dtype``, ``batch_size`` and ``num_beams``; dtype "int8" is the float32
+    ``device``, ``trust_remote_code`` and ``dtype``: None, the saved precision; dtype "int8" is the float32
     model on the CPU with int8 linear layers, `modeling.kernels_vanilla_transformer.quantize_int8`) or an
     exported engine of `ENGINES` (a `vanilla-transformer export --engine ENGINE` folder, on the CPU; ct2 in the
     precision it was exported in, onnx in float32 or, with dtype "int8", its int8 graphs). Raises `ValueError`
@@ -289,8 +287,6 @@ def load_engine(
             device="cpu" if int8 else device,
             trust_remote_code=trust_remote_code,
             dtype="float32" if int8 else dtype,
-            batch_size=batch_size,
-            num_beams=num_beams,
         )
         if int8:
             from vanilla_transformer.modeling.kernels_vanilla_transformer import quantize_int8

@@ -52,18 +52,39 @@ def resolve_device(device: str | None = None) -> torch.device:
 
 
 DTYPES = ("auto", "float32", "bfloat16")
+# the precisions a saved config.json's dtype may name (transformers writes "dtype"; older releases "torch_dtype")
+SAVED_DTYPES = ("float32", "bfloat16", "float16")
 
 
-def resolve_dtype(dtype: str | torch.dtype | None) -> str | torch.dtype:
-    """``dtype`` as a torch dtype (float32 or bfloat16), or "auto"; None is float32. `ValueError` otherwise."""
+def resolve_dtype(
+    dtype: str | torch.dtype | None, config: dict, device: torch.device
+) -> tuple[torch.dtype, str]:
+    """The dtype to load and decode in, and why (words for the log):
+
+    * None (the default): the saved precision, ``config``'s (config.json's) dtype; float32 where it names none;
+    * "float32" or "bfloat16" (or the torch dtypes): as asked;
+    * "auto": `inference.precision.auto_inference_dtype` on ``device``, a rule of the hardware (bfloat16 on CUDA
+      devices with bf16 and on CPUs with AMX-BF16 or AVX512-BF16, float32 elsewhere).
+
+    `ValueError` for another ``dtype`` and for a saved dtype that is not a floating-point precision."""
     import torch
 
     if dtype is None:
-        return torch.float32
-    if dtype in (torch.float32, torch.bfloat16, "auto"):
-        return dtype
+        saved = config.get("dtype") or config.get("torch_dtype") or "float32"
+        if saved not in SAVED_DTYPES:
+            raise ValueError(
+                f"config.json's dtype {saved!r} is not one of {', '.join(SAVED_DTYPES)}: pass --dtype float32 or "
+                "--dtype bfloat16"
+            )
+        return getattr(torch, saved), f"the saved precision (config.json's dtype {saved})"
+    if dtype == "auto":
+        from .precision import auto_inference_dtype
+
+        return auto_inference_dtype(device)
+    if dtype in (torch.float32, torch.bfloat16):
+        return dtype, "as asked"
     if isinstance(dtype, str) and dtype in DTYPES:
-        return getattr(torch, dtype)
+        return getattr(torch, dtype), f"as asked (dtype {dtype})"
     raise ValueError(f"dtype={dtype!r} is invalid: expected one of {', '.join(DTYPES)} (--dtype)")
 
 
@@ -73,21 +94,15 @@ def load_model_and_tokenizer(
     trust_remote_code: bool | None = None,
     attn_implementation: str | None = None,
     dtype: str | torch.dtype | None = None,
-    batch_size: int = 32,
-    num_beams: int | None = None,
     opt_in: str | None = REMOTE_CODE_FLAG,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load a seq2seq model and its tokenizer from a local folder or a Hub repo id, in eval mode on `device`
     (default: cuda if available, else cpu). Weights are read from safetensors only; the tokenizer must match
     the model (`check_tokenizer_matches_model`).
 
-    `dtype` is the dtype of the weights and of the computation: "float32" (default; also None), "bfloat16", or
-    "auto": bfloat16 only where `inference.precision.auto_inference_dtype` finds it faster for this model at
-    the decoding step's rows, `batch_size` sentences x `num_beams` (default: the model's generation config): on
-    CUDA devices with bf16, and on CPUs with AMX-BF16 or AVX512-BF16 where greedy decoding steps of this model at
-    that many rows, timed in both dtypes (well under a second), run at least
-    `inference.precision.BF16_MIN_SPEEDUP` times as fast in bf16; float32 everywhere else. The choice and its
-    reason are logged (INFO).
+    `dtype` is the dtype of the weights and of the computation (`resolve_dtype`): the saved precision by default
+    (None; float32 for this project's models), "float32", "bfloat16", or "auto" (bfloat16 where the hardware
+    computes bf16, float32 elsewhere; never a timing). The choice and its reason are logged (INFO).
 
     What may run follows `inference.loading_policy.remote_code_rule`: this project's models (and transformers'
     own) load with the registered classes and no code of the folder or repo runs; a model that needs its own code
@@ -121,13 +136,11 @@ def load_model_and_tokenizer(
         local, source = False, name_or_path
 
     device = resolve_device(device) if not hasattr(device, "type") else device
-    dtype = resolve_dtype(dtype)
+    dtype, dtype_reason = resolve_dtype(dtype, config, device)
     from transformers import AutoModelForSeq2SeqLM
 
     trust_remote_code = remote_code_rule(config, name_or_path, trust_remote_code, opt_in)
     options = {"attn_implementation": attn_implementation} if attn_implementation else {}
-    if dtype != "auto":
-        options["dtype"] = dtype
     from vanilla_transformer.tokenizer.prepare import load_tokenizer
 
     tokenizer = load_tokenizer(source, trust_remote_code=trust_remote_code)  # before the weights: fails fast
@@ -143,6 +156,7 @@ def load_model_and_tokenizer(
             source,
             trust_remote_code,
             f"export the model again, or {export_hint}",
+            dtype=dtype,
             **options,
         )
     except RuntimeError as err:  # transformers' size-mismatch error, for weights `_wrong_shapes` cannot read
@@ -154,13 +168,7 @@ def load_model_and_tokenizer(
         ) from err
     check_tokenizer_matches_model(model, tokenizer)
     model = model.to(device).eval()
-    if dtype == "auto":
-        from .precision import auto_inference_dtype
-
-        rows = max(1, batch_size) * (num_beams or model.generation_config.num_beams or 1)
-        chosen, reason = auto_inference_dtype(model, rows)
-        logger.info("decoding in %s: %s", str(chosen).removeprefix("torch."), reason)
-        model = model.to(chosen)
+    logger.info("decoding in %s: %s", str(dtype).removeprefix("torch."), dtype_reason)
     return model, tokenizer
 
 

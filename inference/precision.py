@@ -1,22 +1,29 @@
-"""Which floating-point precision a device computes this model faster in: bfloat16 or float32, measured.
+"""Which floating-point precision a device computes in: the rules of `--dtype auto` and of a training run's
+automatic mixed precision, and the one switch that forces a CPU's bf16 capability.
 
-The flag of a CPU feature is not enough: bf16 GEMMs are several times faster than fp32 with AMX-BF16 or
-AVX512-BF16, but autocast adds casts, and at a decoding step's few rows the GEMMs are a small part of the time.
-So on a CPU with one of those flags the decision is a short timing of both precisions on the model's own work
-(`training_speeds`, `decoding_speeds`: four calls, 0.3-0.9 s for the `small`/`base` presets on a loaded 2-core
-machine, plus the process's first GEMM), and bf16 is used when it is at least ``BF16_MIN_SPEEDUP`` times as fast;
-a CPU without either flag uses fp32 without timing.
-A CUDA device uses bf16 when it supports it (Ampere and later); there fp16 is the training fallback (autocast
-with a gradient scaler, as accelerate does it).
+Inference (`auto_inference_dtype`) decides from the hardware alone, never from a timing, so that the same command on
+the same machine always decodes in the same precision: bf16 on CUDA devices with bf16 and on CPUs with AMX-BF16 or
+AVX512-BF16, float32 elsewhere. It is used only for ``--dtype auto``: a loaded model keeps its saved precision
+unless asked (`inference.loading.resolve_dtype`), as transformers and CTranslate2 do.
 
-`cpu_bf16_flags`, `training_speeds` and `decoding_speeds` are the measurements; the rules (`auto_training_precision`,
-`auto_inference_dtype`) look them up as this module's attributes at call time, so a test can replace them
+Training (`auto_training_precision`) may time: bf16 GEMMs are several times faster than fp32 with AMX-BF16 or
+AVX512-BF16, but autocast adds casts, so on such a CPU a short timing of both precisions on the model's own GEMMs
+(`training_speeds`: four calls, 0.3-0.9 s for the `small`/`base` presets on a loaded 2-core machine, plus the
+process's first GEMM) picks bf16 when it is at least ``BF16_MIN_SPEEDUP`` times as fast; the choice is saved in the
+run's recipe, so that a resumed run keeps it. A CUDA device uses bf16 when it supports it (Ampere and later); there
+fp16 is the training fallback (autocast with a gradient scaler, as accelerate does it).
+
+`cpu_bf16_support` is the one place that says whether this CPU computes bf16: the environment variable
+``VANILLA_TRANSFORMER_CPU_BF16`` (``1`` or ``0``) forces the answer for inference and training alike (to run the
+test suite as on the other kind of CPU; ``1`` on a CPU without the features still computes bf16, emulated and
+slower), else `cpu_bf16_flags` reads the CPU's features. The rules look `cpu_bf16_flags` and `training_speeds` up as
+this module's attributes at call time, so a test can replace them
 (``monkeypatch.setattr(inference.precision, "training_speeds", ...)``) to simulate a machine.
 """
 
 from __future__ import annotations
 
-import copy
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -28,10 +35,11 @@ if TYPE_CHECKING:
 
 # bf16 is chosen when it runs the probe at least this much faster than fp32. A training step is ~70% GEMMs on a
 # CPU (docs/benchmarks.md), so a GEMM probe speedup of 1.25 bounds the step's gain near 1.15: below that, the noise
-# of a shared machine and the casts outside the probe can eat the gain. The decoding probe (whole greedy steps)
-# uses the same margin against the noise of a short timing.
+# of a shared machine and the casts outside the probe can eat the gain.
 BF16_MIN_SPEEDUP = 1.25
 CPU_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+# "1": treat this CPU as computing bf16, "0": as not; unset or empty: read its features
+CPU_BF16_ENV = "VANILLA_TRANSFORMER_CPU_BF16"
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,32 @@ def cpu_bf16_flags() -> list[str]:
     except OSError:
         return []
     return []
+
+
+@dataclass(frozen=True)
+class CpuBf16:
+    """Whether this CPU computes bf16, whether ``VANILLA_TRANSFORMER_CPU_BF16`` forced the answer, and why (words
+    for the log)."""
+
+    supported: bool
+    forced: bool
+    reason: str
+
+
+def cpu_bf16_support() -> CpuBf16:
+    """Whether this CPU computes bf16: as ``VANILLA_TRANSFORMER_CPU_BF16`` forces it (1 or 0), else where
+    `cpu_bf16_flags` finds AMX-BF16 or AVX512-BF16. `ValueError` for another value of the variable."""
+    forced = os.environ.get(CPU_BF16_ENV, "").strip()
+    if forced in ("0", "1"):
+        return CpuBf16(forced == "1", True, f"{CPU_BF16_ENV}={forced}")
+    if forced:
+        raise ValueError(
+            f"{CPU_BF16_ENV}={forced!r} is invalid: expected 1 (bf16 on), 0 (bf16 off) or unset (the CPU's features)"
+        )
+    flags = cpu_bf16_flags()
+    if not flags:
+        return CpuBf16(False, False, "the CPU has neither AMX-BF16 nor AVX512-BF16")
+    return CpuBf16(True, False, f"CPU with {', '.join(flags)}")
 
 
 def time_interleaved(
@@ -121,35 +155,6 @@ def training_speeds(
     return time_interleaved(step(False), step(True))
 
 
-def decoding_speeds(
-    model: torch.nn.Module, rows: int, new_tokens: int = 8, source_length: int = 16
-) -> Speeds:
-    """Greedy `generate()` of ``new_tokens`` tokens for ``rows`` random sources of ``source_length`` tokens with
-    ``model`` (fp32) and with a bf16 copy of it: the decoding steps of a batch of ``rows`` hypotheses."""
-    import torch
-
-    config = model.config
-    device = next(model.parameters()).device
-    g = torch.Generator(device="cpu").manual_seed(0)
-    low = 4 if config.vocab_size > 8 else 0  # past the special ids
-    src = torch.randint(low, config.vocab_size, (rows, source_length), generator=g).to(device)
-    mask = torch.ones_like(src)
-    settings = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, num_beams=1, do_sample=False)
-    bf16 = copy.deepcopy(model).to(torch.bfloat16)
-
-    def run(m: torch.nn.Module) -> Callable[[], None]:
-        def call() -> None:
-            with torch.inference_mode():
-                m.generate(input_ids=src, attention_mask=mask, **settings)
-
-        return call
-
-    try:
-        return time_interleaved(run(model), run(bf16))
-    finally:
-        del bf16
-
-
 def _cuda_rule(device: torch.device, without_bf16: str) -> tuple[str, str]:
     import torch
 
@@ -159,54 +164,46 @@ def _cuda_rule(device: torch.device, without_bf16: str) -> tuple[str, str]:
     return without_bf16, f"CUDA device {name} has no bf16"
 
 
-def _cpu_rule(measure: Callable[[], Speeds], what: str) -> tuple[str, str]:
-    flags = cpu_bf16_flags()
-    if not flags:
-        return "no", "the CPU has neither AMX-BF16 nor AVX512-BF16"
-    speeds = measure()
-    verdict = "bf16" if speeds.bf16_speedup >= BF16_MIN_SPEEDUP else "no"
-    return verdict, (
-        f"CPU with {', '.join(flags)}: bf16 ran {what} {speeds.bf16_speedup:.2f}x as fast as fp32 "
-        f"({speeds.fp32_seconds * 1e3:.1f} vs {speeds.bf16_seconds * 1e3:.1f} ms; bf16 needs >= {BF16_MIN_SPEEDUP}x)"
-    )
-
-
 def auto_training_precision(
     device: torch.device, d_model: int, ffn_dim: int, vocab_size: int
 ) -> tuple[str, str]:
     """The mixed precision a training run on ``device`` should use, in accelerate's names, and why:
 
     * CUDA: "bf16" where the device supports bf16, else "fp16" (autocast with a gradient scaler);
-    * CPU with AMX-BF16 or AVX512-BF16: "bf16" when `training_speeds` at these sizes measures bf16 autocast at
-      least ``BF16_MIN_SPEEDUP`` times as fast as fp32, else "no";
+    * CPU that computes bf16 (`cpu_bf16_support`): "bf16" when `training_speeds` at these sizes measures bf16
+      autocast at least ``BF16_MIN_SPEEDUP`` times as fast as fp32, else "no"; where ``VANILLA_TRANSFORMER_CPU_BF16``
+      forces the answer, "bf16" (1) or "no" (0) without timing;
     * any other CPU or device: "no" (fp32)."""
     if device.type == "cuda":
         return _cuda_rule(device, "fp16")
     if device.type != "cpu":
         return "no", f"no bf16 rule for {device.type} devices"
-    return _cpu_rule(
-        lambda: training_speeds(d_model, ffn_dim, vocab_size),
-        f"a training step's GEMMs (d_model {d_model}, ffn {ffn_dim}, vocabulary {vocab_size})",
+    cpu = cpu_bf16_support()
+    if not cpu.supported or cpu.forced:
+        return ("bf16" if cpu.supported else "no"), cpu.reason
+    speeds = training_speeds(d_model, ffn_dim, vocab_size)
+    verdict = "bf16" if speeds.bf16_speedup >= BF16_MIN_SPEEDUP else "no"
+    return verdict, (
+        f"{cpu.reason}: bf16 ran a training step's GEMMs (d_model {d_model}, ffn {ffn_dim}, vocabulary {vocab_size}) "
+        f"{speeds.bf16_speedup:.2f}x as fast as fp32 ({speeds.fp32_seconds * 1e3:.1f} vs "
+        f"{speeds.bf16_seconds * 1e3:.1f} ms; bf16 needs >= {BF16_MIN_SPEEDUP}x)"
     )
 
 
-def auto_inference_dtype(model: torch.nn.Module, rows: int) -> tuple[torch.dtype, str]:
-    """The dtype ``model`` (fp32, on its device) should decode in at ``rows`` hypotheses per step (sentences per
-    batch x beams), and why:
+def auto_inference_dtype(device: torch.device) -> tuple[torch.dtype, str]:
+    """The dtype ``--dtype auto`` decodes in on ``device``, and why; a rule of the hardware, never a timing:
 
-    * CUDA: bfloat16 where the device supports it, else float32;
-    * CPU with AMX-BF16 or AVX512-BF16: bfloat16 when `decoding_speeds` (greedy steps of this model at ``rows``
-      rows) measures bf16 at least ``BF16_MIN_SPEEDUP`` times as fast as fp32, else float32;
-    * any other CPU or device: float32."""
+    * CUDA: bfloat16 where the device supports it (compute capability 8.0 and later), else float32;
+    * CPU: bfloat16 where `cpu_bf16_support` says the CPU computes bf16 (AMX-BF16 or AVX512-BF16, or
+      ``VANILLA_TRANSFORMER_CPU_BF16=1``), else float32;
+    * any other device: float32."""
     import torch
 
-    device = next(model.parameters()).device
     if device.type == "cuda":
         verdict, reason = _cuda_rule(device, "no")
     elif device.type != "cpu":
         verdict, reason = "no", f"no bf16 rule for {device.type} devices"
     else:
-        verdict, reason = _cpu_rule(
-            lambda: decoding_speeds(model, rows), f"this model's decoding steps at {rows} rows"
-        )
-    return (torch.bfloat16 if verdict == "bf16" else torch.float32), reason
+        cpu = cpu_bf16_support()
+        verdict, reason = ("bf16" if cpu.supported else "no"), cpu.reason
+    return (torch.bfloat16 if verdict == "bf16" else torch.float32), f"--dtype auto: {reason}"

@@ -124,9 +124,7 @@ def load_demo(model: str, *, device: str | None = None, trust_remote_code: bool 
     the examples and title of its card; ``options`` go to `build_demo`."""
     from vanilla_transformer.inference import load_model_and_tokenizer
 
-    loaded, tokenizer = load_model_and_tokenizer(
-        model, device=device, trust_remote_code=trust_remote_code, dtype="float32"
-    )
+    loaded, tokenizer = load_model_and_tokenizer(model, device=device, trust_remote_code=trust_remote_code)
     options.setdefault("examples", card_examples(model))
     options.setdefault("title", f"vanilla-transformer: {Path(model).name or model}")
     return build_demo(loaded, tokenizer, **options)

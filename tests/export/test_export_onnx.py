@@ -23,6 +23,7 @@ ort = pytest.importorskip("onnxruntime")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from conftest import random_batch, tiny_model, tiny_tokenizer  # noqa: E402
+from helpers.precision import CPU_KINDS, simulate  # noqa: E402
 from helpers.shared import scored_generate  # noqa: E402
 from vanilla_transformer.export.onnx import (  # noqa: E402
     DECODER_FILE,
@@ -548,3 +549,37 @@ def test_int8_options_of_the_engines(export, exported, tmp_path):
         [*command, "--dtype", "bfloat16"], input="x\n", capture_output=True, text=True, env=env, timeout=120
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--dtype" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("cpu", list(CPU_KINDS))
+def test_every_engine_translates_alike_with_the_default_options(
+    exported, tokenizer, tmp_path, monkeypatch, capsys, cpu
+):
+    """`vanilla-transformer translate` with default options gives the same lines on the torch engine (the saved
+    folder, in its saved float32 precision on every simulated CPU kind: tests/helpers/precision.py), the
+    CTranslate2 float32 export and the ONNX export of the same model."""
+    pytest.importorskip("ctranslate2")
+    from helpers.shared import run_main
+    from vanilla_transformer.export.ct2 import export_ct2
+    from vanilla_transformer.modeling import save_with_remote_code
+
+    model, onnx_folder, _ = exported("pre_ln_gelu_learned_separate")
+    folders = {"torch": save_with_remote_code(model, tmp_path / "torch", tokenizer)}
+    folders["ct2"] = export_ct2(folders["torch"], tmp_path / "ct2")
+    folders["onnx"] = onnx_folder
+    simulate(monkeypatch, *CPU_KINDS[cpu])
+    lines = [
+        "起初，神创造天地。",
+        "地是空虚混沌",
+        "神说：「要有光」，就有了光。",
+        "神看光是好的，就把光暗分开了。",
+    ]
+    outputs = {}
+    for engine, folder in folders.items():
+        code, out, err = run_main(
+            monkeypatch, capsys, "--engine", engine, "--model", str(folder), stdin="\n".join(lines) + "\n"
+        )
+        assert code == 0, err
+        outputs[engine] = out.splitlines()
+    assert len(outputs["torch"]) == len(lines) and len(set(outputs["torch"])) > 1, outputs
+    assert outputs["ct2"] == outputs["torch"] and outputs["onnx"] == outputs["torch"], outputs

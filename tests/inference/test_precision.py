@@ -1,6 +1,6 @@
-"""bf16 inference: bf16 loading and decoding against fp32, the automatic decoding dtype (its timing replaced, as in
-test_precision_choice.py, which tests the training run's choice), and the oneDNN bf16 linear against
-`torch.nn.functional.linear`."""
+"""bf16 inference: the precision a load uses (the saved one by default; --dtype auto by the hardware, simulated as in
+test_precision_choice.py, which tests the training run's choice), bf16 loading and decoding against fp32, and the
+oneDNN bf16 linear against `torch.nn.functional.linear`."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import sys
 
 import pytest
 import torch
-import vanilla_transformer.inference.precision as precision
 from conftest import SMALL_RUN_LINES, step_by_step_logits, tiny_model
-from helpers.precision import FASTER, SLOWER, simulate
+from helpers.precision import CPU_KINDS, simulate
+from helpers.shared import run_main
 
 CPU = torch.device("cpu")
 
@@ -158,32 +158,107 @@ def test_bf16_decoding_step_without_onednn_bf16_kernels_uses_torch_linear(monkey
     assert weight not in kernels._packed_weights
 
 
-@pytest.mark.parametrize(("speeds", "expected"), [(FASTER, torch.bfloat16), (SLOWER, torch.float32)])
-def test_auto_dtype_loads_in_bf16_only_where_measured_faster(export, monkeypatch, speeds, expected):
+# ---- which precision a load uses: the saved one unless asked; auto by the hardware, never by a timing -------
+def spy_on_loads(monkeypatch) -> list[torch.dtype]:
+    """The dtypes of the models that `inference.load_model_and_tokenizer` returns from now on, in order."""
+    import vanilla_transformer.inference.loading as loading
+
+    seen: list[torch.dtype] = []
+    load = loading.load_model_and_tokenizer
+
+    def spy(*args, **kwargs):
+        model, tokenizer = load(*args, **kwargs)
+        seen.append(next(model.parameters()).dtype)
+        return model, tokenizer
+
+    monkeypatch.setattr(loading, "load_model_and_tokenizer", spy)
+    return seen
+
+
+@pytest.mark.parametrize("cpu", list(CPU_KINDS))
+def test_every_entry_point_loads_the_saved_precision_by_default_on_every_cpu(
+    export, monkeypatch, capsys, cpu
+):
+    """translate, evaluate's engine loading (`load_engine`), serve's (`load_served`), the demo's and the library's
+    loader, with no --dtype: float32 (the saved precision) on every simulated CPU, bf16 timed faster included; no
+    timing runs; the log says why."""
+    from vanilla_transformer.inference import load_model_and_tokenizer
+    from vanilla_transformer.inference.engines import load_engine
+    from vanilla_transformer.serving.server import load_served
+
+    called = simulate(monkeypatch, *CPU_KINDS[cpu])
+    seen = spy_on_loads(monkeypatch)
+    code, out, err = run_main(monkeypatch, capsys, "--model", str(export), "--num_beams", "1", stdin="x\n")
+    assert code == 0 and out.count("\n") == 1, err
+    load_engine("torch", export)
+    load_served(str(export))
+    model, _ = load_model_and_tokenizer(str(export))
+    assert seen == [torch.float32] * 3 and next(model.parameters()).dtype == torch.float32
+    assert called == []
+
+
+def test_the_default_is_the_precision_the_config_names(export, tmp_path, caplog):
+    """A folder saved in bf16 loads in bf16 (config.json's dtype), in float32 when asked; the log says which and why."""
+    import json
+    import logging
+    import shutil
+
     from vanilla_transformer.inference import load_model_and_tokenizer
 
-    called = simulate(monkeypatch, ["avx512_bf16"], speeds)
-    model, _ = load_model_and_tokenizer(str(export), dtype="auto", batch_size=8, num_beams=2)
-    assert next(model.parameters()).dtype == expected and called == ["decoding_speeds"]
+    folder = shutil.copytree(export, tmp_path / "bf16")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "dtype": "bfloat16"}))
+    with caplog.at_level(logging.INFO, logger="vanilla_transformer.inference.loading"):
+        model, _ = load_model_and_tokenizer(str(folder))
+    assert next(model.parameters()).dtype == torch.bfloat16
+    assert "decoding in bfloat16: the saved precision (config.json's dtype bfloat16)" in caplog.text
+    model, _ = load_model_and_tokenizer(str(folder), dtype="float32")
+    assert next(model.parameters()).dtype == torch.float32
+    (folder / "config.json").write_text(json.dumps({**config, "dtype": "int8"}))
+    with pytest.raises(
+        ValueError, match="config.json's dtype 'int8' is not one of float32, bfloat16, float16"
+    ):
+        load_model_and_tokenizer(str(folder))
 
 
-def test_auto_dtype_measures_the_decoding_rows_in_use(export, monkeypatch):
-    """auto times batch_size x num_beams rows, the generation config's beams when num_beams is not given."""
+@pytest.mark.parametrize(
+    ("cpu", "forced", "expected"),
+    [
+        ("amx", None, torch.bfloat16),
+        ("avx512_bf16", None, torch.bfloat16),  # timed slower: the timing is not asked
+        ("no-bf16", None, torch.float32),
+        ("no-bf16", "1", torch.bfloat16),
+        ("amx", "0", torch.float32),
+    ],
+)
+def test_auto_is_a_rule_of_the_hardware_stated_in_the_log(export, monkeypatch, caplog, cpu, forced, expected):
+    """--dtype auto: bfloat16 on a CPU with AMX-BF16 or AVX512-BF16, float32 elsewhere, as
+    VANILLA_TRANSFORMER_CPU_BF16 forces it where set; never a timing; the log names the rule that decided."""
+    import logging
+
     from vanilla_transformer.inference import load_model_and_tokenizer
+    from vanilla_transformer.inference.precision import CPU_BF16_ENV
 
-    seen = []
-    monkeypatch.setattr(precision, "cpu_bf16_flags", lambda: ["amx_bf16"])
-    monkeypatch.setattr(precision, "decoding_speeds", lambda model, rows: seen.append(rows) or SLOWER)
-    load_model_and_tokenizer(str(export), dtype="auto", batch_size=8, num_beams=3)
-    model, _ = load_model_and_tokenizer(str(export), dtype="auto", batch_size=5)
-    assert seen == [24, 5 * model.generation_config.num_beams]
+    called = simulate(monkeypatch, *CPU_KINDS[cpu])
+    if forced is not None:
+        monkeypatch.setenv(CPU_BF16_ENV, forced)
+    with caplog.at_level(logging.INFO, logger="vanilla_transformer.inference.loading"):
+        model, _ = load_model_and_tokenizer(str(export), dtype="auto", device="cpu")
+    assert next(model.parameters()).dtype == expected and called == []
+    name = str(expected).removeprefix("torch.")
+    why = f"{CPU_BF16_ENV}={forced}" if forced else "CPU with" if CPU_KINDS[cpu][0] else "neither AMX-BF16"
+    assert f"decoding in {name}: --dtype auto: " in caplog.text and why in caplog.text
 
 
-def test_the_decoding_probe_times_both_dtypes(loaded):
-    model, _ = loaded
-    speeds = precision.decoding_speeds(model, rows=2, new_tokens=2, source_length=4)
-    assert speeds.fp32_seconds > 0 and speeds.bf16_seconds > 0
-    assert next(model.parameters()).dtype == torch.float32  # the model itself is not converted
+def test_a_bad_bf16_switch_is_refused_with_the_values(export, monkeypatch):
+    from vanilla_transformer.inference import load_model_and_tokenizer
+    from vanilla_transformer.inference.precision import CPU_BF16_ENV
+
+    monkeypatch.setenv(CPU_BF16_ENV, "yes")
+    with pytest.raises(
+        ValueError, match=r"VANILLA_TRANSFORMER_CPU_BF16='yes' is invalid: expected 1 \(bf16 on\)"
+    ):
+        load_model_and_tokenizer(str(export), dtype="auto", device="cpu")
 
 
 def test_an_unknown_dtype_is_refused_with_the_choices(export):
@@ -233,11 +308,96 @@ def trained(tmp_path_factory, bpe_tokenizer_dir):
     return folder, sources, targets
 
 
+def greedy_steps(model, batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy `generate()` of the batch: the sequences (B, 1 + T) and the log-probabilities of every step's raw
+    logits, in float32 (B, T, V)."""
+    with torch.no_grad():
+        out = model.generate(**batch, num_beams=1, output_logits=True, return_dict_in_generate=True)
+    return out.sequences, torch.stack(out.logits, 1).float().log_softmax(-1)
+
+
+def test_bf16_greedy_decoding_leaves_fp32s_path_only_at_near_ties(trained):
+    """Greedy decoding in bf16 (`--dtype bfloat16`) picks fp32's token at every step except where fp32's choice is a
+    near-tie within bf16's rounding.
+
+    Derivation: at a step with the same prefix in both, bf16 picks token b over fp32's a only if the bf16 error of
+    the difference of their log-probabilities, |(lp16 - lp32)[a] - (lp16 - lp32)[b]|, reaches fp32's margin
+    lp32[a] - lp32[b]. That error is bounded by the rounding of the whole network; the test measures it as ``error``,
+    the largest such error between fp32's two best tokens over every other shared step (about a thousand steps, so
+    the tail of bf16's error on this CPU's kernels, AMX or AVX512-BF16 or emulated: no constant from one machine).
+    Each departure's fp32 margin must be at most twice ``error``. How many sentences depart depends on how many
+    near-ties the model has, not on a count fixed here."""
+    from vanilla_transformer.inference import load_model_and_tokenizer
+
+    folder, sources, _ = trained
+    fp32, tokenizer = load_model_and_tokenizer(str(folder), dtype="float32")
+    bf16, _ = load_model_and_tokenizer(str(folder), dtype="bfloat16")
+    batch = tokenizer(sources, padding=True, return_tensors="pt")
+    ids32, lp32 = greedy_steps(fp32, batch)
+    ids16, lp16 = greedy_steps(bf16, batch)
+    pad, errors, margins = fp32.config.pad_token_id, [], []
+    for row in range(len(sources)):
+        a, b = ids32[row].tolist(), ids16[row].tolist()
+        shared = next((t for t in range(1, min(len(a), len(b))) if a[t] != b[t]), min(len(a), len(b)))
+        # steps 0 .. shared - 2 chose the same token from the same prefix; step shared - 1 is where they part
+        for step in range(shared - 1):
+            if a[step + 1] == pad:
+                break
+            best, second = lp32[row, step].topk(2).indices
+            delta = lp16[row, step] - lp32[row, step]
+            errors.append(abs(float(delta[best] - delta[second])))
+        if shared < min(len(a), len(b)):
+            margins.append(float(lp32[row, shared - 1, a[shared]] - lp32[row, shared - 1, b[shared]]))
+    error = max(errors)
+    assert len(errors) > 10 * len(sources)  # the bound is a tail of many steps
+    assert all(0 <= margin <= 2 * error for margin in margins), (margins, error)
+
+
+def randomization_p_value(a: list[str], b: list[str], references: list[str], trials: int = 1000) -> float:
+    """Paired approximate randomization of corpus BLEU (as sacreBLEU's `--paired-ar`, counting ties as at least as
+    extreme): the share of swaps of the two systems' outputs, sentence by sentence, whose BLEU difference is at least
+    the real one. Only sentences that differ change under a swap: all 2**(k-1) distinct swaps of k <= 10 of them,
+    else ``trials`` random ones (fixed seed)."""
+    import itertools
+    import random
+
+    from sacrebleu.metrics import BLEU
+
+    bleu = BLEU()
+    differ = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+    if not differ:
+        return 1.0
+
+    def gap(swapped: set[int]) -> float:
+        left = [y if i in swapped else x for i, (x, y) in enumerate(zip(a, b))]
+        right = [x if i in swapped else y for i, (x, y) in enumerate(zip(a, b))]
+        return abs(bleu.corpus_score(left, [references]).score - bleu.corpus_score(right, [references]).score)
+
+    if len(differ) <= 10:
+        swaps = [
+            {i for i, on in zip(differ[1:], bits) if on}
+            for bits in itertools.product((0, 1), repeat=len(differ) - 1)
+        ]
+    else:
+        rng = random.Random(0)
+        swaps = [{i for i in differ if rng.random() < 0.5} for _ in range(trials)]
+    real = gap(set())
+    return sum(gap(swap) >= real - 1e-9 for swap in swaps) / len(swaps)
+
+
 @pytest.mark.parametrize("beams", [1, 4])
-def test_bf16_translations_agree_with_fp32(trained, beams):
-    """Through the loader's dtype (as translate.py --dtype bfloat16): most sentences identical (>= 90%) and
-    BLEU within 0.5 of fp32's."""
-    import sacrebleu
+def test_bf16_translations_are_as_good_as_fp32s(trained, beams):
+    """Through the loader's dtype (as translate.py --dtype bfloat16): bf16's translations are not significantly
+    different in BLEU from fp32's (paired approximate randomization, p >= 0.05), on a model that learned the pairs
+    (fp32 BLEU > 30).
+
+    A rounding-level change flips a few near-tied decisions (greedy: test_bf16_greedy_decoding_leaves_fp32s_path_only_
+    at_near_ties; beam search also at the pruning of the beam), and one flipped decision can change a whole sentence,
+    so the BLEU difference depends on how many sentences flip on this CPU's bf16 kernels (none on some, one or two on
+    others). Whether the difference is more than such flips by chance is what the paired test measures, on the
+    sentences themselves: a bf16 path that made translations systematically worse (say six sentences, all worse)
+    fails it."""
+    from sacrebleu.metrics import BLEU
     from vanilla_transformer.inference import load_model_and_tokenizer, translate
 
     folder, sources, targets = trained
@@ -246,12 +406,10 @@ def test_bf16_translations_agree_with_fp32(trained, beams):
     assert next(bf16.parameters()).dtype == torch.bfloat16
     want = translate(fp32, tokenizer, sources, num_beams=beams, batch_size=32)
     got = translate(bf16, tokenizer, sources, num_beams=beams, batch_size=32)
-    same = sum(a == b for a, b in zip(want, got))
-    assert same >= 0.9 * len(sources), list(zip(want, got))
-    bleu32 = sacrebleu.corpus_bleu(want, [targets]).score
-    bleu16 = sacrebleu.corpus_bleu(got, [targets]).score
-    assert bleu32 > 30  # the model did learn the pairs: agreement is not agreement on noise
-    assert abs(bleu16 - bleu32) <= 0.5, (bleu16, bleu32)
+    # the model did learn the pairs: agreement is not agreement on noise
+    assert BLEU().corpus_score(want, [targets]).score > 30
+    changed = [(x, y) for x, y in zip(want, got) if x != y]
+    assert randomization_p_value(want, got, targets) >= 0.05, changed
 
 
 def test_translate_cli_dtype_bfloat16(trained):

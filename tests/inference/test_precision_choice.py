@@ -1,6 +1,7 @@
 """Which precision a training run picks: the command line, then accelerate's configuration, then a short timing on
-the machine. The timing is replaced (`inference.precision`'s `cpu_bf16_flags` and `training_speeds` /
-`decoding_speeds`), so that every branch runs on any machine; bf16 autocast training itself goes to a fresh
+the machine (or VANILLA_TRANSFORMER_CPU_BF16, which forces the CPU's answer). The timing is replaced
+(`inference.precision`'s `cpu_bf16_flags` and `training_speeds`, tests/helpers/precision.py), so that every branch
+runs on any machine; bf16 autocast training itself goes to a fresh
 process, because accelerate's state is one object per process (see test_training_numerics.py). bf16 loading and
 decoding are in test_precision.py."""
 
@@ -16,8 +17,8 @@ import pytest
 import torch
 import vanilla_transformer.inference.precision as precision
 from conftest import ROOT, small_run, small_run_options
-from helpers.precision import FASTER, SLOWER, simulate
-from vanilla_transformer.inference.precision import BF16_MIN_SPEEDUP, Speeds
+from helpers.precision import CPU_KINDS, FASTER, SLOWER, simulate
+from vanilla_transformer.inference.precision import BF16_MIN_SPEEDUP, CPU_BF16_ENV, Speeds
 from vanilla_transformer.training import TrainConfig
 from vanilla_transformer.training.hardware import PRECISION_ENV, choose_mixed_precision
 
@@ -68,6 +69,16 @@ def test_choice_order_command_line_then_accelerate_then_measured(
         assert ", ".join(flags) in choice.reason
     if source == "automatic" and not flags:
         assert "neither AMX-BF16 nor AVX512-BF16" in choice.reason
+
+
+@pytest.mark.parametrize(("cpu", "forced", "expected"), [("no-bf16", "1", "bf16"), ("amx", "0", "no")])
+def test_the_bf16_switch_forces_the_cpus_answer_without_timing(monkeypatch, cpu, forced, expected):
+    monkeypatch.delenv(PRECISION_ENV, raising=False)
+    called = simulate(monkeypatch, *CPU_KINDS[cpu])
+    monkeypatch.setenv(CPU_BF16_ENV, forced)
+    choice = choose_mixed_precision(TrainConfig(max_steps=1), CPU)
+    assert (choice.mixed_precision, choice.source) == (expected, "automatic")
+    assert choice.reason == f"{CPU_BF16_ENV}={forced}" and called == []
 
 
 def test_the_speedup_threshold_is_inclusive(monkeypatch):
@@ -152,7 +163,8 @@ def test_automatic_bf16_trains_under_autocast_and_says_so(tokenizer_dir, tmp_pat
         length_penalty=1.0,
         test_beams=1,
     )
-    env = {k: v for k, v in os.environ.items() if k != PRECISION_ENV}
+    # the simulated CPU decides, whatever the outer environment forces
+    env = {k: v for k, v in os.environ.items() if k not in (PRECISION_ENV, CPU_BF16_ENV)}
     env.update(
         CUDA_VISIBLE_DEVICES="",
         OMP_NUM_THREADS="1",

@@ -169,6 +169,16 @@ def test_streamed_run_resumes_bit_identically(tokenizer_dir, tmp_path):
 
 
 def test_streamed_and_in_memory_runs_reach_the_same_loss(tokenizer_dir, tmp_path):
+    """A streamed run learns as much as the in-memory run: its final validation loss and its mean training loss over
+    the last 50 steps are within 10% of the in-memory run's progress (first training loss minus the final loss).
+
+    Derivation of the tolerance: the two runs see the same pairs once per epoch, in different batches and orders,
+    so they differ as two in-memory runs with other seeds do, not by float rounding. Those differ by about 3% of
+    the progress here (final validation losses 4.29, 4.39, 4.35 with seeds 1, 2, 3 after a progress of ~2.8 nats; a
+    streamed run with seed 1: 4.37), on any CPU, since a seed changes far more than a CPU's rounding does; 10% is
+    three such spreads, and a stream that lost or mismatched pairs falls short by far more (its loss stays near
+    the unigram entropy). A fixed relative tolerance on the loss itself (1%) was below the seed-to-seed spread and
+    held only where the draw happened to be close."""
     common = dict(
         tokenizer=tokenizer_dir,
         cache_dir=str(tmp_path / "c"),
@@ -182,7 +192,9 @@ def test_streamed_and_in_memory_runs_reach_the_same_loss(tokenizer_dir, tmp_path
     memory = train(small_run(tmp_path / "memory", **common))
     streamed = train(small_run(tmp_path / "streamed", **common, streaming=True))
     a, b = memory.valid_history[-1]["valid_loss"], streamed.valid_history[-1]["valid_loss"]
-    assert abs(a - b) / a < 0.01, (a, b)
+    progress = memory.history[0]["loss"] - a
+    assert progress > 1.0  # the run did learn: the comparison is not between two untrained models
+    assert abs(a - b) <= 0.1 * progress, (a, b, progress)
     mean = [sum(h["loss"] for h in r.history[-50:]) / 50 for r in (memory, streamed)]
-    assert abs(mean[0] - mean[1]) / mean[0] < 0.01, mean
+    assert abs(mean[0] - mean[1]) <= 0.1 * progress, (mean, progress)
     assert memory.epoch == streamed.epoch  # the same number of passes over the same pairs

@@ -15,6 +15,12 @@ from typing import Any
 # (the paper's beam 4, length penalty 0.6)
 DEFAULT_DECODING_OPTIONS = ("num_beams", "length_penalty", "max_new_tokens")
 DTYPES = ("auto", "float32", "bfloat16", "int8")  # int8: --engine torch (CPU) and onnx
+# what --dtype means for --engine torch: `inference.loading.resolve_dtype`
+TORCH_DTYPE_HELP = (
+    "weights and computation (--engine torch): the saved precision by default (float32 for this project's models); "
+    "auto = bfloat16 where the hardware computes bf16 (CUDA with bf16; CPUs with AMX-BF16 or AVX512-BF16; "
+    "VANILLA_TRANSFORMER_CPU_BF16=0|1 forces the CPU's answer), else float32"
+)
 
 
 def command_parser(command: str, doc: str) -> argparse.ArgumentParser:

@@ -32,7 +32,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from tqdm.auto import tqdm
 
-from vanilla_transformer.commands.arguments import add_decoding_arguments, add_model_arguments, command_parser
+from vanilla_transformer.commands.arguments import (
+    TORCH_DTYPE_HELP,
+    add_decoding_arguments,
+    add_model_arguments,
+    command_parser,
+)
 from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_split
 from vanilla_transformer.inference.engines import ENGINE_NAMES, load_engine
@@ -55,8 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_model_arguments(
         p,
         "saved model folder (with its tokenizer) or Hub repo id",
-        dtype_help="weights and computation (--engine torch; default float32, so that scores do not depend on "
-        "the machine); auto = bfloat16 where measured faster at --batch_size x beams rows",
+        dtype_help=TORCH_DTYPE_HELP,
     )
     p.add_argument(
         "--engine",
@@ -148,8 +152,6 @@ def main(argv: list[str] | None = None) -> int:
             device=args.device,
             trust_remote_code=True if args.trust_remote_code else None,
             dtype=args.dtype,
-            batch_size=batch_size,
-            num_beams=args.num_beams,
         )
         if args.split == "all":
             nothing_held_out = dict(valid_split="none", test_split="none", valid_size=0, test_size=0)

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             args.model,
             args.engine,
             device=args.device,
-            dtype=args.dtype or ("auto" if args.engine == "torch" else None),
+            dtype=args.dtype,
             trust_remote_code=True if args.trust_remote_code else None,
             num_threads=args.num_threads if args.engine != "torch" else None,
         )

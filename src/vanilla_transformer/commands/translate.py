@@ -21,6 +21,7 @@ import sys
 
 from vanilla_transformer.commands.arguments import (
     DEFAULT_DECODING_OPTIONS,
+    TORCH_DTYPE_HELP,
     add_decoding_arguments,
     add_model_arguments,
     command_parser,
@@ -36,9 +37,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_model_arguments(
         parser,
         "exported model folder or Hub repo id",
-        dtype_help="weights and computation (--engine torch); auto (default) = bfloat16 where a short timing of this "
-        "model's decoding at --batch_size x beams rows finds it faster (CUDA with bf16; CPUs with AMX-BF16 or "
-        "AVX512-BF16), else float32; int8 = int8 linear layers on the CPU (--engine torch) or the int8 graphs "
+        dtype_help=f"{TORCH_DTYPE_HELP}; int8 = int8 linear layers on the CPU (--engine torch) or the int8 graphs "
         "(--engine onnx)",
     )
     parser.add_argument(
@@ -83,9 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             args.model,
             device=args.device,
             trust_remote_code=True if args.trust_remote_code else None,
-            dtype=args.dtype or ("auto" if args.engine == "torch" else None),
-            batch_size=args.batch_size,
-            num_beams=args.num_beams,
+            dtype=args.dtype,
         )
         check_generation_arguments(generate_kwargs, model.generation_config)
     except (ValueError, ImportError) as err:
