@@ -18,10 +18,10 @@ from transformers import (
 )
 from transformers.pipelines import PIPELINE_REGISTRY
 
-from .checks_vanilla_transformer import DECODING_OPTIONS, DecodingOption, check_generation_arguments
 from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig
 from .configuration_vanilla_encoder_only import VanillaEncoderOnlyConfig
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .decoding_vanilla_transformer import DECODING_OPTIONS, DecodingOption, check_generation_arguments
 from .export import save_with_remote_code
 from .kernels_vanilla_transformer import (
     IGNORE_INDEX,

@@ -37,12 +37,12 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutpu
 from .cache_vanilla_transformer import cache_output, given_cache, self_attention_cache
 from .checks_vanilla_transformer import (
     check_decoder_inputs,
-    check_generation_arguments,
     check_inputs,
     check_labels,
     input_shape,
 )
 from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig
+from .decoding_vanilla_transformer import check_generation_arguments
 from .kernels_vanilla_transformer import IGNORE_INDEX, Linear, linear, token_loss
 from .masks_vanilla_transformer import without_padding
 from .modeling_vanilla_transformer import (

@@ -58,7 +58,6 @@ from .cache_vanilla_transformer import cache_output, encoder_decoder_cache, give
 from .checks_vanilla_transformer import (
     MaskMemo,
     check_decoder_inputs,
-    check_generation_arguments,
     check_inputs,
     check_labels,
     check_position_ids,
@@ -68,6 +67,7 @@ from .checks_vanilla_transformer import (
     input_shape,
 )
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .decoding_vanilla_transformer import check_generation_arguments
 from .kernels_vanilla_transformer import (
     IGNORE_INDEX,
     Linear,

@@ -57,6 +57,7 @@ CODE_FILES = (
     "cache_vanilla_transformer.py",
     "kernels_vanilla_transformer.py",
     "checks_vanilla_transformer.py",
+    "decoding_vanilla_transformer.py",
     "positions_vanilla_transformer.py",
     "pipeline_vanilla_transformer.py",
 )

@@ -97,7 +97,8 @@ ADDRESS_SPACE = 4 * 2**30
 
 def test_huge_claimed_sizes_are_refused_before_any_allocation(tmp_path):
     """One process converts a tiny folder of each family whose config.json claims sizes of gigabytes: each is
-    refused with one line naming every field and both sizes, and the process stays as small as its imports."""
+    refused with one line naming every field and both sizes, and the process's peak memory grows by no more than
+    the tiny models it reads."""
     runs = {
         family: [
             "--from",
@@ -112,13 +113,14 @@ def test_huge_claimed_sizes_are_refused_before_any_allocation(tmp_path):
         import contextlib, io, json, resource
         resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE}, {ADDRESS_SPACE}))
         from vanilla_transformer.commands.convert import main
+        imported_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         outcomes = {{}}
         for family, argv in {runs!r}.items():
             err = io.StringIO()
             with contextlib.redirect_stderr(err):
                 outcomes[family] = (main(argv), err.getvalue())
         maxrss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print(json.dumps({{"outcomes": outcomes, "maxrss_kib": maxrss_kib}}))
+        print(json.dumps({{"outcomes": outcomes, "imported_kib": imported_kib, "maxrss_kib": maxrss_kib}}))
         """,
         cwd=tmp_path,
         block_project=False,
@@ -131,8 +133,10 @@ def test_huge_claimed_sizes_are_refused_before_any_allocation(tmp_path):
         for field, size in HUGE_CLAIMS[family].items():
             assert f"{field}={size} but the weights have " in lines[0], lines[0]
         assert not (tmp_path / f"{family}-out").exists()
-    # torch and transformers take a few hundred MiB; the smallest claim is 2^31 x 16 fp32 values (128 GiB)
-    assert report["maxrss_kib"] * 1024 < ADDRESS_SPACE // 4, report["maxrss_kib"]
+    # the peak after the imports (torch and transformers: their size varies with the machine and the releases) grows
+    # by what three tiny conversions read, far below the smallest claim: 2^31 x 16 fp32 values (128 GiB)
+    grown = (report["maxrss_kib"] - report["imported_kib"]) * 1024
+    assert grown < 256 * 2**20, report
 
 
 @pytest.mark.parametrize(
