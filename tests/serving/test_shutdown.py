@@ -9,7 +9,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -37,16 +39,24 @@ def wait_for(predicate, what: str, process: subprocess.Popen, timeout: float = 1
     raise AssertionError(f"no {what} within {timeout} s")
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_a_signal_answers_the_queued_requests_then_exits(signum, served_folder, served_sources):
-    from vanilla_transformer.inference import load_model_and_tokenizer, translate
-
+@contextmanager
+def serve_process(folder, *options: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """`vanilla-transformer serve --model FOLDER OPTIONS` on a free port, once /health answers: (process, url); the
+    process is killed on the way out if the test left it running."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "vanilla_transformer", "serve", "--model", str(served_folder)]
-    command += ["--port", str(port), "--dtype", "float32", "--max_wait_ms", "3000"]
+    command = [
+        sys.executable,
+        "-m",
+        "vanilla_transformer",
+        "serve",
+        "--model",
+        str(folder),
+        "--port",
+        str(port),
+    ]
     process = subprocess.Popen(
-        command,
+        command + list(options),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -54,6 +64,18 @@ def test_a_signal_answers_the_queued_requests_then_exits(signum, served_folder, 
     )
     try:
         wait_for(lambda: httpx.get(url + "/health", timeout=5).status_code == 200, "health", process)
+        yield process, url
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_answers_the_queued_requests_then_exits(signum, served_folder, served_sources):
+    from vanilla_transformer.inference import load_model_and_tokenizer, translate
+
+    with serve_process(served_folder, "--dtype", "float32", "--max_wait_ms", "3000") as (process, url):
         texts = served_sources[:6]
         with ThreadPoolExecutor(len(texts)) as pool:
             replies = [pool.submit(post, url, "/translate", {"text": text, "num_beams": 1}) for text in texts]
@@ -63,10 +85,6 @@ def test_a_signal_answers_the_queued_requests_then_exits(signum, served_folder, 
             process.send_signal(signum)
             answers = [reply.result(timeout=120) for reply in replies]
         status = process.wait(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
     stderr = process.stderr.read()
     assert status == 0, stderr[-3000:]
     model, tokenizer = load_model_and_tokenizer(str(served_folder), dtype="float32")
@@ -89,19 +107,8 @@ def test_a_model_that_cannot_be_loaded_exits_with_2(tmp_path):
 def test_sigterm_with_a_stalled_client_exits_cleanly(served_folder):
     """A client that sent its headers and part of its body, then stalls: SIGTERM refuses it at once (503, its
     connection closed) and the server exits with status 0, logging no traceback."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "vanilla_transformer", "serve", "--model", str(served_folder)]
-    command += ["--port", str(port), "--dtype", "float32", "--drain_s", "1"]
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    try:
-        wait_for(lambda: httpx.get(url + "/health", timeout=5).status_code == 200, "health", process)
+    with serve_process(served_folder, "--dtype", "float32", "--drain_s", "1") as (process, url):
+        port = httpx.URL(url).port
         with socket.create_connection(("127.0.0.1", port), timeout=60) as stalled:
             head = b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100"
             stalled.sendall(head + b'\r\n\r\n{"text": ')
@@ -111,10 +118,6 @@ def test_sigterm_with_a_stalled_client_exits_cleanly(served_folder):
             while chunk := stalled.recv(65536):
                 reply += chunk
         status = process.wait(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
     stderr = process.stderr.read()
     assert status == 0, stderr[-3000:]
     assert reply == b"" or reply.startswith(b"HTTP/1.1 503"), reply
