@@ -178,12 +178,13 @@ def _wrong_shapes(weights: Path, source: str, trust_remote_code: bool) -> list[s
     the model is built on the meta device). Empty when they all fit, and when the file or the config does not read: the loader's own
     errors then say why."""
     import torch
-    from safetensors import safe_open
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
+    from vanilla_transformer.modeling.convert_common import source_weight_shapes
 
+    if not weights.is_file():
+        return []
     try:
-        with safe_open(str(weights), framework="pt") as file:
-            shapes = {name: tuple(file.get_slice(name).get_shape()) for name in file.keys()}  # noqa: SIM118
+        shapes = source_weight_shapes(weights.parent)
         config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
         with torch.device("meta"):
             model = AutoModelForSeq2SeqLM.from_config(config, trust_remote_code=trust_remote_code)
