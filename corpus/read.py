@@ -61,12 +61,8 @@ from .rows import SOURCE, TARGET, Columns, DataReport, OnBadLine, dataset_pairs
 
 logger = logging.getLogger(__name__)
 
-# the shipped corpora: data/ of a source checkout, or corpus/data/ where a wheel installs them
-_CHECKOUT_DATA = Path(__file__).resolve().parents[1] / "data"
-
-SHIPPED_DATA = (
-    _CHECKOUT_DATA if (_CHECKOUT_DATA / "bible.zh-en.tsv.xz").exists() else Path(__file__).parent / "data"
-)
+# the shipped corpora: corpus/data/ (in a checkout, a link to the top-level data/)
+SHIPPED_DATA = Path(__file__).parent / "data"
 
 DEFAULT_DATA = SHIPPED_DATA / "bible.zh-en.tsv.xz"
 

@@ -32,13 +32,8 @@ import jinja2
 import jinja2.meta
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-# model_card.md at the top of a source checkout, or where a wheel installs it (export/template/)
-_CHECKOUT_TEMPLATE = Path(__file__).resolve().parents[1] / "model_card.md"
-TEMPLATE_FILE = (
-    _CHECKOUT_TEMPLATE
-    if _CHECKOUT_TEMPLATE.exists()
-    else Path(__file__).parent / "template" / "model_card.md"
-)
+# the template: export/model_card.md (in a checkout, a link to the model_card.md at the top)
+TEMPLATE_FILE = Path(__file__).parent / "model_card.md"
 LICENSE = "apache-2.0"  # vanilla-transformer's license, which the exported code files carry
 TAGS = ("translation", "vanilla-transformer", "attention-is-all-you-need", "custom_code")
 METRICS = {"bleu": "BLEU", "chrf": "chrF"}  # Hub metric id -> name; the test metrics' keys

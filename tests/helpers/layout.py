@@ -1,8 +1,11 @@
-"""The installed package's folders, read from pyproject.toml (the one place that states them)."""
+"""The installed package's folders, read from the source tree the way setuptools reads it (pyproject.toml's
+`packages.find` under src/, whose subpackages are links to the repository's top-level folders)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from setuptools import find_packages
 
 try:
     import tomllib
@@ -13,12 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def package_dirs() -> dict[str, Path]:
-    """Package name -> folder for every package the wheel installs, from pyproject.toml's setuptools `packages`
-    and `package-dir` (a package without an entry lies in its parent's folder)."""
+    """Package name -> the folder that holds its files (links followed: `vanilla_transformer.modeling` ->
+    modeling/) for every package the wheel installs."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
-    mapped = config["package-dir"]
-    folders: dict[str, Path] = {}
-    for package in sorted(config["packages"], key=len):
-        parent, _, last = package.rpartition(".")
-        folders[package] = ROOT / mapped[package] if package in mapped else folders[parent] / last
-    return {package: folder for package, folder in folders.items() if folder != ROOT}  # ROOT: data only
+    (where,) = config["packages"]["find"]["where"]
+    src = ROOT / where
+    return {package: (src / package.replace(".", "/")).resolve() for package in find_packages(str(src))}
