@@ -1,5 +1,5 @@
-"""The KV cache, in numbers: in closed form: what decoding costs with and without it, by component, and the memory the cache
-takes.
+"""The KV cache, in numbers: in closed form, what decoding costs with and without it by component and the memory
+the cache takes; measured, the speed-up it gives.
 
 **FLOP model.** Matmul FLOPs only (a multiply-add is 2 FLOPs; LayerNorm, softmax, activations and embedding
 look-ups are left out), for one sentence (every count scales with the batch) of S source tokens, greedy
@@ -622,6 +622,11 @@ def plot_study(study: Study, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120)
     return path
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The command
+# ------------------------------------------------------------------------------------------------------------
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -5,9 +5,7 @@ installed name (never a top-level folder of the checkout, never the tests' helpe
 from __future__ import annotations
 
 import ast
-import contextlib
 import importlib
-import io
 import re
 from pathlib import Path
 
@@ -20,30 +18,26 @@ STUDIES = sorted(p.stem for p in (ROOT / "studies").glob("*.py") if p.stem != "_
 REQUIRED = {"tokenizer": ["corpus.tsv"]}
 
 
-def run_main(name: str, argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    module = importlib.import_module(f"studies.{name}")
-    with (
-        contextlib.redirect_stdout(out),
-        contextlib.redirect_stderr(err),
-        pytest.raises(SystemExit) as exit_info,
-    ):
-        module.main(argv)
-    return exit_info.value.code, out.getvalue(), err.getvalue()
-
-
 def test_the_studies_are_found():
     assert {"quality", "kv_cache", "gpu", "soak"} <= set(STUDIES)
 
 
 @pytest.mark.parametrize("name", STUDIES)
-def test_every_study_has_help_in_one_style_and_rejects_unknown_flags(name):
-    code, help_text, _ = run_main(name, ["--help"])
-    assert code == 0 and help_text.startswith(f"usage: python -m studies.{name} "), help_text[:200]
+def test_every_study_has_help_in_one_style_and_rejects_unknown_flags(name, capsys):
+    study = importlib.import_module(f"studies.{name}")
+    with pytest.raises(SystemExit) as help_exit:
+        study.main(["--help"])
+    help_text = capsys.readouterr().out
+    assert help_exit.value.code == 0 and help_text.startswith(f"usage: python -m studies.{name} "), help_text[
+        :200
+    ]
     options = re.findall(r"(?<![\w-])--[A-Za-z0-9_-]+", help_text)
     assert options and not [o for o in options if "-" in o[2:]], f"{name}: hyphenated options {options}"
-    code, _, err = run_main(name, [*REQUIRED.get(name, []), "--no_such_flag_here"])
-    assert code == 2 and "unrecognized arguments: --no_such_flag_here" in err
+    with pytest.raises(SystemExit) as bad_exit:
+        study.main([*REQUIRED.get(name, []), "--no_such_flag_here"])
+    assert (
+        bad_exit.value.code == 2 and "unrecognized arguments: --no_such_flag_here" in capsys.readouterr().err
+    )
 
 
 def test_studies_import_the_package_by_its_installed_name_only():
