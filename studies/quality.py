@@ -45,7 +45,6 @@ Examples:
         --test_size 8 --vocab_size 1200                             # smoke run
 
 All options: python -m studies.quality --help (the fields of `QualityConfig`).
-Writes OUTPUT_DIR/{ours,marian}/ (loadable models), OUTPUT_DIR/plots/comparison.png and OUTPUT_DIR/results.json.
 """
 
 from __future__ import annotations
@@ -76,6 +75,14 @@ from vanilla_transformer.training.options import DEFAULT_LENGTH_PENALTY, TrainCo
 from vanilla_transformer.training.plots import Curves, curves_from_history, plot_training_curves
 from vanilla_transformer.training.presets import PRESETS, preset_names
 from vanilla_transformer.training.validation import LENGTH_CAP, validation_metrics
+
+logger = logging.getLogger(__name__)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Options, results and the prepared data
+# ------------------------------------------------------------------------------------------------------------
+
 
 SYSTEMS = ("ours", "marian")
 
@@ -213,6 +220,11 @@ class QualityData:
     valid_src: list[list[int]]
     valid_tgt: list[list[int]]
     train_target_tokens: int
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The Marian anchor: MarianMTModel trained by Seq2SeqTrainer with the standard Hugging Face recipe
+# ------------------------------------------------------------------------------------------------------------
 
 
 def _marian_trainer_class():
@@ -379,7 +391,9 @@ def train_marian(
     return model, info
 
 
-logger = logging.getLogger(__name__)
+# ------------------------------------------------------------------------------------------------------------
+# The run: data, ours, scores of both
+# ------------------------------------------------------------------------------------------------------------
 
 
 def _prepare_data(cfg: QualityConfig, out: Path) -> QualityData:
@@ -547,6 +561,11 @@ def run_quality_benchmark(cfg: QualityConfig, event: Event | None = None) -> Qua
     }
     results_file.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return QualityResult(results, len(data.splits["test"]), len(data.train), str(plot), str(results_file))
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The command
+# ------------------------------------------------------------------------------------------------------------
 
 
 class Progress:
