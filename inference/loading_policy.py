@@ -1,5 +1,5 @@
 """The loading policy: what may run and what may be read when a model is loaded, one rule for every entry point
-(translate, evaluate, serve, demo, plot-attention, bench soak, export and train ``--init_from`` call it here;
+(translate, evaluate, serve, demo, plot-attention, the soak study, export and train ``--init_from`` call it here;
 docs/reliability.md, "Loading policy", lists them with the test of each).
 
 - **Code.** A config whose ``model_type`` is registered (this project's, registered by importing

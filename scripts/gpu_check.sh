@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `vanilla-transformer bench gpu` on a GPU machine that has no package registry, in two steps (docs/benchmarks.md,
-# "GPU"):
+# The GPU check (`python -m studies.gpu`) on a GPU machine that has no package registry, in two steps
+# (docs/benchmarks.md, "GPU"):
 #
 #   scripts/gpu_check.sh prepare   # here, with a registry: the wheels the machine's image lacks, for CPython 3.12
 #                                  # on manylinux x86-64, and this project's own wheel, into .whl/ (ignored by git);
@@ -9,14 +9,15 @@
 #   scripts/gpu_check.sh device    # there, from the repository root with .whl/ beside it: installs the wheels into
 #                                  # /tmp/site (no index, no dependencies), checks them against what imports
 #                                  # (printing what does not fit, then going on), and runs the check into
-#                                  # $OUT/gpu_check (or outputs/gpu_check); more arguments go to `bench gpu`
+#                                  # $OUT/gpu_check (or outputs/gpu_check); more arguments go to `studies.gpu`
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # what the image lacks (datasets, evaluate and theirs) or holds at a version below this project's floor
 # (transformers); fsspec at the version datasets' upper bound was tested with, since the image's is not listed
 WHEELS=(transformers==5.24.0 datasets==5.2.0 evaluate==0.4.6 dill==0.4.1 multiprocess==0.70.19 fsspec==2026.9.0)
-TIMEOUT_S=330 # the run's 270 s budget (bench gpu's default), the install, imports and CUDA start-up
+# the run's 270 s budget (the check's default), the install, imports and CUDA start-up
+TIMEOUT_S=330
 
 case "${1:-}" in
 prepare)
@@ -49,11 +50,11 @@ device)
     # a requirement that does not fit is printed; the check still runs (an import that fails shows in its report)
     python3 scripts/gpu_wheels.py installed .whl || echo "warning: the versions above do not all fit; running anyway"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-    # the installed package lives in /tmp/site: the gpu tests are this checkout's
-    python3 -m vanilla_transformer bench gpu --output_dir "$out" --tests_dir tests/gpu "$@" 2>&1 | tee "$out/run.log"
+    # the installed package lives in /tmp/site; the study and the gpu tests are this checkout's
+    python3 -m studies.gpu --output_dir "$out" "$@" 2>&1 | tee "$out/run.log"
     ;;
 *)
-    echo "usage: scripts/gpu_check.sh prepare | device [bench gpu arguments]" >&2
+    echo "usage: scripts/gpu_check.sh prepare | device [studies.gpu arguments]" >&2
     exit 2
     ;;
 esac

@@ -1,4 +1,4 @@
-"""The wheels that carry `vanilla-transformer bench gpu` to the GPU machine, which has no package registry: checks
+"""The wheels that carry the GPU check (`python -m studies.gpu`) to the GPU machine, which has no package registry: checks
 that a folder of wheels completes the machine's image (scripts/gpu_check.sh runs it on both sides).
 
     python scripts/gpu_wheels.py check .whl        # here: every Requires-Dist of every carried wheel is met by

@@ -58,8 +58,8 @@ def pytest_sessionfinish(session, exitstatus) -> None:
 
 def pytest_collection_modifyitems(config, items) -> None:
     """Tests marked ``gpu`` are skipped without a CUDA device, unless the GPU check's dry run asks for their bodies on
-    the CPU (``benchmarks.gpu_checks.DEVICE_ENV`` = cpu)."""
-    from vanilla_transformer.benchmarks.gpu_checks import DEVICE_ENV
+    the CPU (``studies.gpu.DEVICE_ENV`` = cpu)."""
+    from studies.gpu import DEVICE_ENV
 
     if torch.cuda.is_available() or os.environ.get(DEVICE_ENV) == "cpu":
         return

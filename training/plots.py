@@ -2,7 +2,7 @@
 
 Training loss (per target token, label-smoothed, averaged over windows of updates) and
 validation BLEU, each against updates and against wall-clock minutes of the training loop. `train()` writes
-them for its own run into ``OUTPUT_DIR/plots/training_curves.png``; `vanilla-transformer bench quality` draws both
+them for its own run into ``OUTPUT_DIR/plots/training_curves.png``; the quality study (`studies/quality.py`) draws both
 systems of its comparison on one chart. The cross-attention plot is `inference.attention`.
 """
 

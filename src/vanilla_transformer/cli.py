@@ -26,7 +26,7 @@ COMMANDS = {
     "plot-attention": ("plot_attention", "draw a sentence's cross-attention map"),
     "serve": ("serve", "serve a model over HTTP (dynamic batching, streaming; --engine torch|ct2|onnx)"),
     "demo": ("demo", "open a demo page: translation, beam alternatives, cross-attention"),
-    "bench": ("bench", "benchmarks against peers run in the same process (speed, quality, tokenizer, ...)"),
+    "bench": ("bench", "benchmarks against peers run in the same process (speed, serve)"),
 }
 
 

@@ -24,7 +24,6 @@ MODULES = sorted(
 # arguments a command requires (values are never used: parsing stops at the unknown flag)
 REQUIRED = {
     "average": ["--output", "x"],
-    "bench_tokenizer": ["corpus.tsv"],
     "train_tokenizer": ["--output", "x"],
     "demo": ["--model", "m"],
     "serve": ["--model", "m"],
@@ -217,18 +216,3 @@ def test_train_with_a_config_file_refuses_what_its_flags_refuse(tmp_path):
     assert not output.exists()
     config.write_text("export_at_minutes: [25, 60]\nmax_steps: 3\n", encoding="utf-8")
     assert parse_dataclass(TrainConfig, ["--config", str(config)]).export_at_minutes == "25,60"
-
-
-def test_bench_quality_config_files_parse_like_its_flags(tmp_path):
-    from vanilla_transformer.benchmarks.quality_options import QualityConfig
-
-    config = tmp_path / "bench.yaml"
-    config.write_text("systems: [ours]\nbudget_minutes: 5\n", encoding="utf-8")
-    cfg = parse_dataclass(QualityConfig, ["--config", str(config)])
-    assert (cfg.systems, cfg.budget_minutes) == ("ours", 5.0)
-    config.write_text("budget_minutes: soon\n", encoding="utf-8")
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_info:
-        parse_dataclass(QualityConfig, ["--config", str(config)])
-    assert exit_info.value.code == 2
-    assert f"--config {str(config)!r}: budget_minutes: expected a number, got 'soon'" in err.getvalue()

@@ -1,13 +1,11 @@
-"""The tokenizer commands: `vanilla-transformer train-tokenizer` trains and saves a tokenizer (and refuses a missing
-corpus with exit code 2), `vanilla-transformer bench tokenizer` runs on a tiny slice. The tokenizer itself is
-tested in tests/tokenizer/test_tokenizer.py."""
+"""The tokenizer command: `vanilla-transformer train-tokenizer` trains and saves a tokenizer (and refuses a missing
+corpus with exit code 2). The tokenizer itself is tested in tests/tokenizer/test_tokenizer.py."""
 
 from __future__ import annotations
 
 import importlib
 from pathlib import Path
 
-import pytest
 from conftest import han_characters_per_token
 from transformers import AutoTokenizer
 from vanilla_transformer.tokenizer import EOS_ID
@@ -49,11 +47,3 @@ def test_train_tokenizer_cli(tmp_path, capsys):
     assert max(han_characters_per_token(loaded)) > 1
     assert cli.main([str(tmp_path / "missing.tsv"), "--output", str(out), "--no_progress"]) == 2
     assert "missing.tsv" in capsys.readouterr().err
-
-
-def test_bench_script_runs_on_tiny_slice(capsys):
-    pytest.importorskip("sentencepiece")
-    bench = _load_script("bench_tokenizer")
-    assert bench.main([str(ZH_EN), "--max_lines", "150", "--vocab_size", "1200", "--rounds", "1"]) == 0
-    out = capsys.readouterr().out
-    assert "ratio vs SentencePiece" in out and "tokens per sentence" in out

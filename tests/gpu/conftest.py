@@ -1,5 +1,5 @@
 """The ``gpu`` tests' device and sizes: a CUDA device (default "cuda"), or the CPU with tiny sizes when the GPU check's
-dry run sets ``benchmarks.gpu_checks.DEVICE_ENV`` to "cpu" (so that the same test bodies run in CI). Without a CUDA
+dry run sets ``studies.gpu.DEVICE_ENV`` to "cpu" (so that the same test bodies run in CI). Without a CUDA
 device and without that setting every ``gpu`` test is skipped (tests/conftest.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,10 @@ import os
 
 import pytest
 import torch
-from vanilla_transformer.benchmarks.gpu_checks import DEVICE_ENV, resolve, trainer_history
+
+from studies.gpu import DEVICE_ENV
+
+from .checks import resolve, trainer_history
 
 CLIP_NORM = 0.5
 

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 from vanilla_transformer.benchmarks.contenders import build_contenders
-from vanilla_transformer.benchmarks.gpu import Budget, Part, Settings, measure_training, peak_bf16_flops
+
+from studies import gpu
+from studies.gpu import Budget, Part, Settings, measure_training, peak_bf16_flops
 
 PARTS = ["tests", "training", "generation"]
 
@@ -33,13 +35,14 @@ def gpu_test_names() -> set[str]:
 
 def test_dry_run_runs_every_part_on_the_cpu(tmp_path):
     out = tmp_path / "check"
-    command = [sys.executable, "-m", "vanilla_transformer", "bench", "gpu", "--device", "cpu", "--dry_run"]
+    command = [sys.executable, "-m", "studies.gpu", "--device", "cpu", "--dry_run"]
     done = subprocess.run(
         [*command, "--output_dir", str(out)],
         capture_output=True,
         text=True,
         timeout=240,
         env=dict(os.environ),
+        cwd=gpu.ROOT,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((out / "gpu_check.json").read_text(encoding="utf-8"))
@@ -67,11 +70,9 @@ def test_dry_run_runs_every_part_on_the_cpu(tmp_path):
 
 
 def test_a_budget_too_small_refuses_every_part_and_says_why(tmp_path, capsys):
-    from vanilla_transformer.commands import bench_gpu
-
     out = tmp_path / "check"
     argv = ["--device", "cpu", "--dry_run", "--budget_s", "1", "--output_dir", str(out)]
-    assert bench_gpu.main(argv) == 0
+    assert gpu.main(argv) == 0
     report = json.loads((out / "gpu_check.json").read_text(encoding="utf-8"))
     assert [(p["name"], p["status"]) for p in report["parts"]] == [(name, "skipped") for name in PARTS]
     assert all("left in its budget" in p["reason"] for p in report["parts"]), report["parts"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from vanilla_transformer.benchmarks.gpu_checks import attention_backends, generated_tokens, generation_model
+
+from .checks import attention_backends, generated_tokens, generation_model
 
 pytestmark = pytest.mark.gpu
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from vanilla_transformer.benchmarks.gpu_checks import history_difference, save_load_round_trip
+
+from .checks import history_difference, save_load_round_trip
 
 pytestmark = pytest.mark.gpu
 

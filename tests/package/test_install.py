@@ -1,10 +1,11 @@
 """The installed distribution: the wheel that `python -m build` makes, installed (not editable) into a fresh virtual
-environment, holds one top-level import name, `vanilla_transformer`, lives beside PyPI's `tokenizer` package, and
-its `vanilla-transformer` command trains, exports and translates from a directory outside the checkout, with the
-checkout off the import path."""
+environment, holds one top-level import name, `vanilla_transformer`, and no study code or test bodies, lives beside
+PyPI's `tokenizer` package, and its `vanilla-transformer` command trains, exports and translates from a directory
+outside the checkout, with the checkout off the import path."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -31,6 +32,9 @@ print(json.dumps(sorted({f.parts[0] for f in files if not f.parts[0].endswith(".
 """
 
 SOURCES = ["起初神创造天地。", "", "我爱机器翻译"]
+
+# the checkout's code that the wheel leaves out: the studies behind the docs, the comparisons of the gpu tests
+NOT_INSTALLED = ("studies/*.py", "tests/gpu/checks.py")
 
 BOTH_IMPORT = """
 import json
@@ -116,6 +120,36 @@ def test_the_wheel_and_the_installed_distribution_hold_one_top_level_name(instal
     done = run_in(env_dir, [str(env_dir / "bin" / "python"), "-c", TOP_LEVEL], tmp_path, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout) == ["vanilla_transformer"]
+
+
+def public_definitions(source: str) -> dict[str, str]:
+    """A module's public top-level functions and classes: their code (`ast.dump`) -> their name."""
+    return {
+        ast.dump(node): node.name
+        for node in ast.parse(source).body
+        if isinstance(node, ast.FunctionDef | ast.ClassDef) and not node.name.startswith("_")
+    }
+
+
+def test_the_wheel_holds_no_study_code_and_no_test_bodies(installed):
+    """No function or class of the studies or of the gpu tests' comparisons is in the wheel, and no module of the
+    wheel imports pytest, the studies or the tests' helpers."""
+    _, wheel = installed
+    with zipfile.ZipFile(wheel) as archive:
+        modules = {n: archive.read(n).decode("utf-8") for n in archive.namelist() if n.endswith(".py")}
+    outside: dict[str, str] = {}
+    for pattern in NOT_INSTALLED:
+        for path in ROOT.glob(pattern):
+            outside.update(public_definitions(path.read_text(encoding="utf-8")))
+    assert len(outside) > 50
+    shipped = [
+        f"{name}: {outside[code]}"
+        for name, source in modules.items()
+        for code in public_definitions(source).keys() & outside.keys()
+    ]
+    assert not shipped, shipped
+    test_imports = re.compile(r"^\s*(import|from)\s+(pytest|studies|helpers)\b", re.MULTILINE)
+    assert not [name for name, source in modules.items() if test_imports.search(source)]
 
 
 def test_pypis_tokenizer_package_and_ours_both_import(installed, tmp_path):

@@ -35,7 +35,7 @@ def test_ruff_passes(command):
 
 
 def test_no_file_edits_the_import_path_and_imports_come_first():
-    files = sources(*PACKAGE, "scripts")
+    files = sources(*PACKAGE, "scripts", "studies")
     assert len(files) > 50
     edits = [
         f"{p.relative_to(ROOT)}:{n}"
@@ -65,7 +65,7 @@ def test_no_file_is_too_long_to_read():
 
 def test_no_docstring_quotes_a_score():
     quoted = []
-    for path in sources(*PACKAGE, "scripts", "tests"):
+    for path in sources(*PACKAGE, "scripts", "studies", "tests"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
                 doc = ast.get_docstring(node) or ""

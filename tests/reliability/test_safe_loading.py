@@ -191,7 +191,8 @@ UNSAFE = [
 
 
 def test_project_code_never_unpickles_untrusted_data():
-    folders = [*package_dirs().values(), ROOT / "scripts"]  # every installed package, and the scripts
+    # every installed package, the scripts and the studies
+    folders = [*package_dirs().values(), ROOT / "scripts", ROOT / "studies"]
     sources = sorted({p for folder in folders for p in folder.rglob("*.py")})
     assert len(sources) > 20
     found = [
@@ -310,17 +311,21 @@ def _train_init_from(folder: Path, out: Path) -> int:
     )
 
 
-# entry point -> its command line for model folder F and output folder O (F replaced by a checkpoint for average)
+# entry point -> its module (a command, or a study) and its command line for model folder F and output folder O (F
+# replaced by a checkpoint for average)
 ENTRY_POINTS = {
-    "translate": ("translate", ["--model", "F"]),
-    "evaluate": ("evaluate", ["--model", "F"]),
-    "serve": ("serve", ["--model", "F"]),
-    "demo": ("demo", ["--model", "F"]),
-    "plot-attention": ("plot_attention", ["--model", "F", "--text", "起初", "-o", "O/a.png"]),
-    "bench soak": ("bench_soak", ["--model", "F", "--count", "1"]),
-    "export ct2": ("export", ["--engine", "ct2", "F", "O"]),
-    "export onnx": ("export", ["--engine", "onnx", "F", "O"]),
-    "convert": ("convert", ["--from", "marian", "F", "O"]),
+    "translate": ("vanilla_transformer.commands.translate", ["--model", "F"]),
+    "evaluate": ("vanilla_transformer.commands.evaluate", ["--model", "F"]),
+    "serve": ("vanilla_transformer.commands.serve", ["--model", "F"]),
+    "demo": ("vanilla_transformer.commands.demo", ["--model", "F"]),
+    "plot-attention": (
+        "vanilla_transformer.commands.plot_attention",
+        ["--model", "F", "--text", "起初", "-o", "O/a.png"],
+    ),
+    "soak study": ("studies.soak", ["--model", "F", "--count", "1"]),
+    "export ct2": ("vanilla_transformer.commands.export", ["--engine", "ct2", "F", "O"]),
+    "export onnx": ("vanilla_transformer.commands.export", ["--engine", "onnx", "F", "O"]),
+    "convert": ("vanilla_transformer.commands.convert", ["--from", "marian", "F", "O"]),
 }
 
 
@@ -335,7 +340,7 @@ def test_every_entry_point_refuses_foreign_code_unasked(
     """Each command that loads a model refuses a folder that needs its own code, without a traceback; the code
     never runs."""
     module, argv = ENTRY_POINTS[entry]
-    script = importlib.import_module(f"vanilla_transformer.commands.{module}")
+    script = importlib.import_module(module)
     argv = [str(foreign_code_folder) if a == "F" else a.replace("O", str(tmp_path / "out"), 1) for a in argv]
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("起初\n".encode())))
     # the demo command sets it for gradio; set here so that the test restores it

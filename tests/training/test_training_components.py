@@ -436,11 +436,11 @@ def test_cpu_allocator_tuning_takes_effect_once_on_glibc_linux():
     "module, name",
     [
         ("vanilla_transformer.training.options", "TrainConfig"),
-        ("vanilla_transformer.benchmarks.quality", "QualityConfig"),
+        ("studies.quality", "QualityConfig"),
     ],
 )
 def test_every_option_of_the_training_clis_has_printable_help(module, name, capsys):
-    """`vanilla-transformer train --help` and `vanilla-transformer bench quality --help` format every option's help (argparse
+    """`vanilla-transformer train --help` and `python -m studies.quality --help` format every option's help (argparse
     %-formats help strings: a '%' in one crashed --help)."""
     import importlib
 

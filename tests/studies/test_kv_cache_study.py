@@ -1,4 +1,4 @@
-"""The KV-cache study (`benchmarks.kv_cache`, `vanilla-transformer bench kv-cache`): its FLOP counts against a step-by-step
+"""The KV-cache study (`python -m studies.kv_cache`): its FLOP counts against a step-by-step
 count of the work of every decoder call and against PyTorch's FLOP counter on a real `generate()`, its ratios
 against their closed forms, its memory formula against the cache tensors of a real `generate()`, and the quick
 study end to end. No timing is checked: tests never assert speed."""
@@ -13,18 +13,21 @@ import pytest
 import torch
 from conftest import tiny_model
 from torch.utils.flop_counter import FlopCounterMode
-from vanilla_transformer.benchmarks.kv_cache import greedy_config, source_ids
-from vanilla_transformer.benchmarks.kv_cache_model import (
+from vanilla_transformer.modeling import cpu_inference_gemm, set_cpu_inference_gemm
+
+from studies import kv_cache
+from studies.kv_cache import (
     COMPONENTS,
     SEVEN_B,
     Sizes,
     cache_tensor_bytes,
     closed_form_ratio,
     decoding_flops,
+    greedy_config,
     kv_cache_bytes,
     memory_rows,
+    source_ids,
 )
-from vanilla_transformer.modeling import cpu_inference_gemm, set_cpu_inference_gemm
 
 SIZES = [
     Sizes(d_model=64, layers=2, ffn=128, vocab=97, encoder_layers=2, encoder_ffn=128, source_length=8),
@@ -163,13 +166,9 @@ def test_memory_rows_use_the_formula_for_presets_and_the_7b_config():
     assert set(rows) == {"tiny", "small", "base", "big", "7B-class"}
 
 
-def _script():
-    return importlib.import_module("vanilla_transformer.commands.bench_kv_cache")
-
-
 def test_quick_study_runs_end_to_end(tmp_path, capsys):
     plot, table = tmp_path / "img" / "kv_cache.png", tmp_path / "kv_cache.csv"
-    code = _script().main(["--quick", "--threads", "1", "--plot", str(plot), "--csv", str(table)])
+    code = kv_cache.main(["--quick", "--threads", "1", "--plot", str(plot), "--csv", str(table)])
     out = capsys.readouterr().out
     assert code == 0
     assert "projections + FFN" in out and "(T+2)/3" in out and "7B-class" in out
@@ -188,6 +187,6 @@ def test_quick_study_runs_end_to_end(tmp_path, capsys):
 
 
 def test_study_refuses_lengths_beyond_the_position_table(capsys):
-    code = _script().main(["--quick", "--threads", "1", "--lengths", "8", "600"])
+    code = kv_cache.main(["--quick", "--threads", "1", "--lengths", "8", "600"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "max_position_embeddings=512" in err

@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.shared import SMALL_CORPUS_FLAGS
-from vanilla_transformer.benchmarks.quality import run_quality_benchmark
-from vanilla_transformer.benchmarks.quality_options import QualityConfig, parse_overrides
 from vanilla_transformer.inference.attention import AttentionMap, cross_attention, plot_attention, tick_labels
+from vanilla_transformer.training.cli import parse_dataclass
 from vanilla_transformer.training.plots import curves_from_history
+
+from studies import quality
+from studies.quality import QualityConfig, marian_training_arguments, parse_overrides, run_quality_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 BLEU_SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"
@@ -53,11 +55,11 @@ def bench(tmp_path_factory):
     ]
     stdout = io.StringIO()
     with contextlib.redirect_stdout(stdout):
-        assert load_script("bench_quality").main(argv) == 0
+        assert quality.main(argv) == 0
     return out, stdout.getvalue()
 
 
-def test_bench_quality_trains_both_systems_and_prints_scores_with_signatures(bench):
+def test_quality_study_trains_both_systems_and_prints_scores_with_signatures(bench):
     out, text = bench
     table = text[text.index("\nsystem ") + 1 :].split("\n\n")[0]
     assert table.splitlines()[0].split()[:4] == ["system", "BLEU", "chrF", "len"]
@@ -234,7 +236,6 @@ def test_marian_keeps_the_anchor_dropout_whatever_our_preset_uses():
     """Our `small` preset trains without dropout (docs/quality.md); the Marian anchor of the quality benchmark
     keeps its 0.1 unless --marian_dropout says otherwise."""
     from vanilla_transformer.benchmarks.marian import marian_config
-    from vanilla_transformer.benchmarks.quality_options import QualityConfig
     from vanilla_transformer.training.presets import PRESETS
 
     assert PRESETS["small"]["model"]["dropout"] == 0.0
@@ -247,7 +248,6 @@ def test_marian_trains_in_fp32_unless_marian_bf16_asks_for_bf16(tmp_path):
     """The anchor's standard recipe is Seq2SeqTrainer's default fp32; --marian_bf16 gives it bf16 autocast, which
     transformers accepts on a CPU only with use_cpu (without it: "Your setup doesn't support bf16/gpu")."""
     from transformers import Seq2SeqTrainingArguments
-    from vanilla_transformer.benchmarks.quality_marian import marian_training_arguments
 
     fp32 = marian_training_arguments(QualityConfig(), tmp_path)
     assert not fp32.bf16 and not fp32.fp16 and not fp32.use_cpu
@@ -262,3 +262,16 @@ def test_marian_trains_in_fp32_unless_marian_bf16_asks_for_bf16(tmp_path):
         assert bf16.use_cpu
         with pytest.raises(ValueError, match="bf16"):
             Seq2SeqTrainingArguments(output_dir=str(tmp_path), bf16=True)
+
+
+def test_quality_study_config_files_parse_like_its_flags(tmp_path):
+    config = tmp_path / "bench.yaml"
+    config.write_text("systems: [ours]\nbudget_minutes: 5\n", encoding="utf-8")
+    cfg = parse_dataclass(QualityConfig, ["--config", str(config)])
+    assert (cfg.systems, cfg.budget_minutes) == ("ours", 5.0)
+    config.write_text("budget_minutes: soon\n", encoding="utf-8")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_info:
+        parse_dataclass(QualityConfig, ["--config", str(config)])
+    assert exit_info.value.code == 2
+    assert f"--config {str(config)!r}: budget_minutes: expected a number, got 'soon'" in err.getvalue()

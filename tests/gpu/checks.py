@@ -1,5 +1,5 @@
-"""The comparisons of the GPU check (`vanilla-transformer bench gpu`), each parametrised by the device so that the
-same code runs on a CUDA device (tests/gpu, marked ``gpu``) and on the CPU with tiny sizes (the check's dry run).
+"""The comparisons of the ``gpu`` tests, each parametrised by the device so that the same code runs on a CUDA device
+(the tests of this folder, marked ``gpu``) and on the CPU with tiny sizes (the GPU check's dry run, `studies.gpu`).
 Each function computes and returns what it compared; the tests hold the tolerances.
 
 - `trainer_history`: updates of the project's `training.loop.Trainer` (accelerate backward, `clip_grad_norm_`
@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from accelerate.state import AcceleratorState
 from transformers import CompileConfig
+from vanilla_transformer.benchmarks.workloads import source_batch
 from vanilla_transformer.corpus import DEFAULT_DATA
 from vanilla_transformer.inference import load_model_and_tokenizer
 from vanilla_transformer.modeling import (
@@ -30,12 +31,6 @@ from vanilla_transformer.modeling import (
 )
 from vanilla_transformer.training import TrainConfig
 from vanilla_transformer.training.loop import Trainer
-
-from .workloads import source_batch
-
-# the device the ``gpu`` tests (tests/gpu) run on: "cuda" by default; "cpu" runs their bodies on the CPU with tiny
-# sizes (the check's dry run)
-DEVICE_ENV = "VANILLA_TRANSFORMER_GPU_CHECK_DEVICE"
 
 # the backends of torch.nn.attention.SDPBackend that compute attention (ERROR and OVERRIDEABLE do not)
 SDPA_BACKENDS = ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION")

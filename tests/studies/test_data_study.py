@@ -1,14 +1,13 @@
-"""`vanilla-transformer bench data`: the synthetic corpora, the watched measuring process (its output, its memory
-and time limits) and one small run of the whole benchmark."""
+"""The data-pipeline study (`python -m studies.data`): the synthetic corpora, the watched measuring process (its
+output, its memory and time limits) and one small run of the whole study."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
 
-from vanilla_transformer.benchmarks.data import make_corpus, run_watched
-
-from vanilla_transformer.commands import bench_data
+from studies import data
+from studies.data import make_corpus, run_watched
 
 
 def test_the_synthetic_corpus_is_seeded_and_each_target_codes_its_source(tmp_path):
@@ -51,7 +50,7 @@ def test_a_process_over_its_time_or_memory_is_ended_and_reported():
 
 
 def test_a_small_run_of_the_benchmark(tmp_path, capsys):
-    code = bench_data.main(
+    code = data.main(
         ["--pairs", "1500", "--updates", "2", "--folder", str(tmp_path / "bench"), "--timeout", "600"]
     )
     assert code == 0

@@ -1,11 +1,10 @@
-"""The GPU check (`vanilla-transformer bench gpu`): what only a CUDA device can show, in one run of a few minutes
-that records what it saw.
+"""The GPU check: what only a CUDA device can show, in one run of a few minutes that records what it saw.
 
 Parts, in order, each with its own time budget inside the run's total (`Budget`):
 
 1. ``tests``: the tests marked ``gpu`` (tests/gpu: fp16 + gradient scaler against fp32 through the trainer, bf16
    autocast against fp32, every sdpa backend against eager attention, generate() across devices and caches,
-   save/load from the device; the comparisons are `benchmarks.gpu_checks`), in a pytest subprocess whose outcome
+   save/load from the device; the comparisons are tests/gpu/checks.py), in a pytest subprocess whose outcome
    per test is read from its JUnit XML.
 2. ``training``: one training step of ours and of transformers' Marian with the same weights
    (`benchmarks.contenders`), bf16 autocast, a target-token budget per batch: target tokens/s and ours/Marian in
@@ -20,11 +19,17 @@ whether it ran and why not. `write_report` writes everything to one JSON and one
 
 ``dry_run`` settings (`Settings.dry_run`) run the same code on the CPU in well under two minutes with the tiny
 preset and tiny batches (the tests part runs the ``gpu`` tests' bodies on the CPU with tiny sizes: tests/gpu's
-``device`` fixture reads `gpu_checks.DEVICE_ENV`).
+``device`` fixture reads `DEVICE_ENV`).
+
+    python -m studies.gpu --output_dir outputs/gpu_check          # on a CUDA device, ~5 minutes
+    python -m studies.gpu --device cpu --dry_run --output_dir /tmp/gpu_check   # the same code, tiny, CPU
+
+Run from a checkout: the tests part runs this checkout's tests/gpu (``--tests_dir``).
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import importlib.util
 import json
@@ -39,11 +44,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+from vanilla_transformer.benchmarks.contenders import Contenders, build_contenders, generation_config
+from vanilla_transformer.benchmarks.harness import Stat, interleaved, peak_step_memory, per_round_ratio
+from vanilla_transformer.benchmarks.workloads import generate_call, source_batch, train_step, training_flops
 
-from .contenders import Contenders, build_contenders, generation_config
-from .gpu_checks import DEVICE_ENV
-from .harness import Stat, interleaved, peak_step_memory, per_round_ratio
-from .workloads import generate_call, source_batch, train_step, training_flops
+from studies import study_parser
+
+# the checkout this study runs from, and its gpu tests
+ROOT = Path(__file__).resolve().parents[1]
+CHECKOUT_TESTS = ROOT / "tests" / "gpu"
+# the device the ``gpu`` tests (tests/gpu) run on: "cuda" by default; "cpu" runs their bodies on the CPU with tiny
+# sizes (the check's dry run)
+DEVICE_ENV = "VANILLA_TRANSFORMER_GPU_CHECK_DEVICE"
 
 # dense (not sparse) bf16 tensor-core peaks in TFLOP/s, by a word of the device name; the first match wins
 PEAK_BF16_TFLOPS: tuple[tuple[str, float], ...] = (
@@ -163,23 +175,24 @@ def synced(call: Callable, device: torch.device) -> Callable:
 
 # ---------------------------------------------------------------------------------------------------- tests
 def run_tests(tests_dir: Path, device: torch.device, timeout_s: float, junit: Path) -> Part:
-    """The ``gpu``-marked tests of ``tests_dir`` in a pytest subprocess on ``device`` (`DEVICE_ENV`), stopped after
-    ``timeout_s``; their outcomes from the JUnit XML: counts and one row per test. pytest's output (the
-    tracebacks of failing tests) goes to ``gpu_tests.log`` next to ``junit``."""
+    """The ``gpu``-marked tests of ``tests_dir`` in a pytest subprocess on ``device`` (`DEVICE_ENV`), started from
+    the checkout's root (which puts `studies` on its path) and stopped after ``timeout_s``; their outcomes from
+    the JUnit XML: counts and one row per test. pytest's output (the tracebacks of failing tests) goes to
+    ``gpu_tests.log`` next to ``junit``."""
     part = Part("tests")
     if not (tests_dir / "conftest.py").is_file():
         part.reason = f"no gpu tests at {tests_dir} (run from a checkout, or pass --tests_dir)"
         return part
-    command = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", str(tests_dir), f"--junitxml={junit}"]
+    command = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", str(tests_dir.resolve())]
+    command += [f"--junitxml={junit.resolve()}"]
     command += ["-p", "no:cacheprovider"]
-    if (
-        importlib.util.find_spec("pytest_timeout") is not None
-    ):  # the dev extra's; a hung test then fails alone
+    # pytest-timeout is the dev extra's; a hung test then fails alone
+    if importlib.util.find_spec("pytest_timeout") is not None:
         command += ["--timeout", str(max(1, int(timeout_s)))]
     env = {**os.environ, DEVICE_ENV: str(device)}
     start = time.monotonic()
     try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
         output = done.stdout + done.stderr
         part.status = "ran" if done.returncode == 0 else "failed"
         tail = output.strip().splitlines()[-1:] or [""]
@@ -392,7 +405,7 @@ def markdown(report: dict) -> list[str]:
     """The report as Markdown: the device, each part's status, the tests' outcomes and the measured tables."""
     d, parts = report["device"], {p["name"]: p for p in report["parts"]}
     lines = [
-        f"Command: `{report.get('command', 'vanilla-transformer bench gpu')}`",
+        f"Command: `{report.get('command', 'python -m studies.gpu')}`",
         "",
         f"GPU check on {d['name']} ({d['type']}), {report['date']}, torch {d['torch']}, transformers {d['transformers']}",
     ]
@@ -437,3 +450,45 @@ def markdown(report: dict) -> list[str]:
                 f"{row['ours_over_marian_bf16']:.2f} | {row['same_tokens_fp32']}, {row['same_tokens_bf16']} |"
             )
     return lines
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = study_parser("studies.gpu", __doc__)
+    p.add_argument("--device", default="cuda", help="cuda, cuda:1, ... or cpu (with --dry_run); default cuda")
+    p.add_argument("--dry_run", action="store_true", help="tiny preset and batches, short budgets (CPU, CI)")
+    p.add_argument(
+        "--output_dir", type=Path, default=Path("outputs/gpu_check"), help="where the JSON and Markdown go"
+    )
+    p.add_argument("--budget_s", type=float, default=None, help="total seconds (default 270; dry run 110)")
+    p.add_argument(
+        "--tests_dir", type=Path, default=CHECKOUT_TESTS, help=f"the gpu tests (default {CHECKOUT_TESTS})"
+    )
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print(
+            f"error: --device {args.device}: torch sees no CUDA device; use --device cpu --dry_run",
+            file=sys.stderr,
+        )
+        return 2
+    if device.type == "cpu" and not args.dry_run:
+        print("error: --device cpu runs the check's tiny sizes only: add --dry_run", file=sys.stderr)
+        return 2
+    settings = Settings.dry_run() if args.dry_run else Settings.gpu()
+    budget = Budget(args.budget_s if args.budget_s is not None else 110.0 if args.dry_run else 270.0)
+    report = run_check(device, settings, budget, args.output_dir, args.tests_dir, log=print)
+    report["command"] = "python -m studies.gpu " + " ".join(sys.argv[1:] if argv is None else argv)
+    json_path, md_path = write_report(report, args.output_dir)
+    print("\n".join(md_path.read_text(encoding="utf-8").splitlines()))
+    print(f"wrote {json_path} and {md_path}")
+    return 1 if any(p["status"] in ("failed", "timed out") for p in report["parts"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,8 +1,8 @@
 """Soak test of batched translation: many sentences, random batch sizes and mixed lengths; memory must stay
 flat and every input line must get exactly one output line.
 
-    vanilla-transformer bench soak                       # 20,000 sentences, tiny random-weight model
-    vanilla-transformer bench soak --count 2000 --model outputs/default
+    python -m studies.soak                           # 20,000 sentences, tiny random-weight model
+    python -m studies.soak --count 2000 --model outputs/default
 
 Sentences are drawn (seeded) from data/bible.zh-en.tsv.xz: single verses, verse fragments, runs of several
 verses longer than the model maximum (truncated), and empty or whitespace-only lines. They are translated
@@ -23,8 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from vanilla_transformer.commands.arguments import command_parser
 from vanilla_transformer.corpus import DEFAULT_DATA
+
+from studies import study_parser
 
 
 def rss_mib() -> float:
@@ -58,7 +59,6 @@ def make_sentences(count: int, seed: int) -> list[str]:
 def tiny_random_model(folder: Path, seed: int) -> str:
     """Export a 2+2-layer random-weight model with a BPE tokenizer trained on 2,000 corpus lines."""
     import torch
-
     from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus
     from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration, save_with_remote_code
     from vanilla_transformer.tokenizer.bpe import train_bpe_tokenizer
@@ -74,7 +74,7 @@ def tiny_random_model(folder: Path, seed: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = command_parser("bench soak", __doc__)
+    parser = study_parser("studies.soak", __doc__)
     parser.add_argument("--model", help="model folder or Hub id (default: a tiny random-weight model)")
     parser.add_argument("--count", type=int, default=20_000, help="sentences to translate")
     parser.add_argument("--max_new_tokens", type=int, default=16, help="cap on output length")
@@ -90,7 +90,6 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     import torch
-
     from vanilla_transformer.inference import load_model_and_tokenizer, translate_lines
 
     logging.basicConfig(level=logging.ERROR)  # the per-chunk truncation warnings are expected here
