@@ -30,9 +30,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
-IGNORE_INDEX = (
-    -100
-)  # label positions with this value are not predicted (padding); torch's cross-entropy default
+# label positions with this value are not predicted (padding); torch's cross-entropy default
+IGNORE_INDEX = -100
 
 
 # ----------------------------------------------------------------------------------------------------------------

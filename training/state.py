@@ -12,9 +12,8 @@ class TrainState:
     ``trainer_state.json`` (model, optimizer, scheduler and RNG states are saved by accelerate)."""
 
     step: int = 0  # optimizer updates done, across resumes
-    stream: dict = field(
-        default_factory=dict
-    )  # the batch order's position: epoch, position, seed, max_tokens
+    # the batch order's position: epoch, position, seed, max_tokens
+    stream: dict = field(default_factory=dict)
     best: dict = field(default_factory=dict)  # valid_loss, checkpoint and step of the best validation so far
     train_seconds: float = 0.0  # seconds in the training loop, all invocations
     target_tokens: int = 0  # target tokens trained on, all invocations
@@ -46,14 +45,12 @@ class TrainResult:
     mixed_precision: str = (
         "no"  # what the run used: --mixed_precision, else accelerate's configuration, else automatic
     )
-    precision: dict = field(
-        default_factory=dict
-    )  # training.hardware.PrecisionChoice: mixed_precision, source, reason
+    # training.hardware.PrecisionChoice: mixed_precision, source, reason
+    precision: dict = field(default_factory=dict)
     data_summary: str = ""
     split_sizes: dict = field(default_factory=dict)
-    split_origin: dict = field(
-        default_factory=dict
-    )  # where each split came from (the data's own, or held out)
+    # where each split came from (the data's own, or held out)
+    split_origin: dict = field(default_factory=dict)
     best_valid_loss: float | None = None
     output_dir: str = ""
     last_checkpoint: str | None = None

@@ -19,6 +19,5 @@ from importlib.metadata import version
 
 from . import modeling  # noqa: F401  (registers the Auto classes and the pipeline)
 
-__version__ = version(
-    "vanilla-transformer"
-)  # the package only imports installed (package-dir maps its folders)
+# the package only imports installed (package-dir maps its folders)
+__version__ = version("vanilla-transformer")

@@ -340,9 +340,8 @@ def test_cooldown_decays_the_learning_rate_linearly_to_zero_over_the_end_of_the_
     assert [h["lr"] for h in cooled.history] == pytest.approx(
         [f * lr for f, lr in zip(factors, scheduled)], rel=1e-12
     )
-    assert [h["loss"] for h in cooled.history[:10]] == [
-        h["loss"] for h in plain.history[:10]
-    ]  # same until then
+    # same until then
+    assert [h["loss"] for h in cooled.history[:10]] == [h["loss"] for h in plain.history[:10]]
     assert cooled.history[10]["loss"] != plain.history[10]["loss"]
     last = "checkpoint-16/model.safetensors"
     a, b = (load_file(tmp_path / run / "checkpoints" / last) for run in ("plain", "cooled"))
