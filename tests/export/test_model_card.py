@@ -15,11 +15,11 @@ from vanilla_transformer.corpus import DEFAULT_DATA
 from vanilla_transformer.export import (
     CardValues,
     build_model_card,
+    card_values,
     language_codes,
     model_card_data,
     model_card_for_repo,
 )
-from vanilla_transformer.export.run_card import card_values
 from vanilla_transformer.training import TrainConfig, TrainResult
 from vanilla_transformer.training.objectives import objective_for
 from vanilla_transformer.training.recipe import resolve_recipe

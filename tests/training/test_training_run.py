@@ -247,7 +247,6 @@ def test_length_penalty_is_chosen_on_validation_and_exported(tmp_path):
     assert any(name == "length_penalty" and info["chosen"] == best for name, info in events)
     generation = json.loads((tmp_path / "generation_config.json").read_text())
     assert generation["length_penalty"] == best and generation["num_beams"] == 2  # the test decoding's
-    assert "chosen on the validation split" in (tmp_path / "README.md").read_text()
 
 
 def test_explicit_length_penalty_skips_the_search(tmp_path):
