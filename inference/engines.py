@@ -68,7 +68,7 @@ class Engine:
 
 # the generation-config settings an exported engine cannot reproduce: name -> (the value that means "off", the
 # engines that refuse any other value). CTranslate2's repetition penalty scores differently from transformers';
-# ONNX Runtime decodes with the processors of `inference.onnx_decoding` only.
+# ONNX Runtime decodes with the processors of `inference.engine_onnx.process_scores` only.
 REFUSED_SETTINGS: Mapping[str, tuple[Any, str]] = MappingProxyType(
     {
         "do_sample": (False, "ct2 onnx"),
