@@ -79,28 +79,34 @@ def flat_width(tokens: list[tokenize.TokenInfo]) -> int:
 
 
 def broken_by_a_trailing_comment(path: Path) -> list[int]:
-    """The first lines of the statements in ``path`` that span several lines, have one comment, at the end of their
-    last line, and would fit on one line without it: the formatter broke them in three to make room for the
-    comment."""
+    """The first lines of the statements in ``path`` that the formatter broke over lines to make room for a
+    comment after them, although their code fits on one line: a statement with one comment, at the end of its
+    last line (``f(\n    a, b\n)  # comment``) or of the one line inside the brackets that the formatter added
+    (``x = (\n    a  # comment\n)``)."""
     found, statement = [], []
     for token in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline):
         if token.type not in (tokenize.NEWLINE, tokenize.ENDMARKER):
             statement.append(token)
             continue
-        code = [
-            t
-            for t in statement
-            if t.type not in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)
-        ]
+        skipped = (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)
+        code = [t for t in statement if t.type not in skipped]
         comments = [t for t in statement if t.type == tokenize.COMMENT]
         statement = []
         if not code or len(comments) != 1 or "fmt:" in comments[0].string:
             continue
-        first, last = code[0].start[0], code[-1].end[0]
+        first, last, at = code[0].start[0], code[-1].end[0], comments[0].start[0]
         # a string over several lines keeps the statement on several lines
         if any(t.start[0] != t.end[0] for t in code):
             continue
-        if first < last == comments[0].start[0] and flat_width(code) <= RUFF["line-length"]:
+        opened = [t for t in code if t.start[0] == first][-1]
+        closing = [t for t in code if t.start[0] == last]
+        wrapped = (
+            last == first + 2
+            and at == first + 1
+            and is_op(opened, OPENING)
+            and all(is_op(t, CLOSING) for t in closing)
+        )
+        if first < last and (at == last or wrapped) and flat_width(code) <= RUFF["line-length"]:
             found.append(first)
     return found
 
@@ -125,8 +131,10 @@ def test_the_trailing_comment_check_flags_only_what_fits_on_one_line(tmp_path):
         "# a comment above\nother = compute(a, b)\n"
         f"names = [\n    {', '.join(['a_rather_long_name'] * 6)},\n]  # too long for one line anyway\n"
         'text = """\n"""  # a string over two lines\n'
+        "wrapped = (\n    None  # the formatter wrapped this value for the comment\n)\n"
+        "pairs = [\n    (1, 2),  # one pair\n    (3, 4),\n]\n"
     )
-    assert broken_by_a_trailing_comment(path) == [1]
+    assert broken_by_a_trailing_comment(path) == [1, 11]
 
 
 def test_no_docstring_quotes_a_score():
