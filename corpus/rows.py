@@ -39,9 +39,8 @@ class DataReport:
     bad_line_examples: list[str] = field(default_factory=list)
     header: str | None = None  # e.g. "header row detected: ['de', 'en']" (TSV/CSV only)
     split_sizes: dict[str, int] = field(default_factory=dict)  # pairs per split the source provides
-    split_origin: dict[str, str] = field(
-        default_factory=dict
-    )  # where each split used came from (DataOptions)
+    # where each split used came from (DataOptions)
+    split_origin: dict[str, str] = field(default_factory=dict)
     # what was read, by name (a file's path, a dataset's split): its pairs and a hash of their text for a data
     # file, its rows and `datasets` fingerprint for a dataset (`corpus.read.data_changes` compares two of them)
     fingerprint: dict[str, dict] = field(default_factory=dict)

@@ -27,9 +27,8 @@ import numpy as np
 from .files import check_file, read_lines, strip_compression
 
 GROUP_FILE_SUFFIXES = (".refs.xz", ".refs.gz", ".refs.bz2", ".refs")
-OVERSHOOT = (
-    0.25  # a group joins a held-out split only if the split stays within this fraction above its target
-)
+# a group joins a held-out split only if the split stays within this fraction above its target
+OVERSHOOT = 0.25
 
 
 def split_corpus(

@@ -2,8 +2,9 @@
 
 Modules:
     model_card   THE model-card code, built with huggingface_hub's ModelCard: `model_card_data` (metadata with
-                 the model-index), `build_model_card` (the card training writes, from the ``model_card.md``
-                 template), `hub_model_card` (the card of a pushed folder without one), `model_card_for_repo`
+                 the model-index), `card_values` (a training run's sections), `build_model_card` (the card
+                 training writes, from the ``model_card.md`` template), `hub_model_card` (the card of a pushed
+                 folder without one), `model_card_for_repo`, `engine_folder_card`
     hub          `push_folder` (training state left out unless asked for), `check_exported_folder`,
                  `resolve_token`, `TRAINING_STATE_PATTERNS`
     ct2          `export_ct2`: a CTranslate2 folder (its spec API; fp32, int8, ...), `check_expressible`
@@ -28,6 +29,7 @@ from .model_card import (
     TEMPLATE_FILE,
     CardValues,
     build_model_card,
+    card_values,
     hub_model_card,
     language_codes,
     load_template,
@@ -46,6 +48,7 @@ __all__ = [
     "TRAINING_STATE_PATTERNS",
     "CardValues",
     "build_model_card",
+    "card_values",
     "check_exported_folder",
     "check_expressible",
     "export_ct2",

@@ -228,9 +228,8 @@ def _build_converter():
             spec.scale_embeddings = float(stack.embed_scale) if stack.embed_scale != 1.0 else False
             self.set_embeddings(embeddings_spec, stack.embed_tokens)
             positions = stack.embed_positions
-            table = (
-                positions.weight if hasattr(positions, "weight") else positions.table
-            )  # learned / sinusoidal
+            # learned / sinusoidal
+            table = positions.weight if hasattr(positions, "weight") else positions.table
             spec.position_encodings.encodings = table
             if stack.layer_norm is not None:
                 self.set_layer_norm(spec.layer_norm, stack.layer_norm)

@@ -68,7 +68,7 @@ class Engine:
 
 # the generation-config settings an exported engine cannot reproduce: name -> (the value that means "off", the
 # engines that refuse any other value). CTranslate2's repetition penalty scores differently from transformers';
-# ONNX Runtime decodes with the processors of `inference.onnx_decoding` only.
+# ONNX Runtime decodes with the processors of `inference.engine_onnx.process_scores` only.
 REFUSED_SETTINGS: Mapping[str, tuple[Any, str]] = MappingProxyType(
     {
         "do_sample": (False, "ct2 onnx"),
@@ -129,9 +129,8 @@ ONNX_DECODER_FILE = "onnx/decoder_model_merged.onnx"
 ONNX_GRAPH_FILES = (ONNX_ENCODER_FILE, ONNX_DECODER_FILE)
 ONNX_QUANTIZED_SUFFIX = "_quantized"
 ONNX_CACHE_BRANCH = "use_cache_branch"  # the merged decoder's bool input: true when the pasts are the cache
-ONNX_MODEL_CONFIG_KEY = (
-    "vanilla_transformer_config"  # config.json (a MarianConfig) holds the model's own config here
-)
+# config.json (a MarianConfig) holds the model's own config here
+ONNX_MODEL_CONFIG_KEY = "vanilla_transformer_config"
 ONNX_DTYPES = ("float32", "int8")  # the graphs an ONNX folder holds: float32 and the int8 variants
 # the top-level graphs of the three-file layout, which the runtime recognises and refuses
 ONNX_OLD_LAYOUT_FILES = ("encoder_model.onnx", "decoder_model.onnx", "decoder_with_past_model.onnx")

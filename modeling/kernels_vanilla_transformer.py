@@ -30,9 +30,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
-IGNORE_INDEX = (
-    -100
-)  # label positions with this value are not predicted (padding); torch's cross-entropy default
+# label positions with this value are not predicted (padding); torch's cross-entropy default
+IGNORE_INDEX = -100
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -100,9 +99,8 @@ def apply_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     elements (its four 16-bit chunks), so `p` is rounded to a multiple of 2**-16 (0.1 -> 0.100006) and the
     scale uses the rounded value: E[apply_dropout(x)] = x exactly."""
     if not training or p == 0.0:
-        return (
-            x  # what F.dropout returns, without its dispatch (evaluation and decoding call this ~10x a step)
-        )
+        # what F.dropout returns, without its dispatch (evaluation and decoding call this ~10x a step)
+        return x
     mask = _cpu_dropout_mask(x, p)
     if mask is None:
         return F.dropout(x, p=p, training=training)

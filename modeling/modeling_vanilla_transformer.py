@@ -157,9 +157,8 @@ class VanillaTransformerAttention(nn.Module):
         self.out_proj = Linear(self.embed_dim, self.embed_dim)
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
-        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(
-            1, 2
-        )  # (B, L, C) -> (B, H, L, D)
+        # (B, L, C) -> (B, H, L, D)
+        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
 
     def forward(
         self,
@@ -540,9 +539,8 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel, VanillaTransf
         attention_mask = without_padding(attention_mask)
         if position_ids is None:
             position_ids = build_position_ids(attention_mask, 0, shape[1], device)  # (B or 1, S)
-        hidden_states, rotary = self.embed(
-            input_ids, inputs_embeds, position_ids, token_type_ids
-        )  # (B, S, C)
+        # (B, S, C)
+        hidden_states, rotary = self.embed(input_ids, inputs_embeds, position_ids, token_type_ids)
         mask = build_attention_mask(attention_mask, hidden_states.dtype)  # (B, 1, 1, S) or None
 
         hidden_states, all_states, (attentions,) = self.run_layers(

@@ -15,13 +15,8 @@ from typing import Any
 
 from .card import card_examples
 
-ELEMENT_IDS = (
-    "source",
-    "translate",
-    "translation",
-    "alternatives",
-    "attention",
-)  # what tests find on the page
+# what tests find on the page
+ELEMENT_IDS = ("source", "translate", "translation", "alternatives", "attention")
 
 
 def scored_nbest(

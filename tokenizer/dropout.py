@@ -84,16 +84,14 @@ class BPEDropout:
         unmerged.no_padding()
         unmerged.model.dropout = 1.0  # every merge dropped: the characters (or bytes) every word starts from
         encodings = unmerged.encode_batch(list(texts))
-        self.ids = np.fromiter(
-            chain.from_iterable(e.ids for e in encodings), dtype=np.int64
-        )  # all texts' symbols
+        # all texts' symbols
+        self.ids = np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.int64)
         pieces = np.array(list(chain.from_iterable(e.word_ids for e in encodings)), dtype=object)
         special = pieces == None  # noqa: E711 (elementwise)
         pieces = np.where(special, -1, pieces).astype(np.int64)
         sizes = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-        first = np.zeros(
-            len(self.ids), dtype=bool
-        )  # the first symbol of a word; a special token is a word alone
+        # the first symbol of a word; a special token is a word alone
+        first = np.zeros(len(self.ids), dtype=bool)
         first[(np.cumsum(sizes) - sizes)[sizes > 0]] = True  # each text's first symbol
         first[1:] |= (pieces[1:] != pieces[:-1]) | special[1:]
         self.words = np.cumsum(first) - 1  # the word of each symbol, increasing
@@ -119,13 +117,11 @@ class BPEDropout:
                 dropped = rng.random(int(applicable.sum())) < p
                 applicable[np.flatnonzero(applicable)[dropped]] = False
             at = np.flatnonzero(applicable)
-            score = np.full(
-                len(ids), _NO_MERGE, dtype=np.int64
-            )  # (N,) the last symbol of a word starts no pair
+            # (N,) the last symbol of a word starts no pair
+            score = np.full(len(ids), _NO_MERGE, dtype=np.int64)
             score[at] = (self.ranks[found[at]] << _POSITION_BITS) | at
-            starts = np.flatnonzero(
-                np.r_[True, words[1:] != words[:-1]]
-            )  # (W,) the first symbol of each word
+            # (W,) the first symbol of each word
+            starts = np.flatnonzero(np.r_[True, words[1:] != words[:-1]])
             best = np.minimum.reduceat(score, starts)  # (W,) the merge each word applies now, if any
             finished = np.repeat(best == _NO_MERGE, np.diff(np.r_[starts, len(ids)]))  # (N,)
             done_ids.append(ids[finished])

@@ -48,16 +48,13 @@ class Recipe:
     dropout: float | None  # replaces the preset's model dropout; None keeps it
     model_overrides: dict  # the preset's model fields a new model replaces (`options.model_overrides`)
     length_penalty_candidates: tuple[float, ...]
-    length_penalty: (
-        float  # --length_penalty, else DEFAULT_LENGTH_PENALTY (until a search on validation chooses)
-    )
+    # --length_penalty, else DEFAULT_LENGTH_PENALTY (until a search on validation chooses)
+    length_penalty: float
     export_marks: tuple[float, ...]  # --export_at_minutes, sorted
-    precision: dict | None = (
-        None  # the run's mixed precision, who chose it and why (training.hardware.PrecisionChoice)
-    )
-    expected_epochs: float | None = (
-        None  # passes over the data the budget allows (when the long-budget rule decided)
-    )
+    # the run's mixed precision, who chose it and why (training.hardware.PrecisionChoice)
+    precision: dict | None = None
+    # passes over the data the budget allows (when the long-budget rule decided)
+    expected_epochs: float | None = None
 
     def model_config(self, vocab_size: int):
         """The configuration of a new model: the preset's architecture for the objective's model family, with this

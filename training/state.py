@@ -12,16 +12,14 @@ class TrainState:
     ``trainer_state.json`` (model, optimizer, scheduler and RNG states are saved by accelerate)."""
 
     step: int = 0  # optimizer updates done, across resumes
-    stream: dict = field(
-        default_factory=dict
-    )  # the batch order's position: epoch, position, seed, max_tokens
+    # the batch order's position: epoch, position, seed, max_tokens
+    stream: dict = field(default_factory=dict)
     best: dict = field(default_factory=dict)  # valid_loss, checkpoint and step of the best validation so far
     train_seconds: float = 0.0  # seconds in the training loop, all invocations
     target_tokens: int = 0  # target tokens trained on, all invocations
     num_processes: int = 1
-    skipped_updates: int = (
-        0  # updates skipped for having no target token to score (training.loop), all invocations
-    )
+    # updates skipped for having no target token to score (training.loop), all invocations
+    skipped_updates: int = 0
     # the fingerprint of the data trained on (corpus.DataReport.fingerprint), which a resumed run compares
     data: dict = field(default_factory=dict)
 
@@ -43,24 +41,20 @@ class TrainResult:
     num_parameters: int = 0
     num_processes: int = 1
     device: str = "cpu"
-    mixed_precision: str = (
-        "no"  # what the run used: --mixed_precision, else accelerate's configuration, else automatic
-    )
-    precision: dict = field(
-        default_factory=dict
-    )  # training.hardware.PrecisionChoice: mixed_precision, source, reason
+    # what the run used: --mixed_precision, else accelerate's configuration, else automatic
+    mixed_precision: str = "no"
+    # training.hardware.PrecisionChoice: mixed_precision, source, reason
+    precision: dict = field(default_factory=dict)
     data_summary: str = ""
     split_sizes: dict = field(default_factory=dict)
-    split_origin: dict = field(
-        default_factory=dict
-    )  # where each split came from (the data's own, or held out)
+    # where each split came from (the data's own, or held out)
+    split_origin: dict = field(default_factory=dict)
     best_valid_loss: float | None = None
     output_dir: str = ""
     last_checkpoint: str | None = None
     averaging: dict | None = None  # what checkpoint averaging did (training.averaging.average_if_better)
     model: Any = field(default=None, repr=False)  # the final (possibly averaged) model, unwrapped, in memory
-    length_penalty: float | None = (
-        None  # used for the test split and written to the exported generation config
-    )
+    # used for the test split and written to the exported generation config
+    length_penalty: float | None = None
     length_penalty_search: list[dict] = field(default_factory=list)  # validation BLEU/chrF per candidate
     exports: list[dict] = field(default_factory=list)  # the --export_at_minutes models

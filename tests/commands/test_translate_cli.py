@@ -185,9 +185,8 @@ def test_check_generation_arguments_messages_name_the_fix():
     with pytest.raises(ValueError, match="greedy"):
         check_generation_arguments({"num_beams": 1, "num_return_sequences": 2})
     check_generation_arguments({"num_beams": 1, "num_return_sequences": 2, "do_sample": True})
-    check_generation_arguments(
-        {"num_return_sequences": 9}
-    )  # beam count unknown: checked once the model is loaded
+    # beam count unknown: checked once the model is loaded
+    check_generation_arguments({"num_return_sequences": 9})
 
 
 @pytest.mark.parametrize("engine", ["ct2", "onnx"])

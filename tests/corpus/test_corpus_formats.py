@@ -151,9 +151,8 @@ def test_a_source_with_its_own_splits_keeps_them(tmp_path, pairs):
         datasets.Dataset.from_list([{"translation": {"zh": s, "en": t}} for s, t in part]).to_parquet(
             str(folder / "data" / f"{split}-00000-of-00001.parquet")
         )
-    options = DataOptions(
-        data=str(folder), source_lang="zh", target_lang="en"
-    )  # default sizes 500/1000 unused
+    # default sizes 500/1000 unused
+    options = DataOptions(data=str(folder), source_lang="zh", target_lang="en")
     splits, report = options.load_splits()
     assert {k: list(zip(splits[k]["source"], splits[k]["target"])) for k in splits} == parts
     assert report.split_origin["test"] == "'test' split of the data"

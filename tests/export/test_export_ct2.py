@@ -105,9 +105,8 @@ def test_ct2_decodes_the_tokens_of_generate(name, tokenizer, tmp_path):
         if model.final_logits_bias is not None:  # else <pad> and <s> keep their random probability
             torch.testing.assert_close(torch.tensor(scores), torch.tensor(expected_scores), atol=1e-3, rtol=0)
         lengths |= {len(h) for hyps in got for h in hyps}
-    assert (
-        len(lengths) > 2 or model.final_logits_bias is None
-    )  # finished at several lengths: </s>, the length penalty and early stopping matter
+    # finished at several lengths: </s>, the length penalty and early stopping matter
+    assert len(lengths) > 2 or model.final_logits_bias is None
 
 
 def test_translate_equals_the_pytorch_translation_path(tokenizer, tmp_path):

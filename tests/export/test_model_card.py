@@ -15,11 +15,11 @@ from vanilla_transformer.corpus import DEFAULT_DATA
 from vanilla_transformer.export import (
     CardValues,
     build_model_card,
+    card_values,
     language_codes,
     model_card_data,
     model_card_for_repo,
 )
-from vanilla_transformer.export.run_card import card_values
 from vanilla_transformer.training import TrainConfig, TrainResult
 from vanilla_transformer.training.objectives import objective_for
 from vanilla_transformer.training.recipe import resolve_recipe
@@ -138,9 +138,8 @@ def test_card_of_the_shipped_corpus_says_what_it_is():
     assert "Elberfelder Bible" in card.text and "Bible verses" in card.text and "public domain" in card.text
     assert 'tokenizer(["Guten Morgen"]' in card.text and 'model_id = "out/de-en"' in card.text
     assert {r.metric_type: r.metric_value for r in card.data.eval_results} == {"bleu": 12.34, "chrf": 40.5}
-    assert (
-        "3+3 layers, post-LN" in card.text
-    )  # the small preset's architecture, the paper's LayerNorm placement
+    # the small preset's architecture, the paper's LayerNorm placement
+    assert "3+3 layers, post-LN" in card.text
     pre_ln = card_of(TrainConfig(normalize_before=True, decoder_layers=1, output_dir="out/p"), fake_result())
     assert "3+1 layers, pre-LN" in pre_ln.text
 

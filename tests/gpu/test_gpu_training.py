@@ -26,9 +26,8 @@ def test_scaled_training_with_clipping_equals_the_unscaled_reference(
     losses = history_difference(reference, history, "loss")
     # an update skipped by the scaler (overflow) ends the comparison; most updates must be compared
     assert norms["compared"] >= steps["fp16"] // 2, norms
-    assert all(
-        logs["grad_norm"] > clip_norm for logs in reference[: norms["compared"]]
-    )  # clipping was active
+    # clipping was active
+    assert all(logs["grad_norm"] > clip_norm for logs in reference[: norms["compared"]])
     assert norms["max_relative"] < 0.05, norms
     assert losses["max_relative"] < 0.01, losses
 

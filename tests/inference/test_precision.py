@@ -289,9 +289,8 @@ def trained(tmp_path_factory, bpe_tokenizer_dir):
     pairs = sorted(zip(ds["source"], ds["target"]), key=lambda p: len(p[0]) + len(p[1]))[:PAIRS]
     sources, targets = [p[0] for p in pairs], [p[1] for p in pairs]
     torch.manual_seed(0)
-    config = build_config(
-        "tiny", len(tokenizer), dropout=0.0, max_position_embeddings=128
-    )  # 2+2 layers, width 64
+    # 2+2 layers, width 64
+    config = build_config("tiny", len(tokenizer), dropout=0.0, max_position_embeddings=128)
     model = VanillaTransformerForConditionalGeneration(config)
     batch = tokenizer(sources, text_target=targets, padding=True, return_tensors="pt")
     labels = batch["labels"].masked_fill(batch["labels"] == tokenizer.pad_token_id, -100)

@@ -72,9 +72,8 @@ def test_incremental_decoding_equals_full_recomputation(position_encoding, norma
     torch.testing.assert_close(dynamic[real], expected[real], atol=1e-5, rtol=1e-5)
     static = incremental_logits(model, ids, mask, StaticCache(config=model.config, max_cache_len=12))
     torch.testing.assert_close(static[real], expected[real], atol=1e-5, rtol=1e-5)
-    no_mask = incremental_logits(
-        model, ids[:1], torch.ones_like(ids[:1]), None
-    )  # a cache created by the model
+    # a cache created by the model
+    no_mask = incremental_logits(model, ids[:1], torch.ones_like(ids[:1]), None)
     torch.testing.assert_close(no_mask, expected[:1], atol=1e-5, rtol=1e-5)
 
 
@@ -219,9 +218,8 @@ def test_answer_only_loss_ignores_the_prompt():
     grads = {}
     for name, labels in (("answer", batch["labels"]), ("full", full), ("prompt", prompt_only)):
         model.zero_grad()
-        model(
-            **{**batch, "labels": labels}, num_items_in_batch=1
-        ).loss.backward()  # the sum over scored tokens
+        # the sum over scored tokens
+        model(**{**batch, "labels": labels}, num_items_in_batch=1).loss.backward()
         grads[name] = [p.grad.clone() for p in model.parameters()]
     assert sum(g.abs().sum() for g in grads["prompt"]) > 0
     for answer, full_grad, prompt in zip(grads["answer"], grads["full"], grads["prompt"]):

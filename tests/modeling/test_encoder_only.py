@@ -288,9 +288,8 @@ def test_classification_pooling_and_losses():
     regression = tiny(VanillaEncoderOnlyForSequenceClassification, num_labels=1)
     out = regression(input_ids=ids, attention_mask=mask, labels=torch.tensor([0.5, -1.0, 2.0]))
     torch.testing.assert_close(out.loss, F.mse_loss(out.logits[:, 0], torch.tensor([0.5, -1.0, 2.0])))
-    assert (
-        not VanillaEncoderOnlyForSequenceClassification.accepts_loss_kwargs
-    )  # Trainer averages accumulation
+    # Trainer averages accumulation
+    assert not VanillaEncoderOnlyForSequenceClassification.accepts_loss_kwargs
 
     dropped = tiny(VanillaEncoderOnlyForSequenceClassification, seed=9, num_labels=3, classifier_dropout=0.5)
     torch.testing.assert_close(logits(dropped, ids, mask), logits(first, ids, mask))

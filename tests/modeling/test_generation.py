@@ -48,9 +48,8 @@ def test_default_generation_config_follows_the_paper(setup):
 
 def test_default_generate_never_emits_pad_or_bos(setup):
     model, src, mask = setup
-    with raised_logits(
-        model, [0, 2], 100.0
-    ):  # pad and bos the most likely tokens: they must still never appear
+    # pad and bos the most likely tokens: they must still never appear
+    with raised_logits(model, [0, 2], 100.0):
         out = model.generate(input_ids=src, attention_mask=mask, max_new_tokens=6)
     assert out[:, 0].eq(2).all()  # starts with decoder_start
     generated = out[:, 1:]

@@ -88,9 +88,8 @@ def test_output_attentions_and_hidden_states():
     model = tiny_model()
     g = torch.Generator().manual_seed(9)
     src = torch.randint(4, 97, (2, 6), generator=g)
-    mask = torch.tensor(
-        [[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]]
-    )  # the second sentence has 3 padded positions
+    # the second sentence has 3 padded positions
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]])
     src = src.masked_fill(mask == 0, 0)
     out = model(
         input_ids=src,

@@ -230,9 +230,8 @@ def test_decoder_output_at_t_does_not_depend_on_later_inputs(lengths, steps, see
     t = int(torch.randint(0, steps - 1, (1,), generator=g))
     changed = tgt.clone()
     shift = torch.randint(1, 89, (len(lengths), steps - t - 1), generator=g)
-    changed[:, t + 1 :] = (
-        tgt[:, t + 1 :] - 4 + shift
-    ) % 93 + 4  # another id in [4, 97) at every later position
+    # another id in [4, 97) at every later position
+    changed[:, t + 1 :] = (tgt[:, t + 1 :] - 4 + shift) % 93 + 4
     with torch.no_grad():
         logits = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
         logits_changed = model(input_ids=src, attention_mask=mask, decoder_input_ids=changed).logits

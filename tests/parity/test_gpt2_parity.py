@@ -76,9 +76,8 @@ def test_logits_and_loss_match_gpt2(index, attn):
     ours = convert_gpt2(gpt2)
     ours.set_attn_implementation(attn)
     assert ours.config.tie_word_embeddings == gpt2.config.tie_word_embeddings
-    assert (
-        ours.config.layer_norm_eps == gpt2.config.layer_norm_epsilon
-    )  # too small an effect to see in logits
+    # too small an effect to see in logits
+    assert ours.config.layer_norm_eps == gpt2.config.layer_norm_epsilon
     ids, mask = left_padded_batch(gpt2.config.vocab_size, seed=index)
     labels = ids.masked_fill(mask == 0, -100)
     labels[:, 1:][mask[:, :-1] == 0] = -100  # a token predicted from a padding position is not scored either

@@ -91,9 +91,8 @@ def test_onnx_re_export_over_a_complete_earlier_export_works_and_other_kinds_are
     code, err = run("export", capsys, "--engine", "onnx", export, out)
     assert code == 0, err
     assert set(snapshot(out)) == set(first)
-    code, err = run(
-        "export", capsys, "--engine", "ct2", export, out
-    )  # an ONNX export is not a CTranslate2 one
+    # an ONNX export is not a CTranslate2 one
+    code, err = run("export", capsys, "--engine", "ct2", export, out)
     assert_refused(code, err, "holds an earlier ONNX export; only an earlier CTranslate2 export")
     assert set(snapshot(out)) == set(first)
 

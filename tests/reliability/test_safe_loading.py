@@ -126,9 +126,8 @@ def test_model_folder_with_pickled_weights_is_not_unpickled(pickled_model_folder
     with pytest.raises(ValueError, match="has no safetensors weights.*never read from pickle files"):
         load_model_and_tokenizer(str(pickled_model_folder))
     with pytest.raises(Exception, match="Weights only load failed"):
-        AutoModelForSeq2SeqLM.from_pretrained(
-            pickled_model_folder
-        )  # plain transformers also refuses (weights_only=True)
+        # plain transformers also refuses (weights_only=True)
+        AutoModelForSeq2SeqLM.from_pretrained(pickled_model_folder)
     assert not marker.exists()
 
 

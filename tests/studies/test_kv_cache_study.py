@@ -49,9 +49,8 @@ def counted_step_by_step(sizes: Sizes, new_tokens: int, use_cache: bool) -> dict
         pairs = sum(1 for q in queries for k in range(t) if k <= q)
         for _ in range(sizes.layers):
             linear = 0
-            for d_in, d_out in (
-                [(d, d)] * 4 + [(d, d)] * 2 + [(d, f), (f, d)]
-            ):  # self q,k,v,o; cross q,o; fc1, fc2
+            # self q,k,v,o; cross q,o; fc1, fc2
+            for d_in, d_out in [(d, d)] * 4 + [(d, d)] * 2 + [(d, f), (f, d)]:
                 linear += 2 * d_in * d_out
             totals["projections_ffn"] += len(queries) * linear
             totals["self_attention"] += pairs * (2 * d + 2 * d)  # q.k and weight * v
@@ -88,9 +87,8 @@ def test_ratios_approach_the_notes_approximations():
     for t in (16, 256, 4096):
         assert closed_form_ratio("projections_ffn", t, 256) - Fraction(t, 2) == Fraction(1, 2)
         assert closed_form_ratio("self_attention", t, 256) - Fraction(t, 3) == Fraction(2, 3)
-    assert (
-        abs(float(closed_form_ratio("cross_attention", 10**6, 64)) / (10**6 / 2) - 1) < 1e-3
-    )  # T >> d: ~T/2
+    # T >> d: ~T/2
+    assert abs(float(closed_form_ratio("cross_attention", 10**6, 64)) / (10**6 / 2) - 1) < 1e-3
     assert abs(float(closed_form_ratio("cross_attention", 4, 10**6)) / 4 - 1) < 1e-3  # T << d: ~T
 
 
@@ -148,9 +146,8 @@ def test_memory_formula_equals_the_cache_tensors_of_generate(dtype):
 def test_memory_rows_use_the_formula_for_presets_and_the_7b_config():
     rows = {row.name.split(" ")[0]: row for row in memory_rows([128, 4096], source_length=32)}
     seven_b = rows["7B-class"]
-    assert (
-        seven_b.self_attention[4096] == 2 * 32 * 32 * 4096 * 128 * 2 == 2 * 2**30
-    )  # 2 GiB at T = 4096, fp16
+    # 2 GiB at T = 4096, fp16
+    assert seven_b.self_attention[4096] == 2 * 32 * 32 * 4096 * 128 * 2 == 2 * 2**30
     assert seven_b.per_position == 512 * 2**10 and seven_b.cross_attention is None
     assert (seven_b.layers, seven_b.heads, seven_b.head_dim, seven_b.bytes_per_value) == (
         SEVEN_B["layers"],

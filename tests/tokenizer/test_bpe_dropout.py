@@ -163,10 +163,8 @@ def test_each_epoch_trains_on_its_own_seeded_segmentation_and_validation_stays_d
     kept = [
         i for i, (s, t) in enumerate(zip(train_sources, train_targets)) if len(s) <= 256 and len(t) <= 256
     ]
-    assert (sources, targets) == (
-        [train_sources[i] for i in kept],
-        [train_targets[i] for i in kept],
-    )  # the tokenizer's
+    # ... and the tokenizer's
+    assert (sources, targets) == ([train_sources[i] for i in kept], [train_targets[i] for i in kept])
     epochs = [dropout.train_examples(e) for e in range(3)]
     for e, (src, tgt) in enumerate(epochs):
         assert src != sources and tgt != targets  # both sides re-segmented

@@ -434,6 +434,5 @@ def test_the_run_tokenizer_trains_on_batches_of_the_arrow_columns_as_on_the_list
     assert list(batched) == list(split["source"]) + list(split["target"]) == list(batched)  # re-iterable
     trained = load_or_train_tokenizer(None, tmp_path / "tok", split, vocab_size=600)
     from_lists = train_bpe_tokenizer(list(split["source"]) + list(split["target"]), vocab_size=600)
-    assert (
-        trained.backend_tokenizer.to_str() == from_lists.backend_tokenizer.to_str()
-    )  # same vocab and merges
+    # same vocab and merges
+    assert trained.backend_tokenizer.to_str() == from_lists.backend_tokenizer.to_str()

@@ -199,9 +199,8 @@ def test_losses_score_the_positions_of_their_objective():
     )
     torch.testing.assert_close(nll, expected)
     prompt_grad = torch.autograd.grad(nll, logits)[0]
-    assert (
-        prompt_grad[0, :2].abs().sum() == 0 and prompt_grad[1, :1].abs().sum() == 0
-    )  # prompt targets not scored
+    # prompt targets not scored
+    assert prompt_grad[0, :2].abs().sum() == 0 and prompt_grad[1, :1].abs().sum() == 0
     masked = {
         "input_ids": torch.zeros(2, 6, dtype=torch.long),
         "attention_mask": torch.ones(2, 6, dtype=torch.long),

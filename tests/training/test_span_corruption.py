@@ -147,9 +147,8 @@ def test_denoising_tokens_have_fixed_ids_and_the_default_layout_is_unchanged():
     assert [vocab[t] for t in SPECIAL_TOKENS] == [0, 1, 2, 3] and vocab[BYTE_TOKENS[0]] == 4
     assert [vocab[t] for t in DENOISING_TOKENS] == list(range(fixed, fixed + 101))
     assert vocab[MASK_TOKEN] == 260 and vocab["<extra_id_0>"] == 261 and vocab["<extra_id_99>"] == 360
-    assert (
-        min(i for t, i in vocab.items() if t not in DENOISING_TOKENS and i >= fixed) == 361
-    )  # learned pieces
+    # learned pieces
+    assert min(i for t, i in vocab.items() if t not in DENOISING_TOKENS and i >= fixed) == 361
     assert sentinel_token_ids(denoising) == list(range(261, 361)) and denoising.mask_token_id == 260
     # without them: no mask token, no sentinels, the learned pieces right after the byte tokens
     assert plain.mask_token is None and not set(DENOISING_TOKENS) & set(plain.get_vocab())
@@ -169,9 +168,8 @@ def test_denoising_tokenizer_saves_loads_and_masks_with_transformers(tmp_path):
     loaded = AutoTokenizer.from_pretrained(tmp_path)
     assert loaded.mask_token == MASK_TOKEN and sentinel_token_ids(loaded) == list(range(261, 361))
     ids = loaded("God <mask> the <extra_id_0>").input_ids
-    assert (
-        260 in ids and 261 in ids and ids[-1] == EOS
-    )  # written special tokens are recognised, as in T5/BERT
+    # written special tokens are recognised, as in T5/BERT
+    assert 260 in ids and 261 in ids and ids[-1] == EOS
     assert "<extra_id_0>" not in loaded.decode(ids, skip_special_tokens=True)
     special = set(loaded.all_special_ids)
     assert {0, 1, 2, 3, 260, *range(261, 361)} <= special

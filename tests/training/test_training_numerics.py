@@ -35,9 +35,8 @@ def gradients_and_logs(trainer: Trainer, updates: int) -> tuple[list[torch.Tenso
     def record(optimizer, args, kwargs):
         seen.append(torch.cat([p.grad.reshape(-1) for p in params if p.grad is not None]).clone())
 
-    handle = trainer.optimizer.optimizer.register_step_pre_hook(
-        record
-    )  # the torch optimizer accelerate wraps
+    # the torch optimizer accelerate wraps
+    handle = trainer.optimizer.optimizer.register_step_pre_hook(record)
     try:
         logs = [trainer.train_step(1.0) for _ in range(updates)]
     finally:
@@ -73,9 +72,8 @@ def test_clipping_scales_the_gradient_to_the_clip_norm_and_changes_the_update(to
     torch.testing.assert_close(weights(clipped), start, rtol=0, atol=0)  # the same start
     grads, logs = gradients_and_logs(clipped, 2)
 
-    assert logs[0]["grad_norm"] == pytest.approx(
-        norm, rel=1e-5
-    )  # the logged norm is the norm before clipping
+    # the logged norm is the norm before clipping
+    assert logs[0]["grad_norm"] == pytest.approx(norm, rel=1e-5)
     torch.testing.assert_close(grads[0], free_grads[0] * (clip / (norm + 1e-6)), rtol=1e-5, atol=1e-9)
     for g, log in zip(grads, logs):
         assert log["grad_norm"] > clip
@@ -199,9 +197,8 @@ def test_a_bf16_run_exports_fp32_weights_that_reload_and_translate(precision_run
     batch = tokenizer(["起初神创造天地。"], return_tensors="pt")
     tokens = model.generate(**batch, num_beams=1, max_new_tokens=5)
     assert tokens.shape[0] == 1 and 1 < tokens.shape[1] <= 6
-    bf16, _ = load_model_and_tokenizer(
-        str(out), dtype="bfloat16"
-    )  # and in bf16, as translate.py --dtype does
+    # and in bf16, as translate.py --dtype does
+    bf16, _ = load_model_and_tokenizer(str(out), dtype="bfloat16")
     assert bf16.generate(**batch, num_beams=1, max_new_tokens=5).shape == tokens.shape
 
 

@@ -61,9 +61,8 @@ def test_budget_dropout_rule_of_the_small_preset_counts_epochs():
     assert budget_dropout("small", None, 11.9) is None  # the preset's own dropout (0.0)
     assert budget_dropout("small", None, 12) == 0.1 and budget_dropout("small", None, 40) == 0.1
     assert budget_dropout("small", None, None) is None
-    assert (
-        budget_dropout("small", 0.0, 40) == 0.0 and budget_dropout("small", 0.3, 1) == 0.3
-    )  # --dropout wins
+    # --dropout wins
+    assert budget_dropout("small", 0.0, 40) == 0.0 and budget_dropout("small", 0.3, 1) == 0.3
     assert budget_dropout("base", None, 600) is None  # presets without the rule
 
     # budgets in epochs: the smallest of --max_epochs, --max_steps and --max_minutes at the batch time

@@ -52,9 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     _, module, function = SOURCES[args.source]
     convert = getattr(importlib.import_module(f"vanilla_transformer.modeling.{module}"), function)
     try:
-        claim_output_folder(
-            args.out_dir, OUTPUT_KIND, [args.src_dir]
-        )  # the converter refuses non-empty folders too
+        # the converter refuses non-empty folders too
+        claim_output_folder(args.out_dir, OUTPUT_KIND, [args.src_dir])
         out = convert(args.src_dir, args.out_dir, trust_pickle=args.trust_pickle)
     except (FileNotFoundError, ValueError, OSError, pickle.UnpicklingError) as error:
         print(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)

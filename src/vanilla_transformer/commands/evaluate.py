@@ -101,9 +101,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--output", default=None, help="write the hypotheses (one per line) to this file")
     p.add_argument("--json", default=None, help="write the scores and settings as JSON to this file")
-    add_dataclass_arguments(
-        p, DataOptions
-    )  # the corpus and split: default the run's saved options, else these
+    # the corpus and split: default the run's saved options, else these
+    add_dataclass_arguments(p, DataOptions)
     p.set_defaults(**{f.name: _UNSET for f in dataclasses.fields(DataOptions)})
     return p.parse_args(argv)
 

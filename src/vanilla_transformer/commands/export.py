@@ -43,9 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quantization is not None and args.quantization not in engine.quantizations:
         takes = [name for name, e in ENGINES.items() if args.quantization in e.quantizations]
         parser.error(f"--quantization {args.quantization} applies to --engine {' / '.join(takes)} only")
-    logging.getLogger("torch.onnx").setLevel(
-        logging.ERROR
-    )  # the exporter's notes on optional torchvision ops
+    # the exporter's notes on optional torchvision ops
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
     try:
         from vanilla_transformer.export import exporter
 
