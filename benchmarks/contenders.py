@@ -36,9 +36,8 @@ class Contenders:
     engines: dict[str, object] = field(default_factory=dict)  # deployed exports of ours: name -> translator
     int8: torch.nn.Module | None = None  # ours with int8 linear layers (`TORCH_INT8`)
     engine_notes: list[str] = field(default_factory=list)
-    bf16: dict[str, torch.nn.Module] = field(
-        default_factory=dict
-    )  # "marian", "ours" with bf16 weights (decoding)
+    # "marian", "ours" with bf16 weights (decoding)
+    bf16: dict[str, torch.nn.Module] = field(default_factory=dict)
 
     @property
     def pad(self) -> int:

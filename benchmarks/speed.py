@@ -64,9 +64,8 @@ class Settings:
     no_cache: bool = True
     budget_training: bool = True
     peak_memory: bool = True
-    bf16: bool = (
-        True  # bf16 columns for ours and Marian (training under autocast, generation in bf16 weights)
-    )
+    # bf16 columns for ours and Marian (training under autocast, generation in bf16 weights)
+    bf16: bool = True
 
 
 def quick_settings() -> Settings:
