@@ -195,3 +195,19 @@ def test_the_command_trains_and_translates_outside_the_checkout(installed, tmp_p
     model, tokenizer = load_model_and_tokenizer(str(work / "out"), device="cpu")
     expected = translate_lines(model, tokenizer, SOURCES, num_beams=1, max_new_tokens=8)
     assert done.stdout.split("\n") == [*expected, ""] and expected[1] == ""
+
+
+def test_an_editable_install_is_a_plain_path_entry_for_src():
+    """`pip install -e .` of the src layout is one .pth line naming src/ (what pyright, mypy and editors read),
+    not an import hook, and no package maps to the repository root (which would import modeling/ twice)."""
+    from importlib.metadata import distribution
+
+    import vanilla_transformer
+
+    if Path(vanilla_transformer.__file__).resolve().parent != ROOT / "src" / "vanilla_transformer":
+        pytest.skip("vanilla_transformer is not an editable install of this checkout")
+    files = [str(f) for f in distribution("vanilla-transformer").files or []]
+    assert not [f for f in files if "finder" in f], files
+    (pth,) = [f for f in files if f.endswith(".pth")]
+    lines = distribution("vanilla-transformer").locate_file(pth).read_text(encoding="utf-8").split()
+    assert [Path(line).resolve() for line in lines] == [ROOT / "src"]
