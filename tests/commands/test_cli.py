@@ -182,8 +182,8 @@ def test_config_file_values_parse_like_their_flags(tmp_path, line, field, value)
     [
         ("max_steps: -3", "max_steps: expected an integer >= 1 or none, got -3"),
         ("max_steps: 2.5", "max_steps: expected an integer >= 1 or none, got 2.5"),
-        ("grad_accum: null", "grad_accum: expected an integer, got null"),
-        ("label_smoothing: high", "label_smoothing: expected a number, got 'high'"),
+        ("grad_accum: null", "grad_accum: expected an integer >= 1, got null"),
+        ("label_smoothing: high", "label_smoothing: expected a number in [0, 1), got 'high'"),
         ("export: maybe", "export: expected true or false, got 'maybe'"),
         ("export_at_minutes: {25: 60}", "export_at_minutes: expected a list (or a ','-separated string)"),
         ("max_minutes: [25, 60]", "max_minutes: expected a number >= 0 or none, got [25, 60]"),
