@@ -104,12 +104,14 @@ class OptionParser(HfArgumentParser):
         self._hints = typing.get_type_hints(cls)
         self._titles = _group_titles(cls)
         self._help_groups: dict[str, Any] = {}
+        self._flags: list[str] = []
         # the default is baked into each field's help (a caller may replace the defaults, see evaluate)
         kwargs.setdefault("formatter_class", argparse.HelpFormatter)
         super().__init__(cls, **kwargs)
 
     def add_argument(self, *names: str, **kwargs: Any) -> argparse.Action:
         """An option of a field, as HfArgumentParser makes it, in this module's style; other arguments as given."""
+        self._flags += [n for n in names if n.startswith("--") and "-" not in n[2:]]
         name = kwargs.get("dest", names[0].lstrip("-"))
         option = self.option_fields.get(name)
         if option is None:
@@ -131,15 +133,11 @@ class OptionParser(HfArgumentParser):
             self._help_groups[title] = self.add_argument_group(title)
         return self._help_groups[title].add_argument(*names, **kwargs)
 
-    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
-        """argparse's, naming the option nearest to an unknown one."""
-        namespace, unknown = self.parse_known_args(args, namespace)
-        if unknown:
-            flags = [f"--{name}" for name in self.option_fields]
-            self.error(
-                f"unrecognized arguments: {' '.join(unknown)}{_nearest(unknown[0].split('=')[0], flags, '')}"
-            )
-        return namespace
+    def error(self, message: str) -> typing.NoReturn:
+        """argparse's (usage, one ``error:`` line, exit 2), naming the option nearest to an unrecognized one."""
+        if message.startswith("unrecognized arguments: "):
+            message += _nearest(message.split()[2].split("=")[0], self._flags, quote="")
+        super().error(message)
 
     def read_config_file(self, path: str | Path) -> dict[str, Any]:
         """The options in a YAML or JSON file (field names -> values), each parsed as its flag parses it.
