@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from transformers import HfArgumentParser
-from transformers.hf_argparser import string_to_bool
+from transformers.hf_argparser import DataClassType, string_to_bool
 from vanilla_transformer.corpus.options import option_problem, option_range
 
 T = TypeVar("T")
@@ -107,7 +107,7 @@ class OptionParser(HfArgumentParser):
         self._flags: list[str] = []
         # the default is baked into each field's help (a caller may replace the defaults, see evaluate)
         kwargs.setdefault("formatter_class", argparse.HelpFormatter)
-        super().__init__(cls, **kwargs)
+        super().__init__(DataClassType(cls), **kwargs)
 
     def add_argument(self, *names: str, **kwargs: Any) -> argparse.Action:
         """An option of a field, as HfArgumentParser makes it, in this module's style; other arguments as given."""
