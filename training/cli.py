@@ -128,6 +128,10 @@ class OptionParser(HfArgumentParser):
             kwargs["help"] = f"{kwargs.get('help', '')} (default: {option.default})".replace("%", "%%")
             if base is string_to_bool:
                 kwargs.update(nargs="?", const=True, metavar="true|false")
+            if optional and "choices" in kwargs:
+                # none unsets an optional choice too (argparse checks the parsed value against the choices)
+                shown = "{" + ",".join(map(str, kwargs["choices"])) + "}"
+                kwargs.update(choices=[*kwargs["choices"], None], metavar=shown)
         title = self._titles[name]
         if title not in self._help_groups:
             self._help_groups[title] = self.add_argument_group(title)

@@ -83,6 +83,15 @@ def test_train_help_is_grouped_and_bools_take_values():
     assert (pre_ln.normalize_before, pre_ln.encoder_layers, pre_ln.decoder_layers) == (True, 4, 2)
 
 
+def test_none_unsets_every_optional_option():
+    cfg = parse_dataclass(
+        TrainConfig,
+        ["--max_minutes", "none", "--mixed_precision", "none", "--has_header", "none", "--max_steps", "3"],
+    )
+    assert (cfg.max_minutes, cfg.mixed_precision, cfg.has_header, cfg.max_steps) == (None, None, None, 3)
+    assert parse_dataclass(TrainConfig, ["--mixed_precision", "bf16"]).mixed_precision == "bf16"
+
+
 def test_a_bad_config_file_is_one_line_and_exit_2(tmp_path):
     bad = tmp_path / "run.yaml"
     bad.write_text("vocab_sise: 8000\n", encoding="utf-8")
