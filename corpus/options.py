@@ -1,13 +1,17 @@
 """`DataOptions`: which corpus to read, how, and how to split it (the one data configuration).
 
 Training's `TrainConfig` extends it, so every field is also a command-line flag of the same name: the
-``help`` and ``choices`` metadata of each field become the flag's help text and choices.
+``help`` and ``choices`` metadata of each field become the flag's help text and choices, and its range (``ge``,
+``gt``, ``le``, ``lt``) is checked by `option_problem`, the one check of a single option's value (flags, config
+files and Python alike; `training.cli` parses the flags).
 """
 
 from __future__ import annotations
 
+import math
+import operator
 import os
-from dataclasses import dataclass, field
+from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,13 +24,47 @@ from .split import group_file_for, read_groups, split_by_groups, split_corpus
 
 ON_BAD_LINE_CHOICES = ("skip", "error")
 SPLIT_BY_CHOICES = ("auto", "groups", "blocks")
+# the range of an option, as field metadata: value >= ge, > gt, <= le, < lt
+BOUNDS = {"ge": operator.ge, "gt": operator.gt, "le": operator.le, "lt": operator.lt}
+
+
+def option_range(metadata: Any) -> str:
+    """The range in an option field's ``metadata``, in words: ">= 1", "in [0, 1)", "" when it has none."""
+    low = next((k for k in ("ge", "gt") if k in metadata), None)
+    high = next((k for k in ("le", "lt") if k in metadata), None)
+    if low and high:
+        opening, closing = "[" if low == "ge" else "(", "]" if high == "le" else ")"
+        return f"in {opening}{metadata[low]}, {metadata[high]}{closing}"
+    symbols = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+    return " ".join(f"{symbols[k]} {metadata[k]}" for k in (low, high) if k)
+
+
+def option_problem(option: Field, value: Any) -> str | None:
+    """What is wrong with ``value`` for the option field ``option``, naming the flag (None: nothing): a value
+    outside its metadata's ``choices`` or range (`BOUNDS`), or a float that is not finite. None (unset) passes."""
+    metadata = option.metadata
+    if value is None:
+        return None
+    if "choices" in metadata:
+        if value in metadata["choices"]:
+            return None
+        return f"--{option.name} must be one of {', '.join(map(str, metadata['choices']))}, got {value!r}"
+    real = isinstance(value, float)
+    bounds = {k: metadata[k] for k in BOUNDS if k in metadata}
+    if (not real or math.isfinite(value)) and all(BOUNDS[k](value, b) for k, b in bounds.items()):
+        return None
+    expected = option_range(metadata) or "a finite number"
+    if real and len(bounds) == 1:
+        expected = f"a number {expected}"
+    return f"--{option.name} must be {expected}, got {value}"
 
 
 @dataclass
 class DataOptions:
     """The corpus (file or Hub dataset), how its lines become pairs, and the train/validation/test split."""
 
-    help_groups = {"data": "data options", "valid_size": "split options"}  # `--help` sections (training.cli)
+    # `--help` sections (training.cli): each title applies from the option it names to the next named one
+    help_groups = {"data": "data options", "valid_size": "split options"}
 
     data: Any = field(
         default=str(DEFAULT_DATA),
@@ -76,7 +114,8 @@ class DataOptions:
         },
     )
     max_lines: int | None = field(
-        default=None, metadata={"help": "use only the first N pairs of the corpus (a slice for smoke runs)"}
+        default=None,
+        metadata={"help": "use only the first N pairs of the corpus (a slice for smoke runs)", "ge": 1},
     )
     on_bad_line: str = field(
         default="skip",
@@ -87,11 +126,14 @@ class DataOptions:
     )
     valid_size: int = field(
         default=500,
-        metadata={"help": "validation pairs held out from the training split when the source has none"},
+        metadata={
+            "help": "validation pairs held out from the training split when the source has none",
+            "ge": 0,
+        },
     )
     test_size: int = field(
         default=1000,
-        metadata={"help": "test pairs held out from the training split when the source has none"},
+        metadata={"help": "test pairs held out from the training split when the source has none", "ge": 0},
     )
     split_by: str = field(
         default="auto",
@@ -114,7 +156,8 @@ class DataOptions:
     split_block_size: int = field(
         default=20,
         metadata={
-            "help": "with --split_by blocks: held-out pairs are random blocks of this many consecutive lines"
+            "help": "with --split_by blocks: held-out pairs are random blocks of this many consecutive lines",
+            "ge": 1,
         },
     )
     split_seed: int = field(
@@ -261,27 +304,18 @@ class DataOptions:
         )
 
     def check(self) -> list[str]:
-        """The problems of these options, each naming the flag, the bad value and what is expected (empty: none).
-        Reading the corpus can still fail on what only the data shows (e.g. too few pairs for the split)."""
-        problems = []
-        if self.on_bad_line not in ON_BAD_LINE_CHOICES:
-            problems.append(f"--on_bad_line must be 'skip' or 'error', got {self.on_bad_line!r}")
-        for name in ("valid_size", "test_size"):
-            if getattr(self, name) < 0:
-                problems.append(f"--{name} must be >= 0, got {getattr(self, name)}")
-        if self.split_by not in SPLIT_BY_CHOICES:
-            problems.append(f"--split_by must be one of {', '.join(SPLIT_BY_CHOICES)}, got {self.split_by!r}")
+        """The problems of these options, each naming the flag, the bad value and what is expected (empty: none):
+        every field's own range and choices (`option_problem`, the fields of a subclass too), then the options
+        that contradict each other. Reading the corpus can still fail on what only the data shows (e.g. too few
+        pairs for the split)."""
+        problems = [p for f in fields(self) if (p := option_problem(f, getattr(self, f.name))) is not None]
         if self.split_groups is not None and self.split_by == "blocks":
             problems.append(
                 "--split_groups is given but --split_by is 'blocks'; pass --split_by groups (or auto)"
             )
-        if self.split_block_size < 1:
-            problems.append(f"--split_block_size must be >= 1, got {self.split_block_size}")
         for name in ("train_split", "valid_split", "test_split"):
             if not getattr(self, name):
                 problems.append(f"--{name} must name a split, got an empty value")
-        if self.max_lines is not None and self.max_lines < 1:
-            problems.append(f"--max_lines must be >= 1 (or unset for the whole corpus), got {self.max_lines}")
         return problems
 
 

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import io
 import json
 import re
 import subprocess
 import sys
+import typing
 
 import pytest
 from vanilla_transformer.training import TrainConfig, train
@@ -80,6 +82,15 @@ def test_train_help_is_grouped_and_bools_take_values():
     assert (pre_ln.normalize_before, pre_ln.encoder_layers, pre_ln.decoder_layers) == (True, 4, 2)
 
 
+def test_none_unsets_every_optional_option():
+    cfg = parse_dataclass(
+        TrainConfig,
+        ["--max_minutes", "none", "--mixed_precision", "none", "--has_header", "none", "--max_steps", "3"],
+    )
+    assert (cfg.max_minutes, cfg.mixed_precision, cfg.has_header, cfg.max_steps) == (None, None, None, 3)
+    assert parse_dataclass(TrainConfig, ["--mixed_precision", "bf16"]).mixed_precision == "bf16"
+
+
 def test_a_bad_config_file_is_one_line_and_exit_2(tmp_path):
     bad = tmp_path / "run.yaml"
     bad.write_text("vocab_sise: 8000\n", encoding="utf-8")
@@ -114,6 +125,70 @@ def test_a_saved_run_configuration_reruns_the_run(tmp_path, tokenizer_dir):
     )
     assert len(first.history) == 100
     assert [h["loss"] for h in again.history] == [h["loss"] for h in first.history]
+
+
+def test_an_unknown_flag_is_refused_with_the_nearest_option(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse_dataclass(TrainConfig, ["--vocab_sise", "8000"])
+    error_lines = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+    assert exit_info.value.code == 2 and len(error_lines) == 1
+    assert "unrecognized arguments: --vocab_sise 8000 (did you mean --vocab_size?)" in error_lines[0]
+
+
+def test_a_value_out_of_range_is_refused_as_it_is_parsed_and_in_python(capsys):
+    """--grad_accum 0 stops the command before anything runs, naming the option and its range; a range that only a
+    model configuration checked (--init_std) is refused with the other options."""
+    from vanilla_transformer.training.options import check_options
+
+    with pytest.raises(SystemExit) as exit_info:
+        parse_dataclass(TrainConfig, ["--grad_accum", "0"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "argument --grad_accum: expected an integer >= 1, got '0'" in err
+    with pytest.raises(ValueError, match="--init_std must be a number > 0, got -0.5"):
+        check_options(TrainConfig(init_std=-0.5, max_steps=1))
+
+
+def _out_of_range(metadata, kind) -> tuple:
+    """(a value just outside the declared range, the bound itself, whether the bound is allowed)."""
+    step = 1 if kind is int else 0.5
+    if "ge" in metadata:
+        return metadata["ge"] - step, metadata["ge"], True
+    if "gt" in metadata:
+        return metadata["gt"] - step, metadata["gt"], False
+    return metadata["le"] + step, metadata["le"], True
+
+
+RANGED = [
+    (f.name, typing.get_type_hints(TrainConfig)[f.name])
+    for f in dataclasses.fields(TrainConfig)
+    if {"ge", "gt", "le", "lt"} & set(f.metadata)
+]
+
+
+@pytest.mark.parametrize("name, hint", RANGED, ids=[name for name, _ in RANGED])
+def test_every_declared_range_is_checked_for_flags_config_files_and_python(tmp_path, capsys, name, hint):
+    """A field's range (its metadata) refuses a value outside it as a flag, in a config file and in Python
+    (check_options), naming the option; the bound itself parses as it should."""
+    from vanilla_transformer.training.options import check_options
+
+    kind = next(t for t in (int, float) if t in (hint, *typing.get_args(hint)))
+    metadata = next(f.metadata for f in dataclasses.fields(TrainConfig) if f.name == name)
+    bad, bound, bound_allowed = _out_of_range(metadata, kind)
+    with pytest.raises(ValueError, match=f"--{name} must be "):
+        check_options(TrainConfig(**{"max_steps": 1, name: bad}))
+    with pytest.raises(SystemExit):
+        parse_dataclass(TrainConfig, [f"--{name}", str(bad)])
+    assert f"argument --{name}: expected " in capsys.readouterr().err
+    config = tmp_path / "run.yaml"
+    config.write_text(f"{name}: {bad}\n", encoding="utf-8")
+    with pytest.raises(SystemExit):
+        parse_dataclass(TrainConfig, ["--config", str(config)])
+    assert f"{name}: expected " in capsys.readouterr().err
+    if bound_allowed:
+        assert getattr(parse_dataclass(TrainConfig, [f"--{name}", str(bound)]), name) == bound
+    else:
+        with pytest.raises(SystemExit):
+            parse_dataclass(TrainConfig, [f"--{name}", str(bound)])
 
 
 def test_report_to_names_accelerate_trackers(monkeypatch):
@@ -181,8 +256,8 @@ def test_config_file_values_parse_like_their_flags(tmp_path, line, field, value)
     [
         ("max_steps: -3", "max_steps: expected an integer >= 1 or none, got -3"),
         ("max_steps: 2.5", "max_steps: expected an integer >= 1 or none, got 2.5"),
-        ("grad_accum: null", "grad_accum: expected an integer, got null"),
-        ("label_smoothing: high", "label_smoothing: expected a number, got 'high'"),
+        ("grad_accum: null", "grad_accum: expected an integer >= 1, got null"),
+        ("label_smoothing: high", "label_smoothing: expected a number in [0, 1), got 'high'"),
         ("export: maybe", "export: expected true or false, got 'maybe'"),
         ("export_at_minutes: {25: 60}", "export_at_minutes: expected a list (or a ','-separated string)"),
         ("max_minutes: [25, 60]", "max_minutes: expected a number >= 0 or none, got [25, 60]"),

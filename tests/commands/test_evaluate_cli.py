@@ -224,7 +224,6 @@ def test_evaluate_decodes_with_the_generation_config_and_scores_chinese_with_the
         (("--tokenize", "bogus"), "sacreBLEU tokeniser 'bogus' does not exist"),
         (("--limit", "0"), "--limit must be >= 1, got 0"),
         (("--batch_size", "0"), "--batch_size must be >= 1, got 0"),
-        (("--split_block_size", "0"), "--split_block_size must be >= 1, got 0"),
     ],
 )
 def test_bad_input_is_exit_2_and_one_line(zh_target_model, tmp_path, capsys, args, expected):
@@ -243,6 +242,15 @@ def test_a_bad_decoding_value_is_an_argparse_error_with_its_rules_message(capsys
         load_evaluate_script().main(["--model", "x", "--num_beams", "0"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "argument --num_beams: num_beams=0 is invalid" in err
+
+
+def test_a_corpus_option_out_of_its_range_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        load_evaluate_script().main(["--model", "x", "--split_block_size", "0"])
+    err = capsys.readouterr().err
+    assert (
+        exit_info.value.code == 2 and "argument --split_block_size: expected an integer >= 1, got '0'" in err
+    )
 
 
 def test_unknown_split_is_an_argparse_error(capsys):

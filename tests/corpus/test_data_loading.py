@@ -155,7 +155,7 @@ def test_data_options_are_the_flags_of_the_corpus(tmp_path):
     assert {k: splits[k]["source"] for k in splits} == {k: expected[k]["source"] for k in expected}
     assert report.skipped_bad_lines == 1
     problems = DataOptions(on_bad_line="drop", valid_size=-1, split_block_size=0, max_lines=0).check()
-    assert len(problems) == 4 and "--on_bad_line must be 'skip' or 'error', got 'drop'" in problems
+    assert len(problems) == 4 and "--on_bad_line must be one of skip, error, got 'drop'" in problems
     with pytest.raises(ValueError, match="line 41: no tab"):
         DataOptions(data=str(tsv), on_bad_line="error").load_splits()
 

@@ -274,4 +274,4 @@ def test_quality_study_config_files_parse_like_its_flags(tmp_path):
     with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_info:
         parse_dataclass(QualityConfig, ["--config", str(config)])
     assert exit_info.value.code == 2
-    assert f"--config {str(config)!r}: budget_minutes: expected a number, got 'soon'" in err.getvalue()
+    assert f"--config {str(config)!r}: budget_minutes: expected a number > 0, got 'soon'" in err.getvalue()

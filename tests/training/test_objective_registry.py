@@ -66,3 +66,10 @@ def test_an_unknown_objective_is_refused_with_the_choices(reverse):
         check_options(small_run("out", objective="copy", max_steps=1))
     with pytest.raises(ValueError, match="'reverse' is registered already"):
         register_objective(type("Other", (Reverse,), {}))
+
+
+def test_a_registered_objective_is_a_choice_of_the_command_line(reverse):
+    from vanilla_transformer.training import TrainConfig
+    from vanilla_transformer.training.cli import parse_dataclass
+
+    assert parse_dataclass(TrainConfig, ["--objective", "reverse"]).objective == "reverse"

@@ -49,11 +49,6 @@ class Objective:
         return cls()
 
     @classmethod
-    def option_problems(cls, options: Any) -> list[str]:
-        """Problems with this objective's own options (checked for every objective, whichever a run trains)."""
-        return []
-
-    @classmethod
     def conflicts(cls, options: Any) -> list[str]:
         """Options of a run of this objective that its model or its examples cannot use."""
         problems = []

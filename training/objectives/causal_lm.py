@@ -41,14 +41,6 @@ class CausalLM(Objective):
     def from_options(cls, options) -> CausalLM:
         return cls(options.causal_lm_data)
 
-    @classmethod
-    def option_problems(cls, options) -> list[str]:
-        if options.causal_lm_data not in CAUSAL_LM_DATA:
-            return [
-                f"--causal_lm_data must be one of {', '.join(CAUSAL_LM_DATA)}, got {options.causal_lm_data!r}"
-            ]
-        return []
-
     @property
     def pairs(self) -> bool:
         return self.data == "pairs"

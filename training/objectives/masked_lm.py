@@ -34,12 +34,6 @@ class MaskedLM(Objective):
     def from_options(cls, options) -> MaskedLM:
         return cls(options.mlm_probability)
 
-    @classmethod
-    def option_problems(cls, options) -> list[str]:
-        if not 0.0 < options.mlm_probability < 1.0:
-            return [f"--mlm_probability must be in (0, 1), got {options.mlm_probability}"]
-        return []
-
     def for_tokenizer(self, tokenizer) -> MaskedLM:
         from transformers import DataCollatorForLanguageModeling
 

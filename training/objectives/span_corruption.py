@@ -35,15 +35,6 @@ class SpanCorruption(Objective):
     def from_options(cls, options) -> SpanCorruption:
         return cls(options.noise_density, options.mean_noise_span_length)
 
-    @classmethod
-    def option_problems(cls, options) -> list[str]:
-        problems = []
-        if not 0.0 < options.noise_density < 1.0:
-            problems.append(f"--noise_density must be in (0, 1), got {options.noise_density}")
-        if not options.mean_noise_span_length >= 1.0:
-            problems.append(f"--mean_noise_span_length must be >= 1, got {options.mean_noise_span_length}")
-        return problems
-
     def for_tokenizer(self, tokenizer) -> SpanCorruption:
         from vanilla_transformer.tokenizer.bpe import sentinel_token_ids
 

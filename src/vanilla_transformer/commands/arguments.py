@@ -23,13 +23,19 @@ TORCH_DTYPE_HELP = (
 )
 
 
-def command_parser(command: str, doc: str) -> argparse.ArgumentParser:
-    """The parser of ``vanilla-transformer COMMAND``; --help prints ``doc`` (the command module's docstring)."""
-    return argparse.ArgumentParser(
+def command_parser(command: str, doc: str, options: type | None = None) -> argparse.ArgumentParser:
+    """The parser of ``vanilla-transformer COMMAND``; --help prints ``doc`` (the command module's docstring). With
+    ``options`` (a dataclass), every field of it is a flag too (`training.cli.OptionParser`)."""
+    kwargs: dict[str, Any] = dict(
         prog=f"vanilla-transformer {command}",
         description=doc,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    if options is None:
+        return argparse.ArgumentParser(**kwargs)
+    from vanilla_transformer.training.cli import OptionParser
+
+    return OptionParser(options, **kwargs)
 
 
 def add_model_arguments(

@@ -43,7 +43,6 @@ from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_split
 from vanilla_transformer.inference.engines import ENGINE_NAMES, load_engine
 from vanilla_transformer.modeling import check_generation_arguments
 from vanilla_transformer.training import TrainConfig
-from vanilla_transformer.training.cli import add_dataclass_arguments
 from vanilla_transformer.training.run_dir import OPTIONS_FILE, RunDir
 from vanilla_transformer.training.validation import LENGTH_CAP
 
@@ -56,7 +55,8 @@ _UNSET = object()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = command_parser("evaluate", __doc__)
+    # the corpus and split: a flag given here, else the run's saved option, else the field's default
+    p = command_parser("evaluate", __doc__, DataOptions)
     add_model_arguments(
         p,
         "saved model folder (with its tokenizer) or Hub repo id",
@@ -101,8 +101,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--output", default=None, help="write the hypotheses (one per line) to this file")
     p.add_argument("--json", default=None, help="write the scores and settings as JSON to this file")
-    # the corpus and split: default the run's saved options, else these
-    add_dataclass_arguments(p, DataOptions)
     p.set_defaults(**{f.name: _UNSET for f in dataclasses.fields(DataOptions)})
     return p.parse_args(argv)
 
