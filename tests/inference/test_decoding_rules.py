@@ -9,11 +9,13 @@ evaluate` and the server, and what the exported engines' runtimes decode with.""
 from __future__ import annotations
 
 import pytest
-from conftest import MAX_POSITIONS, tiny_model, tiny_tokenizer
+from conftest import MAX_POSITIONS, tiny_family_config, tiny_model, tiny_tokenizer
 from helpers.shared import run_main
 from vanilla_transformer.modeling import (
     DEFAULT_LENGTH_PENALTY,
+    VanillaDecoderOnlyConfig,
     VanillaTransformerForConditionalGeneration,
+    causal_lm_generation_config,
     save_with_remote_code,
 )
 
@@ -89,9 +91,13 @@ def test_rope_sources_are_never_truncated_and_table_positions_still_are(
     # the pipeline, translate, the CLI (and the server with RoPE)
     assert [call["source_length"] for call in generate_calls] == [expected] * (3 + rope)
     assert outcome["cli"][0] == 0 and outcome["server"] == (200 if rope else 422)
-    # the default max_new_tokens: 256 without a position table, else inside it
+    # the default max_new_tokens: 256 without a position table, else inside it (a causal LM: half of it)
     fresh = VanillaTransformerForConditionalGeneration(model.config).generation_config.max_new_tokens
     assert fresh == (256 if rope else MAX_POSITIONS - 1)
+    causal = tiny_family_config(
+        VanillaDecoderOnlyConfig, "decoder", MAX_POSITIONS, vocab_size=97, position_encoding=position_encoding
+    )
+    assert causal_lm_generation_config(causal).max_new_tokens == (256 if rope else MAX_POSITIONS // 2)
     from vanilla_transformer.inference import translate
 
     generate_calls.clear()
@@ -123,11 +129,11 @@ def test_every_entry_point_decodes_with_the_default_length_penalty(
     assert len(generate_calls) == 6
     assert {call["length_penalty"] for call in generate_calls} == {DEFAULT_LENGTH_PENALTY}
 
+    from vanilla_transformer.inference import engine_onnx
     from vanilla_transformer.inference.engines import DecodingOptions
-    from vanilla_transformer.inference.onnx_decoding import resolve_decoding
 
     # the ONNX Runtime translator's settings for generate_ids(ids, num_beams=4)
-    onnx = resolve_decoding(model.generation_config, **vars(DecodingOptions(num_beams=4)))
+    onnx = engine_onnx.resolve_decoding(model.generation_config, **vars(DecodingOptions(num_beams=4)))
     assert onnx.length_penalty == DEFAULT_LENGTH_PENALTY
     pytest.importorskip("ctranslate2")
     from vanilla_transformer.export.ct2 import export_ct2
