@@ -62,5 +62,4 @@ class TrainResult:
     length_penalty: float | None = (
         None  # used for the test split and written to the exported generation config
     )
-    length_penalty_search: list[dict] = field(default_factory=list)  # validation BLEU/chrF per candidate
     exports: list[dict] = field(default_factory=list)  # the --export_at_minutes models
