@@ -302,9 +302,9 @@ def test_resume_takes_new_budget_logging_and_checkpoint_options(one_update_run, 
     assert [p.name for p in (tmp_path / "run" / "checkpoints").glob("checkpoint-*")] == ["checkpoint-3"]
 
 
-def test_a_run_saved_with_the_length_penalty_search_resumes(one_update_run, tmp_path):
-    """A run folder written when training could search the length penalty on validation (its checkpoint's state,
-    options and recipe hold the search's keys) resumes: keys that are no longer fields are ignored."""
+def test_a_run_folder_whose_saved_state_has_unknown_keys_resumes(one_update_run, tmp_path):
+    """Keys of the checkpoint's state, the saved options and the saved recipe that are not fields (here those of a
+    length-penalty search on validation, which other versions of the code saved) are ignored on resume."""
     from vanilla_transformer.training.checkpoint import write_manifest
 
     folder, options = one_update_run
