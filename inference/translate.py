@@ -8,15 +8,14 @@ are not sent to the model and give empty outputs. Non-empty texts are sorted by 
 translated in batches of `batch_size`, and put back in input order. Sources longer than the model accepts
 (`modeling.max_source_length`: its position limit, none with RoPE, and the tokenizer's ``model_max_length``) are
 truncated, with one warning that gives the count. ``max_new_tokens`` is lowered to the position limit
-(`modeling.position_limit`). With
-``max_len_a`` a batch generates at most ``min(max_new_tokens, max_len_a * longest_source + max_len_b)`` tokens
-(fairseq's ``--max-len-a``/``--max-len-b``; lengths in tokens, ``</s>`` included), which bounds the time spent
-on an untrained model. Whitespace runs in outputs become one space, so an output never contains a newline or
-a tab of its own.
+(`modeling.position_limit`). With ``max_len_a`` a batch generates at most ``min(max_new_tokens, max_len_a *
+longest_source + max_len_b)`` tokens (fairseq's ``--max-len-a``/``--max-len-b``; lengths in tokens, ``</s>``
+included), which bounds the time spent on an untrained model. Whitespace runs in outputs become one space, so
+an output never contains a newline or a tab of its own.
 
 Decoding options not given (or given as None) come from ``model.generation_config``; for this project's
-models that is `modeling.default_generation_config` (the paper's beam 4, `modeling.DEFAULT_LENGTH_PENALTY`). With one
-beam, the beam-only options ``length_penalty`` and ``early_stopping`` are not passed on (they change
+models that is `modeling.default_generation_config` (the paper's beam 4, `modeling.DEFAULT_LENGTH_PENALTY`).
+With one beam, the beam-only options ``length_penalty`` and ``early_stopping`` are not passed on (they change
 nothing). Out-of-range options raise `ValueError` (`modeling.check_generation_arguments`) before anything is
 translated, and so does a tokenizer that does not match the model
 (`inference.loading.check_tokenizer_matches_model`).

@@ -64,8 +64,9 @@ class TranslationPipeline(Pipeline):
 
     Call-time options: `truncation` (default True: sources longer than `max_length` are cut) and `max_length`
     (default `max_source_length`: the model's position limit, none with rotary positions, and the tokenizer's
-    `model_max_length`, as `inference.translate` and the server use), `num_beams`, `length_penalty`, `max_new_tokens`, `do_sample`, `temperature`,
-    `top_k`, `top_p`, `num_return_sequences` and any other `generate()` keyword; `clean_up_tokenization_spaces`.
+    `model_max_length`, as `inference.translate` and the server use), `num_beams`, `length_penalty`,
+    `max_new_tokens`, `do_sample`, `temperature`, `top_k`, `top_p`, `num_return_sequences` and any other
+    `generate()` keyword; `clean_up_tokenization_spaces`.
     """
 
     _load_processor = False
