@@ -8,6 +8,8 @@ evaluate` and the server, and what the exported engines' runtimes decode with.""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from conftest import MAX_POSITIONS, tiny_family_config, tiny_model, tiny_tokenizer
 from helpers.shared import run_main
@@ -51,7 +53,7 @@ def generate_calls(monkeypatch) -> list[dict]:
     return calls
 
 
-def entry_points(model, tokenizer, folder, monkeypatch, capsys, text: str, **decoding) -> dict[str, object]:
+def entry_points(model, tokenizer, folder, monkeypatch, capsys, text: str, **decoding) -> dict[str, Any]:
     """Translate ``text`` through each torch entry point with the ``decoding`` options given in their own form:
     name -> the outcome (the pipeline's, translate()'s and the CLI's output; the server's HTTP status)."""
     from helpers.serving import post, served_app
@@ -60,8 +62,10 @@ def entry_points(model, tokenizer, folder, monkeypatch, capsys, text: str, **dec
     from vanilla_transformer.serving import start_in_thread
 
     flags = [f"--{name}={value}" for name, value in decoding.items()]
+    # transformers' pipeline() overloads list only its own tasks; "translation" is the one this package registers
+    translator = pipeline("translation", model=model, tokenizer=tokenizer)  # pyright: ignore[reportCallIssue, reportArgumentType]
     outcome = {
-        "pipeline": pipeline("translation", model=model, tokenizer=tokenizer)(text, **decoding),
+        "pipeline": translator(text, **decoding),
         "translate": translate(model, tokenizer, [text], **decoding),
         "cli": run_main(monkeypatch, capsys, "--model", str(folder), *flags, stdin=text + "\n")[:2],
     }
