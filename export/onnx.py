@@ -303,12 +303,14 @@ def name_axes(path: Path, axes: dict[tuple[str, int], str]) -> None:
 def readme(config: VanillaTransformerConfig) -> str:
     """The body of an exported folder's README.md (`export.model_card.engine_folder_card` adds the metadata and
     how to serve it): what the files are and how to run them."""
+    from vanilla_transformer.modeling import position_limit
+
     layers, heads = config.decoder_layers, config.decoder_attention_heads
     head_dim = config.d_model // heads
     # the decoder input holds the start token and the generated ones: stay inside the position table
-    rope = config.position_encoding == "rope"
-    steps = 256 if rope else min(256, config.max_position_embeddings - 1)
-    truncation = "" if rope else f", truncation=True, max_length={config.max_position_embeddings}"
+    limit = position_limit(config)
+    steps = 256 if limit is None else min(256, limit - 1)
+    truncation = "" if limit is None else f", truncation=True, max_length={limit}"
     return f"""# ONNX export of a vanilla_transformer translation model
 
 Exported with `vanilla-transformer export --engine onnx` (opset {OPSET}) in the layout of optimum and

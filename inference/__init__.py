@@ -27,7 +27,7 @@ from .scoring import (
     metric_path,
     score_translations,
 )
-from .translate import max_source_length, position_limit, translate, translate_lines, translate_nbest
+from .translate import translate, translate_lines, translate_nbest
 
 __all__ = [
     "AttentionMap",
@@ -41,10 +41,8 @@ __all__ = [
     "length_stats",
     "load_metric",
     "load_model_and_tokenizer",
-    "max_source_length",
     "metric_path",
     "plot_attention",
-    "position_limit",
     "resolve_device",
     "score_translations",
     "tick_labels",

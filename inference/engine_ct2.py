@@ -25,11 +25,11 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from vanilla_transformer.modeling import position_limit
+
 from .engines import CT2_MODEL_CONFIG_FILE, DecodingOptions, EngineTranslator, check_refused
-from .translate import position_limit
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig, PreTrainedTokenizerBase
@@ -119,20 +119,20 @@ class CT2Translator(EngineTranslator):
                 max_new_tokens = config.max_length - 1  # the decoder input starts with one token
         if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise ValueError(f"max_new_tokens={max_new_tokens!r} is invalid: expected an integer >= 1")
-        limit = position_limit(SimpleNamespace(config=self.config))
+        limit = position_limit(self.config)
         if limit is not None and max_new_tokens > limit:
             logger.warning(
                 "max_new_tokens=%d exceeds max_position_embeddings=%d; using %d", max_new_tokens, limit, limit
             )
             max_new_tokens = limit
         suppress = [[i] for i in config.suppress_tokens or []] + [list(s) for s in config.bad_words_ids or []]
+        length_penalty = config.length_penalty if options.length_penalty is None else options.length_penalty
         return dict(
             beam_size=num_beams,
             patience=1,
             num_hypotheses=num_return_sequences,
-            length_penalty=options.length_penalty
-            if num_beams > 1
-            else 0.0,  # greedy: the plain sum of log-probs
+            # greedy: the plain sum of log-probs
+            length_penalty=length_penalty if num_beams > 1 else 0.0,
             max_decoding_length=max_new_tokens,
             min_decoding_length=config.min_new_tokens or 0,
             max_input_length=0,  # sources are truncated by translate(), like inference.translate

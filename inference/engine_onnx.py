@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from vanilla_transformer.modeling import position_limit
 
 from .engines import (
     ONNX_CACHE_BRANCH,
@@ -45,7 +46,6 @@ from .engines import (
     check_refused,
     onnx_graph_files,
 )
-from .translate import position_limit
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig, PreTrainedTokenizerBase
@@ -267,7 +267,7 @@ class OnnxTranslator(EngineTranslator):
         if not input_ids or any(len(ids) == 0 for ids in input_ids):
             raise ValueError("input_ids must hold at least one source, each with at least one token (</s>)")
         width = max(len(ids) for ids in input_ids)
-        limit = position_limit(self)
+        limit = position_limit(self.config)
         if limit is not None and width > limit:
             raise ValueError(
                 f"a source has {width} tokens but the model accepts at most {limit} (max_position_embeddings); "
@@ -292,7 +292,7 @@ class OnnxTranslator(EngineTranslator):
             raise ValueError(
                 f"token ids {bad} of the generation config are outside the vocabulary [0, {vocab})"
             )
-        limit = position_limit(self)
+        limit = position_limit(self.config)
         if limit is not None and decoding.max_new_tokens > limit:
             raise ValueError(
                 f"max_new_tokens={decoding.max_new_tokens} exceeds the decoder's {limit} positions "

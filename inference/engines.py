@@ -27,11 +27,11 @@ from typing import Any
 @dataclass(frozen=True)
 class DecodingOptions:
     """The decoding options an engine runtime takes per call (``generate_ids(input_ids, **options)``), with the
-    runtimes' defaults: greedy, no length penalty, the folder's generation config's length limit (None), one
+    runtimes' defaults: greedy, the folder's generation config's length penalty and length limit (None), one
     hypothesis per source. Every other setting comes from the folder's generation config."""
 
     num_beams: int = 1
-    length_penalty: float = 1.0
+    length_penalty: float | None = None
     max_new_tokens: int | None = None
     num_return_sequences: int = 1
 
@@ -243,8 +243,6 @@ class EngineModel:
         rows = [ids[mask.bool()].tolist() for ids, mask in zip(input_ids, attention_mask)]
         options = {k: v for k, v in kwargs.items() if v is not None}
         options.setdefault("num_beams", self.generation_config.num_beams)
-        if options["num_beams"] > 1:
-            options.setdefault("length_penalty", self.generation_config.length_penalty)
         nbest = self.translator.generate_ids(rows, **options)
         start = self.config.decoder_start_token_id
         flat = [[start, *hyp] for hyps in nbest for hyp in hyps]

@@ -5,17 +5,17 @@
 `translate_nbest` is the loop; `translate` (one hypothesis per text) and `translate_lines` (n-best joined by
 tabs, for the CLI) are views of it. All three return outputs in input order. Empty (or whitespace-only) texts
 are not sent to the model and give empty outputs. Non-empty texts are sorted by token length (longest first),
-translated in batches of `batch_size`, and put back in input order. Sources longer than the model accepts (its
-``max_position_embeddings`` unless positions are RoPE, and the tokenizer's ``model_max_length``) are
-truncated, with one warning that gives the count. ``max_new_tokens`` is lowered to the position limit. With
-``max_len_a`` a batch generates at most ``min(max_new_tokens, max_len_a * longest_source + max_len_b)`` tokens
-(fairseq's ``--max-len-a``/``--max-len-b``; lengths in tokens, ``</s>`` included), which bounds the time spent
-on an untrained model. Whitespace runs in outputs become one space, so an output never contains a newline or
-a tab of its own.
+translated in batches of `batch_size`, and put back in input order. Sources longer than the model accepts
+(`modeling.max_source_length`: its position limit, none with RoPE, and the tokenizer's ``model_max_length``) are
+truncated, with one warning that gives the count. ``max_new_tokens`` is lowered to the position limit
+(`modeling.position_limit`). With ``max_len_a`` a batch generates at most ``min(max_new_tokens, max_len_a *
+longest_source + max_len_b)`` tokens (fairseq's ``--max-len-a``/``--max-len-b``; lengths in tokens, ``</s>``
+included), which bounds the time spent on an untrained model. Whitespace runs in outputs become one space, so
+an output never contains a newline or a tab of its own.
 
 Decoding options not given (or given as None) come from ``model.generation_config``; for this project's
-models that is `modeling.default_generation_config` (the paper's beam 4, length penalty 0.6). With one
-beam, the beam-only options ``length_penalty`` and ``early_stopping`` are not passed on (they change
+models that is `modeling.default_generation_config` (the paper's beam 4, `modeling.DEFAULT_LENGTH_PENALTY`).
+With one beam, the beam-only options ``length_penalty`` and ``early_stopping`` are not passed on (they change
 nothing). Out-of-range options raise `ValueError` (`modeling.check_generation_arguments`) before anything is
 translated, and so does a tokenizer that does not match the model
 (`inference.loading.check_tokenizer_matches_model`).
@@ -34,26 +34,7 @@ if TYPE_CHECKING:  # torch and transformers are imported where used, so that bad
 
 logger = logging.getLogger(__name__)
 
-_NO_LIMIT = 10**6  # tokenizers without a real maximum report model_max_length as ~1e30
 _BEAM_ONLY = ("length_penalty", "early_stopping")  # meaningless with one beam (transformers warns if given)
-
-
-def position_limit(model: PreTrainedModel) -> int | None:
-    """The model's ``max_position_embeddings``, or None when it has none or uses RoPE (no position table)."""
-    config = model.config
-    limit = getattr(config, "max_position_embeddings", None)
-    if getattr(config, "position_encoding", None) == "rope" or not limit:
-        return None
-    return int(limit)
-
-
-def max_source_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int | None:
-    """Longest source (in tokens, special tokens included) that the model and tokenizer accept, or None."""
-    limits = [position_limit(model)]
-    if tokenizer.model_max_length and tokenizer.model_max_length < _NO_LIMIT:
-        limits.append(int(tokenizer.model_max_length))
-    limits = [limit for limit in limits if limit is not None]
-    return min(limits) if limits else None
 
 
 def translate_nbest(
@@ -74,7 +55,7 @@ def translate_nbest(
     the empty lines, if any), so the calls add up to ``len(lines)``. The model is in eval mode while it
     translates and gets its training mode back afterwards."""
     import torch
-    from vanilla_transformer.modeling import check_generation_arguments
+    from vanilla_transformer.modeling import check_generation_arguments, max_source_length
 
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")
@@ -99,7 +80,7 @@ def translate_nbest(
     if not todo:
         return results
 
-    limit = max_source_length(model, tokenizer)
+    limit = max_source_length(model.config, tokenizer)
     encoded = tokenizer([lines[i] for i in todo], add_special_tokens=True)["input_ids"]
     too_long = [k for k, ids in enumerate(encoded) if limit is not None and len(ids) > limit]
     if too_long:
@@ -202,8 +183,10 @@ def translate_lines(
 def _capped_max_new_tokens(model: PreTrainedModel, generate_kwargs: dict[str, Any]) -> int | None:
     """The max_new_tokens to use: the given one, else the generation config's, lowered to the decoder's
     position limit (a longer output would fail mid-generation); None when neither sets one."""
+    from vanilla_transformer.modeling import position_limit
+
     wanted = generate_kwargs.get("max_new_tokens", model.generation_config.max_new_tokens)
-    limit = position_limit(model)
+    limit = position_limit(model.config)
     if wanted is not None and limit is not None and wanted > limit:
         logger.warning("max_new_tokens=%d exceeds max_position_embeddings=%d; using %d", wanted, limit, limit)
         return limit

@@ -18,10 +18,16 @@ from transformers import (
 )
 from transformers.pipelines import PIPELINE_REGISTRY
 
+from .checks_vanilla_transformer import max_source_length, position_limit
 from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig
 from .configuration_vanilla_encoder_only import VanillaEncoderOnlyConfig
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .decoding_vanilla_transformer import DECODING_OPTIONS, DecodingOption, check_generation_arguments
+from .decoding_vanilla_transformer import (
+    DECODING_OPTIONS,
+    DEFAULT_LENGTH_PENALTY,
+    DecodingOption,
+    check_generation_arguments,
+)
 from .export import save_with_remote_code
 from .kernels_vanilla_transformer import (
     IGNORE_INDEX,
@@ -78,6 +84,7 @@ if TASK not in PIPELINE_REGISTRY.supported_tasks:
 
 __all__ = [
     "DECODING_OPTIONS",
+    "DEFAULT_LENGTH_PENALTY",
     "IGNORE_INDEX",
     "DecodingOption",
     "TranslationPipeline",
@@ -99,6 +106,8 @@ __all__ = [
     "cpu_inference_gemm",
     "cpu_vendor",
     "default_generation_config",
+    "max_source_length",
+    "position_limit",
     "release_cpu_inference_weights",
     "save_with_remote_code",
     "set_cpu_inference_gemm",

@@ -11,7 +11,7 @@ from) the source mask once per generate() call instead of once per decoding step
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -79,13 +79,40 @@ def check_token_mask(mask: torch.Tensor, ids_shape: torch.Size, name: str) -> No
             )
 
 
+# tokenizers without a real maximum report model_max_length as ~1e30
+_NO_TOKENIZER_LIMIT = 10**6
+
+
+def position_limit(config: Any) -> int | None:
+    """The most positions a sequence of the model may have: `max_position_embeddings`, or None with rotary
+    positions (`position_encoding="rope"`: no table, no limit) or a config without the field. Every length rule
+    (input checks, truncation, the default and the cap of `max_new_tokens`) reads it here; any transformers
+    config is accepted (Marian's, for example, has sinusoidal positions and a limit)."""
+    limit = getattr(config, "max_position_embeddings", None)
+    if getattr(config, "position_encoding", None) == "rope" or not limit:
+        return None
+    return int(limit)
+
+
+def max_source_length(config: Any, tokenizer: Any) -> int | None:
+    """The longest source (in tokens, special tokens included) that the model of `config` and `tokenizer` accept:
+    the smaller of `position_limit` and the tokenizer's `model_max_length`; None when neither sets one. Sources are
+    truncated to it by the translation pipeline and `inference.translate`, and the server refuses longer ones."""
+    limits = [position_limit(config)]
+    tokenizer_limit = getattr(tokenizer, "model_max_length", None)
+    if tokenizer_limit and tokenizer_limit < _NO_TOKENIZER_LIMIT:
+        limits.append(int(tokenizer_limit))
+    limits = [limit for limit in limits if limit is not None]
+    return min(limits) if limits else None
+
+
 def check_length(length: int, config: VanillaTransformerConfig, name: str) -> None:
-    """Sequences longer than the position table are an error (RoPE has no table and no limit)."""
-    if config.position_encoding != "rope" and length > config.max_position_embeddings:
+    """Sequences longer than `position_limit` are an error (RoPE has no table and no limit)."""
+    limit = position_limit(config)
+    if limit is not None and length > limit:
         raise ValueError(
             f"{name} has {length} positions but the model supports at most max_position_embeddings="
-            f"{config.max_position_embeddings}; truncate the input (tokenizer(..., truncation=True, "
-            f"max_length={config.max_position_embeddings})) or split it"
+            f"{limit}; truncate the input (tokenizer(..., truncation=True, max_length={limit})) or split it"
         )
 
 
@@ -214,7 +241,7 @@ def check_position_ids(
         )
     if torch.compiler.is_compiling():
         return
-    limit = config.max_position_embeddings if config.position_encoding != "rope" else None
+    limit = position_limit(config)
     low, high = (int(v) for v in torch.aminmax(position_ids))
     if low < 0 or (limit is not None and high >= limit):
         raise ValueError(

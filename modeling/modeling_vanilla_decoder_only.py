@@ -40,6 +40,7 @@ from .checks_vanilla_transformer import (
     check_inputs,
     check_labels,
     input_shape,
+    position_limit,
 )
 from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig
 from .decoding_vanilla_transformer import check_generation_arguments
@@ -165,17 +166,19 @@ class VanillaDecoderOnlyModel(VanillaDecoderOnlyPreTrainedModel, VanillaTransfor
 
 
 def causal_lm_generation_config(config: VanillaDecoderOnlyConfig) -> GenerationConfig:
-    """Decoding defaults of a causal LM: greedy, up to 256 new tokens (at most half the position table), never
-    emitting pad or (when it differs from eos) bos. Sampling and beam search are arguments of generate()."""
+    """Decoding defaults of a causal LM: greedy, up to 256 new tokens (at most half the position table,
+    `position_limit`), never emitting pad or (when it differs from eos) bos. Sampling and beam search are arguments
+    of generate()."""
     suppress = sorted(
         ({config.pad_token_id} if config.pad_token_id is not None else set())
         | ({config.bos_token_id} if config.bos_token_id not in (None, config.eos_token_id) else set())
     )
+    limit = position_limit(config)
     return GenerationConfig(
         bos_token_id=config.bos_token_id,
         eos_token_id=config.eos_token_id,
         pad_token_id=config.pad_token_id,
-        max_new_tokens=min(256, max(1, config.max_position_embeddings // 2)),
+        max_new_tokens=256 if limit is None else min(256, max(1, limit // 2)),
         suppress_tokens=suppress or None,
     )
 

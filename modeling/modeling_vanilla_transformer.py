@@ -65,9 +65,10 @@ from .checks_vanilla_transformer import (
     check_token_mask,
     check_token_type_ids,
     input_shape,
+    position_limit,
 )
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .decoding_vanilla_transformer import check_generation_arguments
+from .decoding_vanilla_transformer import DEFAULT_LENGTH_PENALTY, check_generation_arguments
 from .kernels_vanilla_transformer import (
     IGNORE_INDEX,
     Linear,
@@ -749,24 +750,26 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
 
 
 def default_generation_config(config: VanillaTransformerConfig) -> GenerationConfig:
-    """The paper's decoding (beam 4, length penalty 0.6) with ids from the config; never emits pad or bos.
+    """The paper's beam 4 with `DEFAULT_LENGTH_PENALTY` and ids from the config; never emits pad or bos; at most
+    256 new tokens, fewer when the position table is shorter (`position_limit`).
 
     `length_penalty` follows transformers: a finished hypothesis scores sum(log p) / length ** length_penalty
-    (not GNMT's ((5 + length) / 6) ** alpha)."""
+    (not GNMT's ((5 + length) / 6) ** alpha, with which the paper's 0.6 was chosen)."""
     suppress = sorted(
         {config.pad_token_id}
         | ({config.bos_token_id} if config.bos_token_id not in (None, config.eos_token_id) else set())
     )
+    limit = position_limit(config)
     return GenerationConfig(
         decoder_start_token_id=config.decoder_start_token_id,
         bos_token_id=config.bos_token_id,
         eos_token_id=config.eos_token_id,
         pad_token_id=config.pad_token_id,
         num_beams=4,
-        length_penalty=0.6,
+        length_penalty=DEFAULT_LENGTH_PENALTY,
         early_stopping=True,
         # the decoder input holds the start token plus the generated ones: stay inside the position table
-        max_new_tokens=min(256, config.max_position_embeddings - 1),
+        max_new_tokens=256 if limit is None else min(256, limit - 1),
         suppress_tokens=suppress,
     )
 

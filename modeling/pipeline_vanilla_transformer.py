@@ -19,6 +19,8 @@ from typing import Any
 import transformers.pipelines
 from transformers import Pipeline
 
+from .checks_vanilla_transformer import max_source_length
+
 TASK = "translation"
 
 
@@ -61,8 +63,10 @@ class TranslationPipeline(Pipeline):
     transformers' own translation pipeline returned), or one such list per text when `num_return_sequences` > 1.
 
     Call-time options: `truncation` (default True: sources longer than `max_length` are cut) and `max_length`
-    (default the model's maximum), `num_beams`, `length_penalty`, `max_new_tokens`, `do_sample`, `temperature`,
-    `top_k`, `top_p`, `num_return_sequences` and any other `generate()` keyword; `clean_up_tokenization_spaces`.
+    (default `max_source_length`: the model's position limit, none with rotary positions, and the tokenizer's
+    `model_max_length`, as `inference.translate` and the server use), `num_beams`, `length_penalty`,
+    `max_new_tokens`, `do_sample`, `temperature`, `top_k`, `top_p`, `num_return_sequences` and any other
+    `generate()` keyword; `clean_up_tokenization_spaces`.
     """
 
     _load_processor = False
@@ -105,7 +109,7 @@ class TranslationPipeline(Pipeline):
                 f"the translation pipeline takes a string or a list of strings, got {type(text).__name__}"
             )
         if max_length is None:
-            max_length = getattr(self.model.config, "max_position_embeddings", None)
+            max_length = max_source_length(self.model.config, self.tokenizer)
         truncation = truncation and max_length is not None
         return self.tokenizer(
             text, return_tensors="pt", truncation=truncation, max_length=max_length if truncation else None

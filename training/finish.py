@@ -1,12 +1,9 @@
-"""The end of a run (main process): the length penalty (fixed, or chosen on validation), the test score, and the
-export of the model folder with ``eval_results.json`` and a model card.
+"""The end of a run (main process): the test score and the export of the model folder with ``eval_results.json``
+and a model card.
 
-* Length penalty (transformers': a finished hypothesis scores ``sum(log p) / length ** alpha``):
-  ``--length_penalty``, by default 1.0 (`training.options.DEFAULT_LENGTH_PENALTY`); or, with
-  ``--length_penalty_candidates``, each candidate translates (up to 500 of) the validation pairs with the test
-  beam size and the best BLEU (then chrF) wins (the search is skipped with greedy test decoding, one candidate or
-  no validation split: the first candidate is used). The exported ``generation_config.json`` carries the value used and the test beam size.
-* Test: every test pair translated with the test beams and the chosen penalty, scored with sacreBLEU.
+* Test: every test pair translated with the test beams and the length penalty (transformers': a finished
+  hypothesis scores ``sum(log p) / length ** alpha``) ``--length_penalty``, by default
+  `modeling.DEFAULT_LENGTH_PENALTY`, scored with sacreBLEU. The exported ``generation_config.json`` carries both.
 * Objectives that do not translate: no length penalty and no BLEU; the test split's loss and perplexity under the
   objective (`score_test_loss`). `test_run` chooses.
 * Export (`export_run`): `modeling.save_with_remote_code` (weights, config, code, tokenizer), then README.md: the
@@ -30,7 +27,6 @@ from .objectives import Objective
 from .validation import LENGTH_CAP, validation_metrics
 
 Event = Callable[[str, dict], None]
-SEARCH_SENTENCES = 500
 
 
 @dataclass
@@ -38,40 +34,8 @@ class Evaluation:
     """What the end of a run computed."""
 
     length_penalty: float | None  # None: no translation was scored (language-model objectives)
-    length_penalty_search: list[dict] = field(default_factory=list)  # validation BLEU/chrF per candidate
     test_metrics: dict | None = None
     samples: list[dict] = field(default_factory=list)
-
-
-def choose_length_penalty(
-    model,
-    tokenizer,
-    valid: datasets.Dataset,
-    candidates: Sequence[float],
-    *,
-    num_beams: int,
-    batch_size: int,
-    tokenize: str,
-    progress: Callable[[int], None] | None = None,
-) -> list[dict]:
-    """BLEU and chrF of each candidate length penalty on (up to `SEARCH_SENTENCES` of) the validation split;
-    ``progress(n)`` is called after each batch of ``n`` translated sentences."""
-    part = valid.select(range(min(SEARCH_SENTENCES, len(valid))))
-    search = []
-    for lp in candidates:
-        scores, _ = evaluate_split(
-            model,
-            tokenizer,
-            part,
-            tokenize=tokenize,
-            num_beams=num_beams,
-            length_penalty=lp,
-            batch_size=batch_size,
-            progress=progress,
-            **LENGTH_CAP,
-        )
-        search.append({"length_penalty": lp, "bleu": scores["bleu"], "chrf": scores["chrf"]})
-    return search
 
 
 def evaluate_run(
@@ -79,8 +43,7 @@ def evaluate_run(
     tokenizer,
     splits: datasets.DatasetDict,
     *,
-    candidates: Sequence[float],
-    length_penalty: float | None,
+    length_penalty: float,
     num_beams: int,
     batch_size: int,
     tokenize: str,
@@ -88,35 +51,10 @@ def evaluate_run(
     extra_sentences: Sequence[str] = (),
     emit: Event,
 ) -> Evaluation:
-    """Length-penalty choice (module docstring) and test scores of ``model``; the chosen penalty is also set in
-    ``model.generation_config``. ``length_penalty`` None means: search among ``candidates`` (the first one is
-    used when no search runs)."""
-    if length_penalty is None and not candidates:
-        raise ValueError("evaluate_run needs a length penalty or candidates to search")
-    result = Evaluation(length_penalty if length_penalty is not None else candidates[0])
-    valid, test = splits["validation"], splits["test"]
-    if length_penalty is None and num_beams > 1 and len(valid) and len(candidates) > 1:
-        emit("length_penalty_start", {"num_sentences": min(SEARCH_SENTENCES, len(valid)) * len(candidates)})
-        result.length_penalty_search = choose_length_penalty(
-            model,
-            tokenizer,
-            valid,
-            candidates,
-            num_beams=num_beams,
-            batch_size=batch_size,
-            tokenize=tokenize,
-            progress=lambda n: emit("length_penalty_progress", {"n": n}),
-        )
-        best = max(result.length_penalty_search, key=lambda r: (r["bleu"], r["chrf"]))
-        result.length_penalty = best["length_penalty"]
-        emit(
-            "length_penalty",
-            {
-                "search": result.length_penalty_search,
-                "chosen": result.length_penalty,
-                "num_sentences": min(SEARCH_SENTENCES, len(valid)),
-            },
-        )
+    """Test scores of ``model`` with ``num_beams`` beams and ``length_penalty``, which are also set in
+    ``model.generation_config`` (module docstring)."""
+    result = Evaluation(length_penalty)
+    test = splits["test"]
     # the exported defaults are the decoding the reported figures used (vanilla-transformer evaluate reproduces them)
     model.generation_config.length_penalty = result.length_penalty
     model.generation_config.num_beams = num_beams
@@ -234,8 +172,7 @@ def test_run(
         model,
         data.tokenizer,
         data.splits,
-        candidates=recipe.length_penalty_candidates,
-        length_penalty=None if recipe.length_penalty_candidates else recipe.length_penalty,
+        length_penalty=recipe.length_penalty,
         num_beams=cfg.test_beams or model.generation_config.num_beams,
         batch_size=cfg.eval_batch_size,
         tokenize=tokenize,

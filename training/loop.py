@@ -35,7 +35,11 @@ from accelerate.utils import gather_object
 from vanilla_transformer.export.ct2 import check_expressible
 from vanilla_transformer.export.model_card import card_values
 from vanilla_transformer.inference import bleu_tokenizer_for
-from vanilla_transformer.modeling import VanillaTransformerPreTrainedModel, save_with_remote_code
+from vanilla_transformer.modeling import (
+    VanillaTransformerPreTrainedModel,
+    position_limit,
+    save_with_remote_code,
+)
 
 from . import checkpoint as ckpt
 from .averaging import Snapshots, Weights, average_if_better, weights_copy
@@ -71,10 +75,11 @@ class Trainer:
         self.config = model.config
         if cfg.export_ct2:
             check_expressible(self.config)  # before training, not after it
-        if cfg.max_length > self.config.max_position_embeddings:
+        limit = position_limit(self.config)
+        if limit is not None and cfg.max_length > limit:
             raise ValueError(
-                f"--max_length={cfg.max_length} exceeds the preset's max_position_embeddings="
-                f"{self.config.max_position_embeddings}; lower --max_length."
+                f"--max_length={cfg.max_length} exceeds the preset's max_position_embeddings={limit}; lower "
+                "--max_length."
             )
         self.num_parameters = sum(p.numel() for p in model.parameters())
         optimizer = build_optimizer(model, self.recipe.lr_scale, weight_decay=cfg.weight_decay)
@@ -250,7 +255,7 @@ class Trainer:
     def export_at_mark(self, step: int, minutes: float) -> dict:
         """Export the model as the run would if it stopped now (averaging included) to OUTPUT_DIR/minute-M/, then
         put the training weights back. Its generation config decodes with the run's ``--length_penalty`` (default
-        1.0; a search on validation runs only at the end of the run)."""
+        `modeling.DEFAULT_LENGTH_PENALTY`), as the end of the run does."""
         current = weights_copy(self.unwrapped) if self.snapshots.enabled else {}
         info = self.average(step, current) if self.snapshots.enabled else None
         averaged = info is not None and info["kept"]
@@ -413,7 +418,6 @@ class Trainer:
             )
             if evaluation is not None:
                 result.length_penalty = evaluation.length_penalty
-                result.length_penalty_search = evaluation.length_penalty_search
                 result.test_metrics, result.samples = evaluation.test_metrics, evaluation.samples
                 card = card_values(cfg, recipe, self.config, result, data.objective.card())
                 for path in export_run(
@@ -437,7 +441,7 @@ class Trainer:
 
 def train(cfg: TrainConfig, event: Event | None = None) -> TrainResult:
     """Run a training job described by ``cfg``; ``event(name, info)`` receives progress events ("info", "start",
-    "step", "eval", "checkpoint", "average", "export_at", "length_penalty", "test_start", "test_progress",
+    "step", "eval", "checkpoint", "average", "export_at", "test_start", "test_progress",
     "exported") for a progress display.
 
     Works unchanged under ``accelerate launch`` (any number of processes)."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.export.ct2 import QUANTIZATIONS
+from vanilla_transformer.modeling import DEFAULT_LENGTH_PENALTY
 from vanilla_transformer.tokenizer import DEFAULT_VOCAB_SIZE
 from vanilla_transformer.tokenizer.prepare import given_tokenizer_problem
 
@@ -23,10 +24,6 @@ from .objectives.causal_lm import CAUSAL_LM_DATA
 from .presets import preset_names
 
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
-# transformers' alpha without --length_penalty: the summed log-probability divided by the length, i.e. the average
-# per token. On unseen books it beat the 0.6 that a search on the validation books chose, in every run measured
-# (docs/quality.md "Length penalty"), so no search runs unless --length_penalty_candidates asks for one.
-DEFAULT_LENGTH_PENALTY = 1.0
 TRACKERS = ("tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml", "dvclive", "swanlab", "trackio")
 
 
@@ -232,14 +229,7 @@ class TrainConfig(DataOptions):
     length_penalty: float | None = _f(
         None,
         "length penalty alpha (transformers': log-prob / length**alpha) of the test translation and of the exported "
-        f"generation config; default {DEFAULT_LENGTH_PENALTY} (the average log-probability per token), unless "
-        "--length_penalty_candidates asks for a search",
-    )
-    length_penalty_candidates: str | None = _f(
-        None,
-        "comma-separated length penalties tried on (up to 500 of) the validation pairs; the best BLEU (then chrF) is "
-        "used for the test split and exported. Default: no search (--length_penalty)",
-        separator=",",
+        f"generation config; default {DEFAULT_LENGTH_PENALTY} (the average log-probability per token)",
     )
     eval_batch_size: int = _f(64, "sentences per generate() batch", ge=1)
     sacrebleu_tokenize: str | None = _f(
@@ -347,16 +337,6 @@ RESUME_KEYS = (
 )
 
 
-def length_penalty_candidates(cfg: TrainConfig) -> list[float]:
-    """The length penalties to search on validation; empty when no search was asked for."""
-    if cfg.length_penalty_candidates is None:
-        return []
-    values = float_list(cfg.length_penalty_candidates, "length_penalty_candidates", "numbers")
-    if not values:
-        raise ValueError("--length_penalty_candidates must be comma-separated numbers, got an empty list.")
-    return values
-
-
 def given_tokenizer(cfg: TrainConfig) -> str | None:
     """The tokenizer folder the run uses as it is: ``--tokenizer``, else ``--init_from``'s when that folder holds a
     tokenizer; None when the run trains its own."""
@@ -387,11 +367,6 @@ def check_options(cfg: TrainConfig) -> None:
         report_to_trackers(cfg.report_to)
     except ValueError as error:
         problems.append(str(error).rstrip("."))
-    if length_penalty_candidates(cfg) and cfg.length_penalty is not None:
-        problems.append(
-            "--length_penalty fixes the length penalty, --length_penalty_candidates searches for it: "
-            "give one of them"
-        )
     minute_marks(cfg)
     if cfg.tokenizer is not None and (problem := given_tokenizer_problem(cfg.tokenizer)) is not None:
         problems.append(problem)

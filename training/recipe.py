@@ -21,14 +21,10 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from vanilla_transformer.modeling import DEFAULT_LENGTH_PENALTY
+
 from .objectives import get_objective
-from .options import (
-    DEFAULT_LENGTH_PENALTY,
-    TrainConfig,
-    length_penalty_candidates,
-    minute_marks,
-    model_overrides,
-)
+from .options import TrainConfig, minute_marks, model_overrides
 from .presets import budget_dropout, long_budget_rule, recipe_defaults
 
 
@@ -47,8 +43,7 @@ class Recipe:
     average_every: int
     dropout: float | None  # replaces the preset's model dropout; None keeps it
     model_overrides: dict  # the preset's model fields a new model replaces (`options.model_overrides`)
-    length_penalty_candidates: tuple[float, ...]
-    # --length_penalty, else DEFAULT_LENGTH_PENALTY (until a search on validation chooses)
+    # --length_penalty, else DEFAULT_LENGTH_PENALTY
     length_penalty: float
     export_marks: tuple[float, ...]  # --export_at_minutes, sorted
     # the run's mixed precision, who chose it and why (training.hardware.PrecisionChoice)
@@ -107,7 +102,6 @@ def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
         return saved[name] if saved.get(name) is not None else defaults[name]
 
     kept_dropout = cfg.dropout is None and "dropout" in saved
-    candidates = tuple(length_penalty_candidates(cfg))
     return Recipe(
         preset=cfg.preset,
         objective=cfg.objective,
@@ -120,7 +114,6 @@ def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
         average_every=pick("average_every"),
         dropout=saved["dropout"] if kept_dropout else cfg.dropout,
         model_overrides=model_overrides(cfg),
-        length_penalty_candidates=candidates,
         length_penalty=cfg.length_penalty if cfg.length_penalty is not None else DEFAULT_LENGTH_PENALTY,
         export_marks=tuple(minute_marks(cfg)),
         expected_epochs=saved.get("expected_epochs") if kept_dropout else None,

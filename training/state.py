@@ -56,5 +56,4 @@ class TrainResult:
     model: Any = field(default=None, repr=False)  # the final (possibly averaged) model, unwrapped, in memory
     # used for the test split and written to the exported generation config
     length_penalty: float | None = None
-    length_penalty_search: list[dict] = field(default_factory=list)  # validation BLEU/chrF per candidate
     exports: list[dict] = field(default_factory=list)  # the --export_at_minutes models

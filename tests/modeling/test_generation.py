@@ -10,6 +10,7 @@ import torch
 from conftest import random_batch, tiny_model
 from helpers.shared import word_tokenizer
 from transformers import LogitsProcessor, LogitsProcessorList, TextStreamer
+from vanilla_transformer.modeling import DEFAULT_LENGTH_PENALTY
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +41,10 @@ def gen(model, src, mask, **kwargs):
 
 
 def test_default_generation_config_follows_the_paper(setup):
+    """The paper's beam 4, with the project's one default length penalty."""
     model, _, _ = setup
     g = model.generation_config
-    assert (g.num_beams, g.length_penalty, g.decoder_start_token_id) == (4, 0.6, 2)
+    assert (g.num_beams, g.length_penalty, g.decoder_start_token_id) == (4, DEFAULT_LENGTH_PENALTY, 2)
     assert g.max_new_tokens and set(g.suppress_tokens) == {0, 2}
 
 

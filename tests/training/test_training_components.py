@@ -280,27 +280,23 @@ def test_average_if_better_keeps_the_mean_only_when_it_lowers_the_validation_los
     assert average_if_better(model, [(4, {"weight": torch.tensor([[3.0]])})], {}, lambda: {}) is None
 
 
-SCORES = {0.6: (20.0, 50.0), 1.0: (25.0, 40.0), 1.4: (25.0, 45.0)}  # candidate -> validation (BLEU, chrF)
-
-
 @pytest.fixture
 def scored_by_length_penalty(monkeypatch) -> list[dict]:
-    """Replace the translation scorer that training.finish calls (through `inference.evaluate_split`) with
-    `SCORES` (test scores: 30, 60); returns the calls."""
+    """Replace the translation scorer that training.finish calls (through `inference.evaluate_split`) with fixed
+    scores (BLEU 30, chrF 60); returns the calls."""
     import vanilla_transformer.inference.scoring as scoring
 
     calls = []
 
     def fake(model, tokenizer, sources, references, *, tokenize, length_penalty, num_beams, **kwargs):
         calls.append({"sources": list(sources), "length_penalty": length_penalty, "num_beams": num_beams})
-        bleu, chrf = SCORES[length_penalty] if sources[0].startswith("valid") else (30.0, 60.0)
-        return {"bleu": bleu, "chrf": chrf}, ["hypothesis"] * len(sources)
+        return {"bleu": 30.0, "chrf": 60.0}, ["hypothesis"] * len(sources)
 
     monkeypatch.setattr(scoring, "evaluate_translation", fake)
     return calls
 
 
-def run_finish(length_penalty: float | None, num_beams: int):
+def run_finish(length_penalty: float, num_beams: int):
     import datasets
     from transformers import GenerationConfig
     from vanilla_transformer.training.finish import evaluate_run
@@ -322,7 +318,6 @@ def run_finish(length_penalty: float | None, num_beams: int):
         model,
         None,
         splits,
-        candidates=list(SCORES),
         length_penalty=length_penalty,
         num_beams=num_beams,
         batch_size=8,
@@ -333,72 +328,23 @@ def run_finish(length_penalty: float | None, num_beams: int):
     return evaluation, model, events
 
 
-def test_length_penalty_with_the_best_validation_bleu_then_chrf_is_chosen(scored_by_length_penalty):
-    """Candidates 0.6, 1.0, 1.4 score BLEU 20, 25, 25 and chrF 50, 40, 45 on validation: 1.4 wins (BLEU tie
-    broken by chrF), the test split is translated with it and the model's generation config carries it."""
-    evaluation, model, events = run_finish(length_penalty=None, num_beams=4)
-    assert evaluation.length_penalty == 1.4 and model.generation_config.length_penalty == 1.4
-    assert model.generation_config.num_beams == 4
-    assert evaluation.length_penalty_search == [
-        {"length_penalty": 0.6, "bleu": 20.0, "chrf": 50.0},
-        {"length_penalty": 1.0, "bleu": 25.0, "chrf": 40.0},
-        {"length_penalty": 1.4, "bleu": 25.0, "chrf": 45.0},
-    ]
-    search, test = scored_by_length_penalty[:3], scored_by_length_penalty[3:]
-    assert [c["sources"][0] for c in search] == ["validation 0"] * 3 and {c["num_beams"] for c in search} == {
-        4
-    }
-    assert [(c["sources"], c["length_penalty"]) for c in test] == [(["test 0", "test 1", "test 2"], 1.4)]
-    assert evaluation.test_metrics["length_penalty"] == 1.4 and evaluation.test_metrics["bleu"] == 30.0
-    assert (
-        "length_penalty",
-        {"search": evaluation.length_penalty_search, "chosen": 1.4, "num_sentences": 3},
-    ) in events
-
-
-@pytest.mark.parametrize(
-    "length_penalty, num_beams, used, exported", [(0.8, 4, 0.8, 0.8), (None, 1, 0.6, 1.0)]
-)
-def test_length_penalty_search_is_skipped_when_given_or_greedy(
-    scored_by_length_penalty, length_penalty, num_beams, used, exported
+@pytest.mark.parametrize("num_beams, exported", [(4, 0.8), (1, 1.0)])
+def test_the_test_split_is_decoded_with_the_given_length_penalty(
+    scored_by_length_penalty, num_beams, exported
 ):
-    """--length_penalty 0.8 is used as given; greedy test decoding has no length penalty to choose (the first
-    candidate is recorded, and the exported greedy generation config keeps transformers' default 1.0)."""
-    evaluation, model, _ = run_finish(length_penalty=length_penalty, num_beams=num_beams)
-    assert evaluation.length_penalty_search == [] and evaluation.length_penalty == used
-    assert [c["length_penalty"] for c in scored_by_length_penalty] == [used]  # the test split only
+    """--length_penalty 0.8 decodes the test split (and nothing else) with the test beams; the exported generation
+    config carries both, except that greedy decoding keeps transformers' default length penalty 1.0 (beam-only
+    settings are refused with one beam)."""
+    evaluation, model, events = run_finish(length_penalty=0.8, num_beams=num_beams)
+    assert evaluation.length_penalty == 0.8 and evaluation.test_metrics["length_penalty"] == 0.8
+    assert evaluation.test_metrics["bleu"] == 30.0
+    assert [(c["sources"], c["length_penalty"], c["num_beams"]) for c in scored_by_length_penalty] == [
+        (["test 0", "test 1", "test 2"], 0.8, num_beams)
+    ]
     assert (
         model.generation_config.length_penalty == exported and model.generation_config.num_beams == num_beams
     )
-
-
-def test_evaluate_run_needs_a_length_penalty_or_candidates():
-    import datasets
-    from transformers import GenerationConfig
-    from vanilla_transformer.training.finish import evaluate_run
-
-    class Model:
-        generation_config = GenerationConfig()
-
-    splits = datasets.DatasetDict(
-        {
-            name: datasets.Dataset.from_dict({"source": ["s"], "target": ["t"]})
-            for name in ("validation", "test")
-        }
-    )
-    with pytest.raises(ValueError, match="needs a length penalty or candidates"):
-        evaluate_run(
-            Model(),
-            None,
-            splits,
-            candidates=[],
-            length_penalty=None,
-            num_beams=4,
-            batch_size=8,
-            tokenize="13a",
-            num_samples=0,
-            emit=lambda name, info: None,
-        )
+    assert [name for name, _ in events] == ["test_start"]
 
 
 @pytest.mark.parametrize(

@@ -301,6 +301,27 @@ def test_resume_takes_new_budget_logging_and_checkpoint_options(one_update_run, 
     assert [p.name for p in (tmp_path / "run" / "checkpoints").glob("checkpoint-*")] == ["checkpoint-3"]
 
 
+def test_a_run_folder_whose_saved_state_has_unknown_keys_resumes(one_update_run, tmp_path):
+    """Keys of the checkpoint's state, the saved options and the saved recipe that are not fields (here those of a
+    length-penalty search on validation, which other versions of the code saved) are ignored on resume."""
+    from vanilla_transformer.training.checkpoint import write_manifest
+
+    folder, options = one_update_run
+    shutil.copytree(folder, tmp_path / "run")
+    checkpoints = tmp_path / "run" / "checkpoints"
+    old_keys = {
+        "checkpoint-1/trainer_state.json": {"length_penalty_search": [{"length_penalty": 0.6, "bleu": 1.0}]},
+        "train_config.json": {"length_penalty_candidates": "0.6,1.0"},
+        "recipe.json": {"length_penalty_candidates": [0.6, 1.0]},
+    }
+    for name, keys in old_keys.items():
+        saved = json.loads((checkpoints / name).read_text())
+        (checkpoints / name).write_text(json.dumps({**saved, **keys}))
+    write_manifest(checkpoints / "checkpoint-1")
+    result = train(small_run(tmp_path / "run", **{**options, "max_steps": 2}, resume=True))
+    assert result.step == 2
+
+
 def test_tokenizer_options_are_fixed_on_resume_and_refused_with_a_given_tokenizer(tokenizer_dir, tmp_path):
     """--vocab_size and --han_characters shape the tokenizer a run trains for itself: a resumed run keeps that
     tokenizer, so changing them is refused like the other fixed options; with --tokenizer (or --init_from's

@@ -16,6 +16,7 @@ from conftest import han_characters_per_token, small_run
 from helpers.shared import SMALL_CORPUS_FLAGS
 from safetensors.torch import load_file
 from vanilla_transformer.corpus import DEFAULT_DATA
+from vanilla_transformer.modeling import DEFAULT_LENGTH_PENALTY
 from vanilla_transformer.training import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,10 +70,11 @@ def test_smoke_run_trains_checkpoints_evaluates_and_exports(smoke):
     m = result.test_metrics
     assert m["num_sentences"] == 6 and m["bleu_signature"].startswith(SIGNATURE) and "chrf_signature" in m
     assert json.loads((out / "eval_results.json").read_text())["bleu"] == m["bleu"]
-    # no --length_penalty(_candidates): beam search with the default 1.0, no search on validation
+    # no --length_penalty: beam search with the default length penalty, exported with the test beams
     generation = json.loads((out / "generation_config.json").read_text())
-    assert result.length_penalty_search == [] and "length_penalty" not in events
-    assert result.length_penalty == m["length_penalty"] == generation["length_penalty"] == 1.0
+    assert (
+        result.length_penalty == m["length_penalty"] == generation["length_penalty"] == DEFAULT_LENGTH_PENALTY
+    )
     assert m["num_beams"] == generation["num_beams"] == 2
     assert (
         len(result.samples) == 3
@@ -228,40 +230,14 @@ def test_in_run_averaging_exports_the_mean_of_the_last_snapshots_only_when_valid
     assert not torch.equal(ck[12]["model.shared.weight"], ck[14]["model.shared.weight"])
 
 
-def test_length_penalty_is_chosen_on_validation_and_exported(tmp_path):
-    """Unset --length_penalty: every candidate is tried with the test beam size on the validation split, the best
-    BLEU wins, and the test translation, the model card and the exported generation config all use it."""
-    events = []
-    # smoke_run's test beam size 2 and validation at update 8
-    cfg = smoke_run(
-        tmp_path, max_steps=8, bleu_samples=0, length_penalty=None, length_penalty_candidates="-3.0, 2.0"
-    )
-    result = train(cfg, lambda name, info: events.append((name, info)))
-    search = result.length_penalty_search
-    assert [r["length_penalty"] for r in search] == [-3.0, 2.0]  # -3: the shortest hypothesis wins, 2: longer
-    low, high = search
-    assert (low["bleu"], low["chrf"]) != (high["bleu"], high["chrf"]), "the candidates must score differently"
-    better_high = high["bleu"] > low["bleu"] or (high["bleu"] == low["bleu"] and high["chrf"] > low["chrf"])
-    best = 2.0 if better_high else -3.0
-    assert result.length_penalty == best == result.test_metrics["length_penalty"]
-    assert any(name == "length_penalty" and info["chosen"] == best for name, info in events)
-    generation = json.loads((tmp_path / "generation_config.json").read_text())
-    assert generation["length_penalty"] == best and generation["num_beams"] == 2  # the test decoding's
-
-
-def test_explicit_length_penalty_skips_the_search(tmp_path):
+def test_explicit_length_penalty_is_tested_and_exported(tmp_path):
+    """--length_penalty decodes the test split and is what the exported generation config and the model card
+    say."""
     result = train(smoke_run(tmp_path, max_steps=4, eval_every=4, bleu_samples=0, length_penalty=0.8))
-    assert result.length_penalty_search == [] and result.length_penalty == 0.8
-    assert json.loads((tmp_path / "generation_config.json").read_text())["length_penalty"] == 0.8
-
-
-def test_bad_length_penalty_candidates_are_rejected(tmp_path):
-    with pytest.raises(ValueError, match="--length_penalty_candidates must be comma-separated numbers"):
-        train(smoke_run(tmp_path, length_penalty_candidates="0.6,long"))
-    with pytest.raises(
-        ValueError, match="--length_penalty fixes the length penalty, --length_penalty_candidates"
-    ):
-        train(smoke_run(tmp_path, length_penalty=0.8, length_penalty_candidates="0.6,1.0"))
+    assert result.length_penalty == result.test_metrics["length_penalty"] == 0.8
+    generation = json.loads((tmp_path / "generation_config.json").read_text())
+    assert generation["length_penalty"] == 0.8 and generation["num_beams"] == 2  # smoke_run's test beams
+    assert "length penalty 0.8" in (tmp_path / "README.md").read_text()
 
 
 def test_export_at_minutes_saves_intermediate_models_without_changing_training(tmp_path):

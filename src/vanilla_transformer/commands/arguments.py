@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 # the decoding options a command takes unless it names others; None by default = the model's generation_config.json
-# (the paper's beam 4, length penalty 0.6)
+# (the paper's beam 4, modeling.DEFAULT_LENGTH_PENALTY)
 DEFAULT_DECODING_OPTIONS = ("num_beams", "length_penalty", "max_new_tokens")
 DTYPES = ("auto", "float32", "bfloat16", "int8")  # int8: --engine torch (CPU) and onnx
 # what --dtype means for --engine torch: `inference.loading.resolve_dtype`

@@ -56,9 +56,10 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("num_beams", "length_penalty", "max_new_tokens")
         if getattr(args, name) is not None
     }
-    from vanilla_transformer.inference import max_source_length
+    from vanilla_transformer.modeling import max_source_length
 
-    longest = min(48, max_source_length(served.model, served.tokenizer) or 48)  # what the server accepts
+    # what the server accepts
+    longest = min(48, max_source_length(served.model.config, served.tokenizer) or 48)
     sentences = corpus_sentences(max(args.clients) * args.per_client, served.tokenizer, longest, skip=20000)
     config = served.model.generation_config
     print(

@@ -27,7 +27,7 @@ from vanilla_transformer.training.cli import parse_dataclass
 class Progress:
     """Turns training events into progress bars with an ETA and printed lines (main process only). Training shows
     updates out of ``--max_steps``, or, under a time or epoch budget, the percentage of the budget done (the rule
-    that stops the run first); the length-penalty search and the test translation have bars of their own."""
+    that stops the run first); the test translation has a bar of its own."""
 
     def __init__(self, main: bool, steps_only: bool):
         self.main = main
@@ -86,20 +86,7 @@ class Progress:
         elif name == "export_at":
             avg = f", averaged updates {info['averaged_steps']}" if info["averaged_steps"] else ""
             tqdm.write(f"minute {info['minutes']:g} (update {info['step']}{avg}): exported to {info['path']}")
-        elif name == "length_penalty":
-            self.close()
-            tried = ", ".join(
-                f"{r['length_penalty']}: BLEU {r['bleu']} chrF {r['chrf']}" for r in info["search"]
-            )
-            tqdm.write(
-                f"length penalty on {info['num_sentences']} validation pairs: {tried} -> {info['chosen']}"
-            )
-        elif name == "length_penalty_start":
-            self.close()
-            self.test_bar = tqdm(
-                total=info["num_sentences"], unit="sent", desc="length penalty search", dynamic_ncols=True
-            )
-        elif name in ("length_penalty_progress", "test_progress") and self.test_bar is not None:
+        elif name == "test_progress" and self.test_bar is not None:
             self.test_bar.update(info["n"])
         elif name == "test_start":
             self.close()

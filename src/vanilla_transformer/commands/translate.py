@@ -7,8 +7,8 @@
 Empty input lines give empty output lines. Lines are batched by length internally. Sources longer than the
 model maximum are truncated (the count is reported on stderr). With --num_return_sequences N > 1 each
 output line holds N tab-separated hypotheses, best first. Decoding defaults come from the model's
-generation_config.json (the paper's beam 4, length penalty 0.6); --do_sample without --num_beams samples
-with one beam. --engine ct2 / onnx translates with a folder exported by vanilla-transformer export --engine ct2 /
+generation_config.json (the paper's beam 4, length penalty 1.0 unless trained with another --length_penalty);
+--do_sample without --num_beams samples with one beam. --engine ct2 / onnx translates with a folder exported by vanilla-transformer export --engine ct2 /
 vanilla-transformer export --engine onnx, through the same batching (beams, length penalty, max_new_tokens and n-best; sampling
 needs --engine torch). Exit code 2 for bad options or a model that cannot be found.
 """
