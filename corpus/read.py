@@ -61,8 +61,8 @@ from .rows import SOURCE, TARGET, Columns, DataReport, OnBadLine, dataset_pairs
 
 logger = logging.getLogger(__name__)
 
-# the shipped corpora: corpus/data/ (in a checkout, a link to the top-level data/)
-SHIPPED_DATA = Path(__file__).parent / "data"
+# the shipped corpora: corpus/data/ (in a checkout, a link to the top-level data/, resolved so that paths compare)
+SHIPPED_DATA = (Path(__file__).parent / "data").resolve()
 
 DEFAULT_DATA = SHIPPED_DATA / "bible.zh-en.tsv.xz"
 

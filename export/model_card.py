@@ -37,6 +37,7 @@ import jinja2.meta
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from vanilla_transformer.corpus import DEFAULT_DATA, FORMATS, GLOB_CHARS, source_kind
 from vanilla_transformer.corpus.files import COMPRESSIONS
+from vanilla_transformer.modeling import position_limit
 
 # the template: export/model_card.md (in a checkout, a link to the model_card.md at the top)
 TEMPLATE_FILE = Path(__file__).parent / "model_card.md"
@@ -368,8 +369,9 @@ def _results_text(result) -> str:
     return text
 
 
-def _limitations_text(cfg, result, dataset: str | None) -> str:
+def _limitations_text(cfg, config, result, dataset: str | None) -> str:
     shipped = _shipped(cfg)
+    limit = position_limit(config)
     lines = [
         shipped[1]
         if shipped
@@ -377,7 +379,10 @@ def _limitations_text(cfg, result, dataset: str | None) -> str:
         "on text unlike it.",
         f"- A model trained from scratch for {result.step:,} updates: outputs can be fluent but wrong, repeat "
         "phrases or omit content. Check the evaluation above before relying on any output.",
-        "- Inputs longer than the model's `max_position_embeddings` tokens are truncated.",
+        f"- Inputs longer than {limit:,} tokens (the model's `max_position_embeddings`) are truncated."
+        if limit is not None
+        else "- Rotary positions set no input length limit; quality on inputs much longer than the training "
+        "sentences is untested.",
     ]
     if not shipped:
         lines.append(
@@ -416,7 +421,7 @@ def card_values(cfg, recipe, config, result, objective: ObjectiveCard) -> CardVa
             "data": _data_text(cfg, result, dataset),
             "training": _recipe_text(cfg, recipe, config, result, objective),
             "results": _results_text(result),
-            "limitations": _limitations_text(cfg, result, dataset),
+            "limitations": _limitations_text(cfg, config, result, dataset),
         },
     )
 

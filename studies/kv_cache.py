@@ -62,6 +62,7 @@ from transformers import GenerationConfig
 from vanilla_transformer.benchmarks.contenders import VOCAB_SIZES, fixed_length
 from vanilla_transformer.benchmarks.harness import Stat, interleaved, per_round_ratio
 from vanilla_transformer.benchmarks.workloads import generate_call
+from vanilla_transformer.modeling import position_limit
 from vanilla_transformer.training.presets import PRESETS, build_config
 
 from studies import study_parser
@@ -299,12 +300,12 @@ def study_model(preset: str, seed: int = 0):
 def greedy_config(model, new_tokens: int, use_cache: bool) -> GenerationConfig:
     """Greedy decoding of exactly `new_tokens` tokens (</s> is suppressed until then) with the model's ids. The
     beam-search settings are given their neutral values: generate() fills unset ones from the model's
-    generation config (beam 4, length penalty 0.6)."""
-    config = model.config
-    if new_tokens + 1 > config.max_position_embeddings:
+    generation config (beam 4, `DEFAULT_LENGTH_PENALTY`)."""
+    limit = position_limit(model.config)
+    if limit is not None and new_tokens + 1 > limit:
         raise ValueError(
             f"decoding {new_tokens} tokens needs {new_tokens + 1} target positions but the model has "
-            f"max_position_embeddings={config.max_position_embeddings}; pass shorter lengths"
+            f"max_position_embeddings={limit}; pass shorter lengths"
         )
     settings = copy.deepcopy(model.generation_config)  # the model's ids and suppressed tokens
     settings.update(**fixed_length(1, new_tokens, use_cache))

@@ -65,13 +65,18 @@ import torch
 from vanilla_transformer.benchmarks.marian import marian_config
 from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_split, length_stats
-from vanilla_transformer.modeling import IGNORE_INDEX, VanillaTransformerConfig, default_generation_config
+from vanilla_transformer.modeling import (
+    DEFAULT_LENGTH_PENALTY,
+    IGNORE_INDEX,
+    VanillaTransformerConfig,
+    default_generation_config,
+)
 from vanilla_transformer.tokenizer import load_or_train_tokenizer
 from vanilla_transformer.training.cli import parse_dataclass, parse_field_value
 from vanilla_transformer.training.data import filter_by_length, tokenize_dataset
 from vanilla_transformer.training.hardware import PRECISION_NAMES, available_cores
 from vanilla_transformer.training.loop import Event, train
-from vanilla_transformer.training.options import DEFAULT_LENGTH_PENALTY, TrainConfig, train_option
+from vanilla_transformer.training.options import TrainConfig, train_option
 from vanilla_transformer.training.plots import Curves, curves_from_history, plot_training_curves
 from vanilla_transformer.training.presets import preset_names
 from vanilla_transformer.training.validation import LENGTH_CAP, validation_metrics

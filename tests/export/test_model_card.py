@@ -177,3 +177,18 @@ def test_template_variables_are_checked(tmp_path):
     template.write_text("# {{ title }} {{ typo }} {{ another }}\n")
     with pytest.raises(ValueError, match=r"variable\(s\) \['another', 'typo'\] that have no value"):
         build_model_card(values, template)
+
+
+def test_the_card_states_the_input_limit_of_the_models_positions():
+    """Table positions truncate at max_position_embeddings; rotary positions (`position_limit` None) do not."""
+    cfg = TrainConfig(output_dir="out/p")
+    recipe = resolve_recipe(cfg)
+    texts = {}
+    for encoding in ("sinusoidal", "rope"):
+        config = recipe.model_config(100)
+        config.position_encoding = encoding
+        values = card_values(cfg, recipe, config, fake_result(), objective_for(cfg).card())
+        texts[encoding] = str(build_model_card(values))
+    limit = recipe.model_config(100).max_position_embeddings
+    assert f"longer than {limit:,} tokens" in texts["sinusoidal"] and "truncated" in texts["sinusoidal"]
+    assert "truncated" not in texts["rope"] and "no input length limit" in texts["rope"]
