@@ -16,7 +16,7 @@ from vanilla_transformer.export.folders import MANIFEST
 from vanilla_transformer.training.checkpoint import write_manifest
 
 
-def run(command: str, capsys, *argv) -> tuple[int, str]:
+def run(command: str, capsys, *argv) -> tuple[int | str | None, str]:
     """`vanilla-transformer COMMAND ARGV` in this process: (exit code, stderr); argparse errors exit too."""
     capsys.readouterr()
     try:
