@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from vanilla_transformer.training.checkpoint import write_manifest
 
 
-def one_line_error(code: int, err: str, *named: str) -> None:
+def one_line_error(code: int | str | None, err: str, *named: str) -> None:
     assert code == 2, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     for name in named:
