@@ -298,7 +298,7 @@ def small_run_options(**overrides) -> dict:
     return values
 
 
-def small_run(out: Path, **overrides) -> TrainConfig:
+def small_run(out: str | Path, **overrides) -> TrainConfig:
     """A `TrainConfig` for the run of `small_run_options(**overrides)` that writes to `out`."""
     from vanilla_transformer.training import TrainConfig
 
