@@ -7,7 +7,7 @@ import lzma
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 # The test session's process-wide settings, made here once and put back when the session ends: tiny test models
 # run fastest on one thread, and tests that start subprocesses (accelerate launch, CLIs) would otherwise
@@ -138,7 +138,7 @@ def tiny_family_config(
 def tiny_config(**overrides) -> VanillaTransformerConfig:
     """A small encoder-decoder config (the stacks differ in depth, heads and width, so that no field is read for
     the other stack unnoticed); `overrides` replace any of its values."""
-    values = dict(vocab_size=97, d_model=32, max_position_embeddings=64, dropout=0.0)
+    values: dict[str, Any] = dict(vocab_size=97, d_model=32, max_position_embeddings=64, dropout=0.0)
     values.update(encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=48)
     values.update(decoder_layers=3, decoder_attention_heads=2, decoder_ffn_dim=40)
     values.update(overrides)
@@ -158,8 +158,9 @@ def perturb_bias_and_layer_norms(model: torch.nn.Module, logits_bias_std: float)
     """Draw a non-zero output bias (`final_logits_bias`, where the model has one) and non-trivial LayerNorm
     weights and biases, in place, so that tests exercise every parameter (fresh ones are zeros and ones)."""
     with torch.no_grad():
-        if getattr(model, "final_logits_bias", None) is not None:
-            model.final_logits_bias.normal_(0, logits_bias_std)
+        final_logits_bias = getattr(model, "final_logits_bias", None)
+        if final_logits_bias is not None:
+            final_logits_bias.normal_(0, logits_bias_std)
         for module in model.modules():
             if isinstance(module, torch.nn.LayerNorm):
                 module.weight.normal_(1.0, 0.1)
@@ -297,7 +298,7 @@ def small_run_options(**overrides) -> dict:
     return values
 
 
-def small_run(out: Path, **overrides) -> TrainConfig:
+def small_run(out: str | Path, **overrides) -> TrainConfig:
     """A `TrainConfig` for the run of `small_run_options(**overrides)` that writes to `out`."""
     from vanilla_transformer.training import TrainConfig
 

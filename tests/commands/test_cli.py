@@ -42,7 +42,7 @@ def load_script(name: str):
     return importlib.import_module(f"vanilla_transformer.commands.{name}")
 
 
-def run_main(module, argv: list[str]) -> tuple[int, str, str]:
+def run_main(module, argv: list[str]) -> tuple[int | str | None, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with (
         contextlib.redirect_stdout(out),

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import datasets
 import pytest
+from transformers import PreTrainedTokenizerFast
 from vanilla_transformer.corpus import DEFAULT_DATA, DataOptions, load_parallel_corpus, read_parallel_splits
 from vanilla_transformer.tokenizer import train_bpe_tokenizer
 from vanilla_transformer.tokenizer.prepare import load_or_train_tokenizer
@@ -66,7 +67,7 @@ def write_all_formats(folder, pairs) -> dict[str, object]:
         )
     forms["folder of two shards"] = shards
     forms["glob of the shards"] = str(shards / "part-*.jsonl")
-    forms["DatasetDict"] = datasets.DatasetDict(train=datasets.Dataset.from_list(flat))
+    forms["DatasetDict"] = datasets.DatasetDict({"train": datasets.Dataset.from_list(flat)})
     forms["Dataset (other column names, unused column)"] = datasets.Dataset.from_dict(
         {"id": list(range(len(pairs))), "zh": [s for s, _ in pairs], "en": [t for _, t in pairs]}
     )
@@ -88,6 +89,7 @@ def test_every_format_gives_identical_splits_tokenizers_and_token_ids(tmp_path, 
         tokenizer = load_or_train_tokenizer(
             None, tmp_path / "tok" / name.replace(" ", "_"), splits["train"], 500
         )
+        assert isinstance(tokenizer, PreTrainedTokenizerFast)
         ids = tokenize_dataset(splits["train"], tokenizer, cache_dir=None)
         results[name] = (
             texts,

@@ -9,6 +9,7 @@ import lzma
 import random
 import subprocess
 import sys
+from typing import Any
 
 import datasets
 import pytest
@@ -234,7 +235,7 @@ def test_group_split_holds_out_whole_groups_within_a_quarter_of_the_target():
 
 def test_split_by_groups_and_auto_through_data_options(tmp_path):
     tsv = grouped_corpus(tmp_path, {f"b{i}": 10 + i for i in range(12)})
-    options = dict(data=str(tsv), valid_size=20, test_size=30, split_seed=3)
+    options: dict[str, Any] = dict(data=str(tsv), valid_size=20, test_size=30, split_seed=3)
     splits, report = DataOptions(**options, split_by="auto").load_splits()
     seen = {k: {group_of(s) for s in splits[k]["source"]} for k in splits}
     assert not (seen["train"] & (seen["test"] | seen["validation"]))
@@ -264,7 +265,7 @@ def test_group_labels_must_line_up_with_the_corpus_lines(tmp_path):
     tsv = grouped_corpus(tmp_path, {f"b{i}": 10 for i in range(10)})
     refs = tmp_path / "book.de-en.refs"
     refs.write_text("".join(refs.read_text().splitlines(keepends=True)[:-1]))
-    options = dict(data=str(tsv), valid_size=10, test_size=20, split_by="groups")
+    options: dict[str, Any] = dict(data=str(tsv), valid_size=10, test_size=20, split_by="groups")
     with pytest.raises(ValueError, match="99 labels for 100 pairs"):
         DataOptions(**options).load_splits()
     splits, _ = DataOptions(**options, max_lines=60).load_splits()  # the first 60 lines have their labels
@@ -279,8 +280,8 @@ def test_shipped_corpora_have_one_reference_per_line_and_contiguous_books(corpus
     from vanilla_transformer.corpus.split import group_file_for, read_groups
 
     data = DEFAULT_DATA.with_name(f"{corpus}.tsv.xz")
-    refs = group_file_for(data)
-    assert refs == data.with_name(f"{corpus}.refs.xz")
+    refs = data.with_name(f"{corpus}.refs.xz")
+    assert group_file_for(data) == refs
     groups = read_groups(refs)
     assert len(groups) == sum(1 for _ in read_lines(data))
     runs = [g for i, g in enumerate(groups) if i == 0 or groups[i - 1] != g]

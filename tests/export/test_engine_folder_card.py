@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 from conftest import tiny_model, tiny_tokenizer
-from huggingface_hub import ModelCard
+from huggingface_hub import ModelCard, ModelCardData
 
 SOURCE_CARD = "---\nlanguage:\n- zh\n- en\nlicense: apache-2.0\n---\n\n# A tiny model\n"
 
@@ -23,6 +23,7 @@ def test_exported_readme_keeps_languages_and_says_how_to_serve(engine, export, t
     (source / "README.md").write_text(SOURCE_CARD, encoding="utf-8")
     out = exporter(engine)(source, tmp_path / engine)
     card = ModelCard.load(out / "README.md")
+    assert isinstance(card.data, ModelCardData)
     assert card.data.language == ["zh", "en"]
     assert card.data.library_name == {"ct2": "ctranslate2", "onnx": "transformers.js"}[engine]
     assert card.data.pipeline_tag == "translation"
@@ -38,5 +39,6 @@ def test_exported_readme_without_a_source_card_states_no_language(tmp_path):
     tokenizer = tiny_tokenizer()
     out = export_ct2(tiny_model(vocab_size=len(tokenizer)), tmp_path / "ct2", tokenizer=tokenizer)
     card = ModelCard.load(out / "README.md")
+    assert isinstance(card.data, ModelCardData)
     assert card.data.language is None and "language" not in card.data.to_dict()
     assert "vanilla-transformer serve --model . --engine ct2" in card.text

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ from vanilla_transformer.inference import translate  # noqa: E402
 from vanilla_transformer.inference.engine_onnx import OnnxTranslator, resolve_decoding, top_k  # noqa: E402
 from vanilla_transformer.modeling.cache_vanilla_transformer import CACHE_FIELD  # noqa: E402
 
-TOLERANCE = dict(atol=1e-4, rtol=1e-4)
+TOLERANCE: dict[str, Any] = dict(atol=1e-4, rtol=1e-4)
 CONFIGS = {  # one encoder and two decoder layers keep each export short; the cache names differ per layer
     "paper": dict(),  # post-LN, ReLU, interleaved sinusoids, shared + tied embeddings, output bias, scaled
     "pre_ln_gelu_learned_separate": dict(
@@ -265,6 +266,7 @@ def test_int8_graphs_are_quantized_and_close(exported):
     decoding = resolve_decoding(engine.generation_config, max_new_tokens=1)
     fp32_hidden = engine._encoder.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
     int8_hidden = int8._encoder.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy()})[0]
+    assert isinstance(int8_hidden, np.ndarray)
     start = np.full((3, 1), model.config.decoder_start_token_id, np.int64)
     fp32_logits, _ = engine._step(start, mask.numpy(), fp32_hidden, {})
     int8_logits, _ = int8._step(start, mask.numpy(), int8_hidden, {})
@@ -402,6 +404,7 @@ def test_translate_equals_inference_translate(exported, tokenizer):
     lines (truncated to the position limit), greedy and with the folder's beam settings, and with max_len_a."""
     model, _, engine = exported("paper")
     lines = ["起初，神创造天地。", "", "神说：「要有光」，就有了光。" * 8, "地是空虚混沌"]
+    options: dict[str, Any]
     for options in (
         dict(num_beams=1),
         dict(),
@@ -464,7 +467,8 @@ def test_export_rejects_bad_input(export, tmp_path):
     with pytest.raises(ValueError, match="no config.json"):
         export_onnx(tmp_path / "empty", tmp_path / "out")
     with pytest.raises(ValueError, match="expected a VanillaTransformerForConditionalGeneration"):
-        export_onnx(torch.nn.Linear(2, 2), tmp_path / "out")
+        # a module of the wrong class, on purpose: the check names the class it expects
+        export_onnx(torch.nn.Linear(2, 2), tmp_path / "out")  # pyright: ignore[reportArgumentType]
     with pytest.raises(ValueError, match="float32"):
         export_onnx(tiny_model(vocab_size=60).half(), tmp_path / "out")
     corrupt = tmp_path / "corrupt"
@@ -508,9 +512,11 @@ def test_int8_options_of_the_engines(export, exported, tmp_path):
     int8 graphs; `vanilla-transformer translate --engine onnx --dtype int8` translates; precisions an engine does
     not run are refused naming the option."""
     from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+    from transformers import PreTrainedModel
     from vanilla_transformer.inference.engines import load_engine
 
     model, tokenizer = load_engine("torch", export, dtype="int8")
+    assert isinstance(model, PreTrainedModel)
     assert any(isinstance(module, DynamicLinear) for module in model.modules())
     lines = ["起初，神创造天地。", "地是空虚混沌"]
     assert len(translate(model, tokenizer, lines, num_beams=2)) == 2

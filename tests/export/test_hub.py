@@ -15,7 +15,7 @@ import pytest
 from conftest import ROOT
 from helpers.hub_server import HubServer, git_blob_oid
 from helpers.synthetic_run import train_synthetic_run
-from huggingface_hub import ModelCard
+from huggingface_hub import ModelCard, ModelCardData
 from huggingface_hub.utils import filter_repo_objects
 from vanilla_transformer.export import (
     TRAINING_STATE_PATTERNS,
@@ -267,8 +267,9 @@ def test_private_repo_and_unchanged_second_push(hub, export, tmp_path):
 def test_model_card_has_metadata_and_usage():
     card = hub_model_card({"model_type": "vanilla_transformer", "d_model": 512}, "alice/m", {"num_beams": 4})
     parsed = ModelCard(card)
+    assert isinstance(parsed.data, ModelCardData)
     assert (parsed.data.library_name, parsed.data.pipeline_tag) == ("transformers", "translation")
-    assert "custom_code" in parsed.data.tags
+    assert parsed.data.tags is not None and "custom_code" in parsed.data.tags
     assert 'model_id = "alice/m"\n' in card and "from_pretrained(model_id, trust_remote_code=True)" in card
     assert "| d_model | 512 |" in card and "| vocabulary | not set |" in card and "num_beams=4" in card
 
@@ -314,6 +315,7 @@ def test_push_of_a_training_output_folder_leaves_the_training_state_out(hub, tra
     )
 
     card = ModelCard(hub.files("alice/toy-fr-en")["README.md"].decode("utf-8"))
+    assert isinstance(card.data, ModelCardData)
     assert 'model_id = "alice/toy-fr-en"\n' in card.text and card.data.model_name == "alice/toy-fr-en"
     saved = json.loads(local["eval_results.json"])
     assert {r.metric_type: r.metric_value for r in card.data.eval_results} == {

@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.synthetic_run import train_synthetic_run
-from huggingface_hub import ModelCard
+from huggingface_hub import ModelCard, ModelCardData
 from vanilla_transformer.corpus import DEFAULT_DATA
 from vanilla_transformer.export import (
     CardValues,
@@ -46,9 +47,10 @@ def test_card_of_a_run_on_a_non_bible_corpus(run):
     folder = Path(result.output_dir)
     text = (folder / "README.md").read_text(encoding="utf-8")
     data = ModelCard.load(folder / "README.md").data
+    assert isinstance(data, ModelCardData)
     assert data.language == ["fr", "en"] and data.license == "apache-2.0" and data.datasets == ["toy.fr-en"]
     assert data.library_name == "transformers" and data.pipeline_tag == "translation"
-    assert data.metrics == ["bleu", "chrf"] and "custom_code" in data.tags
+    assert data.metrics == ["bleu", "chrf"] and data.tags is not None and "custom_code" in data.tags
 
     # model-index: the figures training wrote to eval_results.json and the decoding of generation_config.json
     saved = json.loads((folder / "eval_results.json").read_text(encoding="utf-8"))
@@ -88,6 +90,7 @@ def test_card_for_repo_sets_the_repo_id_and_keeps_the_rest(run):
     pushed = model_card_for_repo(text, "alice/toy-fr-en")
     assert 'model_id = "alice/toy-fr-en"' in pushed and f'model_id = "{result.output_dir}"' not in pushed
     before, after = ModelCard(text), ModelCard(pushed)
+    assert isinstance(before.data, ModelCardData) and isinstance(after.data, ModelCardData)
     assert after.data.model_name == "alice/toy-fr-en"
     assert after.data.eval_results == before.data.eval_results
     assert after.text.replace("alice/toy-fr-en", str(result.output_dir)) == before.text
@@ -97,7 +100,9 @@ def test_card_for_repo_sets_the_repo_id_and_keeps_the_rest(run):
 
 
 def fake_result(**overrides) -> TrainResult:
-    values = dict(step=40, epochs=0.5, target_tokens=12_000, train_seconds=90.0, num_parameters=1234)
+    values: dict[str, Any] = dict(
+        step=40, epochs=0.5, target_tokens=12_000, train_seconds=90.0, num_parameters=1234
+    )
     values.update(
         device="cpu",
         stopped_because="max_steps=40",
@@ -134,6 +139,7 @@ def test_card_of_the_shipped_corpus_says_what_it_is():
         TrainConfig(data=str(DEFAULT_DATA.parent / "bible.de-en.tsv.xz"), output_dir="out/de-en"),
         fake_result(),
     )
+    assert isinstance(card.data, ModelCardData)
     assert card.data.language == ["de", "en"] and card.data.datasets == ["bible.de-en"]
     assert "Elberfelder Bible" in card.text and "Bible verses" in card.text and "public domain" in card.text
     assert 'tokenizer(["Guten Morgen"]' in card.text and 'model_id = "out/de-en"' in card.text
@@ -150,6 +156,7 @@ def test_unknown_languages_are_left_out_and_hub_datasets_named(tmp_path):
     card = card_of(
         TrainConfig(data=str(corpus), output_dir=str(tmp_path / "m")), fake_result(test_metrics=None)
     )
+    assert isinstance(card.data, ModelCardData)
     assert card.data.language is None and "language:" not in str(card)
     assert "source" not in str(card.data.to_dict()) and "target" not in str(card.data.to_dict())
     assert card.data.datasets == ["pairs"] and card.data.eval_results is None
@@ -159,6 +166,7 @@ def test_unknown_languages_are_left_out_and_hub_datasets_named(tmp_path):
         data="wmt/wmt14", hub_config="de-en", source_lang="de", target_lang="en", output_dir="m"
     )
     card = card_of(hub, fake_result())
+    assert isinstance(card.data, ModelCardData)
     assert card.data.datasets == ["wmt/wmt14"] and card.data.language == ["de", "en"]
     assert {r.dataset_config for r in card.data.eval_results} == {"de-en"}
     assert "The Hub dataset `wmt/wmt14`, configuration `de-en`." in card.text
@@ -173,6 +181,7 @@ def test_template_variables_are_checked(tmp_path):
         "---\n{{ card_data }}\n---\n# {{ title }} ({{ license }}, {{ language | join('/') }})\n"
     )
     card = build_model_card(values, template)
+    assert isinstance(card.data, ModelCardData)
     assert card.text.strip() == "# T (apache-2.0, fr/en)" and card.data.license == "apache-2.0"
     template.write_text("# {{ title }} {{ typo }} {{ another }}\n")
     with pytest.raises(ValueError, match=r"variable\(s\) \['another', 'typo'\] that have no value"):

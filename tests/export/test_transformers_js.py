@@ -60,8 +60,9 @@ def installed_packages() -> Path:
 
 def chromium() -> str:
     for name in CHROMIUM:
-        if shutil.which(name):
-            return shutil.which(name)
+        path = shutil.which(name)
+        if path:
+            return path
     pytest.skip("Chromium is not installed (apt-get install chromium)")
 
 

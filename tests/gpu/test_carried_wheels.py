@@ -17,6 +17,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu_wheels.py"
 @pytest.fixture(scope="module")
 def wheels():
     spec = importlib.util.spec_from_file_location("gpu_wheels", SCRIPT)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclass looks its module up there
     spec.loader.exec_module(module)

@@ -10,7 +10,8 @@ from setuptools import find_packages
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10: pytest's own TOML reader
-    import tomli as tomllib
+    # installed only where Python is 3.10 (pytest depends on it there), so not in a newer checking environment
+    import tomli as tomllib  # pyright: ignore[reportMissingImports]
 
 ROOT = Path(__file__).resolve().parents[2]
 

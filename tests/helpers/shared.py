@@ -28,7 +28,7 @@ def word_tokenizer(vocab_size: int = 97) -> PreTrainedTokenizerFast:
     )
 
 
-def run_main(monkeypatch, capsys, *args: str, stdin: str = "") -> tuple[int, str, str]:
+def run_main(monkeypatch, capsys, *args: str, stdin: str = "") -> tuple[int | str | None, str, str]:
     """`vanilla-transformer translate ARGS` in this process (fast): (exit code, stdout, stderr); the parser's own
     exit (argparse: 2 for a bad option) is the exit code."""
     script = importlib.import_module("vanilla_transformer.commands.translate")

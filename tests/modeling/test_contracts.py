@@ -6,13 +6,14 @@ loads on its own."""
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import pytest
 import torch
 from conftest import random_batch, tiny_config, tiny_family_config
 from safetensors.torch import load_file, save_file
 from torch.nn import functional as F
-from transformers import PretrainedConfig
+from transformers import PretrainedConfig, PreTrainedModel
 from vanilla_transformer.modeling import (
     VanillaDecoderOnlyConfig,
     VanillaDecoderOnlyForCausalLM,
@@ -34,8 +35,9 @@ VOCAB = 61
 IDS, MASK = random_batch(VOCAB, 2, 6, seed=3)
 
 
-def family_config(family: str, attn: str = "sdpa", **overrides):
-    """A tiny config of `family` ("encoder-decoder", "decoder-only", "encoder-only") with `attn` attention."""
+def family_config(family: str, attn: str = "sdpa", **overrides) -> Any:
+    """A tiny config of `family` ("encoder-decoder", "decoder-only", "encoder-only") with `attn` attention (of the
+    family's own config class)."""
     if family == "encoder-decoder":
         config = tiny_config(vocab_size=VOCAB, **overrides)
         config._attn_implementation = attn
@@ -45,7 +47,7 @@ def family_config(family: str, attn: str = "sdpa", **overrides):
     return tiny_family_config(config_class, side, 32, attn, vocab_size=VOCAB, **overrides)
 
 
-def inputs_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+def inputs_of(model: PreTrainedModel) -> dict[str, torch.Tensor]:
     batch = {"input_ids": IDS, "attention_mask": MASK}
     if model.config.is_encoder_decoder:
         batch["decoder_input_ids"] = IDS[:, :4] % model.config.decoder_vocab_size

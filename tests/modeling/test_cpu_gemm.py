@@ -204,7 +204,7 @@ def test_quantize_int8_matches_torch_dynamic_linear_and_keeps_the_model():
     projection (read by weight) stays float32; the source model and its state dict are unchanged; greedy and beam
     decoding run, with logits near the float32 model's."""
     from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
-    from torch.ao.quantization import per_channel_dynamic_qconfig
+    from torch.ao.quantization.qconfig import per_channel_dynamic_qconfig
 
     torch.manual_seed(0)
     model = VanillaTransformerForConditionalGeneration(tiny_config(d_model=64)).eval()
@@ -221,7 +221,8 @@ def test_quantize_int8_matches_torch_dynamic_linear_and_keeps_the_model():
     original = source["model.encoder.layers.0.ffn.fc1"]
     plain = torch.nn.Linear(original.in_features, original.out_features)
     plain.load_state_dict(original.state_dict())
-    plain.qconfig = per_channel_dynamic_qconfig
+    # torch types Module.__setattr__ for tensors and modules only; qconfig is the attribute torch.ao reads
+    plain.qconfig = per_channel_dynamic_qconfig  # pyright: ignore[reportArgumentType]
     reference = DynamicLinear.from_float(plain)
     x = torch.randn(5, original.in_features)
     assert torch.equal(layers["model.encoder.layers.0.ffn.fc1"](x), reference(x))
@@ -233,4 +234,5 @@ def test_quantize_int8_matches_torch_dynamic_linear_and_keeps_the_model():
         assert int8.generate(input_ids=ids, max_new_tokens=6, num_beams=3).shape[0] == 3
     assert 0 < (full - quantized).abs().max() < 0.25 * full.std()
     with pytest.raises(ValueError, match="float32 model on the CPU"):
-        mv.quantize_int8(model.to(torch.bfloat16))
+        # transformers wraps PreTrainedModel.to with functools.wraps(nn.Module.to), so checkers see an unbound method
+        mv.quantize_int8(model.to(torch.bfloat16))  # pyright: ignore[reportArgumentType]

@@ -5,6 +5,7 @@ save/load (locally and as remote code in a process that cannot import the projec
 from __future__ import annotations
 
 import json
+from typing import TypeVar
 
 import pytest
 import torch
@@ -33,7 +34,10 @@ def tiny_config(**overrides) -> VanillaEncoderOnlyConfig:
     return tiny_family_config(VanillaEncoderOnlyConfig, "encoder", 32, **{"vocab_size": VOCAB, **overrides})
 
 
-def perturb(model: torch.nn.Module) -> torch.nn.Module:
+M = TypeVar("M", bound=torch.nn.Module)
+
+
+def perturb(model: M) -> M:
     """Random biases and LayerNorm parameters (fresh ones are zeros and ones), so that every parameter matters."""
     with torch.no_grad():
         for name, parameter in model.named_parameters():
@@ -42,7 +46,7 @@ def perturb(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
-def tiny(model_class: type = VanillaEncoderOnlyForMaskedLM, seed: int = 0, **overrides):
+def tiny(model_class: type[M] = VanillaEncoderOnlyForMaskedLM, /, seed: int = 0, **overrides) -> M:
     torch.manual_seed(seed)
     return perturb(model_class(tiny_config(**overrides))).eval()
 
@@ -58,7 +62,11 @@ def logits(model, ids, mask=None, **kwargs) -> torch.Tensor:
 def test_config_reports_every_bad_value_and_misspelled_fields():
     with pytest.raises(ValueError) as error:
         VanillaEncoderOnlyConfig(
-            type_vocab_size=-1, classifier_pooling="max", classifier_dropout=1.5, embedding_layer_norm="yes"
+            type_vocab_size=-1,
+            classifier_pooling="max",
+            classifier_dropout=1.5,
+            # a string where a bool belongs, on purpose: the check names it
+            embedding_layer_norm="yes",  # pyright: ignore[reportArgumentType]
         )
     message = str(error.value)
     for fragment in (
@@ -142,12 +150,17 @@ def test_initialisation_dropout_and_length_follow_the_config():
     torch.manual_seed(13)
     default = VanillaEncoderOnlyForMaskedLM(tiny_config(d_model=64, encoder_ffn_dim=256))
     bert_like = VanillaEncoderOnlyForMaskedLM(tiny_config(d_model=64, init_std=0.3, linear_init_std=0.02))
-    fc1 = default.model.layers[0].ffn.fc1.weight
+    fc1 = default.get_parameter("model.layers.0.ffn.fc1.weight")
     assert fc1.std().item() == pytest.approx((2 / (64 + 256)) ** 0.5, rel=0.1)  # Xavier-uniform
-    assert bert_like.model.layers[0].ffn.fc1.weight.std().item() == pytest.approx(0.02, rel=0.1)
-    assert default.get_input_embeddings().weight[1:].std().item() == pytest.approx(64**-0.5, rel=0.1)
-    assert bert_like.get_input_embeddings().weight[1:].std().item() == pytest.approx(0.3, rel=0.1)
-    assert not default.get_input_embeddings().weight[0].any()  # pad_token_id 0
+    assert bert_like.get_parameter("model.layers.0.ffn.fc1.weight").std().item() == pytest.approx(
+        0.02, rel=0.1
+    )
+    embeddings = default.get_input_embeddings().get_parameter("weight")
+    assert embeddings[1:].std().item() == pytest.approx(64**-0.5, rel=0.1)
+    assert bert_like.get_input_embeddings().get_parameter("weight")[1:].std().item() == pytest.approx(
+        0.3, rel=0.1
+    )
+    assert not embeddings[0].any()  # pad_token_id 0
     ids, mask = random_batch(VOCAB, 2, 6, seed=14)
     reference = tiny(seed=15)
     for field in ("dropout", "attention_dropout", "activation_dropout"):

@@ -198,7 +198,7 @@ def test_text_streamer_prints_the_translation(setup, capsys):
         streamer=streamer,
     )
     printed = capsys.readouterr().out.strip()
-    assert printed == tokenizer.decode(out[0], skip_special_tokens=True).strip()
+    assert printed == tokenizer.batch_decode(out, skip_special_tokens=True)[0].strip()
     assert printed
 
 

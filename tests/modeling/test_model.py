@@ -4,6 +4,7 @@ numerical safety, compile-ability, and that every config option is real."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -12,6 +13,7 @@ from transformers import AutoModelForSeq2SeqLM, StaticCache
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration, build_attention_mask
 from vanilla_transformer.modeling.kernels_vanilla_transformer import add_dropout, apply_dropout
+from vanilla_transformer.modeling.modeling_vanilla_transformer import VanillaTransformerAttention
 from vanilla_transformer.modeling.positions_vanilla_transformer import sinusoidal_table
 
 
@@ -44,7 +46,7 @@ def test_cross_attention_keys_are_computed_once():
     src, mask = random_batch(97, 2, 7, seed=3)
     calls = []
     handles = [
-        layer.encoder_attn.k_proj.register_forward_hook(lambda *a: calls.append(1))
+        layer.get_submodule("encoder_attn.k_proj").register_forward_hook(lambda *a: calls.append(1))
         for layer in model.model.decoder.layers
     ]
     model.generate(
@@ -117,6 +119,7 @@ def test_output_attentions_and_hidden_states():
     # the first encoder layer's weights, recomputed by hand from the states entering it (post-LN: the layer's
     # input goes straight into self-attention): softmax(Q K^T / sqrt(D)) with padded keys at -inf
     attn = model.model.encoder.layers[0].self_attn
+    assert isinstance(attn, VanillaTransformerAttention)
     h = out.encoder_hidden_states[0]
     heads, dim = c.encoder_attention_heads, c.d_model // c.encoder_attention_heads
     q = (
@@ -354,7 +357,8 @@ def test_max_position_embeddings_is_the_length_limit(position_encoding):
 
 def test_dropout_options_act_in_training_only():
     for field in ("dropout", "attention_dropout", "activation_dropout"):
-        model = tiny_model(seed=30, **{"dropout": 0.0, field: 0.5}).train()
+        dropouts: dict[str, Any] = {"dropout": 0.0, field: 0.5}
+        model = tiny_model(seed=30, **dropouts).train()
         src, mask = random_batch(97, 2, 6, seed=31)
         a = model(input_ids=src, attention_mask=mask, decoder_input_ids=src).logits
         b = model(input_ids=src, attention_mask=mask, decoder_input_ids=src).logits

@@ -21,9 +21,11 @@ def model_for(attn: str, position_encoding: str, normalize_before: bool, dtype: 
     rounded through a half-precision type)."""
     key = (attn, position_encoding, normalize_before, dtype)
     if key not in MODELS:
-        MODELS[key] = tiny_model(
+        model = tiny_model(
             seed=70, attn=attn, position_encoding=position_encoding, normalize_before=normalize_before
-        ).to(dtype)
+        )
+        # transformers wraps PreTrainedModel.to with functools.wraps(nn.Module.to), so checkers see an unbound method
+        MODELS[key] = model.to(dtype)  # pyright: ignore[reportArgumentType]
     return MODELS[key]
 
 

@@ -153,7 +153,8 @@ def test_in_process_pipeline_after_import(original):
         )
         return tokenizer.batch_decode(ids, skip_special_tokens=True)
 
-    translator = pipeline("translation", model=model, tokenizer=tokenizer)
+    # transformers' pipeline() overloads list only its own tasks; "translation" is the one this package registers
+    translator = pipeline("translation", model=model, tokenizer=tokenizer)  # pyright: ignore[reportCallIssue, reportArgumentType]
     assert type(translator) is modeling.TranslationPipeline
     with torch.no_grad():
         assert translator(["w5 w9", "w7"], max_new_tokens=4, num_beams=1) == [

@@ -62,6 +62,7 @@ def padded_batch(marian: MarianMTModel, seed: int):
     g = torch.Generator().manual_seed(seed)
     config = marian.config
     pad = config.pad_token_id
+    assert pad is not None
     src = torch.randint(1, pad, (3, 9), generator=g)
     src[:, -1] = 0
     mask = torch.ones_like(src)
@@ -70,6 +71,7 @@ def padded_batch(marian: MarianMTModel, seed: int):
     src[mask == 0] = pad
     src[1, 5] = src[2, 2] = 0  # eos before padding
     target_vocab = config.decoder_vocab_size
+    assert target_vocab is not None
     labels = torch.randint(1, min(pad, target_vocab), (3, 7), generator=g)
     return src, mask, labels
 
@@ -106,7 +108,10 @@ def test_generate_matches_marian(index):
     ]
     for kwargs in settings:
         with torch.no_grad():
-            expected = marian.generate(input_ids=src, attention_mask=mask, max_new_tokens=12, **kwargs)
+            # transformers types generate's self as a protocol that its own MarianMTModel does not satisfy
+            expected = marian.generate(  # pyright: ignore[reportAttributeAccessIssue]
+                input_ids=src, attention_mask=mask, max_new_tokens=12, **kwargs
+            )
             got = ours.generate(input_ids=src, attention_mask=mask, max_new_tokens=12, **kwargs)
         assert torch.equal(got, expected), kwargs
 

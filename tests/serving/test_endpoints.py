@@ -5,6 +5,8 @@ the OpenAPI schema."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 from helpers.serving import post, read_events
@@ -44,6 +46,7 @@ def test_one_text_and_a_list_equal_the_translation_loop(tiny_server, reference, 
 
     model, tokenizer = reference
     texts = [*served_sources[:5], "", "   "]
+    options: dict[str, Any]
     for options in ({}, {"num_beams": 3, "length_penalty": 0.6}, {"num_beams": 2, "max_new_tokens": 4}):
         expected = [hyps[0] for hyps in translate_nbest(model, tokenizer, texts, **options)]
         reply = post(tiny_server, "/translate", {"text": texts, **options})

@@ -109,6 +109,7 @@ def test_sigterm_with_a_stalled_client_exits_cleanly(served_folder):
     connection closed) and the server exits with status 0, logging no traceback."""
     with serve_process(served_folder, "--dtype", "float32", "--drain_s", "1") as (process, url):
         port = httpx.URL(url).port
+        assert port is not None
         with socket.create_connection(("127.0.0.1", port), timeout=60) as stalled:
             head = b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100"
             stalled.sendall(head + b'\r\n\r\n{"text": ')

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import han_characters_per_token
 from helpers.shared import run_checked
-from transformers import AutoTokenizer, DataCollatorForSeq2Seq
+from transformers import AutoTokenizer, DataCollatorForSeq2Seq, PreTrainedTokenizerFast
 from vanilla_transformer.modeling import IGNORE_INDEX
 from vanilla_transformer.tokenizer import (
     BOS_ID,
@@ -236,7 +236,7 @@ def test_saved_folder_needs_no_project_code(tok, saved, tmp_path):
 # ---- inputs: files, TSV columns, datasets, byte-level variant ---------------------------------------
 
 
-def test_train_from_tsv_file_columns_and_dataset(tmp_path):
+def test_train_from_tsv_file_columns_and_dataset(tmp_path: Path):
     tsv = tmp_path / "pairs.tsv.xz"
     rows = ["我爱机器翻译\tI love machine translation.", "神说要有光\tGod said let there be light."] * 30
     with lzma.open(tsv, "wt", encoding="utf-8") as f:
@@ -433,6 +433,7 @@ def test_the_run_tokenizer_trains_on_batches_of_the_arrow_columns_as_on_the_list
     batched = ColumnTexts(split, ("source", "target"), batch_size=7)
     assert list(batched) == list(split["source"]) + list(split["target"]) == list(batched)  # re-iterable
     trained = load_or_train_tokenizer(None, tmp_path / "tok", split, vocab_size=600)
+    assert isinstance(trained, PreTrainedTokenizerFast)
     from_lists = train_bpe_tokenizer(list(split["source"]) + list(split["target"]), vocab_size=600)
     # same vocab and merges
     assert trained.backend_tokenizer.to_str() == from_lists.backend_tokenizer.to_str()

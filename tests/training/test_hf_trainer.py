@@ -4,7 +4,9 @@ loss over the whole accumulated batch (`num_items_in_batch`), and `predict_with_
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import datasets
 import pytest
 import torch
 from conftest import tiny_model
@@ -24,15 +26,17 @@ PAIRS = [
 LEARNING_RATE = 0.5
 
 
-def dataset(pairs=PAIRS) -> list[dict[str, list[int]]]:
-    return [
-        {"input_ids": source, "attention_mask": [1] * len(source), "labels": target}
-        for source, target in pairs
-    ]
+def dataset(pairs=PAIRS) -> datasets.Dataset:
+    return datasets.Dataset.from_list(
+        [
+            {"input_ids": source, "attention_mask": [1] * len(source), "labels": target}
+            for source, target in pairs
+        ]
+    )
 
 
 def trainer_args(tmp_path, **overrides) -> Seq2SeqTrainingArguments:
-    values = dict(
+    values: dict[str, Any] = dict(
         output_dir=str(tmp_path),
         optim="sgd",  # the update is lr * gradient: any scale error in the loss shows in the weights
         learning_rate=LEARNING_RATE,
@@ -143,7 +147,8 @@ def test_predict_with_generate_evaluation(tmp_path):
     trainer = Seq2SeqTrainer(
         model=model,
         args=args,
-        eval_dataset=dataset(list(zip(sources, targets))),
+        # transformers types eval_dataset as torch's Dataset only, though it documents and takes a datasets.Dataset
+        eval_dataset=dataset(list(zip(sources, targets))),  # pyright: ignore[reportArgumentType]
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=IGNORE_INDEX),
         compute_metrics=compute_metrics,
     )

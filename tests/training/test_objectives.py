@@ -16,6 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import small_run_options
+from transformers import PreTrainedTokenizerBase
 from vanilla_transformer.modeling import IGNORE_INDEX, shift_tokens_right
 from vanilla_transformer.training import TrainConfig, train
 from vanilla_transformer.training.batching import batch_generator, collate_causal_lm, collate_span_corruption
@@ -55,7 +56,7 @@ def unigram_perplexity(train_texts: list[list[int]], scored: list[int]) -> float
     return math.exp(-sum(math.log((counts[t] + 1) / (total + vocab)) for t in scored) / len(scored))
 
 
-def tokenized(folder: Path, data: str) -> tuple[list[list[int]], object]:
+def tokenized(folder: Path, data: str) -> tuple[list[list[int]], PreTrainedTokenizerBase]:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(folder / "checkpoints" / "tokenizer")
@@ -164,13 +165,17 @@ def test_span_corruption_model_fine_tunes_into_translation(span_corruption_run, 
     result = train(cfg)  # the tokenizer is the pretrained model's: its sentinels and ids
     assert result.step == 2 and AutoTokenizer.from_pretrained(tmp_path / "ft").mask_token == "<mask>"
     assert "fine-tuned from `pretrained`" in (tmp_path / "ft" / "README.md").read_text(encoding="utf-8")
-    from huggingface_hub import ModelCard
+    from huggingface_hub import ModelCard, ModelCardData
 
     pretrained_card = ModelCard.load(folder / "README.md").data
+    assert isinstance(pretrained_card, ModelCardData)
     assert (
-        pretrained_card.pipeline_tag == "text2text-generation" and "translation" not in pretrained_card.tags
+        pretrained_card.pipeline_tag == "text2text-generation"
+        and pretrained_card.tags is not None
+        and "translation" not in pretrained_card.tags
     )
-    assert ModelCard.load(tmp_path / "ft" / "README.md").data.pipeline_tag == "translation"
+    fine_tuned_card = ModelCard.load(tmp_path / "ft" / "README.md").data
+    assert isinstance(fine_tuned_card, ModelCardData) and fine_tuned_card.pipeline_tag == "translation"
     causal = from_pretrained(tmp_path / "wrong", "causal_lm", max_steps=1)
     with pytest.raises(
         ValueError, match="holds a VanillaTransformerConfig model; --objective causal_lm trains"
@@ -292,7 +297,9 @@ def test_masked_lm_batches_mask_like_bert_and_are_seeded(short_texts):
     assert not (chosen & ~ordinary).any() and torch.equal(batch["labels"][chosen], original[chosen])
     n = int(chosen.sum())
     assert int(batch["ntokens"]) == n and abs(n / int(ordinary.sum()) - 0.15) < 0.01
-    masked = (batch["input_ids"][chosen] == tokenizer.mask_token_id).float().mean()
+    mask_id = tokenizer.mask_token_id
+    assert isinstance(mask_id, int)
+    masked = (batch["input_ids"][chosen] == mask_id).float().mean()
     kept = (batch["input_ids"][chosen] == original[chosen]).float().mean()
     assert abs(masked - 0.8) < 0.03 and 0.07 < kept < 0.14  # 10 % kept, plus random draws of the same token
 

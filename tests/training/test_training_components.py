@@ -265,7 +265,8 @@ def test_average_if_better_keeps_the_mean_only_when_it_lowers_the_validation_los
 
         return average_if_better(model, snapshots, current, validation), model.weight.item()
 
-    def outcome(info: dict) -> tuple:
+    def outcome(info: dict | None) -> tuple:
+        assert info is not None
         return info["kept"], info["valid_loss_final"], info["valid_loss_averaged"]
 
     info, weight = case(2.0)

@@ -186,9 +186,11 @@ def test_bf16_training_losses_are_close_to_fp32s(precision_runs):
 
 def test_a_bf16_run_exports_fp32_weights_that_reload_and_translate(precision_runs):
     from vanilla_transformer.inference import load_model_and_tokenizer
+    from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
 
     _, out = precision_runs["bf16"]
     model, tokenizer = load_model_and_tokenizer(str(out))
+    assert isinstance(model, VanillaTransformerForConditionalGeneration)
     trained = load_file(out / "checkpoints" / "checkpoint-3" / "model.safetensors")
     state = model.state_dict()
     for key, value in trained.items():  # the float32 weights bf16 training updated, exported as they are
@@ -199,6 +201,7 @@ def test_a_bf16_run_exports_fp32_weights_that_reload_and_translate(precision_run
     assert tokens.shape[0] == 1 and 1 < tokens.shape[1] <= 6
     # and in bf16, as translate.py --dtype does
     bf16, _ = load_model_and_tokenizer(str(out), dtype="bfloat16")
+    assert isinstance(bf16, VanillaTransformerForConditionalGeneration)
     assert bf16.generate(**batch, num_beams=1, max_new_tokens=5).shape == tokens.shape
 
 

@@ -108,11 +108,14 @@ def test_warmup_note_only_for_runs_shorter_than_twice_the_warmup():
 
     recipe = resolve_recipe(TrainConfig(preset="small", max_minutes=25))
     assert recipe.warmup_steps == 450
-    assert "after 612 updates, before twice its 450 warm-up updates" in warmup_note(recipe, 612)
-    assert "--warmup_steps" in warmup_note(recipe, 899)
+    note = warmup_note(recipe, 612)
+    assert note is not None and "after 612 updates, before twice its 450 warm-up updates" in note
+    note = warmup_note(recipe, 899)
+    assert note is not None and "--warmup_steps" in note
     assert warmup_note(recipe, 900) is None and warmup_note(recipe, 8813) is None
     longer = resolve_recipe(TrainConfig(preset="small", max_minutes=25, warmup_steps=1000))
-    assert "before twice its 1000 warm-up updates" in warmup_note(longer, 1017)
+    note = warmup_note(longer, 1017)
+    assert note is not None and "before twice its 1000 warm-up updates" in note
 
 
 def test_long_budget_dropout_is_applied_and_kept_on_resume(tokenizer_dir, tmp_path, monkeypatch):

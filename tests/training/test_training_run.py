@@ -326,7 +326,7 @@ def test_cooldown_decays_the_learning_rate_linearly_to_zero_over_the_end_of_the_
 def test_cooldown_progress_follows_the_budget_that_ends_first():
     from vanilla_transformer.training.schedule import budget_progress
 
-    def progress(step, seconds, max_minutes=10, max_steps=None, max_epochs=None, epochs=0.0):
+    def progress(step, seconds, max_minutes: int | None = 10, max_steps=None, max_epochs=None, epochs=0.0):
         return budget_progress(
             step=step,
             epochs=epochs,

@@ -33,7 +33,7 @@ def stream_of(split, tokenizer, **options) -> StreamingBatches:
     return StreamingBatches(split, encoder(tokenizer), **{**values, **options})
 
 
-def taken_pairs(stream: StreamingBatches, n: int) -> list[tuple[int, tuple, tuple]]:
+def taken_pairs(stream: StreamingBatches, n: int) -> list[list[tuple[int, tuple, tuple]]]:
     """The next ``n`` batches' pairs as (epoch, source ids, target ids), batch by batch."""
     out = []
     for epoch, indices in stream.take(n):
