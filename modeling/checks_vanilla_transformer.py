@@ -235,7 +235,7 @@ def input_shape(ids: torch.Tensor | None, embeds: torch.Tensor | None) -> tuple[
 def check_labels(
     labels: torch.Tensor,
     vocab_size: int,
-    positions: tuple[int, int] | None,
+    positions: tuple[int, ...] | None,
     name: str,
     fix: str = "",
     argument: str = "labels",

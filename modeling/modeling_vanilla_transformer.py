@@ -367,7 +367,7 @@ class VanillaTransformerSelfAttentionLayer(SelfAttentionAndFeedForward, Gradient
 class VanillaTransformerEncoderLayer(VanillaTransformerSelfAttentionLayer):
     """The encoder layer: bidirectional self-attention then feed-forward, with the encoder's sizes."""
 
-    def __init__(self, config: VanillaTransformerConfig, layer_idx: int):
+    def __init__(self, config: VanillaConfigBase, layer_idx: int):
         super().__init__(config, config.encoder_attention_heads, config.encoder_ffn_dim, layer_idx)
 
 
@@ -493,8 +493,11 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             init.copy_(module.table, module.build_table())
         elif isinstance(module, RotaryEmbedding):
             init.copy_(module.inv_freq, module.build_inv_freq())
-        elif isinstance(module, PreTrainedModel) and getattr(module, "final_logits_bias", None) is not None:
-            init.zeros_(module.final_logits_bias)  # the output bias of an LM head
+        elif (
+            isinstance(module, PreTrainedModel)
+            and (bias := getattr(module, "final_logits_bias", None)) is not None
+        ):
+            init.zeros_(bias)  # the output bias of an LM head
 
 
 class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel, VanillaTransformerStack):
@@ -503,7 +506,7 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel, VanillaTransf
     a LayerNorm on the summed embeddings (`embedding_layer_norm`) are the encoder-only family's options (BERT)."""
 
     def __init__(
-        self, config: VanillaTransformerConfig, type_vocab_size: int = 0, embedding_layer_norm: bool = False
+        self, config: VanillaConfigBase, type_vocab_size: int = 0, embedding_layer_norm: bool = False
     ):
         super().__init__(config)
         self.init_stack(
@@ -747,7 +750,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         )
         # the decoder's fields under the seq2seq output's names, the encoder's with "encoder_"
         output = Seq2SeqModelOutput(
-            **{SEQ2SEQ_DECODER_FIELDS.get(name, name): value for name, value in decoder_outputs.items()},
+            **{SEQ2SEQ_DECODER_FIELDS.get(name) or name: value for name, value in decoder_outputs.items()},
             **{f"encoder_{name}": value for name, value in encoder_outputs.items()},
         )
         return output if return_dict else output.to_tuple()
