@@ -135,7 +135,7 @@ def load_model_and_tokenizer(
         config = hub_config(name_or_path)
         local, source = False, name_or_path
 
-    device = resolve_device(device) if not hasattr(device, "type") else device
+    device = device if isinstance(device, torch.device) else resolve_device(device)
     dtype, dtype_reason = resolve_dtype(dtype, config, device)
     from transformers import AutoModelForSeq2SeqLM
 
@@ -167,7 +167,8 @@ def load_model_and_tokenizer(
             f"{export_hint}"
         ) from err
     check_tokenizer_matches_model(model, tokenizer)
-    model = model.to(device).eval()
+    # transformers wraps `PreTrainedModel.to` in `functools.wraps(nn.Module.to)`, which pyright reads as the unbound method
+    model = model.to(device).eval()  # pyright: ignore[reportArgumentType]
     logger.info("decoding in %s: %s", str(dtype).removeprefix("torch."), dtype_reason)
     return model, tokenizer
 
