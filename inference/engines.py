@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from transformers import GenerationConfig, PretrainedConfig, PreTrainedTokenizerBase
+    from transformers import GenerationConfig, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 
 @dataclass(frozen=True)
@@ -275,7 +275,7 @@ def load_engine(
     trust_remote_code: bool | None = None,
     num_threads: int | None = None,
     dtype: str | None = None,
-):
+) -> tuple[PreTrainedModel | EngineModel, PreTrainedTokenizerBase]:
     """(model, tokenizer) of ``folder`` for ``engine``: "torch" (`inference.load_model_and_tokenizer`, with
     ``device``, ``trust_remote_code`` and ``dtype``: None, the saved precision; dtype "int8" is the float32
     model on the CPU with int8 linear layers, `modeling.kernels_vanilla_transformer.quantize_int8`) or an

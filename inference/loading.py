@@ -22,13 +22,17 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+    from .engines import EngineModel
+
 logger = logging.getLogger(__name__)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 _HUB_ID = re.compile(r"^[\w][\w.-]*(/[\w][\w.-]*)?$")
 
 
-def check_tokenizer_matches_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+def check_tokenizer_matches_model(
+    model: PreTrainedModel | EngineModel, tokenizer: PreTrainedTokenizerBase
+) -> None:
     """Raise `ValueError` unless `tokenizer` fits `model`: no more tokens than the model's (source) vocabulary
     and the same pad and eos ids as the model config (ids the tokenizer lacks or the config lacks are skipped).
 

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .loading import check_tokenizer_matches_model
 
 if TYPE_CHECKING:  # torch and transformers are imported where used, so that bad input fails in milliseconds
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from .engines import EngineModel
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ _NO_LIMIT = 10**6  # tokenizers without a real maximum report model_max_length a
 _BEAM_ONLY = ("length_penalty", "early_stopping")  # meaningless with one beam (transformers warns if given)
 
 
-def position_limit(model: PreTrainedModel) -> int | None:
+def position_limit(model: PreTrainedModel | EngineModel) -> int | None:
     """The model's ``max_position_embeddings``, or None when it has none or uses RoPE (no position table)."""
     config = model.config
     limit = getattr(config, "max_position_embeddings", None)
@@ -47,7 +49,7 @@ def position_limit(model: PreTrainedModel) -> int | None:
     return int(limit)
 
 
-def max_source_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> int | None:
+def max_source_length(model: PreTrainedModel | EngineModel, tokenizer: PreTrainedTokenizerBase) -> int | None:
     """Longest source (in tokens, special tokens included) that the model and tokenizer accept, or None."""
     limits = [position_limit(model)]
     if tokenizer.model_max_length and tokenizer.model_max_length < _NO_LIMIT:
@@ -57,7 +59,7 @@ def max_source_length(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
 
 
 def translate_nbest(
-    model: PreTrainedModel,
+    model: PreTrainedModel | EngineModel,
     tokenizer: PreTrainedTokenizerBase,
     lines: Sequence[str],
     batch_size: int = 32,
@@ -116,7 +118,10 @@ def translate_nbest(
         )
     max_new_tokens = _capped_max_new_tokens(model, generate_kwargs)
 
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else model.config.pad_token_id
+    # one id (transformers types a special token's id as one id or a list)
+    pad_id = cast(
+        int, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else model.config.pad_token_id
+    )
     order = sorted(range(len(todo)), key=lambda k: len(encoded[k]), reverse=True)
     was_training = model.training
     model.eval()
@@ -137,7 +142,9 @@ def translate_nbest(
             elif max_new_tokens is not None:
                 batch_kwargs["max_new_tokens"] = max_new_tokens
             with torch.no_grad():
-                output_ids = model.generate(
+                # transformers declares generate on GenerationMixin, which the models here mix in and PreTrainedModel
+                # does not
+                output_ids = model.generate(  # pyright: ignore[reportCallIssue]
                     input_ids=input_ids.to(model.device),
                     attention_mask=attention_mask.to(model.device),
                     **batch_kwargs,
@@ -155,7 +162,7 @@ def translate_nbest(
 
 
 def translate(
-    model: PreTrainedModel,
+    model: PreTrainedModel | EngineModel,
     tokenizer: PreTrainedTokenizerBase,
     texts: Sequence[str],
     *,
@@ -187,7 +194,7 @@ def translate(
 
 
 def translate_lines(
-    model: PreTrainedModel,
+    model: PreTrainedModel | EngineModel,
     tokenizer: PreTrainedTokenizerBase,
     lines: Sequence[str],
     batch_size: int = 32,
@@ -199,7 +206,9 @@ def translate_lines(
     ]
 
 
-def _capped_max_new_tokens(model: PreTrainedModel, generate_kwargs: dict[str, Any]) -> int | None:
+def _capped_max_new_tokens(
+    model: PreTrainedModel | EngineModel, generate_kwargs: dict[str, Any]
+) -> int | None:
     """The max_new_tokens to use: the given one, else the generation config's, lowered to the decoder's
     position limit (a longer output would fail mid-generation); None when neither sets one."""
     wanted = generate_kwargs.get("max_new_tokens", model.generation_config.max_new_tokens)

@@ -24,6 +24,7 @@ import os
 import platform
 import warnings
 from collections.abc import Iterable
+from typing import TypeVar, cast
 
 import torch
 from torch import nn
@@ -287,7 +288,10 @@ def _int8_linear_class() -> type[nn.Module]:
     return Int8Linear
 
 
-def quantize_int8(model: nn.Module) -> nn.Module:
+AnyModule = TypeVar("AnyModule", bound=nn.Module)
+
+
+def quantize_int8(model: AnyModule) -> AnyModule:
     """A copy of the CPU fp32 `model` in which every linear layer called as a module (`Linear` and `nn.Linear`)
     computes with int8 weights, one scale per output channel, and int8 activations quantized per call
     (`torch.ao.quantization.quantize_dynamic`). The output projection stays float32: it is the (tied) embedding
@@ -311,12 +315,14 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     int8 = _int8_linear_class()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao.quantization's notice that torchao is to replace it
-        return quantize_dynamic(
+        # a copy of the model (inplace=False), of its class
+        quantized = quantize_dynamic(
             model,
             {name: per_channel_dynamic_qconfig for name in names},
             mapping={Linear: int8, nn.Linear: int8},
             inplace=False,
         )
+    return cast(AnyModule, quantized)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -23,8 +23,9 @@ TORCH_DTYPE_HELP = (
 )
 
 
-def command_parser(command: str, doc: str) -> argparse.ArgumentParser:
-    """The parser of ``vanilla-transformer COMMAND``; --help prints ``doc`` (the command module's docstring)."""
+def command_parser(command: str, doc: str | None) -> argparse.ArgumentParser:
+    """The parser of ``vanilla-transformer COMMAND``; --help prints ``doc`` (the command module's docstring, None
+    under ``python -OO``, which strips docstrings)."""
     return argparse.ArgumentParser(
         prog=f"vanilla-transformer {command}",
         description=doc,

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         "vanilla-transformer bench",
         KINDS,
         sys.argv[1:] if argv is None else list(argv),
-        __doc__.split("\n\n")[0],
+        (__doc__ or "").split("\n\n")[0],
     )
 
 
