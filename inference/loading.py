@@ -139,6 +139,8 @@ def load_model_and_tokenizer(
         config = hub_config(name_or_path)
         local, source = False, name_or_path
 
+    import torch
+
     device = device if isinstance(device, torch.device) else resolve_device(device)
     dtype, dtype_reason = resolve_dtype(dtype, config, device)
     from transformers import AutoModelForSeq2SeqLM
