@@ -13,12 +13,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
-from helpers.layout import ROOT, package_dirs
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10: pytest's own TOML reader
-    import tomli as tomllib
+from helpers.layout import ROOT, package_dirs, tomllib
 
 PYRIGHT = shutil.which("pyright")
 needs_pyright = pytest.mark.skipif(PYRIGHT is None, reason="pyright is in the dev extras")
