@@ -121,8 +121,8 @@ def eager_attention_forward(
 
 
 def attention_backend(config: VanillaConfigBase, output_attentions: bool) -> str:
-    """The attention implementation of one call: `config._attn_implementation`, or "eager" when the weights are
-    asked for (only the eager path computes them)."""
+    """The attention implementation of one call: `config._attn_implementation` (None, a config no model has set:
+    "eager"), or "eager" when the weights are asked for (only the eager path computes them)."""
     return "eager" if output_attentions else config._attn_implementation or "eager"
 
 
