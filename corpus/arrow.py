@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+import datasets.config
 from datasets.arrow_writer import ArrowWriter
 
 from .formats import pair_chunks

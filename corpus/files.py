@@ -15,9 +15,9 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-COMPRESSIONS: dict[str, Callable[..., IO[bytes]]] = {
+COMPRESSIONS: dict[str, Callable[..., IO[Any]]] = {
     ".xz": lzma.open,
     ".lzma": lzma.open,
     ".gz": gzip.open,

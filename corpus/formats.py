@@ -141,10 +141,10 @@ def _delimited_pairs(
     """TSV and CSV: rows of fields, an optional header, then columns by name (header) or by index."""
     where = str(path)
     if kind == "csv":
-        lines = list(lines)
-        found = [(n, fields) for n, fields in enumerate(csv.reader(io.StringIO("\n".join(lines))), start=1)]
+        text = list(lines)
+        found = [(n, fields) for n, fields in enumerate(csv.reader(io.StringIO("\n".join(text))), start=1)]
         rows = iter([(n, f) for n, f in found if f])  # csv.reader gives [] for an empty line
-        report.skipped_empty += sum(1 for line in lines if not line.strip())
+        report.skipped_empty += sum(1 for line in text if not line.strip())
     else:
         rows = _tsv_rows(lines, report)
     head = next(rows, None)

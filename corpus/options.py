@@ -236,17 +236,15 @@ class DataOptions:
             )
             blocks += f"seed {self.split_seed}: in-domain{why_not_groups})"
             held_out = dict.fromkeys(SPLITS[1:], blocks)
-        splits, report.split_origin = datasets.DatasetDict(train=held["train"]), {}
+        splits, report.split_origin = datasets.DatasetDict({"train": held["train"]}), {}
         report.split_origin["train"] = f"'{chosen['train']}' split of the data"
         for name in SPLITS[1:]:
-            if chosen[name] is None:
+            source = chosen[name]
+            if source is None:
                 splits[name], report.split_origin[name] = held[name], held_out[name]
                 report.split_origin["train"] = f"'{chosen['train']}' split of the data, minus held-out pairs"
             else:
-                splits[name], report.split_origin[name] = (
-                    available[chosen[name]],
-                    f"'{chosen[name]}' split of the data",
-                )
+                splits[name], report.split_origin[name] = available[source], f"'{source}' split of the data"
         return splits, report
 
     def group_file(self) -> Path | None:

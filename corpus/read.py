@@ -49,8 +49,9 @@ import logging
 import os
 import re
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import datasets
 
@@ -58,6 +59,9 @@ from .arrow import arrow_pairs, default_cache_dir
 from .files import check_file, language_pair, strip_compression
 from .formats import format_of
 from .rows import SOURCE, TARGET, Columns, DataReport, OnBadLine, dataset_pairs
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +85,7 @@ _SPLIT_WORDS = {
 }
 
 
-def is_dataset_object(data: Any) -> bool:
+def is_dataset_object(data: Any) -> TypeIs[datasets.Dataset | datasets.DatasetDict]:
     """Whether ``data`` is an in-memory `datasets.Dataset` or `datasets.DatasetDict`."""
     return isinstance(data, (datasets.Dataset, datasets.DatasetDict))
 
@@ -90,7 +94,7 @@ def describe_data(data: Any) -> str:
     """A short, stable text naming a data source: the path or Hub name, or for an in-memory dataset its type and
     splits (what a saved run configuration records; the content is ``DataReport.fingerprint``'s)."""
     if isinstance(data, datasets.DatasetDict):
-        return "DatasetDict(" + ", ".join(data) + ")"
+        return "DatasetDict(" + ", ".join(map(str, data)) + ")"
     if isinstance(data, datasets.Dataset):
         return "Dataset"
     return str(data)
@@ -108,12 +112,12 @@ def data_changes(old: dict[str, dict], new: dict[str, dict]) -> list[str]:
         before, now = old.get(name), new.get(name)
         if before == now:
             continue
-        if before is None:
-            changes.append(f"{name} is new ({counted(now)})")
-        elif now is None:
-            changes.append(f"{name} is gone ({counted(before)})")
-        else:
+        if before is not None and now is not None:
             changes.append(f"{name} changed ({counted(before)}, now {counted(now)})")
+        elif now is not None:
+            changes.append(f"{name} is new ({counted(now)})")
+        elif before is not None:
+            changes.append(f"{name} is gone ({counted(before)})")
     return changes
 
 
@@ -188,7 +192,7 @@ def _files_by_split(data: str, files: list[Path], root: Path) -> dict[str, list[
             f"{data!r} holds no data files; pass a folder or glob with .tsv/.txt/.csv/.jsonl/.json/.parquet "
             "files (optionally .xz/.gz/.bz2)."
         )
-    kinds = sorted({format_of(f) for f in files})
+    kinds = sorted({kind for f in files if (kind := format_of(f)) is not None})
     if len(kinds) > 1:
         raise ValueError(
             f"{data!r} mixes data formats ({', '.join(kinds)}): "
@@ -241,7 +245,7 @@ def read_parallel_splits(
         columns = Columns(source_column, target_column, source_lang, target_lang, has_header, on_bad_line)
         parts = data.items() if isinstance(data, datasets.DatasetDict) else [("train", data)]
         pairs = {
-            _split_name(k): dataset_pairs(ds, columns, report, f"dataset split {k!r}", folder)
+            _split_name(str(k)): dataset_pairs(ds, columns, report, f"dataset split {k!r}", folder)
             for k, ds in parts
         }
         return _finish(pairs, report, max_lines)
@@ -322,7 +326,7 @@ def _concat_arrow(parts: list[datasets.Dataset]) -> datasets.Dataset:
 
 
 def _finish(
-    pairs: dict[str, tuple[list[str], list[str]] | datasets.Dataset],
+    pairs: Mapping[str, tuple[list[str], list[str]] | datasets.Dataset],
     report: DataReport,
     max_lines: int | None,
 ):
@@ -355,7 +359,7 @@ def _read_hub(name, config, columns: Columns, report: DataReport, max_lines: int
             "the path; if it is a Hub dataset, check the name and that you are online."
         ) from e
     pairs = {
-        _split_name(k): dataset_pairs(ds, columns, report, f"Hub dataset {name!r} split {k!r}", folder)
+        _split_name(str(k)): dataset_pairs(ds, columns, report, f"Hub dataset {name!r} split {k!r}", folder)
         for k, ds in loaded.items()
     }
     return _finish(pairs, report, max_lines)

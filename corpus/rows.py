@@ -210,9 +210,10 @@ def dataset_pairs(
     fingerprint = hashlib.sha256(key.encode()).hexdigest()[:16]
     if not len(ds):  # `map` of no rows gives no columns
         return datasets.Dataset.from_dict({SOURCE: [], TARGET: []}, features=PAIR_FEATURES)
-    on_disk = folder is not None and bool(ds.cache_files)
-    if on_disk:
+    cache_file = None
+    if folder is not None and ds.cache_files:
         folder.mkdir(parents=True, exist_ok=True)
+        cache_file = str(folder / f"dataset-pairs-{fingerprint}.arrow")
     return ds.map(
         pairs_of,
         batched=True,
@@ -222,5 +223,5 @@ def dataset_pairs(
         features=PAIR_FEATURES,
         load_from_cache_file=False,
         new_fingerprint=fingerprint,
-        cache_file_name=str(folder / f"dataset-pairs-{fingerprint}.arrow") if on_disk else None,
+        cache_file_name=cache_file,
     )

@@ -64,9 +64,11 @@ def split_corpus(
     taken[valid] = True
     train = np.flatnonzero(~taken)
     return datasets.DatasetDict(
-        train=dataset.select(train.tolist()),
-        validation=dataset.select(valid.tolist()),
-        test=dataset.select(test.tolist()),
+        {
+            "train": dataset.select(train.tolist()),
+            "validation": dataset.select(valid.tolist()),
+            "test": dataset.select(test.tolist()),
+        }
     )
 
 
@@ -157,8 +159,10 @@ def split_by_groups(
     index = {split: sorted(i for label in held[split] for i in members[label]) for split in held}
     train = sorted(i for label in labels if label not in taken for i in members[label])
     splits = datasets.DatasetDict(
-        train=dataset.select(train),
-        validation=dataset.select(index["validation"]),
-        test=dataset.select(index["test"]),
+        {
+            "train": dataset.select(train),
+            "validation": dataset.select(index["validation"]),
+            "test": dataset.select(index["test"]),
+        }
     )
     return splits, held

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from vanilla_transformer.export.folders import claim_output_folder, write_output_manifest
 from vanilla_transformer.export.model_card import engine_folder_card
@@ -165,7 +165,8 @@ def check_expressible(config) -> None:
 
 def vocabulary(tokenizer: PreTrainedTokenizerBase, size: int) -> list[str]:
     """Token strings of ids 0 .. size-1: the tokenizer's, then placeholders for ids it does not have."""
-    tokens = tokenizer.convert_ids_to_tokens(list(range(min(size, len(tokenizer)))))
+    # a list of ids gives a list of tokens (transformers types the result for one id or many)
+    tokens = cast(list[str], tokenizer.convert_ids_to_tokens(list(range(min(size, len(tokenizer))))))
     tokens += [PLACEHOLDER.format(i) for i in range(len(tokens), size)]
     duplicates = sorted({t for t in tokens if tokens.count(t) > 1}) if len(set(tokens)) != len(tokens) else []
     if duplicates or None in tokens:

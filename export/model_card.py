@@ -460,8 +460,8 @@ def model_card_for_repo(text: str, repo_id: str) -> str:
     if not _MODEL_ID_LINE.search(text):
         return text
     card = ModelCard(_MODEL_ID_LINE.sub(lambda _: f"model_id = {json.dumps(repo_id)}", text, count=1))
-    if card.data.eval_results:
-        card.data.model_name = repo_id
+    if card.data.get("eval_results"):
+        card.data["model_name"] = repo_id
     return str(card)
 
 
@@ -510,7 +510,7 @@ def card_language_codes(folder: str | Path | None) -> list[str]:
     card = Path(folder) / "README.md" if folder else None
     if card is None or not card.is_file():
         return []
-    language = ModelCard.load(card).data.language
+    language = ModelCard.load(card).data.get("language")
     return language_codes(*([language] if isinstance(language, str) else language or []))
 
 

@@ -121,9 +121,12 @@ def export_onnx(
     (out / ENCODER_FILE).parent.mkdir(parents=True, exist_ok=True)
 
     was_training, device, attention = model.training, model.device, model.config._attn_implementation
+    # a built model's config names its attention (transformers types it optional for a bare config)
+    assert attention is not None
     # eager attention traces to plain MatMul/Softmax with an explicit mask (sdpa's is_causal needs a static bool)
     model.set_attn_implementation("eager")
-    model.eval().to("cpu")
+    # transformers wraps `PreTrainedModel.to` in `functools.wraps(nn.Module.to)`, which pyright reads as the unbound method
+    model.eval().to("cpu")  # pyright: ignore[reportArgumentType]
     try:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the exporter's advice about dynamic shapes, opset upgrades, ...
@@ -131,7 +134,8 @@ def export_onnx(
                 _export_graphs(model, out, Path(scratch))
     finally:
         model.set_attn_implementation(attention)
-        model.to(device).train(was_training)
+        # transformers wraps `PreTrainedModel.to` in `functools.wraps(nn.Module.to)`, which pyright reads as the unbound method
+        model.to(device).train(was_training)  # pyright: ignore[reportArgumentType]
     config = marian_config(model.config)  # no remote code: the weights are in the graphs
     (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     runtime_generation_config(model.generation_config).save_pretrained(out)
@@ -150,7 +154,7 @@ def _export_graphs(model: PreTrainedModel, out: Path, scratch: Path) -> None:
     import torch
     from torch import nn
     from transformers.cache_utils import DynamicCache, EncoderDecoderCache
-    from vanilla_transformer.modeling.cache_vanilla_transformer import CACHE_FIELD
+    from vanilla_transformer.modeling.cache_vanilla_transformer import CACHE_FIELD, layer_keys_values
 
     config = model.config
     layers = config.decoder_layers
@@ -169,10 +173,8 @@ def _export_graphs(model: PreTrainedModel, out: Path, scratch: Path) -> None:
         tensors = []
         for i in range(layers):
             for kind in kinds:
-                layer = (
-                    cache.self_attention_cache if kind == "decoder" else cache.cross_attention_cache
-                ).layers[i]
-                tensors += [layer.keys, layer.values]
+                stack = cache.self_attention_cache if kind == "decoder" else cache.cross_attention_cache
+                tensors += layer_keys_values(stack, i)
         return tensors
 
     def step(net, mask, input_ids, encoder_hidden_states, cache):

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from vanilla_transformer.modeling import position_limit
@@ -300,7 +300,12 @@ class OnnxTranslator(EngineTranslator):
             )
         if decoding.num_beams == 1 and decoding.num_return_sequences != 1:
             raise ValueError("num_return_sequences > 1 needs beam search (num_beams >= num_return_sequences)")
-        hidden = self._encoder.run(None, {"input_ids": input_ids, "attention_mask": attention_mask})[0]
+        # onnxruntime types an output as any ONNX value; the exported graphs output tensors only
+        outputs = cast(
+            list[np.ndarray],
+            self._encoder.run(None, {"input_ids": input_ids, "attention_mask": attention_mask}),
+        )
+        hidden = outputs[0]
         if decoding.num_beams == 1:
             return self._greedy(hidden, attention_mask, decoding)
         return self._beam_search(hidden, attention_mask, decoding)
@@ -320,7 +325,8 @@ class OnnxTranslator(EngineTranslator):
         feeds[ONNX_CACHE_BRANCH] = np.array([not first])
         # later steps fetch no encoder presents: they equal the pasts, and fetching copies them
         names = self._present if first else [name for name in self._present if ".decoder." in name]
-        outputs = self._decoder.run(["logits", *names], feeds)
+        # onnxruntime types an output as any ONNX value; the exported graphs output tensors only
+        outputs = cast(list[np.ndarray], self._decoder.run(["logits", *names], feeds))
         updated = dict(past)
         for name, value in zip(names, outputs[1:]):
             updated[name.replace("present.", "past_key_values.", 1)] = value

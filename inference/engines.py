@@ -21,7 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import GenerationConfig, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,8 @@ def onnx_graph_files(dtype: str = "float32") -> tuple[str, str]:
             f"--dtype {dtype} is not an ONNX export's precision: use one of {', '.join(ONNX_DTYPES)}"
         )
     suffix = ONNX_QUANTIZED_SUFFIX if dtype == "int8" else ""
-    return tuple(name.replace(".onnx", f"{suffix}.onnx") for name in ONNX_GRAPH_FILES)
+    encoder, decoder = ONNX_GRAPH_FILES
+    return encoder.replace(".onnx", f"{suffix}.onnx"), decoder.replace(".onnx", f"{suffix}.onnx")
 
 
 def engine_spec(name: str) -> Engine:
@@ -184,6 +188,13 @@ class EngineTranslator:
     `engine` is the runtime's key in `ENGINES`."""
 
     engine: str = ""
+    config: PretrainedConfig
+    generation_config: GenerationConfig
+    tokenizer: PreTrainedTokenizerBase
+
+    def __init__(self, folder: str | Path, *, num_threads: int | None = None, **options: Any):
+        """Load the exported `folder`, computing on `num_threads` CPU threads (None: the runtime's default)."""
+        raise NotImplementedError
 
     def generate_ids(self, input_ids: list[list[int]], **options: Any) -> list[list[list[int]]]:
         raise NotImplementedError
@@ -261,7 +272,7 @@ def load_engine(
     trust_remote_code: bool | None = None,
     num_threads: int | None = None,
     dtype: str | None = None,
-):
+) -> tuple[PreTrainedModel | EngineModel, PreTrainedTokenizerBase]:
     """(model, tokenizer) of ``folder`` for ``engine``: "torch" (`inference.load_model_and_tokenizer`, with
     ``device``, ``trust_remote_code`` and ``dtype``: None, the saved precision; dtype "int8" is the float32
     model on the CPU with int8 linear layers, `modeling.kernels_vanilla_transformer.quantize_int8`) or an

@@ -22,13 +22,17 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+    from .engines import EngineModel
+
 logger = logging.getLogger(__name__)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 _HUB_ID = re.compile(r"^[\w][\w.-]*(/[\w][\w.-]*)?$")
 
 
-def check_tokenizer_matches_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+def check_tokenizer_matches_model(
+    model: PreTrainedModel | EngineModel, tokenizer: PreTrainedTokenizerBase
+) -> None:
     """Raise `ValueError` unless `tokenizer` fits `model`: no more tokens than the model's (source) vocabulary
     and the same pad and eos ids as the model config (ids the tokenizer lacks or the config lacks are skipped).
 
@@ -135,7 +139,9 @@ def load_model_and_tokenizer(
         config = hub_config(name_or_path)
         local, source = False, name_or_path
 
-    device = resolve_device(device) if not hasattr(device, "type") else device
+    import torch
+
+    device = device if isinstance(device, torch.device) else resolve_device(device)
     dtype, dtype_reason = resolve_dtype(dtype, config, device)
     from transformers import AutoModelForSeq2SeqLM
 
@@ -167,7 +173,8 @@ def load_model_and_tokenizer(
             f"{export_hint}"
         ) from err
     check_tokenizer_matches_model(model, tokenizer)
-    model = model.to(device).eval()
+    # transformers wraps `PreTrainedModel.to` in `functools.wraps(nn.Module.to)`, which pyright reads as the unbound method
+    model = model.to(device).eval()  # pyright: ignore[reportArgumentType]
     logger.info("decoding in %s: %s", str(dtype).removeprefix("torch."), dtype_reason)
     return model, tokenizer
 

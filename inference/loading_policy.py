@@ -13,10 +13,12 @@ docs/reliability.md, "Loading policy", lists them with the test of each).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
+
+Model = TypeVar("Model", bound="PreTrainedModel")
 
 REMOTE_CODE_FLAG = "--trust_remote_code"
 
@@ -62,6 +64,19 @@ def remote_code_rule(
         f"{name!r} holds a {model_type!r} model, which loads only by running its own code ({code}); code from a "
         f"model folder or Hub repo runs only when asked: {how}"
     )
+
+
+@overload
+def from_pretrained_safetensors(
+    model_class: type[Model], source: str, trust_remote_code: bool, fix: str, **options: Any
+) -> Model: ...
+
+
+# an auto class (AutoModelForSeq2SeqLM), which builds the class the config names
+@overload
+def from_pretrained_safetensors(
+    model_class: Any, source: str, trust_remote_code: bool, fix: str, **options: Any
+) -> PreTrainedModel: ...
 
 
 def from_pretrained_safetensors(

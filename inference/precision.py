@@ -100,7 +100,8 @@ def time_interleaved(
 ) -> Speeds:
     """Median seconds per call of ``fp32`` and ``bf16`` over up to ``rounds`` interleaved rounds (after one
     warm-up call each), stopping early once ``budget_seconds`` are spent (at least one round)."""
-    fp32(), bf16()
+    fp32()
+    bf16()
     times: dict[str, list[float]] = {"fp32": [], "bf16": []}
     start = time.perf_counter()
     for r in range(rounds):

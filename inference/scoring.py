@@ -43,7 +43,7 @@ def bleu_tokenizer_for(target_lang: str | None, override: str | None = None) -> 
     """sacreBLEU's BLEU tokeniser for a target language: `override` when given (`ValueError` unless sacreBLEU has
     it), else "zh" for Chinese targets and "13a" for everything else (including an unknown target language)."""
     if override:
-        from sacrebleu.metrics import BLEU
+        from sacrebleu.metrics.bleu import BLEU
 
         if override not in BLEU.TOKENIZERS:
             raise ValueError(
@@ -58,9 +58,17 @@ def _bleu(hypotheses: Sequence[str], references: Sequence[str], tokenize: str) -
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; they must align.")
     if not hypotheses:
         raise ValueError("No sentences to score.")
-    return load_metric("bleu").compute(
-        predictions=list(hypotheses), references=list(references), tokenize=tokenize
+    return computed(
+        load_metric("bleu"), predictions=list(hypotheses), references=list(references), tokenize=tokenize
     )
+
+
+def computed(metric: evaluate.EvaluationModule, **inputs: Any) -> dict:
+    """`metric.compute(**inputs)`, which evaluate types as optional: it returns None only on the non-main processes
+    of a distributed evaluation, which scoring never runs."""
+    scores = metric.compute(**inputs)
+    assert scores is not None
+    return scores
 
 
 def score_translations(hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "13a") -> dict:
@@ -71,7 +79,7 @@ def score_translations(hypotheses: Sequence[str], references: Sequence[str], tok
     Chinese targets: `bleu_tokenizer_for`).
     """
     bleu = _bleu(hypotheses, references, tokenize)
-    chrf = load_metric("chrf").compute(predictions=list(hypotheses), references=list(references))
+    chrf = computed(load_metric("chrf"), predictions=list(hypotheses), references=list(references))
     return {
         "bleu": round(bleu["score"], 2),
         "chrf": round(chrf["score"], 2),

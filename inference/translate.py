@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .loading import check_tokenizer_matches_model
 
 if TYPE_CHECKING:  # torch and transformers are imported where used, so that bad input fails in milliseconds
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from .engines import EngineModel
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +40,7 @@ _BEAM_ONLY = ("length_penalty", "early_stopping")  # meaningless with one beam (
 
 
 def translate_nbest(
-    model: PreTrainedModel,
+    model: PreTrainedModel | EngineModel,
     tokenizer: PreTrainedTokenizerBase,
     lines: Sequence[str],
     batch_size: int = 32,
@@ -97,7 +99,10 @@ def translate_nbest(
         )
     max_new_tokens = _capped_max_new_tokens(model, generate_kwargs)
 
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else model.config.pad_token_id
+    # one id (transformers types a special token's id as one id or a list)
+    pad_id = cast(
+        int, tokenizer.pad_token_id if tokenizer.pad_token_id is not None else model.config.pad_token_id
+    )
     order = sorted(range(len(todo)), key=lambda k: len(encoded[k]), reverse=True)
     was_training = model.training
     model.eval()
@@ -118,7 +123,9 @@ def translate_nbest(
             elif max_new_tokens is not None:
                 batch_kwargs["max_new_tokens"] = max_new_tokens
             with torch.no_grad():
-                output_ids = model.generate(
+                # transformers declares generate on GenerationMixin, which the models here mix in and PreTrainedModel
+                # does not
+                output_ids = model.generate(  # pyright: ignore[reportCallIssue]
                     input_ids=input_ids.to(model.device),
                     attention_mask=attention_mask.to(model.device),
                     **batch_kwargs,
@@ -136,7 +143,7 @@ def translate_nbest(
 
 
 def translate(
-    model: PreTrainedModel,
+    model: PreTrainedModel | EngineModel,
     tokenizer: PreTrainedTokenizerBase,
     texts: Sequence[str],
     *,
@@ -168,7 +175,7 @@ def translate(
 
 
 def translate_lines(
-    model: PreTrainedModel,
+    model: PreTrainedModel | EngineModel,
     tokenizer: PreTrainedTokenizerBase,
     lines: Sequence[str],
     batch_size: int = 32,
@@ -180,7 +187,9 @@ def translate_lines(
     ]
 
 
-def _capped_max_new_tokens(model: PreTrainedModel, generate_kwargs: dict[str, Any]) -> int | None:
+def _capped_max_new_tokens(
+    model: PreTrainedModel | EngineModel, generate_kwargs: dict[str, Any]
+) -> int | None:
     """The max_new_tokens to use: the given one, else the generation config's, lowered to the decoder's
     position limit (a longer output would fail mid-generation); None when neither sets one."""
     from vanilla_transformer.modeling import position_limit

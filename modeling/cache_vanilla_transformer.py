@@ -12,14 +12,20 @@ growing by T positions per call, encoder K/V computed once); the decoder-only mo
 
 from __future__ import annotations
 
-from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from typing import TypeVar
+
+import torch
+from transformers.cache_utils import Cache, CacheLayerMixin, DynamicCache, EncoderDecoderCache
 from transformers.modeling_outputs import Seq2SeqLMOutput
 
 # the output field of the cache in this transformers release: "cache" (5.24 on) or "past_key_values" (5.23)
 CACHE_FIELD = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
 
 
-def given_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
+AnyCache = TypeVar("AnyCache", bound=Cache)
+
+
+def given_cache(cache: AnyCache | None, past_key_values: AnyCache | None) -> AnyCache | None:
     """The cache a forward was given, under the name of this release (`cache`) or of 5.23 (`past_key_values`)."""
     return cache if cache is not None else past_key_values
 
@@ -53,3 +59,11 @@ def self_attention_cache(cache: Cache | None, use_cache: bool, config) -> Cache 
             f"{type(cache).__name__}"
         )
     return cache
+
+
+def layer_keys_values(cache: Cache, layer_idx: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The keys and values, (B, H, S, D) each, that layer `layer_idx` of the filled attention cache holds."""
+    layer = cache.layers[layer_idx]
+    # transformers types a layer as any of its kinds (attention, linear attention) and its tensors as optional
+    assert isinstance(layer, CacheLayerMixin) and layer.keys is not None and layer.values is not None
+    return layer.keys, layer.values

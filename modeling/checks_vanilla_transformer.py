@@ -11,14 +11,14 @@ from) the source mask once per generate() call instead of once per decoding step
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import torch
 
 from .kernels_vanilla_transformer import IGNORE_INDEX
 
 if TYPE_CHECKING:
-    from .configuration_vanilla_transformer import VanillaTransformerConfig
+    from .configuration_vanilla_base import VanillaConfigBase
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -56,7 +56,7 @@ def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str) -> None:
         )
 
 
-def check_token_mask(mask: torch.Tensor, ids_shape: torch.Size, name: str) -> None:
+def check_token_mask(mask: torch.Tensor, ids_shape: tuple[int, ...], name: str) -> None:
     """Raise `ValueError` unless `mask` is a (B, L) 0/1 mask of the same shape as the ids it describes (a 4-D
     (B, 1, T, K) mask is accepted as it is, see `build_attention_mask`)."""
     if not isinstance(mask, torch.Tensor):
@@ -106,7 +106,7 @@ def max_source_length(config: Any, tokenizer: Any) -> int | None:
     return min(limits) if limits else None
 
 
-def check_length(length: int, config: VanillaTransformerConfig, name: str) -> None:
+def check_length(length: int, config: VanillaConfigBase, name: str) -> None:
     """Sequences longer than `position_limit` are an error (RoPE has no table and no limit)."""
     limit = position_limit(config)
     if limit is not None and length > limit:
@@ -126,6 +126,7 @@ def check_inputs(
     if ids is not None:
         check_token_ids(ids, vocab_size, name)
         return ids.shape
+    assert embeds is not None
     if embeds.dim() != 3 or embeds.shape[0] == 0 or embeds.shape[1] == 0:
         raise ValueError(
             f"inputs_embeds for {name} must have a non-empty shape (B, L, C), got {tuple(embeds.shape)}"
@@ -138,7 +139,7 @@ def check_stack_inputs(
     embeds: torch.Tensor | None,
     attention_mask: torch.Tensor | None,
     vocab_size: int,
-    config: VanillaTransformerConfig,
+    config: VanillaConfigBase,
     name: str = "input_ids",
 ) -> torch.Size:
     """The checks of a bidirectional stack's inputs (the encoder's): exactly one of `ids` / `embeds`
@@ -157,7 +158,7 @@ def check_decoder_inputs(
     attention_mask: torch.Tensor | None,
     shape: torch.Size,
     past_length: int | torch.Tensor,
-    config: VanillaTransformerConfig,
+    config: VanillaConfigBase,
     mask_name: str = "decoder_attention_mask",
 ) -> None:
     """Check what a causal stack (the decoder, the decoder-only model) gets besides its (B, T) new tokens of
@@ -228,7 +229,7 @@ def check_token_type_ids(
 
 
 def check_position_ids(
-    position_ids: torch.Tensor | None, shape: torch.Size, config: VanillaTransformerConfig
+    position_ids: torch.Tensor | None, shape: torch.Size, config: VanillaConfigBase
 ) -> None:
     """Raise `ValueError` unless `position_ids` is None or a (B or 1, L) integer tensor with positions in
     [0, max_position_embeddings) (any position >= 0 with rotary positions)."""
@@ -254,14 +255,14 @@ def input_shape(ids: torch.Tensor | None, embeds: torch.Tensor | None) -> tuple[
     """(B, L) of the token ids, or else of the embeddings; None when neither is a tensor of that rank."""
     for value in (ids, embeds):
         if isinstance(value, torch.Tensor) and value.dim() >= 2:
-            return tuple(value.shape[:2])
+            return value.shape[0], value.shape[1]
     return None
 
 
 def check_labels(
     labels: torch.Tensor,
     vocab_size: int,
-    positions: tuple[int, int] | None,
+    positions: tuple[int, ...] | None,
     name: str,
     fix: str = "",
     argument: str = "labels",
@@ -292,7 +293,7 @@ class MaskMemo:
         self._entry: tuple | None = None  # ((weak ref to the mask, its version, extra), value)
 
     @staticmethod
-    def _usable(mask: torch.Tensor | None) -> bool:
+    def _usable(mask: torch.Tensor | None) -> TypeGuard[torch.Tensor]:
         return (
             isinstance(mask, torch.Tensor) and not torch.compiler.is_compiling() and not mask.is_inference()
         )

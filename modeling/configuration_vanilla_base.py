@@ -19,6 +19,7 @@ import dataclasses
 import difflib
 import inspect
 import math
+from collections.abc import Iterable
 
 from transformers import GenerationConfig, PretrainedConfig
 
@@ -148,7 +149,7 @@ def unknown_fields(config_class: type, keys) -> list[str]:
     return [key for key in keys if key not in ours and key not in generic and not key.startswith("_")]
 
 
-def reject_unknown_fields(config_class: type, extra: dict, model: str = "") -> None:
+def reject_unknown_fields(config_class: type, extra: Iterable[str], model: str = "") -> None:
     """Keys of ``extra`` (a config's leftover keyword arguments) that are `unknown_fields` raise `ValueError` with
     the closest field: a misspelled `d_modle` must not silently become a no-op. ``model`` names the family in the
     message (e.g. "a decoder-only model")."""
@@ -273,7 +274,9 @@ class VanillaConfigBase(PretrainedConfig):
         extra_attributes = set(kwargs.pop(EXTRA_ATTRIBUTES, None) or ())
         reject_unknown_fields(type(self), [key for key in kwargs if key not in extra_attributes], self.family)
         self.validate_architecture(check_ids=False)  # sizes first: transformers' own checks assume ints
-        super().__init__(tie_word_embeddings=self.tie_word_embeddings, **kwargs)
+        # PretrainedConfig is a dataclass that also takes other keywords (huggingface_hub's strict(accept_kwargs=True)),
+        # which pyright's view of its dataclass __init__ does not show
+        super().__init__(tie_word_embeddings=self.tie_word_embeddings, **kwargs)  # pyright: ignore[reportCallIssue]
         self.validate_architecture()
 
     def resolve_defaults(self) -> None:

@@ -79,5 +79,5 @@ class VanillaDecoderOnlyConfig(VanillaConfigBase):
     def family_problems(self, check_ids: bool) -> list[str]:
         if not check_ids:
             return []
-        limits = dict.fromkeys(("pad_token_id", "bos_token_id", "eos_token_id"), self.vocab_size)
+        limits = {name: self.vocab_size for name in ("pad_token_id", "bos_token_id", "eos_token_id")}
         return head_problems(self, ("decoder",)) + token_id_problems(self, limits, required=())

@@ -142,7 +142,8 @@ def convert_bert_model(
             f"checkpoint with one of them"
         )
     config = config_from_bert(bert.config)
-    if model_class is VanillaEncoderOnlyForMaskedLM:  # tying from the weights, whatever the config says
+    # tying from the weights, whatever the config says
+    if isinstance(bert, BertForMaskedLM):
         decoder, embedding = bert.cls.predictions.decoder.weight, bert.bert.embeddings.word_embeddings.weight
         config.tie_word_embeddings = decoder.shape == embedding.shape and torch.equal(decoder, embedding)
     model = model_class(config)
@@ -191,7 +192,7 @@ def _load_bert(folder: Path, trust_pickle: bool = False) -> BertForMaskedLM | Be
     return load_source_model(model_class, folder, claims, trust_pickle, common_tables(source))
 
 
-def _bert_class(folder: Path, architectures: list) -> type:
+def _bert_class(folder: Path, architectures: list) -> type[BertForMaskedLM | BertForSequenceClassification]:
     """The transformers class that loads the BERT checkpoint in `folder`, whose config.json lists
     `architectures`, for conversion (see `_LOADERS`)."""
     for name in architectures:

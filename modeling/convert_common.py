@@ -22,12 +22,14 @@ import math
 import re
 import shutil
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 from transformers import PretrainedConfig, PreTrainedModel
 
 from .export import save_with_remote_code
+
+Model = TypeVar("Model", bound=PreTrainedModel)
 
 REPLACED_FILES = ("config.json", "generation_config.json")
 WEIGHT_SUFFIXES = (".bin", ".safetensors", ".h5", ".msgpack", ".ckpt", ".index.json", ".onnx", ".tflite")
@@ -192,12 +194,12 @@ def common_tables(source: dict) -> tuple[tuple[str, Any, int], ...]:
 
 
 def load_source_model(
-    model_class: type[PreTrainedModel],
+    model_class: type[Model],
     folder: Path,
     claims: list[SizeClaim],
     trust_pickle: bool = False,
     tables: tuple[tuple[str, Any, int], ...] = (),
-) -> PreTrainedModel:
+) -> Model:
     """The source model of `folder` loaded with its own transformers class `model_class`, in fp32, after its
     config's sizes (`claims`, `tables`) are checked against its weights' shapes (`check_claimed_sizes`). Weights
     from safetensors only unless `trust_pickle` (see the module docstring)."""
@@ -207,9 +209,7 @@ def load_source_model(
     )
 
 
-def load_converted_weights(
-    model: PreTrainedModel, state: dict[str, torch.Tensor], source: str
-) -> PreTrainedModel:
+def load_converted_weights(model: Model, state: dict[str, torch.Tensor], source: str) -> Model:
     """`model` with the weights `state` (our names; tied weights may be left out), in fp32 and eval mode;
     `ValueError` naming the missing and unexpected names when `state` does not fit (`source` names the model)."""
     missing, unexpected = model.load_state_dict(state, strict=False)
@@ -218,7 +218,8 @@ def load_converted_weights(
     if missing or unexpected:
         raise ValueError(f"{source} conversion mismatch: missing {missing}, unexpected {unexpected}")
     model.tie_weights()
-    return model.to(torch.float32).eval()
+    # transformers wraps `PreTrainedModel.to` in `functools.wraps(nn.Module.to)`, which pyright reads as the unbound method
+    return model.to(torch.float32).eval()  # pyright: ignore[reportArgumentType]
 
 
 def write_converted_folder(model: PreTrainedModel, src_dir: Path, out_dir: Path) -> Path:

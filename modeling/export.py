@@ -10,6 +10,7 @@ the tokenizer and the type check. Such a folder loads in a process where this pr
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -18,7 +19,7 @@ from .modeling_vanilla_transformer import VanillaTransformerPreTrainedModel
 
 
 def save_with_remote_code(
-    model: PreTrainedModel, folder: str | Path, tokenizer: PreTrainedTokenizerBase | None = None
+    model: PreTrainedModel, folder: str | os.PathLike, tokenizer: PreTrainedTokenizerBase | None = None
 ) -> Path:
     """Write `model` (and `tokenizer`) to `folder` together with the code needed to load it anywhere."""
     if not isinstance(model, VanillaTransformerPreTrainedModel):

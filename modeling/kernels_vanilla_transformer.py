@@ -24,6 +24,7 @@ import os
 import platform
 import warnings
 from collections.abc import Iterable
+from typing import TypeVar, cast
 
 import torch
 from torch import nn
@@ -123,7 +124,8 @@ def add_dropout(residual: torch.Tensor, x: torch.Tensor, p: float, training: boo
 
 CPU_GEMM_ENV = "VANILLA_TRANSFORMER_CPU_GEMM"
 CPU_GEMM_MODES = ("auto", "onednn", "default")
-_cpu_gemm = {"mode": None, "onednn": None}  # requested mode (None: not read yet) and the resolved choice
+# requested mode (None: not read yet) and the resolved choice
+_cpu_gemm: dict[str, str | bool | None] = {"mode": None, "onednn": None}
 _packed_weights = WeakIdKeyDictionary()  # weight -> ((data_ptr, version), oneDNN-packed copy)
 
 
@@ -238,7 +240,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         or weight.dtype != dtype
         or (bias is not None and bias.dtype != dtype)
         or torch.compiler.is_compiling()
-        or torch.jit.is_tracing()
+        # torch.jit documents is_tracing but leaves it out of its __all__
+        or torch.jit.is_tracing()  # pyright: ignore[reportPrivateImportUsage]
     ):
         return F.linear(x, weight, bias)
     rows = x.numel() // max(x.shape[-1], 1)
@@ -274,6 +277,8 @@ def _int8_linear_class() -> type[nn.Module]:
     class Int8Linear(DynamicLinear):
         @classmethod
         def from_float(cls, mod: nn.Module, use_precomputed_fake_quant: bool = False) -> nn.Module:
+            # quantize_int8's mapping sends only linear layers here
+            assert isinstance(mod, nn.Linear)
             plain = nn.Linear(mod.in_features, mod.out_features, bias=mod.bias is not None, device="meta")
             plain.weight, plain.bias, plain.qconfig = mod.weight, mod.bias, mod.qconfig
             return super().from_float(plain, use_precomputed_fake_quant)
@@ -281,20 +286,25 @@ def _int8_linear_class() -> type[nn.Module]:
     return Int8Linear
 
 
-def quantize_int8(model: nn.Module) -> nn.Module:
+AnyModule = TypeVar("AnyModule", bound=nn.Module)
+
+
+def quantize_int8(model: AnyModule) -> AnyModule:
     """A copy of the CPU fp32 `model` in which every linear layer called as a module (`Linear` and `nn.Linear`)
     computes with int8 weights, one scale per output channel, and int8 activations quantized per call
     (`torch.ao.quantization.quantize_dynamic`). The output projection stays float32: it is the (tied) embedding
     matrix, read by weight (`get_output_embeddings`). The copy is for inference: autograd does not run through
     the int8 layers. Raises `ValueError` for a model that is not on the CPU in float32."""
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+    from torch.ao.quantization import quantize_dynamic
+    from torch.ao.quantization.qconfig import per_channel_dynamic_qconfig
 
     parameters = list(model.parameters())
     if any(p.device.type != "cpu" or p.dtype != torch.float32 for p in parameters):
         raise ValueError(
             "int8 quantization takes a float32 model on the CPU: load it with dtype float32, device cpu"
         )
-    output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    get_output_embeddings = getattr(model, "get_output_embeddings", None)
+    output = get_output_embeddings() if get_output_embeddings is not None else None
     names = [
         name
         for name, module in model.named_modules()
@@ -303,12 +313,14 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     int8 = _int8_linear_class()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao.quantization's notice that torchao is to replace it
-        return quantize_dynamic(
+        # a copy of the model (inplace=False), of its class
+        quantized = quantize_dynamic(
             model,
             {name: per_channel_dynamic_qconfig for name in names},
             mapping={Linear: int8, nn.Linear: int8},
             inplace=False,
         )
+    return cast(AnyModule, quantized)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -45,10 +45,14 @@ def build_attention_mask(
             allowed = key_mask.bool()[:, None, None, :]  # (B, 1, 1, K)
             key_length = key_mask.shape[-1]
         if query_positions is not None:
+            # the contract: key_length is given when key_mask is not
+            assert key_length is not None
             keys = torch.arange(key_length, device=query_positions.device)
             causal = keys <= query_positions[..., None]  # (T, K) or (B, T, K)
             causal = causal[None, None] if causal.dim() == 2 else causal[:, None]  # (B or 1, 1, T, K)
             allowed = causal if allowed is None else allowed & causal
+        # key_mask or query_positions is given
+        assert allowed is not None
     allowed = allowed | ~allowed.any(dim=-1, keepdim=True)  # no fully masked row -> no NaN
     return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(
         ~allowed, torch.finfo(dtype).min

@@ -26,6 +26,7 @@ answer is trained on (`answer_only_example`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import torch
 from torch import nn
@@ -129,12 +130,13 @@ class VanillaDecoderOnlyModel(VanillaDecoderOnlyPreTrainedModel, VanillaTransfor
         output_attentions, output_hidden_states, return_dict = output_options(
             self.config, output_attentions, output_hidden_states, return_dict
         )
-        use_cache = self.config.use_cache if use_cache is None else use_cache
+        use_cache = bool(self.config.use_cache) if use_cache is None else use_cache
         shape = check_inputs(input_ids, inputs_embeds, self.config.vocab_size, "input_ids")
         cache = self_attention_cache(cache, use_cache, self.config)
         new_tokens = shape[1]
         past_length = cache.get_seq_length() if cache is not None else 0
-        device = (input_ids if input_ids is not None else inputs_embeds).device
+        # the check has made sure that exactly one of them is given
+        device = cast(torch.Tensor, input_ids if input_ids is not None else inputs_embeds).device
         check_decoder_inputs(attention_mask, shape, past_length, self.config, "attention_mask")
         attention_mask = without_padding(attention_mask)
         if position_ids is None:
@@ -200,14 +202,16 @@ class VanillaDecoderOnlyForCausalLM(VanillaDecoderOnlyPreTrainedModel, Generatio
         self.lm_head = Linear(config.d_model, config.vocab_size, bias=False)
         self.final_logits_bias = nn.Parameter(torch.zeros(config.vocab_size)) if config.output_bias else None
         tied = config.tie_word_embeddings
-        self._tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"} if tied else None
+        # transformers declares `_tied_weights_keys: dict[str, str] = None`: None is its own default
+        self._tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"} if tied else None  # pyright: ignore[reportAttributeAccessIssue]
         self.post_init()
         self.generation_config = causal_lm_generation_config(config)
 
     def generate(self, *args, **kwargs):
         """`GenerationMixin.generate` after `check_generation_arguments` (see the encoder-decoder's generate)."""
         check_generation_arguments(kwargs, kwargs.get("generation_config") or self.generation_config)
-        return super().generate(*args, **kwargs)
+        # transformers types generate's self as a protocol that no PreTrainedModel satisfies (`device` is a property)
+        return super().generate(*args, **kwargs)  # pyright: ignore[reportAttributeAccessIssue]
 
     def resize_token_embeddings(self, new_num_tokens: int | None = None, *args, **kwargs) -> nn.Embedding:
         """Resize the vocabulary; the output bias keeps its values and gets zeros for new tokens."""

@@ -22,16 +22,14 @@ Conventions:
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 from torch.nn import functional as F
 from transformers.activations import ACT2FN
-from transformers.modeling_outputs import (
-    BaseModelOutput,
-    MaskedLMOutput,
-    ModelOutput,
-    SequenceClassifierOutput,
-)
+from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput, SequenceClassifierOutput
+from transformers.utils.generic import ModelOutput
 
 from .checks_vanilla_transformer import check_labels
 from .configuration_vanilla_encoder_only import PROBLEM_TYPES, VanillaEncoderOnlyConfig
@@ -162,13 +160,14 @@ class VanillaEncoderOnlyForMaskedLM(VanillaEncoderOnlyWithHead):
         self.model = VanillaEncoderOnlyModel(config)
         self.lm_transform = VanillaEncoderOnlyLMTransform(config) if config.mlm_head_transform else None
         self.lm_head = Linear(config.d_model, config.vocab_size, bias=config.output_bias)
-        self._tied_weights_keys = (
-            {"lm_head.weight": "model.embed_tokens.weight"} if config.tie_word_embeddings else None
-        )
+        tied = {"lm_head.weight": "model.embed_tokens.weight"} if config.tie_word_embeddings else None
+        # transformers declares `_tied_weights_keys: dict[str, str] = None`: None is its own default
+        self._tied_weights_keys = tied  # pyright: ignore[reportAttributeAccessIssue]
         self.post_init()
 
     def head_output(self, outputs, attention_mask, labels, num_items_in_batch) -> MaskedLMOutput:
-        hidden_states = outputs.last_hidden_state  # (B, L, C)
+        # (B, L, C); transformers types every field of a model output as optional
+        hidden_states = cast(torch.Tensor, outputs.last_hidden_state)
         if labels is not None:
             fix = " (-100 where nothing is predicted)"
             check_labels(labels, self.config.vocab_size, tuple(hidden_states.shape[:2]), "input_ids", fix)
@@ -237,7 +236,8 @@ class VanillaEncoderOnlyForSequenceClassification(VanillaEncoderOnlyWithHead):
         self.classifier_dropout = (
             config.dropout if config.classifier_dropout is None else config.classifier_dropout
         )
-        self.classifier = Linear(config.d_model, config.num_labels)
+        # transformers types num_labels as optional (no id2label); a constructed config always has its label table
+        self.classifier = Linear(config.d_model, cast(int, config.num_labels))
         self.post_init()
 
     def head_output(self, outputs, attention_mask, labels, num_items_in_batch) -> SequenceClassifierOutput:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from contextlib import nullcontext
+from typing import cast
 
 import torch
 from torch import nn
@@ -54,7 +55,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from .cache_vanilla_transformer import cache_output, encoder_decoder_cache, given_cache
+from .cache_vanilla_transformer import cache_output, encoder_decoder_cache, given_cache, layer_keys_values
 from .checks_vanilla_transformer import (
     MaskMemo,
     check_decoder_inputs,
@@ -67,6 +68,7 @@ from .checks_vanilla_transformer import (
     input_shape,
     position_limit,
 )
+from .configuration_vanilla_base import VanillaConfigBase
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .decoding_vanilla_transformer import DEFAULT_LENGTH_PENALTY, check_generation_arguments
 from .kernels_vanilla_transformer import (
@@ -119,10 +121,10 @@ def eager_attention_forward(
     return output, weights
 
 
-def attention_backend(config: VanillaTransformerConfig, output_attentions: bool) -> str:
-    """The attention implementation of one call: `config._attn_implementation`, or "eager" when the weights are
-    asked for (only the eager path computes them)."""
-    return "eager" if output_attentions else config._attn_implementation
+def attention_backend(config: VanillaConfigBase, output_attentions: bool) -> str:
+    """The attention implementation of one call: `config._attn_implementation` (None, a config no model has set:
+    "eager"), or "eager" when the weights are asked for (only the eager path computes them)."""
+    return "eager" if output_attentions else config._attn_implementation or "eager"
 
 
 class VanillaTransformerAttention(nn.Module):
@@ -135,9 +137,9 @@ class VanillaTransformerAttention(nn.Module):
 
     def __init__(
         self,
-        config: VanillaTransformerConfig,
+        config: VanillaConfigBase,
         num_heads: int,
-        layer_idx: int | None = None,
+        layer_idx: int,
         is_causal: bool = False,
         is_cross_attention: bool = False,
     ):
@@ -189,18 +191,18 @@ class VanillaTransformerAttention(nn.Module):
         )
 
         if self.is_cross_attention:
-            layer_cache = cache.cross_attention_cache if cache is not None else None
+            # cross-attention is the encoder-decoder's: its cache is an EncoderDecoderCache
+            cache = cast("EncoderDecoderCache | None", cache)
             if cache is not None and cache.is_updated.get(self.layer_idx, False):
                 # encoder K/V were computed once at the first decoding step and are reused
-                key = layer_cache.layers[self.layer_idx].keys  # (B, H, S, D)
-                value = layer_cache.layers[self.layer_idx].values  # (B, H, S, D)
+                key, value = layer_keys_values(cache.cross_attention_cache, self.layer_idx)  # (B, H, S, D)
             else:
                 key = self._heads(self.k_proj(key_value_states))  # (B, H, S, D)
                 value = self._heads(self.v_proj(key_value_states))  # (B, H, S, D)
                 if cache is not None:
                     if fp32_sdpa:
                         key, value = key.float(), value.float()
-                    key, value = layer_cache.update(key, value, self.layer_idx)
+                    key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
                     cache.is_updated[self.layer_idx] = True
         else:
             key = self._heads(self.k_proj(hidden_states))  # (B, H, T, D)
@@ -221,9 +223,10 @@ class VanillaTransformerAttention(nn.Module):
             # its per-call checks); no mask on causal self-attention means causal: decoder_self_attention_mask
             is_causal = self.is_causal and attention_mask is None and query.shape[2] > 1
             # fp32_sdpa: outside autocast, which would cast the inputs back to bf16
-            q, k, v, mask = (
-                t.float() if fp32_sdpa and t is not None else t for t in (query, key, value, attention_mask)
-            )
+            q, k, v, mask = query, key, value, attention_mask
+            if fp32_sdpa:
+                q, k, v = q.float(), k.float(), v.float()
+                mask = mask.float() if mask is not None else None
             with torch.autocast("cpu", enabled=False) if fp32_sdpa else nullcontext():
                 output = F.scaled_dot_product_attention(
                     q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal, scale=self.scaling
@@ -256,7 +259,7 @@ class VanillaTransformerAttention(nn.Module):
 class VanillaTransformerFeedForward(nn.Module):
     """FFN(x) = fc2(dropout(act(fc1(x)))): (B, L, C) -> (B, L, F) -> (B, L, C)."""
 
-    def __init__(self, config: VanillaTransformerConfig, ffn_dim: int):
+    def __init__(self, config: VanillaConfigBase, ffn_dim: int):
         super().__init__()
         self.fc1 = Linear(config.d_model, ffn_dim)
         self.fc2 = Linear(ffn_dim, config.d_model)
@@ -273,7 +276,7 @@ class ResidualBlock(nn.Module):
     """The paper's sub-layer connection around one sub-layer: post-LN `LN(x + dropout(f(x)))` (paper) or
     pre-LN `x + dropout(f(LN(x)))`."""
 
-    def __init__(self, config: VanillaTransformerConfig):
+    def __init__(self, config: VanillaConfigBase):
         super().__init__()
         self.normalize_before = config.normalize_before
         self.dropout = config.dropout
@@ -298,12 +301,12 @@ class SelfAttentionAndFeedForward:
     first with `init_self_attention` and, after any sub-layer of its own, the second with `init_feed_forward`."""
 
     def init_self_attention(
-        self, config: VanillaTransformerConfig, num_heads: int, layer_idx: int | None, is_causal: bool
+        self, config: VanillaConfigBase, num_heads: int, layer_idx: int, is_causal: bool
     ) -> None:
         self.self_attn = VanillaTransformerAttention(config, num_heads, layer_idx, is_causal)
         self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
 
-    def init_feed_forward(self, config: VanillaTransformerConfig, ffn_dim: int) -> None:
+    def init_feed_forward(self, config: VanillaConfigBase, ffn_dim: int) -> None:
         self.ffn = VanillaTransformerFeedForward(config, ffn_dim)
         self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.residual = ResidualBlock(config)
@@ -336,10 +339,10 @@ class VanillaTransformerSelfAttentionLayer(SelfAttentionAndFeedForward, Gradient
 
     def __init__(
         self,
-        config: VanillaTransformerConfig,
+        config: VanillaConfigBase,
         num_heads: int,
         ffn_dim: int,
-        layer_idx: int | None = None,
+        layer_idx: int,
         is_causal: bool = False,
     ):
         super().__init__()
@@ -364,8 +367,8 @@ class VanillaTransformerSelfAttentionLayer(SelfAttentionAndFeedForward, Gradient
 class VanillaTransformerEncoderLayer(VanillaTransformerSelfAttentionLayer):
     """The encoder layer: bidirectional self-attention then feed-forward, with the encoder's sizes."""
 
-    def __init__(self, config: VanillaTransformerConfig):
-        super().__init__(config, config.encoder_attention_heads, config.encoder_ffn_dim)
+    def __init__(self, config: VanillaConfigBase, layer_idx: int):
+        super().__init__(config, config.encoder_attention_heads, config.encoder_ffn_dim, layer_idx)
 
 
 class VanillaTransformerDecoderLayer(SelfAttentionAndFeedForward, GradientCheckpointingLayer):
@@ -439,7 +442,10 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         """The `auto_map` written to config.json on save: `AutoConfig` -> the config class of this model's family,
         and each auto class that a class of the family (same config class) is registered for with
         `register_for_auto_class` -> that class (`file.Class`)."""
-        family, classes = [VanillaTransformerPreTrainedModel], {"AutoConfig": cls.config_class}
+        # transformers types a model's config_class as optional; every family of ours sets it
+        assert cls.config_class is not None
+        family: list[type[VanillaTransformerPreTrainedModel]] = [VanillaTransformerPreTrainedModel]
+        classes: dict[str, type] = {"AutoConfig": cls.config_class}
         while family:
             model_class = family.pop(0)
             family += model_class.__subclasses__()
@@ -487,8 +493,11 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             init.copy_(module.table, module.build_table())
         elif isinstance(module, RotaryEmbedding):
             init.copy_(module.inv_freq, module.build_inv_freq())
-        elif isinstance(module, PreTrainedModel) and getattr(module, "final_logits_bias", None) is not None:
-            init.zeros_(module.final_logits_bias)  # the output bias of an LM head
+        elif (
+            isinstance(module, PreTrainedModel)
+            and (bias := getattr(module, "final_logits_bias", None)) is not None
+        ):
+            init.zeros_(bias)  # the output bias of an LM head
 
 
 class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel, VanillaTransformerStack):
@@ -497,7 +506,7 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel, VanillaTransf
     a LayerNorm on the summed embeddings (`embedding_layer_norm`) are the encoder-only family's options (BERT)."""
 
     def __init__(
-        self, config: VanillaTransformerConfig, type_vocab_size: int = 0, embedding_layer_norm: bool = False
+        self, config: VanillaConfigBase, type_vocab_size: int = 0, embedding_layer_norm: bool = False
     ):
         super().__init__(config)
         self.init_stack(
@@ -508,7 +517,7 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel, VanillaTransf
             embedding_layer_norm=embedding_layer_norm,
         )
         self.layers = nn.ModuleList(
-            [VanillaTransformerEncoderLayer(config) for _ in range(config.encoder_layers)]
+            [VanillaTransformerEncoderLayer(config, layer_idx=i) for i in range(config.encoder_layers)]
         )
         self.post_init()
 
@@ -536,7 +545,8 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel, VanillaTransf
         types = self.token_type_embeddings
         check_token_type_ids(token_type_ids, shape, types.num_embeddings if types is not None else 0)
         check_position_ids(position_ids, shape, self.config)
-        device = (input_ids if input_ids is not None else inputs_embeds).device
+        # the check has made sure that exactly one of them is given
+        device = cast(torch.Tensor, input_ids if input_ids is not None else inputs_embeds).device
         attention_mask = without_padding(attention_mask)
         if position_ids is None:
             position_ids = build_position_ids(attention_mask, 0, shape[1], device)  # (B or 1, S)
@@ -587,7 +597,7 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel, VanillaTransf
         output_attentions, output_hidden_states, return_dict = output_options(
             self.config, output_attentions, output_hidden_states, return_dict
         )
-        use_cache = self.config.use_cache if use_cache is None else use_cache
+        use_cache = bool(self.config.use_cache) if use_cache is None else use_cache
         cache = given_cache(cache, kwargs.get("past_key_values"))
         shape = check_inputs(input_ids, inputs_embeds, self.config.decoder_vocab_size, "decoder_input_ids")
         cache = encoder_decoder_cache(cache, use_cache, self.config)
@@ -652,7 +662,8 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             }
         else:
             self.shared = None
-            self._tied_weights_keys = None
+            # transformers declares `_tied_weights_keys: dict[str, str] = None`: None is its own default
+            self._tied_weights_keys = None  # pyright: ignore[reportAttributeAccessIssue]
         self.encoder = VanillaTransformerEncoder(config)
         self.decoder = VanillaTransformerDecoder(config)
         self._checked_mask = MaskMemo()  # the source mask generate() passes again at every step
@@ -698,7 +709,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         output_attentions, output_hidden_states, return_dict = output_options(
             self.config, output_attentions, output_hidden_states, return_dict
         )
-        use_cache = self.config.use_cache if use_cache is None else use_cache
+        use_cache = bool(self.config.use_cache) if use_cache is None else use_cache
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError("pass decoder_input_ids (or labels to the model with the LM head)")
         # what both stacks return: states and attention weights as asked, as a ModelOutput
@@ -707,13 +718,21 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         )
 
         if encoder_outputs is None:
-            encoder_outputs = self.encoder(
-                input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **returned
+            encoder_outputs = cast(
+                BaseModelOutput,
+                self.encoder(
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    inputs_embeds=inputs_embeds,
+                    **returned,
+                ),
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs[:3])  # (last states, all states, attentions)
+        # (B, S, C); transformers types every field of a model output as optional
+        encoder_states = cast(torch.Tensor, encoder_outputs.last_hidden_state)
         if attention_mask is not None:
-            shape = tuple(encoder_outputs.last_hidden_state.shape[:2])
+            shape = tuple(encoder_states.shape[:2])
             if not self._checked_mask.get(attention_mask, shape)[0]:
                 check_token_mask(attention_mask, shape, "attention_mask")
                 self._checked_mask.put(attention_mask, shape, True)
@@ -721,7 +740,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         decoder_outputs = self.decoder(
             input_ids=decoder_input_ids,
             attention_mask=decoder_attention_mask,
-            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_states,
             encoder_attention_mask=attention_mask,
             cache=cache,
             inputs_embeds=decoder_inputs_embeds,
@@ -730,7 +749,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         )
         # the decoder's fields under the seq2seq output's names, the encoder's with "encoder_"
         output = Seq2SeqModelOutput(
-            **{SEQ2SEQ_DECODER_FIELDS.get(name, name): value for name, value in decoder_outputs.items()},
+            **{SEQ2SEQ_DECODER_FIELDS.get(name) or name: value for name, value in decoder_outputs.items()},
             **{f"encoder_{name}": value for name, value in encoder_outputs.items()},
         )
         return output if return_dict else output.to_tuple()
@@ -803,7 +822,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             )
             self._tied_weights_keys = {"lm_head.weight": source}
         else:
-            self._tied_weights_keys = None
+            # transformers declares `_tied_weights_keys: dict[str, str] = None`: None is its own default
+            self._tied_weights_keys = None  # pyright: ignore[reportAttributeAccessIssue]
         self.post_init()
         self.generation_config = default_generation_config(config)
 
@@ -811,13 +831,15 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         """`GenerationMixin.generate` after `check_generation_arguments` (values that transformers would reject
         late or accept silently: top_p outside (0, 1], temperature <= 0, negative top_k, ...)."""
         check_generation_arguments(kwargs, kwargs.get("generation_config") or self.generation_config)
-        return super().generate(*args, **kwargs)
+        # transformers types generate's self as a protocol that no PreTrainedModel satisfies (`device` is a property)
+        return super().generate(*args, **kwargs)  # pyright: ignore[reportAttributeAccessIssue]
 
     def _reorder_cache(self, cache: EncoderDecoderCache, beam_idx: torch.Tensor) -> EncoderDecoderCache:
         """Beam search keeps the hypotheses `beam_idx` (B * beams,): reorder the self-attention cache only.
         The cross-attention cache holds K/V of the encoder output, which generate() repeats for every beam of a
         sentence, and beams never move across sentences, so its reordered rows would be identical copies."""
-        cache.self_attention_cache.reorder_cache(beam_idx)
+        # transformers types beam_idx as the legacy LongTensor class, which no tensor is an instance of
+        cache.self_attention_cache.reorder_cache(beam_idx)  # pyright: ignore[reportArgumentType]
         return cache
 
     def resize_token_embeddings(self, new_num_tokens: int | None = None, *args, **kwargs) -> nn.Embedding:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import transformers.pipelines
-from transformers import Pipeline
+from transformers import BatchEncoding, Pipeline, PreTrainedTokenizerBase
 
 from .checks_vanilla_transformer import max_source_length
 
@@ -81,7 +81,7 @@ class TranslationPipeline(Pipeline):
     def __call__(self, inputs: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(inputs, (list, tuple)) and not inputs:
             return []  # an empty batch has no translations (transformers' Pipeline would fail on it)
-        result = super().__call__(inputs, *args, **kwargs)
+        result: Any = super().__call__(inputs, *args, **kwargs)
         if isinstance(inputs, (list, tuple)) and all(len(outputs) == 1 for outputs in result):
             return [outputs[0] for outputs in result]
         return result
@@ -103,7 +103,13 @@ class TranslationPipeline(Pipeline):
             postprocess_params["clean_up_tokenization_spaces"] = clean_up_tokenization_spaces
         return preprocess_params, dict(generate_kwargs), postprocess_params
 
-    def preprocess(self, text: str, max_length: int | None = None, truncation: bool = True) -> dict:
+    @property
+    def text_tokenizer(self) -> PreTrainedTokenizerBase:
+        """The tokenizer, which this pipeline always loads (`Pipeline` types it as optional)."""
+        assert self.tokenizer is not None
+        return self.tokenizer
+
+    def preprocess(self, text: str, max_length: int | None = None, truncation: bool = True) -> BatchEncoding:
         if not isinstance(text, str):
             raise ValueError(
                 f"the translation pipeline takes a string or a list of strings, got {type(text).__name__}"
@@ -111,17 +117,18 @@ class TranslationPipeline(Pipeline):
         if max_length is None:
             max_length = max_source_length(self.model.config, self.tokenizer)
         truncation = truncation and max_length is not None
-        return self.tokenizer(
+        return self.text_tokenizer(
             text, return_tensors="pt", truncation=truncation, max_length=max_length if truncation else None
         )
 
     def _forward(self, model_inputs: dict, **generate_kwargs: Any) -> dict:
         model_inputs = {k: v for k, v in model_inputs.items() if k in ("input_ids", "attention_mask")}
-        output_ids = self.model.generate(**model_inputs, **generate_kwargs)
+        # `Pipeline` types its model as a PreTrainedModel, which has no generate (GenerationMixin's)
+        output_ids = self.model.generate(**model_inputs, **generate_kwargs)  # pyright: ignore[reportCallIssue]
         return {"output_ids": output_ids}
 
     def postprocess(self, model_outputs: dict, clean_up_tokenization_spaces: bool = False) -> list[dict]:
-        texts = self.tokenizer.batch_decode(
+        texts = self.text_tokenizer.batch_decode(
             model_outputs["output_ids"],
             skip_special_tokens=True,
             clean_up_tokenization_spaces=clean_up_tokenization_spaces,

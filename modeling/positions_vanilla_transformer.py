@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .configuration_vanilla_base import VanillaConfigBase
 
 
 def sinusoidal_table(num_positions: int, dim: int, layout: str) -> torch.Tensor:
@@ -46,7 +46,9 @@ class SinusoidalPositionalEncoding(nn.Module):
     """Fixed sinusoidal positions. The table is a non-persistent buffer: it is not saved, and
     `_init_weights` rebuilds it after `from_pretrained` (which creates buffers on the meta device)."""
 
-    def __init__(self, config: VanillaTransformerConfig):
+    table: torch.Tensor
+
+    def __init__(self, config: VanillaConfigBase):
         super().__init__()
         self.num_positions = config.max_position_embeddings
         self.dim = config.d_model
@@ -65,14 +67,16 @@ class SinusoidalPositionalEncoding(nn.Module):
 class LearnedPositionalEmbedding(nn.Embedding):
     """A trained position table (paper Table 3, row E)."""
 
-    def __init__(self, config: VanillaTransformerConfig):
+    def __init__(self, config: VanillaConfigBase):
         super().__init__(config.max_position_embeddings, config.d_model)
 
 
 class RotaryEmbedding(nn.Module):
     """Rotary position embedding (RoFormer): rotates query/key pairs by position-dependent angles."""
 
-    def __init__(self, config: VanillaTransformerConfig, head_dim: int):
+    inv_freq: torch.Tensor
+
+    def __init__(self, config: VanillaConfigBase, head_dim: int):
         super().__init__()
         self.head_dim = head_dim
         self.theta = config.rope_theta

@@ -35,6 +35,10 @@ class VanillaTransformerStack:
     share one vocabulary ties their embedding weights with `_tied_weights_keys` (transformers' tying, which also
     reports a checkpoint without the embedding as missing it)."""
 
+    # the mode of the module this is mixed into, and the layers that the stack's __init__ creates
+    training: bool
+    layers: nn.ModuleList
+
     def init_stack(
         self,
         config: VanillaConfigBase,
@@ -78,9 +82,8 @@ class VanillaTransformerStack:
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
         """Token embedding * scale + positions (+ token type, type 0 when `token_type_ids` is None), embedding
         LayerNorm, then dropout: (B, L) -> (B, L, C); and RoPE's cos/sin, if used."""
-        if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids)
-        hidden_states = inputs_embeds * self.embed_scale  # (B, L, C)
+        embeds = self.embed_tokens(input_ids) if inputs_embeds is None else inputs_embeds
+        hidden_states = embeds * self.embed_scale  # (B, L, C)
         rotary = None
         if self.embed_positions is not None:
             hidden_states = hidden_states + self.embed_positions(position_ids).to(hidden_states.dtype)
@@ -109,7 +112,7 @@ class VanillaTransformerStack:
         key_length = (
             self_cache.get_mask_sizes(new_tokens, 0)[0]
             if self_cache is not None
-            else past_length + new_tokens
+            else int(past_length) + new_tokens
         )
         if attention_mask is not None and attention_mask.dim() == 2 and attention_mask.shape[1] < key_length:
             attention_mask = F.pad(attention_mask, (0, key_length - attention_mask.shape[1]))  # (B, K)
@@ -136,11 +139,11 @@ class VanillaTransformerStack:
         Also returns the states entering each layer plus the final ones (None unless `output_hidden_states`) and,
         for each attention of a layer (self-attention; in the decoder also encoder-decoder attention), the weights
         of every layer (None unless `output_attentions`)."""
-        all_states = () if output_hidden_states else None
+        all_states = []
         all_weights = []
         for layer in self.layers:
             if output_hidden_states:
-                all_states += (hidden_states,)
+                all_states.append(hidden_states)
             hidden_states, *weights = layer(
                 hidden_states, *args, output_attentions=output_attentions, **kwargs
             )
@@ -148,9 +151,9 @@ class VanillaTransformerStack:
         if self.layer_norm is not None:
             hidden_states = self.layer_norm(hidden_states)
         if output_hidden_states:
-            all_states += (hidden_states,)
+            all_states.append(hidden_states)
         attentions = tuple(kind if output_attentions else None for kind in zip(*all_weights))
-        return hidden_states, all_states, attentions
+        return hidden_states, tuple(all_states) if output_hidden_states else None, attentions
 
 
 def output_options(

@@ -132,8 +132,10 @@ def check(wheels: list[Wheel], image: dict[str, str | None] = IMAGE) -> tuple[li
                     todo.append((carried[name], tuple(sorted(req.extras))))
             elif name not in image:
                 problems.append(f"{need}: not in the image, carry its wheel")
-            elif image[name] is not None and not req.specifier.contains(image[name], prereleases=True):
-                problems.append(f"{need}: the image has {name} {image[name]}, carry a wheel that fits")
+            elif (version := image[name]) is not None and not req.specifier.contains(
+                version, prereleases=True
+            ):
+                problems.append(f"{need}: the image has {name} {version}, carry a wheel that fits")
             elif image[name] is None and (req.specifier or req.extras):
                 unconfirmed.append(need)
     return problems, sorted(set(unconfirmed))

@@ -23,6 +23,7 @@ import asyncio
 import json
 import logging
 import threading
+from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,7 +71,7 @@ def effective_limits(served: ServedModel, limits: Limits) -> Limits:
     return Limits(**{**limits.as_dict(), "max_source_tokens": min(wanted) if wanted else None})
 
 
-def _validation_message(errors: list[dict]) -> str:
+def _validation_message(errors: Sequence[dict]) -> str:
     unknown = [str(e["loc"][-1]) for e in errors if e.get("type") == "extra_forbidden"]
     if unknown:
         return (
@@ -249,15 +250,15 @@ def create_app(
         except RuntimeError as err:
             return JSONResponse({"detail": str(err)}, status_code=503)
         # a request whose client leaves while it waits is cancelled: the batcher drops it unless it already runs
-        reply, left = asyncio.wrap_future(future), asyncio.ensure_future(_client_left(connection))
-        await asyncio.wait((reply, left), return_when=asyncio.FIRST_COMPLETED)
-        if not reply.done():
+        answer, left = asyncio.wrap_future(future), asyncio.ensure_future(_client_left(connection))
+        await asyncio.wait((answer, left), return_when=asyncio.FIRST_COMPLETED)
+        if not answer.done():
             future.cancel()
-            reply.cancel()
+            answer.cancel()
             return Response(status_code=499)
         left.cancel()
         try:
-            nbest = reply.result()
+            nbest = answer.result()
         except Exception as err:  # noqa: BLE001 - the engine failed on this batch; the server keeps serving
             return JSONResponse(
                 {"detail": f"translation failed: {type(err).__name__}: {err}"}, status_code=500

@@ -11,7 +11,7 @@ only the options of its registry entry (`inference.engines.ENGINES`).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 from vanilla_transformer.modeling import DECODING_OPTIONS
@@ -40,6 +40,8 @@ class RequestError(Exception):
 
 def _check_option(value: Any, info: ValidationInfo) -> Any:
     """A request field's value against its rule in `modeling.DECODING_OPTIONS` (None: not given)."""
+    # set for a field validator (pydantic types it as optional for model validators)
+    assert info.field_name is not None
     if value is not None:
         DECODING_OPTIONS[info.field_name].check(value)
     return value
@@ -62,7 +64,7 @@ def _check_text(value: str | list[str]) -> str | list[str]:
 def _decoding_request() -> type[BaseModel]:
     """The decoding fields of a request, built from their rules (`modeling.DECODING_OPTIONS`): each optional, of
     its option's kind (strict: no strings for numbers, no numbers for booleans), checked by its rule."""
-    declared = {
+    declared: dict[str, Any] = {
         name: (DECODING_OPTIONS[name].kind | None, Field(None, description=DECODING_OPTIONS[name].help))
         for name in DECODING_FIELDS
     }
@@ -80,7 +82,16 @@ def _decoding_request() -> type[BaseModel]:
     )
 
 
-DecodingRequest = _decoding_request()
+if TYPE_CHECKING:
+
+    class DecodingRequest(BaseModel):
+        """What static tools see of the generated model: the field the server reads by name (`generate_kwargs`
+        reads the others)."""
+
+        seed: int | None
+
+else:
+    DecodingRequest = _decoding_request()
 
 
 class TranslateRequest(DecodingRequest):

@@ -76,7 +76,8 @@ def uvicorn_server(app: Any, host: str, port: int, drain_s: float = 30.0):
         host=host,
         port=port,
         log_level="warning",
-        timeout_graceful_shutdown=drain_s,
+        # uvicorn types it int, and uses it as an asyncio timeout, which takes a float
+        timeout_graceful_shutdown=drain_s,  # pyright: ignore[reportArgumentType]
         timeout_keep_alive=getattr(getattr(app, "limits", None), "idle_timeout_s", 5),
         access_log=False,
     )

@@ -66,6 +66,8 @@ class TokenStream:
         return self.tokenizer.decode(self._ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
     def _push(self, item: Any) -> None:
+        # set by start(), which runs before the thread that pushes
+        assert self._loop is not None and self._queue is not None
         self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
 
     def _generate(self) -> None:
@@ -119,6 +121,8 @@ class TokenStream:
         return self
 
     async def __aiter__(self) -> AsyncIterator[str]:
+        # made by start(), which runs before the stream is iterated
+        assert self._queue is not None
         special = set(self.tokenizer.all_special_ids)
         while True:
             item = await self._queue.get()

@@ -249,7 +249,8 @@ def train_bpe_tokenizer(
     if kind == "char":
         extra = {}
         if limit_alphabet is not None:
-            if hasattr(corpus, "__next__"):  # a one-shot iterator: it is read twice below
+            # a one-shot iterator: it is read twice below
+            if corpus is not None and hasattr(corpus, "__next__"):
                 corpus = list(corpus)
             # `tokenizers` keeps the limit_alphabet most frequent characters but breaks ties at the cut-off in
             # hash-map order, which differs between runs (two trainings on the same corpus gave different ids);

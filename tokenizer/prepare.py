@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sized
 from pathlib import Path
 
 import datasets
@@ -47,7 +48,7 @@ def load_or_train_tokenizer(
         where, loaded = str(folder), load_tokenizer(folder)
     else:
         pairs = (
-            f"{len(train_split)} training pairs" if hasattr(train_split, "__len__") else "the training pairs"
+            f"{len(train_split)} training pairs" if isinstance(train_split, Sized) else "the training pairs"
         )
         logger.info("Training a %d-token joint BPE tokenizer on %s", vocab_size, pairs)
         texts = ColumnTexts(train_split, (SOURCE, TARGET))  # read from Arrow in batches, never held whole

@@ -107,7 +107,8 @@ def average_state_dicts(state_dicts: Sequence[dict[str, torch.Tensor]]) -> dict[
         if any(t.shape != tensors[0].shape for t in tensors):
             raise ValueError(f"Parameter {k} has different shapes {[tuple(t.shape) for t in tensors]}.")
         if tensors[0].is_floating_point():
-            out[k] = (sum(t.double() for t in tensors) / len(tensors)).to(tensors[0].dtype)
+            total = sum((t.double() for t in tensors[1:]), tensors[0].double())
+            out[k] = (total / len(tensors)).to(tensors[0].dtype)
         else:
             out[k] = tensors[0].clone()
     return out

@@ -38,7 +38,7 @@ from vanilla_transformer.modeling import IGNORE_INDEX, answer_only_example
 logger = logging.getLogger(__name__)
 
 
-def cut_by_budget(order: list[int], lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+def cut_by_budget(order: list[int], lengths: Sequence[int] | np.ndarray, max_tokens: int) -> list[list[int]]:
     """``order`` (example indices, shortest first) cut greedily into batches whose cost (batch size x the
     longest of ``lengths`` in it) stays within ``max_tokens``."""
     batches: list[list[int]] = []
@@ -77,8 +77,8 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
 
     def __init__(
         self,
-        src_lengths: Sequence[int],
-        tgt_lengths: Sequence[int],
+        src_lengths: Sequence[int] | np.ndarray,
+        tgt_lengths: Sequence[int] | np.ndarray,
         max_tokens: int,
         seed: int = 0,
         shuffle: bool = True,
@@ -121,7 +121,9 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         """All batches of ``epoch`` in iteration order (deterministic given seed and epoch)."""
         if self._cache is not None and self._cache[0] == epoch:
             return self._cache[1]
-        lengths = self.lengths if self.epoch_lengths is None else self._lengths_of_epoch(epoch)
+        lengths = (
+            self.lengths if self.epoch_lengths is None else self._lengths_of_epoch(self.epoch_lengths, epoch)
+        )
         idx = self.valid
         if self.shuffle:
             rng = np.random.default_rng([self.seed, epoch])
@@ -134,8 +136,10 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self._cache = (epoch, batches)
         return batches
 
-    def _lengths_of_epoch(self, epoch: int) -> np.ndarray:
-        src, tgt = self.epoch_lengths(epoch)
+    def _lengths_of_epoch(
+        self, epoch_lengths: Callable[[int], tuple[Sequence[int], Sequence[int]]], epoch: int
+    ) -> np.ndarray:
+        src, tgt = epoch_lengths(epoch)
         lengths = np.maximum(np.asarray(src, dtype=np.int64), np.asarray(tgt, dtype=np.int64))
         if len(lengths) != len(self.lengths) or (lengths[self.valid] > self.max_tokens).any():
             raise ValueError(

@@ -135,10 +135,12 @@ def list_checkpoints(root: str | os.PathLike) -> list[Path]:
     root = Path(root)
     if not root.is_dir():
         return []
-    found = [
-        p for p in root.iterdir() if p.is_dir() and checkpoint_step(p) is not None and (p / MANIFEST).exists()
-    ]
-    return sorted(found, key=lambda p: checkpoint_step(p))
+    steps = {
+        p: step
+        for p in root.iterdir()
+        if p.is_dir() and (step := checkpoint_step(p)) is not None and (p / MANIFEST).exists()
+    }
+    return sorted(steps, key=steps.__getitem__)
 
 
 def latest_checkpoint(root: str | os.PathLike) -> Path | None:

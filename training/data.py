@@ -12,10 +12,10 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import datasets
 import numpy as np
@@ -42,7 +42,8 @@ def content_hash(*parts: str | bytes) -> str:
 def dataset_hash(dataset: datasets.Dataset) -> str:
     """A hash of the ``source``/``target`` texts of a dataset (its content, not its history)."""
     h = hashlib.sha256()
-    for batch in dataset.iter(batch_size=4096):
+    # datasets leaves iter() unannotated; a dataset without a format yields {column: values} batches
+    for batch in cast(Iterator[dict[str, list[str]]], dataset.iter(batch_size=4096)):
         for src, tgt in zip(batch[SOURCE], batch[TARGET]):
             h.update(src.encode("utf-8") + b"\t" + tgt.encode("utf-8") + b"\n")
     return h.hexdigest()[:16]
@@ -176,15 +177,15 @@ class EpochExamples:
     an epoch memoises the two newest epochs (a batch stream asks for the next one before it leaves the current).
     """
 
-    sources: list[list[int]]
-    targets: list[list[int]]
+    sources: Sequence[Sequence[int]]
+    targets: Sequence[Sequence[int]]
     dropout: float = 0.0
     segmenter: BPEDropout | None = None
     seed: int = 0
     limit: int = 0
     _memo: dict = field(default_factory=dict, repr=False)
 
-    def __call__(self, epoch: int) -> tuple[list[list[int]], list[list[int]]]:
+    def __call__(self, epoch: int) -> tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]]:
         if self.dropout == 0 or self.segmenter is None:
             return self.sources, self.targets
         if epoch not in self._memo:
@@ -280,7 +281,9 @@ def tokenize_shared(split: datasets.Dataset, tokenizer, cache, accelerator) -> d
     )
 
 
-def _arrow_pairs(tokenized: datasets.Dataset, max_length: int):
+def _arrow_pairs(
+    tokenized: datasets.Dataset, max_length: int
+) -> tuple[tuple[TokenRows, TokenRows], tuple[np.ndarray, np.ndarray], int]:
     """The translation pairs of a tokenised split with at most ``max_length`` tokens a side, as `TokenRows` over
     the tokenisation cache, their (source, target) lengths, and the number dropped."""
     src_len, tgt_len = (column_array(tokenized, name) for name in LENGTHS)
@@ -310,8 +313,7 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
         )
         arrow = objective.name == "translation" and cfg.bpe_dropout == 0
         streaming, why = streaming_choice(cfg, arrow)
-        if not arrow:
-            train_ids = _token_ids(splits["train"], tokenizer, run_dir.cache)
+        train_ids = _token_ids(splits["train"], tokenizer, run_dir.cache) if not arrow else ([], [])
         valid_ids = _token_ids(splits["validation"], tokenizer, run_dir.cache)
         test_ids = (
             _token_ids(splits["test"], tokenizer, run_dir.cache) if not objective.translates else ([], [])
@@ -327,7 +329,7 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
             skip_too_long=cfg.skip_too_long,
             process=(accelerator.process_index, accelerator.num_processes),
         )
-        train_src, train_tgt, dropped_train = [], [], 0
+        train_src, train_tgt, dropped_train, lengths = [], [], 0, ([], [])
     elif arrow:  # the training pairs stay in the memory-mapped cache, batches read their rows
         tokenized = tokenize_shared(splits["train"], tokenizer, run_dir.cache, accelerator)
         (train_src, train_tgt), lengths, dropped_train = _arrow_pairs(tokenized, cfg.max_length)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import datasets
 from vanilla_transformer.export.ct2 import export_ct2
@@ -63,7 +64,7 @@ def evaluate_run(
     if not len(test):
         return result
     emit("test_start", {"num_sentences": len(test)})
-    decoding = dict(
+    decoding: dict[str, Any] = dict(
         num_beams=num_beams, length_penalty=result.length_penalty, batch_size=batch_size, **LENGTH_CAP
     )
     result.test_metrics, hyps = evaluate_split(

@@ -100,7 +100,10 @@ def _agreed_choice(
     state = PartialState(cpu=device.type == "cpu")
     box = [choose_mixed_precision(cfg, device, saved) if state.is_main_process else None]
     broadcast_object_list(box)
-    return box[0]
+    choice = box[0]
+    # the main process's choice, which every process now holds
+    assert choice is not None
+    return choice
 
 
 def setup_accelerator(cfg: TrainConfig, logging_dir: Path, saved_precision: dict | None = None):
@@ -127,7 +130,9 @@ def setup_accelerator(cfg: TrainConfig, logging_dir: Path, saved_precision: dict
     accelerator = Accelerator(
         mixed_precision=None if choice.source == "accelerate" else choice.mixed_precision,
         cpu=device.type == "cpu",
-        log_with=report_to_trackers(cfg.report_to) or None,
+        # accelerate types log_with as a list of str | LoggerType | GeneralTracker, which a list[str] is not (lists are
+        # invariant), though it only reads it
+        log_with=report_to_trackers(cfg.report_to) or None,  # pyright: ignore[reportArgumentType]
         project_dir=str(logging_dir),
         step_scheduler_with_optimizer=False,  # the loop steps the scheduler once per update
     )

@@ -272,7 +272,7 @@ class Trainer:
             "minutes": minutes,
             "step": step,
             "path": str(folder),
-            "averaged_steps": info["steps"] if averaged else None,
+            "averaged_steps": info["steps"] if info is not None and averaged else None,
         }
 
     def epochs_done(self) -> float:

@@ -155,7 +155,10 @@ def budget_dropout_decision(
     line for the log that says why. ``measure_seconds_per_batch`` is called only when the ``--max_minutes``
     budget can change the decision: not when ``--max_steps`` or ``--max_epochs`` already allow fewer epochs
     than the rule's threshold."""
-    threshold, long_dropout = long_budget_rule(cfg.preset)
+    rule = long_budget_rule(cfg.preset)
+    # decided for the presets that have the rule only (`dropout_pending`)
+    assert rule is not None
+    threshold, long_dropout = rule
     epochs = expected_epochs(cfg, batches_per_epoch, num_processes)
     seconds = None
     if cfg.max_minutes and (epochs is None or epochs >= threshold):
@@ -175,13 +178,16 @@ def budget_dropout_decision(
         m
         for m in recipe.export_marks
         if seconds is not None
-        and expected_epochs(
-            dataclasses.replace(cfg, max_minutes=m, max_steps=None, max_epochs=None),
-            batches_per_epoch,
-            num_processes,
-            seconds,
+        and (
+            at_mark := expected_epochs(
+                dataclasses.replace(cfg, max_minutes=m, max_steps=None, max_epochs=None),
+                batches_per_epoch,
+                num_processes,
+                seconds,
+            )
         )
-        < threshold
+        is not None
+        and at_mark < threshold
     ]
     return recipe, (
         f"dropout {dropout}: the budget allows {budget}, at least the {cfg.preset} preset's {threshold:g} for its "

@@ -96,9 +96,10 @@ class Objective:
         sources: Sequence[Sequence[int]],
         targets: Sequence[Sequence[int]],
         config,
-        rng: np.random.Generator,
+        rng: np.random.Generator | None = None,
     ) -> dict[str, torch.Tensor]:
-        """A batch of examples on the CPU; ``rng`` draws its random choices (seeded per batch)."""
+        """A batch of examples on the CPU; ``rng`` draws its random choices (seeded per batch: an objective that
+        draws any needs it)."""
         raise NotImplementedError
 
     def loss(

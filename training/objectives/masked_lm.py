@@ -47,6 +47,8 @@ class MaskedLM(Objective):
         )
 
     def collate(self, sources, targets, config, rng=None):
+        # masking draws from the seeded generator that every caller of Objective.batch passes
+        assert rng is not None
         return collate_masked_lm(sources, self.masker, rng)
 
     def loss(self, model, batch, label_smoothing):

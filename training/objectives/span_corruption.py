@@ -41,6 +41,8 @@ class SpanCorruption(Objective):
         return replace(self, sentinel_ids=tuple(sentinel_token_ids(tokenizer)))
 
     def collate(self, sources, targets, config, rng=None):
+        # span corruption draws from the seeded generator that every caller of Objective.batch passes
+        assert rng is not None
         batch = collate_span_corruption(
             sources,
             self.sentinel_ids,

@@ -9,7 +9,7 @@ score is sacreBLEU's own `BLEU.corpus_score` and comes with sacreBLEU's signatur
 from __future__ import annotations
 
 import evaluate
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics.bleu import BLEU
 from vanilla_transformer.inference.sacrebleu_metrics import INPUTS_DESCRIPTION, metric_info, reference_streams
 
 _CITATION = (

@@ -9,7 +9,7 @@ sacreBLEU's own `CHRF.corpus_score` and comes with sacreBLEU's signature, so tha
 from __future__ import annotations
 
 import evaluate
-from sacrebleu.metrics import CHRF
+from sacrebleu.metrics.chrf import CHRF
 from vanilla_transformer.inference.sacrebleu_metrics import INPUTS_DESCRIPTION, metric_info, reference_streams
 
 _CITATION = (

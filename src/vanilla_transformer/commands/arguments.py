@@ -23,9 +23,10 @@ TORCH_DTYPE_HELP = (
 )
 
 
-def command_parser(command: str, doc: str, options: type | None = None) -> argparse.ArgumentParser:
-    """The parser of ``vanilla-transformer COMMAND``; --help prints ``doc`` (the command module's docstring). With
-    ``options`` (a dataclass), every field of it is a flag too (`training.cli.OptionParser`)."""
+def command_parser(command: str, doc: str | None, options: type | None = None) -> argparse.ArgumentParser:
+    """The parser of ``vanilla-transformer COMMAND``; --help prints ``doc`` (the command module's docstring, None
+    under ``python -OO``, which strips docstrings). With ``options`` (a dataclass), every field of it is a flag
+    too (`training.cli.OptionParser`)."""
     kwargs: dict[str, Any] = dict(
         prog=f"vanilla-transformer {command}",
         description=doc,

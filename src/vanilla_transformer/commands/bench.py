@@ -22,13 +22,13 @@ KINDS = {kind: ("bench_" + kind.replace("-", "_"), line) for kind, line in LINES
 
 
 def main(argv: list[str] | None = None) -> int:
-    # --help shows the first paragraph of this docstring and its last (where the studies are)
-    first, *_, studies = __doc__.strip().split("\n\n")
+    # --help shows the first paragraph of this docstring and its last (where the studies are); none under -OO
+    paragraphs = (__doc__ or "").strip().split("\n\n")
     return dispatch(
         "vanilla-transformer bench",
         KINDS,
         sys.argv[1:] if argv is None else list(argv),
-        f"{first}\n\n{studies}",
+        "\n\n".join(dict.fromkeys([paragraphs[0], paragraphs[-1]])),
     )
 
 

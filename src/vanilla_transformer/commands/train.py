@@ -107,7 +107,7 @@ class Progress:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     cfg = parse_dataclass(
-        TrainConfig, argv, description=__doc__.split("\n\n")[0], prog="vanilla-transformer train"
+        TrainConfig, argv, description=(__doc__ or "").split("\n\n")[0], prog="vanilla-transformer train"
     )
     main_process = int(os.environ.get("RANK", "0")) == 0
     progress = Progress(

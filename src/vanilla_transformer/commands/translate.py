@@ -16,8 +16,10 @@ needs --engine torch). Exit code 2 for bad options or a model that cannot be fou
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import sys
+from typing import cast
 
 from vanilla_transformer.commands.arguments import (
     DEFAULT_DECODING_OPTIONS,
@@ -93,10 +95,11 @@ def main(argv: list[str] | None = None) -> int:
         from transformers import set_seed
 
         set_seed(args.seed)
-    sys.stdin.reconfigure(encoding="utf-8", errors="replace")
+    # the console streams are TextIOWrappers (typeshed types them TextIO)
+    cast(io.TextIOWrapper, sys.stdin).reconfigure(encoding="utf-8", errors="replace")
     lines = [line.rstrip("\r\n") for line in sys.stdin]
     outputs = translate_lines(model, tokenizer, lines, batch_size=args.batch_size, **generate_kwargs)
-    sys.stdout.reconfigure(encoding="utf-8", newline="\n")
+    cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
     sys.stdout.writelines(f"{text}\n" for text in outputs)
     sys.stdout.flush()
     return 0
