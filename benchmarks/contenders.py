@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
+
 from vanilla_transformer.modeling.convert_marian import convert_marian_model
 
 from .marian import marian_config

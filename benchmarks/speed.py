@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+
 from vanilla_transformer.modeling import cpu_inference_gemm, set_cpu_inference_gemm
 
 from .contenders import ENGINE_COLUMNS, TORCH_INT8, Contenders, generation_config

@@ -35,6 +35,7 @@ import datasets
 import jinja2
 import jinja2.meta
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
 from vanilla_transformer.corpus import DEFAULT_DATA, FORMATS, GLOB_CHARS, source_kind
 from vanilla_transformer.corpus.files import COMPRESSIONS
 from vanilla_transformer.modeling import position_limit

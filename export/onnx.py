@@ -49,6 +49,7 @@ from vanilla_transformer.inference.engines import ONNX_GRAPH_FILES, onnx_graph_f
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
     from vanilla_transformer.modeling import VanillaTransformerConfig
 
 OPSET = 18
@@ -97,6 +98,7 @@ def export_onnx(
     if missing:
         raise ImportError(f"exporting to ONNX needs {' and '.join(missing)}: pip install '.[export]'")
     import torch
+
     from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
 
     if is_folder:
@@ -154,6 +156,7 @@ def _export_graphs(model: PreTrainedModel, out: Path, scratch: Path) -> None:
     import torch
     from torch import nn
     from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
     from vanilla_transformer.modeling.cache_vanilla_transformer import CACHE_FIELD, layer_keys_values
 
     config = model.config

@@ -54,6 +54,7 @@ class CT2Translator(EngineTranslator):
             )
         import ctranslate2
         from transformers import GenerationConfig
+
         from vanilla_transformer.modeling import VanillaTransformerConfig
         from vanilla_transformer.tokenizer.prepare import load_tokenizer
 

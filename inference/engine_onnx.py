@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+
 from vanilla_transformer.modeling import position_limit
 
 from .engines import (
@@ -177,6 +178,7 @@ class OnnxTranslator(EngineTranslator):
         `ValueError` for a missing, incomplete or three-file-layout folder and an unknown dtype."""
         import onnxruntime
         from transformers import GenerationConfig
+
         from vanilla_transformer.modeling import VanillaTransformerConfig
         from vanilla_transformer.modeling.pipeline_vanilla_transformer import check_vocabulary
         from vanilla_transformer.tokenizer.prepare import load_tokenizer

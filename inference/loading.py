@@ -186,6 +186,7 @@ def _wrong_shapes(weights: Path, source: str, trust_remote_code: bool) -> list[s
     errors then say why."""
     import torch
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
+
     from vanilla_transformer.modeling.convert_common import source_weight_shapes
 
     if not weights.is_file():

@@ -41,8 +41,9 @@ def remote_code_rule(
     (``trust_remote_code=True``). Otherwise `ValueError` naming the model type and the code that would run, and how
     to allow it (``opt_in``, the entry point's flag; None where the entry point never runs a model's own code).
     None and False mean the same: not asked."""
-    import vanilla_transformer.modeling  # noqa: F401 - registers this project's model types
     from transformers import CONFIG_MAPPING
+
+    import vanilla_transformer.modeling  # noqa: F401 - registers this project's model types
 
     if not isinstance(config, dict):
         raise ValueError(f"{name!r}: config.json holds a {type(config).__name__}, not a JSON object")

@@ -57,6 +57,7 @@ def translate_nbest(
     the empty lines, if any), so the calls add up to ``len(lines)``. The model is in eval mode while it
     translates and gets its training mode back afterwards."""
     import torch
+
     from vanilla_transformer.modeling import check_generation_arguments, max_source_length
 
     if batch_size < 1:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
+
 from vanilla_transformer.modeling import DECODING_OPTIONS
 
 DECODING_FIELDS = (

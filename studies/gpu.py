@@ -44,11 +44,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+
+from studies import study_parser
 from vanilla_transformer.benchmarks.contenders import Contenders, build_contenders, generation_config
 from vanilla_transformer.benchmarks.harness import Stat, interleaved, peak_step_memory, per_round_ratio
 from vanilla_transformer.benchmarks.workloads import generate_call, source_batch, train_step, training_flops
-
-from studies import study_parser
 
 # the checkout this study runs from, and its gpu tests
 ROOT = Path(__file__).resolve().parents[1]

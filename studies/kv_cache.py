@@ -59,13 +59,13 @@ from pathlib import Path
 
 import torch
 from transformers import GenerationConfig
+
+from studies import study_parser
 from vanilla_transformer.benchmarks.contenders import VOCAB_SIZES, fixed_length
 from vanilla_transformer.benchmarks.harness import Stat, interleaved, per_round_ratio
 from vanilla_transformer.benchmarks.workloads import generate_call
 from vanilla_transformer.modeling import position_limit
 from vanilla_transformer.training.presets import PRESETS, build_config
-
-from studies import study_parser
 
 COMPONENTS = ("projections_ffn", "self_attention", "cross_attention", "output_layer", "encoder")
 LABELS = {

@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from vanilla_transformer.benchmarks.marian import marian_config
 from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_split, length_stats

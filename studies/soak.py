@@ -23,9 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from vanilla_transformer.corpus import DEFAULT_DATA
-
 from studies import study_parser
+from vanilla_transformer.corpus import DEFAULT_DATA
 
 
 def rss_mib() -> float:
@@ -59,6 +58,7 @@ def make_sentences(count: int, seed: int) -> list[str]:
 def tiny_random_model(folder: Path, seed: int) -> str:
     """Export a 2+2-layer random-weight model with a BPE tokenizer trained on 2,000 corpus lines."""
     import torch
+
     from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus
     from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration, save_with_remote_code
     from vanilla_transformer.tokenizer.bpe import train_bpe_tokenizer
@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     import torch
+
     from vanilla_transformer.inference import load_model_and_tokenizer, translate_lines
 
     logging.basicConfig(level=logging.ERROR)  # the per-chunk truncation warnings are expected here

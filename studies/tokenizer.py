@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from transformers import PreTrainedTokenizerFast
+
+from studies import study_parser
+from vanilla_transformer.commands.arguments import add_tokenizer_arguments
 from vanilla_transformer.tokenizer import (
     BYTE_TOKENS,
     PAD_ID,
@@ -32,9 +35,6 @@ from vanilla_transformer.tokenizer import (
     normalize_text,
     train_bpe_tokenizer,
 )
-
-from studies import study_parser
-from vanilla_transformer.commands.arguments import add_tokenizer_arguments
 
 
 @dataclass
@@ -199,6 +199,7 @@ def measure_dropout_cost(
     """Time `BPEDropout` on ``texts`` at probability ``p`` against ``tokenizer(texts)`` (interleaved rounds,
     medians; the BPE word cache cleared before each encoding, so it is a cold pass like tokenising a split once)."""
     import numpy as np
+
     from vanilla_transformer.tokenizer import BPEDropout
 
     if rounds < 1 or not texts:

@@ -40,6 +40,7 @@ settings.load_profile("ci")
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers  # noqa: E402
 from transformers import PreTrainedTokenizerFast  # noqa: E402
+
 from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration  # noqa: E402
 
 if TYPE_CHECKING:
@@ -362,6 +363,7 @@ def tiny_server(served_folder):
     """The URL of a torch server over `served_folder` on a loopback port, in a thread of the test process
     (batching on, 20 ms wait), one per test module."""
     from helpers.serving import served_app
+
     from vanilla_transformer.serving import start_in_thread
 
     with start_in_thread(served_app(served_folder, max_wait_ms=20)) as running:

@@ -10,6 +10,7 @@ from pathlib import Path
 import datasets
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
 from vanilla_transformer.corpus import SOURCE, TARGET
 
 from .bpe import BOS_ID, BOS_TOKEN, EOS_ID, PAD_ID, train_bpe_tokenizer

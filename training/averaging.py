@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
+
 from vanilla_transformer.export.folders import claim_output_folder, write_output_manifest
 
 from . import checkpoint as ckpt

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import torch
 from torch.utils.data import Sampler
+
 from vanilla_transformer.modeling import IGNORE_INDEX, answer_only_example
 
 logger = logging.getLogger(__name__)

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from transformers import HfArgumentParser
 from transformers.hf_argparser import DataClassType, string_to_bool
+
 from vanilla_transformer.corpus.options import option_problem, option_range
 
 T = TypeVar("T")

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 import datasets
 import numpy as np
+
 from vanilla_transformer.corpus import SOURCE, TARGET
 from vanilla_transformer.tokenizer import BPEDropout, load_or_train_tokenizer
 

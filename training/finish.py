@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import datasets
+
 from vanilla_transformer.export.ct2 import export_ct2
 from vanilla_transformer.export.model_card import CardValues, build_model_card
 from vanilla_transformer.inference import evaluate_split, translate

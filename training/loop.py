@@ -32,6 +32,7 @@ from contextlib import nullcontext
 
 import torch
 from accelerate.utils import gather_object
+
 from vanilla_transformer.export.ct2 import check_expressible
 from vanilla_transformer.export.model_card import card_values
 from vanilla_transformer.inference import bleu_tokenizer_for

@@ -14,11 +14,11 @@ import sys
 import typing
 
 import pytest
-from vanilla_transformer.training import TrainConfig, train
-from vanilla_transformer.training.cli import parse_dataclass
 
 from vanilla_transformer.cli import COMMANDS, main
 from vanilla_transformer.commands.bench import KINDS
+from vanilla_transformer.training import TrainConfig, train
+from vanilla_transformer.training.cli import parse_dataclass
 
 MODULES = sorted(
     {module for module, _ in COMMANDS.values() if module != "bench"} | {m for m, _ in KINDS.values()}

@@ -17,6 +17,7 @@ import pytest
 import sacrebleu
 from conftest import SMALL_RUN_LINES
 from helpers.shared import SMALL_CORPUS_FLAGS, run_checked
+
 from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus, split_corpus
 from vanilla_transformer.inference import translate
 

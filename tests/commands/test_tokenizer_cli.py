@@ -8,6 +8,7 @@ from pathlib import Path
 
 from conftest import han_characters_per_token
 from transformers import AutoTokenizer
+
 from vanilla_transformer.tokenizer import EOS_ID
 
 ZH_EN = Path(__file__).resolve().parents[2] / "data" / "bible.zh-en.tsv.xz"

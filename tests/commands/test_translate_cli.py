@@ -10,6 +10,7 @@ import sys
 import pytest
 from conftest import MAX_POSITIONS
 from helpers.shared import run_main
+
 from vanilla_transformer.inference import translate_lines, translate_nbest
 from vanilla_transformer.modeling import check_generation_arguments
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import datasets
 import pytest
 from transformers import PreTrainedTokenizerFast
+
 from vanilla_transformer.corpus import DEFAULT_DATA, DataOptions, load_parallel_corpus, read_parallel_splits
 from vanilla_transformer.tokenizer import train_bpe_tokenizer
 from vanilla_transformer.tokenizer.prepare import load_or_train_tokenizer
@@ -184,6 +185,7 @@ def test_a_source_with_its_own_splits_keeps_them(tmp_path, pairs):
 
 def test_training_on_a_dataset_dict_reports_its_own_test_split(tmp_path, pairs, tokenizer_dir):
     from conftest import small_run_options
+
     from vanilla_transformer.training import TrainConfig, train
 
     parts = {"train": pairs[:170], "validation": pairs[170:185], "test": pairs[185:]}

@@ -13,6 +13,7 @@ from typing import Any
 
 import datasets
 import pytest
+
 from vanilla_transformer.corpus import (
     DEFAULT_DATA,
     DataOptions,

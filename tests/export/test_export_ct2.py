@@ -253,6 +253,7 @@ def test_a_run_leaves_a_ct2_folder_that_translates_like_the_model(tmp_path, toke
     """`--export_ct2 float32`: the run's output folder gets ct2/, whose greedy translations equal the exported
     model's own through the one translation loop; without --export it is an option error."""
     from conftest import small_run
+
     from vanilla_transformer.inference import load_model_and_tokenizer, translate
     from vanilla_transformer.inference.engines import load_engine
     from vanilla_transformer.training import train

@@ -26,6 +26,7 @@ import torch  # noqa: E402
 from conftest import random_batch, tiny_model, tiny_tokenizer  # noqa: E402
 from helpers.precision import CPU_KINDS, simulate  # noqa: E402
 from helpers.shared import scored_generate  # noqa: E402
+
 from vanilla_transformer.export.onnx import (  # noqa: E402
     DECODER_FILE,
     ENCODER_FILE,
@@ -176,6 +177,7 @@ def test_export_folder_and_model_state(exported):
     have names and the pasts fixed head sizes; the exported model keeps its attention implementation and
     training mode (the trace uses eager, eval)."""
     from transformers import AutoConfig, MarianConfig
+
     from vanilla_transformer.modeling import VanillaTransformerConfig
 
     model, folder, _ = exported("paper")
@@ -513,6 +515,7 @@ def test_int8_options_of_the_engines(export, exported, tmp_path):
     not run are refused naming the option."""
     from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
     from transformers import PreTrainedModel
+
     from vanilla_transformer.inference.engines import load_engine
 
     model, tokenizer = load_engine("torch", export, dtype="int8")
@@ -566,6 +569,7 @@ def test_every_engine_translates_alike_with_the_default_options(
     CTranslate2 float32 export and the ONNX export of the same model."""
     pytest.importorskip("ctranslate2")
     from helpers.shared import run_main
+
     from vanilla_transformer.export.ct2 import export_ct2
     from vanilla_transformer.modeling import save_with_remote_code
 

@@ -17,6 +17,7 @@ from helpers.hub_server import HubServer, git_blob_oid
 from helpers.synthetic_run import train_synthetic_run
 from huggingface_hub import ModelCard, ModelCardData
 from huggingface_hub.utils import filter_repo_objects
+
 from vanilla_transformer.export import (
     TRAINING_STATE_PATTERNS,
     check_exported_folder,

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from helpers.synthetic_run import train_synthetic_run
 from huggingface_hub import ModelCard, ModelCardData
+
 from vanilla_transformer.corpus import DEFAULT_DATA
 from vanilla_transformer.export import (
     CardValues,

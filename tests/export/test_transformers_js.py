@@ -26,6 +26,7 @@ pytest.importorskip("onnxruntime")
 import torch  # noqa: E402
 from conftest import tiny_model, tiny_tokenizer  # noqa: E402
 from helpers.browser import CHROMIUM_FLAGS  # noqa: E402
+
 from vanilla_transformer.export.onnx import export_onnx  # noqa: E402
 from vanilla_transformer.inference.engine_onnx import OnnxTranslator  # noqa: E402
 

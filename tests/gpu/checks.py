@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from accelerate.state import AcceleratorState
 from transformers import CompileConfig
+
 from vanilla_transformer.benchmarks.workloads import source_batch
 from vanilla_transformer.corpus import DEFAULT_DATA
 from vanilla_transformer.inference import load_model_and_tokenizer

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from vanilla_transformer.benchmarks.contenders import build_contenders
 
 from studies import gpu
 from studies.gpu import Budget, Part, Settings, measure_training, peak_bf16_flops
+from vanilla_transformer.benchmarks.contenders import build_contenders
 
 PARTS = ["tests", "training", "generation"]
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from conftest import MAX_POSITIONS, tiny_family_config, tiny_model, tiny_tokenizer
 from helpers.shared import run_main
+
 from vanilla_transformer.modeling import (
     DEFAULT_LENGTH_PENALTY,
     VanillaDecoderOnlyConfig,
@@ -58,6 +59,7 @@ def entry_points(model, tokenizer, folder, monkeypatch, capsys, text: str, **dec
     name -> the outcome (the pipeline's, translate()'s and the CLI's output; the server's HTTP status)."""
     from helpers.serving import post, served_app
     from transformers import pipeline
+
     from vanilla_transformer.inference import translate
     from vanilla_transformer.serving import start_in_thread
 

@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 import sacrebleu
+
 from vanilla_transformer.inference.scoring import (
     bleu_tokenizer_for,
     length_stats,

@@ -282,6 +282,7 @@ def trained(tmp_path_factory, bpe_tokenizer_dir):
     """A small model trained here (full-batch Adam, lr 3e-3) on the 64 shortest pairs until it translates them
     (training loss ~0.02), exported; and those pairs."""
     from transformers import AutoTokenizer
+
     from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus
     from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration, save_with_remote_code
     from vanilla_transformer.training.presets import build_config
@@ -399,6 +400,7 @@ def test_bf16_translations_are_as_good_as_fp32s(trained, beams):
     sentences themselves: a bf16 path that made translations systematically worse (say six sentences, all worse)
     fails it."""
     from sacrebleu.metrics.bleu import BLEU
+
     from vanilla_transformer.inference import load_model_and_tokenizer, translate
 
     folder, sources, targets = trained

@@ -14,6 +14,7 @@ from conftest import random_batch, tiny_config, tiny_family_config
 from safetensors.torch import load_file, save_file
 from torch.nn import functional as F
 from transformers import PretrainedConfig, PreTrainedModel
+
 from vanilla_transformer.modeling import (
     VanillaDecoderOnlyConfig,
     VanillaDecoderOnlyForCausalLM,

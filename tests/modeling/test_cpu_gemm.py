@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-import vanilla_transformer.modeling.kernels_vanilla_transformer as mv
 from conftest import tiny_config
+
+import vanilla_transformer.modeling.kernels_vanilla_transformer as mv
 from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
 
 pytestmark = pytest.mark.skipif(not mv._onednn_linear_available(), reason="this PyTorch build has no oneDNN")

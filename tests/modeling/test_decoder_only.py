@@ -12,6 +12,7 @@ from conftest import ROOT, perturb_bias_and_layer_norms, tiny_family_config
 from helpers.shared import run_python
 from torch.nn import functional as F
 from transformers import AutoModel, AutoModelForCausalLM, DynamicCache, StaticCache
+
 from vanilla_transformer.modeling import (
     IGNORE_INDEX,
     VanillaDecoderOnlyConfig,

@@ -13,6 +13,7 @@ from conftest import ROOT, random_batch, tiny_family_config
 from helpers.shared import run_python, word_tokenizer
 from torch.nn import functional as F
 from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling
+
 from vanilla_transformer.modeling import (
     VanillaEncoderOnlyConfig,
     VanillaEncoderOnlyForMaskedLM,

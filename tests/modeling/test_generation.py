@@ -10,6 +10,7 @@ import torch
 from conftest import random_batch, tiny_model
 from helpers.shared import word_tokenizer
 from transformers import LogitsProcessor, LogitsProcessorList, TextStreamer
+
 from vanilla_transformer.modeling import DEFAULT_LENGTH_PENALTY
 
 

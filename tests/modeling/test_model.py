@@ -11,6 +11,7 @@ import torch
 from conftest import random_batch, step_by_step_logits, tiny_config, tiny_model
 from transformers import AutoModelForSeq2SeqLM, StaticCache
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
 from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration, build_attention_mask
 from vanilla_transformer.modeling.kernels_vanilla_transformer import add_dropout, apply_dropout
 from vanilla_transformer.modeling.modeling_vanilla_transformer import VanillaTransformerAttention

@@ -10,6 +10,7 @@ import torch
 from conftest import step_by_step_logits, tiny_config, tiny_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from vanilla_transformer.modeling import build_attention_mask
 from vanilla_transformer.modeling.positions_vanilla_transformer import RotaryEmbedding, apply_rotary
 

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-import vanilla_transformer.modeling as modeling
 from conftest import ROOT, tiny_model
 from helpers.shared import CODE_FILES, MASK, SRC, TEXT, run_python, word_tokenizer
 from transformers import pipeline
+
+import vanilla_transformer.modeling as modeling
 from vanilla_transformer.modeling import save_with_remote_code
 
 

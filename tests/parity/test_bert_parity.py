@@ -22,6 +22,7 @@ from transformers import (
     BertTokenizer,
     pipeline,
 )
+
 from vanilla_transformer.modeling import (
     VanillaEncoderOnlyForMaskedLM,
     VanillaEncoderOnlyForSequenceClassification,

@@ -18,6 +18,7 @@ from transformers import (
     GPT2LMHeadModel,
     PreTrainedTokenizerFast,
 )
+
 from vanilla_transformer.modeling import VanillaDecoderOnlyForCausalLM
 from vanilla_transformer.modeling.convert_gpt2 import config_from_gpt2, convert_gpt2
 

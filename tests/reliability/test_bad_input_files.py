@@ -12,6 +12,7 @@ import torch
 from conftest import tiny_model
 from helpers.shared import run_main
 from safetensors.torch import load_file, save_file
+
 from vanilla_transformer.training.checkpoint import write_manifest
 
 

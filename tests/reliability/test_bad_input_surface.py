@@ -16,6 +16,7 @@ import torch
 from conftest import random_batch, small_run, tiny_config, tiny_model, tiny_tokenizer
 from helpers.shared import run_main
 from transformers import AutoConfig, AutoTokenizer, pipeline
+
 from vanilla_transformer.corpus import load_parallel_corpus, load_split
 from vanilla_transformer.export import check_exported_folder, push_folder, resolve_token
 from vanilla_transformer.inference import load_model_and_tokenizer, translate_lines

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import tiny_model
+
 from vanilla_transformer.export.folders import MANIFEST
 from vanilla_transformer.training.checkpoint import write_manifest
 

@@ -22,6 +22,7 @@ import torch
 from conftest import ROOT, small_run
 from helpers.layout import package_dirs
 from helpers.shared import run_main, run_python
+
 from vanilla_transformer.inference import load_model_and_tokenizer
 from vanilla_transformer.training import checkpoint as ckpt
 from vanilla_transformer.training import train
@@ -151,6 +152,7 @@ def test_scripts_refuse_a_model_folder_with_pickled_weights(
 
 def test_converter_does_not_unpickle_a_malicious_marian_folder(tmp_path, marker):
     from transformers import MarianConfig
+
     from vanilla_transformer.modeling.convert_marian import convert_marian_checkpoint
 
     src = tmp_path / "marian"
@@ -210,8 +212,9 @@ def test_project_code_never_unpickles_untrusted_data():
 def test_trust_remote_code_is_needed_only_without_the_package(export):
     """README: the flag is needed only where this package is not installed (imported); with `import vanilla_transformer`
     the registered classes load the folder and no remote code runs."""
-    import vanilla_transformer.modeling as modeling
     from transformers import AutoModelForSeq2SeqLM
+
+    import vanilla_transformer.modeling as modeling
 
     model = AutoModelForSeq2SeqLM.from_pretrained(export)  # no flag
     assert type(model) is modeling.VanillaTransformerForConditionalGeneration

@@ -13,7 +13,6 @@ import pytest
 import torch
 from conftest import tiny_model
 from torch.utils.flop_counter import FlopCounterMode
-from vanilla_transformer.modeling import cpu_inference_gemm, set_cpu_inference_gemm
 
 from studies import kv_cache
 from studies.kv_cache import (
@@ -28,6 +27,7 @@ from studies.kv_cache import (
     memory_rows,
     source_ids,
 )
+from vanilla_transformer.modeling import cpu_inference_gemm, set_cpu_inference_gemm
 
 SIZES = [
     Sizes(d_model=64, layers=2, ffn=128, vocab=97, encoder_layers=2, encoder_ffn=128, source_length=8),

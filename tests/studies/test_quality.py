@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.shared import SMALL_CORPUS_FLAGS
-from vanilla_transformer.inference.attention import AttentionMap, cross_attention, plot_attention, tick_labels
-from vanilla_transformer.training.cli import parse_dataclass
-from vanilla_transformer.training.plots import curves_from_history
 
 from studies import quality
 from studies.quality import QualityConfig, marian_training_arguments, parse_overrides, run_quality_benchmark
+from vanilla_transformer.inference.attention import AttentionMap, cross_attention, plot_attention, tick_labels
+from vanilla_transformer.training.cli import parse_dataclass
+from vanilla_transformer.training.plots import curves_from_history
 
 ROOT = Path(__file__).resolve().parents[2]
 BLEU_SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:"

@@ -12,6 +12,7 @@ import pytest
 from conftest import small_run
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
+
 from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus
 from vanilla_transformer.tokenizer import BYTE_TOKENS, EOS_ID, SPECIAL_TOKENS, BPEDropout
 from vanilla_transformer.training import train

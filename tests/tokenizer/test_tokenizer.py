@@ -12,6 +12,7 @@ import pytest
 from conftest import han_characters_per_token
 from helpers.shared import run_checked
 from transformers import AutoTokenizer, DataCollatorForSeq2Seq, PreTrainedTokenizerFast
+
 from vanilla_transformer.modeling import IGNORE_INDEX
 from vanilla_transformer.tokenizer import (
     BOS_ID,

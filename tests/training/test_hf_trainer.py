@@ -13,6 +13,7 @@ from conftest import tiny_model
 from helpers.shared import word_tokenizer
 from torch.nn import functional as F
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
+
 from vanilla_transformer.modeling import IGNORE_INDEX
 
 # four pairs whose targets have 2, 6, 3 and 7 tokens: the two halves of the concatenated batch hold 8 and 10

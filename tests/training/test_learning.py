@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 from conftest import tiny_config
+
 from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
 
 PAD, EOS, FIRST, VOCAB, MAX_LEN = 0, 3, 4, 16, 6

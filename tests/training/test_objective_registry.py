@@ -7,6 +7,7 @@ import math
 
 import pytest
 from conftest import small_run
+
 from vanilla_transformer.export.model_card import ObjectiveCard
 from vanilla_transformer.training import train
 from vanilla_transformer.training.objectives import (

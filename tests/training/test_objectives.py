@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from conftest import small_run_options
 from transformers import PreTrainedTokenizerBase
+
 from vanilla_transformer.modeling import IGNORE_INDEX, shift_tokens_right
 from vanilla_transformer.training import TrainConfig, train
 from vanilla_transformer.training.batching import batch_generator, collate_causal_lm, collate_span_corruption
@@ -141,6 +142,7 @@ def test_span_corruption_model_fine_tunes_into_translation(span_corruption_run, 
     folder, data, _ = span_corruption_run
     from safetensors.torch import load_file
     from transformers import AutoTokenizer
+
     from vanilla_transformer.training.planning import objective_model
     from vanilla_transformer.training.recipe import resolve_recipe
 

@@ -12,6 +12,7 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
+
 from vanilla_transformer.modeling import IGNORE_INDEX
 from vanilla_transformer.tokenizer.bpe import (
     BYTE_TOKENS,

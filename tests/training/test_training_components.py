@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+
 from vanilla_transformer.training.averaging import average_state_dicts
 from vanilla_transformer.training.batching import BatchStream, TokenBudgetBatchSampler, collate
 from vanilla_transformer.training.checkpoint import (
@@ -300,6 +301,7 @@ def scored_by_length_penalty(monkeypatch) -> list[dict]:
 def run_finish(length_penalty: float, num_beams: int):
     import datasets
     from transformers import GenerationConfig
+
     from vanilla_transformer.training.finish import evaluate_run
 
     class Model:

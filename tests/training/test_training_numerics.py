@@ -19,6 +19,7 @@ import pytest
 import torch
 from conftest import small_run, small_run_options
 from safetensors.torch import load_file
+
 from vanilla_transformer.training import TrainConfig, Trainer
 from vanilla_transformer.training.options import check_options
 

@@ -14,6 +14,7 @@ import pytest
 import torch
 from conftest import small_run, small_run_options
 from safetensors.torch import load_file
+
 from vanilla_transformer.training import train
 from vanilla_transformer.training.checkpoint import CheckpointError
 
@@ -370,6 +371,7 @@ def small_corpus(folder: Path) -> Path:
     import lzma
 
     from conftest import SMALL_RUN_LINES
+
     from vanilla_transformer.corpus import DEFAULT_DATA
 
     with lzma.open(DEFAULT_DATA, "rt", encoding="utf-8") as f:

@@ -15,6 +15,7 @@ import torch
 from conftest import han_characters_per_token, small_run
 from helpers.shared import SMALL_CORPUS_FLAGS
 from safetensors.torch import load_file
+
 from vanilla_transformer.corpus import DEFAULT_DATA
 from vanilla_transformer.modeling import DEFAULT_LENGTH_PENALTY
 from vanilla_transformer.training import train

@@ -12,6 +12,7 @@ import torch
 from conftest import small_run
 from safetensors.torch import load_file
 from transformers import AutoTokenizer
+
 from vanilla_transformer.corpus import DEFAULT_DATA, load_parallel_corpus
 from vanilla_transformer.training import train
 from vanilla_transformer.training.data import encoder, tokenize_dataset

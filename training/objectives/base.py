@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+
 from vanilla_transformer.export.model_card import ObjectiveCard
 from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration, shift_tokens_right
 

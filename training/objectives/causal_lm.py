@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
 from vanilla_transformer.export.model_card import ObjectiveCard
 from vanilla_transformer.modeling import IGNORE_INDEX, VanillaDecoderOnlyForCausalLM
 from vanilla_transformer.tokenizer import BOS_ID

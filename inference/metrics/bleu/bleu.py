@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import evaluate
 from sacrebleu.metrics.bleu import BLEU
+
 from vanilla_transformer.inference.sacrebleu_metrics import INPUTS_DESCRIPTION, metric_info, reference_streams
 
 _CITATION = (
