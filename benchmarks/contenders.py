@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
+from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
 from vanilla_transformer.modeling.convert_marian import convert_marian_model
 
 from .marian import marian_config
@@ -30,7 +31,7 @@ class Contenders:
 
     preset: str
     marian: MarianMTModel
-    ours: torch.nn.Module
+    ours: VanillaTransformerForConditionalGeneration
     ct2: object | None = None
     ct2_note: str = ""
     hp: dict = field(default_factory=dict)
@@ -117,8 +118,9 @@ def build_contenders(
     ours.set_attn_implementation("sdpa")
     result = Contenders(preset, marian, ours.eval(), hp=sizes(config))
     if with_bf16:
+        # transformers wraps PreTrainedModel.to with functools.wraps, so checkers see an unbound method
         result.bf16 = {
-            name: copy.deepcopy(model).to(torch.bfloat16).eval()
+            name: copy.deepcopy(model).to(torch.bfloat16).eval()  # pyright: ignore[reportArgumentType]
             for name, model in (("marian", marian), ("ours", result.ours))
         }
     if with_ct2:
@@ -142,7 +144,9 @@ ENGINE_COLUMNS: dict[str, tuple[str, dict, dict]] = {
 TORCH_INT8 = "torch_int8"  # the column of ours with int8 linear layers (PyTorch, generate())
 
 
-def export_engines(ours: torch.nn.Module, new_tokens: int) -> tuple[dict[str, object], list[str]]:
+def export_engines(
+    ours: VanillaTransformerForConditionalGeneration, new_tokens: int
+) -> tuple[dict[str, object], list[str]]:
     """Ours exported to every column of `ENGINE_COLUMNS` (CTranslate2 fp32 and int8, ONNX Runtime fp32 and int8),
     each loaded as its engine's runtime (`Engine.runtime_class`) with the column's runtime options, with a
     generation config that decodes exactly `new_tokens` tokens; an engine whose package is missing or whose

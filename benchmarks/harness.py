@@ -84,8 +84,13 @@ def peak_step_memory(step: Callable[[], object]) -> int:
     step()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
+    # set once the profile has run
+    assert prof.profiler is not None and prof.profiler.kineto_results is not None
     events = sorted(
-        (e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"
+        # torch's stub of the kineto event leaves out nbytes
+        (e.start_ns(), e.nbytes())  # pyright: ignore[reportAttributeAccessIssue]
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]"
     )
     level = peak = 0
     for _, nbytes in events:

@@ -22,6 +22,7 @@ import copy
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -119,7 +120,7 @@ def bench_training(c: Contenders, s: Settings, batch: int, label: str) -> Row:
     return row
 
 
-def _with_default_gemm(call: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
+def _with_default_gemm(call: Callable[[], Any]) -> Callable[[], torch.Tensor]:
     """`call` run with PyTorch's default GEMM for our model's decoding, restoring the current choice after."""
 
     def run() -> torch.Tensor:
@@ -141,7 +142,8 @@ def bench_generation(
     hp, n = c.hp, s.new_tokens
     src, mask = source_batch(hp["vocab"], batch, s.src_len, seed=7)
     config = generation_config(c.pad, beams, n, use_cache)
-    cases = {
+    # each case decodes once and returns its tokens: a tensor (generate) or lists of ids (the engines)
+    cases: dict[str, Callable[[], Any]] = {
         "marian": generate_call(c.marian, src, mask, config),
         "ours": generate_call(c.ours, src, mask, config),
     }
@@ -306,9 +308,9 @@ def precision_summary(rows: list[Row]) -> list[str]:
     lines = []
     for system, label in (("ours", "ours"), ("marian", "Marian")):
         parts = [
-            f"{row.name} {best_precision(row, system)} ({same_round_ratio(row, system + '_bf16', system).median:.2f})"
+            f"{row.name} {best_precision(row, system)} ({ratio.median:.2f})"
             for row in rows
-            if best_precision(row, system)
+            if (ratio := same_round_ratio(row, system + "_bf16", system)) is not None
         ]
         if parts:
             lines.append(
@@ -332,7 +334,7 @@ def format_rows(rows: list[Row]) -> list[str]:
         header += "".join(f"{name:>22}" for name in PRECISION_COLUMNS) + f"{'best ours/Marian':>26}"
     lines = [header]
     for row in rows:
-        ours, ct2 = row.ratio.get("ours"), row.ratio.get("ct2")
+        ours, ct2 = row.ratio["ours"], row.ratio.get("ct2")
         ours_vs_ct2 = ""
         if ct2 is not None:
             ours_vs_ct2 = f"{statistics.median(a / b for a, b in zip(ours.values, ct2.values)):.2f}"

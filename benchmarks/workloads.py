@@ -55,7 +55,10 @@ def generate_call(
     def run() -> torch.Tensor:
         model.eval()
         with torch.inference_mode():
-            return model.generate(input_ids=src, attention_mask=mask, generation_config=config)
+            # every contender is a GenerationMixin; nn.Module types its attributes as Tensor | Module
+            return model.generate(  # pyright: ignore[reportCallIssue]
+                input_ids=src, attention_mask=mask, generation_config=config
+            )
 
     return run
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from pathlib import Path
 
 from vanilla_transformer.inference.engines import engine_spec
 
@@ -65,7 +66,7 @@ __all__ = [
 ]
 
 
-def exporter(engine: str) -> Callable[..., object]:
+def exporter(engine: str) -> Callable[..., Path]:
     """The export function of exported engine `engine` (`inference.engines.ENGINES[engine].exporter`), called as
     ``exporter(model_folder_or_model, out, tokenizer=None, **options)``; `ValueError` for an unknown engine."""
     module, _, name = engine_spec(engine).exporter.partition(":")

@@ -411,7 +411,7 @@ def card_values(cfg, recipe, config, result, objective: ObjectiveCard) -> CardVa
     usage = usage_section(cfg.output_dir, example, objective.auto_class if not objective.translates else None)
     if not objective.translates:
         data.pipeline_tag = objective.pipeline_tag
-        data.tags = [data.pipeline_tag if tag == TAGS[0] else tag for tag in data.tags]
+        data.tags = [data.pipeline_tag if tag == TAGS[0] else tag for tag in data.tags or []]
         title = f"vanilla-transformer {objective.name.replace('_', ' ')} model"
     return CardValues(
         data,

@@ -10,6 +10,8 @@ converter, `convert_bert.py`, sets them).
 
 from __future__ import annotations
 
+from typing import Any
+
 from .configuration_vanilla_base import (
     VanillaConfigBase,
     head_problems,
@@ -23,7 +25,7 @@ CLASSIFIER_POOLINGS = ("first", "mean")
 PROBLEM_TYPES = ("regression", "single_label_classification", "multi_label_classification")
 
 # The fields that turn the paper's encoder into BERT's (besides the sizes and the vocabulary).
-BERT = dict(
+BERT: dict[str, Any] = dict(
     activation_function="gelu",
     normalize_before=False,
     position_encoding="learned",

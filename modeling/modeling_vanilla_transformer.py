@@ -42,7 +42,7 @@ from typing import cast
 import torch
 from torch import nn
 from torch.nn import functional as F
-from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
+from transformers import GenerationConfig, GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, EncoderDecoderCache
@@ -768,9 +768,10 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill(shifted == IGNORE_INDEX, pad_token_id)
 
 
-def default_generation_config(config: VanillaTransformerConfig) -> GenerationConfig:
-    """The paper's beam 4 with `DEFAULT_LENGTH_PENALTY` and ids from the config; never emits pad or bos; at most
-    256 new tokens, fewer when the position table is shorter (`position_limit`).
+def default_generation_config(config: PretrainedConfig) -> GenerationConfig:
+    """The paper's beam 4 with `DEFAULT_LENGTH_PENALTY` and ids from the config (ours, or any encoder-decoder
+    config with the same token ids, e.g. Marian's); never emits pad or bos; at most 256 new tokens, fewer when the
+    position table is shorter (`position_limit`).
 
     `length_penalty` follows transformers: a finished hypothesis scores sum(log p) / length ** length_penalty
     (not GNMT's ((5 + length) / 6) ** alpha, with which the paper's 0.6 was chosen)."""

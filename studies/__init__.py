@@ -18,7 +18,7 @@ import argparse
 from vanilla_transformer.commands.arguments import command_parser
 
 
-def study_parser(module: str, doc: str) -> argparse.ArgumentParser:
+def study_parser(module: str, doc: str | None) -> argparse.ArgumentParser:
     """The parser of ``python -m MODULE``: `command_parser`'s, with the study's own program name."""
     parser = command_parser(module, doc)
     parser.prog = f"python -m {module}"

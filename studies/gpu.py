@@ -255,7 +255,11 @@ def measure_training(c: Contenders, s: Settings, device: torch.device, budget: B
     hp, batch = c.hp, max(1, s.budget_tokens // s.src_len)
     available = budget.part(s.part_budgets["training"])
     start = time.monotonic()
-    models = {n: copy.deepcopy(m).to(device) for n, m in (("marian", c.marian), ("ours", c.ours))}
+    # transformers wraps PreTrainedModel.to with functools.wraps, so checkers see an unbound method
+    models = {
+        n: copy.deepcopy(m).to(device)  # pyright: ignore[reportArgumentType]
+        for n, m in (("marian", c.marian), ("ours", c.ours))
+    }
     steps = {
         n: train_step(m, batch, s.src_len, hp["vocab"], bf16=True, device=device) for n, m in models.items()
     }

@@ -56,6 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import GenerationConfig
@@ -413,15 +414,15 @@ def run_study(
     of that preset, and the cache memory of every preset and of a 7B-class model at `memory_lengths`."""
     model = study_model(preset)
     sizes = Sizes.from_config(model.config, source_length)
-    lengths = sorted(set(lengths))
+    ordered = sorted(set(lengths))
     return Study(
         preset,
         sizes,
         batch,
         rounds,
-        lengths,
-        flop_rows(sizes, lengths),
-        measure_speedups(model, lengths, source_length, rounds, batch),
+        ordered,
+        flop_rows(sizes, ordered),
+        measure_speedups(model, ordered, source_length, rounds, batch),
         list(memory_lengths),
         memory_rows(list(memory_lengths), source_length),
     )
@@ -655,7 +656,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = parse_args(argv)
-    defaults = (
+    defaults: dict[str, Any] = (
         dict(preset="tiny", lengths=[8, 16], source_length=8, rounds=1)
         if args.quick
         else dict(preset="small", lengths=[16, 32, 64, 128, 256], source_length=32, rounds=5)

@@ -373,6 +373,7 @@ def train_marian(
     emit("start", {"system": "marian", "num_parameters": num_parameters})
     trainer.train()
     seconds = monitor.stopped_at or monitor.seconds
+    assert isinstance(trainer.model, MarianMTModel)
     model = trainer.model.eval()
     model.save_pretrained(str(folder))
     data.tokenizer.save_pretrained(str(folder))
@@ -672,7 +673,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     cfg = parse_dataclass(
-        QualityConfig, argv, description=__doc__.split("\n\n")[0], prog="python -m studies.quality"
+        QualityConfig, argv, description=(__doc__ or "").split("\n\n")[0], prog="python -m studies.quality"
     )
     result = run_quality_benchmark(cfg, Progress(cfg.log_every))
     print(report(result))

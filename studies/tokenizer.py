@@ -35,6 +35,7 @@ from vanilla_transformer.tokenizer import (
     normalize_text,
     train_bpe_tokenizer,
 )
+from vanilla_transformer.tokenizer.bpe import TokenizerKind
 
 
 @dataclass
@@ -273,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  setup, once per run: {c.setup_seconds:.2f} s")
         print(f"  extra tokens       : {100 * c.extra_tokens:.1f}%")
         return 0
-    kinds = ["char", "byte"] if args.compare_kinds else [args.kind]
+    kinds: list[TokenizerKind] = ["char", "byte"] if args.compare_kinds else [args.kind]
     tokenizers = {}
     for kind in kinds:
         start = time.perf_counter()

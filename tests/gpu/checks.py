@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import math
 from pathlib import Path
+from typing import Any
 
 import torch
 from accelerate.state import AcceleratorState
@@ -49,10 +50,12 @@ def resolve(device: str | torch.device) -> torch.device:
 
 # the trainer runs: the tiny preset on the first 300 lines of the shipped corpus, 512-token batches; no validation,
 # checkpoint, tracker or export during the compared updates
-SHORT_RUN = dict(
+SHORT_RUN: dict[str, Any] = dict(
     data=str(DEFAULT_DATA), max_lines=300, valid_size=20, test_size=6, preset="tiny", max_tokens=512
 )
-QUIET_RUN = dict(max_minutes=None, eval_every=10**6, bleu_samples=0, report_to="none", export=False)
+QUIET_RUN: dict[str, Any] = dict(
+    max_minutes=None, eval_every=10**6, bleu_samples=0, report_to="none", export=False
+)
 
 
 def trainer_history(
@@ -68,6 +71,7 @@ def trainer_history(
     (accelerate's names: "no", "bf16", "fp16"); returns the trainer and each update's logs (loss, grad_norm, ...;
     an fp16 update whose gradients overflowed has a non-finite grad_norm). ``tokenizer``: a tokenizer folder
     (default: the run trains one). Resets accelerate's process-wide state first (each run has its own precision)."""
+    vocabulary: dict[str, Any] = {"vocab_size": 1200}
     cfg = TrainConfig(
         **SHORT_RUN,
         **QUIET_RUN,
@@ -79,7 +83,7 @@ def trainer_history(
         num_threads=torch.get_num_threads() if device.type == "cpu" else None,
         tune_cpu_allocator=False,
         tokenizer=tokenizer,
-        **({} if tokenizer else {"vocab_size": 1200}),
+        **({} if tokenizer else vocabulary),
         output_dir=str(output_dir),
     )
     # accelerate keeps one process-wide state, fixed by the first Accelerator: reset it so that every run of the
@@ -109,7 +113,9 @@ STACK = {"layers": 2, "attention_heads": 4, "ffn_dim": 128}  # each stack of `at
 
 def attention_model(seed: int = 0) -> VanillaTransformerForConditionalGeneration:
     """A small random model whose head width (16) every fused sdpa kernel accepts, non-trivial LayerNorms."""
-    stacks = {f"{side}_{name}": value for side in ("encoder", "decoder") for name, value in STACK.items()}
+    stacks: dict[str, Any] = {
+        f"{side}_{name}": value for side in ("encoder", "decoder") for name, value in STACK.items()
+    }
     config = VanillaTransformerConfig(
         vocab_size=97, d_model=64, max_position_embeddings=64, dropout=0.0, **stacks
     )
@@ -147,7 +153,8 @@ def attention_backends(device: torch.device, dtype: torch.dtype, seed: int = 0) 
     real target positions / largest |eager logit| there)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    sdpa = attention_model(seed).to(device=device, dtype=dtype)
+    # transformers wraps PreTrainedModel.to with functools.wraps, so checkers see an unbound method
+    sdpa = attention_model(seed).to(device=device, dtype=dtype)  # pyright: ignore[reportCallIssue]
     sdpa.set_attn_implementation("sdpa")
     eager = copy.deepcopy(sdpa)
     eager.set_attn_implementation("eager")
@@ -182,12 +189,12 @@ def generation_model(seed: int = 0) -> VanillaTransformerForConditionalGeneratio
         setattr(model.generation_config, name, value)
     model.generation_config.bos_token_id = None
     with torch.no_grad():
-        model.final_logits_bias.normal_(0, 0.5)
+        model.get_buffer("final_logits_bias").normal_(0, 0.5)
     return model
 
 
 def generated_tokens(
-    model: torch.nn.Module,
+    model: VanillaTransformerForConditionalGeneration,
     device: torch.device,
     num_beams: int,
     static_cache: bool = False,
@@ -199,14 +206,18 @@ def generated_tokens(
     cache, and for greedy search generate's automatic `torch.compile` of the decoding step (inductor on CUDA;
     dynamo with the ``eager`` backend on the CPU, where generate would not compile by itself), checked to have
     happened (transformers' beam search does not compile). Default: the dynamic cache, not compiled."""
-    model = model.to(device).eval()
+    # transformers wraps PreTrainedModel.to with functools.wraps, so checkers see an unbound method
+    model = model.to(device).eval()  # pyright: ignore[reportArgumentType]
     src, mask = source_batch(model.config.vocab_size, batch, 9, seed=11)
-    options = dict(num_beams=num_beams, do_sample=False, max_new_tokens=new_tokens, length_penalty=1.0)
+    options: dict[str, Any] = dict(
+        num_beams=num_beams, do_sample=False, max_new_tokens=new_tokens, length_penalty=1.0
+    )
     if static_cache:
-        compile_config = (
-            CompileConfig() if device.type == "cuda" else CompileConfig(backend="eager", mode=None)
-        )
-        compile_config._compile_all_devices = device.type != "cuda"
+        # mode=None is torch.compile's own default, which CompileConfig types as str
+        eager = CompileConfig(backend="eager", mode=None)  # pyright: ignore[reportArgumentType]
+        compile_config = CompileConfig() if device.type == "cuda" else eager
+        # transformers' private switch that lets generate() compile the decoding step off CUDA
+        compile_config._compile_all_devices = device.type != "cuda"  # pyright: ignore[reportAttributeAccessIssue]
         options.update(cache_implementation="static", compile_config=compile_config)
     with torch.no_grad():
         tokens = model.generate(input_ids=src.to(device), attention_mask=mask.to(device), **options)
@@ -215,12 +226,15 @@ def generated_tokens(
     return tokens.cpu()
 
 
-def save_load_round_trip(model: torch.nn.Module, tokenizer, device: torch.device, folder: str | Path) -> dict:
+def save_load_round_trip(
+    model: VanillaTransformerForConditionalGeneration, tokenizer, device: torch.device, folder: str | Path
+) -> dict:
     """``model`` (on ``device``) saved with `save_with_remote_code` and loaded back onto ``device`` with
     `load_model_and_tokenizer`: ``weights_equal`` (every tensor of the state dict bit for bit), ``tokens_equal``
     (greedy generate() of both models), ``loaded_device`` (where the loaded weights are)."""
     save_with_remote_code(model, folder, tokenizer)
     loaded, _ = load_model_and_tokenizer(str(folder), device=device)
+    assert isinstance(loaded, VanillaTransformerForConditionalGeneration)
     mine, theirs = model.state_dict(), loaded.state_dict()
     same = mine.keys() == theirs.keys() and all(
         torch.equal(mine[k], theirs[k].to(mine[k].device)) for k in mine

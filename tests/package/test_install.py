@@ -209,5 +209,7 @@ def test_an_editable_install_is_a_plain_path_entry_for_src():
     files = [str(f) for f in distribution("vanilla-transformer").files or []]
     assert not [f for f in files if "finder" in f], files
     (pth,) = [f for f in files if f.endswith(".pth")]
-    lines = distribution("vanilla-transformer").locate_file(pth).read_text(encoding="utf-8").split()
+    lines = (
+        Path(str(distribution("vanilla-transformer").locate_file(pth))).read_text(encoding="utf-8").split()
+    )
     assert [Path(line).resolve() for line in lines] == [ROOT / "src"]

@@ -39,7 +39,12 @@ def gradients_and_logs(trainer: Trainer, updates: int) -> tuple[list[torch.Tenso
     # the torch optimizer accelerate wraps
     handle = trainer.optimizer.optimizer.register_step_pre_hook(record)
     try:
-        logs = [trainer.train_step(1.0) for _ in range(updates)]
+        logs = []
+        for _ in range(updates):
+            log = trainer.train_step(1.0)
+            # every batch here has target tokens to score, so every update runs and logs
+            assert log is not None
+            logs.append(log)
     finally:
         handle.remove()
     return seen, logs

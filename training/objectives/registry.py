@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from .base import Objective
+
+O = TypeVar("O", bound=type[Objective])
 
 OBJECTIVES: dict[str, type[Objective]] = {}  # name -> objective class, in registration order
 
 
-def register_objective(objective: type[Objective]) -> type[Objective]:
+def register_objective(objective: O) -> O:
     """Make ``objective`` (an `Objective` subclass) available as ``--objective objective.name``; returns it, so
     that it can decorate the class. Raises `ValueError` when another objective has the name."""
     if not (isinstance(objective, type) and issubclass(objective, Objective)):

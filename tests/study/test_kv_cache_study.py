@@ -42,7 +42,7 @@ def counted_step_by_step(sizes: Sizes, new_tokens: int, use_cache: bool) -> dict
     (counted by enumerating them) pays QK^T and AV; the encoder K/V projections run in every uncached call and in
     the first cached one; the encoder runs once."""
     d, f, s, v = sizes.d_model, sizes.ffn, sizes.source_length, sizes.vocab
-    totals = dict.fromkeys(COMPONENTS, 0)
+    totals: dict[str, int] = dict.fromkeys(COMPONENTS, 0)
     for t in range(1, new_tokens + 1):
         first_query = t - 1 if use_cache else 0  # positions 0 .. t-1 exist; the cache holds 0 .. t-2
         queries = range(first_query, t)
