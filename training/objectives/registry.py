@@ -6,12 +6,12 @@ from typing import TypeVar
 
 from .base import Objective
 
-O = TypeVar("O", bound=type[Objective])
+ObjectiveClass = TypeVar("ObjectiveClass", bound=type[Objective])
 
 OBJECTIVES: dict[str, type[Objective]] = {}  # name -> objective class, in registration order
 
 
-def register_objective(objective: O) -> O:
+def register_objective(objective: ObjectiveClass) -> ObjectiveClass:
     """Make ``objective`` (an `Objective` subclass) available as ``--objective objective.name``; returns it, so
     that it can decorate the class. Raises `ValueError` when another objective has the name."""
     if not (isinstance(objective, type) and issubclass(objective, Objective)):
