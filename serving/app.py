@@ -29,11 +29,13 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
+from .apis import register_apis
 from .batcher import Batcher
 from .options import (
     DECODING_FIELDS,
+    DecodingRequest,
     Limits,
     RequestError,
     StreamRequest,
@@ -232,9 +234,12 @@ def create_app(
         kwargs = bounded_kwargs(kwargs, generation_config, limits)
         return kwargs, sum(lengths) * work_rows(kwargs, generation_config)
 
-    @app.post("/translate")
-    async def translate(request: TranslateRequest, connection: Request) -> Any:
-        texts = [request.text] if isinstance(request.text, str) else list(request.text)
+    async def translate_texts(
+        texts: list[str], options: DecodingRequest, connection: Request
+    ) -> list[list[str]]:
+        """The n-best lists of ``texts`` decoded with ``options`` through the batcher: the one translate path of
+        every API. `RequestError` for a refusal (the module docstring's 413 and 422), 499 when the client left
+        while its request waited, 500 when the engine failed on its batch, 503 while shutting down."""
         if not texts:
             raise RequestError(422, "text is an empty list: send at least one text")
         if len(texts) > limits.max_texts:
@@ -243,27 +248,30 @@ def create_app(
                 f"the request has {len(texts)} texts, more than the server's limit max_texts={limits.max_texts}: "
                 "split it",
             )
-        kwargs, tokens = prepare(request, texts)
+        kwargs, tokens = prepare(options, texts)
         try:
-            future = batcher.submit(texts, kwargs, tokens, request.seed)
+            future = batcher.submit(texts, kwargs, tokens, options.seed)
         except RuntimeError as err:
-            return JSONResponse({"detail": str(err)}, status_code=503)
+            raise RequestError(503, str(err)) from err
         # a request whose client leaves while it waits is cancelled: the batcher drops it unless it already runs
         reply, left = asyncio.wrap_future(future), asyncio.ensure_future(_client_left(connection))
         await asyncio.wait((reply, left), return_when=asyncio.FIRST_COMPLETED)
         if not reply.done():
             future.cancel()
             reply.cancel()
-            return Response(status_code=499)
+            raise RequestError(499, "the client closed the connection")
         left.cancel()
         try:
-            nbest = reply.result()
+            return reply.result()
         except Exception as err:  # noqa: BLE001 - the engine failed on this batch; the server keeps serving
-            return JSONResponse(
-                {"detail": f"translation failed: {type(err).__name__}: {err}"}, status_code=500
-            )
+            raise RequestError(500, f"translation failed: {type(err).__name__}: {err}") from err
+
+    @app.post("/translate")
+    async def translate(request: TranslateRequest, connection: Request) -> Any:
+        texts = [request.text] if isinstance(request.text, str) else list(request.text)
+        nbest = await translate_texts(texts, request, connection)
         reply: dict[str, Any] = {"translations": [hyps[0] for hyps in nbest]}
-        if kwargs.get("num_return_sequences", 1) > 1:
+        if (request.num_return_sequences or 1) > 1:
             reply["nbest"] = nbest
         return reply
 
@@ -353,6 +361,7 @@ def create_app(
             },
         }
 
+    register_apis(app, served, limits, translate_texts)
     return BodyLimit(app, limits)
 
 

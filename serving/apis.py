@@ -1,0 +1,239 @@
+"""What the other translation APIs of the server share, and where they are registered on the app (`register_apis`).
+
+Beside its own API, the server speaks LibreTranslate's (`serving.libretranslate_api`), the Hugging Face Inference
+translation task's (`serving.hf_inference_api`) and DeepL's v2 (`serving.deepl_api`). Each one only reshapes
+requests and replies: every translation goes through the app's one translate path (its batcher, limits and
+decoding rules), so a reply equals what POST /translate answers for the same texts and options.
+
+POST /translate is shared by three APIs and told apart by its body (`BodyRouter`): a form-encoded body, or a JSON
+object with ``q``, is LibreTranslate's; a JSON object with ``inputs`` is the Hugging Face task's; anything else
+(a JSON object with ``text``) is the server's own.
+
+The languages are those of the model card (`ServedModel.languages`, the card's ``language`` metadata): a card
+that names two languages makes the model a translator from the first to the second (`language_pair`); a model
+whose card names no pair is served, but the APIs that route by language (LibreTranslate, DeepL) refuse its
+requests with a message saying how to name the languages.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from html import escape
+from html.parser import HTMLParser
+from typing import Any
+
+from fastapi import FastAPI, Request
+
+from .options import DecodingRequest, Limits, RequestError
+
+# the translate path of `serving.create_app`: (texts, decoding options, connection) -> one n-best list per text
+TranslateTexts = Callable[[list[str], DecodingRequest, Request], Awaitable[list[list[str]]]]
+
+# where LibreTranslate's own POST /translate is served when a body on the shared path is LibreTranslate's (and for
+# a client that would rather name the API in the URL)
+LIBRETRANSLATE_PREFIX = "/libretranslate"
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+@dataclass
+class Api:
+    """What an API's routes need: the ``served`` model, the server's ``limits`` and its ``translate`` path."""
+
+    served: Any
+    limits: Limits
+    translate: TranslateTexts
+
+    @property
+    def pair(self) -> tuple[str, str] | None:
+        """(source, target) language codes of the model, or None when its card does not name two."""
+        return language_pair(self.served.languages)
+
+    @property
+    def generation_config(self) -> Any:
+        return self.served.model.generation_config
+
+    def read_share(self, text: str) -> float:
+        """The share of ``text``'s tokens, in percent, that the model's vocabulary holds (not the unknown token):
+        how much of the text the model can read (100 for a text without tokens)."""
+        tokenizer = self.served.tokenizer
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        unknown = getattr(tokenizer, "unk_token_id", None)
+        if not ids:
+            return 100.0
+        return round(100.0 * sum(i != unknown for i in ids) / len(ids), 1)
+
+    async def translate_markup(
+        self, texts: list[str], options: DecodingRequest, connection: Request, markup: bool
+    ) -> list[list[str]]:
+        """The n-best lists of ``texts`` (`translate`); with ``markup`` each text is HTML or XML whose text
+        nodes are translated, all of them in one request, and whose markup is kept as it is (`split_markup`)."""
+        if not markup:
+            return await self.translate(texts, options, connection)
+        documents = [split_markup(text) for text in texts]
+        pieces = [piece for document in documents for piece, is_text in document if is_text]
+        nbest = await self.translate(pieces, options, connection) if pieces else []
+        # every document's hypothesis k puts the k-th hypothesis of each of its text nodes in place
+        count = max((len(hyps) for hyps in nbest), default=1)
+        replies, translated = [], iter(nbest)
+        for document in documents:
+            parts = [(next(translated), True) if is_text else (piece, False) for piece, is_text in document]
+            replies.append([join_markup(parts, k) for k in range(count)])
+        return replies
+
+
+def language_pair(languages: Sequence[str]) -> tuple[str, str] | None:
+    """(source, target) of a model card's ``language`` list: its two languages in order; None otherwise."""
+    return (languages[0], languages[1]) if len(languages) == 2 else None
+
+
+def no_pair_message() -> str:
+    return (
+        "the model card names no language pair: add `language: [SOURCE, TARGET]` (ISO 639 codes, source first) "
+        "to the metadata of the model folder's README.md (vanilla-transformer export writes it from "
+        "--source_lang/--target_lang)"
+    )
+
+
+class _Markup(HTMLParser):
+    """Cuts a document into markup and text nodes; the contents of script and style elements count as markup."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[tuple[str, bool]] = []
+        self.raw = 0
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.parts.append((self.get_starttag_text() or "", False))
+        self.raw += tag in ("script", "style")
+
+    def handle_startendtag(self, tag: str, attrs: list) -> None:
+        self.parts.append((self.get_starttag_text() or "", False))
+
+    def handle_endtag(self, tag: str) -> None:
+        self.parts.append((f"</{tag}>", False))
+        self.raw -= tag in ("script", "style") and self.raw > 0
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append((data, not self.raw))
+
+    def handle_comment(self, data: str) -> None:
+        self.parts.append((f"<!--{data}-->", False))
+
+    def handle_decl(self, decl: str) -> None:
+        self.parts.append((f"<!{decl}>", False))
+
+    def handle_pi(self, data: str) -> None:
+        self.parts.append((f"<?{data}>", False))
+
+    def unknown_decl(self, data: str) -> None:
+        self.parts.append((f"<![{data}]>", False))
+
+
+def split_markup(document: str) -> list[tuple[str, bool]]:
+    """``document`` (HTML or XML, parsed by the standard library's `html.parser`) as (piece, is_text) pairs in
+    order: tags, comments and declarations as written; text nodes with their character references resolved and
+    their surrounding whitespace as separate pieces, so that only a node's words are translated."""
+    parser = _Markup()
+    parser.feed(document)
+    parser.close()
+    parts: list[tuple[str, bool]] = []
+    for piece, is_text in parser.parts:
+        words = piece.strip()
+        if not is_text or not words:
+            parts.append((escape(piece, quote=False) if is_text else piece, False))
+            continue
+        start = piece.index(words)
+        parts.extend(
+            [(piece[:start], False), (words, True), (piece[start + len(words) :], False)],
+        )
+    return [(piece, is_text) for piece, is_text in parts if piece]
+
+
+def join_markup(parts: list[tuple[Any, bool]], k: int = 0) -> str:
+    """The document of `split_markup`'s ``parts`` whose text nodes are n-best lists: hypothesis ``k`` of each
+    (its last one when it has fewer), escaped for HTML."""
+    return "".join(
+        escape(piece[min(k, len(piece) - 1)], quote=False) if is_text else piece for piece, is_text in parts
+    )
+
+
+async def read_fields(request: Request) -> tuple[dict[str, Any], bool]:
+    """The fields of a request body and whether it was a form: a JSON object as it is; a form (url-encoded or
+    multipart) as lists of the values of each name. `RequestError` (400) for a body that is neither."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type in FORM_TYPES:
+        form = await request.form()
+        return {name: [v for v in form.getlist(name) if isinstance(v, str)] for name in form}, True
+    body = await request.body()
+    if not body.strip():
+        return {}, False
+    try:
+        fields = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RequestError(400, f"malformed JSON: {err}") from err
+    if not isinstance(fields, dict):
+        raise RequestError(400, "the body must be a JSON object")
+    return fields, False
+
+
+def first(fields: dict[str, Any], name: str, form: bool) -> Any:
+    """The value of field ``name`` (a form's first value of that name); None when absent."""
+    value = fields.get(name)
+    return (value[0] if value else None) if form else value
+
+
+def body_api(content_type: str, body: bytes) -> str | None:
+    """The path that serves a POST /translate with this body: LibreTranslate's for a form or a JSON object with
+    ``q``, the Hugging Face task's (``/``) for a JSON object with ``inputs``; None for the server's own."""
+    if content_type.split(";")[0].strip().lower() in FORM_TYPES:
+        return f"{LIBRETRANSLATE_PREFIX}/translate"
+    try:
+        fields = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if isinstance(fields, dict) and "text" not in fields:
+        if "q" in fields:
+            return f"{LIBRETRANSLATE_PREFIX}/translate"
+        if "inputs" in fields:
+            return "/"
+    return None
+
+
+class BodyRouter:
+    """ASGI middleware: a POST /translate whose body is another API's (`body_api`) goes to that API's path. It
+    reads the body's first message, which `serving.app.BodyLimit` makes the whole body."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/translate":
+            return await self.app(scope, receive, send)
+        message = await receive()
+        content_type = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
+        path = body_api(content_type, message.get("body", b"")) if message["type"] == "http.request" else None
+        if path is not None:
+            scope = {**scope, "path": path, "raw_path": path.encode()}
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return message
+
+        await self.app(scope, replay, send)
+
+
+def register_apis(app: FastAPI, served: Any, limits: Limits, translate: TranslateTexts) -> None:
+    """Add the LibreTranslate, Hugging Face Inference and DeepL APIs to ``app`` (module docstring)."""
+    from . import deepl_api, hf_inference_api, libretranslate_api
+
+    api = Api(served, limits, translate)
+    libretranslate_api.register(app, api)
+    hf_inference_api.register(app, api)
+    deepl_api.register(app, api)
+    app.add_middleware(BodyRouter)
