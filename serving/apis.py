@@ -5,9 +5,9 @@ translation task's (`serving.hf_inference_api`) and DeepL's v2 (`serving.deepl_a
 requests and replies: every translation goes through the app's one translate path (its batcher, limits and
 decoding rules), so a reply equals what POST /translate answers for the same texts and options.
 
-POST /translate is shared by three APIs and told apart by its body (`BodyRouter`): a form-encoded body, or a JSON
-object with ``q``, is LibreTranslate's; a JSON object with ``inputs`` is the Hugging Face task's; anything else
-(a JSON object with ``text``) is the server's own.
+POST /translate is shared by three APIs and told apart by its body (`BodyRouter`, `body_api`): a JSON object with
+``text`` is the server's own; one with ``inputs`` the Hugging Face task's; one with ``q``, ``source`` or
+``target``, or a form, LibreTranslate's; anything else the server's own (which names what is wrong).
 
 The languages are those of the model card (`ServedModel.languages`, the card's ``language`` metadata): a card
 that names two languages makes the model a translator from the first to the second (`language_pair`); a model
@@ -18,7 +18,8 @@ requests with a message saying how to name the languages.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+import re
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from html import escape
 from html.parser import HTMLParser
@@ -185,8 +186,9 @@ def first(fields: dict[str, Any], name: str, form: bool) -> Any:
 
 
 def body_api(content_type: str, body: bytes) -> str | None:
-    """The path that serves a POST /translate with this body: LibreTranslate's for a form or a JSON object with
-    ``q``, the Hugging Face task's (``/``) for a JSON object with ``inputs``; None for the server's own."""
+    """The path that serves a POST /translate with this body: for a JSON object without ``text``, the Hugging
+    Face task's (``/``) when it has ``inputs``, LibreTranslate's when it has ``q``, ``source`` or ``target``;
+    LibreTranslate's for a form; None (the server's own) for anything else."""
     if content_type.split(";")[0].strip().lower() in FORM_TYPES:
         return f"{LIBRETRANSLATE_PREFIX}/translate"
     try:
@@ -194,10 +196,10 @@ def body_api(content_type: str, body: bytes) -> str | None:
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     if isinstance(fields, dict) and "text" not in fields:
-        if "q" in fields:
-            return f"{LIBRETRANSLATE_PREFIX}/translate"
         if "inputs" in fields:
             return "/"
+        if {"q", "source", "target"} & set(fields):
+            return f"{LIBRETRANSLATE_PREFIX}/translate"
     return None
 
 
@@ -226,6 +228,22 @@ class BodyRouter:
             return message
 
         await self.app(scope, replay, send)
+
+
+def add_routes(
+    app: FastAPI,
+    api_name: str,
+    routes: Iterable[tuple[str, Callable[..., Any], Sequence[str]]],
+    prefix: str = "",
+) -> None:
+    """Add each (path, endpoint, methods) of ``routes`` to ``app`` under ``prefix``, tagged ``api_name`` in the
+    OpenAPI schema, one operation per method."""
+    for path, endpoint, methods in routes:
+        for method in methods:
+            operation = re.sub(r"\W+", "_", f"{api_name} {method} {prefix}{path}").strip("_").lower()
+            app.add_api_route(
+                prefix + path, endpoint, methods=[method], tags=[api_name], operation_id=operation
+            )
 
 
 def register_apis(app: FastAPI, served: Any, limits: Limits, translate: TranslateTexts) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from .apis import Api, first, no_pair_message, read_fields
+from .apis import Api, add_routes, first, no_pair_message, read_fields
 from .options import DecodingRequest, RequestError
 
 # what /v2/usage reports as the limit: DeepL's figure for an account without one
@@ -117,6 +117,12 @@ def register(app: FastAPI, api: Api) -> None:
     async def usage() -> Any:
         return {"character_count": billed["characters"], "character_limit": NO_CHARACTER_LIMIT}
 
-    app.add_api_route("/v2/translate", translate, methods=["POST"], tags=["DeepL"])
-    app.add_api_route("/v2/languages", languages, methods=["GET", "POST"], tags=["DeepL"])
-    app.add_api_route("/v2/usage", usage, methods=["GET", "POST"], tags=["DeepL"])
+    add_routes(
+        app,
+        "DeepL",
+        [
+            ("/v2/translate", translate, ["POST"]),
+            ("/v2/languages", languages, ["GET", "POST"]),
+            ("/v2/usage", usage, ["GET", "POST"]),
+        ],
+    )

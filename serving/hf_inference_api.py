@@ -20,7 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from .apis import Api, read_fields
+from .apis import Api, add_routes, read_fields
 from .options import DecodingRequest, RequestError
 
 PARAMETERS = ("src_lang", "tgt_lang", "generate_parameters", "clean_up_tokenization_spaces", "truncation")
@@ -87,6 +87,4 @@ def register(app: FastAPI, api: Api) -> None:
             return replies
         return [hyps[0] for hyps in replies]
 
-    app.add_api_route(
-        "/", task, methods=["POST"], tags=["Hugging Face Inference"], summary="translation task"
-    )
+    add_routes(app, "Hugging Face Inference", [("/", task, ["POST"])])

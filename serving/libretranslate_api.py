@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from .apis import LIBRETRANSLATE_PREFIX, Api, first, no_pair_message, read_fields
+from .apis import LIBRETRANSLATE_PREFIX, Api, add_routes, first, no_pair_message, read_fields
 from .options import DecodingRequest, RequestError
 
 
@@ -83,7 +83,6 @@ def _language_entry(code: str, targets: list[str]) -> dict[str, Any]:
 
 def register(app: FastAPI, api: Api) -> None:
     """Add LibreTranslate's routes to ``app``: at the root, and under /libretranslate (module docstring)."""
-    router = APIRouter(tags=["LibreTranslate"])
 
     async def translate(request: Request) -> Any:
         try:
@@ -153,16 +152,10 @@ def register(app: FastAPI, api: Api) -> None:
             },
         }
 
-    router.add_api_route("/translate", translate, methods=["POST"], summary="LibreTranslate: translate")
-    router.add_api_route("/detect", detect, methods=["POST"], summary="LibreTranslate: detect")
-    router.add_api_route(
-        "/languages", languages, methods=["GET", "POST"], summary="LibreTranslate: languages"
-    )
-    router.add_api_route("/frontend/settings", frontend_settings, methods=["GET"], summary="LibreTranslate")
-    app.include_router(router, prefix=LIBRETRANSLATE_PREFIX)
-    for path, endpoint, methods in (
+    routes = [
         ("/detect", detect, ["POST"]),
         ("/languages", languages, ["GET", "POST"]),
         ("/frontend/settings", frontend_settings, ["GET"]),
-    ):
-        app.add_api_route(path, endpoint, methods=methods, tags=["LibreTranslate"])
+    ]
+    add_routes(app, "LibreTranslate", [("/translate", translate, ["POST"]), *routes], LIBRETRANSLATE_PREFIX)
+    add_routes(app, "LibreTranslate", routes)
