@@ -7,6 +7,8 @@
     GET  /health            {"status": "ok", ...} while the batching worker runs (503 otherwise)
     GET  /info              model, engine, languages, decoding defaults, accepted options, limits, counters
 
+and the LibreTranslate, Hugging Face Inference and DeepL APIs over the same translate path (`serving.apis`).
+
 /translate requests go through the `serving.batcher.Batcher` (dynamic batching). Refusals are JSON
 ``{"detail": message}``: 413 for a body over ``max_request_bytes`` or more than ``max_texts`` texts, 411 for a
 body without Content-Length, 408 for a body not complete within ``body_timeout_s``, 422 for malformed JSON,
