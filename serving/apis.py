@@ -13,10 +13,16 @@ The languages are those of the model card (`ServedModel.languages`, the card's `
 that names two languages makes the model a translator from the first to the second (`language_pair`); a model
 whose card names no pair is served, but the APIs that route by language (LibreTranslate, DeepL) refuse its
 requests with a message saying how to name the languages.
+
+With API keys (`load_api_keys`: ``serve --api_keys FILE`` or the environment variable
+``VANILLA_TRANSFORMER_API_KEYS``), a translation needs one, presented in its API's own way (`ApiGate`), else
+403 in that API's error shape. With CORS origins (``serve --cors_origins``), browsers on those origins may call
+the server.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -26,6 +32,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from .options import DecodingRequest, Limits, RequestError
 
@@ -40,11 +47,13 @@ FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 @dataclass
 class Api:
-    """What an API's routes need: the ``served`` model, the server's ``limits`` and its ``translate`` path."""
+    """What an API's routes need: the ``served`` model, the server's ``limits``, its ``translate`` path and
+    whether it needs API keys (``keyed``)."""
 
     served: Any
     limits: Limits
     translate: TranslateTexts
+    keyed: bool = False
 
     @property
     def pair(self) -> tuple[str, str] | None:
@@ -203,22 +212,116 @@ def body_api(content_type: str, body: bytes) -> str | None:
     return None
 
 
-class BodyRouter:
-    """ASGI middleware: a POST /translate whose body is another API's (`body_api`) goes to that API's path. It
-    reads the body's first message, which `serving.app.BodyLimit` makes the whole body."""
+# the routes whose requests need a key when the server has keys (`ApiGate`), by API; the other routes (languages,
+# settings, health, info, the schema) answer anyone
+GUARDED = {
+    "own": ("/translate", "/translate/stream"),
+    "huggingface": ("/",),
+    "libretranslate": (
+        "/detect",
+        f"{LIBRETRANSLATE_PREFIX}/translate",
+        f"{LIBRETRANSLATE_PREFIX}/detect",
+    ),
+}
+# the environment variable of `load_api_keys`
+API_KEYS_ENV = "VANILLA_TRANSFORMER_API_KEYS"
+# what a refused request is told to send, by API
+KEY_HOW = {
+    "own": "send the header Authorization: Bearer KEY",
+    "huggingface": "send the header Authorization: Bearer KEY (InferenceClient(token=KEY))",
+    "libretranslate": "send the field api_key",
+    "deepl": "send the header Authorization: DeepL-Auth-Key KEY",
+}
+# how each API shapes an error (DeepL guards every /v2 route)
+ERROR_FIELD = {"own": "detail", "huggingface": "error", "libretranslate": "error", "deepl": "message"}
 
-    def __init__(self, app: Any) -> None:
+
+def request_api(path: str) -> str:
+    """The API a request path (after `body_api`) belongs to: own, huggingface, libretranslate or deepl."""
+    if path.startswith("/v2/"):
+        return "deepl"
+    if path == "/":
+        return "huggingface"
+    if path.startswith(f"{LIBRETRANSLATE_PREFIX}/") or path in (
+        "/detect",
+        "/languages",
+        "/frontend/settings",
+    ):
+        return "libretranslate"
+    return "own"
+
+
+def load_api_keys(path: str | None = None, environ: dict[str, str] | None = None) -> frozenset[str]:
+    """The keys of the file ``path`` (one a line; blank lines and lines starting with # skipped) and of the
+    environment variable ``VANILLA_TRANSFORMER_API_KEYS`` (separated by commas or whitespace); `ValueError` for a
+    file that cannot be read or holds no key."""
+    import os
+
+    environ = os.environ if environ is None else environ
+    keys = set(re.split(r"[\s,]+", environ.get(API_KEYS_ENV, "").strip())) - {""}
+    if path is not None:
+        try:
+            lines = open(path, encoding="utf-8").read().splitlines()
+        except OSError as err:
+            raise ValueError(f"--api_keys {path}: {err.strerror}: pass a file of keys, one a line") from None
+        found = {line.strip() for line in lines if line.strip() and not line.strip().startswith("#")}
+        if not found:
+            raise ValueError(f"--api_keys {path} holds no key: write one key a line")
+        keys |= found
+    return frozenset(keys)
+
+
+async def _request_key(api: str, headers: dict[bytes, bytes], scope: dict, body: bytes) -> str | None:
+    """The key a request presents in its API's way: LibreTranslate's ``api_key`` field (JSON or form), DeepL's
+    ``Authorization: DeepL-Auth-Key KEY`` header, ``Authorization: Bearer KEY`` for the others."""
+    if api == "libretranslate":
+        from starlette.requests import Request as StarletteRequest
+
+        async def once():
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        try:
+            fields, form = await read_fields(StarletteRequest(scope, once))
+        except RequestError:
+            return None
+        key = first(fields, "api_key", form)
+        return key if isinstance(key, str) else None
+    scheme, _, key = headers.get(b"authorization", b"").decode("latin-1").strip().partition(" ")
+    wanted = "deepl-auth-key" if api == "deepl" else "bearer"
+    return key.strip() if scheme.lower() == wanted else None
+
+
+class ApiGate:
+    """ASGI middleware, the one place that tells which API a request speaks: a POST /translate whose body is
+    another API's (`body_api`) goes to that API's path; with ``keys``, a request to a guarded route (`GUARDED`,
+    every DeepL route) without one of them gets 403 in its API's error shape. It reads a POST body's first
+    message, which `serving.app.BodyLimit` makes the whole body. Keys are compared in constant time and never
+    logged nor echoed."""
+
+    def __init__(self, app: Any, keys: frozenset[str] = frozenset()) -> None:
         self.app = app
+        self.keys = keys
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/translate":
+        if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        message = await receive()
-        content_type = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
-        path = body_api(content_type, message.get("body", b"")) if message["type"] == "http.request" else None
-        if path is not None:
+        headers = dict(scope["headers"])
+        message: dict[str, Any] = {"type": "http.request", "body": b"", "more_body": False}
+        if scope["method"] == "POST":
+            message = await receive()
+        body = message.get("body", b"") if message["type"] == "http.request" else b""
+        path = scope["path"]
+        if scope["method"] == "POST" and path == "/translate":
+            path = body_api(headers.get(b"content-type", b"").decode("latin-1"), body) or path
             scope = {**scope, "path": path, "raw_path": path.encode()}
-        replayed = False
+        api = request_api(path)
+        if self.keys and scope["method"] != "OPTIONS" and (api == "deepl" or path in GUARDED.get(api, ())):
+            key = await _request_key(api, headers, scope, body)
+            if key is None or not any(hmac.compare_digest(key.encode(), k.encode()) for k in self.keys):
+                detail = "a valid API key is needed: " + KEY_HOW[api]
+                reply = JSONResponse({ERROR_FIELD[api]: detail}, status_code=403)
+                return await reply(scope, receive, send)
+        replayed = scope["method"] != "POST"
 
         async def replay():
             nonlocal replayed
@@ -246,12 +349,31 @@ def add_routes(
             )
 
 
-def register_apis(app: FastAPI, served: Any, limits: Limits, translate: TranslateTexts) -> None:
-    """Add the LibreTranslate, Hugging Face Inference and DeepL APIs to ``app`` (module docstring)."""
+def register_apis(
+    app: FastAPI,
+    served: Any,
+    limits: Limits,
+    translate: TranslateTexts,
+    *,
+    api_keys: frozenset[str] = frozenset(),
+    cors_origins: Sequence[str] = (),
+) -> None:
+    """Add the LibreTranslate, Hugging Face Inference and DeepL APIs to ``app`` (module docstring); with
+    ``api_keys``, every API's translations need one of them (`ApiGate`); with ``cors_origins``, browsers on
+    those origins ("*": any) may call the server (Starlette's `CORSMiddleware`)."""
+    from starlette.middleware.cors import CORSMiddleware
+
     from . import deepl_api, hf_inference_api, libretranslate_api
 
-    api = Api(served, limits, translate)
+    api = Api(served, limits, translate, keyed=bool(api_keys))
     libretranslate_api.register(app, api)
     hf_inference_api.register(app, api)
     deepl_api.register(app, api)
-    app.add_middleware(BodyRouter)
+    app.add_middleware(ApiGate, keys=frozenset(api_keys))
+    if cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+        )

@@ -195,9 +195,13 @@ def create_app(
     max_wait_ms: float = 10.0,
     max_batch_tokens: int = 8192,
     batching: bool = True,
+    api_keys: frozenset[str] = frozenset(),
+    cors_origins: tuple[str, ...] = (),
 ) -> BodyLimit:
     """The server's ASGI app; its batching worker starts with the app (lifespan) and, when the app shuts down,
-    translates what is queued and stops. The FastAPI app is the returned object's ``app`` attribute."""
+    translates what is queued and stops. The FastAPI app is the returned object's ``app`` attribute. With
+    ``api_keys`` every API's translations need a key; ``cors_origins``: the browser origins allowed
+    (`serving.apis.register_apis`)."""
     limits = effective_limits(served, limits or Limits())
     batcher = Batcher(
         served.model,
@@ -363,7 +367,7 @@ def create_app(
             },
         }
 
-    register_apis(app, served, limits, translate_texts)
+    register_apis(app, served, limits, translate_texts, api_keys=api_keys, cors_origins=cors_origins)
     return BodyLimit(app, limits)
 
 

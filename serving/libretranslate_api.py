@@ -13,7 +13,7 @@ POST /translate is LibreTranslate's when its body is a form or a JSON object wit
 routes are also under /libretranslate. Texts are decoded with the model's defaults (greedy or its beams), so a
 reply equals the server's own /translate; ``alternatives`` asks for n-best lists (at least N + 1 beams).
 ``format=html`` translates the text nodes of the HTML and keeps its markup (`serving.apis.split_markup`).
-``api_key`` is accepted (and not checked). Errors are ``{"error": message}``: 400 for a request the server
+``api_key`` is checked when the server has keys (`serving.apis.ApiGate`). Errors are ``{"error": message}``: 400 for a request the server
 refuses (a missing field, a language it does not serve, a limit), 500 when translating fails, 503 while shutting
 down.
 
@@ -141,8 +141,8 @@ def register(app: FastAPI, api: Api) -> None:
         return {
             "charLimit": -1,
             "frontendTimeout": 500,
-            "apiKeys": False,
-            "keyRequired": False,
+            "apiKeys": api.keyed,
+            "keyRequired": api.keyed,
             "suggestions": False,
             "filesTranslation": False,
             "supportedFilesFormat": [],

@@ -215,3 +215,124 @@ def test_openapi_lists_every_api(server):
         paths = httpx.get(server + "/openapi.json", timeout=30).json()["paths"]
     assert {"/", "/languages", "/detect", "/v2/translate", "/v2/languages", "/v2/usage"} <= set(paths)
     assert {"/libretranslate/translate", "/translate"} <= set(paths)
+
+
+KEY = "k3y-for-the-tests-7f1d9c"
+
+
+@pytest.fixture(scope="module")
+def keyed_server(zh_en_folder):
+    """A server over `zh_en_folder` with two API keys and one CORS origin."""
+    from helpers.serving import served_app
+    from vanilla_transformer.serving import start_in_thread
+
+    app = served_app(
+        zh_en_folder,
+        max_wait_ms=20,
+        api_keys=frozenset({KEY, "another-key"}),
+        cors_origins=("https://app.example",),
+    )
+    with start_in_thread(app) as running:
+        yield running.url
+
+
+def test_keys_in_each_apis_own_way(keyed_server, served_sources, caplog, monkeypatch):
+    import logging
+
+    import deepl
+    import huggingface_hub.constants
+    from huggingface_hub import InferenceClient
+    from libretranslatepy import LibreTranslateAPI
+
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    url, text = keyed_server, served_sources[0]
+    replies: list[httpx.Response] = []
+
+    def send(path: str, key: str | None, scheme: str = "Bearer", **body) -> httpx.Response:
+        headers = {} if key is None else {"Authorization": f"{scheme} {key}"}
+        replies.append(httpx.post(url + path, headers=headers, timeout=60, **body))
+        return replies[-1]
+
+    expected = send("/translate", KEY, json={"text": [text]}).json()["translations"][0]
+    lt = {"q": text, "source": "zh", "target": "en"}
+    for key in (None, "wrong"):
+        for path, body, scheme, field in (
+            ("/translate", {"json": {"text": [text]}}, "Bearer", "detail"),
+            ("/translate/stream", {"json": {"text": text}}, "Bearer", "detail"),
+            ("/", {"json": {"inputs": text}}, "Bearer", "error"),
+            ("/translate", {"json": {"inputs": text}}, "Bearer", "error"),
+            ("/translate", {"json": {**lt, "api_key": key}}, None, "error"),
+            ("/translate", {"data": {**lt, "api_key": key or ""}}, None, "error"),
+            ("/detect", {"data": {"q": text, "api_key": key or ""}}, None, "error"),
+            (
+                "/v2/translate",
+                {"json": {"text": [text], "target_lang": "EN-US"}},
+                "DeepL-Auth-Key",
+                "message",
+            ),
+            ("/v2/usage", {}, "DeepL-Auth-Key", "message"),
+        ):
+            reply = send(path, key if scheme else None, scheme or "", **body)
+            assert reply.status_code == 403 and set(reply.json()) == {field}, (path, body, reply.text)
+    # Mastodon's api_key null on a server with keys
+    assert send("/translate", None, json={**lt, "api_key": None}).status_code == 403
+
+    # the right key, each in its API's way
+    assert send("/translate", KEY, json={"inputs": text}).json() == [{"translation_text": expected}]
+    assert send("/translate", None, json={**lt, "api_key": KEY}).json() == {"translatedText": expected}
+    assert LibreTranslateAPI(url, api_key=KEY).translate(text, "zh", "en") == expected
+    assert InferenceClient(model=url, token=KEY).translation(text).translation_text == expected
+    assert deepl.Translator(KEY, server_url=url).translate_text(text, target_lang="EN-US").text == expected
+    with pytest.raises(deepl.AuthorizationException):
+        deepl.Translator("wrong", server_url=url).translate_text(text, target_lang="EN-US")
+    events = httpx.post(
+        url + "/translate/stream", json={"text": text}, headers={"Authorization": f"Bearer {KEY}"}
+    )
+    assert events.status_code == 200
+    # what answers anyone, and says that keys are needed
+    for path in ("/languages", "/health", "/info", "/openapi.json"):
+        replies.append(httpx.get(url + path, timeout=30))
+        assert replies[-1].status_code == 200, path
+    replies.append(httpx.get(url + "/frontend/settings", timeout=30))
+    assert replies[-1].json()["keyRequired"] is True
+
+    # the key is in no reply and no log line
+    assert not [r for r in replies if KEY in r.text or "another-key" in r.text]
+    assert not [r for r in caplog.records if KEY in r.getMessage()]
+
+
+def test_cors_origins(keyed_server, server):
+    preflight = {"Origin": "https://app.example", "Access-Control-Request-Method": "POST"}
+    allowed = httpx.options(keyed_server + "/translate", headers=preflight, timeout=30)
+    assert allowed.status_code == 200
+    assert allowed.headers["access-control-allow-origin"] == "https://app.example"
+    other = httpx.options(
+        keyed_server + "/translate", headers={**preflight, "Origin": "https://evil.example"}
+    )
+    assert "access-control-allow-origin" not in other.headers
+    simple = httpx.get(keyed_server + "/languages", headers={"Origin": "https://app.example"}, timeout=30)
+    assert simple.headers["access-control-allow-origin"] == "https://app.example"
+    # without --cors_origins, no browser origin is allowed
+    default = httpx.get(server + "/languages", headers={"Origin": "https://app.example"}, timeout=30)
+    assert "access-control-allow-origin" not in default.headers
+
+
+def test_load_api_keys(tmp_path):
+    from vanilla_transformer.serving.apis import load_api_keys
+
+    keys = tmp_path / "keys"
+    keys.write_text("# the team's keys\none\n\n  two  \n", encoding="utf-8")
+    assert load_api_keys(str(keys), {}) == {"one", "two"}
+    assert load_api_keys(str(keys), {"VANILLA_TRANSFORMER_API_KEYS": "three, four"}) == {
+        "one",
+        "two",
+        "three",
+        "four",
+    }
+    assert load_api_keys(None, {}) == frozenset()
+    keys.write_text("# none\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="holds no key"):
+        load_api_keys(str(keys), {})
+    with pytest.raises(ValueError, match="one a line"):
+        load_api_keys(str(tmp_path / "missing"), {})
