@@ -1,5 +1,7 @@
 """Serve a model over HTTP: POST /translate (dynamic batching), POST /translate/stream (server-sent events),
-GET /health, GET /info; the OpenAPI schema at /docs and /openapi.json.
+GET /health, GET /info; the OpenAPI schema at /docs and /openapi.json. The same server speaks LibreTranslate's,
+DeepL's (/v2) and the Hugging Face Inference translation APIs, so Mastodon, Weblate, Discourse and their clients
+can point at it (docs/deploy.md); --api_keys makes translations need a key, --cors_origins lets browsers call it.
 
     vanilla-transformer serve --model outputs/default --port 8000
     vanilla-transformer serve --model outputs/default-ct2 --engine ct2 --host 127.0.0.1 --port 8000
