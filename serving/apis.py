@@ -25,7 +25,7 @@ from __future__ import annotations
 import hmac
 import json
 import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from html.parser import HTMLParser
@@ -251,14 +251,14 @@ def request_api(path: str) -> str:
     return "own"
 
 
-def load_api_keys(path: str | None = None, environ: dict[str, str] | None = None) -> frozenset[str]:
+def load_api_keys(path: str | None = None, environ: Mapping[str, str] | None = None) -> frozenset[str]:
     """The keys of the file ``path`` (one a line; blank lines and lines starting with # skipped) and of the
     environment variable ``VANILLA_TRANSFORMER_API_KEYS`` (separated by commas or whitespace); `ValueError` for a
     file that cannot be read or holds no key."""
     import os
 
-    environ = os.environ if environ is None else environ
-    keys = set(re.split(r"[\s,]+", environ.get(API_KEYS_ENV, "").strip())) - {""}
+    listed = (os.environ if environ is None else environ).get(API_KEYS_ENV, "")
+    keys = set(re.split(r"[\s,]+", listed.strip())) - {""}
     if path is not None:
         try:
             lines = open(path, encoding="utf-8").read().splitlines()

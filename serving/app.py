@@ -260,15 +260,15 @@ def create_app(
         except RuntimeError as err:
             raise RequestError(503, str(err)) from err
         # a request whose client leaves while it waits is cancelled: the batcher drops it unless it already runs
-        reply, left = asyncio.wrap_future(future), asyncio.ensure_future(_client_left(connection))
-        await asyncio.wait((reply, left), return_when=asyncio.FIRST_COMPLETED)
-        if not reply.done():
+        answer, left = asyncio.wrap_future(future), asyncio.ensure_future(_client_left(connection))
+        await asyncio.wait((answer, left), return_when=asyncio.FIRST_COMPLETED)
+        if not answer.done():
             future.cancel()
-            reply.cancel()
+            answer.cancel()
             raise RequestError(499, "the client closed the connection")
         left.cancel()
         try:
-            return reply.result()
+            return answer.result()
         except Exception as err:  # noqa: BLE001 - the engine failed on this batch; the server keeps serving
             raise RequestError(500, f"translation failed: {type(err).__name__}: {err}") from err
 
@@ -277,7 +277,7 @@ def create_app(
         texts = [request.text] if isinstance(request.text, str) else list(request.text)
         nbest = await translate_texts(texts, request, connection)
         reply: dict[str, Any] = {"translations": [hyps[0] for hyps in nbest]}
-        if (request.num_return_sequences or 1) > 1:
+        if generate_kwargs(request).get("num_return_sequences", 1) > 1:
             reply["nbest"] = nbest
         return reply
 

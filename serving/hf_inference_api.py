@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from .apis import Api, add_routes, read_fields
-from .options import DecodingRequest, RequestError
+from .options import DecodingRequest, RequestError, generate_kwargs
 
 PARAMETERS = ("src_lang", "tgt_lang", "generate_parameters", "clean_up_tokenization_spaces", "truncation")
 
@@ -36,7 +36,9 @@ def _options(generate_parameters: Any) -> DecodingRequest:
     try:
         return DecodingRequest.model_validate(generate_parameters)
     except ValidationError as err:
-        message = _validation_message(err.errors()).replace("the options are text, ", "the options are ")
+        message = _validation_message([dict(e) for e in err.errors()]).replace(
+            "the options are text, ", "the options are "
+        )
         raise RequestError(422, f"generate_parameters: {message}") from err
 
 
@@ -83,7 +85,7 @@ def register(app: FastAPI, api: Api) -> None:
         replies = [[{"translation_text": hyp} for hyp in hyps] for hyps in nbest]
         if isinstance(inputs, str):
             return replies[0]
-        if (options.num_return_sequences or 1) > 1:
+        if generate_kwargs(options).get("num_return_sequences", 1) > 1:
             return replies
         return [hyps[0] for hyps in replies]
 
