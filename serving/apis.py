@@ -101,8 +101,8 @@ def language_pair(languages: Sequence[str]) -> tuple[str, str] | None:
 def no_pair_message() -> str:
     return (
         "the model card names no language pair: add `language: [SOURCE, TARGET]` (ISO 639 codes, source first) "
-        "to the metadata of the model folder's README.md (vanilla-transformer export writes it from "
-        "--source_lang/--target_lang)"
+        "to the metadata of the model folder's README.md (a trained model's card names the languages of its "
+        "training data: --source_lang/--target_lang or the data file's name)"
     )
 
 
