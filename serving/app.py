@@ -7,6 +7,8 @@
     GET  /health            {"status": "ok", ...} while the batching worker runs (503 otherwise)
     GET  /info              model, engine, languages, decoding defaults, accepted options, limits, counters
 
+and the LibreTranslate, Hugging Face Inference and DeepL APIs over the same translate path (`serving.apis`).
+
 /translate requests go through the `serving.batcher.Batcher` (dynamic batching). Refusals are JSON
 ``{"detail": message}``: 413 for a body over ``max_request_bytes`` or more than ``max_texts`` texts, 411 for a
 body without Content-Length, 408 for a body not complete within ``body_timeout_s``, 422 for malformed JSON,
@@ -30,11 +32,13 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
+from .apis import register_apis
 from .batcher import Batcher
 from .options import (
     DECODING_FIELDS,
+    DecodingRequest,
     Limits,
     RequestError,
     StreamRequest,
@@ -192,9 +196,13 @@ def create_app(
     max_wait_ms: float = 10.0,
     max_batch_tokens: int = 8192,
     batching: bool = True,
+    api_keys: frozenset[str] = frozenset(),
+    cors_origins: tuple[str, ...] = (),
 ) -> BodyLimit:
     """The server's ASGI app; its batching worker starts with the app (lifespan) and, when the app shuts down,
-    translates what is queued and stops. The FastAPI app is the returned object's ``app`` attribute."""
+    translates what is queued and stops. The FastAPI app is the returned object's ``app`` attribute. With
+    ``api_keys`` every API's translations need a key; ``cors_origins``: the browser origins allowed
+    (`serving.apis.register_apis`)."""
     limits = effective_limits(served, limits or Limits())
     batcher = Batcher(
         served.model,
@@ -233,9 +241,12 @@ def create_app(
         kwargs = bounded_kwargs(kwargs, generation_config, limits)
         return kwargs, sum(lengths) * work_rows(kwargs, generation_config)
 
-    @app.post("/translate")
-    async def translate(request: TranslateRequest, connection: Request) -> Any:
-        texts = [request.text] if isinstance(request.text, str) else list(request.text)
+    async def translate_texts(
+        texts: list[str], options: DecodingRequest, connection: Request
+    ) -> list[list[str]]:
+        """The n-best lists of ``texts`` decoded with ``options`` through the batcher: the one translate path of
+        every API. `RequestError` for a refusal (the module docstring's 413 and 422), 499 when the client left
+        while its request waited, 500 when the engine failed on its batch, 503 while shutting down."""
         if not texts:
             raise RequestError(422, "text is an empty list: send at least one text")
         if len(texts) > limits.max_texts:
@@ -244,27 +255,30 @@ def create_app(
                 f"the request has {len(texts)} texts, more than the server's limit max_texts={limits.max_texts}: "
                 "split it",
             )
-        kwargs, tokens = prepare(request, texts)
+        kwargs, tokens = prepare(options, texts)
         try:
-            future = batcher.submit(texts, kwargs, tokens, request.seed)
+            future = batcher.submit(texts, kwargs, tokens, options.seed)
         except RuntimeError as err:
-            return JSONResponse({"detail": str(err)}, status_code=503)
+            raise RequestError(503, str(err)) from err
         # a request whose client leaves while it waits is cancelled: the batcher drops it unless it already runs
         answer, left = asyncio.wrap_future(future), asyncio.ensure_future(_client_left(connection))
         await asyncio.wait((answer, left), return_when=asyncio.FIRST_COMPLETED)
         if not answer.done():
             future.cancel()
             answer.cancel()
-            return Response(status_code=499)
+            raise RequestError(499, "the client closed the connection")
         left.cancel()
         try:
-            nbest = answer.result()
+            return answer.result()
         except Exception as err:  # noqa: BLE001 - the engine failed on this batch; the server keeps serving
-            return JSONResponse(
-                {"detail": f"translation failed: {type(err).__name__}: {err}"}, status_code=500
-            )
+            raise RequestError(500, f"translation failed: {type(err).__name__}: {err}") from err
+
+    @app.post("/translate")
+    async def translate(request: TranslateRequest, connection: Request) -> Any:
+        texts = [request.text] if isinstance(request.text, str) else list(request.text)
+        nbest = await translate_texts(texts, request, connection)
         reply: dict[str, Any] = {"translations": [hyps[0] for hyps in nbest]}
-        if kwargs.get("num_return_sequences", 1) > 1:
+        if generate_kwargs(request).get("num_return_sequences", 1) > 1:
             reply["nbest"] = nbest
         return reply
 
@@ -354,6 +368,7 @@ def create_app(
             },
         }
 
+    register_apis(app, served, limits, translate_texts, api_keys=api_keys, cors_origins=cors_origins)
     return BodyLimit(app, limits)
 
 

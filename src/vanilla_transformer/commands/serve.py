@@ -1,5 +1,7 @@
 """Serve a model over HTTP: POST /translate (dynamic batching), POST /translate/stream (server-sent events),
-GET /health, GET /info; the OpenAPI schema at /docs and /openapi.json.
+GET /health, GET /info; the OpenAPI schema at /docs and /openapi.json. The same server speaks LibreTranslate's,
+DeepL's (/v2) and the Hugging Face Inference translation APIs, so Mastodon, Weblate, Discourse and their clients
+can point at it (docs/deploy.md); --api_keys makes translations need a key, --cors_origins lets browsers call it.
 
     vanilla-transformer serve --model outputs/default --port 8000
     vanilla-transformer serve --model outputs/default-ct2 --engine ct2 --host 127.0.0.1 --port 8000
@@ -87,6 +89,20 @@ def parse_args(argv: list[str] | None = None):
         "--drain_s", type=non_negative(float), default=30.0, help="on shutdown, wait this long for replies"
     )
     parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default=None, help="engine torch")
+    parser.add_argument(
+        "--api_keys",
+        metavar="FILE",
+        default=None,
+        help="a file of API keys, one a line: every API's translations then need one (keys may also come from "
+        "the environment variable VANILLA_TRANSFORMER_API_KEYS, separated by commas)",
+    )
+    parser.add_argument(
+        "--cors_origins",
+        nargs="+",
+        default=[],
+        metavar="ORIGIN",
+        help="browser origins allowed to call the server, e.g. https://example.org (* for any; default none)",
+    )
     return parser.parse_args(argv)
 
 
@@ -94,6 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     from vanilla_transformer.serving import Limits, create_app, load_served, run_server
+    from vanilla_transformer.serving.apis import load_api_keys
+
+    try:
+        api_keys = load_api_keys(args.api_keys)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
 
     if args.num_threads is not None and args.engine == "torch":
         import torch
@@ -118,7 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         max_wait_ms=args.max_wait_ms,
         max_batch_tokens=args.max_batch_tokens,
         batching=not args.no_batching,
+        api_keys=api_keys,
+        cors_origins=tuple(args.cors_origins),
     )
+    if api_keys:
+        logging.getLogger(__name__).info("%d API key(s): every API's translations need one", len(api_keys))
     print(f"serving {args.model} (--engine {args.engine}) on http://{args.host}:{args.port}", file=sys.stderr)
     run_server(app, args.host, args.port, drain_s=args.drain_s)
     return 0

@@ -1,0 +1,379 @@
+"""What the other translation APIs of the server share, and where they are registered on the app (`register_apis`).
+
+Beside its own API, the server speaks LibreTranslate's (`serving.libretranslate_api`), the Hugging Face Inference
+translation task's (`serving.hf_inference_api`) and DeepL's v2 (`serving.deepl_api`). Each one only reshapes
+requests and replies: every translation goes through the app's one translate path (its batcher, limits and
+decoding rules), so a reply equals what POST /translate answers for the same texts and options.
+
+POST /translate is shared by three APIs and told apart by its body (`BodyRouter`, `body_api`): a JSON object with
+``text`` is the server's own; one with ``inputs`` the Hugging Face task's; one with ``q``, ``source`` or
+``target``, or a form, LibreTranslate's; anything else the server's own (which names what is wrong).
+
+The languages are those of the model card (`ServedModel.languages`, the card's ``language`` metadata): a card
+that names two languages makes the model a translator from the first to the second (`language_pair`); a model
+whose card names no pair is served, but the APIs that route by language (LibreTranslate, DeepL) refuse its
+requests with a message saying how to name the languages.
+
+With API keys (`load_api_keys`: ``serve --api_keys FILE`` or the environment variable
+``VANILLA_TRANSFORMER_API_KEYS``), a translation needs one, presented in its API's own way (`ApiGate`), else
+403 in that API's error shape. With CORS origins (``serve --cors_origins``), browsers on those origins may call
+the server.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from html.parser import HTMLParser
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from .options import DecodingRequest, Limits, RequestError
+
+# the translate path of `serving.create_app`: (texts, decoding options, connection) -> one n-best list per text
+TranslateTexts = Callable[[list[str], DecodingRequest, Request], Awaitable[list[list[str]]]]
+
+# where LibreTranslate's own POST /translate is served when a body on the shared path is LibreTranslate's (and for
+# a client that would rather name the API in the URL)
+LIBRETRANSLATE_PREFIX = "/libretranslate"
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
+
+@dataclass
+class Api:
+    """What an API's routes need: the ``served`` model, the server's ``limits``, its ``translate`` path and
+    whether it needs API keys (``keyed``)."""
+
+    served: Any
+    limits: Limits
+    translate: TranslateTexts
+    keyed: bool = False
+
+    @property
+    def pair(self) -> tuple[str, str] | None:
+        """(source, target) language codes of the model, or None when its card does not name two."""
+        return language_pair(self.served.languages)
+
+    @property
+    def generation_config(self) -> Any:
+        return self.served.model.generation_config
+
+    def read_share(self, text: str) -> float:
+        """The share of ``text``'s tokens, in percent, that the model's vocabulary holds (not the unknown token):
+        how much of the text the model can read (100 for a text without tokens)."""
+        tokenizer = self.served.tokenizer
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        unknown = getattr(tokenizer, "unk_token_id", None)
+        if not ids:
+            return 100.0
+        return round(100.0 * sum(i != unknown for i in ids) / len(ids), 1)
+
+    async def translate_markup(
+        self, texts: list[str], options: DecodingRequest, connection: Request, markup: bool
+    ) -> list[list[str]]:
+        """The n-best lists of ``texts`` (`translate`); with ``markup`` each text is HTML or XML whose text
+        nodes are translated, all of them in one request, and whose markup is kept as it is (`split_markup`)."""
+        if not markup:
+            return await self.translate(texts, options, connection)
+        documents = [split_markup(text) for text in texts]
+        pieces = [piece for document in documents for piece, is_text in document if is_text]
+        nbest = await self.translate(pieces, options, connection) if pieces else []
+        # every document's hypothesis k puts the k-th hypothesis of each of its text nodes in place
+        count = max((len(hyps) for hyps in nbest), default=1)
+        replies, translated = [], iter(nbest)
+        for document in documents:
+            parts = [(next(translated), True) if is_text else (piece, False) for piece, is_text in document]
+            replies.append([join_markup(parts, k) for k in range(count)])
+        return replies
+
+
+def language_pair(languages: Sequence[str]) -> tuple[str, str] | None:
+    """(source, target) of a model card's ``language`` list: its two languages in order; None otherwise."""
+    return (languages[0], languages[1]) if len(languages) == 2 else None
+
+
+def no_pair_message() -> str:
+    return (
+        "the model card names no language pair: add `language: [SOURCE, TARGET]` (ISO 639 codes, source first) "
+        "to the metadata of the model folder's README.md (a trained model's card names the languages of its "
+        "training data: --source_lang/--target_lang or the data file's name)"
+    )
+
+
+class _Markup(HTMLParser):
+    """Cuts a document into markup and text nodes; the contents of script and style elements count as markup."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[tuple[str, bool]] = []
+        self.raw = 0
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self.parts.append((self.get_starttag_text() or "", False))
+        self.raw += tag in ("script", "style")
+
+    def handle_startendtag(self, tag: str, attrs: list) -> None:
+        self.parts.append((self.get_starttag_text() or "", False))
+
+    def handle_endtag(self, tag: str) -> None:
+        self.parts.append((f"</{tag}>", False))
+        self.raw -= tag in ("script", "style") and self.raw > 0
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append((data, not self.raw))
+
+    def handle_comment(self, data: str) -> None:
+        self.parts.append((f"<!--{data}-->", False))
+
+    def handle_decl(self, decl: str) -> None:
+        self.parts.append((f"<!{decl}>", False))
+
+    def handle_pi(self, data: str) -> None:
+        self.parts.append((f"<?{data}>", False))
+
+    def unknown_decl(self, data: str) -> None:
+        self.parts.append((f"<![{data}]>", False))
+
+
+def split_markup(document: str) -> list[tuple[str, bool]]:
+    """``document`` (HTML or XML, parsed by the standard library's `html.parser`) as (piece, is_text) pairs in
+    order: tags, comments and declarations as written; text nodes with their character references resolved and
+    their surrounding whitespace as separate pieces, so that only a node's words are translated."""
+    parser = _Markup()
+    parser.feed(document)
+    parser.close()
+    parts: list[tuple[str, bool]] = []
+    for piece, is_text in parser.parts:
+        words = piece.strip()
+        if not is_text or not words:
+            parts.append((escape(piece, quote=False) if is_text else piece, False))
+            continue
+        start = piece.index(words)
+        parts.extend(
+            [(piece[:start], False), (words, True), (piece[start + len(words) :], False)],
+        )
+    return [(piece, is_text) for piece, is_text in parts if piece]
+
+
+def join_markup(parts: list[tuple[Any, bool]], k: int = 0) -> str:
+    """The document of `split_markup`'s ``parts`` whose text nodes are n-best lists: hypothesis ``k`` of each
+    (its last one when it has fewer), escaped for HTML."""
+    return "".join(
+        escape(piece[min(k, len(piece) - 1)], quote=False) if is_text else piece for piece, is_text in parts
+    )
+
+
+async def read_fields(request: Request) -> tuple[dict[str, Any], bool]:
+    """The fields of a request body and whether it was a form: a JSON object as it is; a form (url-encoded or
+    multipart) as lists of the values of each name. `RequestError` (400) for a body that is neither."""
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type in FORM_TYPES:
+        form = await request.form()
+        return {name: [v for v in form.getlist(name) if isinstance(v, str)] for name in form}, True
+    body = await request.body()
+    if not body.strip():
+        return {}, False
+    try:
+        fields = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RequestError(400, f"malformed JSON: {err}") from err
+    if not isinstance(fields, dict):
+        raise RequestError(400, "the body must be a JSON object")
+    return fields, False
+
+
+def first(fields: dict[str, Any], name: str, form: bool) -> Any:
+    """The value of field ``name`` (a form's first value of that name); None when absent."""
+    value = fields.get(name)
+    return (value[0] if value else None) if form else value
+
+
+def body_api(content_type: str, body: bytes) -> str | None:
+    """The path that serves a POST /translate with this body: for a JSON object without ``text``, the Hugging
+    Face task's (``/``) when it has ``inputs``, LibreTranslate's when it has ``q``, ``source`` or ``target``;
+    LibreTranslate's for a form; None (the server's own) for anything else."""
+    if content_type.split(";")[0].strip().lower() in FORM_TYPES:
+        return f"{LIBRETRANSLATE_PREFIX}/translate"
+    try:
+        fields = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    if isinstance(fields, dict) and "text" not in fields:
+        if "inputs" in fields:
+            return "/"
+        if {"q", "source", "target"} & set(fields):
+            return f"{LIBRETRANSLATE_PREFIX}/translate"
+    return None
+
+
+# the routes whose requests need a key when the server has keys (`ApiGate`), by API; the other routes (languages,
+# settings, health, info, the schema) answer anyone
+GUARDED = {
+    "own": ("/translate", "/translate/stream"),
+    "huggingface": ("/",),
+    "libretranslate": (
+        "/detect",
+        f"{LIBRETRANSLATE_PREFIX}/translate",
+        f"{LIBRETRANSLATE_PREFIX}/detect",
+    ),
+}
+# the environment variable of `load_api_keys`
+API_KEYS_ENV = "VANILLA_TRANSFORMER_API_KEYS"
+# what a refused request is told to send, by API
+KEY_HOW = {
+    "own": "send the header Authorization: Bearer KEY",
+    "huggingface": "send the header Authorization: Bearer KEY (InferenceClient(token=KEY))",
+    "libretranslate": "send the field api_key",
+    "deepl": "send the header Authorization: DeepL-Auth-Key KEY",
+}
+# how each API shapes an error (DeepL guards every /v2 route)
+ERROR_FIELD = {"own": "detail", "huggingface": "error", "libretranslate": "error", "deepl": "message"}
+
+
+def request_api(path: str) -> str:
+    """The API a request path (after `body_api`) belongs to: own, huggingface, libretranslate or deepl."""
+    if path.startswith("/v2/"):
+        return "deepl"
+    if path == "/":
+        return "huggingface"
+    if path.startswith(f"{LIBRETRANSLATE_PREFIX}/") or path in (
+        "/detect",
+        "/languages",
+        "/frontend/settings",
+    ):
+        return "libretranslate"
+    return "own"
+
+
+def load_api_keys(path: str | None = None, environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The keys of the file ``path`` (one a line; blank lines and lines starting with # skipped) and of the
+    environment variable ``VANILLA_TRANSFORMER_API_KEYS`` (separated by commas or whitespace); `ValueError` for a
+    file that cannot be read or holds no key."""
+    import os
+
+    listed = (os.environ if environ is None else environ).get(API_KEYS_ENV, "")
+    keys = set(re.split(r"[\s,]+", listed.strip())) - {""}
+    if path is not None:
+        try:
+            lines = open(path, encoding="utf-8").read().splitlines()
+        except OSError as err:
+            raise ValueError(f"--api_keys {path}: {err.strerror}: pass a file of keys, one a line") from None
+        found = {line.strip() for line in lines if line.strip() and not line.strip().startswith("#")}
+        if not found:
+            raise ValueError(f"--api_keys {path} holds no key: write one key a line")
+        keys |= found
+    return frozenset(keys)
+
+
+async def _request_key(api: str, headers: dict[bytes, bytes], scope: dict, body: bytes) -> str | None:
+    """The key a request presents in its API's way: LibreTranslate's ``api_key`` field (JSON or form), DeepL's
+    ``Authorization: DeepL-Auth-Key KEY`` header, ``Authorization: Bearer KEY`` for the others."""
+    if api == "libretranslate":
+        from starlette.requests import Request as StarletteRequest
+
+        async def once():
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        try:
+            fields, form = await read_fields(StarletteRequest(scope, once))
+        except RequestError:
+            return None
+        key = first(fields, "api_key", form)
+        return key if isinstance(key, str) else None
+    scheme, _, key = headers.get(b"authorization", b"").decode("latin-1").strip().partition(" ")
+    wanted = "deepl-auth-key" if api == "deepl" else "bearer"
+    return key.strip() if scheme.lower() == wanted else None
+
+
+class ApiGate:
+    """ASGI middleware, the one place that tells which API a request speaks: a POST /translate whose body is
+    another API's (`body_api`) goes to that API's path; with ``keys``, a request to a guarded route (`GUARDED`,
+    every DeepL route) without one of them gets 403 in its API's error shape. It reads a POST body's first
+    message, which `serving.app.BodyLimit` makes the whole body. Keys are compared in constant time and never
+    logged nor echoed."""
+
+    def __init__(self, app: Any, keys: frozenset[str] = frozenset()) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope["headers"])
+        message: dict[str, Any] = {"type": "http.request", "body": b"", "more_body": False}
+        if scope["method"] == "POST":
+            message = await receive()
+        body = message.get("body", b"") if message["type"] == "http.request" else b""
+        path = scope["path"]
+        if scope["method"] == "POST" and path == "/translate":
+            path = body_api(headers.get(b"content-type", b"").decode("latin-1"), body) or path
+            scope = {**scope, "path": path, "raw_path": path.encode()}
+        api = request_api(path)
+        if self.keys and scope["method"] != "OPTIONS" and (api == "deepl" or path in GUARDED.get(api, ())):
+            key = await _request_key(api, headers, scope, body)
+            if key is None or not any(hmac.compare_digest(key.encode(), k.encode()) for k in self.keys):
+                detail = "a valid API key is needed: " + KEY_HOW[api]
+                reply = JSONResponse({ERROR_FIELD[api]: detail}, status_code=403)
+                return await reply(scope, receive, send)
+        replayed = scope["method"] != "POST"
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return message
+
+        await self.app(scope, replay, send)
+
+
+def add_routes(
+    app: FastAPI,
+    api_name: str,
+    routes: Iterable[tuple[str, Callable[..., Any], Sequence[str]]],
+    prefix: str = "",
+) -> None:
+    """Add each (path, endpoint, methods) of ``routes`` to ``app`` under ``prefix``, tagged ``api_name`` in the
+    OpenAPI schema, one operation per method."""
+    for path, endpoint, methods in routes:
+        for method in methods:
+            operation = re.sub(r"\W+", "_", f"{api_name} {method} {prefix}{path}").strip("_").lower()
+            app.add_api_route(
+                prefix + path, endpoint, methods=[method], tags=[api_name], operation_id=operation
+            )
+
+
+def register_apis(
+    app: FastAPI,
+    served: Any,
+    limits: Limits,
+    translate: TranslateTexts,
+    *,
+    api_keys: frozenset[str] = frozenset(),
+    cors_origins: Sequence[str] = (),
+) -> None:
+    """Add the LibreTranslate, Hugging Face Inference and DeepL APIs to ``app`` (module docstring); with
+    ``api_keys``, every API's translations need one of them (`ApiGate`); with ``cors_origins``, browsers on
+    those origins ("*": any) may call the server (Starlette's `CORSMiddleware`)."""
+    from starlette.middleware.cors import CORSMiddleware
+
+    from . import deepl_api, hf_inference_api, libretranslate_api
+
+    api = Api(served, limits, translate, keyed=bool(api_keys))
+    libretranslate_api.register(app, api)
+    hf_inference_api.register(app, api)
+    deepl_api.register(app, api)
+    app.add_middleware(ApiGate, keys=frozenset(api_keys))
+    if cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+        )

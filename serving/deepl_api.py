@@ -1,0 +1,128 @@
+"""DeepL's API v2 on the translation server, for the ``deepl`` SDKs (``deepl.Translator(key, server_url=URL)``)
+and the tools that speak DeepL.
+
+    POST /v2/translate   JSON or form: ``text`` (repeated in a form), ``target_lang``, ``source_lang``,
+                         ``tag_handling`` (html | xml) -> {"translations": [{"detected_source_language", "text",
+                         "billed_characters"}]}
+    GET  /v2/languages   ``type`` source | target (query string or body) -> [{"language", "name"}]
+                         (targets with "supports_formality")
+    GET  /v2/usage       {"character_count": characters translated since the server started,
+                         "character_limit": 1000000000000 (no limit)}
+
+DeepL's codes name the model's languages by their first part, in any case: ``EN-US`` and ``EN-GB`` are ``en``,
+``ZH`` and ``ZH-HANS`` are ``zh``. A missing ``source_lang`` is the model's source language. ``tag_handling``
+translates the text nodes of the markup and keeps the markup (`serving.apis.split_markup`); DeepL's other options
+(formality, split_sentences, context, glossaries...) are accepted and have no effect. Texts are decoded with the
+model's defaults, so a reply equals the server's own /translate. The ``Authorization: DeepL-Auth-Key KEY`` header
+is checked when the server has keys (`serving.apis.ApiGate`). Errors are DeepL's ``{"message": ...}``: 400 for a request the server refuses
+(413 for one over its size limits), 500 when translating fails, 503 while shutting down.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from .apis import Api, add_routes, first, no_pair_message, read_fields
+from .options import DecodingRequest, RequestError
+
+# what /v2/usage reports as the limit: DeepL's figure for an account without one
+NO_CHARACTER_LIMIT = 10**12
+# the regional variants DeepL lists (and its SDKs require) for a target language
+TARGET_VARIANTS = {"en": ("EN-GB", "EN-US"), "pt": ("PT-BR", "PT-PT")}
+
+
+def _error(err: RequestError) -> JSONResponse:
+    status = 400 if err.status in (411, 422) else err.status
+    return JSONResponse({"message": err.message}, status_code=status)
+
+
+def model_language(code: str) -> str:
+    """The model's language code of a DeepL language code: its first part, lower case (``EN-US`` -> ``en``)."""
+    return code.split("-")[0].strip().lower()
+
+
+def _check_languages(api: Api, source: Any, target: Any) -> str:
+    """The model's source language; `RequestError` (400) for languages it does not translate."""
+    pair = api.pair
+    if pair is None:
+        raise RequestError(400, no_pair_message())
+    if not target or not isinstance(target, str):
+        raise RequestError(400, "Value for 'target_lang' not supported or missing: send target_lang")
+    if source is not None and (not isinstance(source, str) or model_language(source) != pair[0]):
+        raise RequestError(
+            400, f"Value for 'source_lang' not supported: this server translates {pair[0]} to {pair[1]}"
+        )
+    if model_language(target) != pair[1]:
+        raise RequestError(
+            400, f"Value for 'target_lang' not supported: this server translates {pair[0]} to {pair[1]}"
+        )
+    return pair[0]
+
+
+def register(app: FastAPI, api: Api) -> None:
+    """Add DeepL's /v2 routes to ``app`` (module docstring)."""
+    billed = {"characters": 0}
+    billed_lock = threading.Lock()
+
+    async def translate(request: Request) -> Any:
+        try:
+            fields, form = await read_fields(request)
+            texts = fields.get("text")
+            texts = [texts] if isinstance(texts, str) else texts
+            if not texts or not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+                raise RequestError(400, "Value for 'text' not provided: send one or more texts")
+            source = _check_languages(
+                api, first(fields, "source_lang", form), first(fields, "target_lang", form)
+            )
+            tags = first(fields, "tag_handling", form)
+            if tags not in (None, "", "html", "xml"):
+                raise RequestError(400, f"Value for 'tag_handling' not supported: {tags!r} (use html or xml)")
+            nbest = await api.translate_markup(texts, DecodingRequest(), request, markup=bool(tags))
+        except RequestError as err:
+            return _error(err)
+        with billed_lock:
+            billed["characters"] += sum(len(text) for text in texts)
+        return {
+            "translations": [
+                {"detected_source_language": source.upper(), "text": hyps[0], "billed_characters": len(text)}
+                for text, hyps in zip(texts, nbest)
+            ]
+        }
+
+    async def languages(request: Request) -> Any:
+        kind = request.query_params.get("type")
+        if kind is None and (request.method == "POST" or request.headers.get("content-type")):
+            try:
+                fields, form = await read_fields(request)
+            except RequestError as err:
+                return _error(err)
+            kind = first(fields, "type", form)
+        kind = kind or "source"
+        if kind not in ("source", "target"):
+            return _error(
+                RequestError(400, f"Value for 'type' not supported: {kind!r} (use source or target)")
+            )
+        pair = api.pair
+        if pair is None:
+            return []
+        if kind == "source":
+            return [{"language": pair[0].upper(), "name": pair[0]}]
+        codes = TARGET_VARIANTS.get(pair[1], (pair[1].upper(),))
+        return [{"language": code, "name": pair[1], "supports_formality": False} for code in codes]
+
+    async def usage() -> Any:
+        return {"character_count": billed["characters"], "character_limit": NO_CHARACTER_LIMIT}
+
+    add_routes(
+        app,
+        "DeepL",
+        [
+            ("/v2/translate", translate, ["POST"]),
+            ("/v2/languages", languages, ["GET", "POST"]),
+            ("/v2/usage", usage, ["GET", "POST"]),
+        ],
+    )

@@ -1,0 +1,92 @@
+"""The Hugging Face Inference API's translation task on the translation server, for
+``huggingface_hub.InferenceClient(model=URL).translation(...)`` and the clients of Inference Endpoints.
+
+    POST /   {"inputs": "..." | [...], "parameters": {"src_lang", "tgt_lang", "generate_parameters": {...},
+             "clean_up_tokenization_spaces", "truncation"}} -> [{"translation_text": "..."}, ...]
+
+The same body is accepted on POST /translate (`serving.apis`). ``generate_parameters`` are the server's decoding
+options (those of POST /translate, checked by the same rules and limits); ``src_lang`` and ``tgt_lang``, when
+given, must be the model's languages; ``clean_up_tokenization_spaces``, ``truncation`` and the body's ``options``
+(``wait_for_model``, ``use_cache``) are accepted and have no effect (the tokenizer decodes as it was saved; a source over the server's limit is refused, never truncated). The
+reply has one ``translation_text`` per input, or, with ``num_return_sequences`` > 1, that many per input (a list
+per input for a list of inputs). Errors are ``{"error": message}`` with the server's own status codes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from .apis import Api, add_routes, read_fields
+from .options import DecodingRequest, RequestError, generate_kwargs
+
+PARAMETERS = ("src_lang", "tgt_lang", "generate_parameters", "clean_up_tokenization_spaces", "truncation")
+
+
+def _options(generate_parameters: Any) -> DecodingRequest:
+    from .app import _validation_message
+
+    if generate_parameters is None:
+        return DecodingRequest()
+    if not isinstance(generate_parameters, dict):
+        raise RequestError(422, "parameters.generate_parameters must be a JSON object of decoding options")
+    try:
+        return DecodingRequest.model_validate(generate_parameters)
+    except ValidationError as err:
+        message = _validation_message([dict(e) for e in err.errors()]).replace(
+            "the options are text, ", "the options are "
+        )
+        raise RequestError(422, f"generate_parameters: {message}") from err
+
+
+def _check_languages(api: Api, parameters: dict[str, Any]) -> None:
+    pair = api.pair
+    for name, index in (("src_lang", 0), ("tgt_lang", 1)):
+        value = parameters.get(name)
+        if value is None:
+            continue
+        if pair is not None and value != pair[index]:
+            raise RequestError(
+                422, f"{name}={value!r} is not served: this server translates {pair[0]} to {pair[1]}"
+            )
+
+
+def register(app: FastAPI, api: Api) -> None:
+    """Add the translation task's POST / to ``app`` (module docstring)."""
+
+    async def task(request: Request) -> Any:
+        try:
+            fields, form = await read_fields(request)
+            if form:
+                raise RequestError(422, 'send a JSON body: {"inputs": "...", "parameters": {...}}')
+            inputs, parameters = fields.get("inputs"), fields.get("parameters") or {}
+            unknown = sorted(set(fields) - {"inputs", "parameters", "options"})
+            if unknown:
+                raise RequestError(422, f"unknown field(s) {', '.join(unknown)}: send inputs and parameters")
+            if not (
+                isinstance(inputs, str)
+                or (isinstance(inputs, list) and all(isinstance(t, str) for t in inputs))
+            ):
+                raise RequestError(422, "inputs must be a string or a list of strings")
+            if not isinstance(parameters, dict) or set(parameters) - set(PARAMETERS):
+                raise RequestError(
+                    422,
+                    f"parameters must be a JSON object of {', '.join(PARAMETERS)} (given: {parameters!r})",
+                )
+            _check_languages(api, parameters)
+            options = _options(parameters.get("generate_parameters"))
+            texts = [inputs] if isinstance(inputs, str) else list(inputs)
+            nbest = await api.translate(texts, options, request)
+        except RequestError as err:
+            return JSONResponse({"error": err.message}, status_code=err.status)
+        replies = [[{"translation_text": hyp} for hyp in hyps] for hyps in nbest]
+        if isinstance(inputs, str):
+            return replies[0]
+        if generate_kwargs(options).get("num_return_sequences", 1) > 1:
+            return replies
+        return [hyps[0] for hyps in replies]
+
+    add_routes(app, "Hugging Face Inference", [("/", task, ["POST"])])

@@ -1,0 +1,351 @@
+"""The LibreTranslate, Hugging Face Inference and DeepL APIs of the translation server, driven on a loopback port by
+the clients people run: `libretranslatepy`, the `deepl` SDK, `huggingface_hub.InferenceClient`, and requests
+shaped as Mastodon, Weblate and Discourse send them. Every reply equals the server's own /translate for the same
+texts, and HTML markup survives. The model is the tiny one of the other serving tests, with a card naming zh -> en.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers.serving import post
+
+pytest.importorskip("fastapi", reason="the serve extra (in dev): pip install -e '.[dev]'")
+
+
+@pytest.fixture(scope="module")
+def zh_en_folder(served_folder, tmp_path_factory) -> Path:
+    """A copy of `served_folder` whose model card names zh -> en, as a trained model's card does."""
+    from huggingface_hub import ModelCard
+    from vanilla_transformer.export.model_card import model_card_data
+
+    folder = tmp_path_factory.mktemp("drop-in") / "tiny-zh-en"
+    shutil.copytree(served_folder, folder)
+    data = model_card_data(model_name="tiny", languages=("zh", "en"), dataset=None)
+    ModelCard(f"---\n{data.to_yaml()}\n---\n# tiny\n").save(folder / "README.md")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(zh_en_folder):
+    from helpers.serving import served_app
+    from vanilla_transformer.serving import start_in_thread
+
+    with start_in_thread(served_app(zh_en_folder, max_wait_ms=20)) as running:
+        yield running.url
+
+
+def own(url: str, texts: list[str], **options) -> list[str]:
+    """The server's own /translate of ``texts``."""
+    reply = post(url, "/translate", {"text": texts, **options})
+    assert reply.status_code == 200, reply.text
+    return reply.json()["translations"]
+
+
+def deepl_text(result: object) -> str:
+    """The text of the `deepl` SDK's result for one text."""
+    import deepl
+
+    assert isinstance(result, deepl.TextResult)
+    return result.text
+
+
+def html(texts: list[str]) -> str:
+    return f'<p>{texts[0]} <a href="https://example.org/?a=1&amp;b=2">{texts[1]}</a></p><!-- kept --><br/>'
+
+
+def test_libretranslatepy(server, served_sources):
+    from libretranslatepy import LibreTranslateAPI
+
+    client = LibreTranslateAPI(server)
+    expected = own(server, served_sources[:3])
+    assert [client.translate(text, "zh", "en") for text in served_sources[:3]] == expected
+    assert client.languages() == [
+        {"code": "zh", "name": "zh", "targets": ["en"]},
+        {"code": "en", "name": "en", "targets": []},
+    ]
+    [detected] = client.detect(served_sources[0])
+    assert detected["language"] == "zh" and 0 <= detected["confidence"] <= 100
+
+
+def test_mastodon(server, served_sources):
+    # Mastodon's TranslationService::LibreTranslate: JSON, a list of HTML posts, source auto, api_key null
+    texts = served_sources[:4]
+    expected = own(server, texts)
+    posts = [f"<p>{texts[0]}</p>", html(texts[1:3]), texts[3]]
+    languages = httpx.get(server + "/languages", headers={"Content-Type": "application/json"}, timeout=30)
+    assert {entry["code"]: entry["targets"] for entry in languages.json()} == {"zh": ["en"], "en": []}
+    body = {"q": posts, "source": "auto", "target": "en", "format": "html", "api_key": None}
+    reply = httpx.post(server + "/translate", json=body, timeout=60)
+    assert reply.status_code == 200, reply.text
+    data = reply.json()
+    assert data["translatedText"] == [f"<p>{expected[0]}</p>", html(expected[1:3]), expected[3]]
+    assert [entry["language"] for entry in data["detectedLanguage"]] == ["zh"] * 3
+
+
+def test_weblate(server, served_sources):
+    texts = served_sources[:3]
+    expected = own(server, texts)
+    # Weblate's batch machinery: JSON with a list and an empty key
+    body = {"api_key": "", "q": texts, "source": "zh", "target": "en"}
+    assert httpx.post(server + "/translate", json=body, timeout=60).json() == {"translatedText": expected}
+    # its older machinery: one text per form
+    for text, translation in zip(texts, expected):
+        form = {"api_key": "", "q": text, "source": "zh", "target": "en"}
+        reply = httpx.post(server + "/translate", data=form, timeout=60)
+        assert reply.json() == {"translatedText": translation}
+
+
+def test_discourse(server, served_sources):
+    # discourse-translator: url-encoded forms, /detect on the text without tags, then /translate of the HTML
+    texts = served_sources[4:6]
+    expected = own(server, texts)
+    form = {"q": " ".join(texts), "api_key": ""}
+    detected = httpx.post(server + "/detect", data=form, timeout=60).json()[0]["language"]
+    body = {"q": html(texts), "source": detected, "target": "en", "format": "html", "api_key": ""}
+    reply = httpx.post(server + "/translate", data=body, timeout=60)
+    assert reply.json() == {"translatedText": html(expected)}
+
+
+def test_alternatives_are_the_nbest_list(server, served_sources):
+    texts = served_sources[:2]
+    # two alternatives: three hypotheses, from the model's beams or three if it has fewer
+    beams = max(httpx.get(server + "/info", timeout=30).json()["defaults"]["num_beams"] or 1, 3)
+    own_reply = post(server, "/translate", {"text": texts, "num_beams": beams, "num_return_sequences": 3})
+    nbest = own_reply.json()["nbest"]
+    body = {"q": texts, "source": "zh", "target": "en", "alternatives": 2}
+    reply = httpx.post(server + "/translate", json=body, timeout=60).json()
+    assert reply == {"translatedText": [h[0] for h in nbest], "alternatives": [h[1:] for h in nbest]}
+    single = httpx.post(server + "/translate", data={**body, "q": texts[0]}, timeout=60).json()
+    assert single == {"translatedText": nbest[0][0], "alternatives": nbest[0][1:]}
+
+
+def test_libretranslate_errors(server, tiny_server):
+    for body, needle in (
+        ({"source": "zh", "target": "en"}, "missing q"),
+        ({"q": "x", "source": "de", "target": "en"}, "de is not supported"),
+        ({"q": "x", "source": "zh", "target": "fr"}, "fr is not supported"),
+        ({"q": "x", "source": "zh", "target": "en", "format": "pdf"}, "pdf format"),
+        ({"q": ["x"] * 9, "source": "zh", "target": "en"}, "max_texts=8"),
+    ):
+        reply = httpx.post(server + "/translate", json=body, timeout=60)
+        assert reply.status_code == 400 and needle in reply.json()["error"], reply.text
+    # a model whose card names no languages: the request is refused with the way to name them
+    body = {"q": "x", "source": "auto", "target": "en"}
+    reply = httpx.post(tiny_server + "/translate", json=body, timeout=60)
+    assert reply.status_code == 400 and "language: [SOURCE, TARGET]" in reply.json()["error"]
+    assert httpx.get(tiny_server + "/languages", timeout=30).json() == []
+
+
+def test_frontend_settings(server):
+    settings = httpx.get(server + "/frontend/settings", timeout=30).json()
+    assert settings["language"]["source"]["code"] == "zh" and settings["language"]["target"]["code"] == "en"
+
+
+def test_deepl_sdk(server, served_sources):
+    import deepl
+
+    texts = served_sources[:3]
+    expected = own(server, texts)
+    translator = deepl.Translator("any-key", server_url=server)
+    results = translator.translate_text(texts, source_lang="ZH", target_lang="EN-US")
+    assert isinstance(results, list)
+    assert [r.text for r in results] == expected
+    assert [r.detected_source_lang for r in results] == ["ZH"] * 3
+    assert [r.billed_characters for r in results] == [len(t) for t in texts]
+    marked = translator.translate_text(html(texts[:2]), target_lang="EN-GB", tag_handling="html")
+    assert isinstance(marked, deepl.TextResult)
+    assert marked.text == html(expected[:2])
+    assert [lang.code for lang in translator.get_source_languages()] == ["ZH"]
+    assert [lang.code for lang in translator.get_target_languages()] == ["EN-GB", "EN-US"]
+    assert (translator.get_usage().character.count or 0) >= sum(len(t) for t in texts)
+    with pytest.raises(deepl.DeepLException, match="target_lang"):
+        translator.translate_text(texts[0], target_lang="DE")
+    if hasattr(deepl, "DeepLClient"):
+        client = deepl.DeepLClient("any-key", server_url=server)
+        assert deepl_text(client.translate_text(texts[0], target_lang="EN-US")) == expected[0]
+
+
+def test_deepl_form(server, served_sources):
+    # the v2 form body of DeepL's older clients: repeated text
+    texts = served_sources[:2]
+    form = {"text": texts, "target_lang": "EN-US"}
+    headers = {"Authorization": "DeepL-Auth-Key any-key"}
+    reply = httpx.post(server + "/v2/translate", data=form, headers=headers, timeout=60).json()
+    assert [t["text"] for t in reply["translations"]] == own(server, texts)
+    bad = httpx.post(server + "/v2/translate", data={"target_lang": "EN-US"}, timeout=60)
+    assert bad.status_code == 400 and "text" in bad.json()["message"]
+
+
+def test_hf_inference_client(server, served_sources, monkeypatch):
+    import huggingface_hub.constants
+    from huggingface_hub import InferenceClient
+
+    # the tests run the Hub offline; this client talks to the loopback server only
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    client = InferenceClient(model=server)
+    text = served_sources[0]
+    assert client.translation(text).translation_text == own(server, [text])[0]
+    beams = client.translation(text, src_lang="zh", tgt_lang="en", generate_parameters={"num_beams": 3})
+    assert beams.translation_text == own(server, [text], num_beams=3)[0]
+
+
+def test_hf_task_shape(server, served_sources):
+    texts = served_sources[:2]
+    expected = [{"translation_text": t} for t in own(server, texts)]
+    for path in ("/", "/translate"):
+        assert post(server, path, {"inputs": texts}).json() == expected
+    bad = post(server, "/", {"inputs": texts[0], "parameters": {"generate_parameters": {"beams": 2}}})
+    assert bad.status_code == 422 and "'beams'" in bad.json()["error"]
+    bad = post(server, "/", {"inputs": texts[0], "parameters": {"tgt_lang": "fr"}})
+    assert bad.status_code == 422 and "zh to en" in bad.json()["error"]
+
+
+def test_split_markup_keeps_the_markup():
+    from vanilla_transformer.serving.apis import join_markup, split_markup
+
+    document = (
+        '<!DOCTYPE html><div class="a">起初 <b>神</b>&amp;人<script>var x = "<b>";</script>'
+        "<?xml-stylesheet x?><!-- c --></div> \n"
+    )
+    parts = split_markup(document)
+    assert join_markup([([p], t) if t else (p, t) for p, t in parts]) == document
+    assert [p for p, t in parts if t] == ["起初", "神", "&人"]
+
+
+def test_openapi_lists_every_api(server):
+    import warnings
+
+    with warnings.catch_warnings():
+        # FastAPI warns of an operation id given twice
+        warnings.simplefilter("error")
+        paths = httpx.get(server + "/openapi.json", timeout=30).json()["paths"]
+    assert {"/", "/languages", "/detect", "/v2/translate", "/v2/languages", "/v2/usage"} <= set(paths)
+    assert {"/libretranslate/translate", "/translate"} <= set(paths)
+
+
+KEY = "k3y-for-the-tests-7f1d9c"
+
+
+@pytest.fixture(scope="module")
+def keyed_server(zh_en_folder):
+    """A server over `zh_en_folder` with two API keys and one CORS origin."""
+    from helpers.serving import served_app
+    from vanilla_transformer.serving import start_in_thread
+
+    app = served_app(
+        zh_en_folder,
+        max_wait_ms=20,
+        api_keys=frozenset({KEY, "another-key"}),
+        cors_origins=("https://app.example",),
+    )
+    with start_in_thread(app) as running:
+        yield running.url
+
+
+def test_keys_in_each_apis_own_way(keyed_server, served_sources, caplog, monkeypatch):
+    import logging
+
+    import deepl
+    import huggingface_hub.constants
+    from huggingface_hub import InferenceClient
+    from libretranslatepy import LibreTranslateAPI
+
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    url, text = keyed_server, served_sources[0]
+    replies: list[httpx.Response] = []
+
+    def send(path: str, key: str | None, scheme: str = "Bearer", **body) -> httpx.Response:
+        headers = {} if key is None else {"Authorization": f"{scheme} {key}"}
+        replies.append(httpx.post(url + path, headers=headers, timeout=60, **body))
+        return replies[-1]
+
+    expected = send("/translate", KEY, json={"text": [text]}).json()["translations"][0]
+    lt = {"q": text, "source": "zh", "target": "en"}
+    for key in (None, "wrong"):
+        for path, body, scheme, field in (
+            ("/translate", {"json": {"text": [text]}}, "Bearer", "detail"),
+            ("/translate/stream", {"json": {"text": text}}, "Bearer", "detail"),
+            ("/", {"json": {"inputs": text}}, "Bearer", "error"),
+            ("/translate", {"json": {"inputs": text}}, "Bearer", "error"),
+            ("/translate", {"json": {**lt, "api_key": key}}, None, "error"),
+            ("/translate", {"data": {**lt, "api_key": key or ""}}, None, "error"),
+            ("/detect", {"data": {"q": text, "api_key": key or ""}}, None, "error"),
+            (
+                "/v2/translate",
+                {"json": {"text": [text], "target_lang": "EN-US"}},
+                "DeepL-Auth-Key",
+                "message",
+            ),
+            ("/v2/usage", {}, "DeepL-Auth-Key", "message"),
+        ):
+            reply = send(path, key if scheme else None, scheme or "", **body)
+            assert reply.status_code == 403 and set(reply.json()) == {field}, (path, body, reply.text)
+    # Mastodon's api_key null on a server with keys
+    assert send("/translate", None, json={**lt, "api_key": None}).status_code == 403
+
+    # the right key, each in its API's way
+    assert send("/translate", KEY, json={"inputs": text}).json() == [{"translation_text": expected}]
+    assert send("/translate", None, json={**lt, "api_key": KEY}).json() == {"translatedText": expected}
+    assert LibreTranslateAPI(url, api_key=KEY).translate(text, "zh", "en") == expected
+    assert InferenceClient(model=url, token=KEY).translation(text).translation_text == expected
+    assert (
+        deepl_text(deepl.Translator(KEY, server_url=url).translate_text(text, target_lang="EN-US"))
+        == expected
+    )
+    with pytest.raises(deepl.AuthorizationException):
+        deepl.Translator("wrong", server_url=url).translate_text(text, target_lang="EN-US")
+    events = httpx.post(
+        url + "/translate/stream", json={"text": text}, headers={"Authorization": f"Bearer {KEY}"}
+    )
+    assert events.status_code == 200
+    # what answers anyone, and says that keys are needed
+    for path in ("/languages", "/health", "/info", "/openapi.json"):
+        replies.append(httpx.get(url + path, timeout=30))
+        assert replies[-1].status_code == 200, path
+    replies.append(httpx.get(url + "/frontend/settings", timeout=30))
+    assert replies[-1].json()["keyRequired"] is True
+
+    # the key is in no reply and no log line
+    assert not [r for r in replies if KEY in r.text or "another-key" in r.text]
+    assert not [r for r in caplog.records if KEY in r.getMessage()]
+
+
+def test_cors_origins(keyed_server, server):
+    preflight = {"Origin": "https://app.example", "Access-Control-Request-Method": "POST"}
+    allowed = httpx.options(keyed_server + "/translate", headers=preflight, timeout=30)
+    assert allowed.status_code == 200
+    assert allowed.headers["access-control-allow-origin"] == "https://app.example"
+    other = httpx.options(
+        keyed_server + "/translate", headers={**preflight, "Origin": "https://evil.example"}
+    )
+    assert "access-control-allow-origin" not in other.headers
+    simple = httpx.get(keyed_server + "/languages", headers={"Origin": "https://app.example"}, timeout=30)
+    assert simple.headers["access-control-allow-origin"] == "https://app.example"
+    # without --cors_origins, no browser origin is allowed
+    default = httpx.get(server + "/languages", headers={"Origin": "https://app.example"}, timeout=30)
+    assert "access-control-allow-origin" not in default.headers
+
+
+def test_load_api_keys(tmp_path):
+    from vanilla_transformer.serving.apis import load_api_keys
+
+    keys = tmp_path / "keys"
+    keys.write_text("# the team's keys\none\n\n  two  \n", encoding="utf-8")
+    assert load_api_keys(str(keys), {}) == {"one", "two"}
+    assert load_api_keys(str(keys), {"VANILLA_TRANSFORMER_API_KEYS": "three, four"}) == {
+        "one",
+        "two",
+        "three",
+        "four",
+    }
+    assert load_api_keys(None, {}) == frozenset()
+    keys.write_text("# none\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="holds no key"):
+        load_api_keys(str(keys), {})
+    with pytest.raises(ValueError, match="one a line"):
+        load_api_keys(str(tmp_path / "missing"), {})
