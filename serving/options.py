@@ -87,9 +87,11 @@ if TYPE_CHECKING:
 
     class DecodingRequest(BaseModel):
         """What static tools see of the generated model: the field the server reads by name (`generate_kwargs`
-        reads the others)."""
+        reads the others), built from any of `DECODING_FIELDS` as keywords."""
 
-        seed: int | None
+        seed: int | None = None
+
+        def __init__(self, **options: Any) -> None: ...
 
 else:
     DecodingRequest = _decoding_request()

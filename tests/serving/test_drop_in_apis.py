@@ -20,6 +20,7 @@ pytest.importorskip("fastapi", reason="the serve extra (in dev): pip install -e 
 def zh_en_folder(served_folder, tmp_path_factory) -> Path:
     """A copy of `served_folder` whose model card names zh -> en, as a trained model's card does."""
     from huggingface_hub import ModelCard
+
     from vanilla_transformer.export.model_card import model_card_data
 
     folder = tmp_path_factory.mktemp("drop-in") / "tiny-zh-en"
@@ -32,6 +33,7 @@ def zh_en_folder(served_folder, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def server(zh_en_folder):
     from helpers.serving import served_app
+
     from vanilla_transformer.serving import start_in_thread
 
     with start_in_thread(served_app(zh_en_folder, max_wait_ms=20)) as running:
@@ -234,6 +236,7 @@ KEY = "k3y-for-the-tests-7f1d9c"
 def keyed_server(zh_en_folder):
     """A server over `zh_en_folder` with two API keys and one CORS origin."""
     from helpers.serving import served_app
+
     from vanilla_transformer.serving import start_in_thread
 
     app = served_app(
