@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from transformers import MarianConfig
+
 from vanilla_transformer.modeling.convert_marian import SAME_NAME_FIELDS
 from vanilla_transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from vanilla_transformer.training.presets import build_config

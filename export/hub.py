@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 from huggingface_hub import HfApi, get_token
+
 from vanilla_transformer.inference.loading import TOKENIZER_FILES
 
 from .model_card import hub_model_card, model_card_for_repo

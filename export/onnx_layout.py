@@ -38,6 +38,7 @@ from vanilla_transformer.inference.engines import ONNX_MODEL_CONFIG_KEY as MODEL
 if TYPE_CHECKING:
     import onnx
     from transformers import GenerationConfig
+
     from vanilla_transformer.modeling import VanillaTransformerConfig
 
 

@@ -14,7 +14,7 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .loading_policy import REMOTE_CODE_FLAG, from_pretrained_safetensors, remote_code_rule
 
@@ -22,16 +22,31 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from .engines import EngineModel
-
 logger = logging.getLogger(__name__)
+
+
+class ModelStandIn(Protocol):
+    """What the translation loop (`inference.translate`) reads of a model that is not a PyTorch model: an exported
+    engine's `inference.engines.EngineModel` (declared here, so that the loop needs nothing from the engines)."""
+
+    config: Any
+    generation_config: Any
+    training: bool
+    device: Any
+
+    def eval(self) -> Any: ...
+
+    def train(self, mode: bool = True) -> Any: ...
+
+    def generate(self, input_ids: Any, attention_mask: Any, **kwargs: Any) -> Any: ...
+
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 _HUB_ID = re.compile(r"^[\w][\w.-]*(/[\w][\w.-]*)?$")
 
 
 def check_tokenizer_matches_model(
-    model: PreTrainedModel | EngineModel, tokenizer: PreTrainedTokenizerBase
+    model: PreTrainedModel | ModelStandIn, tokenizer: PreTrainedTokenizerBase
 ) -> None:
     """Raise `ValueError` unless `tokenizer` fits `model`: no more tokens than the model's (source) vocabulary
     and the same pad and eos ids as the model config (ids the tokenizer lacks or the config lacks are skipped).

@@ -27,12 +27,11 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from .loading import check_tokenizer_matches_model
+from .loading import ModelStandIn, check_tokenizer_matches_model
 
 if TYPE_CHECKING:  # torch and transformers are imported where used, so that bad input fails in milliseconds
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from .engines import EngineModel
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +39,7 @@ _BEAM_ONLY = ("length_penalty", "early_stopping")  # meaningless with one beam (
 
 
 def translate_nbest(
-    model: PreTrainedModel | EngineModel,
+    model: PreTrainedModel | ModelStandIn,
     tokenizer: PreTrainedTokenizerBase,
     lines: Sequence[str],
     batch_size: int = 32,
@@ -144,7 +143,7 @@ def translate_nbest(
 
 
 def translate(
-    model: PreTrainedModel | EngineModel,
+    model: PreTrainedModel | ModelStandIn,
     tokenizer: PreTrainedTokenizerBase,
     texts: Sequence[str],
     *,
@@ -176,7 +175,7 @@ def translate(
 
 
 def translate_lines(
-    model: PreTrainedModel | EngineModel,
+    model: PreTrainedModel | ModelStandIn,
     tokenizer: PreTrainedTokenizerBase,
     lines: Sequence[str],
     batch_size: int = 32,
@@ -189,7 +188,7 @@ def translate_lines(
 
 
 def _capped_max_new_tokens(
-    model: PreTrainedModel | EngineModel, generate_kwargs: dict[str, Any]
+    model: PreTrainedModel | ModelStandIn, generate_kwargs: dict[str, Any]
 ) -> int | None:
     """The max_new_tokens to use: the given one, else the generation config's, lowered to the decoder's
     position limit (a longer output would fail mid-generation); None when neither sets one."""

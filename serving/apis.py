@@ -1,4 +1,4 @@
-"""What the other translation APIs of the server share, and where they are registered on the app (`register_apis`).
+"""What the other translation APIs of the server share (they are registered on the app by `serving.app`).
 
 Beside its own API, the server speaks LibreTranslate's (`serving.libretranslate_api`), the Hugging Face Inference
 translation task's (`serving.hf_inference_api`) and DeepL's v2 (`serving.deepl_api`). Each one only reshapes
@@ -347,33 +347,3 @@ def add_routes(
             app.add_api_route(
                 prefix + path, endpoint, methods=[method], tags=[api_name], operation_id=operation
             )
-
-
-def register_apis(
-    app: FastAPI,
-    served: Any,
-    limits: Limits,
-    translate: TranslateTexts,
-    *,
-    api_keys: frozenset[str] = frozenset(),
-    cors_origins: Sequence[str] = (),
-) -> None:
-    """Add the LibreTranslate, Hugging Face Inference and DeepL APIs to ``app`` (module docstring); with
-    ``api_keys``, every API's translations need one of them (`ApiGate`); with ``cors_origins``, browsers on
-    those origins ("*": any) may call the server (Starlette's `CORSMiddleware`)."""
-    from starlette.middleware.cors import CORSMiddleware
-
-    from . import deepl_api, hf_inference_api, libretranslate_api
-
-    api = Api(served, limits, translate, keyed=bool(api_keys))
-    libretranslate_api.register(app, api)
-    hf_inference_api.register(app, api)
-    deepl_api.register(app, api)
-    app.add_middleware(ApiGate, keys=frozenset(api_keys))
-    if cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=list(cors_origins),
-            allow_methods=["GET", "POST"],
-            allow_headers=["Authorization", "Content-Type"],
-        )

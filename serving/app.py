@@ -34,7 +34,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from .apis import register_apis
+from . import deepl_api, hf_inference_api, libretranslate_api
+from .apis import Api, ApiGate, TranslateTexts
 from .batcher import Batcher
 from .options import (
     DECODING_FIELDS,
@@ -47,6 +48,7 @@ from .options import (
     check_request,
     generate_kwargs,
     source_lengths,
+    validation_message,
     work_rows,
 )
 from .streaming import TokenStream
@@ -73,24 +75,6 @@ def effective_limits(served: ServedModel, limits: Limits) -> Limits:
     model_limit = max_source_length(served.model.config, served.tokenizer)
     wanted = [x for x in (limits.max_source_tokens, model_limit) if x is not None]
     return Limits(**{**limits.as_dict(), "max_source_tokens": min(wanted) if wanted else None})
-
-
-def _validation_message(errors: Sequence[dict]) -> str:
-    unknown = [str(e["loc"][-1]) for e in errors if e.get("type") == "extra_forbidden"]
-    if unknown:
-        return (
-            f"unknown option(s) {', '.join(repr(u) for u in unknown)}; the options are text, "
-            f"{', '.join(DECODING_FIELDS)}"
-        )
-    if any(e.get("type") == "json_invalid" for e in errors):
-        return f"malformed JSON: {errors[0].get('ctx', {}).get('error', errors[0].get('msg'))}"
-    # a rule's own message names the option and the fix (`modeling.DECODING_OPTIONS`, the texts' check)
-    return "; ".join(
-        str(e["ctx"]["error"])
-        if e.get("type") == "value_error"
-        else f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e.get('msg')}"
-        for e in errors[:5]
-    )
 
 
 class BodyLimit:
@@ -189,6 +173,34 @@ async def _client_left(request: Request) -> None:
         pass
 
 
+def register_apis(
+    app: FastAPI,
+    served: Any,
+    limits: Limits,
+    translate: TranslateTexts,
+    *,
+    api_keys: frozenset[str] = frozenset(),
+    cors_origins: Sequence[str] = (),
+) -> None:
+    """Add the LibreTranslate, Hugging Face Inference and DeepL APIs to ``app`` (module docstring); with
+    ``api_keys``, every API's translations need one of them (`ApiGate`); with ``cors_origins``, browsers on
+    those origins ("*": any) may call the server (Starlette's `CORSMiddleware`)."""
+    from starlette.middleware.cors import CORSMiddleware
+
+    api = Api(served, limits, translate, keyed=bool(api_keys))
+    libretranslate_api.register(app, api)
+    hf_inference_api.register(app, api)
+    deepl_api.register(app, api)
+    app.add_middleware(ApiGate, keys=frozenset(api_keys))
+    if cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+
+
 def create_app(
     served: ServedModel,
     limits: Limits | None = None,
@@ -202,7 +214,7 @@ def create_app(
     """The server's ASGI app; its batching worker starts with the app (lifespan) and, when the app shuts down,
     translates what is queued and stops. The FastAPI app is the returned object's ``app`` attribute. With
     ``api_keys`` every API's translations need a key; ``cors_origins``: the browser origins allowed
-    (`serving.apis.register_apis`)."""
+    (`register_apis`)."""
     limits = effective_limits(served, limits or Limits())
     batcher = Batcher(
         served.model,
@@ -226,7 +238,7 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
-        return JSONResponse({"detail": _validation_message(exc.errors())}, status_code=422)
+        return JSONResponse({"detail": validation_message(exc.errors())}, status_code=422)
 
     @app.exception_handler(RequestError)
     async def refused(request: Request, exc: RequestError):

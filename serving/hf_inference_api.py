@@ -21,13 +21,12 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from .apis import Api, add_routes, read_fields
-from .options import DecodingRequest, RequestError, generate_kwargs
+from .options import DecodingRequest, RequestError, generate_kwargs, validation_message
 
 PARAMETERS = ("src_lang", "tgt_lang", "generate_parameters", "clean_up_tokenization_spaces", "truncation")
 
 
 def _options(generate_parameters: Any) -> DecodingRequest:
-    from .app import _validation_message
 
     if generate_parameters is None:
         return DecodingRequest()
@@ -36,7 +35,7 @@ def _options(generate_parameters: Any) -> DecodingRequest:
     try:
         return DecodingRequest.model_validate(generate_parameters)
     except ValidationError as err:
-        message = _validation_message([dict(e) for e in err.errors()]).replace(
+        message = validation_message([dict(e) for e in err.errors()]).replace(
             "the options are text, ", "the options are "
         )
         raise RequestError(422, f"generate_parameters: {message}") from err

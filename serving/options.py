@@ -10,6 +10,7 @@ only the options of its registry entry (`inference.engines.ENGINES`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -224,3 +225,23 @@ def source_lengths(tokenizer: Any, texts: list[str], limit: int | None) -> list[
                 "shorten or split it",
             )
     return lengths
+
+
+def validation_message(errors: Sequence[dict]) -> str:
+    """One line for a request's validation errors: unknown options named with the known ones, malformed JSON,
+    else each rule's own message (at most five)."""
+    unknown = [str(e["loc"][-1]) for e in errors if e.get("type") == "extra_forbidden"]
+    if unknown:
+        return (
+            f"unknown option(s) {', '.join(repr(u) for u in unknown)}; the options are text, "
+            f"{', '.join(DECODING_FIELDS)}"
+        )
+    if any(e.get("type") == "json_invalid" for e in errors):
+        return f"malformed JSON: {errors[0].get('ctx', {}).get('error', errors[0].get('msg'))}"
+    # a rule's own message names the option and the fix (`modeling.DECODING_OPTIONS`, the texts' check)
+    return "; ".join(
+        str(e["ctx"]["error"])
+        if e.get("type") == "value_error"
+        else f"{'.'.join(str(p) for p in e['loc'][1:]) or 'body'}: {e.get('msg')}"
+        for e in errors[:5]
+    )

@@ -14,6 +14,7 @@ The arithmetic (and a fused backward pass) is the model's `smoothed_cross_entrop
 from __future__ import annotations
 
 import torch
+
 from vanilla_transformer.modeling import IGNORE_INDEX, smoothed_cross_entropy
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from vanilla_transformer.modeling import VanillaTransformerPreTrainedModel
 
 from .batching import batch_generator
@@ -85,6 +86,7 @@ def objective_model(cfg: TrainConfig, recipe: Recipe, vocab_size: int) -> Vanill
     if cfg.init_from is None:
         return model_class(recipe.model_config(vocab_size))
     from transformers import AutoConfig
+
     from vanilla_transformer.inference.loading_policy import from_pretrained_safetensors, remote_code_rule
 
     saved = json.loads((Path(cfg.init_from) / "config.json").read_text(encoding="utf-8"))

@@ -34,6 +34,7 @@ from typing import Any
 
 import datasets
 import numpy as np
+
 from vanilla_transformer.corpus import SOURCE, TARGET, source_kind
 
 from .batching import cut_by_budget

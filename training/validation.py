@@ -19,6 +19,7 @@ from contextlib import nullcontext
 from typing import Any
 
 import torch
+
 from vanilla_transformer.inference import evaluate_translation
 
 from .batching import TokenBudgetBatchSampler, batch_generator

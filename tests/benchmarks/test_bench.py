@@ -7,6 +7,7 @@ import importlib.util
 
 import pytest
 import torch
+
 from vanilla_transformer.benchmarks.contenders import build_contenders, generation_config
 from vanilla_transformer.benchmarks.speed import Settings, format_rows, run_preset
 from vanilla_transformer.benchmarks.workloads import generate_call, source_batch

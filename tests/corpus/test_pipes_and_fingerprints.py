@@ -9,6 +9,7 @@ import threading
 
 import datasets
 import pytest
+
 from vanilla_transformer.corpus import data_changes, read_parallel_splits
 
 PAIRS = "".join(f"source {i}\ttarget {i}\n" for i in range(40))

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import accelerate.checkpointing
 import torch
+
 from vanilla_transformer.training import TrainConfig, train
 from vanilla_transformer.training import checkpoint as ckpt
 

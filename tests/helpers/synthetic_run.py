@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 from conftest import small_run
+
 from vanilla_transformer.training import TrainConfig, TrainResult, train
 
 FRENCH = "le chat la maison un chien petit grand rouge bleu mange voit".split()

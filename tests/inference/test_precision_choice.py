@@ -15,9 +15,10 @@ import sys
 
 import pytest
 import torch
-import vanilla_transformer.inference.precision as precision
 from conftest import ROOT, small_run, small_run_options
 from helpers.precision import CPU_KINDS, FASTER, SLOWER, simulate
+
+import vanilla_transformer.inference.precision as precision
 from vanilla_transformer.inference.precision import BF16_MIN_SPEEDUP, CPU_BF16_ENV, Speeds
 from vanilla_transformer.training import TrainConfig
 from vanilla_transformer.training.hardware import PRECISION_ENV, choose_mixed_precision

@@ -8,6 +8,7 @@ import pytest
 import torch
 from conftest import random_batch, tiny_config, tiny_model
 from transformers import AutoConfig
+
 from vanilla_transformer.modeling import VanillaTransformerConfig
 
 

@@ -27,6 +27,7 @@ import pytest
 import torch
 from conftest import small_run
 from safetensors.torch import load_file
+
 from vanilla_transformer.training import TrainConfig, train
 from vanilla_transformer.training import checkpoint as ckpt
 

@@ -137,6 +137,7 @@ def test_the_server_and_the_command_line_refuse_a_value_with_one_message(
     tiny_server, served_folder, monkeypatch, capsys, name, value
 ):
     from helpers.shared import run_main
+
     from vanilla_transformer.modeling import DECODING_OPTIONS
 
     with pytest.raises(ValueError) as rule:

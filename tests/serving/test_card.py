@@ -25,6 +25,7 @@ EXAMPLE = '起初神创造天地。"引号"'
 def card_text(model_id: str) -> str:
     """A card as a trained model's: the metadata with its languages, and the usage section with one example."""
     from huggingface_hub import ModelCard
+
     from vanilla_transformer.export.model_card import model_card_data, usage_section
 
     data = model_card_data(model_name="tiny", languages=LANGUAGES, dataset=None)
@@ -42,6 +43,7 @@ def carded_folder(served_folder, tmp_path_factory) -> Path:
 
 def test_info_languages_come_from_the_card(carded_folder, served_folder):
     from helpers.serving import served_app
+
     from vanilla_transformer.serving import start_in_thread
 
     assert not (served_folder / "README.md").exists()

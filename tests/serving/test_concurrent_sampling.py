@@ -34,6 +34,7 @@ def stream(url: str, body: dict) -> str:
 def tiny_server(served_folder):
     """A server over `served_folder` with slots for every stream the test runs at once."""
     from helpers.serving import served_app
+
     from vanilla_transformer.serving import Limits, start_in_thread
 
     limits = Limits(max_texts=8, max_request_bytes=4096, max_new_tokens=20, max_streams=8)

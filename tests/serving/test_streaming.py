@@ -22,6 +22,7 @@ LENGTH = 400
 @pytest.fixture(scope="module")
 def long_server(tmp_path_factory):
     from conftest import tiny_model, tiny_tokenizer
+
     from vanilla_transformer.modeling import save_with_remote_code
     from vanilla_transformer.serving import Limits, start_in_thread
 

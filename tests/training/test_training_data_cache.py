@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 from conftest import small_run
+
 from vanilla_transformer.corpus import DEFAULT_DATA
 from vanilla_transformer.training.planning import plan_run
 

@@ -23,6 +23,7 @@ import pytest
 import torch
 from conftest import SMALL_RUN_LINES, small_run, small_run_options
 from safetensors.torch import load_file
+
 from vanilla_transformer.training import train
 
 ROOT = Path(__file__).resolve().parents[2]
