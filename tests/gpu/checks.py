@@ -189,7 +189,7 @@ def generation_model(seed: int = 0) -> VanillaTransformerForConditionalGeneratio
         setattr(model.generation_config, name, value)
     model.generation_config.bos_token_id = None
     with torch.no_grad():
-        model.get_buffer("final_logits_bias").normal_(0, 0.5)
+        model.get_parameter("final_logits_bias").normal_(0, 0.5)
     return model
 
 

@@ -63,6 +63,8 @@ def test_pyright_finds_no_error():
 @needs_pyright
 def test_pyright_resolves_the_package_to_the_top_level_folders(tmp_path):
     (tmp_path / "probe.py").write_text("import vanilla_transformer.modeling\n", encoding="utf-8")
+    # a configuration of its own, so that pyright does not pick up one in a folder above tmp_path
+    (tmp_path / "pyrightconfig.json").write_text("{}", encoding="utf-8")
     done = pyright("--verbose", "--dependencies", "probe.py", cwd=tmp_path)
     imports = imports_of(done.stdout, "probe.py")
     modeling = [
