@@ -17,7 +17,7 @@ import pytest
 from helpers.layout import package_dirs, tomllib
 
 ROOT = Path(__file__).resolve().parents[2]
-# the top-level folders that install as vanilla_transformer (pyproject.toml's package-dir)
+# the top-level folders that install as vanilla_transformer (the links under src/vanilla_transformer)
 PACKAGE = tuple(sorted({folder.relative_to(ROOT).parts[0] for folder in package_dirs().values()}))
 RUFF = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["ruff"]
 OPENING, CLOSING = ("(", "[", "{"), (")", "]", "}")
