@@ -34,6 +34,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from vanilla_transformer.modeling import max_source_length, position_limit
+
 from . import deepl_api, hf_inference_api, libretranslate_api
 from .apis import Api, ApiGate, TranslateTexts
 from .batcher import Batcher
@@ -70,8 +72,6 @@ class ServedModel:
 
 def effective_limits(served: ServedModel, limits: Limits) -> Limits:
     """``limits`` with ``max_source_tokens`` lowered to what the model and tokenizer accept."""
-    from vanilla_transformer.modeling import max_source_length
-
     model_limit = max_source_length(served.model.config, served.tokenizer)
     wanted = [x for x in (limits.max_source_tokens, model_limit) if x is not None]
     return Limits(**{**limits.as_dict(), "max_source_tokens": min(wanted) if wanted else None})
@@ -307,8 +307,6 @@ def create_app(
             raise RequestError(
                 422, "streaming decodes greedily or samples: use num_beams=1 and num_return_sequences=1"
             )
-        from vanilla_transformer.modeling import position_limit
-
         new_tokens = kwargs.get("max_new_tokens", generation_config.max_new_tokens)
         cap = position_limit(served.model.config)
         if new_tokens is not None and cap is not None:
