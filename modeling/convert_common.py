@@ -154,11 +154,13 @@ def check_claimed_sizes(
     claims: list[SizeClaim],
     shapes: dict[str, tuple[int, ...]],
     tables: tuple[tuple[str, Any, int], ...] = (),
+    config_name: str | None = None,
 ) -> None:
-    """`ValueError`, one line naming every field of `folder`'s config.json whose size differs from the weights'
-    (`shapes`), both sizes and the fix, before a model of those sizes is built. `tables` are (field, rows, width)
-    of tables the model builds from the config alone (not stored with the weights, e.g. fixed sinusoidal
-    positions): rows x width values may not exceed the values of all the weights together."""
+    """`ValueError`, one line naming every field of `folder`'s config.json (or of the config `config_name`
+    names) whose size differs from the weights' (`shapes`), both sizes and the fix, before a model of those sizes
+    is built. `tables` are (field, rows, width) of tables the model builds from the config alone (not stored with
+    the weights, e.g. fixed sinusoidal positions): rows x width values may not exceed the values of all the
+    weights together."""
     wrong = []
     for claim in claims:
         if not _is_size(claim.size):
@@ -182,7 +184,8 @@ def check_claimed_sizes(
             )
     if wrong:
         raise ValueError(
-            f"{folder / 'config.json'} does not fit the checkpoint's weights: {'; '.join(wrong)}; set these fields "
+            f"{config_name or folder / 'config.json'} does not fit the checkpoint's weights: {'; '.join(wrong)}; "
+            "set these fields "
             "to the weights' sizes, or pass the folder the weights were saved with"
         )
 
@@ -222,14 +225,14 @@ def load_converted_weights(model: Model, state: dict[str, torch.Tensor], source:
     return model.to(torch.float32).eval()  # pyright: ignore[reportArgumentType]
 
 
-def write_converted_folder(model: PreTrainedModel, src_dir: Path, out_dir: Path) -> Path:
+def write_converted_folder(model: PreTrainedModel, src_dir: Path | None, out_dir: Path) -> Path:
     """Write the converted `model` with remote code to `out_dir` and copy the other files of `src_dir` (see the
-    module docstring). An existing non-empty `out_dir` is refused: a conversion never mixes its files with
-    another model's."""
+    module docstring; None: copy nothing). An existing non-empty `out_dir` is refused: a conversion never mixes
+    its files with another model's."""
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise ValueError(f"{out_dir} already exists and is not an empty folder; pass a new output folder")
     out_dir.mkdir(parents=True, exist_ok=True)
-    for path in src_dir.iterdir():
+    for path in src_dir.iterdir() if src_dir is not None else ():
         if path.is_file() and not is_replaced(path.name):
             shutil.copy(path, out_dir / path.name)
     save_with_remote_code(model, out_dir)
