@@ -232,7 +232,11 @@ def head_problems(config, sides: tuple[str, ...]) -> list[str]:
             )
     if config.position_encoding == "sinusoidal" and config.d_model % 2:
         problems.append(f"sinusoidal positions need an even d_model, got d_model={config.d_model}")
-    elif config.position_encoding == "sinusoidal" and config.sinusoidal_layout == "tensor2tensor" and config.d_model < 4:
+    elif (
+        config.position_encoding == "sinusoidal"
+        and config.sinusoidal_layout == "tensor2tensor"
+        and config.d_model < 4
+    ):
         problems.append(f"sinusoidal_layout='tensor2tensor' needs d_model >= 4, got d_model={config.d_model}")
     return problems
 

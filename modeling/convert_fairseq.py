@@ -42,7 +42,10 @@ from transformers import GenerationConfig
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .convert_common import SizeClaim, check_claimed_sizes, load_converted_weights, write_converted_folder
-from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration, default_generation_config
+from .modeling_vanilla_transformer import (
+    VanillaTransformerForConditionalGeneration,
+    default_generation_config,
+)
 
 CHECKPOINT_NAMES = ("checkpoint_best.pt", "checkpoint_last.pt")
 # the architectures of fairseq's `transformer` model (models/transformer/transformer_legacy.py)
@@ -113,7 +116,9 @@ def read_checkpoint(path: Path, trust_pickle: bool) -> dict:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ValueError(f"{path} is truncated or corrupt ({first}); copy the checkpoint again") from error
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("model"), dict):
-        raise ValueError(f"{path} is not a fairseq checkpoint (no 'model' weights); pass a fairseq checkpoint")
+        raise ValueError(
+            f"{path} is not a fairseq checkpoint (no 'model' weights); pass a fairseq checkpoint"
+        )
     return checkpoint
 
 
@@ -138,7 +143,9 @@ def checkpoint_options(checkpoint: dict) -> tuple[dict, dict, dict]:
     elif checkpoint.get("args") is not None:
         model = task = generation = _plain(checkpoint["args"])
     else:
-        raise ValueError("the checkpoint has no config ('cfg' or 'args'): pass a checkpoint saved by fairseq-train")
+        raise ValueError(
+            "the checkpoint has no config ('cfg' or 'args'): pass a checkpoint saved by fairseq-train"
+        )
     options = {}
     for key, value in model.items():
         if key in ("encoder", "decoder") and value is not None and not isinstance(value, (str, int, float)):
@@ -216,8 +223,8 @@ def config_from_fairseq(options: dict, vocab: list[str], target_vocab: list[str]
         d_model=options["encoder_embed_dim"],
         encoder_layers=options["encoder_layers"],
         decoder_layers=options["decoder_layers"],
-        encoder_attention_heads=options["encoder_attention_heads"],
-        decoder_attention_heads=options["decoder_attention_heads"],
+        encoder_attention_heads=options.get("encoder_attention_heads", 8),
+        decoder_attention_heads=options.get("decoder_attention_heads", 8),
         encoder_ffn_dim=options["encoder_ffn_embed_dim"],
         decoder_ffn_dim=options["decoder_ffn_embed_dim"],
         activation_function=ACTIVATIONS[options.get("activation_fn", "relu")],
@@ -228,7 +235,9 @@ def config_from_fairseq(options: dict, vocab: list[str], target_vocab: list[str]
         position_encoding=positions,
         sinusoidal_layout="tensor2tensor",
         position_offset=pad + 1,
-        max_position_embeddings=min(options["max_source_positions"], options["max_target_positions"]),
+        max_position_embeddings=min(
+            options.get(f"max_{side}_positions", 1024) for side in ("source", "target")
+        ),
         scale_embedding=not options.get("no_scale_embedding", False),
         layernorm_embedding=bool(options.get("layernorm_embedding")),
         share_encoder_decoder_embeddings=share,
@@ -243,8 +252,21 @@ def config_from_fairseq(options: dict, vocab: list[str], target_vocab: list[str]
 
 def size_claims(options: dict) -> list[SizeClaim]:
     """The sizes the fairseq model options claim, with the tensors that show them (`check_claimed_sizes`)."""
-    claims = [SizeClaim("encoder_embed_dim", options.get("encoder_embed_dim"), (("encoder.embed_tokens.weight", 1),))]
-    for side in ("encoder", "decoder"):
+    claims = []
+    # fairseq's learned tables have a row for every position from the padding index + 1 on
+    first_position = SPECIAL_SYMBOLS.index("<pad>") + 1
+    for side, positions in (("encoder", "source"), ("decoder", "target")):
+        width = options.get(f"{side}_embed_dim")
+        claims.append(SizeClaim(f"{side}_embed_dim", width, ((f"{side}.embed_tokens.weight", 1),)))
+        if options.get(f"{side}_learned_pos") and not options.get("no_token_positional_embeddings"):
+            rows = options.get(f"max_{positions}_positions", 1024)
+            claims.append(
+                SizeClaim(
+                    f"max_{positions}_positions + {first_position}",
+                    rows + first_position if isinstance(rows, int) else rows,
+                    ((f"{side}.embed_positions.weight", 0),),
+                )
+            )
         layers = options.get(f"{side}_layers")
         claims.append(SizeClaim(f"{side}_layers", layers, ((f"{side}.layers.", None),)))
         if isinstance(layers, int) and layers > 0:
@@ -294,19 +316,28 @@ def convert_fairseq_state(
         state["encoder.embed_tokens.weight"], state["decoder.embed_tokens.weight"]
     ):
         raise ValueError("share_all_embeddings=True but the encoder and decoder embeddings differ")
-    return load_converted_weights(model, ours, "fairseq")
+    try:
+        return load_converted_weights(model, ours, "fairseq")
+    except RuntimeError as error:
+        # load_state_dict's size mismatches
+        raise ValueError(
+            f"the fairseq weights do not fit the model their config describes: {error}"
+        ) from error
 
 
 def generation_config(config: VanillaTransformerConfig, generation: dict) -> GenerationConfig:
     """Our decoding defaults with fairseq's: its beam size and length penalty (from the checkpoint's generation
     options, fairseq's defaults 5 and 1.0 otherwise), stopping when `num_beams` hypotheses are finished, never
-    emitting pad (fairseq emits `<s>` if the model says so), and at most `max_len_b` tokens + `</s>`."""
+    emitting pad (fairseq emits `<s>` if the model says so), at least `min_len` tokens before `</s>`, and at most
+    `max_len_b` + 1 tokens (fairseq forces `</s>` as the last of them; the exported engines cannot, so a hypothesis
+    that reaches the limit ends without it here)."""
     defaults = default_generation_config(config)
     beam, lenpen = generation.get("beam") or 5, generation.get("lenpen")
     defaults.num_beams = int(beam)
     defaults.length_penalty = float(1.0 if lenpen is None else lenpen)
     defaults.suppress_tokens = [config.pad_token_id]
-    defaults.forced_eos_token_id = config.eos_token_id
+    # fairseq forbids </s> for its first min_len steps
+    defaults.min_new_tokens = int(generation.get("min_len") or 1)
     max_new = int(generation.get("max_len_b") or 200) + 1
     defaults.max_new_tokens = min(max_new, defaults.max_new_tokens or max_new)
     return defaults
@@ -343,9 +374,10 @@ def _sentencepiece_models(folder: Path, task: dict, options: dict, bpe: dict) ->
         if (folder / name).is_file():
             return folder / name, folder / name
     codes = [name for name in BPE_CODE_NAMES if (folder / name).is_file()]
-    if codes or bpe.get("_name") in ("subword_nmt", "fastbpe"):
+    kind = bpe.get("_name") or options.get("bpe")
+    if codes or kind in ("subword_nmt", "fastbpe"):
         raise ValueError(
-            f"the model's subwords are BPE codes ({codes[0] if codes else bpe.get('_name')}), which are not "
+            f"the model's subwords are BPE codes ({codes[0] if codes else kind}), which are not "
             "converted: only SentencePiece models map exactly onto the converted tokenizer; retrain the "
             "subwords with SentencePiece, or tokenize with your BPE codes and pass the model's ids"
         )
@@ -369,17 +401,33 @@ def convert_fairseq_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_p
     options, task, generation = checkpoint_options(checkpoint)
     state = checkpoint["model"]
     shapes = {name: tuple(tensor.shape) for name, tensor in state.items() if isinstance(tensor, torch.Tensor)}
-    check_claimed_sizes(checkpoint_path, size_claims(options), shapes, config_name=f"{checkpoint_path}'s config")
+    check_claimed_sizes(
+        checkpoint_path, size_claims(options), shapes, config_name=f"{checkpoint_path}'s config"
+    )
     source_file, target_file = _dictionaries(folder, task, checkpoint_path)
     vocab = read_dictionary(source_file, shapes["encoder.embed_tokens.weight"][0])
     target_vocab = read_dictionary(target_file, shapes["decoder.embed_tokens.weight"][0])
-    source_spm, target_spm = _sentencepiece_models(folder, task, options, _plain(checkpoint.get("cfg", {}).get("bpe")))
+    if options.get("share_all_embeddings") and vocab != target_vocab:
+        raise ValueError(
+            f"share_all_embeddings=True needs one dictionary, but {source_file.name} and {target_file.name} differ; "
+            "pass the dictionaries the model was trained with"
+        )
+    source_spm, target_spm = _sentencepiece_models(
+        folder, task, options, _plain((checkpoint.get("cfg") or {}).get("bpe"))
+    )
     config = config_from_fairseq(options, vocab, target_vocab)
     model = convert_fairseq_state(state, config)
     model.generation_config = generation_config(config, generation)
     write_converted_folder(model, None, out_dir)
     try:
-        write_sentencepiece_tokenizer(out_dir, source_spm, vocab, target_spm, target_vocab)
+        write_sentencepiece_tokenizer(
+            out_dir,
+            source_spm,
+            vocab,
+            target_spm,
+            target_vocab,
+            model_max_length=config.max_position_embeddings,
+        )
     except (ValueError, OSError):
         # write_converted_folder wrote into a new or empty folder: leave nothing of a failed conversion
         shutil.rmtree(out_dir, ignore_errors=True)

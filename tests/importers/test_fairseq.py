@@ -31,6 +31,7 @@ TEXT = [
     "numbers like 12 and 345 are split into pieces",
     "padding and positions must agree with fairseq",
 ] * 20
+MAX_LEN_B = 20
 SOURCES = ["the quick fox", "ein kleines modell übersetzt kurze sätze über den hund", "12 pieces"]
 # fairseq option lists (command-line names) of the models under test
 CONFIGS = {
@@ -76,7 +77,8 @@ def write_dictionary(path: Path, spm_model: Path, skip: int = 0) -> None:
 
 def fairseq_model(folder: Path, options: dict, seed: int):
     """fairseq's task and model for `options` with the dictionaries of `folder`, built and saved by fairseq."""
-    from fairseq import checkpoint_utils, options as fairseq_options, tasks
+    from fairseq import checkpoint_utils, tasks
+    from fairseq import options as fairseq_options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     argv = [str(folder), "--task", "translation", "-s", LANGS[0], "-t", LANGS[1], "--arch", "transformer"]
@@ -92,9 +94,6 @@ def fairseq_model(folder: Path, options: dict, seed: int):
         max_source_positions=64,
         max_target_positions=64,
         dropout=0.0,
-        beam=4,
-        lenpen=1.0,
-        max_len_b=20,
     )
     for name, value in {**sizes, **options}.items():
         flag = "--" + name.replace("_", "-")
@@ -102,15 +101,38 @@ def fairseq_model(folder: Path, options: dict, seed: int):
     parser = fairseq_options.get_training_parser()
     args = fairseq_options.parse_args_and_arch(parser, argv)
     cfg = convert_namespace_to_omegaconf(args)
+    # the decoding options of the training run, which the converted generation_config.json takes
+    cfg.generation.beam, cfg.generation.lenpen, cfg.generation.max_len_b = 4, 1.0, MAX_LEN_B
     task = tasks.setup_task(cfg.task)
     torch.manual_seed(seed)
     model = task.build_model(cfg.model).eval()
     perturb_biases_and_norms(model)
+    favour_eos(model, task.target_dictionary.eos())
     path = folder / "checkpoint_best.pt"
-    state = {"args": None, "cfg": cfg, "model": model.state_dict(), "optimizer_history": [], "extra_state": {}}
+    state = {
+        "args": None,
+        "cfg": cfg,
+        "model": model.state_dict(),
+        "optimizer_history": [],
+        "extra_state": {},
+    }
     checkpoint_utils.torch_persistent_save(state, str(path))
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(path)])
+    # fairseq's own loader, given the checkpoint unpickled in full (its torch.load call predates torch 2.6's
+    # weights_only default, which refuses the omegaconf config)
+    unpickled = torch.load(path, map_location="cpu", weights_only=False)
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], state=unpickled)
     return models[0].eval(), task
+
+
+def favour_eos(model, eos: int, boost: float = 3.0) -> None:
+    """A random model repeats one token and never ends: shift the bias of the decoder's last LayerNorm along the
+    output row of </s>, which raises the </s> logit by `boost` at every step, so that hypotheses finish at
+    several lengths before the length limit (where fairseq and transformers score the forced </s> differently)."""
+    decoder = model.decoder
+    norm = decoder.layer_norm if decoder.layer_norm is not None else decoder.layers[-1].final_layer_norm
+    row = decoder.output_projection.weight[eos]
+    with torch.no_grad():
+        norm.bias += boost * row / row.dot(row)
 
 
 def make_source(folder: Path, name: str, seed: int) -> tuple:
@@ -138,7 +160,9 @@ def fairseq_available() -> bool:
     return True
 
 
-needs_fairseq = pytest.mark.skipif(not fairseq_available(), reason="needs fairseq (pip install fairseq-fixed)")
+needs_fairseq = pytest.mark.skipif(
+    not fairseq_available(), reason="needs fairseq (pip install fairseq-fixed)"
+)
 
 
 @pytest.fixture(scope="module", params=list(CONFIGS))
@@ -201,7 +225,9 @@ def test_logits_match_fairseq_on_a_padded_batch(converted):
     with torch.no_grad():
         expected = model(src, lengths, target)[0]
         got = our_model(
-            input_ids=src, attention_mask=(src != pad).long(), decoder_input_ids=target,
+            input_ids=src,
+            attention_mask=(src != pad).long(),
+            decoder_input_ids=target,
             decoder_attention_mask=(target != pad).long(),
         ).logits
     real = target != pad
@@ -217,7 +243,7 @@ def test_generate_matches_fairseq(converted, beam):
     our_model, _ = ours(out)
     pad, eos = task.source_dictionary.pad(), task.target_dictionary.eos()
     src, lengths = left_padded(fairseq_encode(task, out.parent / "fairseq", SOURCES), pad)
-    generator = SequenceGenerator([model], task.target_dictionary, beam_size=beam, max_len_b=20, len_penalty=1.0)
+    generator = SequenceGenerator([model], task.target_dictionary, beam_size=beam, max_len_b=MAX_LEN_B)
     with torch.no_grad():
         hypos = generator.generate([model], {"net_input": {"src_tokens": src, "src_lengths": lengths}})
         generated = our_model.generate(input_ids=src, attention_mask=(src != pad).long(), num_beams=beam)
@@ -228,23 +254,30 @@ def test_generate_matches_fairseq(converted, beam):
 
 
 @needs_fairseq
-def test_converted_folder_exports_with_token_parity(converted, tmp_path):
-    pytest.importorskip("ctranslate2")
-    from vanilla_transformer.export.ct2 import export_ct2
-    from vanilla_transformer.inference.engine_ct2 import CT2Translator
+@pytest.mark.parametrize("engine", ["ct2", "onnx"])
+def test_converted_folder_exports_with_token_parity(converted, engine, tmp_path):
+    if engine == "ct2":
+        pytest.importorskip("ctranslate2")
+        from vanilla_transformer.export.ct2 import export_ct2 as exporter
+        from vanilla_transformer.inference.engine_ct2 import CT2Translator as Translator
+    else:
+        pytest.importorskip("onnxruntime")
+        from vanilla_transformer.export.onnx import export_onnx as exporter
+        from vanilla_transformer.inference.engine_onnx import OnnxTranslator as Translator
 
     _, task, out = converted
     our_model, tokenizer = ours(out)
     pad, eos = task.source_dictionary.pad(), task.target_dictionary.eos()
     sources = [tokenizer(s)["input_ids"] for s in SOURCES]
     src, _ = left_padded([torch.tensor(s) for s in sources], pad)
+    translator = Translator(exporter(out, tmp_path / engine), num_threads=1)
     for beam in (1, 4):
-        generated = our_model.generate(input_ids=src, attention_mask=(src != pad).long(), num_beams=beam)
+        with torch.no_grad():
+            generated = our_model.generate(input_ids=src, attention_mask=(src != pad).long(), num_beams=beam)
         expected = [[t for t in row[1:] if t != pad] for row in generated.tolist()]
         expected = [row[: row.index(eos) + 1] if eos in row else row for row in expected]
-        translator = CT2Translator(export_ct2(out, tmp_path / f"ct2-{beam}"), num_threads=1)
-        got = translator.generate_ids(sources, num_beams=beam, max_new_tokens=our_model.generation_config.max_new_tokens)
-        assert [h[0] if isinstance(h[0], list) else h for h in got] == expected
+        got = translator.generate_ids(sources, num_beams=beam)
+        assert [hypotheses[0] for hypotheses in got] == expected, beam
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -282,7 +315,9 @@ def handmade_source(folder: Path, **overrides) -> Path:
     g = torch.Generator().manual_seed(0)
     state = {"encoder.embed_tokens.weight": torch.randn(rows, d, generator=g)}
     state["decoder.embed_tokens.weight"] = state["encoder.embed_tokens.weight"]
-    attention = {f"{p}_proj.{k}": (d, d) if k == "weight" else (d,) for p in "qkvo" for k in ("weight", "bias")}
+    attention = {
+        f"{p}_proj.{k}": (d, d) if k == "weight" else (d,) for p in "qkvo" for k in ("weight", "bias")
+    }
     attention = {name.replace("o_proj", "out_proj"): shape for name, shape in attention.items()}
     norm = {"weight": (d,), "bias": (d,)}
     layer = {f"self_attn.{n}": s for n, s in attention.items()}
@@ -315,8 +350,9 @@ def test_handmade_checkpoint_converts_and_generates(tmp_path, capsys):
     assert code == 0, err
     model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "out")
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "out")
-    assert (model.config.pad_token_id, model.config.eos_token_id, model.config.decoder_start_token_id) == (1, 2, 2)
-    assert model.config.position_offset == 2 and model.config.sinusoidal_layout == "tensor2tensor"
+    config = model.config
+    assert (config.pad_token_id, config.eos_token_id, config.decoder_start_token_id) == (1, 2, 2)
+    assert config.position_offset == 2 and config.sinusoidal_layout == "tensor2tensor"
     batch = tokenizer(SOURCES, return_tensors="pt", padding=True)
     assert batch["input_ids"][0, int(batch["attention_mask"][0].sum()) - 1] == 2
     assert model.generate(**batch, max_new_tokens=5).shape[0] == len(SOURCES)
@@ -327,7 +363,7 @@ def test_handmade_checkpoint_converts_and_generates(tmp_path, capsys):
     [
         (dict(), (), "is a pickle, which is read only with --trust_pickle"),
         (dict(arch="lightconv"), ("--trust_pickle",), "arch='lightconv'"),
-        (dict(decoder_normalize_before=True), ("--trust_pickle",), "encoder_normalize_before=False with decoder"),
+        (dict(decoder_normalize_before=True), ("--trust_pickle",), "encoder_normalize_before=False with"),
         (dict(cross_self_attention=True), ("--trust_pickle",), "cross_self_attention=True"),
         (dict(activation_fn="tanh"), ("--trust_pickle",), "activation_fn='tanh'"),
         (dict(encoder_layers=2), ("--trust_pickle",), "encoder_layers=2 but the weights have 1"),
