@@ -164,10 +164,16 @@ def check_expressible(config) -> None:
         )
 
 
-def vocabulary(tokenizer: PreTrainedTokenizerBase, size: int) -> list[str]:
-    """Token strings of ids 0 .. size-1: the tokenizer's, then placeholders for ids it does not have."""
-    # a list of ids gives a list of tokens (transformers types the result for one id or many)
-    tokens = cast(list[str], tokenizer.convert_ids_to_tokens(list(range(min(size, len(tokenizer))))))
+def vocabulary(tokenizer: PreTrainedTokenizerBase, size: int, source: bool = False) -> list[str]:
+    """Token strings of ids 0 .. size-1: the tokenizer's, then placeholders for ids it does not have. `source`: of
+    the source side, which differs for a tokenizer with separate vocabularies (MarianTokenizer's `separate_vocabs`,
+    whose `convert_ids_to_tokens` gives the target's tokens)."""
+    if source and getattr(tokenizer, "separate_vocabs", False):
+        by_id = {index: token for token, index in tokenizer.get_vocab().items()}
+        tokens = [by_id.get(index) for index in range(min(size, max(by_id) + 1))]
+    else:
+        # a list of ids gives a list of tokens (transformers types the result for one id or many)
+        tokens = cast(list[str], tokenizer.convert_ids_to_tokens(list(range(min(size, len(tokenizer))))))
     tokens += [PLACEHOLDER.format(i) for i in range(len(tokens), size)]
     duplicates = sorted({t for t in tokens if tokens.count(t) > 1}) if len(set(tokens)) != len(tokens) else []
     if duplicates or None in tokens:
@@ -261,7 +267,7 @@ def _build_converter():
             spec.register_target_vocabulary(target)
 
         def get_vocabulary(self, model, tokenizer):
-            return vocabulary(tokenizer, model.config.vocab_size), vocabulary(
+            return vocabulary(tokenizer, model.config.vocab_size, source=True), vocabulary(
                 tokenizer, model.config.decoder_vocab_size
             )
 
