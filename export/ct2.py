@@ -170,7 +170,8 @@ def vocabulary(tokenizer: PreTrainedTokenizerBase, size: int, source: bool = Fal
     whose `convert_ids_to_tokens` gives the target's tokens)."""
     if source and getattr(tokenizer, "separate_vocabs", False):
         by_id = {index: token for token, index in tokenizer.get_vocab().items()}
-        tokens = [by_id.get(index) for index in range(min(size, max(by_id) + 1))]
+        # a gap in the ids gives None, refused below
+        tokens = cast(list[str], [by_id.get(index) for index in range(min(size, max(by_id) + 1))])
     else:
         # a list of ids gives a list of tokens (transformers types the result for one id or many)
         tokens = cast(list[str], tokenizer.convert_ids_to_tokens(list(range(min(size, len(tokenizer))))))

@@ -161,7 +161,7 @@ def read_dictionary(path: Path, rows: int) -> list[str]:
     "word count [#fairseq:overwrite]"), then the `madeupwordNNNN` symbols with which fairseq pads the vocabulary to
     a multiple of 8 up to `rows` (the embedding's rows). `ValueError` when the file does not give `rows`
     symbols."""
-    symbols = list(SPECIAL_SYMBOLS)
+    symbols: list[str] = list(SPECIAL_SYMBOLS)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as error:
@@ -214,7 +214,6 @@ def config_from_fairseq(options: dict, vocab: list[str], target_vocab: list[str]
         positions = "none"
     else:
         positions = "learned" if options.get("encoder_learned_pos") else "sinusoidal"
-    dropouts = {name: float(options.get(name) or 0.0) for name in ("dropout", "attention_dropout")}
     activation_dropout = options.get("activation_dropout") or options.get("relu_dropout") or 0.0
     share = bool(options.get("share_all_embeddings"))
     return VanillaTransformerConfig(
@@ -228,7 +227,8 @@ def config_from_fairseq(options: dict, vocab: list[str], target_vocab: list[str]
         encoder_ffn_dim=options["encoder_ffn_embed_dim"],
         decoder_ffn_dim=options["decoder_ffn_embed_dim"],
         activation_function=ACTIVATIONS[options.get("activation_fn", "relu")],
-        **dropouts,
+        dropout=float(options.get("dropout") or 0.0),
+        attention_dropout=float(options.get("attention_dropout") or 0.0),
         activation_dropout=float(activation_dropout),
         normalize_before=bool(options.get("encoder_normalize_before")),
         layer_norm_eps=1e-5,

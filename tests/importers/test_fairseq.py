@@ -102,6 +102,7 @@ def fairseq_model(folder: Path, options: dict, seed: int, eos_boost: float):
         argv += [flag] if value is True else [flag, str(value)]
     parser = fairseq_options.get_training_parser()
     args = fairseq_options.parse_args_and_arch(parser, argv)
+    assert isinstance(args, argparse.Namespace)
     cfg = convert_namespace_to_omegaconf(args)
     # the decoding options of the training run, which the converted generation_config.json takes
     cfg.generation.beam, cfg.generation.lenpen, cfg.generation.max_len_b = 4, 1.0, MAX_LEN_B

@@ -11,7 +11,10 @@ import torch
 from conftest import random_batch, tiny_model
 
 from vanilla_transformer.modeling import VanillaTransformerConfig
-from vanilla_transformer.modeling.positions_vanilla_transformer import sinusoidal_table
+from vanilla_transformer.modeling.positions_vanilla_transformer import (
+    LearnedPositionalEmbedding,
+    sinusoidal_table,
+)
 
 
 def test_tensor2tensor_layout_is_sines_then_cosines_of_its_frequencies():
@@ -39,7 +42,8 @@ def test_position_offset_shifts_the_row_each_position_reads(encoding):
     )
     plain = tiny_model(seed=1, position_encoding=encoding, max_position_embeddings=16 + offset)
     if encoding == "learned":
-        assert shifted.model.encoder.embed_positions.weight.shape[0] == 16 + offset
+        table = shifted.model.encoder.embed_positions
+        assert isinstance(table, LearnedPositionalEmbedding) and table.weight.shape[0] == 16 + offset
         plain.load_state_dict(shifted.state_dict())
     ids, mask = random_batch(97, 3, 9, seed=4)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
