@@ -306,14 +306,21 @@ def test_converted_folder_exports_with_token_parity(converted, engine, tmp_path)
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def handmade_source(folder: Path, **overrides) -> Path:
+def handmade_source(folder: Path, separate: bool = False, **overrides) -> Path:
     """A fairseq-format checkpoint folder written without fairseq: the `args` Namespace of an old checkpoint and
-    the state dict names of fairseq's transformer (1 + 1 layers, shared embeddings, sinusoidal positions)."""
+    the state dict names of fairseq's transformer (1 + 1 layers, sinusoidal positions, shared embeddings; with
+    `separate`, a SentencePiece model and a dictionary per side and the output tied to the target embedding)."""
     folder.mkdir(parents=True)
-    spm = train_spm(folder, "spm", 40)
-    for lang in LANGS:
-        write_dictionary(folder / f"dict.{lang}.txt", spm)
+    if separate:
+        for lang, size in zip(LANGS, (40, 46)):
+            write_dictionary(folder / f"dict.{lang}.txt", train_spm(folder, f"spm.{lang}", size))
+        overrides = {"share_all_embeddings": False, **overrides}
+    else:
+        spm = train_spm(folder, "spm", 40)
+        for lang in LANGS:
+            write_dictionary(folder / f"dict.{lang}.txt", spm)
     rows = 4 + len((folder / f"dict.{LANGS[0]}.txt").read_text().splitlines())
+    target_rows = 4 + len((folder / f"dict.{LANGS[1]}.txt").read_text().splitlines())
     d, ffn = 16, 24
     args = dict(
         arch="transformer",
@@ -335,7 +342,11 @@ def handmade_source(folder: Path, **overrides) -> Path:
     args.update(overrides)
     g = torch.Generator().manual_seed(0)
     state = {"encoder.embed_tokens.weight": torch.randn(rows, d, generator=g)}
-    state["decoder.embed_tokens.weight"] = state["encoder.embed_tokens.weight"]
+    shared = args["share_all_embeddings"]
+    target_embedding = torch.randn(target_rows, d, generator=g)
+    state["decoder.embed_tokens.weight"] = (
+        state["encoder.embed_tokens.weight"] if shared else target_embedding
+    )
     attention = {
         f"{p}_proj.{k}": (d, d) if k == "weight" else (d,) for p in "qkvo" for k in ("weight", "bias")
     }
@@ -357,6 +368,33 @@ def handmade_source(folder: Path, **overrides) -> Path:
     state["encoder.version"] = state["decoder.version"] = torch.tensor([3.0])
     torch.save({"args": argparse.Namespace(**args), "model": state}, folder / "checkpoint_best.pt")
     return folder
+
+
+def test_separate_vocabularies_export_to_ct2_with_the_tokens_of_generate(tmp_path, capsys):
+    pytest.importorskip("ctranslate2")
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from vanilla_transformer.export.ct2 import export_ct2
+    from vanilla_transformer.inference.engine_ct2 import CT2Translator
+
+    code, err = run_convert(
+        handmade_source(tmp_path / "src", separate=True), tmp_path / "out", capsys, "--trust_pickle"
+    )
+    assert code == 0, err
+    model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "out").eval()
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "out")
+    assert model.config.vocab_size != model.config.decoder_vocab_size
+    sources = [tokenizer(s)["input_ids"] for s in SOURCES]
+    translator = CT2Translator(export_ct2(tmp_path / "out", tmp_path / "ct2"), num_threads=1)
+    # the source side's pieces (a tokenizer with separate vocabularies gives the target's for convert_ids_to_tokens)
+    by_id = {index: token for token, index in tokenizer.get_vocab().items()}
+    assert translator.source_tokens == [by_id[index] for index in range(model.config.vocab_size)]
+    for source in sources:
+        with torch.no_grad():
+            generated = model.generate(input_ids=torch.tensor([source]), num_beams=1, max_new_tokens=6)
+        expected = [t for t in generated[0, 1:].tolist() if t != model.config.pad_token_id]
+        expected = expected[: expected.index(2) + 1] if 2 in expected else expected
+        assert translator.generate_ids([source], num_beams=1, max_new_tokens=6)[0][0] == expected
 
 
 def run_convert(src: Path, out: Path, capsys, *flags: str) -> tuple[int, str]:
