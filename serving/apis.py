@@ -141,9 +141,11 @@ class Api:
             )
         return found[0]
 
-    def detect(self, text: str, routes: Sequence[Route]) -> tuple[Route, float]:
-        """The model of ``routes`` whose vocabulary reads the largest share of ``text`` (`Route.read_share`), the
-        first of them on a tie, and that share."""
+    def detect(self, text: str, routes: Sequence[Route], markup: bool = False) -> tuple[Route, float]:
+        """The model of ``routes`` whose vocabulary reads the largest share of ``text`` (`Route.read_share`; with
+        ``markup``, of its text nodes), the first of them on a tie, and that share."""
+        if markup:
+            text = " ".join(piece for piece, is_text in split_markup(text) if is_text)
         shares = [route.read_share(text) for route in routes]
         best = max(range(len(shares)), key=lambda i: (shares[i], -i))
         return routes[best], shares[best]

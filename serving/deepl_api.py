@@ -45,7 +45,7 @@ def model_language(code: str) -> str:
     return code.split("-")[0].strip().lower()
 
 
-def _routes(api: Api, texts: list[str], source: Any, target: Any) -> list[Route]:
+def _routes(api: Api, texts: list[str], source: Any, target: Any, markup: bool) -> list[Route]:
     """The model of each text: the one from ``source_lang`` into ``target_lang``; without ``source_lang``, the
     one among the models into ``target_lang`` that reads most of the text (`serving.apis.Api.detect`).
     `RequestError` (400) for languages the server does not translate."""
@@ -57,7 +57,7 @@ def _routes(api: Api, texts: list[str], source: Any, target: Any) -> list[Route]
     found = api.select(wanted, model_language(target), NAMES, need_pair=True)
     if len(found) == 1:
         return [found[0]] * len(texts)
-    return [api.detect(text, found)[0] for text in texts]
+    return [api.detect(text, found, markup)[0] for text in texts]
 
 
 def register(app: FastAPI, api: Api) -> None:
@@ -72,12 +72,11 @@ def register(app: FastAPI, api: Api) -> None:
             texts = [texts] if isinstance(texts, str) else texts
             if not texts or not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
                 raise RequestError(400, "Value for 'text' not provided: send one or more texts")
-            routes = _routes(
-                api, texts, first(fields, "source_lang", form), first(fields, "target_lang", form)
-            )
             tags = first(fields, "tag_handling", form)
             if tags not in (None, "", "html", "xml"):
                 raise RequestError(400, f"Value for 'tag_handling' not supported: {tags!r} (use html or xml)")
+            source, target = first(fields, "source_lang", form), first(fields, "target_lang", form)
+            routes = _routes(api, texts, source, target, markup=bool(tags))
             nbest = await api.translate_markup(
                 texts, routes, lambda route: DecodingRequest(), request, markup=bool(tags)
             )

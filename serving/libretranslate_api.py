@@ -113,13 +113,16 @@ def register(app: FastAPI, api: Api) -> None:
             texts = [q] if isinstance(q, str) else list(q)
             found = api.select(str(source), str(target), need_pair=True)
             # source=auto: each text goes to the model, among those into the target, that reads most of it
-            chosen = [api.detect(text, found) if source == "auto" else (found[0], 100.0) for text in texts]
+            html = text_format == "html"
+            chosen = [
+                api.detect(text, found, html) if source == "auto" else (found[0], 100.0) for text in texts
+            ]
             nbest = await api.translate_markup(
                 texts,
                 [route for route, _ in chosen],
                 lambda route: _options(route, alternatives),
                 request,
-                markup=text_format == "html",
+                markup=html,
             )
         except RequestError as err:
             return _error(err)
