@@ -54,7 +54,7 @@ def served_app(folder: Path | list[Path], engine: str = "torch", **options):
     folders = folder if isinstance(folder, list) else [folder]
     served = [load_served(str(f), engine, dtype=dtype) for f in folders]
     limits = options.pop("limits", Limits(max_texts=8, max_request_bytes=4096, max_new_tokens=20))
-    return create_app(served, limits, **options)
+    return create_app(served if isinstance(folder, list) else served[0], limits, **options)
 
 
 def use_demo_page(driver, url: str, sentence: str, timeout: float = 120.0) -> dict:
