@@ -372,14 +372,14 @@ def own_keyed(url: str, text: str) -> str:
 def test_refusals_before_a_handler_in_each_apis_shape(server):
     # a body over max_request_bytes (4096), by its Content-Length and as it arrives, and unknown paths and methods
     big = "x" * 5000
-    for path, kwargs, status, field in (
-        ("/v2/translate", {"data": {"text": big, "target_lang": "EN-US"}}, 413, "message"),
-        ("/translate", {"data": {"q": big, "source": "zh", "target": "en"}}, 400, "error"),
-        ("/libretranslate/translate", {"json": {"q": big}}, 400, "error"),
-        ("/", {"json": {"inputs": big}}, 413, "error"),
-        ("/translate", {"json": {"text": big}}, 413, "detail"),
+    for path, form, body, status, field in (
+        ("/v2/translate", {"text": big, "target_lang": "EN-US"}, None, 413, "message"),
+        ("/translate", {"q": big, "source": "zh", "target": "en"}, None, 400, "error"),
+        ("/libretranslate/translate", None, {"q": big}, 400, "error"),
+        ("/", None, {"inputs": big}, 413, "error"),
+        ("/translate", None, {"text": big}, 413, "detail"),
     ):
-        reply = httpx.post(server + path, timeout=60, **kwargs)
+        reply = httpx.post(server + path, data=form, json=body, timeout=60)
         assert reply.status_code == status and set(reply.json()) == {field}, (path, reply.text)
         assert "max_request_bytes=4096" in reply.json()[field]
     assert set(httpx.get(server + "/v2/unknown", timeout=30).json()) == {"message"}

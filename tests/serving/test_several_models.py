@@ -204,7 +204,7 @@ def test_serve_refuses_bad_model_values(models, needle, folders, served_folder, 
     named = {"F": str(folders["zh-en"]), "G": str(folders["de-en"]), "BARE": str(served_folder)}
     argv = []
     for model in models:
-        argv += ["--model", "=".join(named.get(part, part) for part in model.split("="))]
+        argv += ["--model", "=".join(named[part] if part in named else part for part in model.split("="))]
     if needle is None:
         # one model without a pair loads as it always did (here: the loading is what fails)
         with pytest.raises(AssertionError, match="a model was loaded"):
