@@ -9,10 +9,12 @@ POST /translate is shared by three APIs and told apart by its body (`BodyRouter`
 ``text`` is the server's own; one with ``inputs`` the Hugging Face task's; one with ``q``, ``source`` or
 ``target``, or a form, LibreTranslate's; anything else the server's own (which names what is wrong).
 
-The languages are those of the model card (`ServedModel.languages`, the card's ``language`` metadata): a card
-that names two languages makes the model a translator from the first to the second (`language_pair`); a model
-whose card names no pair is served, but the APIs that route by language (LibreTranslate, DeepL) refuse its
-requests with a message saying how to name the languages.
+The server serves one model or several (`Route`, one per model, each with its own translate path), each for the
+languages of its model card (`ServedModel.languages`, the card's ``language`` metadata, or the pair named on the
+command line): two languages make the model a translator from the first to the second (`language_pair`). Each
+API picks the model by its own language fields (`Api.select`, `Api.route`, `Api.detect`); a pair not served is
+the API's own error naming the pairs served. A lone model whose card names no pair is served, but the APIs that
+route by language (LibreTranslate, DeepL) refuse its requests with a message saying how to name the languages.
 
 With API keys (`load_api_keys`: ``serve --api_keys FILE`` or the environment variable
 ``VANILLA_TRANSFORMER_API_KEYS``), a translation needs one, presented in its API's own way (`ApiGate`), else

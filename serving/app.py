@@ -1,11 +1,16 @@
-"""The translation server: a FastAPI app over one loaded model (any engine of `inference.engines`).
+"""The translation server: a FastAPI app over one loaded model or several, one per language pair (any engine of
+`inference.engines`; each model with its own batcher, `Lane`).
 
     POST /translate         {"text": "..." | ["...", ...], decoding options}  -> {"translations": [...]}
                             (with num_return_sequences > 1 also "nbest": one list of hypotheses per text)
     POST /translate/stream  {"text": "...", decoding options} -> server-sent events: "token" events with the
                             text each new token adds, then one "done" event with the whole translation
-    GET  /health            {"status": "ok", ...} while the batching worker runs (503 otherwise)
-    GET  /info              model, engine, languages, decoding defaults, accepted options, limits, counters
+    GET  /health            {"status": "ok", ..., "models": [...]} while every batching worker runs (503 otherwise)
+    GET  /info              model, engine, languages, decoding defaults, accepted options, limits, counters (of the
+                            first model; of each one in "models")
+
+A /translate or /translate/stream body's optional ``source`` and ``target`` pick the model; they are needed only
+when several models match (422 naming the pairs served otherwise).
 
 and the LibreTranslate, Hugging Face Inference and DeepL APIs over the same translate path (`serving.apis`).
 

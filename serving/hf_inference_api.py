@@ -5,8 +5,8 @@
              "clean_up_tokenization_spaces", "truncation"}} -> [{"translation_text": "..."}, ...]
 
 The same body is accepted on POST /translate (`serving.apis`). ``generate_parameters`` are the server's decoding
-options (those of POST /translate, checked by the same rules and limits); ``src_lang`` and ``tgt_lang``, when
-given, must be the model's languages; ``clean_up_tokenization_spaces``, ``truncation`` and the body's ``options``
+options (those of POST /translate, checked by the same rules and limits); ``src_lang`` and ``tgt_lang`` pick the
+model (each optional; both needed only when several models match, else 422 naming the pairs served); ``clean_up_tokenization_spaces``, ``truncation`` and the body's ``options``
 (``wait_for_model``, ``use_cache``) are accepted and have no effect (the tokenizer decodes as it was saved; a source over the server's limit is refused, never truncated). The
 reply has one ``translation_text`` per input, or, with ``num_return_sequences`` > 1, that many per input (a list
 per input for a list of inputs). Errors are ``{"error": message}`` with the server's own status codes.

@@ -5,8 +5,8 @@ Weblate, Discourse, ``libretranslatepy`` and the other clients that speak it.
                            "alternatives": N, "api_key": ...} as JSON or as a form -> {"translatedText": ... (a list
                            for a list)}, with "alternatives" (N more hypotheses, a list per text for a list) when
                            N > 0 and "detectedLanguage" ({"language", "confidence"}, a list for a list) for "auto"
-    POST /detect           {"q": "..."} -> [{"language": SOURCE, "confidence": PERCENT}]
-    GET  /languages        [{"code", "name", "targets"}]: the model's source language and its target
+    POST /detect           {"q": "..."} -> [{"language": SOURCE, "confidence": PERCENT}, ...], most confident first
+    GET  /languages        [{"code", "name", "targets"}]: every language served, with the targets it translates into
     GET  /frontend/settings  the settings LibreTranslate's web page reads
 
 POST /translate is LibreTranslate's when its body is a form or a JSON object with ``q`` (`serving.apis`); the same
@@ -17,10 +17,11 @@ reply equals the server's own /translate; ``alternatives`` asks for n-best lists
 refuses (a missing field, a language it does not serve, a limit), 500 when translating fails, 503 while shutting
 down.
 
-Detection is honest about what one model can do: the server translates from one language only, so /detect and
-``source=auto`` always answer the model's source language, with as confidence the share (in percent) of the
-text's tokens that the model's vocabulary holds: how much of the text the model can read, not a language
-identification.
+``source`` and ``target`` pick the model (`serving.apis.Api.select`). Detection is honest about what the served
+models can do: it only tells which of the served source languages a text is in, by the share (in percent) of the
+text's tokens that each model's vocabulary holds (`serving.apis.Route.read_share`): how much of the text the
+model can read, not a language identification. /detect lists each source language with its best share;
+``source=auto`` sends each text to the model, among those into ``target``, that reads most of it.
 """
 
 from __future__ import annotations
