@@ -226,3 +226,15 @@ def test_model_specs(folders, served_folder, tmp_path):
     odd = tmp_path / "lr=3e-4"
     odd.mkdir()
     assert model_specs([str(odd)]) == [(None, str(odd))]
+
+
+def test_stream_picks_the_model(server):
+    from helpers.serving import read_events
+
+    text = GERMAN_TEXTS[0]
+    body = {"text": text, "source": "de", "target": "en"}
+    with httpx.stream("POST", server + "/translate/stream", json=body, timeout=60) as reply:
+        events = read_events(reply.iter_lines())
+    assert events[-1] == ("done", {"translation": own(server, [text], "de")[0]})
+    ambiguous = post(server, "/translate/stream", {"text": text})
+    assert ambiguous.status_code == 422 and PAIRS in ambiguous.json()["detail"]
