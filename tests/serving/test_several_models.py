@@ -238,3 +238,22 @@ def test_stream_picks_the_model(server):
     assert events[-1] == ("done", {"translation": own(server, [text], "de")[0]})
     ambiguous = post(server, "/translate/stream", {"text": text})
     assert ambiguous.status_code == 422 and PAIRS in ambiguous.json()["detail"]
+
+
+def test_load_all_logs_each_model(folders, tmp_path, caplog):
+    pytest.importorskip("ctranslate2", reason="the export extra (in dev)")
+    import logging
+
+    from vanilla_transformer.export.ct2 import export_ct2
+    from vanilla_transformer.serving.server import load_all
+
+    zh, de = export_ct2(folders["zh-en"], tmp_path / "zh"), export_ct2(folders["de-en"], tmp_path / "de")
+    caplog.set_level(logging.INFO, logger="vanilla_transformer.serving.server")
+    served = load_all([(("zh", "en"), str(zh)), (None, str(de))], "ct2")
+    assert [(m.engine, m.languages) for m in served] == [("ct2", ["zh", "en"]), ("ct2", ["de", "en"])]
+    lines = [r.getMessage() for r in caplog.records if r.name == "vanilla_transformer.serving.server"]
+    # an exported engine's weights are the file it loaded
+    sizes = [(folder / "model.bin").stat().st_size / 2**20 for folder in (zh, de)]
+    assert lines[0].startswith("model zh (zh-en): loaded in ") and f"weights {sizes[0]:.1f} MiB" in lines[0]
+    assert lines[1].startswith("model de (de-en): loaded in ") and "warmed up in " in lines[1]
+    assert lines[2] == f"2 model(s), weights {sum(sizes):.1f} MiB in all"
