@@ -380,7 +380,9 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
         # an unknown path or method, in the error shape of the API the path belongs to
-        return error_reply(request_api(request.url.path), exc.status_code, str(exc.detail))
+        reply = error_reply(request_api(request.url.path), exc.status_code, str(exc.detail))
+        reply.headers.update(exc.headers or {})
+        return reply
 
     def lane_of(source: str | None, target: str | None) -> Lane:
         try:

@@ -383,7 +383,8 @@ def test_refusals_before_a_handler_in_each_apis_shape(server):
         assert reply.status_code == status and set(reply.json()) == {field}, (path, reply.text)
         assert "max_request_bytes=4096" in reply.json()[field]
     assert set(httpx.get(server + "/v2/unknown", timeout=30).json()) == {"message"}
-    assert set(httpx.get(server + "/v2/translate", timeout=30).json()) == {"message"}
+    not_allowed = httpx.get(server + "/v2/translate", timeout=30)
+    assert set(not_allowed.json()) == {"message"} and not_allowed.headers["allow"] == "POST"
     assert set(httpx.get(server + "/libretranslate/translate", timeout=30).json()) == {"error"}
     assert set(httpx.get(server + "/nowhere", timeout=30).json()) == {"detail"}
 
