@@ -167,3 +167,26 @@ def score_pairs(
     source_ids, target_ids = _encode_pairs(model, tokenizer, sources, targets)
     pad_id = cast(int, tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else None
     return score_ids(model, source_ids, target_ids, batch_size=batch_size, pad_token_id=pad_id)
+
+
+def score_record(
+    scored: PairScore, tokenizer: PreTrainedTokenizerBase, length_penalty: float
+) -> dict[str, Any]:
+    """What `vanilla-transformer score` and the server's POST /score report of one pair: ``score`` (normalised
+    with `length_penalty`), ``log_prob``, ``length``, ``tokens`` and ``token_log_probs`` (six decimals)."""
+    return {
+        "score": round(scored.score(length_penalty), 6),
+        "log_prob": round(scored.log_prob, 6),
+        "length": len(scored.token_ids),
+        "tokens": tokenizer.convert_ids_to_tokens(scored.token_ids),
+        "token_log_probs": [round(value, 6) for value in scored.token_log_probs],
+    }
+
+
+def default_length_penalty(generation_config: Any) -> float:
+    """The length penalty scores are normalised with when none is given: the generation config's, else
+    `modeling.DEFAULT_LENGTH_PENALTY`."""
+    from vanilla_transformer.modeling import DEFAULT_LENGTH_PENALTY
+
+    value = getattr(generation_config, "length_penalty", None)
+    return DEFAULT_LENGTH_PENALTY if value is None else float(value)

@@ -5,6 +5,9 @@
                             (with num_return_sequences > 1 also "nbest": one list of hypotheses per text)
     POST /translate/stream  {"text": "...", decoding options} -> server-sent events: "token" events with the
                             text each new token adds, then one "done" event with the whole translation
+    POST /score             {"pairs": [["source", "target"], ...], "length_penalty": ...} -> {"scores": [{"score",
+                            "log_prob", "length", "tokens", "token_log_probs"}, ...]}: given translations scored by
+                            forced decoding (`inference.forced_decoding`), one at a time per model
     GET  /health            {"status": "ok", ..., "models": [...]} while every batching worker runs (503 otherwise)
     GET  /info              model, engine, languages, decoding defaults, accepted options, limits, counters (of the
                             first model; of each one in "models")
@@ -51,6 +54,7 @@ from .options import (
     DecodingRequest,
     Limits,
     RequestError,
+    ScoreRequest,
     StreamRequest,
     TranslateRequest,
     bounded_kwargs,
@@ -246,6 +250,8 @@ class Lane:
         self.limits = limits
         self.batcher = batcher
         self.generation_config = served.model.generation_config
+        # one scoring request at a time (each is one forward pass over up to max_texts pairs)
+        self.scoring = asyncio.Semaphore(1)
 
     def prepare(self, request: DecodingRequest, texts: list[str]) -> tuple[dict[str, Any], int]:
         """The generate kwargs of ``request`` and its work in tokens x rows; `RequestError` (422) for options
@@ -294,6 +300,37 @@ class Lane:
             return answer.result()
         except Exception as err:  # noqa: BLE001 - the engine failed on this batch; the server keeps serving
             raise RequestError(500, f"translation failed: {type(err).__name__}: {err}") from err
+
+    async def score(self, pairs: list[list[str]], length_penalty: float | None) -> list[dict[str, Any]]:
+        """The `inference.forced_decoding.score_record` of each (source, target) pair, scored in a worker thread,
+        one request at a time per model; `RequestError` for no pairs, more than ``max_texts`` (413), a source over
+        ``max_source_tokens`` or a target over the decoder's positions (422)."""
+        from vanilla_transformer.inference.forced_decoding import (
+            default_length_penalty,
+            score_pairs,
+            score_record,
+        )
+
+        if not pairs:
+            raise RequestError(422, "pairs is an empty list: send at least one [source, target] pair")
+        if len(pairs) > self.limits.max_texts:
+            raise RequestError(
+                413,
+                f"the request has {len(pairs)} pairs, more than the server's limit max_texts={self.limits.max_texts}: "
+                "split it",
+            )
+        sources, targets = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+        source_lengths(self.served.tokenizer, sources, self.limits.max_source_tokens)
+        if length_penalty is None:
+            length_penalty = default_length_penalty(self.generation_config)
+        async with self.scoring:
+            try:
+                scores = await asyncio.to_thread(
+                    score_pairs, self.served.model, self.served.tokenizer, sources, targets
+                )
+            except ValueError as err:
+                raise RequestError(422, str(err)) from err
+        return [score_record(scored, self.served.tokenizer, length_penalty) for scored in scores]
 
     def info(self, batching: dict[str, Any]) -> dict[str, Any]:
         """What /info says of this model."""
@@ -400,6 +437,19 @@ def create_app(
         if generate_kwargs(request).get("num_return_sequences", 1) > 1:
             reply["nbest"] = nbest
         return reply
+
+    @app.post(
+        "/score",
+        summary="Score given translations (forced decoding)",
+        description="Each target is scored as a translation of its source without decoding: the log-probability "
+        "of each of its tokens (its </s> included) from the model's raw logits, their sum (log_prob) and score = "
+        "log_prob / length ** length_penalty, how beam search ranks finished hypotheses (higher: likelier). For "
+        "n-best reranking, filtering a corpus, or checking a human translation. Same numbers as "
+        "`vanilla-transformer score`.",
+    )
+    async def score(request: ScoreRequest) -> dict:
+        lane = lane_of(request.source, request.target)
+        return {"scores": await lane.score(request.pairs, request.length_penalty)}
 
     @app.post("/translate/stream")
     async def translate_stream(request: StreamRequest):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 
@@ -116,6 +116,36 @@ class StreamRequest(DecodingRequest):
     text: str
     source: str | None = Field(None, description="the source language (needed when several models match)")
     target: str | None = Field(None, description="the target language (needed when several models match)")
+
+
+class ScoreRequest(BaseModel):
+    """POST /score: (source, target) pairs to score by forced decoding (`inference.forced_decoding`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    pairs: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = Field(
+        ..., description="[source, target] pairs: each target is scored as a translation of its source"
+    )
+    length_penalty: float | None = Field(
+        None,
+        description="the exponent of the length that `score` divides the log-probability by (default: the "
+        "model's generation config's), as beam search ranks finished hypotheses",
+    )
+    source: str | None = Field(None, description="the source language (needed when several models match)")
+    target: str | None = Field(None, description="the target language (needed when several models match)")
+
+    @field_validator("pairs")
+    @classmethod
+    def check_pairs(cls, value: list[list[str]]) -> list[list[str]]:
+        _check_text([text for pair in value for text in pair])
+        return value
+
+    @field_validator("length_penalty")
+    @classmethod
+    def check_length_penalty(cls, value: float | None) -> float | None:
+        if value is not None:
+            DECODING_OPTIONS["length_penalty"].check(value)
+        return value
 
 
 def _limit(default: Any, help_text: str) -> Any:

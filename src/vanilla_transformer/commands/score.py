@@ -93,27 +93,18 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from vanilla_transformer.modeling import DEFAULT_LENGTH_PENALTY
+    from vanilla_transformer.inference.forced_decoding import default_length_penalty, score_record
 
     length_penalty = args.length_penalty
     if length_penalty is None:
-        length_penalty = model.generation_config.length_penalty
-    if length_penalty is None:
-        length_penalty = DEFAULT_LENGTH_PENALTY
+        length_penalty = default_length_penalty(model.generation_config)
     cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
     for scored in scores:
-        score = scored.score(length_penalty)
+        record = score_record(scored, tokenizer, length_penalty)
         if args.format == "tsv":
-            sys.stdout.write(f"{score:.6f}\t{scored.log_prob:.6f}\n")
-            continue
-        record = {
-            "score": round(score, 6),
-            "log_prob": round(scored.log_prob, 6),
-            "length": len(scored.token_ids),
-            "tokens": tokenizer.convert_ids_to_tokens(scored.token_ids),
-            "token_log_probs": [round(value, 6) for value in scored.token_log_probs],
-        }
-        sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+            sys.stdout.write(f"{record['score']:.6f}\t{record['log_prob']:.6f}\n")
+        else:
+            sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
     sys.stdout.flush()
     return 0
 
