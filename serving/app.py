@@ -6,6 +6,7 @@
                             text each new token adds, then one "done" event with the whole translation
     GET  /health            {"status": "ok", ...} while the batching worker runs (503 otherwise)
     GET  /info              model, engine, languages, decoding defaults, accepted options, limits, counters
+    GET  /metrics           the Prometheus metrics of `serving.metrics` (requests, latency, batches, tokens, queue)
 
 and the LibreTranslate, Hugging Face Inference and DeepL APIs over the same translate path (`serving.apis`).
 
@@ -32,13 +33,14 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from vanilla_transformer.modeling import max_source_length, position_limit
 
 from . import deepl_api, hf_inference_api, libretranslate_api
 from .apis import Api, ApiGate, TranslateTexts
 from .batcher import Batcher
+from .metrics import METRICS_PATH, Metrics
 from .options import (
     DECODING_FIELDS,
     DecodingRequest,
@@ -53,6 +55,7 @@ from .options import (
     validation_message,
     work_rows,
 )
+from .ratelimit import RateLimiter
 from .streaming import TokenStream
 
 logger = logging.getLogger(__name__)
@@ -61,13 +64,15 @@ logger = logging.getLogger(__name__)
 @dataclass
 class ServedModel:
     """What the server translates with: ``model`` and ``tokenizer`` as `inference.engines.load_engine` returns
-    them, the ``engine`` name, the ``name`` to report (the folder or Hub id) and the languages of its card."""
+    them, the ``engine`` name, the ``name`` to report (the folder or Hub id) the languages of its card and
+    the seconds it took to load (None: not measured)."""
 
     model: Any
     tokenizer: Any
     engine: str
     name: str
     languages: list[str] = field(default_factory=list)
+    load_seconds: float | None = None
 
 
 def effective_limits(served: ServedModel, limits: Limits) -> Limits:
@@ -86,9 +91,10 @@ class BodyLimit:
     app then sees the body as one message, and the connection's later messages (its ``http.disconnect``) as they
     come."""
 
-    def __init__(self, app, limits: Limits):
+    def __init__(self, app, limits: Limits, metrics: Metrics | None = None):
         self.app = app
         self.limits = limits
+        self.metrics = metrics
         self.closing = asyncio.Event()
 
     def begin_shutdown(self) -> None:
@@ -96,6 +102,9 @@ class BodyLimit:
         self.closing.set()
 
     async def __call__(self, scope, receive, send):
+        # every request is counted when its reply ends, its refusals here included
+        timer = self.metrics.timer(scope, send) if self.metrics is not None else None
+        send = send if timer is None else timer.send
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
             return await self.app(scope, receive, send)
         limit = self.limits.max_request_bytes
@@ -124,6 +133,8 @@ class BodyLimit:
         body = read.result()
         if body is None:
             return None
+        if timer is not None:
+            timer.read(scope, body)
         if len(body) > limit:
             return await _send_json(send, 413, _too_large(str(len(body)), limit), close=True)
         replayed = False
@@ -181,17 +192,19 @@ def register_apis(
     *,
     api_keys: frozenset[str] = frozenset(),
     cors_origins: Sequence[str] = (),
+    rate_limiter: RateLimiter | None = None,
 ) -> None:
     """Add the LibreTranslate, Hugging Face Inference and DeepL APIs to ``app`` (module docstring); with
-    ``api_keys``, every API's translations need one of them (`ApiGate`); with ``cors_origins``, browsers on
-    those origins ("*": any) may call the server (Starlette's `CORSMiddleware`)."""
+    ``api_keys``, every API's translations need one of them (`ApiGate`); with ``rate_limiter``, a key (a client
+    address) sending requests faster gets 429; with ``cors_origins``, browsers on those origins ("*": any) may
+    call the server (Starlette's `CORSMiddleware`)."""
     from starlette.middleware.cors import CORSMiddleware
 
     api = Api(served, limits, translate, keyed=bool(api_keys))
     libretranslate_api.register(app, api)
     hf_inference_api.register(app, api)
     deepl_api.register(app, api)
-    app.add_middleware(ApiGate, keys=frozenset(api_keys))
+    app.add_middleware(ApiGate, keys=frozenset(api_keys), limiter=rate_limiter)
     if cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -210,19 +223,25 @@ def create_app(
     batching: bool = True,
     api_keys: frozenset[str] = frozenset(),
     cors_origins: tuple[str, ...] = (),
+    rate_limiter: RateLimiter | None = None,
 ) -> BodyLimit:
     """The server's ASGI app; its batching worker starts with the app (lifespan) and, when the app shuts down,
     translates what is queued and stops. The FastAPI app is the returned object's ``app`` attribute. With
-    ``api_keys`` every API's translations need a key; ``cors_origins``: the browser origins allowed
-    (`register_apis`)."""
+    ``api_keys`` every API's translations need a key; ``cors_origins``: the browser origins allowed;
+    ``rate_limiter``: the requests a key may send (`register_apis`). Its metrics (`serving.metrics`) are its own,
+    at GET /metrics."""
     limits = effective_limits(served, limits or Limits())
+    metrics = Metrics(served.tokenizer)
+    metrics.describe_model(served.name, served.engine, served.languages, served.load_seconds)
     batcher = Batcher(
         served.model,
         served.tokenizer,
         max_wait_s=max_wait_ms / 1000,
         max_batch_tokens=max_batch_tokens,
         batching=batching,
+        on_batch=metrics.observe_batch,
     )
+    metrics.watch_queue(lambda: batcher.queued)
     streams = {"active": 0, "served": 0, "cancelled": 0}
     streams_lock = threading.Lock()
     generation_config = served.model.generation_config
@@ -378,8 +397,21 @@ def create_app(
             },
         }
 
-    register_apis(app, served, limits, translate_texts, api_keys=api_keys, cors_origins=cors_origins)
-    return BodyLimit(app, limits)
+    @app.get(METRICS_PATH)
+    async def metrics_text() -> Response:
+        body, content_type = metrics.exposition()
+        return Response(body, media_type=content_type)
+
+    register_apis(
+        app,
+        served,
+        limits,
+        translate_texts,
+        api_keys=api_keys,
+        cors_origins=cors_origins,
+        rate_limiter=rate_limiter,
+    )
+    return BodyLimit(app, limits, metrics)
 
 
 async def _events(stream: TokenStream | None):

@@ -34,6 +34,7 @@ def load_served(
     `ValueError` / `ImportError` as `load_engine` does."""
     from vanilla_transformer.inference.engines import load_engine
 
+    start = time.perf_counter()
     loaded, tokenizer = load_engine(
         engine,
         model,
@@ -42,7 +43,8 @@ def load_served(
         trust_remote_code=trust_remote_code,
         num_threads=num_threads,
     )
-    return ServedModel(loaded, tokenizer, engine, model_name(model), card_languages(model))
+    seconds = time.perf_counter() - start
+    return ServedModel(loaded, tokenizer, engine, model_name(model), card_languages(model), seconds)
 
 
 def model_name(model: str | Path) -> str:

@@ -67,3 +67,18 @@ def use_demo_page(driver, url: str, sentence: str, timeout: float = 120.0) -> di
         "table": " ".join(table.text.split()),
         "image_width": width,
     }
+
+
+def with_language_card(source: Path, folder: Path, languages: tuple[str, str] = ("zh", "en")) -> Path:
+    """A copy of the model folder ``source`` in ``folder`` whose model card names ``languages``, as a trained
+    model's card does."""
+    import shutil
+
+    from huggingface_hub import ModelCard
+
+    from vanilla_transformer.export.model_card import model_card_data
+
+    shutil.copytree(source, folder)
+    data = model_card_data(model_name="tiny", languages=languages, dataset=None)
+    ModelCard(f"---\n{data.to_yaml()}\n---\n# tiny\n").save(folder / "README.md")
+    return folder
