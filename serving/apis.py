@@ -17,9 +17,8 @@ requests with a message saying how to name the languages.
 With API keys (`load_api_keys`: ``serve --api_keys FILE`` or the environment variable
 ``VANILLA_TRANSFORMER_API_KEYS``), a translation needs one, presented in its API's own way (`ApiGate`), else
 403 in that API's error shape. With a rate limit (``serve --rate_limit N``, `serving.ratelimit`), a key (a client
-address, without keys) sending more than N translations a minute gets 429 in that API's error shape. With CORS
-origins (``serve --cors_origins``), browsers on those origins may call
-the server.
+address, without keys) sending more than N requests a minute to those routes gets 429 in that API's error shape.
+With CORS origins (``serve --cors_origins``), browsers on those origins may call the server.
 """
 
 from __future__ import annotations
@@ -348,7 +347,9 @@ class ApiGate:
         client = (scope.get("client") or ("unknown",))[0]
         if self.keys and guarded:
             key = await _request_key(api, headers, scope, body)
-            known = [k for k in self.keys if key is not None and hmac.compare_digest(key.encode(), k.encode())]
+            known = [
+                k for k in self.keys if key is not None and hmac.compare_digest(key.encode(), k.encode())
+            ]
             if not known:
                 detail = "a valid API key is needed: " + KEY_HOW[api]
                 reply = JSONResponse({ERROR_FIELD[api]: detail}, status_code=403)

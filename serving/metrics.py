@@ -47,7 +47,10 @@ class Metrics:
         self.registry = CollectorRegistry()
         registry = self.registry
         self.requests = Counter(
-            PREFIX + "requests", "HTTP requests answered, by API and status", ["api", "status"], registry=registry
+            PREFIX + "requests",
+            "HTTP requests answered, by API and status",
+            ["api", "status"],
+            registry=registry,
         )
         self.seconds = Histogram(
             PREFIX + "request_seconds",
@@ -63,10 +66,16 @@ class Metrics:
             PREFIX + "batch_tokens", "source tokens per engine call", buckets=TOKEN_BUCKETS, registry=registry
         )
         self.tokens_in = Counter(PREFIX + "tokens_in", "source tokens translated", registry=registry)
-        self.tokens_out = Counter(PREFIX + "tokens_out", "tokens of the hypotheses returned", registry=registry)
-        self.queue_length = Gauge(PREFIX + "queue_length", "requests waiting for an engine call", registry=registry)
+        self.tokens_out = Counter(
+            PREFIX + "tokens_out", "tokens of the hypotheses returned", registry=registry
+        )
+        self.queue_length = Gauge(
+            PREFIX + "queue_length", "requests waiting for an engine call", registry=registry
+        )
         self.model = Info(PREFIX + "model", "the model served", registry=registry)
-        self.load_seconds = Gauge(PREFIX + "model_load_seconds", "seconds the model took to load", registry=registry)
+        self.load_seconds = Gauge(
+            PREFIX + "model_load_seconds", "seconds the model took to load", registry=registry
+        )
 
     def describe_model(
         self, name: str, engine: str, languages: Sequence[str], load_seconds: float | None = None

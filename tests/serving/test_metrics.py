@@ -28,21 +28,24 @@ def keyed_server(served_folder, tmp_path_factory):
         yield running.url, folder
 
 
-def scrape(url: str) -> dict[str, list]:
-    """The samples of /metrics by metric family name, read with `prometheus_client`'s parser."""
+def scrape(url: str) -> dict[tuple[str, tuple], float]:
+    """Every sample of /metrics, (name, sorted labels) -> value, read with `prometheus_client`'s parser."""
     from prometheus_client.parser import text_string_to_metric_families
 
     reply = httpx.get(url + "/metrics", timeout=30)
     assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/plain")
     assert KEY not in reply.text
-    return {family.name: family.samples for family in text_string_to_metric_families(reply.text)}
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(reply.text)
+        for sample in family.samples
+    }
 
 
-def value(samples: list, name: str, **labels: str) -> float:
-    """The value of the sample ``name`` with ``labels`` (0 when there is none)."""
-    found = [s.value for s in samples if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
-    assert len(found) <= 1, (name, labels, found)
-    return found[0] if found else 0.0
+def grown(before: dict, after: dict, name: str, **labels: str) -> float:
+    """How much the sample ``name`` with ``labels`` grew from ``before`` to ``after`` (absent: 0)."""
+    key = (name, tuple(sorted(labels.items())))
+    return after.get(key, 0.0) - before.get(key, 0.0)
 
 
 def test_metrics_count_every_request_token_and_engine_call(keyed_server, served_sources, monkeypatch):
@@ -96,7 +99,14 @@ def test_metrics_count_every_request_token_and_engine_call(keyed_server, served_
     raw("libretranslate", "POST", "/translate", 403, data={"q": "x", "source": "zh", "target": "en"})
     raw("libretranslate", "GET", "/libretranslate/no-such-path", 404)
     raw("huggingface", "POST", "/", 403, json={"inputs": "x"})
-    raw("huggingface", "POST", "/", 422, json={"inputs": "x", "parameters": {"tgt_lang": "fr"}}, headers=bearer)
+    raw(
+        "huggingface",
+        "POST",
+        "/",
+        422,
+        json={"inputs": "x", "parameters": {"tgt_lang": "fr"}},
+        headers=bearer,
+    )
     deepl_key = {"Authorization": f"DeepL-Auth-Key {KEY}"}
     raw("deepl", "POST", "/v2/translate", 400, json={"text": ["x"], "target_lang": "DE"}, headers=deepl_key)
     raw("deepl", "GET", "/v2/no-such-path", 404, headers=deepl_key)
@@ -126,31 +136,28 @@ def test_metrics_count_every_request_token_and_engine_call(keyed_server, served_
     sent[("huggingface", "200")] += len(client_texts)
 
     after = scrape(url)
-    counted_requests = {
-        (s.labels["api"], s.labels["status"]): s.value - value(before["vanilla_transformer_requests"], s.name, **s.labels)
-        for s in after["vanilla_transformer_requests"]
-        if s.name.endswith("_total")
+    counted = {
+        dict(labels)["api"] + " " + dict(labels)["status"]: grown(before, after, name, **dict(labels))
+        for name, labels in after
+        if name == "vanilla_transformer_requests_total"
     }
-    assert {k: v for k, v in counted_requests.items() if v} == dict(sent)
+    assert {k: v for k, v in counted.items() if v} == {
+        f"{api} {status}": n for (api, status), n in sent.items()
+    }
     for api in ("own", "libretranslate", "deepl", "huggingface"):
-        name = "vanilla_transformer_request_seconds_count"
-        timed = [value(scraped["vanilla_transformer_request_seconds"], name, api=api) for scraped in (before, after)]
-        assert timed[1] - timed[0] == sum(n for (a, _), n in sent.items() if a == api)
-
-    def grew(family: str, name: str) -> float:
-        return value(after[family], name) - value(before[family], name)
-
+        timed = grown(before, after, "vanilla_transformer_request_seconds_count", api=api)
+        assert timed == sum(n for (a, _), n in sent.items() if a == api)
     tokens_in = sum(len(ids) for ids in tokenizer(sources)["input_ids"])
-    tokens_out = sum(len(ids) for ids in tokenizer([t for t in translations if t], add_special_tokens=False)["input_ids"])
-    assert grew("vanilla_transformer_tokens_in", "vanilla_transformer_tokens_in_total") == tokens_in
-    assert grew("vanilla_transformer_tokens_out", "vanilla_transformer_tokens_out_total") == tokens_out
-    assert grew("vanilla_transformer_batch_texts", "vanilla_transformer_batch_texts_count") == len(engine_calls)
-    assert grew("vanilla_transformer_batch_texts", "vanilla_transformer_batch_texts_sum") == sum(engine_calls)
-    assert grew("vanilla_transformer_batch_tokens", "vanilla_transformer_batch_tokens_sum") == tokens_in
-    assert value(after["vanilla_transformer_queue_length"], "vanilla_transformer_queue_length") == 0
-    [info] = after["vanilla_transformer_model"]
-    assert info.labels == {"model": "tiny-zh-en", "engine": "torch", "languages": "zh,en"}
-    assert value(after["vanilla_transformer_model_load_seconds"], "vanilla_transformer_model_load_seconds") > 0
+    returned = tokenizer([t for t in translations if t], add_special_tokens=False)["input_ids"]
+    assert grown(before, after, "vanilla_transformer_tokens_in_total") == tokens_in
+    assert grown(before, after, "vanilla_transformer_tokens_out_total") == sum(len(ids) for ids in returned)
+    assert grown(before, after, "vanilla_transformer_batch_texts_count") == len(engine_calls)
+    assert grown(before, after, "vanilla_transformer_batch_texts_sum") == sum(engine_calls)
+    assert grown(before, after, "vanilla_transformer_batch_tokens_sum") == tokens_in
+    assert after[("vanilla_transformer_queue_length", ())] == 0
+    info = {"engine": "torch", "languages": "zh,en", "model": "tiny-zh-en"}
+    assert after[("vanilla_transformer_model_info", tuple(sorted(info.items())))] == 1
+    assert after[("vanilla_transformer_model_load_seconds", ())] > 0
 
 
 def test_each_app_counts_apart(served_folder, served_sources):
@@ -159,8 +166,8 @@ def test_each_app_counts_apart(served_folder, served_sources):
     from vanilla_transformer.serving import start_in_thread
 
     with start_in_thread(served_app(served_folder)) as one, start_in_thread(served_app(served_folder)) as two:
-        assert httpx.post(one.url + "/translate", json={"text": served_sources[0]}, timeout=60).status_code == 200
+        reply = httpx.post(one.url + "/translate", json={"text": served_sources[0]}, timeout=60)
+        assert reply.status_code == 200
         first, second = scrape(one.url), scrape(two.url)
-    name = "vanilla_transformer_requests_total"
-    assert value(first["vanilla_transformer_requests"], name, api="own", status="200") == 1
-    assert value(second["vanilla_transformer_requests"], name, api="own", status="200") == 0
+    key = ("vanilla_transformer_requests_total", (("api", "own"), ("status", "200")))
+    assert first[key] == 1 and key not in second

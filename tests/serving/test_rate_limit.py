@@ -34,9 +34,7 @@ def limited(served_folder, tmp_path_factory):
 
     folder = with_language_card(served_folder, tmp_path_factory.mktemp("rate") / "tiny-zh-en")
     clock = Clock()
-    app = served_app(
-        folder, api_keys=frozenset(KEYS), rate_limiter=RateLimiter(PER_MINUTE, clock=clock)
-    )
+    app = served_app(folder, api_keys=frozenset(KEYS), rate_limiter=RateLimiter(PER_MINUTE, clock=clock))
     with start_in_thread(app) as running:
         yield running.url, clock
 
