@@ -136,12 +136,12 @@ def test_metrics_count_every_request_token_and_engine_call(keyed_server, served_
     sent[("huggingface", "200")] += len(client_texts)
 
     after = scrape(url)
-    counted = {
+    answered = {
         dict(labels)["api"] + " " + dict(labels)["status"]: grown(before, after, name, **dict(labels))
         for name, labels in after
         if name == "vanilla_transformer_requests_total"
     }
-    assert {k: v for k, v in counted.items() if v} == {
+    assert {k: v for k, v in answered.items() if v} == {
         f"{api} {status}": n for (api, status), n in sent.items()
     }
     for api in ("own", "libretranslate", "deepl", "huggingface"):
