@@ -144,3 +144,13 @@ def test_the_limiter_is_bounded_and_refills():
     assert [limiter.acquire("a") for _ in range(3)] == [None, None, None]
     with pytest.raises(ValueError, match="expected integers >= 1"):
         RateLimiter(0)
+
+
+def test_serve_rate_limit_option(served_folder):
+    from helpers.serving import serve_process
+
+    with serve_process(served_folder, "--rate_limit", "1") as (_, url):
+        statuses = [httpx.get(url + "/v2/usage", timeout=30).status_code for _ in range(2)]
+        metrics = httpx.get(url + "/metrics", timeout=30)
+    assert statuses == [200, 429]
+    assert 'vanilla_transformer_requests_total{api="deepl",status="429"} 1.0' in metrics.text
