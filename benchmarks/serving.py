@@ -2,14 +2,15 @@
 request at a time, at several numbers of concurrent clients, through one or more of its APIs, in one run (ratios,
 never bare times).
 
-`run_serving` starts each server in a thread of this process (`serving.start_in_thread`, loopback), and for
-every API and client count C sends the same requests from C client threads, each request one sentence (a clause
-of the shipped corpus' Chinese side, so lengths vary), each client sending its next request when its previous one
-is answered. The APIs (`API_REQUESTS`): the server's own POST /translate, and LibreTranslate's (``q``, ``source``
-``auto``, ``target``: what Mastodon sends). Per (API, mode, C): sentences per second over the wall time of the
-whole round, and the p50 / p95 latency of a request. Every request must be answered (200, one translation each:
-none lost), and every reply is compared with the one-at-a-time server's reply for the same sentence through the
-same API (they must be equal: batching must not change a translation).
+`run_serving` starts both servers in threads of this process (`serving.start_in_thread`, loopback), and for
+every API and client count C sends the same requests from C client threads to one server, then to the other,
+each request one sentence (a clause of the shipped corpus' Chinese side, so lengths vary), each client sending
+its next request when its previous one is answered. The APIs (`API_REQUESTS`): the server's own POST
+/translate, and LibreTranslate's (``q``, ``source`` ``auto``, ``target``: what Mastodon sends). Per (API, mode,
+C): sentences per second over the wall time of the whole round, and the p50 / p95 latency of a request. Every
+request must be answered (200, one translation each: none lost), and every reply is compared with the
+one-at-a-time server's reply for the same sentence through the same API (they must be equal: batching must not
+change a translation).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import lzma
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -124,12 +126,12 @@ def run_serving(
     apis: tuple[str, ...] = ("own",),
     progress=None,
 ) -> tuple[list[Round], int]:
-    """The rounds of both modes (one-at-a-time first) for each API of ``apis`` (`API_REQUESTS`) and client count,
-    ``clients * per_client`` sentences each (taken from ``sentences``, cycled), and the number of replies that
-    differed between the modes. ``served`` is a `serving.ServedModel` (one whose card names no language pair is
-    served as the pair of the shipped corpus, whose sentences these are); ``options`` (decoding options) become
-    its generation config's defaults, so that every API decodes with them; ``progress(line)`` is called after
-    each round."""
+    """The rounds of both modes (one-at-a-time first, then the same requests batched) for each API of ``apis``
+    (`API_REQUESTS`) and client count, ``clients * per_client`` sentences each (taken from ``sentences``,
+    cycled), and the number of replies that differed between the modes. ``served`` is a `serving.ServedModel`
+    (one whose card names no language pair is served as the pair of the shipped corpus, whose sentences these
+    are); ``options`` (decoding options) become its generation config's defaults, so that every API decodes with
+    them; ``progress(line)`` is called after each round."""
     from vanilla_transformer.serving import create_app, start_in_thread
     from vanilla_transformer.serving.apis import language_pair as card_pair
 
@@ -142,16 +144,26 @@ def run_serving(
         setattr(served.model.generation_config, name, value)
     rounds: list[Round] = []
     replies: dict[tuple[str, str], dict[str, str]] = {}
-    for mode, batching in (("one-at-a-time", False), ("dynamic batching", True)):
-        app = create_app(
-            served, max_wait_ms=max_wait_ms, max_batch_tokens=max_batch_tokens, batching=batching
-        )
-        with start_in_thread(app) as server:
-            for api in apis:
-                one_round(server.url, sentences[:2], 1, api, pair)  # warm-up
-                for count in clients:
-                    batch = [sentences[i % len(sentences)] for i in range(count * per_client)]
-                    wall, latencies, outputs = one_round(server.url, batch, count, api, pair)
+    modes = {"one-at-a-time": False, "dynamic batching": True}
+    with ExitStack() as stack:
+        # both servers run side by side, so that the two rounds of a pair follow each other on the machine
+        urls = {
+            mode: stack.enter_context(
+                start_in_thread(
+                    create_app(
+                        served, max_wait_ms=max_wait_ms, max_batch_tokens=max_batch_tokens, batching=batching
+                    )
+                )
+            ).url
+            for mode, batching in modes.items()
+        }
+        for api in apis:
+            for url in urls.values():
+                one_round(url, sentences[:2], 1, api, pair)  # warm-up
+            for count in clients:
+                batch = [sentences[i % len(sentences)] for i in range(count * per_client)]
+                for mode, url in urls.items():
+                    wall, latencies, outputs = one_round(url, batch, count, api, pair)
                     replies.setdefault((api, mode), {}).update(outputs)
                     rounds.append(
                         Round(
@@ -186,7 +198,8 @@ def table(rounds: list[Round]) -> list[str]:
     ratio."""
     by = {(r.api, r.mode, r.clients): r for r in rounds}
     lines = [
-        "| API | clients | one-at-a-time sent/s | p50 / p95 ms | dynamic batching sent/s | p50 / p95 ms | speed-up |",
+        "| API | clients | one-at-a-time sent/s | p50 / p95 ms | dynamic batching sent/s | p50 / p95 ms "
+        "| speed-up |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for api in dict.fromkeys(r.api for r in rounds):

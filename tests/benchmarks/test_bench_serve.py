@@ -32,9 +32,9 @@ def test_bench_serve_reports_both_modes_and_equal_replies(served_folder):
     rounds = [line for line in lines if re.search(r"\d+ clients: .* sentences/s, p50 .* ms, p95 .* ms", line)]
     assert [tuple(line.split()[:2]) + (int(line.split(" clients")[0].split()[-1]),) for line in rounds] == [
         (api, mode, clients)
-        for mode in ("one-at-a-time", "dynamic")
         for api in ("own", "libretranslate")
         for clients in (1, 2)
+        for mode in ("one-at-a-time", "dynamic")
     ]
     assert "(2 sentences in" in rounds[0] and "(4 sentences in" in rounds[-1]
     header = lines.index(
