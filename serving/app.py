@@ -64,7 +64,7 @@ logger = logging.getLogger(__name__)
 @dataclass
 class ServedModel:
     """What the server translates with: ``model`` and ``tokenizer`` as `inference.engines.load_engine` returns
-    them, the ``engine`` name, the ``name`` to report (the folder or Hub id) the languages of its card and
+    them, the ``engine`` name, the ``name`` to report (the folder or Hub id), the languages of its card and
     the seconds it took to load (None: not measured)."""
 
     model: Any
@@ -89,7 +89,8 @@ class BodyLimit:
     connection is closed); once `begin_shutdown` is called, a body still arriving gets 503 at once (a stalled
     client does not hold the server's drain). A client that disconnects while sending its body gets nothing. The
     app then sees the body as one message, and the connection's later messages (its ``http.disconnect``) as they
-    come."""
+    come. With ``metrics``, every request, its refusals here included, is counted as its reply ends
+    (`serving.metrics.RequestTimer`)."""
 
     def __init__(self, app, limits: Limits, metrics: Metrics | None = None):
         self.app = app
@@ -102,7 +103,6 @@ class BodyLimit:
         self.closing.set()
 
     async def __call__(self, scope, receive, send):
-        # every request is counted when its reply ends, its refusals here included
         timer = self.metrics.timer(scope, send) if self.metrics is not None else None
         send = send if timer is None else timer.send
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
