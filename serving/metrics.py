@@ -5,7 +5,7 @@ process, and the tests, count apart. The metrics, all prefixed ``vanilla_transfo
 
     requests_total{api, status}           HTTP requests answered, by API (own, libretranslate, deepl,
                                           huggingface; `serving.apis.request_api`) and status code
-    request_seconds{api}                  histogram of the time from a request's arrival to its reply's last byte
+    request_seconds{api}                  histogram of the time from a request's arrival to its reply's last part
     batch_texts                           histogram of the texts in one engine call (dynamic batching)
     batch_tokens                          histogram of the source tokens in one engine call
     tokens_in_total, tokens_out_total     source tokens translated (special tokens included) and tokens of the
@@ -14,7 +14,7 @@ process, and the tests, count apart. The metrics, all prefixed ``vanilla_transfo
     queue_length                          requests waiting for an engine call
     model_info{model, engine, languages}  the model served; model_load_seconds: the time it took to load
 
-Every HTTP request is counted, refusals included, except the scrapes of ``/metrics`` itself. Streams
+Every HTTP request answered is counted, refusals included, except the scrapes of ``/metrics`` itself. Streams
 (/translate/stream) are counted as requests; their tokens are not in the token counters. Nothing that a request
 carries (texts, keys) is a label.
 """
