@@ -18,8 +18,9 @@ route by language (LibreTranslate, DeepL) refuse its requests with a message say
 
 With API keys (`load_api_keys`: ``serve --api_keys FILE`` or the environment variable
 ``VANILLA_TRANSFORMER_API_KEYS``), a translation needs one, presented in its API's own way (`ApiGate`), else
-403 in that API's error shape. With CORS origins (``serve --cors_origins``), browsers on those origins may call
-the server.
+403 in that API's error shape. With a rate limit (``serve --rate_limit N``, `serving.ratelimit`), a key (a client
+address, without keys) sending more than N requests a minute to those routes gets 429 in that API's error shape.
+With CORS origins (``serve --cors_origins``), browsers on those origins may call the server.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from .options import DecodingRequest, Limits, RequestError
+from .ratelimit import RateLimiter
 
 # the translate path of `serving.create_app`: (texts, decoding options, connection) -> one n-best list per text
 TranslateTexts = Callable[[list[str], DecodingRequest, Request], Awaitable[list[list[str]]]]
@@ -323,6 +325,16 @@ def body_api(content_type: str, body: bytes) -> str | None:
     return None
 
 
+def routed_path(scope: dict, body: bytes) -> str:
+    """The path that serves an HTTP request whose body is ``body``: a POST /translate in another API's body goes
+    to that API's path (`body_api`); any other request to its own path."""
+    path = scope["path"]
+    if scope["method"] == "POST" and path == "/translate":
+        content_type = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
+        return body_api(content_type, body) or path
+    return path
+
+
 # the routes whose requests need a key when the server has keys (`ApiGate`), by API; the other routes (languages,
 # settings, health, info, the schema) answer anyone
 GUARDED = {
@@ -359,12 +371,16 @@ def error_reply(api: str, status: int, message: str, *, close: bool = False) -> 
     return JSONResponse({ERROR_FIELD[api]: message}, status_code=status, headers=headers)
 
 
-def api_of(path: str, content_type: str = "", body: bytes = b"") -> str:
-    """The API of a request to ``path`` with this body (`body_api` tells the ones on POST /translate apart; with
-    no body yet, a form is LibreTranslate's and anything else the server's own)."""
-    if path == "/translate":
-        path = body_api(content_type, body) or path
-    return request_api(path)
+def rate_limited(api: str, per_minute: int, retry_after: int) -> JSONResponse:
+    """The 429 of a client over the rate limit, in its API's error shape (LibreTranslate's "Slowdown", DeepL's
+    "Too many requests"), with ``Retry-After`` in seconds."""
+    message = {
+        "libretranslate": f"Slowdown: {per_minute} per 1 minute",
+        "deepl": "Too many requests, please wait and resend your request",
+    }.get(api, f"more than {per_minute} requests a minute: retry in {retry_after} s")
+    return JSONResponse(
+        {ERROR_FIELD[api]: message}, status_code=429, headers={"Retry-After": str(retry_after)}
+    )
 
 
 def request_api(path: str) -> str:
@@ -437,14 +453,19 @@ async def _request_key(api: str, headers: dict[bytes, bytes], scope: dict, body:
 
 class ApiGate:
     """ASGI middleware, the one place that tells which API a request speaks: a POST /translate whose body is
-    another API's (`body_api`) goes to that API's path; with ``keys``, a request to a guarded route (`GUARDED`,
-    every DeepL route) without one of them gets 403 in its API's error shape. It reads a POST body's first
+    another API's (`routed_path`) goes to that API's path; with ``keys``, a request to a guarded route (`GUARDED`,
+    every DeepL route) without one of them gets 403 in its API's error shape; with a ``limiter``
+    (`serving.ratelimit.RateLimiter`), a guarded request over the rate of its key (of its client address on a
+    server without keys) gets 429 in its API's error shape (`rate_limited`). It reads a POST body's first
     message, which `serving.app.BodyLimit` makes the whole body. Keys are compared in constant time and never
     logged nor echoed."""
 
-    def __init__(self, app: Any, keys: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, app: Any, keys: frozenset[str] = frozenset(), limiter: RateLimiter | None = None
+    ) -> None:
         self.app = app
         self.keys = keys
+        self.limiter = limiter
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -454,15 +475,25 @@ class ApiGate:
         if scope["method"] == "POST":
             message = await receive()
         body = message.get("body", b"") if message["type"] == "http.request" else b""
-        path = scope["path"]
-        if scope["method"] == "POST" and path == "/translate":
-            path = body_api(headers.get(b"content-type", b"").decode("latin-1"), body) or path
+        path = routed_path(scope, body)
+        if path != scope["path"]:
             scope = {**scope, "path": path, "raw_path": path.encode()}
         api = request_api(path)
-        if self.keys and scope["method"] != "OPTIONS" and (api == "deepl" or path in GUARDED.get(api, ())):
+        guarded = scope["method"] != "OPTIONS" and (api == "deepl" or path in GUARDED.get(api, ()))
+        client = (scope.get("client") or ("unknown",))[0]
+        if self.keys and guarded:
             key = await _request_key(api, headers, scope, body)
-            if key is None or not any(hmac.compare_digest(key.encode(), k.encode()) for k in self.keys):
+            known = [
+                k for k in self.keys if key is not None and hmac.compare_digest(key.encode(), k.encode())
+            ]
+            if not known:
                 reply = error_reply(api, 403, "a valid API key is needed: " + KEY_HOW[api])
+                return await reply(scope, receive, send)
+            client = "key:" + known[0]
+        if self.limiter is not None and guarded:
+            retry_after = self.limiter.acquire(client)
+            if retry_after is not None:
+                reply = rate_limited(api, self.limiter.per_minute, retry_after)
                 return await reply(scope, receive, send)
         replayed = scope["method"] != "POST"
 

@@ -11,6 +11,7 @@
     GET  /health            {"status": "ok", ..., "models": [...]} while every batching worker runs (503 otherwise)
     GET  /info              model, engine, languages, decoding defaults, accepted options, limits, counters (of the
                             first model; of each one in "models")
+    GET  /metrics           the Prometheus metrics of `serving.metrics` (requests, latency, batches, tokens, queue)
 
 A /translate or /translate/stream body's optional ``source`` and ``target`` pick the model; they are needed only
 when several models match (422 naming the pairs served otherwise).
@@ -30,6 +31,7 @@ disconnects while its /translate request is queued cancels the request, which th
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import threading
@@ -40,14 +42,15 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vanilla_transformer.modeling import max_source_length, position_limit
 
 from . import deepl_api, hf_inference_api, libretranslate_api
-from .apis import Api, ApiGate, Route, api_of, error_reply, language_pair, request_api
+from .apis import Api, ApiGate, Route, error_reply, language_pair, request_api, routed_path
 from .batcher import Batcher
+from .metrics import METRICS_PATH, Metrics
 from .options import (
     DECODING_FIELDS,
     LANGUAGE_FIELDS,
@@ -64,6 +67,7 @@ from .options import (
     validation_message,
     work_rows,
 )
+from .ratelimit import RateLimiter
 from .streaming import TokenStream
 
 logger = logging.getLogger(__name__)
@@ -72,13 +76,15 @@ logger = logging.getLogger(__name__)
 @dataclass
 class ServedModel:
     """What the server translates with: ``model`` and ``tokenizer`` as `inference.engines.load_engine` returns
-    them, the ``engine`` name, the ``name`` to report (the folder or Hub id) and the languages of its card."""
+    them, the ``engine`` name, the ``name`` to report (the folder or Hub id), the languages of its card and
+    the seconds it took to load (None: not measured)."""
 
     model: Any
     tokenizer: Any
     engine: str
     name: str
     languages: list[str] = field(default_factory=list)
+    load_seconds: float | None = None
 
     @property
     def pair(self) -> tuple[str, str] | None:
@@ -119,11 +125,13 @@ class BodyLimit:
     connection is closed); once `begin_shutdown` is called, a body still arriving gets 503 at once (a stalled
     client does not hold the server's drain). A client that disconnects while sending its body gets nothing. The
     app then sees the body as one message, and the connection's later messages (its ``http.disconnect``) as they
-    come."""
+    come. With ``metrics``, every request, its refusals here included, is counted as its reply ends
+    (`serving.metrics.RequestTimer`)."""
 
-    def __init__(self, app, limits: Limits):
+    def __init__(self, app, limits: Limits, metrics: Metrics | None = None):
         self.app = app
         self.limits = limits
+        self.metrics = metrics
         self.closing = asyncio.Event()
 
     def begin_shutdown(self) -> None:
@@ -131,6 +139,8 @@ class BodyLimit:
         self.closing.set()
 
     async def __call__(self, scope, receive, send):
+        timer = self.metrics.timer(scope, send) if self.metrics is not None else None
+        send = send if timer is None else timer.send
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
             return await self.app(scope, receive, send)
         limit = self.limits.max_request_bytes
@@ -160,6 +170,8 @@ class BodyLimit:
         body = read.result()
         if body is None:
             return None
+        if timer is not None:
+            timer.read(scope, body)
         if len(body) > limit:
             return await _send_json(
                 scope, send, 413, _too_large(str(len(body)), limit), body=body, close=True
@@ -201,8 +213,7 @@ async def _send_json(
 ) -> None:
     """Refuse the request of ``scope`` in its API's error shape (`serving.apis.error_reply`; ``body``: what
     arrived of it, which tells the APIs of POST /translate apart)."""
-    content_type = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
-    reply = error_reply(api_of(scope["path"], content_type, body), status, detail, close=close)
+    reply = error_reply(request_api(routed_path(scope, body)), status, detail, close=close)
 
     async def nothing():
         return {"type": "http.disconnect"}
@@ -222,16 +233,18 @@ def register_apis(
     *,
     api_keys: frozenset[str] = frozenset(),
     cors_origins: Sequence[str] = (),
+    rate_limiter: RateLimiter | None = None,
 ) -> None:
     """Add the LibreTranslate, Hugging Face Inference and DeepL APIs over ``api``'s models to ``app`` (module
-    docstring); with ``api_keys``, every API's translations need one of them (`ApiGate`); with ``cors_origins``,
-    browsers on those origins ("*": any) may call the server (Starlette's `CORSMiddleware`)."""
+    docstring); with ``api_keys``, every API's translations need one of them (`ApiGate`); with ``rate_limiter``, a
+    key (a client address) sending requests faster gets 429; with ``cors_origins``, browsers on those origins ("*":
+    any) may call the server (Starlette's `CORSMiddleware`)."""
     from starlette.middleware.cors import CORSMiddleware
 
     libretranslate_api.register(app, api)
     hf_inference_api.register(app, api)
     deepl_api.register(app, api)
-    app.add_middleware(ApiGate, keys=frozenset(api_keys))
+    app.add_middleware(ApiGate, keys=frozenset(api_keys), limiter=rate_limiter)
     if cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -365,17 +378,20 @@ def create_app(
     batching: bool = True,
     api_keys: frozenset[str] = frozenset(),
     cors_origins: tuple[str, ...] = (),
+    rate_limiter: RateLimiter | None = None,
 ) -> BodyLimit:
     """The server's ASGI app over one model or several (each with its own batcher; several need distinct
     language pairs, `check_pairs`, else `ValueError`); the batching workers start with the app (lifespan) and,
     when the app shuts down, translate what is queued and stop. The FastAPI app is the returned object's ``app``
     attribute. With ``api_keys`` every API's translations need a key; ``cors_origins``: the browser origins
-    allowed (`register_apis`)."""
+    allowed; ``rate_limiter``: the requests a key may send (`register_apis`). Its metrics (`serving.metrics`) are
+    its own, at GET /metrics."""
     models = [served] if isinstance(served, ServedModel) else list(served)
     if not models:
         raise ValueError("no model to serve: pass at least one")
     check_pairs([(model.name, model.pair) for model in models])
     limits = limits or Limits()
+    metrics = Metrics()
     lanes = [
         Lane(
             model,
@@ -386,10 +402,16 @@ def create_app(
                 max_wait_s=max_wait_ms / 1000,
                 max_batch_tokens=max_batch_tokens,
                 batching=batching,
+                on_batch=functools.partial(metrics.observe_batch, model.tokenizer),
             ),
         )
         for model in models
     ]
+    for lane in lanes:
+        metrics.describe_model(
+            lane.served.name, lane.served.engine, lane.served.languages, lane.served.load_seconds
+        )
+    metrics.watch_queue(lambda: sum(lane.batcher.queued for lane in lanes))
     api = Api([Route(lane.served, lane.translate) for lane in lanes], limits, keyed=bool(api_keys))
     streams = {"active": 0, "served": 0, "cancelled": 0}
     streams_lock = threading.Lock()
@@ -525,8 +547,13 @@ def create_app(
         first = described[0]
         return {**first, "stats": {**first["stats"], **stream_stats}, "models": described}
 
-    register_apis(app, api, api_keys=api_keys, cors_origins=cors_origins)
-    return BodyLimit(app, limits)
+    @app.get(METRICS_PATH)
+    async def metrics_text() -> Response:
+        body, content_type = metrics.exposition()
+        return Response(body, media_type=content_type)
+
+    register_apis(app, api, api_keys=api_keys, cors_origins=cors_origins, rate_limiter=rate_limiter)
+    return BodyLimit(app, limits, metrics)
 
 
 async def _events(stream: TokenStream | None):

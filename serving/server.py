@@ -38,6 +38,7 @@ def load_served(
     given, else its card's. Raises `ValueError` / `ImportError` as `load_engine` does."""
     from vanilla_transformer.inference.engines import load_engine
 
+    start = time.perf_counter()
     loaded, tokenizer = load_engine(
         engine,
         model,
@@ -46,8 +47,9 @@ def load_served(
         trust_remote_code=trust_remote_code,
         num_threads=num_threads,
     )
+    seconds = time.perf_counter() - start
     languages = list(pair) if pair is not None else card_languages(model)
-    return ServedModel(loaded, tokenizer, engine, model_name(model), languages)
+    return ServedModel(loaded, tokenizer, engine, model_name(model), languages, seconds)
 
 
 # a language pair of `serve --model SRC-TGT=DIR`: two ISO 639 codes

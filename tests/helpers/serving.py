@@ -4,7 +4,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -30,7 +36,7 @@ def read_events(lines: Iterable[str]) -> list[tuple[str, dict]]:
     return events
 
 
-def with_card(folder: Path, copy: Path, languages: tuple[str, str]) -> Path:
+def with_card(folder: Path, copy: Path, languages: tuple[str, str] = ("zh", "en")) -> Path:
     """A copy of the model ``folder`` at ``copy`` whose model card names ``languages``, as a trained model's
     card does."""
     import shutil
@@ -84,3 +90,61 @@ def use_demo_page(driver, url: str, sentence: str, timeout: float = 120.0) -> di
         "table": " ".join(table.text.split()),
         "image_width": width,
     }
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(predicate, what: str, process: subprocess.Popen, timeout: float = 120.0) -> None:
+    """Wait until ``predicate()`` is true (a transport error counts as false); AssertionError when ``process`` exits
+    first or after ``timeout`` seconds."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the server exited ({process.returncode}) before {what}"
+        try:
+            if predicate():
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"no {what} within {timeout} s")
+
+
+@contextmanager
+def serve_process(folder, *options: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """`vanilla-transformer serve --model FOLDER OPTIONS` on a free port, once /health answers: (process, url); the
+    process is killed on the way out if the test left it running."""
+    import httpx
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [
+        sys.executable,
+        "-m",
+        "vanilla_transformer",
+        "serve",
+        "--model",
+        str(folder),
+        "--port",
+        str(port),
+    ]
+    process = subprocess.Popen(
+        command + list(options),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    try:
+        wait_for(lambda: httpx.get(url + "/health", timeout=5).status_code == 200, "health", process)
+        yield process, url
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)

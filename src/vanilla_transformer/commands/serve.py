@@ -1,7 +1,9 @@
 """Serve a model over HTTP: POST /translate (dynamic batching), POST /translate/stream (server-sent events),
 GET /health, GET /info; the OpenAPI schema at /docs and /openapi.json. The same server speaks LibreTranslate's,
 DeepL's (/v2) and the Hugging Face Inference translation APIs, so Mastodon, Weblate, Discourse and their clients
-can point at it (docs/deploy.md); --api_keys makes translations need a key, --cors_origins lets browsers call it.
+can point at it (docs/deploy.md); --api_keys makes translations need a key, --rate_limit caps the requests a key
+(or a client address) sends a minute, --cors_origins lets browsers call it. GET /metrics serves Prometheus metrics
+(requests by API and status, latency, batch sizes, tokens in and out, queue length, the model).
 
     vanilla-transformer serve --model outputs/default --port 8000
     vanilla-transformer serve --model outputs/default-ct2 --engine ct2 --host 127.0.0.1 --port 8000
@@ -108,6 +110,15 @@ def parse_args(argv: list[str] | None = None):
         "the environment variable VANILLA_TRANSFORMER_API_KEYS, separated by commas)",
     )
     parser.add_argument(
+        "--rate_limit",
+        metavar="N",
+        type=positive(int),
+        default=None,
+        help="at most N requests a minute per API key (per client address without keys), then 429 with "
+        "Retry-After in each API's error shape; /languages, /health, /info and /metrics are not limited "
+        "(default: no limit)",
+    )
+    parser.add_argument(
         "--cors_origins",
         nargs="+",
         default=[],
@@ -122,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     from vanilla_transformer.serving import Limits, create_app, run_server
     from vanilla_transformer.serving.apis import load_api_keys
+    from vanilla_transformer.serving.ratelimit import RateLimiter
     from vanilla_transformer.serving.server import load_all, model_specs
 
     try:
@@ -156,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         batching=not args.no_batching,
         api_keys=api_keys,
         cors_origins=tuple(args.cors_origins),
+        rate_limiter=None if args.rate_limit is None else RateLimiter(args.rate_limit),
     )
     if api_keys:
         logging.getLogger(__name__).info("%d API key(s): every API's translations need one", len(api_keys))
