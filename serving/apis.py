@@ -338,7 +338,7 @@ def routed_path(scope: dict, body: bytes) -> str:
 # the routes whose requests need a key when the server has keys (`ApiGate`), by API; the other routes (languages,
 # settings, health, info, the schema) answer anyone
 GUARDED = {
-    "own": ("/translate", "/translate/stream"),
+    "own": ("/translate", "/translate/stream", "/score"),
     "huggingface": ("/",),
     "libretranslate": (
         "/detect",

@@ -64,3 +64,19 @@ def test_openapi_explains_score(tiny_server):
     fields = schema["components"]["schemas"]["ScoreRequest"]["properties"]
     assert {"pairs", "length_penalty", "source", "target"} == set(fields)
     assert all(field.get("description") for field in fields.values())
+
+
+def test_score_needs_a_key_on_a_server_with_keys(served_folder):
+    from helpers.serving import served_app
+
+    from vanilla_transformer.serving import start_in_thread
+
+    with start_in_thread(served_app(served_folder, api_keys=frozenset({"s3cret"}))) as running:
+        body = {"pairs": PAIRS[:1]}
+        refused = httpx.post(running.url + "/score", json=body, timeout=60)
+        assert refused.status_code == 403 and "key" in refused.json()["detail"]
+        accepted = httpx.post(
+            running.url + "/score", json=body, headers={"Authorization": "Bearer s3cret"}, timeout=60
+        )
+        assert accepted.status_code == 200 and len(accepted.json()["scores"]) == 1
+        assert "s3cret" not in refused.text + accepted.text
