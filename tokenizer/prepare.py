@@ -69,7 +69,7 @@ def load_or_train_tokenizer(
         loaded.save_pretrained(str(folder))
     if model_config is not None:
         if (problem := tokenizer_fit_problem(loaded, model_config)) is not None:
-            raise ValueError(f"Tokenizer {where!r} does not fit the model: {problem}.")
+            raise ValueError(f"Tokenizer {where!r}: {problem}.")
         return loaded
     ids = {
         "pad": loaded.pad_token_id,

@@ -420,7 +420,7 @@ def init_from_problems(cfg: TrainConfig) -> list[str]:
     which = f"--tokenizer {given!r}" if cfg.tokenizer is not None else f"--init_from {folder!r}'s tokenizer"
     problems = []
     if (problem := tokenizer_fit_problem(tokenizer, config)) is not None:
-        problems.append(f"{which} does not fit the model: {problem}")
+        problems.append(f"{which}: {problem}")
     if cfg.bpe_dropout > 0 and not getattr(tokenizer, "is_fast", False):
         problems.append(
             f"--bpe_dropout re-segments with a tokenizer.json's BPE merges; {which} is a "
