@@ -70,7 +70,9 @@ def tokenizer_hash(tokenizer) -> str:
     with tempfile.TemporaryDirectory() as folder:
         tokenizer.save_pretrained(folder)
         files = sorted(Path(folder).iterdir())
-        return content_hash(type(tokenizer).__name__, *(part for f in files for part in (f.name, f.read_bytes())))
+        return content_hash(
+            type(tokenizer).__name__, *(part for f in files for part in (f.name, f.read_bytes()))
+        )
 
 
 LENGTHS = ("input_length", "labels_length")  # the token counts that `tokenize_dataset` adds
@@ -309,7 +311,9 @@ def _arrow_pairs(
 MIX_STREAM = 3
 
 
-def mix_general_pairs(cfg, splits: datasets.DatasetDict) -> tuple[datasets.DatasetDict, datasets.Dataset, str]:
+def mix_general_pairs(
+    cfg, splits: datasets.DatasetDict
+) -> tuple[datasets.DatasetDict, datasets.Dataset, str]:
     """``--mix_data``: the general corpus read and split as ``--data`` is (`corpus.DataOptions.load_splits`), a seeded
     sample of its training pairs appended to ``splits``' training split so that they make up ``--mix_ratio`` of it
     (all of them when it has fewer); returns the mixed splits, the general corpus's test split (for the general
@@ -324,7 +328,11 @@ def mix_general_pairs(cfg, splits: datasets.DatasetDict) -> tuple[datasets.Datas
     note = (
         f"Mixed {len(rows)} general-domain training pairs from {Path(str(cfg.mix_data)).name} into the "
         f"{len(mine)} training pairs ({len(rows) / max(len(mixed['train']), 1):.0%} of them"
-        + (f"; --mix_ratio {cfg.mix_ratio} asked for {wanted}, the corpus has {len(pool)}" if wanted > len(pool) else "")
+        + (
+            f"; --mix_ratio {cfg.mix_ratio} asked for {wanted}, the corpus has {len(pool)}"
+            if wanted > len(pool)
+            else ""
+        )
         + f"); its {len(general['test'])} test pairs give the general BLEU"
     )
     return mixed, general["test"], note

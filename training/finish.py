@@ -103,7 +103,10 @@ def held_out_bleu(
 
 def bleu_line(scores: dict[str, float]) -> str:
     """``{'yours': 12.3, 'general': 20.1}`` -> "12.3 on your held-out pairs, 20.1 on the general held-out pairs"."""
-    return ", ".join(f"{bleu} on {'your' if name == 'yours' else 'the ' + name} held-out pairs" for name, bleu in scores.items())
+    return ", ".join(
+        f"{bleu} on {'your' if name == 'yours' else 'the ' + name} held-out pairs"
+        for name, bleu in scores.items()
+    )
 
 
 def domain_sets(data) -> dict[str, datasets.Dataset]:

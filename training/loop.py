@@ -46,10 +46,10 @@ from . import checkpoint as ckpt
 from .averaging import Snapshots, Weights, average_if_better, weights_copy
 from .batching import batch_generator
 from .finish import bleu_line, domain_sets, export_run, held_out_bleu, test_run
+from .lora import add_lora, merged
 from .options import TrainConfig
 from .planning import RunPlan, objective_model, plan_run
 from .plots import write_training_plots
-from .lora import add_lora, merged
 from .recipe import warmup_note
 from .run_dir import options_dict, resumed_data
 from .schedule import budget_progress, build_optimizer, build_scheduler, cooldown_factor
@@ -460,7 +460,7 @@ class Trainer:
             if evaluation is not None:
                 result.length_penalty = evaluation.length_penalty
                 result.test_metrics, result.samples = evaluation.test_metrics, evaluation.samples
-                if self.reports_domains() and state.bleu_before:
+                if self.reports_domains() and state.bleu_before and evaluation.test_metrics:
                     # the test score is the BLEU on your held-out pairs; the general one is decoded alike
                     general = {k: v for k, v in domain_sets(data).items() if k != "yours"}
                     after = {"yours": evaluation.test_metrics["bleu"], **self.domain_bleu(final, general)}

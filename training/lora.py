@@ -8,11 +8,11 @@ class and state dict again, which loads without `peft`.
 from __future__ import annotations
 
 import copy
-import logging
+from typing import TypeVar
 
 import torch
 
-logger = logging.getLogger(__name__)
+Model = TypeVar("Model", bound=torch.nn.Module)
 
 # the projections of every attention block (self- and cross-attention) and of the feed-forward layers
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -41,7 +41,7 @@ def has_lora(model: torch.nn.Module) -> bool:
     return any(ADAPTER_PREFIX in name for name, _ in model.named_parameters())
 
 
-def merged(model: torch.nn.Module) -> torch.nn.Module:
+def merged(model: Model) -> Model:
     """A copy of ``model`` with every LoRA adapter added into the weight it adapts and the adapted layer put back
     in its place: the model's own class and state-dict keys, computing what the adapted model computes (up to float
     rounding). ``model`` itself is unchanged (training may go on); a model without adapters is returned as it is."""

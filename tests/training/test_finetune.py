@@ -75,8 +75,6 @@ def tiny_marian(vocab_size: int, pad: int) -> MarianMTModel:
         dropout=0.0,
         attention_dropout=0.0,
         activation_dropout=0.0,
-        num_beams=2,
-        max_length=32,
     )
     torch.manual_seed(0)
     return MarianMTModel(config).eval()
@@ -103,7 +101,7 @@ def converted(tmp_path_factory) -> dict:
     sources, targets = corpus_pairs()
     marian_dir = root / "marian"
     tokenizer = opus_mt_tokenizer(marian_dir, sources[:TRAIN_LINES], targets[:TRAIN_LINES])
-    tiny_marian(len(tokenizer), tokenizer.pad_token_id).save_pretrained(marian_dir)
+    tiny_marian(len(tokenizer), tokenizer_id(marian_dir, "<pad>")).save_pretrained(marian_dir)
     code, err = run_command("convert", "--from", "marian", str(marian_dir), str(root / "converted"))
     assert code == 0, err
     data = root / "mine.de-en.tsv"
@@ -171,7 +169,9 @@ def held_out_loss(folder: Path, sources: list[str], targets: list[str]) -> float
     batch = tokenizer(sources, text_target=targets, padding=True, return_tensors="pt")
     labels = batch["labels"].masked_fill(batch["labels"] == tokenizer.pad_token_id, -100)
     with torch.no_grad():
-        return float(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels).loss)
+        return float(
+            model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels).loss
+        )
 
 
 @pytest.fixture(scope="module")
@@ -207,11 +207,11 @@ def test_finetuning_lowers_the_held_out_loss(converted, finetuned):
 
 
 def test_finetuned_folder_generates_without_the_package(converted, finetuned, tmp_path):
-    from vanilla_transformer.inference.loading import load_model_and_tokenizer
+    from vanilla_transformer.tokenizer.prepare import load_tokenizer
 
     sources = converted["held_out"][0][:4]
-    model, tokenizer = load_model_and_tokenizer(str(finetuned), device="cpu")
-    batch = tokenizer(sources, return_tensors="pt", padding=True)
+    model = VanillaTransformerForConditionalGeneration.from_pretrained(finetuned).eval()
+    batch = load_tokenizer(finetuned)(sources, return_tensors="pt", padding=True)
     expected = model.generate(**batch, num_beams=2, max_new_tokens=8, min_new_tokens=4).tolist()
     out = run_python(
         f"""
@@ -300,7 +300,9 @@ def test_lora_run_trains_the_adapters_only_and_exports_the_merged_model(converte
     assert after.keys() == before.keys()
     changed = {name for name in before if not torch.equal(before[name], after[name])}
     # the merged adapters changed the attention projections' weights, nothing else
-    assert changed and all(name.split(".")[-2] in ("q_proj", "k_proj", "v_proj", "out_proj") for name in changed)
+    assert changed and all(
+        name.split(".")[-2] in ("q_proj", "k_proj", "v_proj", "out_proj") for name in changed
+    )
     assert all(name.endswith(".weight") for name in changed), changed
 
 
@@ -314,9 +316,13 @@ def test_mixed_run_reports_bleu_on_both_held_out_sets_before_and_after(converted
     general.write_text("".join(f"{s}\t{t}\n" for s, t in rows), encoding="utf-8")
     out = tmp_path / "mixed"
     messages: list[str] = []
-    options = train_options(converted, out, "--max_steps", "4", "--mix_data", str(general), "--mix_ratio", "0.25")
+    options = train_options(
+        converted, out, "--max_steps", "4", "--mix_data", str(general), "--mix_ratio", "0.25"
+    )
     cfg = parse_dataclass(TrainConfig, options)
-    result = train(cfg, lambda name, info: messages.append(info.get("message", "")) if name == "info" else None)
+    result = train(
+        cfg, lambda name, info: messages.append(info.get("message", "")) if name == "info" else None
+    )
     mine = TRAIN_LINES - 20 - 10
     assert result.split_sizes["train"] == mine + round(mine / 3)
     assert set(result.domain_bleu["before"]) == set(result.domain_bleu["after"]) == {"yours", "general"}

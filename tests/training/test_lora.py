@@ -25,7 +25,9 @@ def test_merged_model_computes_what_the_adapted_model_computes(ffn):
     trainable, total = add_lora(model, rank=2, ffn=ffn)
     assert trainable == sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert 0 < trainable < 0.1 * total
-    names = {name.split(".lora_")[0].split(".")[-1] for name, p in model.named_parameters() if p.requires_grad}
+    names = {
+        name.split(".lora_")[0].split(".")[-1] for name, p in model.named_parameters() if p.requires_grad
+    }
     assert names == {"q_proj", "k_proj", "v_proj", "out_proj", *(("fc1", "fc2") if ffn else ())}
     # trained adapters (B starts at zero: the adapted model computes the base model's logits)
     with torch.no_grad():
