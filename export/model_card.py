@@ -313,6 +313,17 @@ def _recipe_text(cfg, recipe, c, result, objective: ObjectiveCard) -> str:
         f"{c.vocab_size} ({'its own tokenizer' if cfg.init_from else 'joint BPE'}), {result.num_parameters:,} "
         f"parameters. Adam (0.9, 0.98, 1e-9), {_schedule_text(recipe)}, label smoothing {cfg.label_smoothing}, "
         + (
+            f"LoRA rank {cfg.lora} adapters on the {'attention and feed-forward' if cfg.lora_ffn else 'attention'} "
+            "projections (the rest frozen), merged into the weights, "
+            if getattr(cfg, "lora", None)
+            else ""
+        )
+        + (
+            f"{cfg.mix_ratio:.0%} of the training pairs from the general-domain `{Path(str(cfg.mix_data)).name}`, "
+            if getattr(cfg, "mix_data", None)
+            else ""
+        )
+        + (
             f"BPE-dropout {cfg.bpe_dropout} (training pairs re-segmented every epoch), "
             if cfg.bpe_dropout
             else ""

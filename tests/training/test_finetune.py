@@ -304,6 +304,8 @@ def test_lora_run_trains_the_adapters_only_and_exports_the_merged_model(converte
         name.split(".")[-2] in ("q_proj", "k_proj", "v_proj", "out_proj") for name in changed
     )
     assert all(name.endswith(".weight") for name in changed), changed
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "LoRA rank 4 adapters on the attention projections" in card
 
 
 def test_mixed_run_reports_bleu_on_both_held_out_sets_before_and_after(converted, tmp_path):
@@ -331,3 +333,5 @@ def test_mixed_run_reports_bleu_on_both_held_out_sets_before_and_after(converted
     assert any(m.startswith("BLEU after fine-tuning: ") for m in messages)
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "| held-out pairs | BLEU before | BLEU after |" in card and "| general |" in card
+    assert "25% of the training pairs from the general-domain `general.de-en.tsv`" in card
+    assert "lr 0.003 after a linear warm-up of 5 updates, constant" in card
