@@ -97,13 +97,23 @@ def has_tokenizer(folder: str | Path) -> bool:
 
 def tokenizer_fit_problem(tokenizer: PreTrainedTokenizerBase, config: Any) -> str | None:
     """Why ``tokenizer`` does not fit the model of ``config``, or None: more tokens than the model's vocabulary,
-    or pad/eos ids other than the model's (`check_vocabulary`, the one check every loader makes)."""
+    or pad/eos ids other than the model's (`check_vocabulary`, the one check every loader makes); a separate
+    target vocabulary (Marian's ``target_vocab.json``) larger than the decoder's (``decoder_vocab_size``)."""
     from vanilla_transformer.modeling.pipeline_vanilla_transformer import check_vocabulary
 
     try:
         check_vocabulary(config, tokenizer)
     except ValueError as error:
         return str(error).rstrip(".")
+    target = (
+        getattr(tokenizer, "target_encoder", None) if getattr(tokenizer, "separate_vocabs", False) else None
+    )
+    decoder_size = getattr(config, "decoder_vocab_size", None)
+    if target is not None and decoder_size is not None and len(target) > decoder_size:
+        return (
+            f"the tokenizer's target vocabulary has {len(target)} tokens but the model's decoder_vocab_size is "
+            f"{decoder_size}; use the tokenizer saved with this model"
+        )
     return None
 
 

@@ -335,3 +335,26 @@ def test_mixed_run_reports_bleu_on_both_held_out_sets_before_and_after(converted
     assert "| held-out pairs | BLEU before | BLEU after |" in card and "| general |" in card
     assert "25% of the training pairs from the general-domain `general.de-en.tsv`" in card
     assert "lr 0.003 after a linear warm-up of 5 updates, constant" in card
+
+
+def test_a_separate_target_vocabulary_larger_than_the_decoder_does_not_fit(converted, tmp_path):
+    from vanilla_transformer.modeling import VanillaTransformerConfig
+    from vanilla_transformer.tokenizer.prepare import tokenizer_fit_problem
+
+    vocab = json.loads((converted["marian"] / "vocab.json").read_text(encoding="utf-8"))
+    (tmp_path / "target_vocab.json").write_text(
+        json.dumps({**vocab, **{f"extra{i}": len(vocab) + i for i in range(3)}}), encoding="utf-8"
+    )
+    tokenizer = MarianTokenizer(
+        str(converted["marian"] / "source.spm"),
+        str(converted["marian"] / "target.spm"),
+        str(converted["marian"] / "vocab.json"),
+        target_vocab_file=str(tmp_path / "target_vocab.json"),
+        separate_vocabs=True,
+    )
+    ids = dict(pad_token_id=vocab["<pad>"], eos_token_id=0, share_encoder_decoder_embeddings=False)
+    fits = VanillaTransformerConfig(vocab_size=len(vocab), decoder_vocab_size=len(vocab) + 3, **ids)
+    assert tokenizer_fit_problem(tokenizer, fits) is None
+    smaller = VanillaTransformerConfig(vocab_size=len(vocab), decoder_vocab_size=len(vocab) + 1, **ids)
+    problem = tokenizer_fit_problem(tokenizer, smaller)
+    assert problem is not None and f"target vocabulary has {len(vocab) + 3} tokens" in problem
