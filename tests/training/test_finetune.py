@@ -88,8 +88,8 @@ def run_command(name: str, *argv: str) -> tuple[int, str]:
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         try:
             code = import_module(f"vanilla_transformer.commands.{name}").main(list(argv))
-        except SystemExit as stop:
-            code = stop.code
+        except SystemExit as exited:
+            code = exited.code
     return int(code or 0), err.getvalue()
 
 
