@@ -32,6 +32,7 @@ SOURCES = {
     "marian": ("MarianMTModel", "convert_marian", "convert_marian_checkpoint"),
     "gpt2": ("GPT2LMHeadModel", "convert_gpt2", "convert_gpt2_checkpoint"),
     "bert": ("BertForMaskedLM or BertForSequenceClassification", "convert_bert", "convert_bert_checkpoint"),
+    "joeynmt": ("a JoeyNMT 2.x Transformer model folder", "convert_joeynmt", "convert_joeynmt_checkpoint"),
 }
 
 

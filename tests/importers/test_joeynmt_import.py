@@ -1,0 +1,230 @@
+"""`convert --from joeynmt` against JoeyNMT itself: JoeyNMT 2.3 builds a random small Transformer with its own
+`build_model`, saves it as its training does (config.yaml, best.ckpt, src_vocab.txt, trg_vocab.txt), and decodes a
+padded batch with its own greedy and beam search; the converted folder gives the same logits (within 1e-4) and the
+same tokens. Bad input (an architecture the converter cannot express, a truncated checkpoint, vocabularies that do
+not fit the weights, a pickle without --trust_pickle) is one `error:` line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import yaml
+
+joeynmt_model = pytest.importorskip("joeynmt.model", reason="JoeyNMT 2.3 (.ci/run installs it)")
+from joeynmt.batch import Batch  # noqa: E402
+from joeynmt.search import search  # noqa: E402
+from joeynmt.vocabulary import Vocabulary  # noqa: E402
+
+from vanilla_transformer.commands.convert import main as convert_main  # noqa: E402
+from vanilla_transformer.modeling.convert_joeynmt import convert_joeynmt_checkpoint  # noqa: E402
+
+SPECIALS = SimpleNamespace(
+    unk_token="<unk>", unk_id=0, pad_token="<pad>", pad_id=1, bos_token="<s>", bos_id=2, eos_token="</s>", eos_id=3,
+    sep_token=None, sep_id=None, lang_tags=[],
+)  # fmt: skip
+PAD, BOS, EOS = 1, 2, 3
+
+
+def joey_config(layer_norm: str, tied: bool, activation: str, scale: bool, width: int = 32) -> dict:
+    """A JoeyNMT config.yaml (as a dict) of a small Transformer: 2 encoder and 2 decoder layers, 4 heads."""
+
+    def stack(layers: int, ffn: int) -> dict:
+        return {
+            "type": "transformer",
+            "num_layers": layers,
+            "num_heads": 4,
+            "embeddings": {"embedding_dim": width, "scale": scale, "dropout": 0.0},
+            "hidden_size": width,
+            "ff_size": ffn,
+            "dropout": 0.0,
+            "layer_norm": layer_norm,
+            "activation": activation,
+        }
+
+    return {
+        "name": "tiny",
+        "data": {"special_symbols": {"unk_token": "<unk>", "pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>"}},
+        "testing": {"beam_size": 4, "beam_alpha": -1, "max_output_length": 12},
+        "model": {
+            "initializer": "xavier_uniform",
+            "embed_initializer": "normal",
+            "embed_init_weight": 0.5,
+            "bias_initializer": "normal",
+            "tied_embeddings": tied,
+            "tied_softmax": tied,
+            "encoder": stack(2, 64),
+            "decoder": stack(2, 48),
+        },
+    }
+
+
+def joey_vocabularies(tied: bool) -> tuple[Vocabulary, Vocabulary]:
+    source = [f"s{i}" for i in range(40)]
+    target = source if tied else [f"t{i}" for i in range(33)]
+    return Vocabulary(source, SPECIALS), Vocabulary(target, SPECIALS)
+
+
+def save_joey_folder(folder: Path, config: dict, seed: int = 0):
+    """JoeyNMT's model of `config`, built by its `build_model` with random weights (every bias and LayerNorm drawn
+    too), saved in `folder` as JoeyNMT's training saves it; returns the JoeyNMT model."""
+    torch.manual_seed(seed)
+    src_vocab, trg_vocab = joey_vocabularies(config["model"]["tied_embeddings"])
+    model = joeynmt_model.build_model(copy.deepcopy(config["model"]), src_vocab=src_vocab, trg_vocab=trg_vocab)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "layer_norm" in name:
+                parameter.normal_(1.0 if name.endswith("weight") else 0.0, 0.2)
+    model.eval()
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    src_vocab.to_file(folder / "src_vocab.txt")
+    trg_vocab.to_file(folder / "trg_vocab.txt")
+    optimizer = torch.optim.Adam(model.parameters())
+    torch.save(
+        {
+            "model_state": model.state_dict(),
+            "optimizer_state": optimizer.state_dict(),
+            "scaler_state": None,
+            "scheduler_state": None,
+            "train_iter_state": torch.Generator().get_state(),
+            "stats_state": {"epochs": 1, "steps": 10, "total_tokens": 100, "total_correct": 7,
+                            "best_ckpt_score": 1.5, "best_ckpt_iter": 10},
+        },
+        folder / "best.ckpt",
+    )  # fmt: skip
+    return model
+
+
+def padded_source(vocab_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Three right-padded source sentences ending in </s> (JoeyNMT's source convention) and their lengths."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor([9, 6, 3])
+    src = torch.full((3, 9), PAD)
+    for row, length in enumerate(lengths.tolist()):
+        src[row, : length - 1] = torch.randint(4, vocab_size, (length - 1,), generator=g)
+        src[row, length - 1] = EOS
+    return src, lengths
+
+
+def joey_decode(model, src: torch.Tensor, lengths: torch.Tensor, beam_size: int, max_length: int) -> list[list[int]]:
+    batch = Batch(src, lengths, None, None, None, torch.arange(len(src)), torch.device("cpu"), PAD, EOS, False)
+    output, _, _ = search(model, batch, max_output_length=max_length, beam_size=beam_size, beam_alpha=-1)
+    if beam_size > 1:
+        # the beam's hypotheses come padded to the longest (its beam never produces <pad>)
+        return [cut_at_eos([token for token in row if token != PAD]) for row in output.tolist()]
+    return [cut_at_eos(row) for row in output.tolist()]
+
+
+def cut_at_eos(row: list[int]) -> list[int]:
+    """The tokens up to and including the first </s> (JoeyNMT's greedy goes on after it for the batch's sake;
+    transformers pads after it)."""
+    return row[: row.index(EOS) + 1] if EOS in row else row
+
+
+# layer_norm, tied_embeddings and tied_softmax, activation, embeddings.scale, the std of the embeddings' normal
+# initialisation and the seed: drawn so that the random models end hypotheses at several lengths
+CASES = [
+    pytest.param("post", True, "relu", True, 0.2, 0, id="post-LN-tied-relu"),
+    pytest.param("post", False, "gelu", False, 0.2, 3, id="post-LN-separate-gelu-unscaled"),
+    pytest.param("pre", False, "gelu", False, 0.4, 3, id="pre-LN-separate-gelu-unscaled"),
+    pytest.param("pre", True, "swish", True, 0.2, 0, id="pre-LN-tied-swish"),
+]
+
+
+@pytest.mark.parametrize("layer_norm,tied,activation,scale,embed_std,seed", CASES)
+def test_converted_joeynmt_model_matches_joeynmt(tmp_path, layer_norm, tied, activation, scale, embed_std, seed):
+    from transformers import AutoModelForSeq2SeqLM
+
+    config = joey_config(layer_norm, tied, activation, scale)
+    config["model"]["embed_init_weight"] = embed_std
+    joey = save_joey_folder(tmp_path / "joey", config, seed=seed)
+    out = convert_joeynmt_checkpoint(tmp_path / "joey", tmp_path / "ours", trust_pickle=True)
+    ours = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    assert ours.config.normalize_before == (layer_norm == "pre")
+
+    src, lengths = padded_source(len(joey.src_vocab), seed=1)
+    mask = (src != PAD).long()
+    g = torch.Generator().manual_seed(2)
+    trg_input = torch.cat([torch.full((3, 1), BOS), torch.randint(4, len(joey.trg_vocab), (3, 6), generator=g)], 1)
+    with torch.no_grad():
+        expected, _, _, _ = joey._encode_decode(
+            src=src, trg_input=trg_input, src_mask=(src != PAD).unsqueeze(1), src_length=lengths,
+            trg_mask=torch.ones(3, 1, trg_input.size(1), dtype=torch.bool),
+        )  # fmt: skip
+        got = ours(input_ids=src, attention_mask=mask, decoder_input_ids=trg_input).logits
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+
+    finished = 0
+    for beams, batch_seed in ((1, 0), (4, 0), (1, 1), (4, 1), (1, 2), (4, 2)):
+        src, lengths = padded_source(len(joey.src_vocab), seed=batch_seed)
+        with torch.no_grad():
+            reference = joey_decode(joey, src, lengths, beam_size=beams, max_length=12)
+            finished += sum(row[-1] == EOS and len(row) < 12 for row in reference)
+            # JoeyNMT's greedy search can produce <pad>, its beam search cannot: the generation config written
+            # for a JoeyNMT config with beam_size 1 suppresses <s> only
+            generated = ours.generate(
+                input_ids=src,
+                attention_mask=(src != PAD).long(),
+                num_beams=beams,
+                max_new_tokens=12,
+                suppress_tokens=[BOS, PAD] if beams > 1 else [BOS],
+            )
+        assert [cut_at_eos(row[1:]) for row in generated.tolist()] == reference, f"beam {beams}"
+    # the comparison covers hypotheses that end before the length limit
+    assert finished > 0
+
+
+def convert_cli(capsys, *argv: str) -> tuple[int, str]:
+    code = convert_main(["--from", "joeynmt", *argv])
+    return code, capsys.readouterr().err
+
+
+def test_pickle_without_trust_pickle_is_refused(tmp_path, capsys):
+    save_joey_folder(tmp_path / "joey", joey_config("post", True, "relu", True))
+    code, err = convert_cli(capsys, str(tmp_path / "joey"), str(tmp_path / "out"))
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert "--trust_pickle" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda config: config["model"]["encoder"].pop("layer_norm"), "model.encoder.layer_norm"),
+        (lambda config: config["model"]["decoder"].update(activation="relu"), "model.*.activation"),
+        (lambda config: config["model"]["encoder"].update(alpha=2.0), "model.encoder.alpha"),
+        (lambda config: config["model"]["encoder"].update(type="recurrent"), "model.encoder.type"),
+    ],
+    ids=["pre-LN-without-final-norm", "different-activations", "residual-alpha", "recurrent"],
+)
+def test_architecture_that_cannot_be_expressed_is_refused(tmp_path, capsys, edit, message):
+    config = joey_config("pre", False, "gelu", True)
+    save_joey_folder(tmp_path / "joey", config)
+    edit(config)
+    (tmp_path / "joey" / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    code, err = convert_cli(capsys, str(tmp_path / "joey"), str(tmp_path / "out"), "--trust_pickle")
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1 and message in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_truncated_checkpoint_is_refused(tmp_path, capsys):
+    save_joey_folder(tmp_path / "joey", joey_config("post", True, "relu", True))
+    checkpoint = tmp_path / "joey" / "best.ckpt"
+    checkpoint.write_bytes(checkpoint.read_bytes()[: checkpoint.stat().st_size // 2])
+    code, err = convert_cli(capsys, str(tmp_path / "joey"), str(tmp_path / "out"), "--trust_pickle")
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1 and "truncated or corrupt" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_vocabulary_that_does_not_fit_the_weights_is_refused(tmp_path, capsys):
+    save_joey_folder(tmp_path / "joey", joey_config("post", False, "relu", True))
+    vocab = tmp_path / "joey" / "trg_vocab.txt"
+    vocab.write_text(vocab.read_text(encoding="utf-8") + "extra1\nextra2\n", encoding="utf-8")
+    code, err = convert_cli(capsys, str(tmp_path / "joey"), str(tmp_path / "out"), "--trust_pickle")
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert "trg vocabulary is 39 but the weights have 37" in err
+    assert not (tmp_path / "out").exists()
