@@ -297,12 +297,110 @@ def convert_joeynmt_model(
     return model
 
 
+def joeynmt_sentencepiece_models(folder: Path, config: dict) -> tuple[Path, Path]:
+    """The SentencePiece models of the source and target tokenizers of JoeyNMT's `config` (`data.src`,
+    `data.trg`), found in `folder` (where JoeyNMT's training copies them) or at the path the config names;
+    `ValueError` naming each option the OPUS-MT layout cannot express (another tokenizer, lowercasing, Unicode
+    normalisation, Moses pre-tokenisation)."""
+    import sentencepiece
+
+    data = config.get("data") or {}
+    models = []
+    for side in ("src", "trg"):
+        values = data.get(side) or {}
+        tokenizer = values.get("tokenizer_cfg") or {}
+        kind = values.get("tokenizer_type", values.get("bpe_type", "sentencepiece"))
+        level = values.get("level")
+        if level != "bpe" or kind != "sentencepiece":
+            raise ValueError(
+                f"data.{side}.level={level!r}, tokenizer_type={kind!r}: the converter brings SentencePiece tokenizers "
+                "(level: bpe, tokenizer_type: sentencepiece) only; subword-nmt codes, words or characters have no "
+                "exact transformers tokenizer"
+            )
+        for option, value in (
+            ("lowercase", values.get("lowercase", False)),
+            ("normalize", values.get("normalize", False)),
+            ("tokenizer_cfg.pretokenizer", tokenizer.get("pretokenizer", "none")),
+        ):
+            if value not in (False, "none"):
+                raise ValueError(
+                    f"data.{side}.{option}={value!r}: the SentencePiece tokenizer the converter writes does no "
+                    "lowercasing, normalisation or pre-tokenisation; only models trained without it convert"
+                )
+        named = Path(str(tokenizer.get("model_file", "")))
+        path = next((p for p in (folder / named.name, named, folder / named) if named.name and p.is_file()), None)
+        if path is None:
+            raise FileNotFoundError(
+                f"data.{side}.tokenizer_cfg.model_file={str(named)!r} is not in {folder}: copy the SentencePiece model "
+                "there"
+            )
+        try:
+            sentencepiece.SentencePieceProcessor(model_file=str(path))
+        except (OSError, RuntimeError) as error:
+            raise ValueError(f"{path} is not a SentencePiece model ({error})") from error
+        models.append(path)
+    return models[0], models[1]
+
+
+def restrict_to_vocabulary(model: bytes, vocabulary: list[str]) -> bytes:
+    """The serialized SentencePiece `model` restricted to `vocabulary` as JoeyNMT's tokenizer restricts it
+    (sentencepiece's `SetVocabulary`, which JoeyNMT calls on loading): a normal piece that the vocabulary lacks and
+    that is longer than one character is marked unused, so that encoding splits it into smaller pieces instead of
+    producing the unknown token. Unigram and BPE models only (the others are returned unchanged)."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model)
+    trainer = sentencepiece_model_pb2.TrainerSpec
+    if proto.trainer_spec.model_type not in (trainer.UNIGRAM, trainer.BPE):
+        return model
+    piece_type = sentencepiece_model_pb2.ModelProto.SentencePiece
+    known = set(vocabulary)
+    for piece in proto.pieces:
+        if piece.type in (piece_type.NORMAL, piece_type.UNUSED):
+            kept = piece.piece in known or len(piece.piece) == 1
+            piece.type = piece_type.NORMAL if kept else piece_type.UNUSED
+    return proto.SerializeToString()
+
+
+def write_joeynmt_tokenizer(
+    out_dir: Path, models: tuple[Path, Path], vocabularies: tuple[list[str], list[str]], config: dict
+) -> None:
+    """The OPUS-MT layout (`tokenizer.imported`) in `out_dir` for JoeyNMT's SentencePiece `models` and
+    `vocabularies` (source, target). The models written are restricted to the vocabularies as JoeyNMT restricts
+    them (`restrict_to_vocabulary`)."""
+    import tempfile
+
+    from vanilla_transformer.tokenizer.imported import write_sentencepiece_tokenizer
+
+    symbols = special_symbols(config)
+    with tempfile.TemporaryDirectory() as scratch:
+        restricted = []
+        for side, model, vocabulary in zip(("source", "target"), models, vocabularies):
+            path = Path(scratch) / f"{side}.spm"
+            path.write_bytes(restrict_to_vocabulary(model.read_bytes(), vocabulary))
+            restricted.append(path)
+        write_sentencepiece_tokenizer(
+            out_dir,
+            restricted[0],
+            vocabularies[0],
+            restricted[1],
+            vocabularies[1],
+            unk_token=symbols["unk_token"],
+            eos_token=symbols["eos_token"],
+            pad_token=symbols["pad_token"],
+        )
+
+
 def convert_joeynmt_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_pickle: bool = False) -> Path:
     """Convert a JoeyNMT model folder (see the module docstring) into a vanilla-transformer folder with remote
     code. The checkpoint is read only with `trust_pickle`; the vocabularies are checked against the weights."""
     src_dir, out_dir = Path(src_dir), Path(out_dir)
     config = read_joeynmt_config(src_dir)
     vocabularies = joeynmt_vocabulary(src_dir, config, "src"), joeynmt_vocabulary(src_dir, config, "trg")
+    models = joeynmt_sentencepiece_models(src_dir, config)
     state = load_joeynmt_state(src_dir, trust_pickle)
     model = convert_joeynmt_model(config, state, (len(vocabularies[0]), len(vocabularies[1])))
-    return write_converted_folder(model, src_dir, out_dir, copy_source_files=False)
+    write_converted_folder(model, None, out_dir)
+    write_joeynmt_tokenizer(out_dir, models, vocabularies, config)
+    return out_dir

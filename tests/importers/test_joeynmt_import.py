@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import sentencepiece
 import torch
 import yaml
 
@@ -27,10 +28,43 @@ SPECIALS = SimpleNamespace(
     sep_token=None, sep_id=None, lang_tags=[],
 )  # fmt: skip
 PAD, BOS, EOS = 1, 2, 3
+SOURCE_TEXT = [
+    "the quick brown fox jumps over the lazy dog",
+    "a small model translates short sentences",
+    "numbers like 12 and 345 are split into pieces",
+    "padding and positions must agree with joey",
+] * 20
+TARGET_TEXT = [
+    "der schnelle braune fuchs springt über den faulen hund",
+    "ein kleines modell übersetzt kurze sätze",
+    "zahlen wie 12 und 345 werden in stücke geteilt",
+    "auffüllung und positionen müssen zu joey passen",
+] * 20
+SENTENCES = ["the quick fox", "a small model splits numbers like 345 into short pieces", "12 dogs"]
+
+
+def train_spm(folder: Path, name: str, text: list[str], vocab_size: int) -> Path:
+    prefix = folder / name
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(text), model_prefix=str(prefix), vocab_size=vocab_size, character_coverage=1.0,
+        minloglevel=2,
+    )  # fmt: skip
+    return prefix.with_suffix(".model")
+
+
+def spm_pieces(model: Path, skip: int) -> list[str]:
+    """The pieces of the SentencePiece `model` as a JoeyNMT vocabulary file lists them (its own special pieces
+    left out), less the `skip` last multi-character pieces (JoeyNMT splits those into smaller pieces)."""
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(model))
+    pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    pieces = [piece for piece in pieces if piece not in ("<unk>", "<s>", "</s>")]
+    dropped = [piece for piece in pieces if len(piece) > 2][-skip:] if skip else []
+    return [piece for piece in pieces if piece not in dropped]
 
 
 def joey_config(layer_norm: str, tied: bool, activation: str, scale: bool, width: int = 32) -> dict:
-    """A JoeyNMT config.yaml (as a dict) of a small Transformer: 2 encoder and 2 decoder layers, 4 heads."""
+    """A JoeyNMT config.yaml (as a dict) of a small Transformer (2 encoder and 2 decoder layers, 4 heads) with
+    SentencePiece tokenizers (`joint.model` when tied, else `src.model` and `trg.model`)."""
 
     def stack(layers: int, ffn: int) -> dict:
         return {
@@ -45,9 +79,18 @@ def joey_config(layer_norm: str, tied: bool, activation: str, scale: bool, width
             "activation": activation,
         }
 
+    def side(lang: str) -> dict:
+        model = "joint.model" if tied else f"{lang}.model"
+        return {
+            "lang": lang,
+            "level": "bpe",
+            "tokenizer_type": "sentencepiece",
+            "tokenizer_cfg": {"model_file": f"/data/joey/{model}"},
+        }
+
     return {
         "name": "tiny",
-        "data": {"special_symbols": {"unk_token": "<unk>", "pad_token": "<pad>", "bos_token": "<s>", "eos_token": "</s>"}},
+        "data": {"src": side("src"), "trg": side("trg"), "special_symbols": vars(SPECIALS).copy()},
         "testing": {"beam_size": 4, "beam_alpha": -1, "max_output_length": 12},
         "model": {
             "initializer": "xavier_uniform",
@@ -62,24 +105,25 @@ def joey_config(layer_norm: str, tied: bool, activation: str, scale: bool, width
     }
 
 
-def joey_vocabularies(tied: bool) -> tuple[Vocabulary, Vocabulary]:
-    source = [f"s{i}" for i in range(40)]
-    target = source if tied else [f"t{i}" for i in range(33)]
-    return Vocabulary(source, SPECIALS), Vocabulary(target, SPECIALS)
-
-
-def save_joey_folder(folder: Path, config: dict, seed: int = 0):
-    """JoeyNMT's model of `config`, built by its `build_model` with random weights (every bias and LayerNorm drawn
-    too), saved in `folder` as JoeyNMT's training saves it; returns the JoeyNMT model."""
+def save_joey_folder(folder: Path, config: dict, seed: int = 0, eos_scale: float = 1.0):
+    """JoeyNMT's model of `config`, built by its `build_model` with random weights (the LayerNorms drawn too, the
+    output row of </s> multiplied by `eos_scale`), saved in `folder` as JoeyNMT's training saves it (config.yaml,
+    best.ckpt, src_vocab.txt, trg_vocab.txt, the SentencePiece models); returns the JoeyNMT model."""
+    folder.mkdir(parents=True)
+    if config["model"]["tied_embeddings"]:
+        joint = train_spm(folder, "joint", SOURCE_TEXT + TARGET_TEXT, 80)
+        src_vocab = trg_vocab = Vocabulary(spm_pieces(joint, skip=3), SPECIALS)
+    else:
+        src_vocab = Vocabulary(spm_pieces(train_spm(folder, "src", SOURCE_TEXT, 50), skip=3), SPECIALS)
+        trg_vocab = Vocabulary(spm_pieces(train_spm(folder, "trg", TARGET_TEXT, 48), skip=2), SPECIALS)
     torch.manual_seed(seed)
-    src_vocab, trg_vocab = joey_vocabularies(config["model"]["tied_embeddings"])
     model = joeynmt_model.build_model(copy.deepcopy(config["model"]), src_vocab=src_vocab, trg_vocab=trg_vocab)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if "layer_norm" in name:
                 parameter.normal_(1.0 if name.endswith("weight") else 0.0, 0.2)
+        model.decoder.output_layer.weight[EOS] *= eos_scale
     model.eval()
-    folder.mkdir(parents=True)
     (folder / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     src_vocab.to_file(folder / "src_vocab.txt")
     trg_vocab.to_file(folder / "trg_vocab.txt")
@@ -126,22 +170,25 @@ def cut_at_eos(row: list[int]) -> list[int]:
 
 
 # layer_norm, tied_embeddings and tied_softmax, activation, embeddings.scale, the std of the embeddings' normal
-# initialisation and the seed: drawn so that the random models end hypotheses at several lengths
+# initialisation, the seed and the scale of </s>'s output row: drawn so that the random models end hypotheses at
+# several lengths
 CASES = [
-    pytest.param("post", True, "relu", True, 0.2, 0, id="post-LN-tied-relu"),
-    pytest.param("post", False, "gelu", False, 0.2, 3, id="post-LN-separate-gelu-unscaled"),
-    pytest.param("pre", False, "gelu", False, 0.4, 3, id="pre-LN-separate-gelu-unscaled"),
-    pytest.param("pre", True, "swish", True, 0.2, 0, id="pre-LN-tied-swish"),
+    pytest.param("post", True, "relu", True, 0.2, 3, 3.0, id="post-LN-tied-relu"),
+    pytest.param("post", False, "gelu", False, 0.4, 1, 1.0, id="post-LN-separate-gelu-unscaled"),
+    pytest.param("pre", False, "gelu", False, 0.4, 0, 1.0, id="pre-LN-separate-gelu-unscaled"),
+    pytest.param("pre", True, "swish", True, 0.2, 0, 3.0, id="pre-LN-tied-swish"),
 ]
 
 
-@pytest.mark.parametrize("layer_norm,tied,activation,scale,embed_std,seed", CASES)
-def test_converted_joeynmt_model_matches_joeynmt(tmp_path, layer_norm, tied, activation, scale, embed_std, seed):
+@pytest.mark.parametrize("layer_norm,tied,activation,scale,embed_std,seed,eos_scale", CASES)
+def test_converted_joeynmt_model_matches_joeynmt(
+    tmp_path, layer_norm, tied, activation, scale, embed_std, seed, eos_scale
+):
     from transformers import AutoModelForSeq2SeqLM
 
     config = joey_config(layer_norm, tied, activation, scale)
     config["model"]["embed_init_weight"] = embed_std
-    joey = save_joey_folder(tmp_path / "joey", config, seed=seed)
+    joey = save_joey_folder(tmp_path / "joey", config, seed=seed, eos_scale=eos_scale)
     out = convert_joeynmt_checkpoint(tmp_path / "joey", tmp_path / "ours", trust_pickle=True)
     ours = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
     assert ours.config.normalize_before == (layer_norm == "pre")
@@ -223,8 +270,9 @@ def test_truncated_checkpoint_is_refused(tmp_path, capsys):
 def test_vocabulary_that_does_not_fit_the_weights_is_refused(tmp_path, capsys):
     save_joey_folder(tmp_path / "joey", joey_config("post", False, "relu", True))
     vocab = tmp_path / "joey" / "trg_vocab.txt"
+    size = len(vocab.read_text(encoding="utf-8").splitlines())
     vocab.write_text(vocab.read_text(encoding="utf-8") + "extra1\nextra2\n", encoding="utf-8")
     code, err = convert_cli(capsys, str(tmp_path / "joey"), str(tmp_path / "out"), "--trust_pickle")
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
-    assert "trg vocabulary is 39 but the weights have 37" in err
+    assert f"trg vocabulary is {size + 2} but the weights have {size}" in err
     assert not (tmp_path / "out").exists()
