@@ -15,7 +15,7 @@ positions, activations or embedding scales on the two sides, `alpha` other than 
 JoeyNMT's pre-LN encoder without a final LayerNorm (its default when the encoder config names no `layer_norm`).
 
 The generation config carries JoeyNMT's decoding: start from `<s>`, never produce `<s>` (nor `<pad>` with a beam,
-nor `<unk>` with `generate_unk: false`), `min_output_length`, `beam_size`, `max_output_length`, and `beam_alpha` as the
+nor `<unk>` with `generate_unk: false`), `min_output_length`, `beam_size` (stopping once the beams are finished), `max_output_length`, and `beam_alpha` as the
 length penalty (JoeyNMT divides by ((5 + length) / 6) ** alpha, transformers by length ** alpha: equal for
 alpha <= 0, the JoeyNMT default).
 """
@@ -270,6 +270,8 @@ def generation_config_from_joeynmt(config: dict, model_config: VanillaTransforme
         "pad_token_id": symbols["pad_id"],
         "suppress_tokens": suppress,
         "num_beams": beams,
+        # a beam ends once its hypotheses are finished (what CTranslate2 reproduces too)
+        "early_stopping": True,
         "length_penalty": float(alpha) if alpha > 0 else 0.0,
     }
     if testing.get("min_output_length", 1) > 0:

@@ -10,6 +10,7 @@ import copy
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import sentencepiece
 import torch
@@ -105,17 +106,26 @@ def joey_config(layer_norm: str, tied: bool, activation: str, scale: bool, width
     }
 
 
-def save_joey_folder(folder: Path, config: dict, seed: int = 0, eos_scale: float = 1.0):
+def save_joey_folder(
+    folder: Path,
+    config: dict,
+    seed: int = 0,
+    eos_scale: float = 1.0,
+    drop_pieces: bool = True,
+    trained_specials: bool = False,
+):
     """JoeyNMT's model of `config`, built by its `build_model` with random weights (the LayerNorms drawn too, the
-    output row of </s> multiplied by `eos_scale`), saved in `folder` as JoeyNMT's training saves it (config.yaml,
+    output row of </s> multiplied by `eos_scale`; with `drop_pieces` the vocabularies lack a few multi-character
+    pieces of the SentencePiece models; with `trained_specials` (a pre-LN model) <s> and <pad> get no probability,
+    as in a trained model), saved in `folder` as JoeyNMT's training saves it (config.yaml,
     best.ckpt, src_vocab.txt, trg_vocab.txt, the SentencePiece models); returns the JoeyNMT model."""
     folder.mkdir(parents=True)
     if config["model"]["tied_embeddings"]:
         joint = train_spm(folder, "joint", SOURCE_TEXT + TARGET_TEXT, 80)
-        src_vocab = trg_vocab = Vocabulary(spm_pieces(joint, skip=3), SPECIALS)
+        src_vocab = trg_vocab = Vocabulary(spm_pieces(joint, skip=3 * drop_pieces), SPECIALS)
     else:
-        src_vocab = Vocabulary(spm_pieces(train_spm(folder, "src", SOURCE_TEXT, 50), skip=3), SPECIALS)
-        trg_vocab = Vocabulary(spm_pieces(train_spm(folder, "trg", TARGET_TEXT, 48), skip=2), SPECIALS)
+        src_vocab = Vocabulary(spm_pieces(train_spm(folder, "src", SOURCE_TEXT, 50), skip=3 * drop_pieces), SPECIALS)
+        trg_vocab = Vocabulary(spm_pieces(train_spm(folder, "trg", TARGET_TEXT, 48), skip=2 * drop_pieces), SPECIALS)
     torch.manual_seed(seed)
     model = joeynmt_model.build_model(copy.deepcopy(config["model"]), src_vocab=src_vocab, trg_vocab=trg_vocab)
     with torch.no_grad():
@@ -123,6 +133,11 @@ def save_joey_folder(folder: Path, config: dict, seed: int = 0, eos_scale: float
             if "layer_norm" in name:
                 parameter.normal_(1.0 if name.endswith("weight") else 0.0, 0.2)
         model.decoder.output_layer.weight[EOS] *= eos_scale
+        if trained_specials:
+            # a constant 10 in the first feature of the decoder output, which only <s> and <pad> weigh (by -5)
+            model.decoder.layer_norm.weight[0], model.decoder.layer_norm.bias[0] = 0.0, 10.0
+            model.decoder.output_layer.weight[:, 0] = 0.0
+            model.decoder.output_layer.weight[[BOS, PAD], 0] = -5.0
     model.eval()
     (folder / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     src_vocab.to_file(folder / "src_vocab.txt")
@@ -211,18 +226,97 @@ def test_converted_joeynmt_model_matches_joeynmt(
         with torch.no_grad():
             reference = joey_decode(joey, src, lengths, beam_size=beams, max_length=12)
             finished += sum(row[-1] == EOS and len(row) < 12 for row in reference)
-            # JoeyNMT's greedy search can produce <pad>, its beam search cannot: the generation config written
-            # for a JoeyNMT config with beam_size 1 suppresses <s> only
-            generated = ours.generate(
-                input_ids=src,
-                attention_mask=(src != PAD).long(),
-                num_beams=beams,
-                max_new_tokens=12,
-                suppress_tokens=[BOS, PAD] if beams > 1 else [BOS],
-            )
+            # the converted generation config is JoeyNMT's beam search (beam_size 4 in the config); its greedy
+            # search can produce <pad>: the generation config of a JoeyNMT config with beam_size 1 suppresses <s> only
+            greedy = {"num_beams": 1, "suppress_tokens": [BOS]} if beams == 1 else {}
+            generated = ours.generate(input_ids=src, attention_mask=(src != PAD).long(), **greedy)
         assert [cut_at_eos(row[1:]) for row in generated.tolist()] == reference, f"beam {beams}"
     # the comparison covers hypotheses that end before the length limit
     assert finished > 0
+
+
+@pytest.mark.parametrize("tied", [True, False], ids=["joint", "separate"])
+def test_converted_tokenizer_gives_joeynmt_ids(tmp_path, tied):
+    """Source ids (pieces + </s>), label ids (pieces + </s>, after JoeyNMT's <s>) and the decoded text equal
+    JoeyNMT's own pipeline: its SentencePiece tokenizer, then its vocabulary (every piece in the vocabulary here:
+    JoeyNMT's restriction of the model to its vocabulary needs a sentencepiece older than 0.2)."""
+    from joeynmt.tokenizers import BasicTokenizer, build_tokenizer
+    from transformers import AutoTokenizer
+
+    config = joey_config("post", tied, "relu", True)
+    joey = save_joey_folder(tmp_path / "joey", config, drop_pieces=False)
+    out = convert_joeynmt_checkpoint(tmp_path / "joey", tmp_path / "ours", trust_pickle=True)
+    sides = copy.deepcopy({side: config["data"][side] for side in ("src", "trg")})
+    for values in sides.values():
+        values["tokenizer_cfg"]["model_file"] = str(tmp_path / "joey" / Path(values["tokenizer_cfg"]["model_file"]).name)
+    tokenizers = build_tokenizer(sides)
+    # JoeyNMT's SentencePieceTokenizer.set_vocab also calls SetVocabulary, which sentencepiece 0.2 no longer has:
+    # the special tokens only (every piece is in the vocabulary here, so the restriction would change nothing)
+    BasicTokenizer.set_vocab(tokenizers["src"], joey.src_vocab)
+    BasicTokenizer.set_vocab(tokenizers["trg"], joey.trg_vocab)
+    ours = AutoTokenizer.from_pretrained(out)
+    assert type(ours).__name__ == "MarianTokenizer"
+    for text in SENTENCES + TARGET_TEXT[:4]:
+        source_pieces = tokenizers["src"](tokenizers["src"].pre_process(text))
+        target_pieces = tokenizers["trg"](tokenizers["trg"].pre_process(text))
+        source_ids = joey.src_vocab.sentences_to_ids([source_pieces], bos=False, eos=True)[0][0]
+        target_ids = joey.trg_vocab.sentences_to_ids([target_pieces], bos=True, eos=True)[0][0]
+        assert ours(text).input_ids == source_ids
+        assert ours(text_target=text).input_ids == target_ids[1:]
+        if joey.trg_vocab.unk_index not in target_ids:
+            # JoeyNMT's detokenisation: ids -> vocabulary tokens (cut at </s>) -> its tokenizer's post-processing
+            tokens = joey.trg_vocab.arrays_to_sentences(np.array([target_ids[1:]]), cut_at_eos=True)[0]
+            assert ours.decode(target_ids, skip_special_tokens=True) == tokenizers["trg"].post_process(tokens)
+
+
+def test_sentencepiece_model_is_restricted_to_the_vocabulary(tmp_path):
+    """A piece the JoeyNMT vocabulary lacks is split into pieces it has (sentencepiece's SetVocabulary, which
+    JoeyNMT applies), not encoded as <unk>."""
+    from transformers import AutoTokenizer
+
+    save_joey_folder(tmp_path / "joey", joey_config("post", True, "relu", True))
+    vocabulary = (tmp_path / "joey" / "src_vocab.txt").read_text(encoding="utf-8").splitlines()
+    whole = sentencepiece.SentencePieceProcessor(model_file=str(tmp_path / "joey" / "joint.model"))
+    lacking = [text for text in SOURCE_TEXT[:4] if set(whole.encode(text, out_type=str)) - set(vocabulary)]
+    assert lacking  # the vocabulary lacks pieces that the whole model produces for these sentences
+    out = convert_joeynmt_checkpoint(tmp_path / "joey", tmp_path / "ours", trust_pickle=True)
+    ours = AutoTokenizer.from_pretrained(out)
+    for text in lacking:
+        ids = ours(text).input_ids
+        assert ours.unk_token_id not in ids
+        assert set(ours.convert_ids_to_tokens(ids)) <= set(vocabulary)
+        assert ours.decode(ids, skip_special_tokens=True) == text
+
+
+def test_converted_folder_exports_with_token_parity(tmp_path):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from vanilla_transformer.export.ct2 import export_ct2
+    from vanilla_transformer.export.onnx import export_onnx
+    from vanilla_transformer.inference.engine_ct2 import CT2Translator
+    from vanilla_transformer.inference.engine_onnx import OnnxTranslator
+
+    config = joey_config("pre", False, "gelu", False)
+    config["model"]["embed_init_weight"] = 0.4
+    # CTranslate2 removes suppressed tokens before the softmax, transformers after it: equal beams need a model
+    # that gives <s> and <pad> no probability, as a trained one does (inference/engine_ct2.py)
+    save_joey_folder(tmp_path / "joey", config, seed=0, trained_specials=True)
+    out = convert_joeynmt_checkpoint(tmp_path / "joey", tmp_path / "ours", trust_pickle=True)
+    model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    sources = [tokenizer(text).input_ids for text in SENTENCES]
+    batch = tokenizer(SENTENCES, return_tensors="pt", padding=True)
+    engines = {
+        "ct2": CT2Translator(export_ct2(out, tmp_path / "ct2"), num_threads=1),
+        "onnx": OnnxTranslator(export_onnx(out, tmp_path / "onnx"), num_threads=1),
+    }
+    for beams in (1, 4):
+        with torch.no_grad():
+            generated = model.generate(**batch, num_beams=beams, max_new_tokens=12)
+        expected = [cut_at_eos([token for token in row[1:] if token != PAD]) for row in generated.tolist()]
+        for name, engine in engines.items():
+            got = engine.generate_ids(sources, num_beams=beams, max_new_tokens=12)
+            assert [hypotheses[0] for hypotheses in got] == expected, (name, beams)
 
 
 def convert_cli(capsys, *argv: str) -> tuple[int, str]:
