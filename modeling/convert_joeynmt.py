@@ -52,7 +52,12 @@ LAYER_NAMES = {
     "feed_forward.pwff_layer.0.": "ffn.fc1.",
     "feed_forward.pwff_layer.3.": "ffn.fc2.",
 }
-ATTENTION_NAMES = {"q_layer.": "q_proj.", "k_layer.": "k_proj.", "v_layer.": "v_proj.", "output_layer.": "out_proj."}
+ATTENTION_NAMES = {
+    "q_layer.": "q_proj.",
+    "k_layer.": "k_proj.",
+    "v_layer.": "v_proj.",
+    "output_layer.": "out_proj.",
+}
 
 
 def read_joeynmt_config(folder: Path) -> dict:
@@ -95,7 +100,9 @@ def load_joeynmt_state(folder: Path, trust_pickle: bool) -> dict[str, torch.Tens
         raise ValueError(f"{path} is truncated or corrupt ({message}); copy the checkpoint again") from error
     state = checkpoint.get("model_state") if isinstance(checkpoint, dict) else None
     if not isinstance(state, dict) or not all(isinstance(value, torch.Tensor) for value in state.values()):
-        raise ValueError(f"{path} has no `model_state` of tensors: pass a checkpoint JoeyNMT's training saved")
+        raise ValueError(
+            f"{path} has no `model_state` of tensors: pass a checkpoint JoeyNMT's training saved"
+        )
     return state
 
 
@@ -108,7 +115,9 @@ def joeynmt_vocabulary(folder: Path, config: dict, side: str) -> list[str]:
         voc_file = (config.get("data", {}).get(side) or {}).get("voc_file")
         path = folder / Path(voc_file).name if voc_file and (folder / Path(voc_file).name).is_file() else None
     if path is None:
-        raise FileNotFoundError(f"{folder} has no {VOCAB_FILES[side]}: copy JoeyNMT's vocabulary files beside the model")
+        raise FileNotFoundError(
+            f"{folder} has no {VOCAB_FILES[side]}: copy JoeyNMT's vocabulary files beside the model"
+        )
     specials = [symbols[f"{name}_token"] for name in ("unk", "pad", "bos", "eos")]
     if symbols["sep_token"]:
         specials.append(symbols["sep_token"])
@@ -119,7 +128,13 @@ def joeynmt_vocabulary(folder: Path, config: dict, side: str) -> list[str]:
 def special_symbols(config: dict) -> dict[str, Any]:
     """`data.special_symbols` with JoeyNMT's defaults (<unk> 0, <pad> 1, <s> 2, </s> 3, no separator)."""
     given = (config.get("data") or {}).get("special_symbols") or {}
-    defaults = {"unk": ("<unk>", 0), "pad": ("<pad>", 1), "bos": ("<s>", 2), "eos": ("</s>", 3), "sep": (None, None)}
+    defaults = {
+        "unk": ("<unk>", 0),
+        "pad": ("<pad>", 1),
+        "bos": ("<s>", 2),
+        "eos": ("</s>", 3),
+        "sep": (None, None),
+    }
     symbols: dict[str, Any] = {"lang_tags": given.get("lang_tags") or []}
     for name, (token, index) in defaults.items():
         symbols[f"{name}_token"] = given.get(f"{name}_token", token)
@@ -163,15 +178,27 @@ def config_from_joeynmt(
         raise ValueError(f"model.*.activation={activation!r}: the converter maps {', '.join(ACTIVATIONS)}")
     width = _same_on_both_sides(encoder, decoder, "hidden_size", 512, "model.*.hidden_size")
     scale = _same_on_both_sides(
-        encoder.get("embeddings") or {}, decoder.get("embeddings") or {}, "scale", False, "model.*.embeddings.scale"
+        encoder.get("embeddings") or {},
+        decoder.get("embeddings") or {},
+        "scale",
+        False,
+        "model.*.embeddings.scale",
     )
     tied_embeddings, tied_softmax = bool(model.get("tied_embeddings")), bool(model.get("tied_softmax"))
     sizes = {
         "src vocabulary": (vocab_sizes[0], "src_embed.lut.weight", 0),
         "trg vocabulary": (vocab_sizes[1], "decoder.output_layer.weight", 0),
         "model.encoder.hidden_size": (width, "src_embed.lut.weight", 1),
-        "model.encoder.ff_size": (encoder.get("ff_size", 2048), "encoder.layers.0.feed_forward.pwff_layer.0.weight", 0),
-        "model.decoder.ff_size": (decoder.get("ff_size", 2048), "decoder.layers.0.feed_forward.pwff_layer.0.weight", 0),
+        "model.encoder.ff_size": (
+            encoder.get("ff_size", 2048),
+            "encoder.layers.0.feed_forward.pwff_layer.0.weight",
+            0,
+        ),
+        "model.decoder.ff_size": (
+            decoder.get("ff_size", 2048),
+            "decoder.layers.0.feed_forward.pwff_layer.0.weight",
+            0,
+        ),
     }
     if not tied_embeddings:
         sizes["trg vocabulary "] = (vocab_sizes[1], "trg_embed.lut.weight", 0)
@@ -180,13 +207,17 @@ def config_from_joeynmt(
         pattern = re.compile(rf"^{side}\.layers\.(\d+)\.")
         found = len({m.group(1) for name in state if (m := pattern.match(name))})
         if values.get("num_layers", default) != found:
-            wrong.append(f"model.{side}.num_layers={values.get('num_layers', default)} but the weights have {found}")
+            wrong.append(
+                f"model.{side}.num_layers={values.get('num_layers', default)} but the weights have {found}"
+            )
     for label, (size, tensor, axis) in sizes.items():
         shape = state.get(tensor)
         if shape is None or shape.dim() <= axis:
             wrong.append(f"{label.strip()} cannot be checked: the weights have no {tensor}")
         elif shape.shape[axis] != size:
-            wrong.append(f"{label.strip()} is {size} but the weights have {shape.shape[axis]} ({tensor} {list(shape.shape)})")
+            wrong.append(
+                f"{label.strip()} is {size} but the weights have {shape.shape[axis]} ({tensor} {list(shape.shape)})"
+            )
     if wrong:
         raise ValueError(
             f"the config and vocabularies do not fit the checkpoint's weights: {'; '.join(wrong)}; pass the "
@@ -195,7 +226,9 @@ def config_from_joeynmt(
     if ("encoder.layer_norm.weight" in state) != (layer_norm == "pre"):
         raise ValueError(f"model.encoder.layer_norm={layer_norm!r} does not fit the weights' final LayerNorm")
     symbols = special_symbols(config)
+    # JoeyNMT's position table (1, max_len, width) is saved with the weights
     positions = state.get("encoder.pe.pe")
+    max_positions = positions.shape[1] if positions is not None and positions.dim() == 3 else 5000
     return VanillaTransformerConfig(
         vocab_size=vocab_sizes[0],
         decoder_vocab_size=vocab_sizes[1],
@@ -215,7 +248,7 @@ def config_from_joeynmt(
         layer_norm_eps=LAYER_NORM_EPS,
         position_encoding="sinusoidal",
         sinusoidal_layout="interleaved",
-        max_position_embeddings=positions.shape[1] if positions is not None and positions.dim() == 3 else 5000,
+        max_position_embeddings=max_positions,
         scale_embedding=bool(scale),
         share_encoder_decoder_embeddings=tied_embeddings,
         tie_word_embeddings=tied_softmax,
@@ -330,7 +363,9 @@ def joeynmt_sentencepiece_models(folder: Path, config: dict) -> tuple[Path, Path
                     "lowercasing, normalisation or pre-tokenisation; only models trained without it convert"
                 )
         named = Path(str(tokenizer.get("model_file", "")))
-        path = next((p for p in (folder / named.name, named, folder / named) if named.name and p.is_file()), None)
+        path = next(
+            (p for p in (folder / named.name, named, folder / named) if named.name and p.is_file()), None
+        )
         if path is None:
             raise FileNotFoundError(
                 f"data.{side}.tokenizer_cfg.model_file={str(named)!r} is not in {folder}: copy the SentencePiece model "

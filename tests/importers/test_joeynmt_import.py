@@ -22,7 +22,11 @@ from joeynmt.search import search  # noqa: E402
 from joeynmt.vocabulary import Vocabulary  # noqa: E402
 
 from vanilla_transformer.commands.convert import main as convert_main  # noqa: E402
-from vanilla_transformer.modeling.convert_joeynmt import convert_joeynmt_checkpoint  # noqa: E402
+from vanilla_transformer.modeling import VanillaTransformerConfig  # noqa: E402
+from vanilla_transformer.modeling.convert_joeynmt import (  # noqa: E402
+    convert_joeynmt_checkpoint,
+    generation_config_from_joeynmt,
+)
 
 SPECIALS = SimpleNamespace(
     unk_token="<unk>", unk_id=0, pad_token="<pad>", pad_id=1, bos_token="<s>", bos_id=2, eos_token="</s>", eos_id=3,
@@ -124,10 +128,16 @@ def save_joey_folder(
         joint = train_spm(folder, "joint", SOURCE_TEXT + TARGET_TEXT, 80)
         src_vocab = trg_vocab = Vocabulary(spm_pieces(joint, skip=3 * drop_pieces), SPECIALS)
     else:
-        src_vocab = Vocabulary(spm_pieces(train_spm(folder, "src", SOURCE_TEXT, 50), skip=3 * drop_pieces), SPECIALS)
-        trg_vocab = Vocabulary(spm_pieces(train_spm(folder, "trg", TARGET_TEXT, 48), skip=2 * drop_pieces), SPECIALS)
+        src_vocab = Vocabulary(
+            spm_pieces(train_spm(folder, "src", SOURCE_TEXT, 50), skip=3 * drop_pieces), SPECIALS
+        )
+        trg_vocab = Vocabulary(
+            spm_pieces(train_spm(folder, "trg", TARGET_TEXT, 48), skip=2 * drop_pieces), SPECIALS
+        )
     torch.manual_seed(seed)
-    model = joeynmt_model.build_model(copy.deepcopy(config["model"]), src_vocab=src_vocab, trg_vocab=trg_vocab)
+    model = joeynmt_model.build_model(
+        copy.deepcopy(config["model"]), src_vocab=src_vocab, trg_vocab=trg_vocab
+    )
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if "layer_norm" in name:
@@ -169,8 +179,12 @@ def padded_source(vocab_size: int, seed: int) -> tuple[torch.Tensor, torch.Tenso
     return src, lengths
 
 
-def joey_decode(model, src: torch.Tensor, lengths: torch.Tensor, beam_size: int, max_length: int) -> list[list[int]]:
-    batch = Batch(src, lengths, None, None, None, torch.arange(len(src)), torch.device("cpu"), PAD, EOS, False)
+def joey_decode(
+    model, src: torch.Tensor, lengths: torch.Tensor, beam_size: int, max_length: int
+) -> list[list[int]]:
+    batch = Batch(
+        src, lengths, None, None, None, torch.arange(len(src)), torch.device("cpu"), PAD, EOS, False
+    )
     output, _, _ = search(model, batch, max_output_length=max_length, beam_size=beam_size, beam_alpha=-1)
     if beam_size > 1:
         # the beam's hypotheses come padded to the longest (its beam never produces <pad>)
@@ -211,7 +225,9 @@ def test_converted_joeynmt_model_matches_joeynmt(
     src, lengths = padded_source(len(joey.src_vocab), seed=1)
     mask = (src != PAD).long()
     g = torch.Generator().manual_seed(2)
-    trg_input = torch.cat([torch.full((3, 1), BOS), torch.randint(4, len(joey.trg_vocab), (3, 6), generator=g)], 1)
+    trg_input = torch.cat(
+        [torch.full((3, 1), BOS), torch.randint(4, len(joey.trg_vocab), (3, 6), generator=g)], 1
+    )
     with torch.no_grad():
         expected, _, _, _ = joey._encode_decode(
             src=src, trg_input=trg_input, src_mask=(src != PAD).unsqueeze(1), src_length=lengths,
@@ -248,7 +264,9 @@ def test_converted_tokenizer_gives_joeynmt_ids(tmp_path, tied):
     out = convert_joeynmt_checkpoint(tmp_path / "joey", tmp_path / "ours", trust_pickle=True)
     sides = copy.deepcopy({side: config["data"][side] for side in ("src", "trg")})
     for values in sides.values():
-        values["tokenizer_cfg"]["model_file"] = str(tmp_path / "joey" / Path(values["tokenizer_cfg"]["model_file"]).name)
+        values["tokenizer_cfg"]["model_file"] = str(
+            tmp_path / "joey" / Path(values["tokenizer_cfg"]["model_file"]).name
+        )
     tokenizers = build_tokenizer(sides)
     # JoeyNMT's SentencePieceTokenizer.set_vocab also calls SetVocabulary, which sentencepiece 0.2 no longer has:
     # the special tokens only (every piece is in the vocabulary here, so the restriction would change nothing)
@@ -279,7 +297,8 @@ def test_sentencepiece_model_is_restricted_to_the_vocabulary(tmp_path):
     whole = sentencepiece.SentencePieceProcessor(model_file=str(tmp_path / "joey" / "joint.model"))
     lacking = [text for text in SOURCE_TEXT[:4] if set(whole.encode(text, out_type=str)) - set(vocabulary)]
     assert lacking  # the vocabulary lacks pieces that the whole model produces for these sentences
-    out = convert_joeynmt_checkpoint(tmp_path / "joey", tmp_path / "ours", trust_pickle=True)
+    out = tmp_path / "ours"
+    assert convert_main(["--from", "joeynmt", str(tmp_path / "joey"), str(out), "--trust_pickle"]) == 0
     ours = AutoTokenizer.from_pretrained(out)
     for text in lacking:
         ids = ours(text).input_ids
@@ -317,6 +336,27 @@ def test_converted_folder_exports_with_token_parity(tmp_path):
         for name, engine in engines.items():
             got = engine.generate_ids(sources, num_beams=beams, max_new_tokens=12)
             assert [hypotheses[0] for hypotheses in got] == expected, (name, beams)
+
+
+def test_generation_config_is_joeynmt_decoding():
+    config = joey_config("post", True, "relu", True)
+    config["testing"] = {"beam_size": 1, "generate_unk": False, "min_output_length": 2}
+    greedy = generation_config_from_joeynmt(
+        config, VanillaTransformerConfig(decoder_start_token_id=BOS, pad_token_id=PAD)
+    )
+    assert (greedy.num_beams, greedy.suppress_tokens, greedy.min_new_tokens) == (1, [BOS, 0], 2)
+    assert greedy.decoder_start_token_id == BOS and greedy.max_new_tokens is None
+    config["testing"] = {"beam_size": 5, "beam_alpha": 1.0, "max_output_length": 30}
+    beam = generation_config_from_joeynmt(
+        config, VanillaTransformerConfig(decoder_start_token_id=BOS, pad_token_id=PAD)
+    )
+    assert (beam.num_beams, beam.suppress_tokens, beam.length_penalty, beam.max_new_tokens) == (
+        5,
+        [BOS, PAD],
+        1.0,
+        30,
+    )
+    assert beam.early_stopping is True
 
 
 def convert_cli(capsys, *argv: str) -> tuple[int, str]:
