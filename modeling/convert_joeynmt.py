@@ -98,6 +98,11 @@ def load_joeynmt_state(folder: Path, trust_pickle: bool) -> dict[str, torch.Tens
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as error:
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ValueError(f"{path} is truncated or corrupt ({message}); copy the checkpoint again") from error
+    except (ImportError, AttributeError) as error:
+        raise ValueError(
+            f"{path} holds objects of code that is not installed ({error}); load it where JoeyNMT is installed and "
+            "save {'model_state': model.state_dict()} alone"
+        ) from error
     state = checkpoint.get("model_state") if isinstance(checkpoint, dict) else None
     if not isinstance(state, dict) or not all(isinstance(value, torch.Tensor) for value in state.values()):
         raise ValueError(

@@ -7,6 +7,7 @@ not fit the weights, a pickle without --trust_pickle) is one `error:` line, exit
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -336,6 +337,32 @@ def test_converted_folder_exports_with_token_parity(tmp_path):
         for name, engine in engines.items():
             got = engine.generate_ids(sources, num_beams=beams, max_new_tokens=12)
             assert [hypotheses[0] for hypotheses in got] == expected, (name, beams)
+
+
+def test_converted_folder_translates_without_the_package(tmp_path):
+    from helpers.shared import run_python
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    config = joey_config("post", True, "relu", True)
+    config["model"]["embed_init_weight"] = 0.2
+    save_joey_folder(tmp_path / "joey", config, seed=3, eos_scale=3.0)
+    out = convert_joeynmt_checkpoint(tmp_path / "joey", tmp_path / "ours", trust_pickle=True)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    with torch.no_grad():
+        expected = model.generate(**tokenizer(SENTENCES, return_tensors="pt", padding=True)).tolist()
+    printed = run_python(
+        f"""
+        import json, torch
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+        tokenizer = AutoTokenizer.from_pretrained({str(out)!r}, trust_remote_code=True)
+        model = AutoModelForSeq2SeqLM.from_pretrained({str(out)!r}, trust_remote_code=True).eval()
+        with torch.no_grad():
+            print(json.dumps(model.generate(**tokenizer({SENTENCES!r}, return_tensors="pt", padding=True)).tolist()))
+        """,
+        tmp_path,
+    )
+    assert json.loads(printed.splitlines()[-1]) == expected
 
 
 def test_generation_config_is_joeynmt_decoding():
