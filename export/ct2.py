@@ -168,9 +168,11 @@ def vocabulary(tokenizer: PreTrainedTokenizerBase, size: int, side: str = "sourc
     placeholders for ids it does not have. A MarianTokenizer with separate vocabularies (`separate_vocabs`) has
     one per side; every other tokenizer one for both."""
     if getattr(tokenizer, "separate_vocabs", False):
-        # MarianTokenizer: `encoder` is the source vocabulary, `decoder` the target's (id -> token)
-        ids = {i: token for token, i in tokenizer.encoder.items()} if side == "source" else tokenizer.decoder
-        tokens = [ids[i] for i in range(min(size, len(ids))) if i in ids]
+        # MarianTokenizer: `encoder` is the source vocabulary (token -> id), `decoder` the target's (id -> token)
+        encoder, decoder = cast(dict[str, int], tokenizer.encoder), cast(dict[int, str], tokenizer.decoder)
+        table = {i: token for token, i in encoder.items()} if side == "source" else decoder
+        # a gap in the ids is a None, which the check below refuses
+        tokens = cast(list[str], [table.get(i) for i in range(min(size, len(table)))])
     else:
         # a list of ids gives a list of tokens (transformers types the result for one id or many)
         tokens = cast(list[str], tokenizer.convert_ids_to_tokens(list(range(min(size, len(tokenizer))))))

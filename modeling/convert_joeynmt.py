@@ -389,14 +389,15 @@ def restrict_to_vocabulary(model: bytes, vocabulary: list[str]) -> bytes:
     (sentencepiece's `SetVocabulary`, which JoeyNMT calls on loading): a normal piece that the vocabulary lacks and
     that is longer than one character is marked unused, so that encoding splits it into smaller pieces instead of
     producing the unknown token. Unigram and BPE models only (the others are returned unchanged)."""
-    from sentencepiece import sentencepiece_model_pb2
+    import importlib
 
-    proto = sentencepiece_model_pb2.ModelProto()
+    # protobuf's generated module, whose classes static checkers cannot see
+    model_pb2 = importlib.import_module("sentencepiece.sentencepiece_model_pb2")
+    proto = model_pb2.ModelProto()
     proto.ParseFromString(model)
-    trainer = sentencepiece_model_pb2.TrainerSpec
-    if proto.trainer_spec.model_type not in (trainer.UNIGRAM, trainer.BPE):
+    if proto.trainer_spec.model_type not in (model_pb2.TrainerSpec.UNIGRAM, model_pb2.TrainerSpec.BPE):
         return model
-    piece_type = sentencepiece_model_pb2.ModelProto.SentencePiece
+    piece_type = model_pb2.ModelProto.SentencePiece
     known = set(vocabulary)
     for piece in proto.pieces:
         if piece.type in (piece_type.NORMAL, piece_type.UNUSED):
