@@ -38,6 +38,32 @@ logger = logging.getLogger(__name__)
 _BEAM_ONLY = ("length_penalty", "early_stopping")  # meaningless with one beam (transformers warns if given)
 
 
+def encode_sources(
+    model: PreTrainedModel | ModelStandIn, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]
+) -> list[list[int]]:
+    """The token ids of `texts` as the model reads them: the tokenizer's special tokens added, and sources longer
+    than the model accepts (`modeling.max_source_length`) truncated by the tokenizer, with one warning that gives
+    the count."""
+    from vanilla_transformer.modeling import max_source_length
+
+    limit = max_source_length(model.config, tokenizer)
+    encoded = [list(ids) for ids in tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
+    too_long = [k for k, ids in enumerate(encoded) if limit is not None and len(ids) > limit]
+    if too_long:
+        shortened = tokenizer(
+            [texts[k] for k in too_long], add_special_tokens=True, truncation=True, max_length=limit
+        )["input_ids"]
+        for k, ids in zip(too_long, shortened):
+            encoded[k] = list(ids)
+        logger.warning(
+            "%d of %d input lines were longer than %d tokens (the model maximum) and were truncated",
+            len(too_long),
+            len(encoded),
+            limit,
+        )
+    return encoded
+
+
 def translate_nbest(
     model: PreTrainedModel | ModelStandIn,
     tokenizer: PreTrainedTokenizerBase,
@@ -57,7 +83,7 @@ def translate_nbest(
     translates and gets its training mode back afterwards."""
     import torch
 
-    from vanilla_transformer.modeling import check_generation_arguments, max_source_length
+    from vanilla_transformer.modeling import check_generation_arguments
 
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")
@@ -82,21 +108,7 @@ def translate_nbest(
     if not todo:
         return results
 
-    limit = max_source_length(model.config, tokenizer)
-    encoded = tokenizer([lines[i] for i in todo], add_special_tokens=True)["input_ids"]
-    too_long = [k for k, ids in enumerate(encoded) if limit is not None and len(ids) > limit]
-    if too_long:
-        shortened = tokenizer(
-            [lines[todo[k]] for k in too_long], add_special_tokens=True, truncation=True, max_length=limit
-        )["input_ids"]
-        for k, ids in zip(too_long, shortened):
-            encoded[k] = ids
-        logger.warning(
-            "%d of %d input lines were longer than %d tokens (the model maximum) and were truncated",
-            len(too_long),
-            len(todo),
-            limit,
-        )
+    encoded = encode_sources(model, tokenizer, [lines[i] for i in todo])
     max_new_tokens = _capped_max_new_tokens(model, generate_kwargs)
 
     # one id (transformers types a special token's id as one id or a list)

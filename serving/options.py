@@ -98,16 +98,24 @@ else:
     DecodingRequest = _decoding_request()
 
 
+# the fields that pick the model when a server has several (`serving.apis.Api.route`)
+LANGUAGE_FIELDS = ("source", "target")
+
+
 class TranslateRequest(DecodingRequest):
-    """POST /translate: one text or a list of texts."""
+    """POST /translate: one text or a list of texts, and the languages when the server has several models."""
 
     text: str | list[str] = Field(..., description="a source text, or a list of them")
+    source: str | None = Field(None, description="the source language (needed when several models match)")
+    target: str | None = Field(None, description="the target language (needed when several models match)")
 
 
 class StreamRequest(DecodingRequest):
     """POST /translate/stream: one text, decoded greedily or by sampling."""
 
     text: str
+    source: str | None = Field(None, description="the source language (needed when several models match)")
+    target: str | None = Field(None, description="the target language (needed when several models match)")
 
 
 def _limit(default: Any, help_text: str) -> Any:
@@ -234,7 +242,7 @@ def validation_message(errors: Sequence[dict]) -> str:
     if unknown:
         return (
             f"unknown option(s) {', '.join(repr(u) for u in unknown)}; the options are text, "
-            f"{', '.join(DECODING_FIELDS)}"
+            f"{', '.join((*LANGUAGE_FIELDS, *DECODING_FIELDS))}"
         )
     if any(e.get("type") == "json_invalid" for e in errors):
         return f"malformed JSON: {errors[0].get('ctx', {}).get('error', errors[0].get('msg'))}"

@@ -30,14 +30,31 @@ def read_events(lines: Iterable[str]) -> list[tuple[str, dict]]:
     return events
 
 
-def served_app(folder: Path, engine: str = "torch", **options):
-    """`serving.create_app` over ``folder`` loaded for ``engine`` (float32 for torch, as the tests' references),
-    with small limits (8 texts, 4 KiB bodies, max_new_tokens 20) unless ``limits`` is given."""
+def with_card(folder: Path, copy: Path, languages: tuple[str, str]) -> Path:
+    """A copy of the model ``folder`` at ``copy`` whose model card names ``languages``, as a trained model's
+    card does."""
+    import shutil
+
+    from huggingface_hub import ModelCard
+
+    from vanilla_transformer.export.model_card import model_card_data
+
+    shutil.copytree(folder, copy)
+    data = model_card_data(model_name="tiny", languages=languages, dataset=None)
+    ModelCard(f"---\n{data.to_yaml()}\n---\n# tiny\n").save(copy / "README.md")
+    return copy
+
+
+def served_app(folder: Path | list[Path], engine: str = "torch", **options):
+    """`serving.create_app` over ``folder`` (or several) loaded for ``engine`` (float32 for torch, as the tests'
+    references), with small limits (8 texts, 4 KiB bodies, max_new_tokens 20) unless ``limits`` is given."""
     from vanilla_transformer.serving import Limits, create_app, load_served
 
-    served = load_served(str(folder), engine, dtype="float32" if engine == "torch" else None)
+    dtype = "float32" if engine == "torch" else None
+    folders = folder if isinstance(folder, list) else [folder]
+    served = [load_served(str(f), engine, dtype=dtype) for f in folders]
     limits = options.pop("limits", Limits(max_texts=8, max_request_bytes=4096, max_new_tokens=20))
-    return create_app(served, limits, **options)
+    return create_app(served if isinstance(folder, list) else served[0], limits, **options)
 
 
 def use_demo_page(driver, url: str, sentence: str, timeout: float = 120.0) -> dict:
