@@ -410,8 +410,20 @@ def test_pickle_without_trust_pickle_is_refused(tmp_path, capsys):
         (lambda config: config["model"]["decoder"].update(activation="relu"), "model.*.activation"),
         (lambda config: config["model"]["encoder"].update(alpha=2.0), "model.encoder.alpha"),
         (lambda config: config["model"]["encoder"].update(type="recurrent"), "model.encoder.type"),
+        (
+            lambda config: config["data"]["src"].update(tokenizer_type="subword-nmt"),
+            "tokenizer_type='subword-nmt'",
+        ),
+        (lambda config: config["data"]["trg"].update(lowercase=True), "data.trg.lowercase=True"),
     ],
-    ids=["pre-LN-without-final-norm", "different-activations", "residual-alpha", "recurrent"],
+    ids=[
+        "pre-LN-without-final-norm",
+        "different-activations",
+        "residual-alpha",
+        "recurrent",
+        "subword-nmt",
+        "lowercase",
+    ],
 )
 def test_architecture_that_cannot_be_expressed_is_refused(tmp_path, capsys, edit, message):
     config = joey_config("pre", False, "gelu", True)
