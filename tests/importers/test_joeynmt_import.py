@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import pickle
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -433,6 +434,20 @@ def test_architecture_that_cannot_be_expressed_is_refused(tmp_path, capsys, edit
     code, err = convert_cli(capsys, str(tmp_path / "joey"), str(tmp_path / "out"), "--trust_pickle")
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1 and message in err
     assert not (tmp_path / "out").exists()
+
+
+def test_checkpoint_beyond_weights_only_loads_with_trust_pickle(tmp_path):
+    """A checkpoint whose training state holds objects `torch.load(weights_only=True)` refuses (here a numpy
+    score) is read with the full unpickler under --trust_pickle."""
+    save_joey_folder(tmp_path / "joey", joey_config("post", True, "relu", True))
+    path = tmp_path / "joey" / "best.ckpt"
+    checkpoint = torch.load(path, weights_only=True)
+    checkpoint["stats_state"]["best_ckpt_score"] = np.float64(1.5)
+    torch.save(checkpoint, path)
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(path, weights_only=True)
+    out = convert_joeynmt_checkpoint(tmp_path / "joey", tmp_path / "ours", trust_pickle=True)
+    assert (out / "model.safetensors").is_file()
 
 
 def test_truncated_checkpoint_is_refused(tmp_path, capsys):
