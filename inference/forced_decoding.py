@@ -89,9 +89,8 @@ def _torch_log_probs(
             decoder_attention_mask=decoder_mask,
             use_cache=False,
         ).logits  # (B, T, V)
-    log_probs = (
-        torch.log_softmax(logits.float(), dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
-    )  # (B, T)
+    # (B, T): each target token's log-probability
+    log_probs = torch.log_softmax(logits.float(), dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
     return [row[: int(length)].tolist() for row, length in zip(log_probs, label_mask.sum(dim=1))]
 
 
