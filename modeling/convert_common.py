@@ -222,14 +222,17 @@ def load_converted_weights(model: Model, state: dict[str, torch.Tensor], source:
     return model.to(torch.float32).eval()  # pyright: ignore[reportArgumentType]
 
 
-def write_converted_folder(model: PreTrainedModel, src_dir: Path, out_dir: Path) -> Path:
-    """Write the converted `model` with remote code to `out_dir` and copy the other files of `src_dir` (see the
-    module docstring). An existing non-empty `out_dir` is refused: a conversion never mixes its files with
-    another model's."""
+def write_converted_folder(
+    model: PreTrainedModel, src_dir: Path, out_dir: Path, copy_files: bool = True
+) -> Path:
+    """Write the converted `model` with remote code to `out_dir` and, with `copy_files`, copy the other files of
+    `src_dir` (see the module docstring; a toolkit's folder, whose files are not a transformers tokenizer's, is
+    not copied). An existing non-empty `out_dir` is refused: a conversion never mixes its files with another
+    model's."""
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise ValueError(f"{out_dir} already exists and is not an empty folder; pass a new output folder")
     out_dir.mkdir(parents=True, exist_ok=True)
-    for path in src_dir.iterdir():
+    for path in src_dir.iterdir() if copy_files else ():
         if path.is_file() and not is_replaced(path.name):
             shutil.copy(path, out_dir / path.name)
     save_with_remote_code(model, out_dir)
