@@ -15,7 +15,14 @@ What maps, exactly:
     silu), `share_embeddings` -> `share_encoder_decoder_embeddings`, `share_decoder_embeddings` ->
     `tie_word_embeddings`;
   * the special ids of vocab.json: decoding starts from its `decoder_start_token` (`<s>`), ends at `</s>`,
-    pads with `<blank>`.
+    pads with `<blank>`;
+  * the tokenizer (`eole_tokenizer`): eole's source ids are the vocabulary ids of the source's pieces, with
+    no `</s>` (which transformers' MarianTokenizer would append), so the folder gets a `tokenizer.json` that
+    reproduces them exactly: with the "sentencepiece" transform, the SentencePiece model's own segmentation
+    (a unigram model with its normaliser, scores and whitespace handling) over vocab.json's ids, and no
+    transform, the whitespace-separated tokens looked up in vocab.json. Labels (`text_target`) get the same ids
+    without `</s>`: append the eos id to train on them. Other transforms (BPE, onmt_tokenize, ...) are refused
+    by name.
 
 Every other option is refused by name (`ValueError` naming the option and its value): post-norm encoders (eole's
 decoder is always pre-LN, and our residual order is one for both stacks), RMSNorm, gated activations, grouped-query
@@ -29,7 +36,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -37,6 +44,9 @@ from safetensors import SafetensorError, safe_open
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .convert_common import SizeClaim, check_claimed_sizes, load_converted_weights, write_converted_folder
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 # eole 0.6's defaults for the options it leaves out of a saved config.json (it saves the fields set explicitly)
 DEFAULTS: dict[str, Any] = {
@@ -145,6 +155,10 @@ LAYER_NAMES = {
     "mlp.down_proj": "ffn.fc2",
 }
 WEIGHTS_PATTERN = "model.*.safetensors"
+# transforms that only filter or clean training examples: the tokenizer does not reproduce them
+FILTER_TRANSFORMS = ("filtertoolong",)
+# sentencepiece transform options that change the pieces (a restricted vocabulary), with their neutral values
+SENTENCEPIECE_NEUTRAL = {"src_subword_vocab": ("", None), "tgt_subword_vocab": ("", None)}
 
 
 def read_eole_folder(folder: Path) -> tuple[dict, dict]:
@@ -253,10 +267,12 @@ def _layers(shapes: dict[str, tuple[int, ...]], side: str) -> int:
 def size_claims(model: dict, shapes: dict[str, tuple[int, ...]]) -> list[SizeClaim]:
     """The sizes eole's config.json claims (where it states them), with the tensors that show them."""
     claims = []
+    shared = bool(option(model, "share_embeddings"))
     for side, emb in SIDES.items():
         hidden = option(model, "hidden_size", side)
         if hidden is not None and hidden != -1:
-            claims.append(SizeClaim(f"{side}.hidden_size", hidden, ((f"{emb}_emb.embeddings.weight", 1),)))
+            table = "src" if shared else emb
+            claims.append(SizeClaim(f"{side}.hidden_size", hidden, ((f"{table}_emb.embeddings.weight", 1),)))
         layers = option(model, "layers", side)
         if layers is not None and layers != -1:
             claims.append(SizeClaim(f"{side}.layers", layers, ((f"{side}.transformer_layers.", None),)))
@@ -421,6 +437,110 @@ def our_state(model: dict, config: VanillaTransformerConfig, eole: dict[str, tor
     return state
 
 
+def _model_path(value: str, folder: Path) -> Path:
+    """A transforms' file path of eole's config.json (`${MODEL_PATH}` = the checkpoint folder)."""
+    path = Path(value.replace("${MODEL_PATH}", str(folder)))
+    return path if path.is_absolute() or path.exists() else folder / path.name
+
+
+def _sentencepiece_backend(spm_file: Path, pieces: list[str], unk_id: int):
+    """The `tokenizers` backend that segments as the SentencePiece model `spm_file` does and gives each piece its
+    position in `pieces`; `ValueError` when `pieces` lacks pieces of the model (eole encodes those as unknown
+    after segmenting, which no tokenizer.json reproduces) or the model is not a unigram one."""
+    from sentencepiece import sentencepiece_model_pb2
+    from tokenizers.models import Unigram
+    from transformers.convert_slow_tokenizer import SpmConverter
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    try:
+        proto.ParseFromString(spm_file.read_bytes())
+    except Exception as error:  # protobuf's DecodeError
+        raise ValueError(f"{spm_file} is not a SentencePiece model ({error})") from error
+    # trainer_spec.model_type: 1 unigram, 2 BPE, 3 word, 4 char
+    if proto.trainer_spec.model_type != 1:
+        raise ValueError(
+            f"{spm_file} is a SentencePiece model of type {proto.trainer_spec.model_type} (only unigram, type 1, "
+            "converts exactly)"
+        )
+    # type 1: normal pieces, the ones segmentation produces (2 unknown, 3 control, 4 user-defined, 6 byte)
+    scores = {piece.piece: piece.score for piece in proto.pieces if piece.type in (1, 4, 6)}
+    missing = [piece for piece in scores if piece not in pieces]
+    if missing:
+        raise ValueError(
+            f"vocab.json lacks {len(missing)} pieces of {spm_file.name} (e.g. {', '.join(map(repr, missing[:3]))}): "
+            "eole maps them to <unk> after segmenting, which a tokenizer cannot reproduce exactly; build the "
+            "vocabulary from the SentencePiece model (eole's spm_to_vocab) and retrain, or extend it"
+        )
+    backend = SpmConverter.build_tokenizer_from_spm_proto(
+        proto, [(piece.piece, piece.score) for piece in proto.pieces]
+    )
+    if backend is None:
+        raise ValueError(f"{spm_file} cannot be read as a SentencePiece model")
+    # eole's own tokens (specials, padding of the vocabulary) score as the least likely piece: a lower score would
+    # lower the penalty of unknown characters, which the tokenizer derives from the lowest score as SentencePiece
+    # does from its pieces'; only text that spells such a token ("</s>") segments differently from eole
+    lowest = min(scores.values(), default=0.0)
+    backend.model = Unigram(
+        [(piece, scores.get(piece, lowest)) for piece in pieces],
+        unk_id=unk_id,
+        byte_fallback=proto.trainer_spec.byte_fallback,
+    )
+    return backend
+
+
+def eole_tokenizer(src_dir: Path, eole_config: dict, vocab: dict) -> PreTrainedTokenizerFast:
+    """The fast tokenizer (a tokenizer.json) that gives eole's source ids (see the module docstring); `ValueError` naming what it cannot reproduce (a transform, separate vocabularies, a SentencePiece model
+    the vocabulary does not cover)."""
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers.models import WordLevel
+    from transformers import PreTrainedTokenizerFast
+
+    specials = {"unk_token": "<unk>", "pad_token": "<blank>", "bos_token": "<s>", "eos_token": "</s>"}
+    specials.update({k: v for k, v in (vocab.get("specials") or {}).items() if k in specials and v})
+    transforms = [name for name in eole_config.get("transforms") or [] if name not in FILTER_TRANSFORMS]
+    if vocab["src"] != vocab["tgt"]:
+        raise ValueError(
+            "vocab.json has separate source and target vocabularies: the converted folder has one tokenizer, so "
+            "only a shared vocabulary (share_vocab) converts"
+        )
+    pieces = list(vocab["src"])
+    unk_id = pieces.index(specials["unk_token"]) if specials["unk_token"] in pieces else 0
+    if not transforms:
+        backend = Tokenizer(WordLevel({piece: i for i, piece in enumerate(pieces)}, unk_token=specials["unk_token"]))
+        backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    elif transforms == ["sentencepiece"]:
+        options = (eole_config.get("transforms_configs") or {}).get("sentencepiece") or {}
+        for name, neutral in SENTENCEPIECE_NEUTRAL.items():
+            if options.get(name) not in neutral:
+                raise ValueError(f"sentencepiece {name}={options.get(name)!r} (a restricted vocabulary) is not supported")
+        models = {options.get(side) for side in ("src_subword_model", "tgt_subword_model")}
+        if len(models) != 1 or None in models:
+            raise ValueError(
+                "the sentencepiece transform has separate source and target models "
+                f"({options.get('src_subword_model')!r}, {options.get('tgt_subword_model')!r}): one tokenizer here "
+                "needs one joint model"
+            )
+        spm_file = _model_path(str(models.pop()), src_dir)
+        if not spm_file.is_file():
+            raise FileNotFoundError(f"{src_dir} has no {spm_file.name}, the SentencePiece model its config names")
+        backend = _sentencepiece_backend(spm_file, pieces, unk_id)
+    else:
+        raise ValueError(
+            f"transforms={transforms!r}: only the sentencepiece transform (or none: whitespace-separated tokens) "
+            "converts to an exact tokenizer"
+        )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        **specials,
+        model_input_names=["input_ids", "attention_mask"],
+        clean_up_tokenization_spaces=False,
+        # eole segments "</s>" written in the text like any other text
+        split_special_tokens=True,
+        padding_side="right",
+    )
+    return tokenizer
+
+
 def convert_eole_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_pickle: bool = False) -> Path:
     """Convert an eole checkpoint folder into a vanilla-transformer folder with remote code (see the module
     docstring for what maps). The options, the sizes config.json claims and vocab.json are checked against the
@@ -439,6 +559,9 @@ def convert_eole_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_pick
     shared = bool(option(model, "share_embeddings"))
     check_vocabularies(src_dir, vocab, shapes, shared)
     config = config_from_eole(model, vocab, shapes)
+    tokenizer = eole_tokenizer(src_dir, eole_config, vocab)
     ours = VanillaTransformerForConditionalGeneration(config)
     ours = load_converted_weights(ours, our_state(model, config, read_weights(files)), "eole")
-    return write_converted_folder(ours, src_dir, out_dir, copy_files=False)
+    write_converted_folder(ours, src_dir, out_dir, copy_files=False)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
