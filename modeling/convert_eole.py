@@ -562,6 +562,9 @@ def convert_eole_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_pick
     tokenizer = eole_tokenizer(src_dir, eole_config, vocab)
     ours = VanillaTransformerForConditionalGeneration(config)
     ours = load_converted_weights(ours, our_state(model, config, read_weights(files)), "eole")
+    # eole's decoding defaults: beam 5, at most 250 tokens, every token may be generated (<blank> and <s> too)
+    limit = min(250, config.max_position_embeddings - 1)
+    ours.generation_config.update(num_beams=5, max_new_tokens=limit, suppress_tokens=None)
     write_converted_folder(ours, src_dir, out_dir, copy_files=False)
     tokenizer.save_pretrained(out_dir)
     return out_dir

@@ -4,6 +4,7 @@ BERT (encoder-only).
     vanilla-transformer convert --from marian SRC_DIR OUT_DIR   # MarianMTModel, e.g. an OPUS-MT checkpoint
     vanilla-transformer convert --from gpt2 SRC_DIR OUT_DIR     # GPT2LMHeadModel
     vanilla-transformer convert --from bert SRC_DIR OUT_DIR     # BertForMaskedLM / BertForSequenceClassification
+    vanilla-transformer convert --from eole SRC_DIR OUT_DIR     # an eole checkpoint folder (modeling/convert_eole.py)
 
 For BERT the head follows the folder's config.json "architectures" (BertForMaskedLM and BertForPreTraining:
 masked LM; BertForSequenceClassification: classification). OUT_DIR keeps the source's tokenizer files and loads
@@ -32,6 +33,7 @@ SOURCES = {
     "marian": ("MarianMTModel", "convert_marian", "convert_marian_checkpoint"),
     "gpt2": ("GPT2LMHeadModel", "convert_gpt2", "convert_gpt2_checkpoint"),
     "bert": ("BertForMaskedLM or BertForSequenceClassification", "convert_bert", "convert_bert_checkpoint"),
+    "eole": ("an eole checkpoint folder (config.json, vocab.json, model.00.safetensors)", "convert_eole", "convert_eole_checkpoint"),
 }
 
 
