@@ -180,7 +180,9 @@ def read_eole_folder(folder: Path) -> tuple[dict, dict]:
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
         raise ValueError(f"{folder / 'config.json'} has no 'model' section: it is not an eole config")
     if not isinstance(vocab, dict) or not all(isinstance(vocab.get(side), list) for side in ("src", "tgt")):
-        raise ValueError(f"{folder / 'vocab.json'} has no 'src' and 'tgt' token lists: it is not an eole vocabulary")
+        raise ValueError(
+            f"{folder / 'vocab.json'} has no 'src' and 'tgt' token lists: it is not an eole vocabulary"
+        )
     return config, vocab
 
 
@@ -214,14 +216,23 @@ def refused_options(model: dict) -> list[str]:
     for side in ("encoder", "decoder"):
         head_dim = option(model, "head_dim", side)
         hidden, heads = option(model, "hidden_size", side), option(model, "heads", side)
-        if head_dim is not None and isinstance(hidden, int) and isinstance(heads, int) and head_dim * heads != hidden:
-            refused.append(f"head_dim={head_dim} with {heads} heads of hidden_size={hidden} (heads split d_model here)")
+        if (
+            head_dim is not None
+            and isinstance(hidden, int)
+            and isinstance(heads, int)
+            and head_dim * heads != hidden
+        ):
+            refused.append(
+                f"head_dim={head_dim} with {heads} heads of hidden_size={hidden} (heads split d_model here)"
+            )
             break
     if option(model, "position_encoding_type") == "Rotary":
         rope = option(model, "rope_config", "decoder") or {}
         for name, accepted in ROPE_ACCEPTED.items():
             if rope.get(name) not in accepted:
-                refused.append(f"rope_config.{name}={rope.get(name)!r} (only full-dimension, unscaled rotary)")
+                refused.append(
+                    f"rope_config.{name}={rope.get(name)!r} (only full-dimension, unscaled rotary)"
+                )
     return refused
 
 
@@ -279,7 +290,11 @@ def size_claims(model: dict, shapes: dict[str, tuple[int, ...]]) -> list[SizeCla
         ff = option(model, "transformer_ff", side)
         if ff is not None and ff != -1 and _layers(shapes, side):
             claims.append(
-                SizeClaim(f"{side}.transformer_ff", ff, ((f"{side}.transformer_layers.0.mlp.gate_up_proj.weight", 0),))
+                SizeClaim(
+                    f"{side}.transformer_ff",
+                    ff,
+                    ((f"{side}.transformer_layers.0.mlp.gate_up_proj.weight", 0),),
+                )
             )
         n_positions = option(model, "n_positions", side)
         if option(model, "position_encoding_type") == "Learned":
@@ -311,7 +326,12 @@ def check_vocabularies(folder: Path, vocab: dict, shapes: dict[str, tuple[int, .
 
 def special_ids(vocab: dict) -> dict[str, int]:
     """pad / bos / eos / decoder start ids of eole's vocab.json (its `specials`, else eole's default tokens)."""
-    specials = {"pad_token": "<blank>", "bos_token": "<s>", "eos_token": "</s>", **(vocab.get("specials") or {})}
+    specials = {
+        "pad_token": "<blank>",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        **(vocab.get("specials") or {}),
+    }
     start = vocab.get("decoder_start_token") or "<s>"
     ids, missing = {}, []
     for field, token, sides in (
@@ -322,8 +342,10 @@ def special_ids(vocab: dict) -> dict[str, int]:
     ):
         found = {vocab[side].index(token) if token in vocab[side] else None for side in sides}
         if None in found or len(found) > 1:
-            missing.append(f"{token!r} ({field}) is {'missing from' if None in found else 'at different ids in'} "
-                           f"the {'/'.join(sides)} vocabulary")
+            missing.append(
+                f"{token!r} ({field}) is {'missing from' if None in found else 'at different ids in'} "
+                f"the {'/'.join(sides)} vocabulary"
+            )
         else:
             ids[field] = found.pop()
     if missing:
@@ -331,7 +353,9 @@ def special_ids(vocab: dict) -> dict[str, int]:
     return ids
 
 
-def config_from_eole(model: dict, vocab: dict, shapes: dict[str, tuple[int, ...]]) -> VanillaTransformerConfig:
+def config_from_eole(
+    model: dict, vocab: dict, shapes: dict[str, tuple[int, ...]]
+) -> VanillaTransformerConfig:
     """The vanilla-transformer config that computes what the eole `model` config computes, sizes from `shapes`."""
     shared = bool(option(model, "share_embeddings"))
     src = shapes["src_emb.embeddings.weight"]
@@ -384,7 +408,9 @@ def _halves_from_pairs(tensor: torch.Tensor, heads: int) -> torch.Tensor:
     return tensor.reshape(heads, head_dim, *tensor.shape[1:])[:, order].reshape(tensor.shape)
 
 
-def our_state(model: dict, config: VanillaTransformerConfig, eole: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def our_state(
+    model: dict, config: VanillaTransformerConfig, eole: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
     """eole's weights under our names (absent biases as zeros); `ValueError` naming tensors it cannot place."""
     state: dict[str, torch.Tensor] = {}
     unplaced = []
@@ -402,14 +428,20 @@ def our_state(model: dict, config: VanillaTransformerConfig, eole: dict[str, tor
                 unplaced.append(name)
                 continue
             if rope_pairs and module in ("self_attn.linear_query", "self_attn.linear_keys"):
-                heads = config.encoder_attention_heads if side == "encoder" else config.decoder_attention_heads
+                heads = (
+                    config.encoder_attention_heads if side == "encoder" else config.decoder_attention_heads
+                )
                 tensor = _halves_from_pairs(tensor, heads)
             state[f"model.{side}.layers.{index}.{ours}.{kind}"] = tensor
         elif re.match(r"^decoder\.transformer_layers\.\d+\.layer_scalar$", name):
             if not torch.all(tensor == 1):
                 unplaced.append(f"{name} (not 1)")
-        elif name in ("encoder.layer_norm.weight", "encoder.layer_norm.bias", "decoder.layer_norm.weight",
-                      "decoder.layer_norm.bias"):
+        elif name in (
+            "encoder.layer_norm.weight",
+            "encoder.layer_norm.bias",
+            "decoder.layer_norm.weight",
+            "decoder.layer_norm.bias",
+        ):
             state[f"model.{name}"] = tensor
         elif name in ("src_emb.embeddings.weight", "tgt_emb.embeddings.weight"):
             side = "encoder" if name.startswith("src") else "decoder"
@@ -417,7 +449,9 @@ def our_state(model: dict, config: VanillaTransformerConfig, eole: dict[str, tor
         elif name in ("src_emb.pe.weight", "tgt_emb.pe.weight"):
             side = "encoder" if name.startswith("src") else "decoder"
             # eole's `normalize` scales the sum of token and position embeddings
-            state[f"model.{side}.embed_positions.weight"] = tensor * math.sqrt(config.d_model) if scale_positions else tensor
+            state[f"model.{side}.embed_positions.weight"] = (
+                tensor * math.sqrt(config.d_model) if scale_positions else tensor
+            )
         elif name in ("src_emb.pe.pe", "tgt_emb.pe.pe"):
             # the fixed sinusoidal table, rebuilt from the config
             continue
@@ -429,7 +463,9 @@ def our_state(model: dict, config: VanillaTransformerConfig, eole: dict[str, tor
         else:
             unplaced.append(name)
     if unplaced:
-        raise ValueError(f"the eole checkpoint has tensors this converter cannot place: {', '.join(unplaced[:8])}")
+        raise ValueError(
+            f"the eole checkpoint has tensors this converter cannot place: {', '.join(unplaced[:8])}"
+        )
     # biases eole leaves out (add_qkvbias, add_final_linear_bias, add_ffnbias false) are zero
     for name, parameter in VanillaTransformerForConditionalGeneration(config).state_dict().items():
         if name.endswith(".bias") and name not in state and name.startswith("model."):
@@ -506,13 +542,17 @@ def eole_tokenizer(src_dir: Path, eole_config: dict, vocab: dict) -> PreTrainedT
     pieces = list(vocab["src"])
     unk_id = pieces.index(specials["unk_token"]) if specials["unk_token"] in pieces else 0
     if not transforms:
-        backend = Tokenizer(WordLevel({piece: i for i, piece in enumerate(pieces)}, unk_token=specials["unk_token"]))
+        backend = Tokenizer(
+            WordLevel({piece: i for i, piece in enumerate(pieces)}, unk_token=specials["unk_token"])
+        )
         backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     elif transforms == ["sentencepiece"]:
         options = (eole_config.get("transforms_configs") or {}).get("sentencepiece") or {}
         for name, neutral in SENTENCEPIECE_NEUTRAL.items():
             if options.get(name) not in neutral:
-                raise ValueError(f"sentencepiece {name}={options.get(name)!r} (a restricted vocabulary) is not supported")
+                raise ValueError(
+                    f"sentencepiece {name}={options.get(name)!r} (a restricted vocabulary) is not supported"
+                )
         models = {options.get(side) for side in ("src_subword_model", "tgt_subword_model")}
         if len(models) != 1 or None in models:
             raise ValueError(
@@ -522,7 +562,9 @@ def eole_tokenizer(src_dir: Path, eole_config: dict, vocab: dict) -> PreTrainedT
             )
         spm_file = _model_path(str(models.pop()), src_dir)
         if not spm_file.is_file():
-            raise FileNotFoundError(f"{src_dir} has no {spm_file.name}, the SentencePiece model its config names")
+            raise FileNotFoundError(
+                f"{src_dir} has no {spm_file.name}, the SentencePiece model its config names"
+            )
         backend = _sentencepiece_backend(spm_file, pieces, unk_id)
     else:
         raise ValueError(

@@ -60,7 +60,9 @@ def decode(folder: Path) -> None:
         engine = InferenceEnginePY(config)
         _, _, predictions = engine.infer_list(pieces)
         vocab = engine.vocabs["tgt"]
-        translations[beam] = [[vocab[token] for token in hypotheses[0].split(" ") if token] for hypotheses in predictions]
+        translations[beam] = [
+            [vocab[token] for token in hypotheses[0].split(" ") if token] for hypotheses in predictions
+        ]
         model = engine.predictor.model
     (folder / "eole.json").write_text(json.dumps(translations, ensure_ascii=False), encoding="utf-8")
     batch = json.loads((folder / "batch.json").read_text())

@@ -52,13 +52,23 @@ VARIANTS = {
     ),
     "learned scaled, tied, no output bias, gelu-tanh, words": (
         dict(position_encoding_type="Learned", n_positions=64, normalize=True),
-        dict(share_decoder_embeddings=True, generator_bias=False, mlp_activation_fn="gelu-tanh", add_ffnbias=True),
+        dict(
+            share_decoder_embeddings=True,
+            generator_bias=False,
+            mlp_activation_fn="gelu-tanh",
+            add_ffnbias=True,
+        ),
         False,
     ),
     "rotary interleaved, silu, sentencepiece": (
         dict(position_encoding_type="Rotary"),
         # eole's validation fails to create the rotary options itself in an encoder-decoder: given here
-        dict(mlp_activation_fn="silu", add_qkvbias=True, add_final_linear_bias=True, rope_config={"rotary_theta": 10000}),
+        dict(
+            mlp_activation_fn="silu",
+            add_qkvbias=True,
+            add_final_linear_bias=True,
+            rope_config={"rotary_theta": 10000},
+        ),
         True,
     ),
 }
@@ -147,8 +157,12 @@ def write_variant(folder: Path, name: str) -> None:
     dec = torch.full((3, 6), 1)
     for row, length in enumerate(lengths):
         src[row, :length] = torch.randint(4, 4 + len(entries), (length,), generator=g)
-        dec[row, : length - 1] = torch.cat([torch.tensor([2]), torch.randint(4, 4 + len(entries), (length - 2,), generator=g)])
-    (folder / "batch.json").write_text(json.dumps({"src": src.tolist(), "decoder_input": dec.tolist(), "pad": 1}))
+        dec[row, : length - 1] = torch.cat(
+            [torch.tensor([2]), torch.randint(4, 4 + len(entries), (length - 2,), generator=g)]
+        )
+    (folder / "batch.json").write_text(
+        json.dumps({"src": src.tolist(), "decoder_input": dec.tolist(), "pad": 1})
+    )
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +170,9 @@ def eole_runs(tmp_path_factory) -> dict[str, Path]:
     """Each variant's folder, after eole trained, saved and decoded its model (eole_driver.py)."""
     probe = subprocess.run([EOLE_PYTHON, "-c", "import eole"], capture_output=True)
     if probe.returncode != 0:
-        pytest.skip("eole is not installed (pip install eole, or EOLE_PYTHON=the python of an environment with it)")
+        pytest.skip(
+            "eole is not installed (pip install eole, or EOLE_PYTHON=the python of an environment with it)"
+        )
     root = tmp_path_factory.mktemp("eole")
     folders = {}
     for index, name in enumerate(VARIANTS):
@@ -164,7 +180,11 @@ def eole_runs(tmp_path_factory) -> dict[str, Path]:
         write_variant(folders[name], name)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
-        [EOLE_PYTHON, str(DRIVER), *map(str, folders.values())], capture_output=True, text=True, env=env, cwd=root
+        [EOLE_PYTHON, str(DRIVER), *map(str, folders.values())],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return folders
@@ -172,7 +192,9 @@ def eole_runs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def converted(eole_runs) -> dict[str, Path]:
-    return {name: convert_eole_checkpoint(folder / "model", folder / "ours") for name, folder in eole_runs.items()}
+    return {
+        name: convert_eole_checkpoint(folder / "model", folder / "ours") for name, folder in eole_runs.items()
+    }
 
 
 def load(folder: Path):
@@ -264,7 +286,9 @@ def broken_copy(eole_runs, tmp_path: Path) -> Path:
     "break_it, message",
     [
         (
-            lambda folder: edit_json(folder / "config.json", ["model", "encoder", "encoder_layer_style"], "postnorm"),
+            lambda folder: edit_json(
+                folder / "config.json", ["model", "encoder", "encoder_layer_style"], "postnorm"
+            ),
             "encoder_layer_style='postnorm'",
         ),
         (

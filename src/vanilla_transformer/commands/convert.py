@@ -33,7 +33,7 @@ SOURCES = {
     "marian": ("MarianMTModel", "convert_marian", "convert_marian_checkpoint"),
     "gpt2": ("GPT2LMHeadModel", "convert_gpt2", "convert_gpt2_checkpoint"),
     "bert": ("BertForMaskedLM or BertForSequenceClassification", "convert_bert", "convert_bert_checkpoint"),
-    "eole": ("an eole checkpoint folder (config.json, vocab.json, model.00.safetensors)", "convert_eole", "convert_eole_checkpoint"),
+    "eole": ("an eole checkpoint folder", "convert_eole", "convert_eole_checkpoint"),
 }
 
 
