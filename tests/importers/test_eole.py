@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from helpers.shared import run_python
 
 from vanilla_transformer.commands import convert as convert_command
 from vanilla_transformer.modeling.convert_eole import convert_eole_checkpoint
@@ -341,3 +342,29 @@ def test_cli_converts_and_the_folder_translates(eole_runs, tmp_path, capsys):
     # eole feeds the source without </s>
     ids = tokenizer("the cat")["input_ids"]
     assert tokenizer.eos_token_id not in ids and len(ids) > 0
+
+
+def test_converted_folder_translates_without_the_package(eole_runs, converted, tmp_path):
+    """In a process that cannot import the project: AutoTokenizer + AutoModelForSeq2SeqLM (remote code) load the
+    converted SentencePiece folder and generate eole's beam-4 tokens."""
+    name = list(VARIANTS)[3]
+    sources = (eole_runs[name] / "sources.txt").read_text().splitlines()
+    expected = json.loads((eole_runs[name] / "eole.json").read_text())["4"]
+    out = run_python(
+        f"""
+        import json
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+        folder = {str(converted[name])!r}
+        model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True).eval()
+        assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+        inputs = tokenizer({sources!r}, return_tensors="pt", padding=True)
+        out = model.generate(**inputs, num_beams=4, max_new_tokens={MAX_LENGTH}, length_penalty=0.0)
+        print("sequences", json.dumps(out.tolist()))
+        """,
+        cwd=tmp_path,
+    )
+    line = next(line for line in out.splitlines() if line.startswith("sequences "))
+    sequences = torch.tensor(json.loads(line.removeprefix("sequences ")))
+    eos = json.loads((converted[name] / "config.json").read_text())["eos_token_id"]
+    assert hypotheses(sequences, eos) == expected
