@@ -324,7 +324,7 @@ def check_vocabularies(folder: Path, vocab: dict, shapes: dict[str, tuple[int, .
         )
 
 
-def special_ids(vocab: dict) -> dict[str, int]:
+def special_ids(vocab: dict) -> dict[str, Any]:
     """pad / bos / eos / decoder start ids of eole's vocab.json (its `specials`, else eole's default tokens)."""
     specials = {
         "pad_token": "<blank>",
@@ -333,7 +333,8 @@ def special_ids(vocab: dict) -> dict[str, int]:
         **(vocab.get("specials") or {}),
     }
     start = vocab.get("decoder_start_token") or "<s>"
-    ids, missing = {}, []
+    ids: dict[str, Any] = {}
+    missing = []
     for field, token, sides in (
         ("pad_token_id", specials["pad_token"], ("src", "tgt")),
         ("bos_token_id", specials["bos_token"], ("tgt",)),
@@ -483,11 +484,12 @@ def _sentencepiece_backend(spm_file: Path, pieces: list[str], unk_id: int):
     """The `tokenizers` backend that segments as the SentencePiece model `spm_file` does and gives each piece its
     position in `pieces`; `ValueError` when `pieces` lacks pieces of the model (eole encodes those as unknown
     after segmenting, which no tokenizer.json reproduces) or the model is not a unigram one."""
-    from sentencepiece import sentencepiece_model_pb2
     from tokenizers.models import Unigram
-    from transformers.convert_slow_tokenizer import SpmConverter
+    from transformers.convert_slow_tokenizer import SpmConverter, import_protobuf
 
-    proto = sentencepiece_model_pb2.ModelProto()
+    # protobuf's generated classes carry no type information
+    model_pb2: Any = import_protobuf()
+    proto = model_pb2.ModelProto()
     try:
         proto.ParseFromString(spm_file.read_bytes())
     except Exception as error:  # protobuf's DecodeError

@@ -60,7 +60,7 @@ def decode(folder: Path) -> None:
         engine = InferenceEnginePY(config)
         _, _, predictions = engine.infer_list(pieces)
         vocab = engine.vocabs["tgt"]
-        translations[beam] = [
+        translations[str(beam)] = [
             [vocab[token] for token in hypotheses[0].split(" ") if token] for hypotheses in predictions
         ]
         model = engine.predictor.model
