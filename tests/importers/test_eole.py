@@ -334,14 +334,21 @@ def edit_json(path: Path, keys: list[str], value) -> None:
     path.write_text(json.dumps(data))
 
 
-def test_cli_converts_and_the_folder_translates(eole_runs, tmp_path, capsys):
+def test_cli_writes_a_complete_folder(eole_runs, tmp_path, capsys):
     name = list(VARIANTS)[1]
     code, _ = cli(eole_runs[name] / "model", tmp_path / "out", capsys)
     assert code == 0
+    # eole's own files (its vocab.json, optimizer state, SentencePiece model) are not copied: tokenizer.json holds it
+    written = {path.name for path in (tmp_path / "out").iterdir()}
+    assert not {"vocab.json", "optimizer.pt", "spm.model"} & written
     model, tokenizer = load(tmp_path / "out")
     # eole feeds the source without </s>
     ids = tokenizer("the cat")["input_ids"]
     assert tokenizer.eos_token_id not in ids and len(ids) > 0
+    # the saved generation_config.json decodes (eole's beam 5)
+    assert model.generation_config.num_beams == 5
+    out = model.generate(**tokenizer(["the cat"], return_tensors="pt"), max_new_tokens=4)
+    assert out.shape[0] == 1 and out[0, 0] == model.config.decoder_start_token_id
 
 
 def test_converted_folder_translates_without_the_package(eole_runs, converted, tmp_path):
