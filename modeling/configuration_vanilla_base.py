@@ -25,7 +25,7 @@ from transformers import GenerationConfig, PretrainedConfig
 
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "silu", "swish")
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "none")
-SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated")
+SINUSOIDAL_LAYOUTS = ("interleaved", "concatenated", "tensor2tensor")
 DROPOUTS = ("dropout", "attention_dropout", "activation_dropout")
 
 
@@ -102,7 +102,9 @@ SHARED_FIELDS_DOC = """
             deviation for studying it: an encoder is then permutation-equivariant, and a decoder knows order
             only through its causal mask; inputs are still limited to `max_position_embeddings`).
         sinusoidal_layout: "interleaved" is the paper's PE(pos, 2i) = sin, PE(pos, 2i+1) = cos; "concatenated"
-            puts all sines before all cosines (Marian / OPUS-MT checkpoints).
+            puts all sines before all cosines (Marian / OPUS-MT checkpoints); "tensor2tensor" puts all sines before
+            all cosines of the frequencies 10000^(-i/(d_model/2-1)) (fairseq, tensor2tensor, eole's
+            SinusoidalConcat).
         max_position_embeddings: Longest sequence the model accepts with sinusoidal, learned or no positions
             (RoPE has no table and no limit); longer inputs raise a `ValueError` that suggests truncation.
         rope_theta: Base of the rotary frequencies when `position_encoding="rope"`.

@@ -6,7 +6,8 @@ Contract:
       left padding does not shift them; without one they are (1, L) = cached length + [0, L). Either way
       source positions start at 0 and target positions are absolute (cached tokens count).
     * `sinusoidal_table` is (positions, d_model) in float32 (computed in float64). Layout "interleaved" is the
-      paper's sin, cos, sin, cos, ...; "concatenated" is all sines, then all cosines (Marian).
+      paper's sin, cos, sin, cos, ...; "concatenated" is all sines, then all cosines (Marian); "tensor2tensor" is
+      all sines, then all cosines, of the frequencies 10000^(-i/(d/2-1)) (fairseq, tensor2tensor, eole).
     * `SinusoidalPositionalEncoding` and `LearnedPositionalEmbedding` map (B or 1, L) positions to
       (B or 1, L, d_model) vectors added to the scaled token embedding.
     * `RotaryEmbedding` gives (B or 1, 1, L, D) cos and sin, which `apply_rotary` applies to queries and keys
@@ -30,10 +31,14 @@ def sinusoidal_table(num_positions: int, dim: int, layout: str) -> torch.Tensor:
     """(num_positions, dim) table: PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(...).
 
     `layout="interleaved"` stores the pairs as in the paper; `"concatenated"` stores all sines first, then all
-    cosines (Marian). Computed in float64, returned in float32.
+    cosines (Marian); `"tensor2tensor"` stores them as "concatenated" does, with the frequencies
+    10000^(-i/(dim/2-1)), i < dim/2 (fairseq, tensor2tensor, eole). Computed in float64, returned in float32.
     """
     position = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
-    inv_freq = torch.pow(10000.0, -torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (C/2,)
+    if layout == "tensor2tensor":
+        inv_freq = torch.pow(10000.0, -torch.arange(dim // 2, dtype=torch.float64) / (dim // 2 - 1))  # (C/2,)
+    else:
+        inv_freq = torch.pow(10000.0, -torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (C/2,)
     angles = position * inv_freq  # (P, C/2)
     if layout == "interleaved":
         table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # (P, C): sin, cos, sin, ...
