@@ -43,6 +43,13 @@ from transformers import PreTrainedTokenizerFast  # noqa: E402
 
 from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration  # noqa: E402
 
+# MarianTokenizer imports sacremoses (its optional punctuation normaliser), which imports joblib, which sets
+# KMP_INIT_AT_FORK in the environment: imported once here, before any test's process-state check
+try:
+    import sacremoses  # noqa: F401
+except ImportError:
+    pass
+
 if TYPE_CHECKING:
     from vanilla_transformer.training import TrainConfig
 
