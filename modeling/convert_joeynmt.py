@@ -32,6 +32,7 @@ from transformers import GenerationConfig
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .convert_common import load_converted_weights, write_converted_folder
+from .convert_vocabulary import write_sentencepiece_tokenizer
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 CONFIG_FILE = "config.yaml"
@@ -409,12 +410,10 @@ def restrict_to_vocabulary(model: bytes, vocabulary: list[str]) -> bytes:
 def write_joeynmt_tokenizer(
     out_dir: Path, models: tuple[Path, Path], vocabularies: tuple[list[str], list[str]], config: dict
 ) -> None:
-    """The OPUS-MT layout (`tokenizer.imported`) in `out_dir` for JoeyNMT's SentencePiece `models` and
+    """The OPUS-MT layout (`convert_vocabulary`) in `out_dir` for JoeyNMT's SentencePiece `models` and
     `vocabularies` (source, target). The models written are restricted to the vocabularies as JoeyNMT restricts
     them (`restrict_to_vocabulary`)."""
     import tempfile
-
-    from vanilla_transformer.tokenizer.imported import write_sentencepiece_tokenizer
 
     symbols = special_symbols(config)
     with tempfile.TemporaryDirectory() as scratch:
