@@ -82,13 +82,18 @@ PARALLEL_FROM = 50_000  # pairs from which tokenisation runs in several processe
 def encoder(tokenizer) -> Callable[[dict], dict]:
     """The batched function that tokenises ``source``/``target`` texts (`tokenize_dataset`'s columns)."""
 
+    eos = tokenizer.eos_token_id
+
     def encode(batch: dict) -> dict:
         enc = tokenizer(batch[SOURCE], text_target=batch[TARGET], truncation=False)
+        # the decoder learns to stop only from labels that end with </s>: a tokenizer that adds none to targets
+        # (an imported eole model's, which adds none to sources either) gets it here
+        labels = [ids if eos is None or (ids and ids[-1] == eos) else [*ids, eos] for ids in enc["labels"]]
         return {
             "input_ids": enc["input_ids"],
-            "labels": enc["labels"],
+            "labels": labels,
             LENGTHS[0]: [len(x) for x in enc["input_ids"]],
-            LENGTHS[1]: [len(x) for x in enc["labels"]],
+            LENGTHS[1]: [len(x) for x in labels],
         }
 
     return encode
