@@ -208,7 +208,14 @@ def _capped_max_new_tokens(
 
     wanted = generate_kwargs.get("max_new_tokens", model.generation_config.max_new_tokens)
     limit = position_limit(model.config)
-    if wanted is not None and limit is not None and wanted > limit:
+    if limit is None:
+        return wanted
+    if wanted is None:
+        # generate()'s max_length counts the decoder start token: max_length - 1 new tokens (a converted Marian
+        # model's config may allow more than its positions hold)
+        max_length = generate_kwargs.get("max_length", getattr(model.generation_config, "max_length", None))
+        return limit if max_length is not None and max_length - 1 > limit else None
+    if wanted > limit:
         logger.warning("max_new_tokens=%d exceeds max_position_embeddings=%d; using %d", wanted, limit, limit)
         return limit
     return wanted

@@ -209,7 +209,7 @@ def cut_at_eos(row: list[int]) -> list[int]:
 CASES = [
     pytest.param("post", True, "relu", True, 0.2, 3, 3.0, id="post-LN-tied-relu"),
     pytest.param("post", False, "gelu", False, 0.4, 1, 1.0, id="post-LN-separate-gelu-unscaled"),
-    pytest.param("pre", False, "gelu", False, 0.4, 0, 1.0, id="pre-LN-separate-gelu-unscaled"),
+    pytest.param("pre", False, "gelu", False, 0.4, 1, 3.0, id="pre-LN-separate-gelu-unscaled"),
     pytest.param("pre", True, "swish", True, 0.2, 0, 3.0, id="pre-LN-tied-swish"),
 ]
 
