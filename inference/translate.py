@@ -83,7 +83,7 @@ def translate_nbest(
     translates and gets its training mode back afterwards."""
     import torch
 
-    from vanilla_transformer.modeling import check_generation_arguments
+    from vanilla_transformer.modeling import check_generation_arguments, position_limit
 
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")
@@ -110,6 +110,7 @@ def translate_nbest(
 
     encoded = encode_sources(model, tokenizer, [lines[i] for i in todo])
     max_new_tokens = _capped_max_new_tokens(model, generate_kwargs)
+    positions = position_limit(model.config)
 
     # one id (transformers types a special token's id as one id or a list)
     pad_id = cast(
@@ -130,6 +131,8 @@ def translate_nbest(
             batch_kwargs = dict(generate_kwargs)
             if max_len_a is not None:
                 length_cap = max(1, int(max_len_a * width + max_len_b))
+                if positions is not None:
+                    length_cap = min(length_cap, positions)
                 cap = length_cap if max_new_tokens is None else min(max_new_tokens, length_cap)
                 batch_kwargs["max_new_tokens"] = cap
             elif max_new_tokens is not None:
