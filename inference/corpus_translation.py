@@ -28,7 +28,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -87,10 +87,9 @@ class CorpusJob:
 
     def manifest(self, rows: int) -> dict[str, Any]:
         """What the parts depend on: a run with another manifest cannot reuse them."""
-        kept = {
-            k: v for k, v in asdict(self).items() if k not in ("output", "device", "batch_size", "max_tokens")
-        }
-        return {**kept, "input": str(Path(self.input).resolve()), "rows": rows}
+        skipped = ("output", "device", "batch_size", "max_tokens", "generate_kwargs")
+        kept = {k: v for k, v in asdict(self).items() if k not in skipped}
+        return {**kept, **self.generate_kwargs, "input": str(Path(self.input).resolve()), "rows": rows}
 
     @property
     def num_return_sequences(self) -> int:
@@ -121,9 +120,12 @@ def prepare_parts(job: CorpusJob, rows: int, *, create: bool) -> None:
         earlier = json.loads(found.read_text(encoding="utf-8"))
         if earlier != manifest:
             changed = sorted(k for k in manifest.keys() | earlier.keys() if earlier.get(k) != manifest.get(k))
+            differences = ", ".join(
+                f"{k}: {earlier.get(k)!r} there, {manifest.get(k)!r} now" for k in changed
+            )
             raise ValueError(
-                f"{str(job.parts)!r} holds the progress of a job with other {', '.join(changed)}: resume with "
-                "the same options, or delete that folder to start again"
+                f"{str(job.parts)!r} holds the progress of a job with other {differences}: resume with the same "
+                "options, or delete that folder to start again"
             )
     elif Path(job.output).exists():
         raise ValueError(f"--output {job.output!r} exists; delete it or choose another file")
@@ -334,12 +336,14 @@ def translate_with_ray(
     cpus_per_actor: float = 1,
     gpus_per_actor: float = 0,
     address: str | None = None,
+    progress: bool = False,
 ) -> None:
     """Translate ``table`` (`corpus.texts.read_texts`) with Ray Data: `map_batches` over chunks of
     ``job.chunk_size`` rows with a pool of ``actors`` `ChunkTranslator` actors (``cpus_per_actor`` CPUs, as many
     torch threads, and ``gpus_per_actor`` GPUs each), on a local Ray (``address`` None: `ray.init()` starts one)
     or the cluster at ``address``; the driver writes ``job.output`` in row order. The model folder and the input
-    must be readable at the same path on every node. `ImportError` with the install command without Ray."""
+    must be readable at the same path on every node; ``progress``: Ray Data's progress bars. `ImportError` with
+    the install command without Ray."""
     try:
         import ray
         import ray.data
@@ -351,24 +355,24 @@ def translate_with_ray(
         raise ValueError(f"--output {job.output!r} exists; delete it or choose another file")
     started = not ray.is_initialized()
     if started:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     try:
         context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True
-        dataset = ray.data.from_arrow(table)
+        context.enable_progress_bars = progress
+        # one block per chunk: the actors share the chunks
+        dataset = ray.data.from_arrow([table.slice(s, e - s) for s, e in chunks(len(table), job.chunk_size)])
         translated = dataset.map_batches(
             ChunkTranslator,
             fn_constructor_kwargs={"job": job, "num_threads": max(1, int(cpus_per_actor))},
             batch_size=job.chunk_size,
             batch_format="numpy",
-            concurrency=actors,
+            compute=ray.data.ActorPoolStrategy(size=actors),
             num_cpus=cpus_per_actor,
             num_gpus=gpus_per_actor,
         )
-        write_output(
-            job,
-            (batch.to_pylist() for batch in translated.iter_batches(batch_format="pyarrow", batch_size=None)),
-        )
+        batches = translated.iter_batches(batch_format="pyarrow", batch_size=None)
+        write_output(job, (cast("pa.Table", batch).to_pylist() for batch in batches))
     finally:
         if started:
             ray.shutdown()
