@@ -271,3 +271,22 @@ def test_token_budget_bounds_every_batch(loaded):
     translate_nbest(model, tokenizer, lines, 64, progress=unbounded.append, num_beams=1)
     assert budgeted == [1] * len(lines) and unbounded == [1, len(lines) - 1]
     assert [h[0] for h in one_each] == translate_lines(model, tokenizer, lines, num_beams=1)
+
+
+@pytest.mark.parametrize("engine", ["ct2", "onnx"])
+def test_engine_greedy_scores_equal_torch(loaded, engine, tmp_path):
+    """An exported engine's greedy translations and sequence scores through translate_scored equal PyTorch's."""
+    pytest.importorskip({"ct2": "ctranslate2", "onnx": "onnxruntime"}[engine])
+    from vanilla_transformer.export import exporter
+    from vanilla_transformer.inference.engines import load_engine
+
+    model, tokenizer = loaded
+    folder = exporter(engine)(model, tmp_path / engine, tokenizer=tokenizer)
+    engine_model, engine_tokenizer = load_engine(engine, folder)
+    sources = [*SENTENCES, ""]
+    expected_texts, expected_scores = translate_scored(model, tokenizer, sources, num_beams=1)
+    texts, scores = translate_scored(engine_model, engine_tokenizer, sources, num_beams=1)
+    assert texts == expected_texts and scores[-1] == [None]
+    torch.testing.assert_close(
+        torch.tensor(scores[:-1]), torch.tensor(expected_scores[:-1]), atol=1e-3, rtol=0
+    )

@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                 cpus_per_actor=args.ray_cpus_per_actor,
                 gpus_per_actor=args.ray_gpus_per_actor,
                 address=args.ray_address,
+                progress=not args.no_progress and sys.stderr.isatty(),
             )
             return 0
         return _run_processes(job, table, show_progress=not args.no_progress)
