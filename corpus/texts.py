@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 ID, TEXT, ERROR = "id", "text", "error"
 # the columns tried, in order, when none is given (formats with named columns)
 DEFAULT_COLUMNS = ("source", "text")
-# what read_texts reads, by format_of's kind or the suffix
-TEXT_FORMATS = ("tsv", "jsonl", "parquet", "arrow", "saved")
 
 
 def texts_schema() -> pa.Schema:
