@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from vanilla_transformer.commands import translate_corpus
+from vanilla_transformer.corpus import read_parallel_splits
 from vanilla_transformer.corpus.texts import read_texts
 from vanilla_transformer.inference import translate_lines, translate_nbest
 from vanilla_transformer.inference.corpus_translation import read_output
@@ -94,6 +95,11 @@ def test_one_process_rows_in_order_with_reasons(export, loaded, tmp_path):
         else:
             assert record["translation"] == "" and record["score"] is None
     assert not (tmp_path / "out.jsonl.parts").exists()
+    # the output is a parallel corpus for training (a student, back-translation): the translated rows are its pairs
+    pairs, _ = read_parallel_splits(out, target_column="translation", cache_dir=tmp_path / "cache")
+    translated = [r for r in records if r["error"] is None]
+    assert pairs["train"]["source"] == [r["source"] for r in translated]
+    assert pairs["train"]["target"] == [r["translation"] for r in translated]
 
 
 def test_two_accelerate_processes_equal_one(export, tmp_path):
