@@ -2,10 +2,11 @@
 `vanilla-transformer evaluate`, validation and test scoring in training, and the quality benchmark (for
 `MarianMTModel` too).
 
-`translate_nbest` is the loop; `translate` (one hypothesis per text) and `translate_lines` (n-best joined by
-tabs, for the CLI) are views of it. All three return outputs in input order. Empty (or whitespace-only) texts
-are not sent to the model and give empty outputs. Non-empty texts are sorted by token length (longest first),
-translated in batches of `batch_size`, and put back in input order. Sources longer than the model accepts
+`translate_scored` is the loop (the hypotheses and their sequence scores); `translate_nbest`, `translate` (one
+hypothesis per text) and `translate_lines` (n-best joined by tabs, for the CLI) are views of it. All return
+outputs in input order. Empty (or whitespace-only) texts are not sent to the model and give empty outputs.
+Non-empty texts are sorted by token length (longest first), translated in batches of `batch_size` (and, with
+``max_tokens``, of at most that many padded source tokens), and put back in input order. Sources longer than the model accepts
 (`modeling.max_source_length`: its position limit, none with RoPE, and the tokenizer's ``model_max_length``) are
 truncated, with one warning that gives the count. ``max_new_tokens`` is lowered to the position limit
 (`modeling.position_limit`). With ``max_len_a`` a batch generates at most ``min(max_new_tokens, max_len_a *
