@@ -255,9 +255,15 @@ class OnnxTranslator(EngineTranslator):
         """For each source (token ids with </s>, no padding), its `num_return_sequences` hypotheses, best first:
         generated ids without the decoder start token and without padding, ending with </s> if produced.
         `options` are `DecodingOptions`' fields; other decoding settings come from the folder's generation config."""
+        return self.generate_with_scores(input_ids, **options)[0]
+
+    def generate_with_scores(
+        self, input_ids: list[list[int]], **options: Any
+    ) -> tuple[list[list[list[int]]], list[list[float]]]:
+        """`generate_ids` and each hypothesis' score (`search`)."""
         decoding = resolve_decoding(self.generation_config, **vars(DecodingOptions(**options)))
         ids, mask = self.pad_sources(input_ids)
-        return self.search(ids, mask, decoding)[0]
+        return self.search(ids, mask, decoding)
 
     def score_ids(self, source_ids: list[list[int]], target_ids: list[list[int]]) -> list[list[float]]:
         """Per-token log-probabilities of each target (token ids, its `</s>` included) given its source (token

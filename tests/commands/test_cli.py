@@ -36,6 +36,7 @@ REQUIRED = {
     "plot_attention": ["--model", "m", "--text", "t"],
     "push": ["--model", "m", "--repo_id", "r"],
     "translate": ["--model", "m"],
+    "translate_corpus": ["--model", "m", "--input", "i", "--output", "o"],
 }
 
 
