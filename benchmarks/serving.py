@@ -1,12 +1,16 @@
 """Serving throughput: the translation server with dynamic batching against the same server translating one
-request at a time, at several numbers of concurrent clients, in one run (ratios, never bare times).
+request at a time, at several numbers of concurrent clients, through one or more of its APIs, in one run (ratios,
+never bare times).
 
-`run_serving` starts each server in a thread of this process (`serving.start_in_thread`, loopback), and for
-every client count C sends the same requests from C client threads, each request one sentence (a clause of the
-shipped corpus' Chinese side, so lengths vary), each client sending its next request when its previous one is
-answered. Per (mode, C): sentences per second over the wall time of the whole round, and the p50 / p95 latency of
-a request. Every reply is compared with the one-at-a-time server's reply for the same sentence (they must be
-equal: batching must not change a translation).
+`run_serving` starts both servers in threads of this process (`serving.start_in_thread`, loopback), and for
+every API and client count C sends the same requests from C client threads to one server, then to the other,
+each request one sentence (a clause of the shipped corpus' Chinese side, so lengths vary), each client sending
+its next request when its previous one is answered. The APIs (`API_REQUESTS`): the server's own POST
+/translate, and LibreTranslate's (``q``, ``source`` ``auto``, ``target``: what Mastodon sends). Per (API, mode,
+C): sentences per second over the wall time of the whole round, and the p50 / p95 latency of a request. Every
+request must be answered (200, one translation each: none lost), and every reply is compared with the
+one-at-a-time server's reply for the same sentence through the same API (they must be equal: batching must not
+change a translation).
 """
 
 from __future__ import annotations
@@ -15,16 +19,30 @@ import lzma
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vanilla_transformer.corpus import DEFAULT_DATA
+from vanilla_transformer.corpus.files import language_pair
+
+# how each API asks for one sentence in the languages pair, and where its reply holds the translation: (path,
+# body, reply -> text)
+API_REQUESTS = {
+    "own": ("/translate", lambda text, pair: {"text": text}, lambda r: r["translations"][0]),
+    "libretranslate": (
+        "/translate",
+        lambda text, pair: {"q": text, "source": "auto", "target": pair[1]},
+        lambda r: r["translatedText"],
+    ),
+}
 
 
 @dataclass
 class Round:
-    """One (mode, client count) measurement."""
+    """One (API, mode, client count) measurement."""
 
+    api: str
     mode: str
     clients: int
     sentences: int
@@ -63,18 +81,28 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def one_round(url: str, sentences: list[str], clients: int, options: dict) -> tuple[float, list[float], dict]:
-    """Send every sentence once from ``clients`` threads; (wall seconds, latencies in s, sentence -> reply)."""
+def one_round(
+    url: str,
+    sentences: list[str],
+    clients: int,
+    api: str = "own",
+    pair: tuple[str, str] = ("zh", "en"),
+) -> tuple[float, list[float], dict]:
+    """Send every sentence once from ``clients`` threads through ``api`` (`API_REQUESTS`, the languages ``pair``,
+    the model's decoding); (wall seconds, latencies in s, sentence -> reply). Raises `httpx.HTTPStatusError` for
+    a request that is not answered 200."""
     import httpx
+
+    path, body, translation = API_REQUESTS[api]
 
     def client(share: list[str]) -> list[tuple[str, float, str]]:
         done = []
         with httpx.Client(timeout=600) as session:
             for text in share:
                 start = time.perf_counter()
-                reply = session.post(url + "/translate", json={"text": text, **options})
+                reply = session.post(url + path, json=body(text, pair))
                 reply.raise_for_status()
-                done.append((text, time.perf_counter() - start, reply.json()["translations"][0]))
+                done.append((text, time.perf_counter() - start, translation(reply.json())))
         return done
 
     start = time.perf_counter()
@@ -95,60 +123,91 @@ def run_serving(
     max_wait_ms: float = 10.0,
     max_batch_tokens: int = 8192,
     per_client: int = 4,
+    apis: tuple[str, ...] = ("own",),
     progress=None,
 ) -> tuple[list[Round], int]:
-    """The rounds of both modes (one-at-a-time first) for each client count, ``clients * per_client`` sentences
-    each (taken from ``sentences``, cycled), and the number of replies that differed between the modes.
-    ``served`` is a `serving.ServedModel`; ``progress(line)`` is called after each round."""
+    """The rounds of both modes (one-at-a-time first, then the same requests batched) for each API of ``apis``
+    (`API_REQUESTS`) and client count, ``clients * per_client`` sentences each (taken from ``sentences``,
+    cycled), and the number of replies that differed between the modes. ``served`` is a `serving.ServedModel`
+    (one whose card names no language pair is served as the pair of the shipped corpus, whose sentences these
+    are); ``options`` (decoding options) become its generation config's defaults, so that every API decodes with
+    them; ``progress(line)`` is called after each round."""
     from vanilla_transformer.serving import create_app, start_in_thread
+    from vanilla_transformer.serving.apis import language_pair as card_pair
 
-    options = options or {}
+    pair = card_pair(served.languages)
+    if pair is None:
+        source, target = language_pair(str(DEFAULT_DATA))
+        pair = (source or "zh", target or "en")
+        served = replace(served, languages=list(pair))
+    for name, value in (options or {}).items():
+        setattr(served.model.generation_config, name, value)
     rounds: list[Round] = []
-    replies: dict[str, dict[str, str]] = {"one-at-a-time": {}, "dynamic batching": {}}
-    for mode, batching in (("one-at-a-time", False), ("dynamic batching", True)):
-        app = create_app(
-            served, max_wait_ms=max_wait_ms, max_batch_tokens=max_batch_tokens, batching=batching
-        )
-        with start_in_thread(app) as server:
-            one_round(server.url, sentences[:2], 1, options)  # warm-up
-            for count in clients:
-                batch = [sentences[i % len(sentences)] for i in range(count * per_client)]
-                wall, latencies, outputs = one_round(server.url, batch, count, options)
-                replies[mode].update(outputs)
-                rounds.append(
-                    Round(
-                        mode,
-                        count,
-                        len(batch),
-                        wall,
-                        1000 * statistics.median(latencies),
-                        1000 * percentile(latencies, 0.95),
+    replies: dict[tuple[str, str], dict[str, str]] = {}
+    modes = {"one-at-a-time": False, "dynamic batching": True}
+    with ExitStack() as stack:
+        # both servers run side by side, so that the two rounds of a pair follow each other on the machine
+        urls = {
+            mode: stack.enter_context(
+                start_in_thread(
+                    create_app(
+                        served, max_wait_ms=max_wait_ms, max_batch_tokens=max_batch_tokens, batching=batching
                     )
                 )
-                if progress is not None:
-                    progress(format_round(rounds[-1]))
-    differ = sum(replies["dynamic batching"][t] != out for t, out in replies["one-at-a-time"].items())
+            ).url
+            for mode, batching in modes.items()
+        }
+        for api in apis:
+            for url in urls.values():
+                one_round(url, sentences[:2], 1, api, pair)  # warm-up
+            for count in clients:
+                batch = [sentences[i % len(sentences)] for i in range(count * per_client)]
+                for mode, url in urls.items():
+                    wall, latencies, outputs = one_round(url, batch, count, api, pair)
+                    replies.setdefault((api, mode), {}).update(outputs)
+                    rounds.append(
+                        Round(
+                            api,
+                            mode,
+                            count,
+                            len(latencies),
+                            wall,
+                            1000 * statistics.median(latencies),
+                            1000 * percentile(latencies, 0.95),
+                        )
+                    )
+                    if progress is not None:
+                        progress(format_round(rounds[-1]))
+    differ = sum(
+        replies[(api, "dynamic batching")][text] != out
+        for api in apis
+        for text, out in replies[(api, "one-at-a-time")].items()
+    )
     return rounds, differ
 
 
 def format_round(r: Round) -> str:
     return (
-        f"{r.mode:<17} {r.clients:>3} clients: {r.per_second:7.2f} sentences/s, p50 {r.p50_ms:8.0f} ms, "
-        f"p95 {r.p95_ms:8.0f} ms ({r.sentences} sentences in {r.seconds:.1f} s)"
+        f"{r.api:<14} {r.mode:<17} {r.clients:>3} clients: {r.per_second:7.2f} sentences/s, "
+        f"p50 {r.p50_ms:8.0f} ms, p95 {r.p95_ms:8.0f} ms ({r.sentences} sentences in {r.seconds:.1f} s)"
     )
 
 
 def table(rounds: list[Round]) -> list[str]:
-    """A Markdown table: per client count, both modes' sentences/s and latencies, and the throughput ratio."""
-    by = {(r.mode, r.clients): r for r in rounds}
+    """A Markdown table: per API and client count, both modes' sentences/s and latencies, and the throughput
+    ratio."""
+    by = {(r.api, r.mode, r.clients): r for r in rounds}
     lines = [
-        "| clients | one-at-a-time sent/s | p50 / p95 ms | dynamic batching sent/s | p50 / p95 ms | speed-up |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| API | clients | one-at-a-time sent/s | p50 / p95 ms | dynamic batching sent/s | p50 / p95 ms "
+        "| speed-up |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for count in sorted({r.clients for r in rounds}):
-        one, dyn = by[("one-at-a-time", count)], by[("dynamic batching", count)]
-        lines.append(
-            f"| {count} | {one.per_second:.2f} | {one.p50_ms:.0f} / {one.p95_ms:.0f} | {dyn.per_second:.2f} | "
-            f"{dyn.p50_ms:.0f} / {dyn.p95_ms:.0f} | {dyn.per_second / one.per_second:.2f}x |"
-        )
+    for api in dict.fromkeys(r.api for r in rounds):
+        for count in sorted({r.clients for r in rounds if r.api == api}):
+            one, dyn = by[(api, "one-at-a-time", count)], by[(api, "dynamic batching", count)]
+            lines.append(
+                f"| {api} | {count} | {one.per_second:.2f} | {one.p50_ms:.0f} / {one.p95_ms:.0f} | "
+                f"{dyn.per_second:.2f} | {dyn.p50_ms:.0f} / {dyn.p95_ms:.0f} | "
+                f"{dyn.per_second / one.per_second:.2f}x |"
+            )
     return lines

@@ -4,7 +4,8 @@ train/validation/test split (`split_corpus`, `load_split`), and `DataOptions`, t
 Modules: ``files`` (opening, decompressing and decoding files; the languages a file name states), ``read``
 (the sources: files, folders and globs, `datasets` objects, Hub datasets; a source's own splits), ``formats``
 (one file: TSV, CSV, JSON, JSON Lines, Parquet), ``rows`` (the column rules, bad lines, `DataReport`),
-``split`` (the held-out split), ``options`` (`DataOptions`: options and the choice of splits; `load_split`).
+``split`` (the held-out split), ``options`` (`DataOptions`: options and the choice of splits; `load_split`),
+``texts`` (one column to translate, every row kept: `read_texts`).
 """
 
 from .files import language_pair, read_lines
@@ -22,6 +23,7 @@ from .read import (
 )
 from .rows import SOURCE, TARGET, DataReport, OnBadLine
 from .split import split_corpus
+from .texts import read_texts
 
 __all__ = [
     "DEFAULT_DATA",
@@ -40,6 +42,7 @@ __all__ = [
     "load_split",
     "read_lines",
     "read_parallel_splits",
+    "read_texts",
     "source_kind",
     "split_corpus",
 ]

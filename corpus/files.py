@@ -68,6 +68,19 @@ def read_lines(path: str | os.PathLike) -> Iterator[tuple[str, bool]]:
             re-encode), or the file cannot be decompressed or read.
     """
     p = Path(path)
+    for lineno, (chunk, crlf) in enumerate(read_byte_lines(p), start=1):
+        yield decode_line(p, lineno, chunk), crlf
+
+
+def read_byte_lines(path: str | os.PathLike) -> Iterator[tuple[bytes, bool]]:
+    """`read_lines` before decoding: every line's bytes (decompressed, without its line end and the first line's
+    byte-order mark), with whether that end was CRLF; `decode_line` decodes one. For readers that keep going
+    past a line that does not decode.
+
+    Raises:
+        ValueError: the file cannot be decompressed or read.
+    """
+    p = Path(path)
     _, compression = strip_compression(p.name)
     opener = COMPRESSIONS[compression] if compression else open
     try:
@@ -80,7 +93,7 @@ def read_lines(path: str | os.PathLike) -> Iterator[tuple[str, bool]]:
                 crlf = chunk.endswith(b"\r")
                 if crlf:
                     chunk = chunk[:-1]
-                yield _decode(p, lineno, chunk), crlf
+                yield chunk, crlf
     except _READ_ERRORS as e:
         if compression is None:
             raise ValueError(
@@ -92,7 +105,9 @@ def read_lines(path: str | os.PathLike) -> Iterator[tuple[str, bool]]:
         ) from e
 
 
-def _decode(path: Path, lineno: int, chunk: bytes) -> str:
+def decode_line(path: Path, lineno: int, chunk: bytes) -> str:
+    """Line ``lineno`` of ``path`` as text; `ValueError` naming the line and how to re-encode the file when it holds
+    NUL bytes or is not valid UTF-8."""
     if b"\x00" in chunk:
         raise ValueError(
             f"Data file {str(path)!r} line {lineno} holds NUL bytes ({chunk[:20]!r}...): it is not UTF-8 text; "

@@ -164,14 +164,16 @@ def check_expressible(config) -> None:
         )
 
 
-def vocabulary(tokenizer: PreTrainedTokenizerBase, size: int, source: bool = False) -> list[str]:
-    """Token strings of ids 0 .. size-1: the tokenizer's, then placeholders for ids it does not have. `source`: of
-    the source side, which differs for a tokenizer with separate vocabularies (MarianTokenizer's `separate_vocabs`,
-    whose `convert_ids_to_tokens` gives the target's tokens)."""
-    if source and getattr(tokenizer, "separate_vocabs", False):
-        by_id = {index: token for token, index in tokenizer.get_vocab().items()}
-        # a gap in the ids gives None, refused below
-        tokens = cast(list[str], [by_id.get(index) for index in range(min(size, max(by_id) + 1))])
+def vocabulary(tokenizer: PreTrainedTokenizerBase, size: int, side: str = "source") -> list[str]:
+    """Token strings of ids 0 .. size-1 of the `side` ("source" or "target") vocabulary: the tokenizer's, then
+    placeholders for ids it does not have. A MarianTokenizer with separate vocabularies (`separate_vocabs`) has
+    one per side; every other tokenizer one for both."""
+    if getattr(tokenizer, "separate_vocabs", False):
+        # MarianTokenizer: `encoder` is the source vocabulary (token -> id), `decoder` the target's (id -> token)
+        encoder, decoder = cast(dict[str, int], tokenizer.encoder), cast(dict[int, str], tokenizer.decoder)
+        table = {i: token for token, i in encoder.items()} if side == "source" else decoder
+        # a gap in the ids is a None, which the check below refuses
+        tokens = cast(list[str], [table.get(i) for i in range(min(size, len(table)))])
     else:
         # a list of ids gives a list of tokens (transformers types the result for one id or many)
         tokens = cast(list[str], tokenizer.convert_ids_to_tokens(list(range(min(size, len(tokenizer))))))
@@ -268,8 +270,8 @@ def _build_converter():
             spec.register_target_vocabulary(target)
 
         def get_vocabulary(self, model, tokenizer):
-            return vocabulary(tokenizer, model.config.vocab_size, source=True), vocabulary(
-                tokenizer, model.config.decoder_vocab_size
+            return vocabulary(tokenizer, model.config.vocab_size), vocabulary(
+                tokenizer, model.config.decoder_vocab_size, "target"
             )
 
         def set_config(self, config, model, tokenizer) -> None:

@@ -292,6 +292,15 @@ def _architecture(c) -> str:
     )
 
 
+def _schedule_text(recipe) -> str:
+    """The learning-rate schedule of ``recipe`` (`training.schedule`) as a formula."""
+    schedule = getattr(recipe, "lr_schedule", "paper")
+    if schedule == "paper":
+        return f"lr = {recipe.lr_scale} * d_model^-0.5 * min(step^-0.5, step * {recipe.warmup_steps}^-1.5)"
+    after = "constant" if schedule == "constant" else f"then * sqrt({recipe.warmup_steps} / step)"
+    return f"lr {recipe.learning_rate} after a linear warm-up of {recipe.warmup_steps} updates, {after}"
+
+
 def _recipe_text(cfg, recipe, c, result, objective: ObjectiveCard) -> str:
     text = (
         f"Objective: {objective.training}"
@@ -301,8 +310,19 @@ def _recipe_text(cfg, recipe, c, result, objective: ObjectiveCard) -> str:
             else ""
         )
         + f". Preset `{cfg.preset}`: d_model {c.d_model}, {_architecture(c)}, dropout {c.dropout}, vocabulary "
-        f"{c.vocab_size} (joint BPE), {result.num_parameters:,} parameters. Adam (0.9, 0.98, 1e-9), lr = {recipe.lr_scale} * d_model^-0.5 * "
-        f"min(step^-0.5, step * {recipe.warmup_steps}^-1.5), label smoothing {cfg.label_smoothing}, "
+        f"{c.vocab_size} ({'its own tokenizer' if cfg.init_from else 'joint BPE'}), {result.num_parameters:,} "
+        f"parameters. Adam (0.9, 0.98, 1e-9), {_schedule_text(recipe)}, label smoothing {cfg.label_smoothing}, "
+        + (
+            f"LoRA rank {cfg.lora} adapters on the {'attention and feed-forward' if cfg.lora_ffn else 'attention'} "
+            "projections (the rest frozen), merged into the weights, "
+            if getattr(cfg, "lora", None)
+            else ""
+        )
+        + (
+            f"{cfg.mix_ratio:.0%} of the training pairs from the general-domain `{Path(str(cfg.mix_data)).name}`, "
+            if getattr(cfg, "mix_data", None)
+            else ""
+        )
         + (
             f"BPE-dropout {cfg.bpe_dropout} (training pairs re-segmented every epoch), "
             if cfg.bpe_dropout
@@ -361,6 +381,16 @@ def _results_text(result) -> str:
         "`generation_config.json` uses the same settings.\n\n"
         f"sacreBLEU signatures: BLEU `{m['bleu_signature']}`, chrF `{m['chrf_signature']}`."
     )
+    domains = getattr(result, "domain_bleu", None)
+    if domains:
+        rows = "".join(
+            f"| {'yours (the test split)' if name == 'yours' else name} | {before} | {domains['after'].get(name, '')} |\n"
+            for name, before in domains["before"].items()
+        )
+        text += (
+            "\n\nFine-tuning: BLEU on the held-out pairs, before (the starting model) and after, same decoding.\n\n"
+            "| held-out pairs | BLEU before | BLEU after |\n|---|---|---|\n" + rows.rstrip("\n")
+        )
     if result.samples:
         text += "\n\nSample translations:\n\n" + "\n".join(
             f"- {s['source']} → {s['hypothesis']}"

@@ -4,7 +4,8 @@ Modules:
     loading      `load_model_and_tokenizer` (safetensors only, tokenizer checked against the model),
                  `resolve_device`, `check_tokenizer_matches_model`, `hub_config`
     translate    THE batched translation: `translate` (one output per text), `translate_nbest`,
-                 `translate_lines` (n-best joined by tabs, for the CLI)
+                 `translate_lines` (n-best joined by tabs, for the CLI), `translate_scored` (with sequence scores)
+    corpus_translation  a whole corpus: `CorpusJob`, part files and resuming, accelerate shards, Ray Data actors
     scoring      `score_translations`, `evaluate_translation`, `evaluate_split` (a split's columns),
                  `length_stats`, `bleu_tokenizer_for`, `load_metric` / `metric_path` (the BLEU and chrF
                  `evaluate` modules shipped in metrics/)
@@ -27,7 +28,7 @@ from .scoring import (
     metric_path,
     score_translations,
 )
-from .translate import translate, translate_lines, translate_nbest
+from .translate import translate, translate_lines, translate_nbest, translate_scored
 
 __all__ = [
     "AttentionMap",
@@ -49,4 +50,5 @@ __all__ = [
     "translate",
     "translate_lines",
     "translate_nbest",
+    "translate_scored",
 ]

@@ -95,6 +95,21 @@ class CT2Translator(EngineTranslator):
         ids = [[[self.target_ids[t] for t in hyp] for hyp in result.hypotheses] for result in results]
         return ids, [list(result.scores) for result in results]
 
+    def score_ids(self, source_ids: list[list[int]], target_ids: list[list[int]]) -> list[list[float]]:
+        """Per-token log-probabilities of each target (token ids ending with `</s>`) given its source (token ids
+        with `</s>`): CTranslate2's `score_batch`, which adds the decoder start token and scores the `</s>` it
+        appends itself (a target is passed without its own)."""
+        if not source_ids:
+            return []
+        end = self.config.eos_token_id
+        source = [[self.source_tokens[i] for i in ids] for ids in source_ids]
+        target = [
+            [self.target_tokens[i] for i in (ids[:-1] if ids and ids[-1] == end else ids)]
+            for ids in target_ids
+        ]
+        results = self.translator.score_batch(source, target, max_input_length=0)
+        return [list(result.log_probs) for result in results]
+
     def decoding_options(self, options: DecodingOptions) -> dict[str, Any]:
         """The `translate_batch` options of these settings and the folder's generation config; `ValueError` for
         settings CTranslate2 cannot reproduce (see the module docstring)."""

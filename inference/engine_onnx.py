@@ -255,9 +255,42 @@ class OnnxTranslator(EngineTranslator):
         """For each source (token ids with </s>, no padding), its `num_return_sequences` hypotheses, best first:
         generated ids without the decoder start token and without padding, ending with </s> if produced.
         `options` are `DecodingOptions`' fields; other decoding settings come from the folder's generation config."""
+        return self.generate_with_scores(input_ids, **options)[0]
+
+    def generate_with_scores(
+        self, input_ids: list[list[int]], **options: Any
+    ) -> tuple[list[list[list[int]]], list[list[float]]]:
+        """`generate_ids` and each hypothesis' score (`search`)."""
         decoding = resolve_decoding(self.generation_config, **vars(DecodingOptions(**options)))
         ids, mask = self.pad_sources(input_ids)
-        return self.search(ids, mask, decoding)[0]
+        return self.search(ids, mask, decoding)
+
+    def score_ids(self, source_ids: list[list[int]], target_ids: list[list[int]]) -> list[list[float]]:
+        """Per-token log-probabilities of each target (token ids, its `</s>` included) given its source (token
+        ids with `</s>`): the decoder reads the start token and the target one token per call, with its cache, and
+        each step's raw logits give the next target token's log-probability (no logits processor)."""
+        if not source_ids:
+            return []
+        ids, mask = self.pad_sources(source_ids)
+        # onnxruntime types an output as any ONNX value; the exported graphs output tensors only
+        hidden = cast(list[np.ndarray], self._encoder.run(None, {"input_ids": ids, "attention_mask": mask}))[
+            0
+        ]
+        width = max(len(target) for target in target_ids)
+        start = self.config.decoder_start_token_id
+        pad = self.config.pad_token_id
+        # (B, T): the decoder's inputs (start token, then the target shifted right) and the tokens to score
+        inputs = np.full((len(target_ids), width), pad, dtype=np.int64)
+        labels = np.full((len(target_ids), width), pad, dtype=np.int64)
+        for row, target in enumerate(target_ids):
+            inputs[row, : len(target)] = [start, *target[:-1]]
+            labels[row, : len(target)] = target
+        log_probs = np.zeros((len(target_ids), width), dtype=np.float64)
+        past: dict[str, np.ndarray] = {}
+        for step in range(width):
+            logits, past = self._step(inputs[:, step : step + 1], mask, hidden, past)
+            log_probs[:, step] = np.take_along_axis(log_softmax(logits), labels[:, step : step + 1], -1)[:, 0]
+        return [log_probs[row, : len(target)].tolist() for row, target in enumerate(target_ids)]
 
     # ------------------------------------------------------------------------------------------------------------
     # decoding

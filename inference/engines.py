@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
@@ -199,6 +199,13 @@ class EngineTranslator:
     def generate_ids(self, input_ids: list[list[int]], **options: Any) -> list[list[list[int]]]:
         raise NotImplementedError
 
+    def generate_with_scores(
+        self, input_ids: list[list[int]], **options: Any
+    ) -> tuple[list[list[list[int]]], list[list[float]]]:
+        """`generate_ids` and each hypothesis' score: with beams, ``sum(log p) / length ** length_penalty``
+        (transformers' ``sequences_scores``); greedy, ``sum(log p)``."""
+        raise NotImplementedError
+
     def translate(
         self,
         texts: list[str],
@@ -246,22 +253,36 @@ class EngineModel:
     def train(self, mode: bool = True) -> EngineModel:
         return self
 
-    def generate(self, input_ids, attention_mask, **kwargs):
-        """Token ids like `generate()`'s: (B * n, T) with the decoder start token first, padded with pad."""
+    def generate(
+        self, input_ids, attention_mask, *, return_dict_in_generate=False, output_scores=False, **kwargs
+    ):
+        """Token ids like `generate()`'s: (B * n, T) with the decoder start token first, padded with pad; with
+        ``return_dict_in_generate`` and ``output_scores``, transformers' output with ``sequences`` and
+        ``sequences_scores`` (`EngineTranslator.generate_with_scores`)."""
         import torch
 
         check_engine_options(self.engine, kwargs)
         rows = [ids[mask.bool()].tolist() for ids, mask in zip(input_ids, attention_mask)]
         options = {k: v for k, v in kwargs.items() if v is not None}
         options.setdefault("num_beams", self.generation_config.num_beams)
-        nbest = self.translator.generate_ids(rows, **options)
+        scores = None
+        if return_dict_in_generate and output_scores:
+            nbest, scores = self.translator.generate_with_scores(rows, **options)
+        else:
+            nbest = self.translator.generate_ids(rows, **options)
         start = self.config.decoder_start_token_id
         flat = [[start, *hyp] for hyps in nbest for hyp in hyps]
         width = max(len(h) for h in flat)
         out = torch.full((len(flat), width), self.config.pad_token_id, dtype=torch.long)
         for row, hyp in enumerate(flat):
             out[row, : len(hyp)] = torch.tensor(hyp, dtype=torch.long)
-        return out
+        if scores is None:
+            return out
+        from transformers.generation.utils import GenerateBeamEncoderDecoderOutput
+
+        flat_scores = torch.tensor([score for hyp_scores in scores for score in hyp_scores])
+        # out is a long tensor (transformers annotates torch.LongTensor)
+        return GenerateBeamEncoderDecoderOutput(sequences=cast(Any, out), sequences_scores=flat_scores)
 
 
 def load_engine(

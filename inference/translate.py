@@ -2,10 +2,11 @@
 `vanilla-transformer evaluate`, validation and test scoring in training, and the quality benchmark (for
 `MarianMTModel` too).
 
-`translate_nbest` is the loop; `translate` (one hypothesis per text) and `translate_lines` (n-best joined by
-tabs, for the CLI) are views of it. All three return outputs in input order. Empty (or whitespace-only) texts
-are not sent to the model and give empty outputs. Non-empty texts are sorted by token length (longest first),
-translated in batches of `batch_size`, and put back in input order. Sources longer than the model accepts
+`translate_scored` is the loop (the hypotheses and their sequence scores); `translate_nbest`, `translate` (one
+hypothesis per text) and `translate_lines` (n-best joined by tabs, for the CLI) are views of it. All return
+outputs in input order. Empty (or whitespace-only) texts are not sent to the model and give empty outputs.
+Non-empty texts are sorted by token length (longest first), translated in batches of `batch_size` (and, with
+``max_tokens``, of at most that many padded source tokens), and put back in input order. Sources longer than the model accepts
 (`modeling.max_source_length`: its position limit, none with RoPE, and the tokenizer's ``model_max_length``) are
 truncated, with one warning that gives the count. ``max_new_tokens`` is lowered to the position limit
 (`modeling.position_limit`). With ``max_len_a`` a batch generates at most ``min(max_new_tokens, max_len_a *
@@ -24,7 +25,7 @@ translated, and so does a tokenizer that does not match the model
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from .loading import ModelStandIn, check_tokenizer_matches_model
@@ -38,6 +39,32 @@ logger = logging.getLogger(__name__)
 _BEAM_ONLY = ("length_penalty", "early_stopping")  # meaningless with one beam (transformers warns if given)
 
 
+def encode_sources(
+    model: PreTrainedModel | ModelStandIn, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]
+) -> list[list[int]]:
+    """The token ids of `texts` as the model reads them: the tokenizer's special tokens added, and sources longer
+    than the model accepts (`modeling.max_source_length`) truncated by the tokenizer, with one warning that gives
+    the count."""
+    from vanilla_transformer.modeling import max_source_length
+
+    limit = max_source_length(model.config, tokenizer)
+    encoded = [list(ids) for ids in tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
+    too_long = [k for k, ids in enumerate(encoded) if limit is not None and len(ids) > limit]
+    if too_long:
+        shortened = tokenizer(
+            [texts[k] for k in too_long], add_special_tokens=True, truncation=True, max_length=limit
+        )["input_ids"]
+        for k, ids in zip(too_long, shortened):
+            encoded[k] = list(ids)
+        logger.warning(
+            "%d of %d input lines were longer than %d tokens (the model maximum) and were truncated",
+            len(too_long),
+            len(encoded),
+            limit,
+        )
+    return encoded
+
+
 def translate_nbest(
     model: PreTrainedModel | ModelStandIn,
     tokenizer: PreTrainedTokenizerBase,
@@ -46,21 +73,58 @@ def translate_nbest(
     *,
     max_len_a: float | None = None,
     max_len_b: int = 10,
+    max_tokens: int | None = None,
     progress: Callable[[int], None] | None = None,
     **generate_kwargs: Any,
 ) -> list[list[str]]:
     """For each line, its `num_return_sequences` hypotheses (best first); empty lines give empty strings.
 
     `generate_kwargs` go to `model.generate` (None values are dropped, so the model's generation config
-    supplies the defaults). `progress(n)` is called after each batch with its number of lines (and once for
-    the empty lines, if any), so the calls add up to ``len(lines)``. The model is in eval mode while it
-    translates and gets its training mode back afterwards."""
+    supplies the defaults). A batch holds at most `batch_size` lines and, with `max_tokens`, at most
+    `max_tokens` source tokens counted with padding (lines x its longest line; a longer line is a batch of its
+    own). `progress(n)` is called after each batch with its number of lines (and once for the empty lines, if
+    any), so the calls add up to ``len(lines)``. The model is in eval mode while it translates and gets its
+    training mode back afterwards."""
+    return translate_scored(
+        model,
+        tokenizer,
+        lines,
+        batch_size,
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+        max_tokens=max_tokens,
+        progress=progress,
+        scores=False,
+        **generate_kwargs,
+    )[0]
+
+
+def translate_scored(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    lines: Sequence[str],
+    batch_size: int = 32,
+    *,
+    max_len_a: float | None = None,
+    max_len_b: int = 10,
+    max_tokens: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    scores: bool = True,
+    **generate_kwargs: Any,
+) -> tuple[list[list[str]], list[list[float | None]]]:
+    """`translate_nbest` and, with `scores`, each hypothesis' sequence score (None for empty lines, and for all
+    lines without `scores`): with beams, transformers' ``sequences_scores`` (``sum(log p) / length **
+    length_penalty``); greedy or sampling, the sum of the log-probabilities of the chosen tokens under the
+    processed distribution (temperature, top-k and top-p applied), up to the first ``</s>``. The exported
+    engines give the same two definitions (`inference.engines.EngineModel`)."""
     import torch
 
-    from vanilla_transformer.modeling import check_generation_arguments, max_source_length
+    from vanilla_transformer.modeling import check_generation_arguments, position_limit
 
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")
+    if max_tokens is not None and max_tokens < 1:
+        raise ValueError(f"max_tokens={max_tokens!r} is invalid: expected an integer >= 1; e.g. 4096")
     if max_len_a is not None and (max_len_a < 0 or max_len_b < 0):
         raise ValueError(
             f"max_len_a={max_len_a!r}, max_len_b={max_len_b!r} are invalid: expected numbers >= 0; "
@@ -76,28 +140,16 @@ def translate_nbest(
     )
     n = n or 1
     results: list[list[str]] = [[""] * n for _ in lines]
+    sequence_scores: list[list[float | None]] = [[None] * n for _ in lines]
     todo = [i for i, line in enumerate(lines) if line.strip()]
     if progress is not None and len(lines) > len(todo):
         progress(len(lines) - len(todo))
     if not todo:
-        return results
+        return results, sequence_scores
 
-    limit = max_source_length(model.config, tokenizer)
-    encoded = tokenizer([lines[i] for i in todo], add_special_tokens=True)["input_ids"]
-    too_long = [k for k, ids in enumerate(encoded) if limit is not None and len(ids) > limit]
-    if too_long:
-        shortened = tokenizer(
-            [lines[todo[k]] for k in too_long], add_special_tokens=True, truncation=True, max_length=limit
-        )["input_ids"]
-        for k, ids in zip(too_long, shortened):
-            encoded[k] = ids
-        logger.warning(
-            "%d of %d input lines were longer than %d tokens (the model maximum) and were truncated",
-            len(too_long),
-            len(todo),
-            limit,
-        )
+    encoded = encode_sources(model, tokenizer, [lines[i] for i in todo])
     max_new_tokens = _capped_max_new_tokens(model, generate_kwargs)
+    positions = position_limit(model.config)
 
     # one id (transformers types a special token's id as one id or a list)
     pad_id = cast(
@@ -107,8 +159,7 @@ def translate_nbest(
     was_training = model.training
     model.eval()
     try:
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
+        for batch in _batches(order, [len(ids) for ids in encoded], batch_size, max_tokens):
             width = max(len(encoded[k]) for k in batch)
             input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # (B, S)
             attention_mask = torch.zeros((len(batch), width), dtype=torch.long)  # (B, S), 1 = real token
@@ -118,6 +169,8 @@ def translate_nbest(
             batch_kwargs = dict(generate_kwargs)
             if max_len_a is not None:
                 length_cap = max(1, int(max_len_a * width + max_len_b))
+                if positions is not None:
+                    length_cap = min(length_cap, positions)
                 cap = length_cap if max_new_tokens is None else min(max_new_tokens, length_cap)
                 batch_kwargs["max_new_tokens"] = cap
             elif max_new_tokens is not None:
@@ -125,21 +178,70 @@ def translate_nbest(
             with torch.no_grad():
                 # transformers declares generate on GenerationMixin, which the models here mix in and PreTrainedModel
                 # does not
-                output_ids = model.generate(  # pyright: ignore[reportCallIssue]
+                output = model.generate(  # pyright: ignore[reportCallIssue]
                     input_ids=input_ids.to(model.device),
                     attention_mask=attention_mask.to(model.device),
                     **batch_kwargs,
-                )  # (B * n, T)
+                    **({"return_dict_in_generate": True, "output_scores": True} if scores else {}),
+                )
+            # (B * n, T)
+            output_ids = output.sequences if scores else output
             texts = tokenizer.batch_decode(
                 output_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
             )
+            batch_scores: list[float | None] = (
+                _sequence_scores(model, output) if scores else [None] * len(texts)
+            )
             for row, k in enumerate(batch):
                 results[todo[k]] = [" ".join(t.split()) for t in texts[row * n : (row + 1) * n]]
+                sequence_scores[todo[k]] = batch_scores[row * n : (row + 1) * n]
             if progress is not None:
                 progress(len(batch))
     finally:
         model.train(was_training)
-    return results
+    return results, sequence_scores
+
+
+def _batches(
+    order: list[int], lengths: list[int], batch_size: int, max_tokens: int | None
+) -> Iterator[list[int]]:
+    """``order`` (indices sorted by length, longest first) cut into batches of at most ``batch_size`` indices and,
+    with ``max_tokens``, at most ``max_tokens`` padded tokens (the first index is the batch's longest)."""
+    batch: list[int] = []
+    for k in order:
+        if batch and (
+            len(batch) == batch_size
+            or (max_tokens is not None and (len(batch) + 1) * lengths[batch[0]] > max_tokens)
+        ):
+            yield batch
+            batch = []
+        batch.append(k)
+    if batch:
+        yield batch
+
+
+def _sequence_scores(model: PreTrainedModel | ModelStandIn, output: Any) -> list[float | None]:
+    """Each returned sequence's score (`translate_scored`) from `generate()`'s output with ``output_scores``."""
+    import torch
+
+    if getattr(output, "sequences_scores", None) is not None:
+        return [float(score) for score in output.sequences_scores]
+    eos = model.generation_config.eos_token_id
+    eos_ids = torch.tensor(eos if isinstance(eos, list) else [] if eos is None else [eos], dtype=torch.long)
+    # (B * n, T') the generated tokens, one per step of output.scores
+    tokens = output.sequences[:, -len(output.scores) :].cpu()
+    # (B * n, T') log p of each chosen token under the processed distribution
+    log_probs = torch.stack(
+        [
+            step.float().log_softmax(-1).gather(-1, tokens[:, t, None].to(step.device)).squeeze(-1).cpu()
+            for t, step in enumerate(output.scores)
+        ],
+        dim=1,
+    )
+    is_eos = torch.isin(tokens, eos_ids)
+    # steps after a sequence's first </s> (padding) do not count
+    after_eos = (is_eos.long().cumsum(1) - is_eos.long()) > 0
+    return [float(score) for score in log_probs.masked_fill(after_eos, 0.0).sum(1)]
 
 
 def translate(
@@ -196,7 +298,14 @@ def _capped_max_new_tokens(
 
     wanted = generate_kwargs.get("max_new_tokens", model.generation_config.max_new_tokens)
     limit = position_limit(model.config)
-    if wanted is not None and limit is not None and wanted > limit:
+    if limit is None:
+        return wanted
+    if wanted is None:
+        # generate()'s max_length counts the decoder start token: max_length - 1 new tokens (a converted Marian
+        # model's config may allow more than its positions hold)
+        max_length = generate_kwargs.get("max_length", getattr(model.generation_config, "max_length", None))
+        return limit if max_length is not None and max_length - 1 > limit else None
+    if wanted > limit:
         logger.warning("max_new_tokens=%d exceeds max_position_embeddings=%d; using %d", wanted, limit, limit)
         return limit
     return wanted

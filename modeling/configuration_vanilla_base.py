@@ -102,9 +102,9 @@ SHARED_FIELDS_DOC = """
             deviation for studying it: an encoder is then permutation-equivariant, and a decoder knows order
             only through its causal mask; inputs are still limited to `max_position_embeddings`).
         sinusoidal_layout: "interleaved" is the paper's PE(pos, 2i) = sin, PE(pos, 2i+1) = cos; "concatenated"
-            puts all sines before all cosines (Marian / OPUS-MT checkpoints); "tensor2tensor" also puts the
-            sines first but with the frequencies 10000^(-i / (d_model/2 - 1)), i < d_model/2, of tensor2tensor
-            and fairseq.
+            puts all sines before all cosines (Marian / OPUS-MT checkpoints); "tensor2tensor" puts all sines before
+            all cosines of the frequencies 10000^(-i/(d_model/2-1)) (fairseq, tensor2tensor, eole's
+            SinusoidalConcat).
         position_offset: Index in the position table of the first position (0). Sinusoidal: position p gets
             the vectors of p + position_offset; learned: the table has max_position_embeddings + position_offset
             rows, of which the first position_offset are never read. fairseq's tables start at its padding

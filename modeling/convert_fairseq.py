@@ -41,6 +41,7 @@ import torch
 from transformers import GenerationConfig
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .convert_vocabulary import write_sentencepiece_tokenizer
 from .convert_common import SizeClaim, check_claimed_sizes, load_converted_weights, write_converted_folder
 from .modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
@@ -390,11 +391,9 @@ def _sentencepiece_models(folder: Path, task: dict, options: dict, bpe: dict) ->
 def convert_fairseq_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_pickle: bool = False) -> Path:
     """Convert a fairseq transformer checkpoint (a `.pt` file or its folder, with its dictionaries and
     SentencePiece model beside it: see the module docstring) into a vanilla-transformer folder with remote code,
-    generation_config.json and the tokenizer (the OPUS-MT layout of `tokenizer/imported.py`, which
+    generation_config.json and the tokenizer (the OPUS-MT layout of `convert_vocabulary.py`, which
     `AutoTokenizer` loads as `MarianTokenizer` with fairseq's ids). Nothing is written unless every check
     passes."""
-    from vanilla_transformer.tokenizer.imported import write_sentencepiece_tokenizer
-
     checkpoint_path = find_checkpoint(Path(src_dir))
     folder, out_dir = checkpoint_path.parent, Path(out_dir)
     checkpoint = read_checkpoint(checkpoint_path, trust_pickle)

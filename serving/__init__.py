@@ -2,8 +2,8 @@
 `run_server`; the ``serve`` extra: FastAPI and uvicorn) and a demo page (`serving.demo`; the ``demo`` extra:
 Gradio). docs/deploy.md ("Serving", "Demo page") shows both from the command line.
 
-Importing the package needs FastAPI (``pip install 'vanilla-transformer[serve]'``); torch, transformers and
-gradio are imported where used.
+Importing the package needs FastAPI and prometheus-client (``pip install 'vanilla-transformer[serve]'``); torch,
+transformers and gradio are imported where used.
 """
 
 from .app import ServedModel, create_app, effective_limits

@@ -9,19 +9,23 @@ POST /translate is shared by three APIs and told apart by its body (`BodyRouter`
 ``text`` is the server's own; one with ``inputs`` the Hugging Face task's; one with ``q``, ``source`` or
 ``target``, or a form, LibreTranslate's; anything else the server's own (which names what is wrong).
 
-The languages are those of the model card (`ServedModel.languages`, the card's ``language`` metadata): a card
-that names two languages makes the model a translator from the first to the second (`language_pair`); a model
-whose card names no pair is served, but the APIs that route by language (LibreTranslate, DeepL) refuse its
-requests with a message saying how to name the languages.
+The server serves one model or several (`Route`, one per model, each with its own translate path), each for the
+languages of its model card (`ServedModel.languages`, the card's ``language`` metadata, or the pair named on the
+command line): two languages make the model a translator from the first to the second (`language_pair`). Each
+API picks the model by its own language fields (`Api.select`, `Api.route`, `Api.detect`); a pair not served is
+the API's own error naming the pairs served. A lone model whose card names no pair is served, but the APIs that
+route by language (LibreTranslate, DeepL) refuse its requests with a message saying how to name the languages.
 
 With API keys (`load_api_keys`: ``serve --api_keys FILE`` or the environment variable
 ``VANILLA_TRANSFORMER_API_KEYS``), a translation needs one, presented in its API's own way (`ApiGate`), else
-403 in that API's error shape. With CORS origins (``serve --cors_origins``), browsers on those origins may call
-the server.
+403 in that API's error shape. With a rate limit (``serve --rate_limit N``, `serving.ratelimit`), a key (a client
+address, without keys) sending more than N requests a minute to those routes gets 429 in that API's error shape.
+With CORS origins (``serve --cors_origins``), browsers on those origins may call the server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import re
@@ -35,6 +39,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from .options import DecodingRequest, Limits, RequestError
+from .ratelimit import RateLimiter
 
 # the translate path of `serving.create_app`: (texts, decoding options, connection) -> one n-best list per text
 TranslateTexts = Callable[[list[str], DecodingRequest, Request], Awaitable[list[list[str]]]]
@@ -46,14 +51,12 @@ FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 @dataclass
-class Api:
-    """What an API's routes need: the ``served`` model, the server's ``limits``, its ``translate`` path and
-    whether it needs API keys (``keyed``)."""
+class Route:
+    """One served model as the APIs see it: the ``served`` model (`serving.app.ServedModel`) and its
+    ``translate`` path (its own batcher and limits)."""
 
     served: Any
-    limits: Limits
     translate: TranslateTexts
-    keyed: bool = False
 
     @property
     def pair(self) -> tuple[str, str] | None:
@@ -74,23 +77,133 @@ class Api:
             return 100.0
         return round(100.0 * sum(i != unknown for i in ids) / len(ids), 1)
 
+
+@dataclass
+class Api:
+    """What an API's routes need: the served models (``routes``, in the order they were given), the server's
+    ``limits`` and whether it needs API keys (``keyed``)."""
+
+    routes: list[Route]
+    limits: Limits
+    keyed: bool = False
+
+    @property
+    def pairs(self) -> list[tuple[str, str]]:
+        """The (source, target) pairs served, in order."""
+        return [route.pair for route in self.routes if route.pair is not None]
+
+    def served_text(self) -> str:
+        """What the server translates, for messages: "this server translates zh to en and de to en"."""
+        pairs = [f"{source} to {target}" for source, target in self.pairs]
+        if not pairs:
+            return "this server's model names no language pair"
+        listed = pairs[0] if len(pairs) == 1 else f"{', '.join(pairs[:-1])} and {pairs[-1]}"
+        return f"this server translates {listed}"
+
+    def select(
+        self,
+        source: str | None,
+        target: str | None,
+        names: tuple[str, str] = ("source", "target"),
+        *,
+        need_pair: bool = False,
+    ) -> list[Route]:
+        """The models that translate ``source`` (None or "auto": any) into ``target`` (None: any); ``names``
+        are the API's names of the two fields, for the messages. `RequestError` (400) when no model does, naming
+        the pairs served, and when the server's one model names no pair and ``need_pair`` (the APIs that route by
+        language); without ``need_pair`` such a model serves every request, whatever languages it names."""
+        if len(self.routes) == 1 and self.routes[0].pair is None:
+            if need_pair:
+                raise RequestError(400, no_pair_message())
+            return list(self.routes)
+        any_source = source in (None, "auto")
+        sources = {pair[0] for pair in self.pairs}
+        if not any_source and source not in sources:
+            raise RequestError(400, f"{names[0]} {source} is not supported: {self.served_text()}")
+        found = [
+            route
+            for route in self.routes
+            if route.pair is not None
+            and (any_source or route.pair[0] == source)
+            and (target is None or route.pair[1] == target)
+        ]
+        if not found:
+            wanted = f"{names[1]} {target}" if any_source else f"{source} to {target}"
+            raise RequestError(400, f"{wanted} is not supported: {self.served_text()}")
+        return found
+
+    def route(
+        self, source: str | None, target: str | None, names: tuple[str, str] = ("source", "target")
+    ) -> Route:
+        """The one model that translates ``source`` into ``target`` (`select`); `RequestError` (400) when several
+        do, naming the fields to send."""
+        found = self.select(source, target, names)
+        if len(found) > 1:
+            raise RequestError(
+                400,
+                f"several models translate this: send {names[0]} and {names[1]} ({self.served_text()})",
+            )
+        return found[0]
+
+    def detect(self, text: str, routes: Sequence[Route], markup: bool = False) -> tuple[Route, float]:
+        """The model of ``routes`` whose vocabulary reads the largest share of ``text`` (`Route.read_share`; with
+        ``markup``, of its text nodes), the first of them on a tie, and that share."""
+        if markup:
+            text = " ".join(piece for piece, is_text in split_markup(text) if is_text)
+        shares = [route.read_share(text) for route in routes]
+        best = max(range(len(shares)), key=lambda i: (shares[i], -i))
+        return routes[best], shares[best]
+
     async def translate_markup(
-        self, texts: list[str], options: DecodingRequest, connection: Request, markup: bool
+        self,
+        texts: list[str],
+        routes: Sequence[Route],
+        options: Callable[[Route], DecodingRequest],
+        connection: Request,
+        markup: bool,
     ) -> list[list[str]]:
-        """The n-best lists of ``texts`` (`translate`); with ``markup`` each text is HTML or XML whose text
-        nodes are translated, all of them in one request, and whose markup is kept as it is (`split_markup`)."""
+        """The n-best lists of ``texts``, text i by the model ``routes[i]`` with ``options(route)``, the models
+        at once; with ``markup`` each text is HTML or XML whose text nodes are translated and whose markup is kept
+        as it is (`split_markup`). Every text, and with ``markup`` every text node, counts toward the server's
+        ``max_texts`` (`RequestError` 413)."""
+        documents = [split_markup(text) if markup else [(text, True)] for text in texts]
+        pieces = [[piece for piece, is_text in document if is_text] for document in documents]
+        count = sum(len(found) for found in pieces)
+        if count > self.limits.max_texts:
+            what = "text nodes in its markup" if markup else "texts"
+            raise RequestError(
+                413,
+                f"the request has {count} {what}, more than the server's limit max_texts="
+                f"{self.limits.max_texts}: split it",
+            )
+        groups: dict[int, list[int]] = {}
+        for i, route in enumerate(routes):
+            groups.setdefault(id(route), []).append(i)
+        jobs = []
+        for members in groups.values():
+            route = routes[members[0]]
+            todo = [piece for i in members for piece in pieces[i]]
+            jobs.append(route.translate(todo, options(route), connection) if todo else _nothing())
+        done = await asyncio.gather(*jobs)
+        translated: dict[int, list[list[str]]] = {}
+        for members, nbest in zip(groups.values(), done):
+            found = iter(nbest)
+            for i in members:
+                translated[i] = [next(found) for _ in pieces[i]]
         if not markup:
-            return await self.translate(texts, options, connection)
-        documents = [split_markup(text) for text in texts]
-        pieces = [piece for document in documents for piece, is_text in document if is_text]
-        nbest = await self.translate(pieces, options, connection) if pieces else []
-        # every document's hypothesis k puts the k-th hypothesis of each of its text nodes in place
-        count = max((len(hyps) for hyps in nbest), default=1)
-        replies, translated = [], iter(nbest)
-        for document in documents:
-            parts = [(next(translated), True) if is_text else (piece, False) for piece, is_text in document]
+            return [translated[i][0] for i in range(len(texts))]
+        replies = []
+        for i, document in enumerate(documents):
+            # every document's hypothesis k puts the k-th hypothesis of each of its text nodes in place
+            node_lists = iter(translated[i])
+            parts = [(next(node_lists), True) if is_text else (piece, False) for piece, is_text in document]
+            count = max((len(hyps) for hyps in translated[i]), default=1)
             replies.append([join_markup(parts, k) for k in range(count)])
         return replies
+
+
+async def _nothing() -> list[list[str]]:
+    return []
 
 
 def language_pair(languages: Sequence[str]) -> tuple[str, str] | None:
@@ -212,10 +325,20 @@ def body_api(content_type: str, body: bytes) -> str | None:
     return None
 
 
+def routed_path(scope: dict, body: bytes) -> str:
+    """The path that serves an HTTP request whose body is ``body``: a POST /translate in another API's body goes
+    to that API's path (`body_api`); any other request to its own path."""
+    path = scope["path"]
+    if scope["method"] == "POST" and path == "/translate":
+        content_type = dict(scope["headers"]).get(b"content-type", b"").decode("latin-1")
+        return body_api(content_type, body) or path
+    return path
+
+
 # the routes whose requests need a key when the server has keys (`ApiGate`), by API; the other routes (languages,
 # settings, health, info, the schema) answer anyone
 GUARDED = {
-    "own": ("/translate", "/translate/stream"),
+    "own": ("/translate", "/translate/stream", "/score"),
     "huggingface": ("/",),
     "libretranslate": (
         "/detect",
@@ -234,6 +357,30 @@ KEY_HOW = {
 }
 # how each API shapes an error (DeepL guards every /v2 route)
 ERROR_FIELD = {"own": "detail", "huggingface": "error", "libretranslate": "error", "deepl": "message"}
+# the status each API answers in place of the server's own: LibreTranslate refuses a request with 400, DeepL too
+# but for a body over the size limit (413)
+ERROR_STATUS = {"libretranslate": {411: 400, 413: 400, 422: 400}, "deepl": {411: 400, 422: 400}}
+
+
+def error_reply(api: str, status: int, message: str, *, close: bool = False) -> JSONResponse:
+    """A refusal in the error shape and with the status codes of ``api`` (own, huggingface, libretranslate or
+    deepl): the one place every API's errors are shaped, in its handlers and before them (body limits, keys,
+    unknown paths); with ``close``, the connection is closed after it."""
+    headers = {"connection": "close"} if close else None
+    status = ERROR_STATUS.get(api, {}).get(status, status)
+    return JSONResponse({ERROR_FIELD[api]: message}, status_code=status, headers=headers)
+
+
+def rate_limited(api: str, per_minute: int, retry_after: int) -> JSONResponse:
+    """The 429 of a client over the rate limit, in its API's error shape (LibreTranslate's "Slowdown", DeepL's
+    "Too many requests"), with ``Retry-After`` in seconds."""
+    message = {
+        "libretranslate": f"Slowdown: {per_minute} per 1 minute",
+        "deepl": "Too many requests, please wait and resend your request",
+    }.get(api, f"more than {per_minute} requests a minute: retry in {retry_after} s")
+    return JSONResponse(
+        {ERROR_FIELD[api]: message}, status_code=429, headers={"Retry-After": str(retry_after)}
+    )
 
 
 def request_api(path: str) -> str:
@@ -271,36 +418,54 @@ def load_api_keys(path: str | None = None, environ: Mapping[str, str] | None = N
     return frozenset(keys)
 
 
+async def _body_field(scope: dict, body: bytes, name: str) -> str | None:
+    """The string value of field ``name`` of a request body (JSON or form); None when absent or unreadable."""
+    from starlette.requests import Request as StarletteRequest
+
+    async def once():
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    try:
+        fields, form = await read_fields(StarletteRequest(scope, once))
+    except RequestError:
+        return None
+    value = first(fields, name, form)
+    return value if isinstance(value, str) else None
+
+
 async def _request_key(api: str, headers: dict[bytes, bytes], scope: dict, body: bytes) -> str | None:
     """The key a request presents in its API's way: LibreTranslate's ``api_key`` field (JSON or form), DeepL's
-    ``Authorization: DeepL-Auth-Key KEY`` header, ``Authorization: Bearer KEY`` for the others."""
+    ``Authorization: DeepL-Auth-Key KEY`` header or else its legacy ``auth_key`` field (query string or body),
+    ``Authorization: Bearer KEY`` for the others."""
     if api == "libretranslate":
-        from starlette.requests import Request as StarletteRequest
-
-        async def once():
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        try:
-            fields, form = await read_fields(StarletteRequest(scope, once))
-        except RequestError:
-            return None
-        key = first(fields, "api_key", form)
-        return key if isinstance(key, str) else None
+        return await _body_field(scope, body, "api_key")
     scheme, _, key = headers.get(b"authorization", b"").decode("latin-1").strip().partition(" ")
     wanted = "deepl-auth-key" if api == "deepl" else "bearer"
-    return key.strip() if scheme.lower() == wanted else None
+    if scheme.lower() == wanted:
+        return key.strip()
+    if api == "deepl" and not scheme:
+        from urllib.parse import parse_qs
+
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("auth_key")
+        return query[0] if query else await _body_field(scope, body, "auth_key")
+    return None
 
 
 class ApiGate:
     """ASGI middleware, the one place that tells which API a request speaks: a POST /translate whose body is
-    another API's (`body_api`) goes to that API's path; with ``keys``, a request to a guarded route (`GUARDED`,
-    every DeepL route) without one of them gets 403 in its API's error shape. It reads a POST body's first
+    another API's (`routed_path`) goes to that API's path; with ``keys``, a request to a guarded route (`GUARDED`,
+    every DeepL route) without one of them gets 403 in its API's error shape; with a ``limiter``
+    (`serving.ratelimit.RateLimiter`), a guarded request over the rate of its key (of its client address on a
+    server without keys) gets 429 in its API's error shape (`rate_limited`). It reads a POST body's first
     message, which `serving.app.BodyLimit` makes the whole body. Keys are compared in constant time and never
     logged nor echoed."""
 
-    def __init__(self, app: Any, keys: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, app: Any, keys: frozenset[str] = frozenset(), limiter: RateLimiter | None = None
+    ) -> None:
         self.app = app
         self.keys = keys
+        self.limiter = limiter
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -310,16 +475,25 @@ class ApiGate:
         if scope["method"] == "POST":
             message = await receive()
         body = message.get("body", b"") if message["type"] == "http.request" else b""
-        path = scope["path"]
-        if scope["method"] == "POST" and path == "/translate":
-            path = body_api(headers.get(b"content-type", b"").decode("latin-1"), body) or path
+        path = routed_path(scope, body)
+        if path != scope["path"]:
             scope = {**scope, "path": path, "raw_path": path.encode()}
         api = request_api(path)
-        if self.keys and scope["method"] != "OPTIONS" and (api == "deepl" or path in GUARDED.get(api, ())):
+        guarded = scope["method"] != "OPTIONS" and (api == "deepl" or path in GUARDED.get(api, ()))
+        client = (scope.get("client") or ("unknown",))[0]
+        if self.keys and guarded:
             key = await _request_key(api, headers, scope, body)
-            if key is None or not any(hmac.compare_digest(key.encode(), k.encode()) for k in self.keys):
-                detail = "a valid API key is needed: " + KEY_HOW[api]
-                reply = JSONResponse({ERROR_FIELD[api]: detail}, status_code=403)
+            known = [
+                k for k in self.keys if key is not None and hmac.compare_digest(key.encode(), k.encode())
+            ]
+            if not known:
+                reply = error_reply(api, 403, "a valid API key is needed: " + KEY_HOW[api])
+                return await reply(scope, receive, send)
+            client = "key:" + known[0]
+        if self.limiter is not None and guarded:
+            retry_after = self.limiter.acquire(client)
+            if retry_after is not None:
+                reply = rate_limited(api, self.limiter.per_minute, retry_after)
                 return await reply(scope, receive, send)
         replayed = scope["method"] != "POST"
 

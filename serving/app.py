@@ -1,11 +1,20 @@
-"""The translation server: a FastAPI app over one loaded model (any engine of `inference.engines`).
+"""The translation server: a FastAPI app over one loaded model or several, one per language pair (any engine of
+`inference.engines`; each model with its own batcher, `Lane`).
 
     POST /translate         {"text": "..." | ["...", ...], decoding options}  -> {"translations": [...]}
                             (with num_return_sequences > 1 also "nbest": one list of hypotheses per text)
     POST /translate/stream  {"text": "...", decoding options} -> server-sent events: "token" events with the
                             text each new token adds, then one "done" event with the whole translation
-    GET  /health            {"status": "ok", ...} while the batching worker runs (503 otherwise)
-    GET  /info              model, engine, languages, decoding defaults, accepted options, limits, counters
+    POST /score             {"pairs": [["source", "target"], ...], "length_penalty": ...} -> {"scores": [{"score",
+                            "log_prob", "length", "tokens", "token_log_probs"}, ...]}: given translations scored by
+                            forced decoding (`inference.forced_decoding`), one at a time per model
+    GET  /health            {"status": "ok", ..., "models": [...]} while every batching worker runs (503 otherwise)
+    GET  /info              model, engine, languages, decoding defaults, accepted options, limits, counters (of the
+                            first model; of each one in "models")
+    GET  /metrics           the Prometheus metrics of `serving.metrics` (requests, latency, batches, tokens, queue)
+
+A /translate or /translate/stream body's optional ``source`` and ``target`` pick the model; they are needed only
+when several models match (422 naming the pairs served otherwise).
 
 and the LibreTranslate, Hugging Face Inference and DeepL APIs over the same translate path (`serving.apis`).
 
@@ -22,6 +31,7 @@ disconnects while its /translate request is queued cancels the request, which th
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import threading
@@ -32,18 +42,22 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vanilla_transformer.modeling import max_source_length, position_limit
 
 from . import deepl_api, hf_inference_api, libretranslate_api
-from .apis import Api, ApiGate, TranslateTexts
+from .apis import Api, ApiGate, Route, error_reply, language_pair, request_api, routed_path
 from .batcher import Batcher
+from .metrics import METRICS_PATH, Metrics
 from .options import (
     DECODING_FIELDS,
+    LANGUAGE_FIELDS,
     DecodingRequest,
     Limits,
     RequestError,
+    ScoreRequest,
     StreamRequest,
     TranslateRequest,
     bounded_kwargs,
@@ -53,6 +67,7 @@ from .options import (
     validation_message,
     work_rows,
 )
+from .ratelimit import RateLimiter
 from .streaming import TokenStream
 
 logger = logging.getLogger(__name__)
@@ -61,13 +76,39 @@ logger = logging.getLogger(__name__)
 @dataclass
 class ServedModel:
     """What the server translates with: ``model`` and ``tokenizer`` as `inference.engines.load_engine` returns
-    them, the ``engine`` name, the ``name`` to report (the folder or Hub id) and the languages of its card."""
+    them, the ``engine`` name, the ``name`` to report (the folder or Hub id), the languages of its card and
+    the seconds it took to load (None: not measured)."""
 
     model: Any
     tokenizer: Any
     engine: str
     name: str
     languages: list[str] = field(default_factory=list)
+    load_seconds: float | None = None
+
+    @property
+    def pair(self) -> tuple[str, str] | None:
+        """(source, target) of the card's languages (`serving.apis.language_pair`); None when it names no two."""
+        return language_pair(self.languages)
+
+
+def check_pairs(models: Sequence[tuple[str, tuple[str, str] | None]]) -> None:
+    """`ValueError` for the (name, pair) of the models to serve when several are served and one names no pair,
+    or when two name the same pair: the server routes each request to its pair's one model."""
+    seen: dict[tuple[str, str], str] = {}
+    for name, pair in models:
+        if pair is None:
+            if len(models) > 1:
+                raise ValueError(
+                    f"{name} names no language pair and several models are served: pass --model SRC-TGT={name} "
+                    "or add `language: [SOURCE, TARGET]` to its model card"
+                )
+            continue
+        if pair in seen:
+            raise ValueError(
+                f"{pair[0]}-{pair[1]} is served twice ({seen[pair]} and {name}): serve one model per pair"
+            )
+        seen[pair] = name
 
 
 def effective_limits(served: ServedModel, limits: Limits) -> Limits:
@@ -84,11 +125,13 @@ class BodyLimit:
     connection is closed); once `begin_shutdown` is called, a body still arriving gets 503 at once (a stalled
     client does not hold the server's drain). A client that disconnects while sending its body gets nothing. The
     app then sees the body as one message, and the connection's later messages (its ``http.disconnect``) as they
-    come."""
+    come. With ``metrics``, every request, its refusals here included, is counted as its reply ends
+    (`serving.metrics.RequestTimer`)."""
 
-    def __init__(self, app, limits: Limits):
+    def __init__(self, app, limits: Limits, metrics: Metrics | None = None):
         self.app = app
         self.limits = limits
+        self.metrics = metrics
         self.closing = asyncio.Event()
 
     def begin_shutdown(self) -> None:
@@ -96,14 +139,16 @@ class BodyLimit:
         self.closing.set()
 
     async def __call__(self, scope, receive, send):
+        timer = self.metrics.timer(scope, send) if self.metrics is not None else None
+        send = send if timer is None else timer.send
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
             return await self.app(scope, receive, send)
         limit = self.limits.max_request_bytes
         length = dict(scope["headers"]).get(b"content-length")
         if length is None:
-            return await _send_json(send, 411, "a request body needs a Content-Length header")
+            return await _send_json(scope, send, 411, "a request body needs a Content-Length header")
         if not length.isdigit() or int(length) > limit:
-            return await _send_json(send, 413, _too_large(length.decode(errors="replace"), limit))
+            return await _send_json(scope, send, 413, _too_large(length.decode(errors="replace"), limit))
         read = asyncio.ensure_future(_read_body(receive, limit))
         closing = asyncio.ensure_future(self.closing.wait())
         await asyncio.wait(
@@ -113,8 +158,9 @@ class BodyLimit:
         if not read.done():
             read.cancel()
             if self.closing.is_set():
-                return await _send_json(send, 503, "the server is shutting down", close=True)
+                return await _send_json(scope, send, 503, "the server is shutting down", close=True)
             return await _send_json(
+                scope,
                 send,
                 408,
                 f"the request body did not arrive within the server's limit body_timeout_s="
@@ -124,8 +170,12 @@ class BodyLimit:
         body = read.result()
         if body is None:
             return None
+        if timer is not None:
+            timer.read(scope, body)
         if len(body) > limit:
-            return await _send_json(send, 413, _too_large(str(len(body)), limit), close=True)
+            return await _send_json(
+                scope, send, 413, _too_large(str(len(body)), limit), body=body, close=True
+            )
         replayed = False
 
         async def replay():
@@ -158,13 +208,17 @@ async def _read_body(receive, limit: int) -> bytes | None:
             return b"".join(chunks)
 
 
-async def _send_json(send, status: int, detail: str, *, close: bool = False) -> None:
-    body = json.dumps({"detail": detail}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if close:
-        headers.append((b"connection", b"close"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+async def _send_json(
+    scope, send, status: int, detail: str, *, body: bytes = b"", close: bool = False
+) -> None:
+    """Refuse the request of ``scope`` in its API's error shape (`serving.apis.error_reply`; ``body``: what
+    arrived of it, which tells the APIs of POST /translate apart)."""
+    reply = error_reply(request_api(routed_path(scope, body)), status, detail, close=close)
+
+    async def nothing():
+        return {"type": "http.disconnect"}
+
+    await reply(scope, nothing, send)
 
 
 async def _client_left(request: Request) -> None:
@@ -175,23 +229,22 @@ async def _client_left(request: Request) -> None:
 
 def register_apis(
     app: FastAPI,
-    served: Any,
-    limits: Limits,
-    translate: TranslateTexts,
+    api: Api,
     *,
     api_keys: frozenset[str] = frozenset(),
     cors_origins: Sequence[str] = (),
+    rate_limiter: RateLimiter | None = None,
 ) -> None:
-    """Add the LibreTranslate, Hugging Face Inference and DeepL APIs to ``app`` (module docstring); with
-    ``api_keys``, every API's translations need one of them (`ApiGate`); with ``cors_origins``, browsers on
-    those origins ("*": any) may call the server (Starlette's `CORSMiddleware`)."""
+    """Add the LibreTranslate, Hugging Face Inference and DeepL APIs over ``api``'s models to ``app`` (module
+    docstring); with ``api_keys``, every API's translations need one of them (`ApiGate`); with ``rate_limiter``, a
+    key (a client address) sending requests faster gets 429; with ``cors_origins``, browsers on those origins ("*":
+    any) may call the server (Starlette's `CORSMiddleware`)."""
     from starlette.middleware.cors import CORSMiddleware
 
-    api = Api(served, limits, translate, keyed=bool(api_keys))
     libretranslate_api.register(app, api)
     hf_inference_api.register(app, api)
     deepl_api.register(app, api)
-    app.add_middleware(ApiGate, keys=frozenset(api_keys))
+    app.add_middleware(ApiGate, keys=frozenset(api_keys), limiter=rate_limiter)
     if cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -201,64 +254,40 @@ def register_apis(
         )
 
 
-def create_app(
-    served: ServedModel,
-    limits: Limits | None = None,
-    *,
-    max_wait_ms: float = 10.0,
-    max_batch_tokens: int = 8192,
-    batching: bool = True,
-    api_keys: frozenset[str] = frozenset(),
-    cors_origins: tuple[str, ...] = (),
-) -> BodyLimit:
-    """The server's ASGI app; its batching worker starts with the app (lifespan) and, when the app shuts down,
-    translates what is queued and stops. The FastAPI app is the returned object's ``app`` attribute. With
-    ``api_keys`` every API's translations need a key; ``cors_origins``: the browser origins allowed
-    (`register_apis`)."""
-    limits = effective_limits(served, limits or Limits())
-    batcher = Batcher(
-        served.model,
-        served.tokenizer,
-        max_wait_s=max_wait_ms / 1000,
-        max_batch_tokens=max_batch_tokens,
-        batching=batching,
-    )
-    streams = {"active": 0, "served": 0, "cancelled": 0}
-    streams_lock = threading.Lock()
-    generation_config = served.model.generation_config
+class Lane:
+    """One served model's translate path: its ``served`` model, its ``limits`` (`effective_limits`) and its
+    ``batcher``."""
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        batcher.start()
-        yield
-        await asyncio.to_thread(batcher.close)
+    def __init__(self, served: ServedModel, limits: Limits, batcher: Batcher):
+        self.served = served
+        self.limits = limits
+        self.batcher = batcher
+        self.generation_config = served.model.generation_config
+        # one scoring request at a time (each is one forward pass over up to max_texts pairs)
+        self.scoring = asyncio.Semaphore(1)
 
-    app = FastAPI(title="vanilla-transformer translation server", lifespan=lifespan)
-    app.state.batcher = batcher
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, exc: RequestValidationError):
-        return JSONResponse({"detail": validation_message(exc.errors())}, status_code=422)
-
-    @app.exception_handler(RequestError)
-    async def refused(request: Request, exc: RequestError):
-        return JSONResponse({"detail": exc.message}, status_code=exc.status)
-
-    def prepare(request, texts: list[str]) -> tuple[dict[str, Any], int]:
+    def prepare(self, request: DecodingRequest, texts: list[str]) -> tuple[dict[str, Any], int]:
+        """The generate kwargs of ``request`` and its work in tokens x rows; `RequestError` (422) for options
+        or texts over the rules and limits."""
         kwargs = generate_kwargs(request)
         check_request(
-            kwargs, request.seed, engine=served.engine, generation_config=generation_config, limits=limits
+            kwargs,
+            request.seed,
+            engine=self.served.engine,
+            generation_config=self.generation_config,
+            limits=self.limits,
         )
-        lengths = source_lengths(served.tokenizer, texts, limits.max_source_tokens)
-        kwargs = bounded_kwargs(kwargs, generation_config, limits)
-        return kwargs, sum(lengths) * work_rows(kwargs, generation_config)
+        lengths = source_lengths(self.served.tokenizer, texts, self.limits.max_source_tokens)
+        kwargs = bounded_kwargs(kwargs, self.generation_config, self.limits)
+        return kwargs, sum(lengths) * work_rows(kwargs, self.generation_config)
 
-    async def translate_texts(
-        texts: list[str], options: DecodingRequest, connection: Request
+    async def translate(
+        self, texts: list[str], options: DecodingRequest, connection: Request
     ) -> list[list[str]]:
         """The n-best lists of ``texts`` decoded with ``options`` through the batcher: the one translate path of
         every API. `RequestError` for a refusal (the module docstring's 413 and 422), 499 when the client left
         while its request waited, 500 when the engine failed on its batch, 503 while shutting down."""
+        limits = self.limits
         if not texts:
             raise RequestError(422, "text is an empty list: send at least one text")
         if len(texts) > limits.max_texts:
@@ -267,9 +296,9 @@ def create_app(
                 f"the request has {len(texts)} texts, more than the server's limit max_texts={limits.max_texts}: "
                 "split it",
             )
-        kwargs, tokens = prepare(options, texts)
+        kwargs, tokens = self.prepare(options, texts)
         try:
-            future = batcher.submit(texts, kwargs, tokens, options.seed)
+            future = self.batcher.submit(texts, kwargs, tokens, options.seed)
         except RuntimeError as err:
             raise RequestError(503, str(err)) from err
         # a request whose client leaves while it waits is cancelled: the batcher drops it unless it already runs
@@ -285,29 +314,181 @@ def create_app(
         except Exception as err:  # noqa: BLE001 - the engine failed on this batch; the server keeps serving
             raise RequestError(500, f"translation failed: {type(err).__name__}: {err}") from err
 
+    async def score(self, pairs: list[list[str]], length_penalty: float | None) -> list[dict[str, Any]]:
+        """The `inference.forced_decoding.score_record` of each (source, target) pair, scored in a worker thread,
+        one request at a time per model; `RequestError` for no pairs, more than ``max_texts`` (413), a source over
+        ``max_source_tokens`` or a target over the decoder's positions (422)."""
+        from vanilla_transformer.inference.forced_decoding import (
+            default_length_penalty,
+            score_pairs,
+            score_record,
+        )
+
+        if not pairs:
+            raise RequestError(422, "pairs is an empty list: send at least one [source, target] pair")
+        if len(pairs) > self.limits.max_texts:
+            raise RequestError(
+                413,
+                f"the request has {len(pairs)} pairs, more than the server's limit max_texts={self.limits.max_texts}: "
+                "split it",
+            )
+        sources, targets = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+        source_lengths(self.served.tokenizer, sources, self.limits.max_source_tokens)
+        if length_penalty is None:
+            length_penalty = default_length_penalty(self.generation_config)
+        async with self.scoring:
+            try:
+                scores = await asyncio.to_thread(
+                    score_pairs, self.served.model, self.served.tokenizer, sources, targets
+                )
+            except ValueError as err:
+                raise RequestError(422, str(err)) from err
+        return [score_record(scored, self.served.tokenizer, length_penalty) for scored in scores]
+
+    def info(self, batching: dict[str, Any]) -> dict[str, Any]:
+        """What /info says of this model."""
+        from vanilla_transformer.inference.engines import ENGINES
+
+        served = self.served
+        options = ["text", *LANGUAGE_FIELDS, *DECODING_FIELDS]
+        if served.engine in ENGINES:
+            options = ["text", *LANGUAGE_FIELDS, *ENGINES[served.engine].options]
+        return {
+            "model": served.name,
+            "engine": served.engine,
+            "languages": served.languages,
+            "defaults": {
+                name: getattr(self.generation_config, name, None)
+                for name in ("num_beams", "length_penalty", "max_new_tokens")
+            },
+            "options": options,
+            "streaming": served.engine == "torch",
+            "limits": self.limits.as_dict(),
+            "batching": batching,
+            "stats": {**self.batcher.stats, "queued": self.batcher.queued},
+        }
+
+
+def create_app(
+    served: ServedModel | Sequence[ServedModel],
+    limits: Limits | None = None,
+    *,
+    max_wait_ms: float = 10.0,
+    max_batch_tokens: int = 8192,
+    batching: bool = True,
+    api_keys: frozenset[str] = frozenset(),
+    cors_origins: tuple[str, ...] = (),
+    rate_limiter: RateLimiter | None = None,
+) -> BodyLimit:
+    """The server's ASGI app over one model or several (each with its own batcher; several need distinct
+    language pairs, `check_pairs`, else `ValueError`); the batching workers start with the app (lifespan) and,
+    when the app shuts down, translate what is queued and stop. The FastAPI app is the returned object's ``app``
+    attribute. With ``api_keys`` every API's translations need a key; ``cors_origins``: the browser origins
+    allowed; ``rate_limiter``: the requests a key may send (`register_apis`). Its metrics (`serving.metrics`) are
+    its own, at GET /metrics."""
+    models = [served] if isinstance(served, ServedModel) else list(served)
+    if not models:
+        raise ValueError("no model to serve: pass at least one")
+    check_pairs([(model.name, model.pair) for model in models])
+    limits = limits or Limits()
+    metrics = Metrics()
+    lanes = [
+        Lane(
+            model,
+            effective_limits(model, limits),
+            Batcher(
+                model.model,
+                model.tokenizer,
+                max_wait_s=max_wait_ms / 1000,
+                max_batch_tokens=max_batch_tokens,
+                batching=batching,
+                on_batch=functools.partial(metrics.observe_batch, model.tokenizer),
+            ),
+        )
+        for model in models
+    ]
+    for lane in lanes:
+        metrics.describe_model(
+            lane.served.name, lane.served.engine, lane.served.languages, lane.served.load_seconds
+        )
+    metrics.watch_queue(lambda: sum(lane.batcher.queued for lane in lanes))
+    api = Api([Route(lane.served, lane.translate) for lane in lanes], limits, keyed=bool(api_keys))
+    streams = {"active": 0, "served": 0, "cancelled": 0}
+    streams_lock = threading.Lock()
+    batching_info = {"enabled": batching, "max_wait_ms": max_wait_ms, "max_batch_tokens": max_batch_tokens}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        for lane in lanes:
+            lane.batcher.start()
+        yield
+        await asyncio.gather(*(asyncio.to_thread(lane.batcher.close) for lane in lanes))
+
+    app = FastAPI(title="vanilla-transformer translation server", lifespan=lifespan)
+    app.state.batcher = lanes[0].batcher
+    app.state.batchers = [lane.batcher for lane in lanes]
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        return JSONResponse({"detail": validation_message(exc.errors())}, status_code=422)
+
+    @app.exception_handler(RequestError)
+    async def refused(request: Request, exc: RequestError):
+        return JSONResponse({"detail": exc.message}, status_code=exc.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        # an unknown path or method, in the error shape of the API the path belongs to
+        reply = error_reply(request_api(request.url.path), exc.status_code, str(exc.detail))
+        reply.headers.update(exc.headers or {})
+        return reply
+
+    def lane_of(source: str | None, target: str | None) -> Lane:
+        try:
+            route = api.route(source, target)
+        except RequestError as err:
+            raise RequestError(422, err.message) from err
+        return lanes[api.routes.index(route)]
+
     @app.post("/translate")
     async def translate(request: TranslateRequest, connection: Request) -> Any:
+        lane = lane_of(request.source, request.target)
         texts = [request.text] if isinstance(request.text, str) else list(request.text)
-        nbest = await translate_texts(texts, request, connection)
+        nbest = await lane.translate(texts, request, connection)
         reply: dict[str, Any] = {"translations": [hyps[0] for hyps in nbest]}
         if generate_kwargs(request).get("num_return_sequences", 1) > 1:
             reply["nbest"] = nbest
         return reply
 
+    @app.post(
+        "/score",
+        summary="Score given translations (forced decoding)",
+        description="Each target is scored as a translation of its source without decoding: the log-probability "
+        "of each of its tokens (its </s> included) from the model's raw logits, their sum (log_prob) and score = "
+        "log_prob / length ** length_penalty, how beam search ranks finished hypotheses (higher: likelier). For "
+        "n-best reranking, filtering a corpus, or checking a human translation. Same numbers as "
+        "`vanilla-transformer score`.",
+    )
+    async def score(request: ScoreRequest) -> dict:
+        lane = lane_of(request.source, request.target)
+        return {"scores": await lane.score(request.pairs, request.length_penalty)}
+
     @app.post("/translate/stream")
     async def translate_stream(request: StreamRequest):
+        lane = lane_of(request.source, request.target)
+        served = lane.served
         if served.engine != "torch":
             raise RequestError(
                 422, f"streaming needs --engine torch; this server runs --engine {served.engine}"
             )
-        kwargs, _ = prepare(request, [request.text])
+        kwargs, _ = lane.prepare(request, [request.text])
         kwargs.setdefault("num_beams", 1)
         kwargs.pop("length_penalty", None)  # a beam-search option, as in inference.translate
         if kwargs["num_beams"] != 1 or kwargs.get("num_return_sequences", 1) != 1:
             raise RequestError(
                 422, "streaming decodes greedily or samples: use num_beams=1 and num_return_sequences=1"
             )
-        new_tokens = kwargs.get("max_new_tokens", generation_config.max_new_tokens)
+        new_tokens = kwargs.get("max_new_tokens", lane.generation_config.max_new_tokens)
         cap = position_limit(served.model.config)
         if new_tokens is not None and cap is not None:
             kwargs["max_new_tokens"] = min(new_tokens, cap)
@@ -331,7 +512,7 @@ def create_app(
             kwargs,
             on_done=release,
             seed=request.seed,
-            sampling_lock=batcher.sampling_lock,
+            sampling_lock=lane.batcher.sampling_lock,
         )
         if not request.text.strip():
             release()
@@ -340,46 +521,39 @@ def create_app(
 
     @app.get("/health")
     async def health():
-        ok = batcher.alive
+        ok = all(lane.batcher.alive for lane in lanes)
         body = {
             "status": "ok" if ok else "unavailable",
-            "queued": batcher.queued,
+            "queued": sum(lane.batcher.queued for lane in lanes),
             "streams": streams["active"],
+            "models": [
+                {
+                    "model": lane.served.name,
+                    "languages": lane.served.languages,
+                    "status": "ok" if lane.batcher.alive else "unavailable",
+                    "queued": lane.batcher.queued,
+                }
+                for lane in lanes
+            ],
         }
         return JSONResponse(body, status_code=200 if ok else 503)
 
     @app.get("/info")
     async def info() -> dict:
-        from vanilla_transformer.inference.engines import ENGINES
+        described = [lane.info(batching_info) for lane in lanes]
+        stream_stats = {f"streams_{k}": v for k, v in streams.items()}
+        # the first model's description at the top (the model of a request that names no languages on a server
+        # of one), then every model's
+        first = described[0]
+        return {**first, "stats": {**first["stats"], **stream_stats}, "models": described}
 
-        options = ["text", *DECODING_FIELDS]
-        if served.engine in ENGINES:
-            options = ["text", *ENGINES[served.engine].options]
-        return {
-            "model": served.name,
-            "engine": served.engine,
-            "languages": served.languages,
-            "defaults": {
-                name: getattr(generation_config, name, None)
-                for name in ("num_beams", "length_penalty", "max_new_tokens")
-            },
-            "options": options,
-            "streaming": served.engine == "torch",
-            "limits": limits.as_dict(),
-            "batching": {
-                "enabled": batching,
-                "max_wait_ms": max_wait_ms,
-                "max_batch_tokens": max_batch_tokens,
-            },
-            "stats": {
-                **batcher.stats,
-                "queued": batcher.queued,
-                **{f"streams_{k}": v for k, v in streams.items()},
-            },
-        }
+    @app.get(METRICS_PATH)
+    async def metrics_text() -> Response:
+        body, content_type = metrics.exposition()
+        return Response(body, media_type=content_type)
 
-    register_apis(app, served, limits, translate_texts, api_keys=api_keys, cors_origins=cors_origins)
-    return BodyLimit(app, limits)
+    register_apis(app, api, api_keys=api_keys, cors_origins=cors_origins, rate_limiter=rate_limiter)
+    return BodyLimit(app, limits, metrics)
 
 
 async def _events(stream: TokenStream | None):

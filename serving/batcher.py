@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -82,7 +82,8 @@ class Batcher:
     """The request queue and its worker thread (module docstring). ``model`` and ``tokenizer`` as
     `inference.translate_nbest` takes them (a PyTorch model or an exported engine's `EngineModel`). With
     ``batching=False`` every request is its own engine call (one-at-a-time serving, for comparison).
-    ``sampling_lock`` is the lock of `random_draws` that every sampling generation of the server shares."""
+    ``sampling_lock`` is the lock of `random_draws` that every sampling generation of the server shares;
+    ``on_batch(texts, nbest)`` is called in the worker after each engine call that succeeded (the metrics)."""
 
     def __init__(
         self,
@@ -93,11 +94,13 @@ class Batcher:
         max_batch_tokens: int = 8192,
         batching: bool = True,
         sampling_lock: threading.Lock | None = None,
+        on_batch: Callable[[list[str], list[list[str]]], None] | None = None,
     ):
         self.model, self.tokenizer = model, tokenizer
         self.sampling_lock = sampling_lock or threading.Lock()
         self.max_wait_s, self.max_batch_tokens, self.batching = max_wait_s, max_batch_tokens, batching
         self.stats = dict.fromkeys(STATS, 0)
+        self.on_batch = on_batch
         self._pending: list[Pending] = []
         self._cond = threading.Condition()
         self._closing = False
@@ -196,6 +199,12 @@ class Batcher:
         self.stats["requests"] += len(group)
         self.stats["texts"] += len(texts)
         self.stats["largest_batch"] = max(self.stats["largest_batch"], len(group))
+        # counted before the replies go out, so that a client that has its reply finds it counted
+        if self.on_batch is not None:
+            try:
+                self.on_batch(texts, nbest)
+            except Exception:  # noqa: BLE001 - the replies go out whatever happens to the count
+                logger.exception("on_batch failed for a batch of %d texts", len(texts))
         start = 0
         for item in group:
             item.future.set_result(nbest[start : start + len(item.texts)])

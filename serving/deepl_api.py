@@ -10,11 +10,13 @@ and the tools that speak DeepL.
                          "character_limit": 1000000000000 (no limit)}
 
 DeepL's codes name the model's languages by their first part, in any case: ``EN-US`` and ``EN-GB`` are ``en``,
-``ZH`` and ``ZH-HANS`` are ``zh``. A missing ``source_lang`` is the model's source language. ``tag_handling``
+``ZH`` and ``ZH-HANS`` are ``zh``. ``source_lang`` and ``target_lang`` pick the model; without ``source_lang``,
+each text goes to the model, among those into ``target_lang``, whose vocabulary reads most of it. ``tag_handling``
 translates the text nodes of the markup and keeps the markup (`serving.apis.split_markup`); DeepL's other options
 (formality, split_sentences, context, glossaries...) are accepted and have no effect. Texts are decoded with the
 model's defaults, so a reply equals the server's own /translate. The ``Authorization: DeepL-Auth-Key KEY`` header
-is checked when the server has keys (`serving.apis.ApiGate`). Errors are DeepL's ``{"message": ...}``: 400 for a request the server refuses
+(or the legacy ``auth_key`` field, in the query string or the body) is checked when the server has keys
+(`serving.apis.ApiGate`). Errors are DeepL's ``{"message": ...}``: 400 for a request the server refuses
 (413 for one over its size limits), 500 when translating fails, 503 while shutting down.
 """
 
@@ -26,18 +28,18 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from .apis import Api, add_routes, first, no_pair_message, read_fields
+from .apis import Api, Route, add_routes, error_reply, first, read_fields
 from .options import DecodingRequest, RequestError
 
 # what /v2/usage reports as the limit: DeepL's figure for an account without one
 NO_CHARACTER_LIMIT = 10**12
 # the regional variants DeepL lists (and its SDKs require) for a target language
 TARGET_VARIANTS = {"en": ("EN-GB", "EN-US"), "pt": ("PT-BR", "PT-PT")}
+NAMES = ("source_lang", "target_lang")
 
 
 def _error(err: RequestError) -> JSONResponse:
-    status = 400 if err.status in (411, 422) else err.status
-    return JSONResponse({"message": err.message}, status_code=status)
+    return error_reply("deepl", err.status, err.message)
 
 
 def model_language(code: str) -> str:
@@ -45,22 +47,19 @@ def model_language(code: str) -> str:
     return code.split("-")[0].strip().lower()
 
 
-def _check_languages(api: Api, source: Any, target: Any) -> str:
-    """The model's source language; `RequestError` (400) for languages it does not translate."""
-    pair = api.pair
-    if pair is None:
-        raise RequestError(400, no_pair_message())
+def _routes(api: Api, texts: list[str], source: Any, target: Any, markup: bool) -> list[Route]:
+    """The model of each text: the one from ``source_lang`` into ``target_lang``; without ``source_lang``, the
+    one among the models into ``target_lang`` that reads most of the text (`serving.apis.Api.detect`).
+    `RequestError` (400) for languages the server does not translate."""
     if not target or not isinstance(target, str):
         raise RequestError(400, "Value for 'target_lang' not supported or missing: send target_lang")
-    if source is not None and (not isinstance(source, str) or model_language(source) != pair[0]):
-        raise RequestError(
-            400, f"Value for 'source_lang' not supported: this server translates {pair[0]} to {pair[1]}"
-        )
-    if model_language(target) != pair[1]:
-        raise RequestError(
-            400, f"Value for 'target_lang' not supported: this server translates {pair[0]} to {pair[1]}"
-        )
-    return pair[0]
+    if source is not None and not isinstance(source, str):
+        raise RequestError(400, "Value for 'source_lang' not supported: send a language code")
+    wanted = model_language(source) if source else None
+    found = api.select(wanted, model_language(target), NAMES, need_pair=True)
+    if len(found) == 1:
+        return [found[0]] * len(texts)
+    return [api.detect(text, found, markup)[0] for text in texts]
 
 
 def register(app: FastAPI, api: Api) -> None:
@@ -75,21 +74,26 @@ def register(app: FastAPI, api: Api) -> None:
             texts = [texts] if isinstance(texts, str) else texts
             if not texts or not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
                 raise RequestError(400, "Value for 'text' not provided: send one or more texts")
-            source = _check_languages(
-                api, first(fields, "source_lang", form), first(fields, "target_lang", form)
-            )
             tags = first(fields, "tag_handling", form)
             if tags not in (None, "", "html", "xml"):
                 raise RequestError(400, f"Value for 'tag_handling' not supported: {tags!r} (use html or xml)")
-            nbest = await api.translate_markup(texts, DecodingRequest(), request, markup=bool(tags))
+            source, target = first(fields, "source_lang", form), first(fields, "target_lang", form)
+            routes = _routes(api, texts, source, target, markup=bool(tags))
+            nbest = await api.translate_markup(
+                texts, routes, lambda route: DecodingRequest(), request, markup=bool(tags)
+            )
         except RequestError as err:
             return _error(err)
         with billed_lock:
             billed["characters"] += sum(len(text) for text in texts)
         return {
             "translations": [
-                {"detected_source_language": source.upper(), "text": hyps[0], "billed_characters": len(text)}
-                for text, hyps in zip(texts, nbest)
+                {
+                    "detected_source_language": route.pair[0].upper() if route.pair else "",
+                    "text": hyps[0],
+                    "billed_characters": len(text),
+                }
+                for text, hyps, route in zip(texts, nbest, routes)
             ]
         }
 
@@ -106,13 +110,15 @@ def register(app: FastAPI, api: Api) -> None:
             return _error(
                 RequestError(400, f"Value for 'type' not supported: {kind!r} (use source or target)")
             )
-        pair = api.pair
-        if pair is None:
-            return []
         if kind == "source":
-            return [{"language": pair[0].upper(), "name": pair[0]}]
-        codes = TARGET_VARIANTS.get(pair[1], (pair[1].upper(),))
-        return [{"language": code, "name": pair[1], "supports_formality": False} for code in codes]
+            sources = dict.fromkeys(source for source, _ in api.pairs)
+            return [{"language": code.upper(), "name": code} for code in sources]
+        targets = dict.fromkeys(target for _, target in api.pairs)
+        return [
+            {"language": code, "name": target, "supports_formality": False}
+            for target in targets
+            for code in TARGET_VARIANTS.get(target, (target.upper(),))
+        ]
 
     async def usage() -> Any:
         return {"character_count": billed["characters"], "character_limit": NO_CHARACTER_LIMIT}

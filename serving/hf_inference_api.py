@@ -5,8 +5,8 @@
              "clean_up_tokenization_spaces", "truncation"}} -> [{"translation_text": "..."}, ...]
 
 The same body is accepted on POST /translate (`serving.apis`). ``generate_parameters`` are the server's decoding
-options (those of POST /translate, checked by the same rules and limits); ``src_lang`` and ``tgt_lang``, when
-given, must be the model's languages; ``clean_up_tokenization_spaces``, ``truncation`` and the body's ``options``
+options (those of POST /translate, checked by the same rules and limits); ``src_lang`` and ``tgt_lang`` pick the
+model (each optional; both needed only when several models match, else 422 naming the pairs served); ``clean_up_tokenization_spaces``, ``truncation`` and the body's ``options``
 (``wait_for_model``, ``use_cache``) are accepted and have no effect (the tokenizer decodes as it was saved; a source over the server's limit is refused, never truncated). The
 reply has one ``translation_text`` per input, or, with ``num_return_sequences`` > 1, that many per input (a list
 per input for a list of inputs). Errors are ``{"error": message}`` with the server's own status codes.
@@ -17,10 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from .apis import Api, add_routes, read_fields
+from .apis import Api, Route, add_routes, error_reply, read_fields
 from .options import DecodingRequest, RequestError, generate_kwargs, validation_message
 
 PARAMETERS = ("src_lang", "tgt_lang", "generate_parameters", "clean_up_tokenization_spaces", "truncation")
@@ -36,21 +35,24 @@ def _options(generate_parameters: Any) -> DecodingRequest:
         return DecodingRequest.model_validate(generate_parameters)
     except ValidationError as err:
         message = validation_message([dict(e) for e in err.errors()]).replace(
-            "the options are text, ", "the options are "
+            "the options are text, source, target, ", "the options are "
         )
         raise RequestError(422, f"generate_parameters: {message}") from err
 
 
-def _check_languages(api: Api, parameters: dict[str, Any]) -> None:
-    pair = api.pair
-    for name, index in (("src_lang", 0), ("tgt_lang", 1)):
+def _route(api: Api, parameters: dict[str, Any]) -> Route:
+    """The model of ``src_lang`` / ``tgt_lang`` (each optional, both needed only when several models match);
+    `RequestError` (422) for languages the server does not translate."""
+    languages = []
+    for name in ("src_lang", "tgt_lang"):
         value = parameters.get(name)
-        if value is None:
-            continue
-        if pair is not None and value != pair[index]:
-            raise RequestError(
-                422, f"{name}={value!r} is not served: this server translates {pair[0]} to {pair[1]}"
-            )
+        if value is not None and not isinstance(value, str):
+            raise RequestError(422, f"parameters.{name} must be a language code")
+        languages.append(value)
+    try:
+        return api.route(languages[0], languages[1], ("src_lang", "tgt_lang"))
+    except RequestError as err:
+        raise RequestError(422, err.message) from err
 
 
 def register(app: FastAPI, api: Api) -> None:
@@ -75,12 +77,12 @@ def register(app: FastAPI, api: Api) -> None:
                     422,
                     f"parameters must be a JSON object of {', '.join(PARAMETERS)} (given: {parameters!r})",
                 )
-            _check_languages(api, parameters)
+            route = _route(api, parameters)
             options = _options(parameters.get("generate_parameters"))
             texts = [inputs] if isinstance(inputs, str) else list(inputs)
-            nbest = await api.translate(texts, options, request)
+            nbest = await route.translate(texts, options, request)
         except RequestError as err:
-            return JSONResponse({"error": err.message}, status_code=err.status)
+            return error_reply("huggingface", err.status, err.message)
         replies = [[{"translation_text": hyp} for hyp in hyps] for hyps in nbest]
         if isinstance(inputs, str):
             return replies[0]

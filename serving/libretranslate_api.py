@@ -5,8 +5,8 @@ Weblate, Discourse, ``libretranslatepy`` and the other clients that speak it.
                            "alternatives": N, "api_key": ...} as JSON or as a form -> {"translatedText": ... (a list
                            for a list)}, with "alternatives" (N more hypotheses, a list per text for a list) when
                            N > 0 and "detectedLanguage" ({"language", "confidence"}, a list for a list) for "auto"
-    POST /detect           {"q": "..."} -> [{"language": SOURCE, "confidence": PERCENT}]
-    GET  /languages        [{"code", "name", "targets"}]: the model's source language and its target
+    POST /detect           {"q": "..."} -> [{"language": SOURCE, "confidence": PERCENT}, ...], most confident first
+    GET  /languages        [{"code", "name", "targets"}]: every language served, with the targets it translates into
     GET  /frontend/settings  the settings LibreTranslate's web page reads
 
 POST /translate is LibreTranslate's when its body is a form or a JSON object with ``q`` (`serving.apis`); the same
@@ -17,10 +17,11 @@ reply equals the server's own /translate; ``alternatives`` asks for n-best lists
 refuses (a missing field, a language it does not serve, a limit), 500 when translating fails, 503 while shutting
 down.
 
-Detection is honest about what one model can do: the server translates from one language only, so /detect and
-``source=auto`` always answer the model's source language, with as confidence the share (in percent) of the
-text's tokens that the model's vocabulary holds: how much of the text the model can read, not a language
-identification.
+``source`` and ``target`` pick the model (`serving.apis.Api.select`). Detection is honest about what the served
+models can do: it only tells which of the served source languages a text is in, by the share (in percent) of the
+text's tokens that each model's vocabulary holds (`serving.apis.Route.read_share`): how much of the text the
+model can read, not a language identification. /detect lists each source language with its best share;
+``source=auto`` sends each text to the model, among those into ``target``, that reads most of it.
 """
 
 from __future__ import annotations
@@ -30,14 +31,20 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from .apis import LIBRETRANSLATE_PREFIX, Api, add_routes, first, no_pair_message, read_fields
+from .apis import (
+    LIBRETRANSLATE_PREFIX,
+    Api,
+    Route,
+    add_routes,
+    error_reply,
+    first,
+    read_fields,
+)
 from .options import DecodingRequest, RequestError
 
 
 def _error(err: RequestError) -> JSONResponse:
-    # LibreTranslate answers 400 for every request it refuses
-    status = 400 if err.status in (411, 413, 422) else err.status
-    return JSONResponse({"error": err.message}, status_code=status)
+    return error_reply("libretranslate", err.status, err.message)
 
 
 def _missing(name: str) -> RequestError:
@@ -54,31 +61,36 @@ def _alternatives(value: Any) -> int:
     return count
 
 
-def _options(api: Api, alternatives: int) -> DecodingRequest:
+def _options(route: Route, alternatives: int) -> DecodingRequest:
     """The model's defaults; with ``alternatives``, n-best lists of ``alternatives`` + 1 from at least as many
     beams."""
     if not alternatives:
         return DecodingRequest()
     wanted = alternatives + 1
-    beams = api.generation_config.num_beams or 1
+    beams = route.generation_config.num_beams or 1
     return DecodingRequest(num_return_sequences=wanted, num_beams=max(beams, wanted))
 
 
-def _check_languages(api: Api, source: str, target: str) -> str:
-    """The source language of the request (the model's for "auto"); `RequestError` (400) for a pair the model
-    does not translate."""
-    pair = api.pair
-    if pair is None:
-        raise RequestError(400, no_pair_message())
-    if source not in ("auto", pair[0]):
-        raise RequestError(400, f"{source} is not supported: this server translates {pair[0]} to {pair[1]}")
-    if target != pair[1]:
-        raise RequestError(400, f"{target} is not supported: this server translates {pair[0]} to {pair[1]}")
-    return pair[0]
+def languages_served(api: Api) -> list[dict[str, Any]]:
+    """LibreTranslate's language list: every language served, in order, each with the targets it translates
+    into."""
+    targets: dict[str, list[str]] = {}
+    for source, target in api.pairs:
+        targets.setdefault(source, []).append(target)
+        targets.setdefault(target, [])
+    return [{"code": code, "name": code, "targets": found} for code, found in targets.items()]
 
 
-def _language_entry(code: str, targets: list[str]) -> dict[str, Any]:
-    return {"code": code, "name": code, "targets": targets}
+def detect_languages(api: Api, text: str) -> list[dict[str, Any]]:
+    """/detect: each source language served with the largest share of ``text`` a model from it reads
+    (`serving.apis.Route.read_share`), most confident first."""
+    confidence: dict[str, float] = {}
+    for route in api.routes:
+        if route.pair is not None:
+            share = route.read_share(text)
+            confidence[route.pair[0]] = max(share, confidence.get(route.pair[0], share))
+    ranked = sorted(confidence.items(), key=lambda item: -item[1])
+    return [{"confidence": share, "language": code} for code, share in ranked]
 
 
 def register(app: FastAPI, api: Api) -> None:
@@ -99,10 +111,19 @@ def register(app: FastAPI, api: Api) -> None:
                 raise RequestError(400, "Invalid request: q must be a string or a list of strings")
             if text_format not in ("text", "html"):
                 raise RequestError(400, f"{text_format} format is not supported: use text or html")
-            detected = _check_languages(api, str(source), str(target))
             texts = [q] if isinstance(q, str) else list(q)
+            found = api.select(str(source), str(target), need_pair=True)
+            # source=auto: each text goes to the model, among those into the target, that reads most of it
+            html = text_format == "html"
+            chosen = [
+                api.detect(text, found, html) if source == "auto" else (found[0], 100.0) for text in texts
+            ]
             nbest = await api.translate_markup(
-                texts, _options(api, alternatives), request, markup=text_format == "html"
+                texts,
+                [route for route, _ in chosen],
+                lambda route: _options(route, alternatives),
+                request,
+                markup=html,
             )
         except RequestError as err:
             return _error(err)
@@ -111,7 +132,8 @@ def register(app: FastAPI, api: Api) -> None:
             reply["alternatives"] = [hyps[1 : alternatives + 1] for hyps in nbest]
         if source == "auto":
             reply["detectedLanguage"] = [
-                {"confidence": api.read_share(text), "language": detected} for text in texts
+                {"confidence": share, "language": route.pair[0] if route.pair else source}
+                for route, share in chosen
             ]
         if isinstance(q, str):
             reply = {name: value[0] for name, value in reply.items()}
@@ -123,21 +145,16 @@ def register(app: FastAPI, api: Api) -> None:
             q = first(fields, "q", form)
             if not q or not isinstance(q, str):
                 raise _missing("q")
-            pair = api.pair
-            if pair is None:
-                raise RequestError(400, no_pair_message())
+            api.select(None, None, need_pair=True)
         except RequestError as err:
             return _error(err)
-        return [{"confidence": api.read_share(q), "language": pair[0]}]
+        return detect_languages(api, q)
 
     async def languages() -> Any:
-        pair = api.pair
-        if pair is None:
-            return []
-        return [_language_entry(pair[0], [pair[1]]), _language_entry(pair[1], [])]
+        return languages_served(api)
 
     async def frontend_settings() -> Any:
-        pair = api.pair or ("auto", "auto")
+        source, target = api.pairs[0] if api.pairs else ("auto", "auto")
         return {
             "charLimit": -1,
             "frontendTimeout": 500,
@@ -147,8 +164,8 @@ def register(app: FastAPI, api: Api) -> None:
             "filesTranslation": False,
             "supportedFilesFormat": [],
             "language": {
-                "source": {"code": pair[0], "name": pair[0]},
-                "target": {"code": pair[1], "name": pair[1]},
+                "source": {"code": source, "name": source},
+                "target": {"code": target, "name": target},
             },
         }
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 
@@ -98,16 +98,54 @@ else:
     DecodingRequest = _decoding_request()
 
 
+# the fields that pick the model when a server has several (`serving.apis.Api.route`)
+LANGUAGE_FIELDS = ("source", "target")
+
+
 class TranslateRequest(DecodingRequest):
-    """POST /translate: one text or a list of texts."""
+    """POST /translate: one text or a list of texts, and the languages when the server has several models."""
 
     text: str | list[str] = Field(..., description="a source text, or a list of them")
+    source: str | None = Field(None, description="the source language (needed when several models match)")
+    target: str | None = Field(None, description="the target language (needed when several models match)")
 
 
 class StreamRequest(DecodingRequest):
     """POST /translate/stream: one text, decoded greedily or by sampling."""
 
     text: str
+    source: str | None = Field(None, description="the source language (needed when several models match)")
+    target: str | None = Field(None, description="the target language (needed when several models match)")
+
+
+class ScoreRequest(BaseModel):
+    """POST /score: (source, target) pairs to score by forced decoding (`inference.forced_decoding`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    pairs: list[Annotated[list[str], Field(min_length=2, max_length=2)]] = Field(
+        ..., description="[source, target] pairs: each target is scored as a translation of its source"
+    )
+    length_penalty: float | None = Field(
+        None,
+        description="the exponent of the length that `score` divides the log-probability by (default: the "
+        "model's generation config's), as beam search ranks finished hypotheses",
+    )
+    source: str | None = Field(None, description="the source language (needed when several models match)")
+    target: str | None = Field(None, description="the target language (needed when several models match)")
+
+    @field_validator("pairs")
+    @classmethod
+    def check_pairs(cls, value: list[list[str]]) -> list[list[str]]:
+        _check_text([text for pair in value for text in pair])
+        return value
+
+    @field_validator("length_penalty")
+    @classmethod
+    def check_length_penalty(cls, value: float | None) -> float | None:
+        if value is not None:
+            DECODING_OPTIONS["length_penalty"].check(value)
+        return value
 
 
 def _limit(default: Any, help_text: str) -> Any:
@@ -234,7 +272,7 @@ def validation_message(errors: Sequence[dict]) -> str:
     if unknown:
         return (
             f"unknown option(s) {', '.join(repr(u) for u in unknown)}; the options are text, "
-            f"{', '.join(DECODING_FIELDS)}"
+            f"{', '.join((*LANGUAGE_FIELDS, *DECODING_FIELDS))}"
         )
     if any(e.get("type") == "json_invalid" for e in errors):
         return f"malformed JSON: {errors[0].get('ctx', {}).get('error', errors[0].get('msg'))}"

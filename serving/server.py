@@ -10,12 +10,15 @@ the calling process (tests, benchmarks), returning once it accepts connections.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .app import ServedModel
+from .apis import language_pair
+from .app import ServedModel, check_pairs
 from .card import card_languages
 
 logger = logging.getLogger(__name__)
@@ -29,11 +32,13 @@ def load_served(
     dtype: str | None = None,
     trust_remote_code: bool | None = None,
     num_threads: int | None = None,
+    pair: tuple[str, str] | None = None,
 ) -> ServedModel:
-    """The model to serve: `load_engine(engine, model, ...)` plus its name and its card's languages. Raises
-    `ValueError` / `ImportError` as `load_engine` does."""
+    """The model to serve: `load_engine(engine, model, ...)` plus its name and its languages: ``pair`` when
+    given, else its card's. Raises `ValueError` / `ImportError` as `load_engine` does."""
     from vanilla_transformer.inference.engines import load_engine
 
+    start = time.perf_counter()
     loaded, tokenizer = load_engine(
         engine,
         model,
@@ -42,7 +47,91 @@ def load_served(
         trust_remote_code=trust_remote_code,
         num_threads=num_threads,
     )
-    return ServedModel(loaded, tokenizer, engine, model_name(model), card_languages(model))
+    seconds = time.perf_counter() - start
+    languages = list(pair) if pair is not None else card_languages(model)
+    return ServedModel(loaded, tokenizer, engine, model_name(model), languages, seconds)
+
+
+# a language pair of `serve --model SRC-TGT=DIR`: two ISO 639 codes
+PAIR = re.compile(r"([a-z]{2,3})-([a-z]{2,3})")
+
+
+def model_specs(values: Sequence[str]) -> list[tuple[tuple[str, str] | None, str]]:
+    """The (pair, model) of each ``serve --model`` value: ``DIR`` (or a Hub id) alone, or ``SRC-TGT=DIR``. With
+    several values, a model given without its pair takes it from its card (`card_languages`). `ValueError` for a
+    bad pair, a pair given twice, or, with several values, a model whose pair is not known (`check_pairs`)."""
+    specs: list[tuple[tuple[str, str] | None, str]] = []
+    for value in values:
+        head, equals, tail = value.partition("=")
+        if not equals or (Path(value).exists() and not PAIR.fullmatch(head)):
+            specs.append((None, value))
+            continue
+        found = PAIR.fullmatch(head.lower())
+        if found is None or found[1] == found[2] or not tail:
+            raise ValueError(
+                f"--model {value}: {head!r} is not a language pair: write --model SRC-TGT=DIR with two different "
+                "ISO 639 codes, e.g. --model zh-en=outputs/default"
+            )
+        specs.append(((found[1], found[2]), tail))
+    if len(specs) > 1:
+        specs = [(pair or language_pair(card_languages(model)), model) for pair, model in specs]
+        check_pairs([(model, pair) for pair, model in specs])
+    return specs
+
+
+def parameter_bytes(served: ServedModel, folder: str | Path) -> int:
+    """The memory of the model's weights: its parameters and buffers (torch), or the weight files it loaded from
+    ``folder`` (an exported engine's: ct2's model.bin, onnx's two graphs of its dtype and their external data)."""
+    import torch
+
+    from vanilla_transformer.inference.engines import onnx_graph_files
+
+    model = served.model
+    if isinstance(model, torch.nn.Module):
+        tensors = [*model.parameters(), *model.buffers()]
+        return sum(t.numel() * t.element_size() for t in tensors)
+    translator = getattr(model, "translator", None)
+    names = ("model.bin",)
+    if served.engine == "onnx":
+        names = onnx_graph_files(getattr(translator, "dtype", "float32"))
+    files = [f for f in Path(folder).iterdir() if f.is_file() and f.name.startswith(names)]
+    return sum(f.stat().st_size for f in files)
+
+
+def warm_up(served: ServedModel) -> float:
+    """Translate one short text with the model's defaults (at most 8 new tokens), so that the first request does
+    not pay for lazy initialisation; the seconds it took."""
+    from vanilla_transformer.inference import translate_nbest
+
+    start = time.perf_counter()
+    translate_nbest(served.model, served.tokenizer, ["warm up"], batch_size=1, max_new_tokens=8)
+    return time.perf_counter() - start
+
+
+def load_all(
+    specs: Sequence[tuple[tuple[str, str] | None, str]], engine: str = "torch", **options: Any
+) -> list[ServedModel]:
+    """The models of `model_specs` loaded (`load_served` with ``options``) and warmed up (`warm_up`), logging
+    for each its load time, warm-up time and weight memory (`parameter_bytes`), then the total."""
+    served, total = [], 0
+    for pair, model in specs:
+        start = time.perf_counter()
+        loaded = load_served(model, engine, pair=pair, **options)
+        load_s = time.perf_counter() - start
+        warm_s = warm_up(loaded)
+        size = parameter_bytes(loaded, model)
+        total += size
+        logger.info(
+            "model %s (%s): loaded in %.2f s, warmed up in %.2f s, weights %.1f MiB",
+            loaded.name,
+            "-".join(loaded.languages) or "no language pair",
+            load_s,
+            warm_s,
+            size / 2**20,
+        )
+        served.append(loaded)
+    logger.info("%d model(s), weights %.1f MiB in all", len(served), total / 2**20)
+    return served
 
 
 def model_name(model: str | Path) -> str:

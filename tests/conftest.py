@@ -43,6 +43,13 @@ from transformers import PreTrainedTokenizerFast  # noqa: E402
 
 from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration  # noqa: E402
 
+# MarianTokenizer imports sacremoses (its optional punctuation normaliser), which imports joblib, which sets
+# KMP_INIT_AT_FORK in the environment: imported once here, before any test's process-state check
+try:
+    import sacremoses  # noqa: F401
+except ImportError:
+    pass
+
 if TYPE_CHECKING:
     from vanilla_transformer.training import TrainConfig
 
@@ -216,10 +223,14 @@ def model():
 MAX_POSITIONS = 24
 
 
-def tiny_tokenizer(num_lines: int = 300, vocab_size: int = 400) -> PreTrainedTokenizerFast:
-    """Character BPE over both sides of the first `num_lines` Bible verses; <pad>=0 <unk>=1 <s>=2 </s>=3."""
-    with lzma.open(ROOT / "data" / "bible.zh-en.tsv.xz", "rt", encoding="utf-8") as f:
-        texts = [text for _, line in zip(range(num_lines), f) for text in line.rstrip("\n").split("\t")]
+def tiny_tokenizer(
+    num_lines: int = 300, vocab_size: int = 400, texts: list[str] | None = None
+) -> PreTrainedTokenizerFast:
+    """Character BPE over both sides of the first `num_lines` Bible verses (or over `texts`); <pad>=0 <unk>=1
+    <s>=2 </s>=3."""
+    if texts is None:
+        with lzma.open(ROOT / "data" / "bible.zh-en.tsv.xz", "rt", encoding="utf-8") as f:
+            texts = [text for _, line in zip(range(num_lines), f) for text in line.rstrip("\n").split("\t")]
     backend = Tokenizer(models.BPE(unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Metaspace()
     backend.decoder = decoders.Metaspace()
@@ -245,12 +256,13 @@ def han_characters_per_token(tokenizer) -> list[int]:
     return [c for c in counts if c]
 
 
-def export_tiny_model(folder: Path) -> Path:
-    """A tiny random model + tokenizer written with save_with_remote_code (greedy by default, short outputs)."""
+def export_tiny_model(folder: Path, tokenizer: PreTrainedTokenizerFast | None = None, seed: int = 0) -> Path:
+    """A tiny random model (drawn with `seed`) + tokenizer (default `tiny_tokenizer()`) written with
+    save_with_remote_code (greedy by default, short outputs)."""
     from vanilla_transformer.modeling import save_with_remote_code
 
-    tokenizer = tiny_tokenizer()
-    model = tiny_model(vocab_size=len(tokenizer), max_position_embeddings=MAX_POSITIONS)
+    tokenizer = tiny_tokenizer() if tokenizer is None else tokenizer
+    model = tiny_model(seed, vocab_size=len(tokenizer), max_position_embeddings=MAX_POSITIONS)
     model.generation_config.max_new_tokens = 6
     return save_with_remote_code(model, folder, tokenizer)
 

@@ -8,10 +8,12 @@ columns into token ids.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
 import os
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,8 +62,17 @@ def data_key(dataset: datasets.Dataset) -> str:
 
 
 def tokenizer_hash(tokenizer) -> str:
-    """A hash of the tokenizer's full serialised pipeline (vocabulary, merges, normaliser, post-processor)."""
-    return content_hash(tokenizer.backend_tokenizer.to_str())
+    """A hash of the tokenizer's full serialised pipeline: a fast tokenizer's ``tokenizer.json`` (vocabulary, merges,
+    normaliser, post-processor); any other's saved files (a Marian tokenizer's SentencePiece models, vocabulary and
+    configuration), by name and content."""
+    if getattr(tokenizer, "is_fast", False):
+        return content_hash(tokenizer.backend_tokenizer.to_str())
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer.save_pretrained(folder)
+        files = sorted(Path(folder).iterdir())
+        return content_hash(
+            type(tokenizer).__name__, *(part for f in files for part in (f.name, f.read_bytes()))
+        )
 
 
 LENGTHS = ("input_length", "labels_length")  # the token counts that `tokenize_dataset` adds
@@ -71,13 +82,18 @@ PARALLEL_FROM = 50_000  # pairs from which tokenisation runs in several processe
 def encoder(tokenizer) -> Callable[[dict], dict]:
     """The batched function that tokenises ``source``/``target`` texts (`tokenize_dataset`'s columns)."""
 
+    eos = tokenizer.eos_token_id
+
     def encode(batch: dict) -> dict:
         enc = tokenizer(batch[SOURCE], text_target=batch[TARGET], truncation=False)
+        # the decoder learns to stop only from labels that end with </s>: a tokenizer that adds none to targets
+        # (an imported eole model's, which adds none to sources either) gets it here
+        labels = [ids if eos is None or (ids and ids[-1] == eos) else [*ids, eos] for ids in enc["labels"]]
         return {
             "input_ids": enc["input_ids"],
-            "labels": enc["labels"],
+            "labels": labels,
             LENGTHS[0]: [len(x) for x in enc["input_ids"]],
-            LENGTHS[1]: [len(x) for x in enc["labels"]],
+            LENGTHS[1]: [len(x) for x in labels],
         }
 
     return encode
@@ -222,6 +238,8 @@ class TrainingData:
     test_tgt: list[list[int]]
     # what was read, for a resumed run to compare with its checkpoint's (corpus.DataReport.fingerprint)
     fingerprint: dict = field(default_factory=dict)
+    # --mix_data's test split: the general-domain pairs the run's BLEU before and after is also measured on
+    general_test: datasets.Dataset | None = None
 
 
 class TokenRows(Sequence):
@@ -293,6 +311,47 @@ def _arrow_pairs(
     return rows, (src_len[keep], tgt_len[keep]), len(tokenized) - len(keep)
 
 
+# the key that, after the seed, draws the general-domain pairs of --mix_data (training.batching and
+# BPE_DROPOUT_STREAM use the others)
+MIX_STREAM = 3
+
+
+def mix_general_pairs(
+    cfg, splits: datasets.DatasetDict
+) -> tuple[datasets.DatasetDict, datasets.Dataset, str]:
+    """``--mix_data``: the general corpus read and split as ``--data`` is (`corpus.DataOptions.load_splits`), a seeded
+    sample of its training pairs appended to ``splits``' training split so that they make up ``--mix_ratio`` of it
+    (all of them when it has fewer); returns the mixed splits, the general corpus's test split (for the general
+    BLEU) and a sentence for the log."""
+    general, _ = dataclasses.replace(cfg, data=cfg.mix_data).load_splits()
+    mine, pool = splits["train"], general["train"]
+    wanted = round(len(mine) * cfg.mix_ratio / (1 - cfg.mix_ratio))
+    rng = np.random.default_rng([cfg.seed, MIX_STREAM])
+    rows = np.sort(rng.choice(len(pool), size=min(wanted, len(pool)), replace=False))
+    mixed = datasets.DatasetDict(splits)
+    mixed["train"] = datasets.concatenate_datasets([mine, pool.select(rows.tolist())])
+    note = (
+        f"Mixed {len(rows)} general-domain training pairs from {Path(str(cfg.mix_data)).name} into the "
+        f"{len(mine)} training pairs ({len(rows) / max(len(mixed['train']), 1):.0%} of them"
+        + (
+            f"; --mix_ratio {cfg.mix_ratio} asked for {wanted}, the corpus has {len(pool)}"
+            if wanted > len(pool)
+            else ""
+        )
+        + f"); its {len(general['test'])} test pairs give the general BLEU"
+    )
+    return mixed, general["test"], note
+
+
+def init_config(cfg) -> Any:
+    """The configuration of ``--init_from``'s model (the one its tokenizer must fit), or None for a new model."""
+    if cfg.init_from is None:
+        return None
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(cfg.init_from, trust_remote_code=False)
+
+
 def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
     """Read and split the corpus (``cfg``'s `corpus.DataOptions`), load or train the tokenizer (saved in the run
     folder; ``--init_from``'s unless ``--tokenizer`` is given; with the denoising tokens when a masked-LM or
@@ -304,6 +363,9 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
     given, objective = given_tokenizer(cfg), objective_for(cfg)
     with accelerator.main_process_first():
         splits, report = cfg.load_splits()
+        general_test, mix_note = None, ""
+        if cfg.mix_data is not None:
+            splits, general_test, mix_note = mix_general_pairs(cfg, splits)
         tokenizer = load_or_train_tokenizer(
             given,
             run_dir.tokenizer,
@@ -311,6 +373,7 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
             cfg.vocab_size,
             denoising_tokens=objective.denoising_tokens,
             han_characters=cfg.han_characters,
+            model_config=init_config(cfg),
         )
         arrow = objective.name == "translation" and cfg.bpe_dropout == 0
         streaming, why = streaming_choice(cfg, arrow)
@@ -387,6 +450,8 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
             f". Dropped {what} longer than --max_length={cfg.max_length} tokens: {dropped_train} train, "
             f"{dropped_valid} validation"
         )
+    if mix_note:
+        summary += f". {mix_note}"
     if cfg.bpe_dropout > 0:
         summary += f". BPE-dropout {cfg.bpe_dropout}: the training pairs are re-segmented in every epoch"
     if why:
@@ -411,4 +476,5 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
         test_src,
         test_tgt,
         fingerprint=report.fingerprint,
+        general_test=general_test,
     )

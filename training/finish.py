@@ -89,6 +89,35 @@ def evaluate_run(
     return result
 
 
+def held_out_bleu(
+    model, tokenizer, held_out: dict[str, datasets.Dataset], *, tokenize: str, **decoding: Any
+) -> dict[str, float]:
+    """BLEU of ``model`` on each named held-out split that has pairs (``decoding``: `translate`'s options, the test
+    score's), by name: the run's test split ('yours') and ``--mix_data``'s ('general')."""
+    return {
+        name: evaluate_split(model, tokenizer, pairs, tokenize=tokenize, **LENGTH_CAP, **decoding)[0]["bleu"]
+        for name, pairs in held_out.items()
+        if len(pairs)
+    }
+
+
+def bleu_line(scores: dict[str, float]) -> str:
+    """``{'yours': 12.3, 'general': 20.1}`` -> "12.3 on your held-out pairs, 20.1 on the general held-out pairs"."""
+    return ", ".join(
+        f"{bleu} on {'your' if name == 'yours' else 'the ' + name} held-out pairs"
+        for name, bleu in scores.items()
+    )
+
+
+def domain_sets(data) -> dict[str, datasets.Dataset]:
+    """The held-out splits a fine-tuning run reports BLEU on before and after: its test split ('yours') and, with
+    ``--mix_data``, the general corpus's ('general'); ``data`` is the run's `TrainingData`."""
+    sets = {"yours": data.splits["test"]}
+    if data.general_test is not None:
+        sets["general"] = data.general_test
+    return sets
+
+
 def score_test_loss(
     model,
     test_src: Sequence[Sequence[int]],

@@ -45,7 +45,8 @@ from vanilla_transformer.modeling import (
 from . import checkpoint as ckpt
 from .averaging import Snapshots, Weights, average_if_better, weights_copy
 from .batching import batch_generator
-from .finish import export_run, test_run
+from .finish import bleu_line, domain_sets, export_run, held_out_bleu, test_run
+from .lora import add_lora, merged
 from .options import TrainConfig
 from .planning import RunPlan, objective_model, plan_run
 from .plots import write_training_plots
@@ -83,8 +84,20 @@ class Trainer:
                 "--max_length."
             )
         self.num_parameters = sum(p.numel() for p in model.parameters())
-        optimizer = build_optimizer(model, self.recipe.lr_scale, weight_decay=cfg.weight_decay)
-        scheduler = build_scheduler(optimizer, self.config.d_model, self.recipe.warmup_steps)
+        if cfg.lora is not None:
+            trainable, total = add_lora(model, cfg.lora, cfg.lora_ffn)
+            where = "attention and feed-forward" if cfg.lora_ffn else "attention"
+            self.emit(
+                "info",
+                {
+                    "message": f"LoRA rank {cfg.lora} on the {where} projections: {trainable:,} trainable "
+                    f"parameters of {total:,} ({trainable / total:.2%}); the export merges them"
+                },
+            )
+        optimizer = build_optimizer(model, self.recipe.peak_learning_rate, weight_decay=cfg.weight_decay)
+        scheduler = build_scheduler(
+            optimizer, self.config.d_model, self.recipe.warmup_steps, self.recipe.lr_schedule
+        )
         self.model, self.optimizer, self.scheduler = acc.prepare(model, optimizer, scheduler)
         self.emit("info", {"message": self.precision.describe()})
         self.snapshots = Snapshots(self.recipe.average_last, self.recipe.average_every)
@@ -246,6 +259,31 @@ class Trainer:
         self.emit("info", {"message": f"Resumed from {path} at step {state.step}, epoch {data.stream.epoch}"})
         return state
 
+    # ---------------------------------------------------------------------------- fine-tuning's BLEU report
+    def reports_domains(self) -> bool:
+        """Whether the run reports BLEU before and after on its held-out splits (`finish.domain_sets`): it fine-tunes
+        a translation model (``--init_from``) and scores its test split (``--export``); the main process only."""
+        cfg = self.cfg
+        return (
+            cfg.init_from is not None
+            and cfg.export
+            and self.data.objective.translates
+            and self.accelerator.is_main_process
+        )
+
+    def domain_bleu(self, model, held_out: dict) -> dict[str, float]:
+        """BLEU of ``model`` on the ``held_out`` splits, decoded as the test score is (`finish.held_out_bleu`)."""
+        cfg = self.cfg
+        return held_out_bleu(
+            model,
+            self.data.tokenizer,
+            held_out,
+            tokenize=self.bleu_tokenize,
+            num_beams=cfg.test_beams or model.generation_config.num_beams,
+            length_penalty=self.recipe.length_penalty,
+            batch_size=cfg.eval_batch_size,
+        )
+
     # ------------------------------------------------------------------------------------------- exports
     def average(self, step: int, current: Weights) -> dict | None:
         """Leave the average of the newest snapshots in the model when it validates better (`training.averaging`);
@@ -265,7 +303,7 @@ class Trainer:
             generation = self.unwrapped.generation_config
             if self.data.objective.translates and generation.num_beams > 1:
                 generation.length_penalty = self.recipe.length_penalty
-            save_with_remote_code(self.unwrapped, folder, self.data.tokenizer)
+            save_with_remote_code(merged(self.unwrapped), folder, self.data.tokenizer)
         if averaged:
             ckpt.load_weights_into(self.unwrapped, current)
         self.accelerator.wait_for_everyone()
@@ -342,6 +380,9 @@ class Trainer:
                 "num_processes": acc.num_processes,
             },
         )
+        if self.reports_domains() and state.step == 0:
+            state.bleu_before = self.domain_bleu(self.unwrapped, domain_sets(data))
+            self.emit("info", {"message": "BLEU before fine-tuning: " + bleu_line(state.bleu_before)})
         marks = [m for m in recipe.export_marks if m * 60 > state.train_seconds]  # passed before a resume
         before, start = state.train_seconds, time.monotonic()
         tokens_now, last_saved = 0, state.step if cfg.resume else None
@@ -412,18 +453,21 @@ class Trainer:
             result.averaging = self.average(state.step, weights_copy(self.unwrapped))
             if result.averaging is not None:
                 self.emit("average", result.averaging)
-        result.model = self.unwrapped
+        # the adapters added into the weights (the same model without LoRA)
+        result.model = final = merged(self.unwrapped)
         if cfg.export:
-            evaluation = test_run(
-                self.unwrapped, cfg, recipe, data, acc, self.bleu_tokenize, self.emit, result.step
-            )
+            evaluation = test_run(final, cfg, recipe, data, acc, self.bleu_tokenize, self.emit, result.step)
             if evaluation is not None:
                 result.length_penalty = evaluation.length_penalty
                 result.test_metrics, result.samples = evaluation.test_metrics, evaluation.samples
+                if self.reports_domains() and state.bleu_before and evaluation.test_metrics:
+                    # the test score is the BLEU on your held-out pairs; the general one is decoded alike
+                    general = {k: v for k, v in domain_sets(data).items() if k != "yours"}
+                    after = {"yours": evaluation.test_metrics["bleu"], **self.domain_bleu(final, general)}
+                    result.domain_bleu = {"before": state.bleu_before, "after": after}
+                    self.emit("info", {"message": "BLEU after fine-tuning: " + bleu_line(after)})
                 card = card_values(cfg, recipe, self.config, result, data.objective.card())
-                for path in export_run(
-                    self.unwrapped, data.tokenizer, self.run_dir, card, cfg, result.test_metrics
-                ):
+                for path in export_run(final, data.tokenizer, self.run_dir, card, cfg, result.test_metrics):
                     self.emit("exported", {"path": str(path)})
             acc.wait_for_everyone()
         if acc.is_main_process:

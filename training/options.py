@@ -8,6 +8,7 @@ are filled from the preset's recipe once, by `training.recipe.resolve_recipe`. T
 from __future__ import annotations
 
 import importlib.util
+import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,18 @@ from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.export.ct2 import QUANTIZATIONS
 from vanilla_transformer.modeling import DEFAULT_LENGTH_PENALTY
 from vanilla_transformer.tokenizer import DEFAULT_VOCAB_SIZE
-from vanilla_transformer.tokenizer.prepare import given_tokenizer_problem
+from vanilla_transformer.tokenizer.prepare import (
+    given_tokenizer_problem,
+    has_tokenizer,
+    load_tokenizer,
+    tokenizer_fit_problem,
+)
 
 from .cli import float_list
 from .objectives import OBJECTIVES, get_objective, objective_names
 from .objectives.causal_lm import CAUSAL_LM_DATA
-from .presets import preset_names
+from .presets import FINE_TUNING, preset_names, recipe_defaults
+from .schedule import LR_SCHEDULES
 
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
 TRACKERS = ("tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml", "dvclive", "swanlab", "trackio")
@@ -74,6 +81,16 @@ class TrainConfig(DataOptions):
     max_length: int = _f(
         256, "drop (and count) training/validation pairs with more tokens than this on a side", ge=2
     )
+    mix_data: str | None = _f(
+        None,
+        "general-domain pairs (read and split as --data is, with the same column and split options) mixed into the "
+        "training pairs against forgetting, a seeded sample of them making up --mix_ratio of the training split; "
+        "the run reports BLEU on --data's test split and on this corpus's test split, before (the --init_from "
+        "model) and after, in the log and the model card",
+    )
+    mix_ratio: float = _f(
+        0.5, "with --mix_data: the fraction of the training pairs that are general-domain pairs", gt=0, lt=1
+    )
     # tokenizer
     tokenizer: str | None = _f(
         None, "tokenizer folder; default: train a joint BPE on the training split (or reuse it)"
@@ -109,6 +126,14 @@ class TrainConfig(DataOptions):
         "start from the weights of this exported model folder (e.g. a span_corruption run's OUTPUT_DIR): its "
         "architecture and, unless --tokenizer is given, its tokenizer; a new optimizer and schedule",
     )
+    lora: int | None = _f(
+        None,
+        "with --init_from: train rank-R LoRA adapters (peft) on the attention projections instead of every weight "
+        "(the rest frozen; the trainable parameters are logged); the exported model has them merged into its "
+        "weights and loads without peft; needs pip install '.[finetune]'",
+        ge=1,
+    )
+    lora_ffn: bool = _f(False, "with --lora: adapters on the feed-forward layers (fc1, fc2) too")
     causal_lm_data: str = _f(
         "pairs",
         "causal_lm sequences: 'pairs' ('source </s> target </s>', loss on the target only: supervised fine-tuning "
@@ -152,10 +177,25 @@ class TrainConfig(DataOptions):
     )
     skip_too_long: bool = _f(False, "skip (and count) pairs longer than --max_tokens instead of failing")
     grad_accum: int = _f(1, "batches accumulated per optimizer update (per process)", ge=1)
-    lr_scale: float | None = _from_preset(
-        "scale of the paper's learning-rate formula; default: the preset's", gt=0
+    lr_schedule: str | None = _from_preset(
+        "learning-rate schedule: 'paper' (the paper's warm-up from zero, then inverse square root, scaled by "
+        "--lr_scale), 'constant' (a linear warm-up to --learning_rate, then constant) or 'inverse_sqrt' (a linear "
+        "warm-up to --learning_rate, then lr * sqrt(warmup / step)); default: 'paper' for a new model, 'constant' "
+        "with --init_from (fine-tuning)",
+        choices=LR_SCHEDULES,
     )
-    warmup_steps: int | None = _from_preset("warm-up updates of the schedule; default: the preset's", ge=1)
+    learning_rate: float | None = _from_preset(
+        "peak learning rate of the 'constant' and 'inverse_sqrt' schedules; default: "
+        f"{FINE_TUNING['learning_rate']}",
+        gt=0,
+    )
+    lr_scale: float | None = _from_preset(
+        "scale of the paper's learning-rate formula (--lr_schedule paper); default: the preset's", gt=0
+    )
+    warmup_steps: int | None = _from_preset(
+        f"warm-up updates of the schedule; default: the preset's, {FINE_TUNING['warmup_steps']} with --init_from",
+        ge=1,
+    )
     label_smoothing: float = _f(0.1, "label smoothing epsilon", ge=0, lt=1)
     weight_decay: float = _f(0.0, "AdamW weight decay (0 = Adam, as in the paper)", ge=0)
     clip_norm: float | None = _from_preset(
@@ -308,6 +348,8 @@ RESUME_KEYS = (
     "split_block_size",
     "split_seed",
     "max_length",
+    "mix_data",
+    "mix_ratio",
     "preset",
     "dropout",
     *MODEL_OVERRIDES,
@@ -327,6 +369,8 @@ RESUME_KEYS = (
     "max_tokens",
     "objective",
     "init_from",
+    "lora",
+    "lora_ffn",
     "causal_lm_data",
     "mlm_probability",
     "noise_density",
@@ -339,14 +383,67 @@ RESUME_KEYS = (
 
 def given_tokenizer(cfg: TrainConfig) -> str | None:
     """The tokenizer folder the run uses as it is: ``--tokenizer``, else ``--init_from``'s when that folder holds a
-    tokenizer; None when the run trains its own."""
-    if (
-        cfg.tokenizer is None
-        and cfg.init_from is not None
-        and (Path(cfg.init_from) / "tokenizer.json").exists()
-    ):
+    tokenizer of any kind `AutoTokenizer` loads (`has_tokenizer`); None when the run trains its own."""
+    if cfg.tokenizer is None and cfg.init_from is not None and has_tokenizer(cfg.init_from):
         return cfg.init_from
     return cfg.tokenizer
+
+
+def init_from_problems(cfg: TrainConfig) -> list[str]:
+    """What makes ``--init_from`` unusable before anything is written: a model folder without a tokenizer (a new
+    one would feed unrelated ids to the trained embeddings), or a tokenizer that does not fit the model (its
+    vocabulary or its pad/eos ids, `tokenizer_fit_problem`); ``--bpe_dropout`` with a tokenizer that is not a
+    ``tokenizer.json`` (BPE-dropout re-segments with its merges)."""
+    from transformers import AutoConfig
+
+    from vanilla_transformer.inference.loading_policy import remote_code_rule
+
+    folder = cfg.init_from
+    if folder is None or not (Path(folder) / "config.json").is_file():
+        return []
+    try:
+        saved = json.loads((Path(folder) / "config.json").read_text(encoding="utf-8"))
+        remote_code_rule(saved, folder, trust_remote_code=False, opt_in=None)
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    except (OSError, ValueError) as error:
+        return [str(error).rstrip(".")]
+    given = given_tokenizer(cfg)
+    if given is None:
+        return [
+            f"--init_from {folder!r} has no tokenizer; pass --tokenizer with the tokenizer this model was "
+            "trained with (a new one would give its trained embeddings unrelated ids)"
+        ]
+    try:
+        tokenizer = load_tokenizer(given)
+    except (OSError, ValueError) as error:
+        return [str(error).splitlines()[0].rstrip(".")]
+    which = f"--tokenizer {given!r}" if cfg.tokenizer is not None else f"--init_from {folder!r}'s tokenizer"
+    problems = []
+    if (problem := tokenizer_fit_problem(tokenizer, config)) is not None:
+        problems.append(f"{which}: {problem}")
+    if cfg.bpe_dropout > 0 and not getattr(tokenizer, "is_fast", False):
+        problems.append(
+            f"--bpe_dropout re-segments with a tokenizer.json's BPE merges; {which} is a "
+            f"{type(tokenizer).__name__}: drop --bpe_dropout"
+        )
+    return problems
+
+
+def schedule_problems(cfg: TrainConfig) -> list[str]:
+    """A learning-rate option the run's schedule does not read: ``--learning_rate`` with the paper's schedule
+    (scaled by ``--lr_scale``), ``--lr_scale`` with 'constant' or 'inverse_sqrt' (from ``--learning_rate``)."""
+    schedule = cfg.lr_schedule or recipe_defaults(cfg.preset, cfg.init_from is not None)["lr_schedule"]
+    if schedule == "paper" and cfg.learning_rate is not None:
+        return [
+            "--learning_rate sets the peak of --lr_schedule constant or inverse_sqrt; this run's schedule is the "
+            "paper's, scaled by --lr_scale: pass --lr_schedule constant, or --lr_scale instead"
+        ]
+    if schedule != "paper" and cfg.lr_scale is not None:
+        return [
+            f"--lr_scale scales the paper's schedule; this run's is --lr_schedule {schedule}, from "
+            "--learning_rate: pass --learning_rate instead, or --lr_schedule paper"
+        ]
+    return []
 
 
 def minute_marks(cfg: TrainConfig) -> list[float]:
@@ -397,6 +494,15 @@ def check_options(cfg: TrainConfig) -> None:
             f"--init_from {cfg.init_from!r} is not a model folder (no config.json); pass the OUTPUT_DIR "
             "of a finished run"
         )
+    problems += init_from_problems(cfg)
+    if cfg.lora is not None and cfg.init_from is None:
+        problems.append("--lora adapts a trained model: pass --init_from with its folder, or drop --lora")
+    elif cfg.lora is not None and importlib.util.find_spec("peft") is None:
+        problems.append("--lora needs peft: pip install '.[finetune]'")
+    if cfg.lora_ffn and cfg.lora is None:
+        problems.append("--lora_ffn adds feed-forward adapters to --lora: pass --lora R too, or drop it")
+    if cfg.preset in preset_names():
+        problems += schedule_problems(cfg)
     if not (cfg.max_steps or cfg.max_epochs or cfg.max_minutes):
         problems.append("no stopping rule: pass --max_steps, --max_epochs or --max_minutes")
     if cfg.resume and cfg.overwrite:

@@ -50,10 +50,16 @@ def preset_names() -> list[str]:
     return list(PRESETS)
 
 
-def recipe_defaults(preset: str) -> dict:
-    """The preset's recommended ``max_tokens``, ``warmup_steps``, ``lr_scale``, ``clip_norm``, ``average_last``,
-    ``average_every``, ``cooldown`` and long-budget dropout rule (``long_budget_epochs``,
-    ``long_budget_dropout``; averaging, cooldown and the rule are off unless the preset sets them)."""
+# fine-tuning a trained model (--init_from): a short linear warm-up to a constant learning rate (Seq2SeqTrainer's
+# default 5e-5), not the paper's warm-up from zero over thousands of updates, which is for random weights
+FINE_TUNING = dict(lr_schedule="constant", learning_rate=5e-5, warmup_steps=100)
+
+
+def recipe_defaults(preset: str, fine_tuning: bool = False) -> dict:
+    """The preset's recommended ``max_tokens``, ``warmup_steps``, ``lr_schedule`` (the paper's), ``lr_scale``,
+    ``clip_norm``, ``average_last``, ``average_every``, ``cooldown`` and long-budget dropout rule
+    (``long_budget_epochs``, ``long_budget_dropout``; averaging, cooldown and the rule are off unless the preset sets
+    them). ``fine_tuning`` (a run from ``--init_from``): the schedule, learning rate and warm-up of `FINE_TUNING`."""
     _check(preset)
     defaults = {
         "average_last": 0,
@@ -61,8 +67,10 @@ def recipe_defaults(preset: str) -> dict:
         "cooldown": 0.0,
         "long_budget_epochs": None,
         "long_budget_dropout": None,
+        "lr_schedule": "paper",
+        "learning_rate": None,
     }
-    return {**defaults, **PRESETS[preset]["recipe"]}
+    return {**defaults, **PRESETS[preset]["recipe"], **(FINE_TUNING if fine_tuning else {})}
 
 
 def long_budget_rule(preset: str) -> tuple[float, float] | None:

@@ -6,8 +6,9 @@ dropout is decided once the training data is known (`budget_dropout_decision`): 
 data the budget allows (`expected_epochs`; a ``--max_minutes`` budget is converted with the measured time of a
 training batch) against the rule's threshold. A resumed run keeps the recipe its first invocation decided (read
 from the saved recipe): an option left unset on ``--resume`` takes the saved value, not the preset's (which may
-differ in another version of the code); the dropout stays whatever the new budget. The learning-rate schedule
-(``--lr_scale``, ``--warmup_steps``) is restored with the optimizer and scheduler state, so a different value is
+differ in another version of the code); the dropout stays whatever the new budget. A run from ``--init_from``
+takes the fine-tuning schedule (`presets.FINE_TUNING`) instead of the preset's. The learning-rate schedule
+(``--lr_schedule``, ``--learning_rate``, ``--lr_scale``, ``--warmup_steps``) is restored with the optimizer and scheduler state, so a different value is
 refused; ``--clip_norm``, ``--cooldown`` and the averaging options given with a new value apply to the rest of
 the run, and `resume_changes` says so in the log.
 
@@ -37,6 +38,9 @@ class Recipe:
     max_tokens: int
     warmup_steps: int
     lr_scale: float
+    # 'paper' (scaled by lr_scale), 'constant' or 'inverse_sqrt' (from learning_rate): training.schedule
+    lr_schedule: str
+    learning_rate: float | None
     clip_norm: float
     cooldown: float
     average_last: int
@@ -50,6 +54,13 @@ class Recipe:
     precision: dict | None = None
     # passes over the data the budget allows (when the long-budget rule decided)
     expected_epochs: float | None = None
+
+    @property
+    def peak_learning_rate(self) -> float:
+        """The optimizer's base learning rate: the paper schedule's scale, else the peak learning rate."""
+        if self.lr_schedule == "paper" or self.learning_rate is None:
+            return self.lr_scale
+        return self.learning_rate
 
     def model_config(self, vocab_size: int):
         """The configuration of a new model: the preset's architecture for the objective's model family, with this
@@ -67,13 +78,15 @@ RESUMED_FIELDS = (
     "max_tokens",
     "warmup_steps",
     "lr_scale",
+    "lr_schedule",
+    "learning_rate",
     "clip_norm",
     "cooldown",
     "average_last",
     "average_every",
 )
 # restored from the checkpoint's optimizer and scheduler state: a resumed run cannot change them
-SCHEDULE_FIELDS = ("warmup_steps", "lr_scale")
+SCHEDULE_FIELDS = ("warmup_steps", "lr_scale", "lr_schedule", "learning_rate")
 
 
 def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
@@ -81,7 +94,7 @@ def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
     the preset's defaults. The dropout is ``--dropout``, else the saved one, else None: the preset's model
     dropout, or still to be decided by `budget_dropout_decision` when `dropout_pending`. Raises `ValueError` when
     a resumed run is given a learning-rate schedule other than the saved one."""
-    defaults = recipe_defaults(cfg.preset)
+    defaults = recipe_defaults(cfg.preset, fine_tuning=cfg.init_from is not None)
     saved = saved or {}
     fixed = {
         name: (saved[name], getattr(cfg, name))
@@ -108,6 +121,8 @@ def resolve_recipe(cfg: TrainConfig, saved: dict | None = None) -> Recipe:
         max_tokens=pick("max_tokens"),
         warmup_steps=pick("warmup_steps"),
         lr_scale=pick("lr_scale"),
+        lr_schedule=pick("lr_schedule"),
+        learning_rate=pick("learning_rate"),
         clip_norm=pick("clip_norm"),
         cooldown=pick("cooldown"),
         average_last=pick("average_last"),

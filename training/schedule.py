@@ -1,8 +1,10 @@
-"""The paper's optimiser and learning-rate schedule (section 5.3).
+"""The paper's optimiser and learning-rate schedule (section 5.3), and the schedules of fine-tuning.
 
-``lr(step) = scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)``: linear warm-up for
-``warmup`` steps, then decay with the inverse square root of the step. ``step`` counts optimizer updates
-from 1 (the first update uses step 1, never a zero learning rate). Adam with betas (0.9, 0.98), eps 1e-9.
+``paper``: ``lr(step) = scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)``: linear warm-up for
+``warmup`` steps, then decay with the inverse square root of the step. ``constant`` and ``inverse_sqrt`` (for a
+trained model, ``--init_from``): a linear warm-up to a given peak learning rate, then that rate, or its decay with
+``sqrt(warmup / step)`` (fairseq's ``inverse_sqrt``). ``step`` counts optimizer updates from 1 (the first update
+uses step 1, never a zero learning rate). Adam with betas (0.9, 0.98), eps 1e-9.
 """
 
 from __future__ import annotations
@@ -27,6 +29,29 @@ class InverseSqrtSchedule:
         return self.d_model**-0.5 * min(step**-0.5, step * self.warmup_steps**-1.5)
 
 
+LR_SCHEDULES = ("paper", "constant", "inverse_sqrt")
+
+
+class WarmupSchedule:
+    """The multiplier of the peak learning rate (`LambdaLR`'s base) in the fine-tuning schedules: ``s / warmup``
+    for the first ``warmup_steps`` updates (``s = index + 1``), then 1 (``constant``) or ``sqrt(warmup / s)``
+    (``inverse_sqrt``)."""
+
+    def __init__(self, warmup_steps: int, decay: str):
+        if warmup_steps < 1 or decay not in ("constant", "inverse_sqrt"):
+            raise ValueError(
+                f"warmup_steps={warmup_steps} must be >= 1 and decay={decay!r} 'constant' or 'inverse_sqrt'."
+            )
+        self.warmup_steps = warmup_steps
+        self.decay = decay
+
+    def __call__(self, index: int) -> float:
+        step = index + 1
+        if step < self.warmup_steps:
+            return step / self.warmup_steps
+        return 1.0 if self.decay == "constant" else (self.warmup_steps / step) ** 0.5
+
+
 def build_optimizer(
     model: torch.nn.Module,
     lr_scale: float = 1.0,
@@ -41,9 +66,15 @@ def build_optimizer(
     return torch.optim.Adam(params, lr=lr_scale, betas=betas, eps=eps)
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup_steps: int) -> LambdaLR:
-    """`LambdaLR` with `InverseSqrtSchedule`; call ``step()`` once after every optimizer update."""
-    return LambdaLR(optimizer, InverseSqrtSchedule(d_model, warmup_steps))
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, d_model: int, warmup_steps: int, schedule: str = "paper"
+) -> LambdaLR:
+    """`LambdaLR` with `InverseSqrtSchedule` (``schedule`` 'paper'; the optimizer's learning rate is the scale) or
+    `WarmupSchedule` ('constant', 'inverse_sqrt'; the optimizer's learning rate is the peak); call ``step()`` once
+    after every optimizer update."""
+    if schedule == "paper":
+        return LambdaLR(optimizer, InverseSqrtSchedule(d_model, warmup_steps))
+    return LambdaLR(optimizer, WarmupSchedule(warmup_steps, schedule))
 
 
 def budget_progress(

@@ -20,6 +20,8 @@ class TrainState:
     num_processes: int = 1
     # updates skipped for having no target token to score (training.loop), all invocations
     skipped_updates: int = 0
+    # fine-tuning (--init_from): the starting model's BLEU on the held-out splits (training.finish.domain_sets)
+    bleu_before: dict = field(default_factory=dict)
     # the fingerprint of the data trained on (corpus.DataReport.fingerprint), which a resumed run compares
     data: dict = field(default_factory=dict)
 
@@ -52,6 +54,8 @@ class TrainResult:
     best_valid_loss: float | None = None
     output_dir: str = ""
     last_checkpoint: str | None = None
+    # fine-tuning: BLEU on the held-out splits (yours, general) "before" (the --init_from model) and "after"
+    domain_bleu: dict = field(default_factory=dict)
     averaging: dict | None = None  # what checkpoint averaging did (training.averaging.average_if_better)
     model: Any = field(default=None, repr=False)  # the final (possibly averaged) model, unwrapped, in memory
     # used for the test split and written to the exported generation config

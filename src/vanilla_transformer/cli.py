@@ -17,6 +17,11 @@ from collections.abc import Mapping
 COMMANDS = {
     "train": ("train", "train a model (default: the small preset on the shipped zh->en corpus, 25 minutes)"),
     "translate": ("translate", "translate lines of text with a saved, exported or Hub model"),
+    "translate-corpus": (
+        "translate_corpus",
+        "translate a corpus column to JSONL/Parquet (sharded, resumable; accelerate or Ray)",
+    ),
+    "score": ("score", "score given translations without decoding (forced decoding; jsonl or tsv)"),
     "evaluate": ("evaluate", "BLEU/chrF of a saved model on a corpus or the test split of its run"),
     "export": ("export", "export a saved model for CTranslate2 or ONNX Runtime (--engine ct2|onnx)"),
     "convert": ("convert", "convert a Marian, GPT-2 or BERT checkpoint into our format (--from)"),

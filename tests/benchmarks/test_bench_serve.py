@@ -1,6 +1,7 @@
 """`vanilla-transformer bench serve` end to end on the tiny served model (24 positions, 6 new tokens), with 1 and
-2 clients of 2 requests each on loopback: it exits 0, reports one line per (mode, client count), the Markdown
-table with a row per client count, and that no reply differed between batching and one-at-a-time serving."""
+2 clients of 2 requests each on loopback, through the server's own API and LibreTranslate's: it exits 0, reports
+one line per (API, mode, client count), the Markdown table with a row per API and client count, every request
+answered, and that no reply differed between batching and one-at-a-time serving."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ pytest.importorskip("fastapi", reason="the serve extra (in dev): pip install -e 
 def test_bench_serve_reports_both_modes_and_equal_replies(served_folder):
     command = [sys.executable, "-m", "vanilla_transformer", "bench", "serve", "--model", str(served_folder)]
     command += ["--clients", "1", "2", "--per_client", "2", "--num_beams", "1", "--threads", "1"]
+    command += ["--api", "own", "libretranslate"]
     done = subprocess.run(
         command,
         capture_output=True,
@@ -28,17 +30,20 @@ def test_bench_serve_reports_both_modes_and_equal_replies(served_folder):
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"model {served_folder}") and "num_beams=1" in lines[0]
     rounds = [line for line in lines if re.search(r"\d+ clients: .* sentences/s, p50 .* ms, p95 .* ms", line)]
-    assert [(line.split()[0], int(line.split(" clients")[0].split()[-1])) for line in rounds] == [
-        ("one-at-a-time", 1),
-        ("one-at-a-time", 2),
-        ("dynamic", 1),
-        ("dynamic", 2),
+    assert [tuple(line.split()[:2]) + (int(line.split(" clients")[0].split()[-1]),) for line in rounds] == [
+        (api, mode, clients)
+        for api in ("own", "libretranslate")
+        for clients in (1, 2)
+        for mode in ("one-at-a-time", "dynamic")
     ]
     assert "(2 sentences in" in rounds[0] and "(4 sentences in" in rounds[-1]
     header = lines.index(
-        "| clients | one-at-a-time sent/s | p50 / p95 ms | dynamic batching sent/s | p50 / p95 ms | speed-up |"
+        "| API | clients | one-at-a-time sent/s | p50 / p95 ms | dynamic batching sent/s | p50 / p95 ms | speed-up |"
     )
-    rows = lines[header + 2 : header + 4]
-    assert [row.split("|")[1].strip() for row in rows] == ["1", "2"]
-    assert all(re.fullmatch(r"\| \d+ (\| [\d.]+ \| \d+ / \d+ ){2}\| [\d.]+x \|", row) for row in rows), rows
-    assert lines[-1] == "replies that differ between the two servers: 0"
+    rows = lines[header + 2 : header + 6]
+    assert [row.split("|")[1:3] for row in rows] == [
+        [f" {api} ", f" {clients} "] for api in ("own", "libretranslate") for clients in (1, 2)
+    ]
+    pattern = r"\| \w+ \| \d+ (\| [\d.]+ \| \d+ / \d+ ){2}\| [\d.]+x \|"
+    assert all(re.fullmatch(pattern, row) for row in rows), rows
+    assert lines[-2:] == ["requests answered: 24 of 24", "replies that differ between the two servers: 0"]

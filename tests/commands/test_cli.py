@@ -32,9 +32,11 @@ REQUIRED = {
     "convert": ["--from", "marian", "src", "out"],
     "export": ["--engine", "ct2", "model", "out"],
     "evaluate": ["--model", "m"],
+    "score": ["--model", "m"],
     "plot_attention": ["--model", "m", "--text", "t"],
     "push": ["--model", "m", "--repo_id", "r"],
     "translate": ["--model", "m"],
+    "translate_corpus": ["--model", "m", "--input", "i", "--output", "o"],
 }
 
 

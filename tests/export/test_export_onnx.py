@@ -36,6 +36,7 @@ from vanilla_transformer.export.onnx import (  # noqa: E402
 )
 from vanilla_transformer.inference import translate  # noqa: E402
 from vanilla_transformer.inference.engine_onnx import OnnxTranslator, resolve_decoding, top_k  # noqa: E402
+from vanilla_transformer.inference.forced_decoding import score_ids  # noqa: E402
 from vanilla_transformer.modeling.cache_vanilla_transformer import CACHE_FIELD  # noqa: E402
 
 TOLERANCE: dict[str, Any] = dict(atol=1e-4, rtol=1e-4)
@@ -112,6 +113,24 @@ def generated(sequences: torch.Tensor, eos: int) -> list[list[int]]:
 
 
 # ---- the graphs ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["paper", "pre_ln_gelu_learned_separate"])
+def test_forced_decoding_scores_equal_pytorch(exported, name):
+    """`score_ids` through the ONNX decoder (one cached step per target token) equals PyTorch's forced decoding."""
+    model, _, translator = exported(name)
+    ids, mask = random_batch(model.config.vocab_size, 4, 9, seed=3)
+    sources = source_lists(ids, mask)
+    eos = model.config.eos_token_id
+    vocab = model.config.decoder_vocab_size
+    targets = [
+        torch.randint(4, vocab, (length,), generator=torch.Generator().manual_seed(length)).tolist() + [eos]
+        for length in (5, 1, 8, 3)
+    ]
+    expected = score_ids(model, sources, targets)
+    scored = translator.score_ids(sources, targets)
+    for mine, theirs in zip(scored, expected):
+        assert mine == pytest.approx(theirs.token_log_probs, abs=1e-4)
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))

@@ -1,8 +1,9 @@
 """Dynamic batching: requests with the same decoding options are translated in one engine call, and each reply
 equals what the request gets alone (`inference.translate_nbest` on its texts only), for greedy and beam search;
 other options, seeds and the token budget split groups; an engine error fails only its group; abandoned requests
-are dropped; closing translates what is queued. And a load test through HTTP: 500 requests from 32 concurrent
-clients, every one answered, every answer right."""
+are dropped; closing translates what is queued. And load tests through HTTP: 500 requests from 32 concurrent
+clients, and 256 through LibreTranslate's API and the server's own mixed, every one answered, every answer
+right."""
 
 from __future__ import annotations
 
@@ -138,3 +139,47 @@ def test_500_requests_from_32_clients(tiny_server, loaded_folder, served_sources
     assert stats["requests"] - before["requests"] == 500 and stats["failed_batches"] == 0
     assert stats["largest_batch"] > 1  # concurrent requests were grouped
     assert post(tiny_server, "/translate", {"text": served_sources[0]}).status_code == 200
+
+
+def test_the_load_test_through_libretranslate(served_folder, loaded_folder, served_sources, tmp_path):
+    from helpers.serving import served_app, with_card
+
+    from vanilla_transformer.serving import start_in_thread
+
+    model, tokenizer = loaded_folder
+    folder = with_card(served_folder, tmp_path / "tiny-zh-en")
+    # LibreTranslate decodes with the model's defaults; the server's own requests beside it ask for greedy search
+    bodies = [
+        lambda text: {"q": text, "source": "auto", "target": "en"},
+        lambda text: {"text": text, "num_beams": 1},
+    ]
+    expected = {
+        (i, k): alone(model, tokenizer, [text], kwargs)[0][0]
+        for i, text in enumerate(served_sources)
+        for k, kwargs in enumerate([{}, {"num_beams": 1}])
+    }
+    draws = random.Random(1)
+    jobs = [(draws.randrange(len(served_sources)), draws.randrange(2)) for _ in range(256)]
+
+    def client(share: list[tuple[int, int]]) -> list[tuple[tuple[int, int], int, str]]:
+        with httpx.Client(timeout=120) as session:
+            replies = []
+            for i, k in share:
+                reply = session.post(url + "/translate", json=bodies[k](served_sources[i]))
+                data = reply.json()
+                replies.append(
+                    ((i, k), reply.status_code, data["translatedText"] if k == 0 else data["translations"][0])
+                )
+            return replies
+
+    with start_in_thread(served_app(folder, max_wait_ms=20)) as server:
+        url = server.url
+        with ThreadPoolExecutor(32) as pool:
+            answered = [
+                reply for share in pool.map(client, [jobs[c::32] for c in range(32)]) for reply in share
+            ]
+        stats = httpx.get(url + "/info", timeout=30).json()["stats"]
+    assert len(answered) == len(jobs) and all(status == 200 for _, status, _ in answered)
+    wrong = [(key, text, expected[key]) for key, _, text in answered if text != expected[key]]
+    assert not wrong, wrong[:5]
+    assert stats["requests"] == len(jobs) and stats["largest_batch"] > 1

@@ -6,7 +6,6 @@ texts, and HTML markup survives. The model is the tiny one of the other serving 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import httpx
@@ -19,15 +18,9 @@ pytest.importorskip("fastapi", reason="the serve extra (in dev): pip install -e 
 @pytest.fixture(scope="module")
 def zh_en_folder(served_folder, tmp_path_factory) -> Path:
     """A copy of `served_folder` whose model card names zh -> en, as a trained model's card does."""
-    from huggingface_hub import ModelCard
+    from helpers.serving import with_card
 
-    from vanilla_transformer.export.model_card import model_card_data
-
-    folder = tmp_path_factory.mktemp("drop-in") / "tiny-zh-en"
-    shutil.copytree(served_folder, folder)
-    data = model_card_data(model_name="tiny", languages=("zh", "en"), dataset=None)
-    ModelCard(f"---\n{data.to_yaml()}\n---\n# tiny\n").save(folder / "README.md")
-    return folder
+    return with_card(served_folder, tmp_path_factory.mktemp("drop-in") / "tiny-zh-en", ("zh", "en"))
 
 
 @pytest.fixture(scope="module")
@@ -352,3 +345,56 @@ def test_load_api_keys(tmp_path):
         load_api_keys(str(keys), {})
     with pytest.raises(ValueError, match="one a line"):
         load_api_keys(str(tmp_path / "missing"), {})
+
+
+def test_deepl_legacy_auth_key_field(keyed_server, served_sources):
+    # DeepL's older clients send the key as the auth_key field of the form or of the query string
+    form = {"text": served_sources[0], "target_lang": "EN-US"}
+    url = keyed_server + "/v2/translate"
+    expected = own_keyed(keyed_server, served_sources[0])
+    for key, status in ((KEY, 200), ("wrong", 403)):
+        by_form = httpx.post(url, data={**form, "auth_key": key}, timeout=60)
+        by_query = httpx.post(url, params={"auth_key": key}, data=form, timeout=60)
+        for reply in (by_form, by_query):
+            assert reply.status_code == status, reply.text
+            if status == 200:
+                assert reply.json()["translations"][0]["text"] == expected
+            else:
+                assert set(reply.json()) == {"message"} and KEY not in reply.text
+
+
+def own_keyed(url: str, text: str) -> str:
+    headers = {"Authorization": f"Bearer {KEY}"}
+    reply = httpx.post(url + "/translate", json={"text": [text]}, headers=headers, timeout=60)
+    return reply.json()["translations"][0]
+
+
+def test_refusals_before_a_handler_in_each_apis_shape(server):
+    # a body over max_request_bytes (4096), by its Content-Length and as it arrives, and unknown paths and methods
+    big = "x" * 5000
+    for path, form, body, status, field in (
+        ("/v2/translate", {"text": big, "target_lang": "EN-US"}, None, 413, "message"),
+        ("/translate", {"q": big, "source": "zh", "target": "en"}, None, 400, "error"),
+        ("/libretranslate/translate", None, {"q": big}, 400, "error"),
+        ("/", None, {"inputs": big}, 413, "error"),
+        ("/translate", None, {"text": big}, 413, "detail"),
+    ):
+        reply = httpx.post(server + path, data=form, json=body, timeout=60)
+        assert reply.status_code == status and set(reply.json()) == {field}, (path, reply.text)
+        assert "max_request_bytes=4096" in reply.json()[field]
+    assert set(httpx.get(server + "/v2/unknown", timeout=30).json()) == {"message"}
+    not_allowed = httpx.get(server + "/v2/translate", timeout=30)
+    assert set(not_allowed.json()) == {"message"} and not_allowed.headers["allow"] == "POST"
+    assert set(httpx.get(server + "/libretranslate/translate", timeout=30).json()) == {"error"}
+    assert set(httpx.get(server + "/nowhere", timeout=30).json()) == {"detail"}
+
+
+def test_text_nodes_count_toward_max_texts(server, served_sources):
+    # one document of nine text nodes is more than the server's max_texts=8
+    document = "".join(f"<p>{text}</p>" for text in served_sources[:9])
+    for path, body, field in (
+        ("/translate", {"q": document, "source": "zh", "target": "en", "format": "html"}, "error"),
+        ("/v2/translate", {"text": [document], "target_lang": "EN-US", "tag_handling": "html"}, "message"),
+    ):
+        reply = httpx.post(server + path, json=body, timeout=60)
+        assert reply.status_code in (400, 413) and "9 text nodes" in reply.json()[field], reply.text

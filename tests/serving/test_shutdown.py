@@ -3,72 +3,17 @@ queue answers every one of them (right), then the process exits with status 0; a
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 
 import httpx
 import pytest
-from helpers.serving import post
+from helpers.serving import post, serve_process, wait_for
 
 pytest.importorskip("fastapi", reason="the serve extra (in dev): pip install -e '.[dev]'")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for(predicate, what: str, process: subprocess.Popen, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"the server exited ({process.returncode}) before {what}"
-        try:
-            if predicate():
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"no {what} within {timeout} s")
-
-
-@contextmanager
-def serve_process(folder, *options: str) -> Iterator[tuple[subprocess.Popen, str]]:
-    """`vanilla-transformer serve --model FOLDER OPTIONS` on a free port, once /health answers: (process, url); the
-    process is killed on the way out if the test left it running."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [
-        sys.executable,
-        "-m",
-        "vanilla_transformer",
-        "serve",
-        "--model",
-        str(folder),
-        "--port",
-        str(port),
-    ]
-    process = subprocess.Popen(
-        command + list(options),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
-    try:
-        wait_for(lambda: httpx.get(url + "/health", timeout=5).status_code == 200, "health", process)
-        yield process, url
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])

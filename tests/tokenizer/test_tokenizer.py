@@ -418,7 +418,9 @@ def test_load_or_train_tokenizer_refuses_other_special_ids_and_folders_without_t
     with pytest.raises(ValueError, match=r"special ids .*'pad': 1.*delete"):
         load_or_train_tokenizer(None, tmp_path / "other", pairs, 300)
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ValueError, match=r"'.*empty' has no tokenizer.json"):
+    with pytest.raises(
+        ValueError, match=r"'.*empty' has no tokenizer \(tokenizer.json or tokenizer_config.json\)"
+    ):
         load_or_train_tokenizer(str(tmp_path / "empty"), tmp_path / "tok", pairs, 300)
     with pytest.raises(ValueError, match=r"'.*missing/tokenizer' is neither a folder nor a Hub name"):
         load_or_train_tokenizer(str(tmp_path / "missing" / "tokenizer"), tmp_path / "tok", pairs, 300)

@@ -156,6 +156,47 @@ def test_schedule_is_the_papers_formula():
     assert max(seen) == seen[3999]
 
 
+@pytest.mark.parametrize("schedule", ["constant", "inverse_sqrt"])
+def test_fine_tuning_schedules_warm_up_to_the_learning_rate(schedule):
+    model = torch.nn.Linear(2, 2)
+    opt = build_optimizer(model, lr_scale=3e-4)
+    sched = build_scheduler(opt, d_model=512, warmup_steps=10, schedule=schedule)
+    seen = []
+    for _ in range(40):
+        seen.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    for step in (1, 5, 10, 11, 40):
+        after = 1.0 if schedule == "constant" else (10 / step) ** 0.5
+        want = 3e-4 * (step / 10 if step < 10 else after)
+        assert math.isclose(seen[step - 1], want, rel_tol=1e-9)
+
+
+def test_init_from_defaults_to_the_fine_tuning_schedule_and_refuses_the_other_schedules_options(tmp_path):
+    from conftest import export_tiny_model
+
+    from vanilla_transformer.training.options import TrainConfig, check_options
+    from vanilla_transformer.training.presets import FINE_TUNING
+    from vanilla_transformer.training.recipe import resolve_recipe
+
+    folder = str(export_tiny_model(tmp_path / "model"))
+    recipe = resolve_recipe(TrainConfig(init_from=folder, max_steps=1))
+    assert (recipe.lr_schedule, recipe.learning_rate, recipe.warmup_steps) == (
+        FINE_TUNING["lr_schedule"],
+        FINE_TUNING["learning_rate"],
+        FINE_TUNING["warmup_steps"],
+    )
+    assert recipe.peak_learning_rate == FINE_TUNING["learning_rate"]
+    new = resolve_recipe(TrainConfig(preset="tiny", max_steps=1))
+    assert new.lr_schedule == "paper" and new.peak_learning_rate == new.lr_scale
+    with pytest.raises(ValueError, match="--lr_scale scales the paper's schedule"):
+        check_options(TrainConfig(init_from=folder, lr_scale=2.0, max_steps=1))
+    with pytest.raises(ValueError, match="--learning_rate sets the peak"):
+        check_options(TrainConfig(learning_rate=1e-4, max_steps=1))
+    check_options(TrainConfig(init_from=folder, lr_schedule="paper", lr_scale=2.0, max_steps=1))
+    check_options(TrainConfig(lr_schedule="inverse_sqrt", learning_rate=1e-4, max_steps=1))
+
+
 class FakeAccelerator:
     """The subset of accelerate.Accelerator that save_checkpoint uses, for one process."""
 
@@ -492,9 +533,11 @@ def test_architecture_options_out_of_range_or_unused_are_refused(options, messag
 
 def test_architecture_options_are_refused_with_init_from(tmp_path):
     """--init_from brings its architecture: an option that would shape a new model cannot apply to it."""
+    from conftest import export_tiny_model
+
     from vanilla_transformer.training.options import TrainConfig, check_options
 
-    (tmp_path / "config.json").write_text("{}")
+    export_tiny_model(tmp_path)
     with pytest.raises(
         ValueError, match="--normalize_before, --decoder_layers shape a new model; --init_from"
     ):

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import small_run, small_run_options
+from conftest import small_run, small_run_options, tiny_config
 from safetensors.torch import load_file
+from transformers import AutoTokenizer
 
 from vanilla_transformer.training import train
 from vanilla_transformer.training.checkpoint import CheckpointError
@@ -356,7 +357,7 @@ def test_tokenizer_options_are_fixed_on_resume_and_refused_with_a_given_tokenize
     # --init_from brings its own tokenizer unless --tokenizer is given: the same options cannot apply to it
     model_dir = tmp_path / "model"
     shutil.copytree(tokenizer_dir, model_dir)
-    (model_dir / "config.json").write_text("{}")
+    tiny_config(vocab_size=len(AutoTokenizer.from_pretrained(tokenizer_dir))).save_pretrained(model_dir)
     with pytest.raises(
         ValueError,
         match=r"--vocab_size 600 shapes a tokenizer trained by the run; --init_from .*'s "

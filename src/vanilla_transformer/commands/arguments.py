@@ -40,11 +40,16 @@ def command_parser(command: str, doc: str | None, options: type | None = None) -
 
 
 def add_model_arguments(
-    parser: argparse.ArgumentParser, model_help: str, *, dtype_help: str | None = None
+    parser: argparse.ArgumentParser,
+    model_help: str,
+    *,
+    dtype_help: str | None = None,
+    repeatable: bool = False,
 ) -> None:
-    """--model (required), --device and --trust_remote_code: the arguments of `inference.load_model_and_tokenizer`;
-    with ``dtype_help``, also --dtype (auto, float32, bfloat16, int8; default None: the command's choice)."""
-    parser.add_argument("--model", required=True, help=model_help)
+    """--model (required; with ``repeatable``, a list of each one given), --device and --trust_remote_code: the
+    arguments of `inference.load_model_and_tokenizer`; with ``dtype_help``, also --dtype (auto, float32, bfloat16,
+    int8; default None: the command's choice)."""
+    parser.add_argument("--model", required=True, action="append" if repeatable else "store", help=model_help)
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     parser.add_argument(
         "--trust_remote_code",

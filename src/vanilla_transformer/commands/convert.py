@@ -5,6 +5,8 @@ BERT (encoder-only).
     vanilla-transformer convert --from gpt2 SRC_DIR OUT_DIR     # GPT2LMHeadModel
     vanilla-transformer convert --from bert SRC_DIR OUT_DIR     # BertForMaskedLM / BertForSequenceClassification
     vanilla-transformer convert --from fairseq SRC OUT_DIR --trust_pickle  # checkpoint_best.pt + dict.*.txt + spm
+    vanilla-transformer convert --from joeynmt --trust_pickle SRC_DIR OUT_DIR  # a JoeyNMT 2.x model folder
+    vanilla-transformer convert --from eole SRC_DIR OUT_DIR     # an eole checkpoint folder (modeling/convert_eole.py)
 
 For BERT the head follows the folder's config.json "architectures" (BertForMaskedLM and BertForPreTraining:
 masked LM; BertForSequenceClassification: classification). OUT_DIR keeps the source's tokenizer files and loads
@@ -34,6 +36,8 @@ SOURCES = {
     "gpt2": ("GPT2LMHeadModel", "convert_gpt2", "convert_gpt2_checkpoint"),
     "bert": ("BertForMaskedLM or BertForSequenceClassification", "convert_bert", "convert_bert_checkpoint"),
     "fairseq": ("fairseq transformer checkpoint", "convert_fairseq", "convert_fairseq_checkpoint"),
+    "joeynmt": ("a JoeyNMT 2.x Transformer model folder", "convert_joeynmt", "convert_joeynmt_checkpoint"),
+    "eole": ("an eole checkpoint folder", "convert_eole", "convert_eole_checkpoint"),
 }
 
 

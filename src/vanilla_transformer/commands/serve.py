@@ -1,11 +1,18 @@
 """Serve a model over HTTP: POST /translate (dynamic batching), POST /translate/stream (server-sent events),
 GET /health, GET /info; the OpenAPI schema at /docs and /openapi.json. The same server speaks LibreTranslate's,
 DeepL's (/v2) and the Hugging Face Inference translation APIs, so Mastodon, Weblate, Discourse and their clients
-can point at it (docs/deploy.md); --api_keys makes translations need a key, --cors_origins lets browsers call it.
+can point at it (docs/deploy.md); --api_keys makes translations need a key, --rate_limit caps the requests a key
+(or a client address) sends a minute, --cors_origins lets browsers call it. GET /metrics serves Prometheus metrics
+(requests by API and status, latency, batch sizes, tokens in and out, queue length, the model).
 
     vanilla-transformer serve --model outputs/default --port 8000
     vanilla-transformer serve --model outputs/default-ct2 --engine ct2 --host 127.0.0.1 --port 8000
     curl -s localhost:8000/translate -H 'content-type: application/json' -d '{"text": "起初神创造天地。"}'
+    vanilla-transformer serve --model zh-en=outputs/zh-en --model de-en=outputs/de-en --port 8000
+
+With several --model, each language pair has its own model and batcher, and each API picks the model by its own
+language fields (docs/deploy.md, "Drop-in APIs"); /translate by its "source" and "target" fields, needed only when
+several models match. The log states each model's load time, warm-up time and weight memory, and their total.
 
 Concurrent requests with the same decoding options are translated together (at most --max_wait_ms after the
 first arrived, at most --max_batch_tokens source tokens x beams per engine call); each reply equals the same
@@ -65,7 +72,13 @@ def parse_args(argv: list[str] | None = None):
         from vanilla_transformer.serving import Limits
     except ImportError as err:
         parser.error(f"{err}; install the serve extra: pip install 'vanilla-transformer[serve]'")
-    add_model_arguments(parser, "model folder or Hub repo id (an export folder with --engine ct2 / onnx)")
+    add_model_arguments(
+        parser,
+        "model folder or Hub repo id (an export folder with --engine ct2 / onnx), or SRC-TGT=DIR to name its "
+        "language pair; repeat it to serve several pairs (a model given without its pair takes it from its "
+        "card's language metadata)",
+        repeatable=True,
+    )
     parser.add_argument("--engine", choices=ENGINE_NAMES, default="torch", help="default torch")
     parser.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1 (this machine only)")
     parser.add_argument("--port", type=int, default=8000, help="default 8000")
@@ -97,6 +110,15 @@ def parse_args(argv: list[str] | None = None):
         "the environment variable VANILLA_TRANSFORMER_API_KEYS, separated by commas)",
     )
     parser.add_argument(
+        "--rate_limit",
+        metavar="N",
+        type=positive(int),
+        default=None,
+        help="at most N requests a minute per API key (per client address without keys), then 429 with "
+        "Retry-After in each API's error shape; /languages, /health, /info and /metrics are not limited "
+        "(default: no limit)",
+    )
+    parser.add_argument(
         "--cors_origins",
         nargs="+",
         default=[],
@@ -109,8 +131,10 @@ def parse_args(argv: list[str] | None = None):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    from vanilla_transformer.serving import Limits, create_app, load_served, run_server
+    from vanilla_transformer.serving import Limits, create_app, run_server
     from vanilla_transformer.serving.apis import load_api_keys
+    from vanilla_transformer.serving.ratelimit import RateLimiter
+    from vanilla_transformer.serving.server import load_all, model_specs
 
     try:
         api_keys = load_api_keys(args.api_keys)
@@ -123,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.num_threads)
     try:
-        served = load_served(
-            args.model,
+        specs = model_specs(args.model)
+        served = load_all(
+            specs,
             args.engine,
             device=args.device,
             dtype=args.dtype,
@@ -143,10 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         batching=not args.no_batching,
         api_keys=api_keys,
         cors_origins=tuple(args.cors_origins),
+        rate_limiter=None if args.rate_limit is None else RateLimiter(args.rate_limit),
     )
     if api_keys:
         logging.getLogger(__name__).info("%d API key(s): every API's translations need one", len(api_keys))
-    print(f"serving {args.model} (--engine {args.engine}) on http://{args.host}:{args.port}", file=sys.stderr)
+    models = ", ".join(args.model)
+    print(f"serving {models} (--engine {args.engine}) on http://{args.host}:{args.port}", file=sys.stderr)
     run_server(app, args.host, args.port, drain_s=args.drain_s)
     return 0
 

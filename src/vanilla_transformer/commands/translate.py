@@ -19,7 +19,7 @@ import argparse
 import io
 import logging
 import sys
-from typing import cast
+from typing import Any, cast
 
 from vanilla_transformer.commands.arguments import (
     DEFAULT_DECODING_OPTIONS,
@@ -36,6 +36,13 @@ SAMPLING_OPTIONS = ("num_return_sequences", "do_sample", "temperature", "top_k",
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = command_parser("translate", __doc__)
+    add_translation_arguments(parser)
+    parser.add_argument("--batch_size", type=int, default=32, help="sentences per batch")
+    return parser.parse_args(argv)
+
+
+def add_translation_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model, engine and decoding options of translate (and translate-corpus)."""
     add_model_arguments(
         parser,
         "exported model folder or Hub repo id",
@@ -49,21 +56,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="torch (the model folder), ct2 or onnx (a folder from vanilla-transformer export --engine ct2 / onnx)",
     )
     add_decoding_arguments(parser, *DEFAULT_DECODING_OPTIONS, *SAMPLING_OPTIONS)
-    parser.add_argument("--batch_size", type=int, default=32, help="sentences per batch")
-    return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(
-        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
-
-    from vanilla_transformer.inference import translate_lines
-    from vanilla_transformer.inference.engines import check_engine_options, load_engine
-    from vanilla_transformer.modeling import check_generation_arguments
-
-    generate_kwargs = {
+def decoding_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``generate()`` options of the parsed decoding arguments (None: the model's generation config);
+    --do_sample without --num_beams samples with one beam."""
+    return {
         "num_beams": 1 if args.do_sample and args.num_beams is None else args.num_beams,
         "length_penalty": args.length_penalty,
         "max_new_tokens": args.max_new_tokens,
@@ -73,12 +71,34 @@ def main(argv: list[str] | None = None) -> int:
         "top_k": args.top_k,
         "top_p": args.top_p,
     }
+
+
+def check_decoding(args: argparse.Namespace, generate_kwargs: dict[str, Any]) -> None:
+    """`ValueError` for decoding options that do not go together or that the engine does not take, before a
+    model is loaded (bad values fail at once)."""
+    from vanilla_transformer.inference.engines import check_engine_options
+    from vanilla_transformer.modeling import check_generation_arguments
+
+    check_generation_arguments(generate_kwargs)
+    if args.engine != "torch":
+        check_engine_options(args.engine, {**generate_kwargs, "seed": args.seed})
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+
+    from vanilla_transformer.inference import translate_lines
+    from vanilla_transformer.inference.engines import load_engine
+    from vanilla_transformer.modeling import check_generation_arguments
+
+    generate_kwargs = decoding_kwargs(args)
     try:
         if args.batch_size < 1:
             raise ValueError(f"batch_size={args.batch_size} is invalid: expected an integer >= 1; e.g. 32")
-        check_generation_arguments(generate_kwargs)  # before loading the model: bad values fail at once
-        if args.engine != "torch":
-            check_engine_options(args.engine, {**generate_kwargs, "seed": args.seed})
+        check_decoding(args, generate_kwargs)
         model, tokenizer = load_engine(
             args.engine,
             args.model,

@@ -1,0 +1,397 @@
+"""Translating a whole corpus: one column of a file (`corpus.texts.read_texts`) into a JSON Lines or Parquet file
+with one record per input row, in input order, through THE translation loop (`inference.translate`).
+
+A record is ``id`` (the input row number, from 0), ``source`` (the text, None when the row has none),
+``translation`` and ``score`` (the sequence score of `inference.translate.translate_scored`; with
+``num_return_sequences`` N > 1, ``translations`` and ``scores``, N each, best first) and ``error``: why the row
+was not translated (``empty``, ``too long: ...`` for a source over the model's limit `modeling.max_source_length`,
+which is not truncated here, or the reader's reason: undecodable, invalid JSON, ...), None for a translated row.
+
+The rows are cut into chunks of `CorpusJob.chunk_size` rows on a fixed grid; a chunk is translated in
+length-sorted batches bounded by `CorpusJob.max_tokens` and written atomically as one part file
+(``OUTPUT.parts/rows-START-END.jsonl``) with the job's manifest beside the parts. That folder is the progress:
+a run finds the chunks done and translates the others, so a killed run continues with no row missing and none
+twice, with any number of workers. Sampling is seeded per chunk (``seed + the chunk's first row``), so a chunk's
+output does not depend on which worker translates it or when. Two ways to run the chunks:
+
+- processes (`run_shard`, `merge_parts`): worker ``i`` of ``n`` (an `accelerate launch` process) takes the ``i``-th
+  contiguous run of chunks; when all are done, the main process writes the ordered output and removes the parts.
+- Ray Data (`translate_with_ray`): the rows become a `ray.data.Dataset`; `map_batches` sends chunks to a pool of
+  actors, one model each (`ChunkTranslator`), locally or on a cluster; the driver writes the ordered output.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from .engines import EngineModel
+
+logger = logging.getLogger(__name__)
+
+OUTPUT_FORMATS = (".jsonl", ".parquet")
+MANIFEST = "manifest.json"
+EMPTY = "empty"
+
+
+@dataclass(frozen=True)
+class CorpusJob:
+    """What a corpus translation reads, with which model and decoding, and where it writes.
+
+    `input`/`column`/`has_header`: `corpus.texts.read_texts`' arguments. `output`: a ``.jsonl`` or ``.parquet``
+    file; its parts go to ``OUTPUT.parts/``. `engine`, `model`, `device`, `dtype`, `trust_remote_code`:
+    `inference.engines.load_engine`'s. `generate_kwargs`: the decoding options (None = the model's generation
+    config), checked by `modeling.check_generation_arguments`. `batch_size`/`max_tokens`: the batches of
+    `inference.translate.translate_scored`. `chunk_size`: rows per part file (the unit of progress). `seed`:
+    sampling seed (per chunk: ``seed + first row``)."""
+
+    input: str
+    output: str
+    model: str
+    column: str | int | None = None
+    has_header: bool | None = None
+    engine: str = "torch"
+    device: str | None = None
+    dtype: str | None = None
+    trust_remote_code: bool | None = None
+    generate_kwargs: dict[str, Any] = field(default_factory=dict)
+    batch_size: int = 64
+    max_tokens: int | None = 4096
+    chunk_size: int = 1000
+    seed: int | None = None
+
+    def check(self) -> None:
+        """`ValueError` for an output format, chunk size, batch size or token budget that cannot work."""
+        if Path(self.output).suffix.lower() not in OUTPUT_FORMATS:
+            raise ValueError(
+                f"--output {self.output!r} is neither JSON Lines nor Parquet: name it *.jsonl or *.parquet"
+            )
+        for name in ("batch_size", "chunk_size", "max_tokens"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name}={value!r} is invalid: expected an integer >= 1")
+
+    @property
+    def parts(self) -> Path:
+        """The folder of the part files and the manifest."""
+        return Path(f"{self.output}.parts")
+
+    def manifest(self, rows: int) -> dict[str, Any]:
+        """What the parts depend on: a run with another manifest cannot reuse them."""
+        skipped = ("output", "device", "batch_size", "max_tokens", "generate_kwargs")
+        kept = {k: v for k, v in asdict(self).items() if k not in skipped}
+        return {**kept, **self.generate_kwargs, "input": str(Path(self.input).resolve()), "rows": rows}
+
+    @property
+    def num_return_sequences(self) -> int:
+        return self.generate_kwargs.get("num_return_sequences") or 1
+
+
+def chunks(rows: int, chunk_size: int) -> list[tuple[int, int]]:
+    """The fixed grid of [start, end) row ranges."""
+    return [(start, min(start + chunk_size, rows)) for start in range(0, rows, chunk_size)]
+
+
+def shard(grid: list[tuple[int, int]], index: int, count: int) -> list[tuple[int, int]]:
+    """Worker ``index`` of ``count``'s contiguous run of chunks (sizes differ by at most one chunk)."""
+    return grid[index * len(grid) // count : (index + 1) * len(grid) // count]
+
+
+def part_path(parts: Path, start: int, end: int) -> Path:
+    return parts / f"rows-{start:012d}-{end:012d}.jsonl"
+
+
+def prepare_parts(job: CorpusJob, rows: int, *, create: bool) -> None:
+    """Check the parts folder against this job (`ValueError` when it holds another job's parts or the output
+    exists already); with ``create``, make it and write the manifest. Every worker checks before any creates, so
+    that all of them fail alike."""
+    manifest = job.manifest(rows)
+    found = job.parts / MANIFEST
+    if found.is_file():
+        earlier = json.loads(found.read_text(encoding="utf-8"))
+        if earlier != manifest:
+            changed = sorted(k for k in manifest.keys() | earlier.keys() if earlier.get(k) != manifest.get(k))
+            differences = ", ".join(
+                f"{k}: {earlier.get(k)!r} there, {manifest.get(k)!r} now" for k in changed
+            )
+            raise ValueError(
+                f"{str(job.parts)!r} holds the progress of a job with other {differences}: resume with the same "
+                "options, or delete that folder to start again"
+            )
+    elif Path(job.output).exists():
+        raise ValueError(f"--output {job.output!r} exists; delete it or choose another file")
+    if create:
+        job.parts.mkdir(parents=True, exist_ok=True)
+        if not found.is_file():
+            _write_atomic(found, json.dumps(manifest, indent=1, sort_keys=True, default=str) + "\n")
+
+
+def pending(job: CorpusJob, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The chunks of ``ranges`` without a part file."""
+    return [(s, e) for s, e in ranges if not part_path(job.parts, s, e).is_file()]
+
+
+def load_translator(job: CorpusJob) -> tuple[PreTrainedModel | EngineModel, PreTrainedTokenizerBase]:
+    """The model and tokenizer of the job, with its decoding options checked against the model."""
+    from vanilla_transformer.modeling import check_generation_arguments
+
+    from .engines import load_engine
+
+    model, tokenizer = load_engine(
+        job.engine, job.model, device=job.device, trust_remote_code=job.trust_remote_code, dtype=job.dtype
+    )
+    check_generation_arguments(job.generate_kwargs, model.generation_config)
+    return model, tokenizer
+
+
+def translate_rows(
+    job: CorpusJob,
+    model: PreTrainedModel | EngineModel,
+    tokenizer: PreTrainedTokenizerBase,
+    ids: list[int],
+    texts: list[str | None],
+    errors: list[str | None],
+    progress: Callable[[int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """The records (module docstring) of one chunk of rows; rows with an error, empty rows and rows over the
+    model's source limit are recorded with their reason, not translated. `progress(n)` after every n rows."""
+    from vanilla_transformer.modeling import max_source_length
+
+    from .translate import translate_scored
+
+    n = job.num_return_sequences
+    reasons = list(errors)
+    for k, text in enumerate(texts):
+        if reasons[k] is None and (text is None or not text.strip()):
+            reasons[k] = EMPTY
+    todo = [k for k, reason in enumerate(reasons) if reason is None]
+    limit = max_source_length(model.config, tokenizer)
+    if limit is not None and todo:
+        lengths = [
+            len(ids)
+            for ids in tokenizer([texts[k] or "" for k in todo], add_special_tokens=True)["input_ids"]
+        ]
+        for k, length in zip(todo, lengths):
+            if length > limit:
+                reasons[k] = f"too long: {length} tokens, the model takes at most {limit}"
+        todo = [k for k in todo if reasons[k] is None]
+    if progress is not None and len(todo) < len(texts):
+        progress(len(texts) - len(todo))
+    if job.seed is not None:
+        from transformers import set_seed
+
+        set_seed(job.seed + ids[0])
+    hyps, scores = translate_scored(
+        model,
+        tokenizer,
+        [texts[k] or "" for k in todo],
+        job.batch_size,
+        max_tokens=job.max_tokens,
+        progress=progress,
+        **job.generate_kwargs,
+    )
+    done = dict(zip(todo, zip(hyps, scores)))
+    records = []
+    for k, row in enumerate(ids):
+        texts_k, scores_k = done.get(k, ([""] * n, [None] * n))
+        record: dict[str, Any] = {"id": row, "source": texts[k]}
+        if n == 1:
+            record.update(translation=texts_k[0], score=scores_k[0])
+        else:
+            record.update(translations=list(texts_k), scores=list(scores_k))
+        record["error"] = reasons[k]
+        records.append(record)
+    return records
+
+
+def run_shard(
+    job: CorpusJob,
+    table: pa.Table,
+    index: int = 0,
+    count: int = 1,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Translate the chunks of worker ``index`` of ``count`` that have no part file yet, each written as one part
+    when it is done; returns the rows translated. The parts folder exists (`prepare_parts`)."""
+    todo = pending(job, shard(chunks(len(table), job.chunk_size), index, count))
+    if not todo:
+        return 0
+    model, tokenizer = load_translator(job)
+    for start, end in todo:
+        rows = table.slice(start, end - start).to_pydict()
+        records = translate_rows(job, model, tokenizer, rows["id"], rows["text"], rows["error"], progress)
+        _write_atomic(part_path(job.parts, start, end), "".join(_json_line(r) for r in records))
+    return sum(end - start for start, end in todo)
+
+
+def rows_done(job: CorpusJob, rows: int, index: int = 0, count: int = 1) -> tuple[int, int]:
+    """(rows of worker ``index``'s shard, rows of it already in part files)."""
+    ranges = shard(chunks(rows, job.chunk_size), index, count)
+    left = pending(job, ranges)
+    return sum(e - s for s, e in ranges), sum(e - s for s, e in ranges) - sum(e - s for s, e in left)
+
+
+def merge_parts(job: CorpusJob, rows: int) -> None:
+    """Write the output from the part files in row order, then delete the parts folder; `ValueError` naming
+    the chunks that have no part."""
+    grid = chunks(rows, job.chunk_size)
+    missing = pending(job, grid)
+    if missing:
+        raise ValueError(
+            f"{len(missing)} chunk(s) of {str(job.parts)!r} are not translated (rows {missing[0][0]}..): run the "
+            "same command again to finish them"
+        )
+    write_output(job, (_read_part(part_path(job.parts, s, e)) for s, e in grid))
+    for s, e in grid:
+        part_path(job.parts, s, e).unlink()
+    (job.parts / MANIFEST).unlink()
+    job.parts.rmdir()
+
+
+def write_output(job: CorpusJob, batches: Iterator[list[dict[str, Any]]]) -> None:
+    """Write batches of records, in the order given, to ``job.output`` (JSON Lines or Parquet), atomically."""
+    out = Path(job.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(f".{out.name}.partial")
+    try:
+        if out.suffix.lower() == ".parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            schema = output_schema(job.num_return_sequences)
+            with pq.ParquetWriter(partial, schema) as writer:
+                for batch in batches:
+                    writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+        else:
+            with open(partial, "w", encoding="utf-8", newline="\n") as f:
+                for batch in batches:
+                    f.writelines(_json_line(r) for r in batch)
+        os.replace(partial, out)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def output_schema(num_return_sequences: int = 1) -> pa.Schema:
+    """The Arrow schema of the output records (module docstring)."""
+    import pyarrow as pa
+
+    if num_return_sequences == 1:
+        hyps = [("translation", pa.string()), ("score", pa.float64())]
+    else:
+        hyps = [("translations", pa.list_(pa.string())), ("scores", pa.list_(pa.float64()))]
+    return pa.schema([("id", pa.int64()), ("source", pa.string()), *hyps, ("error", pa.string())])
+
+
+def read_output(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The records of an output file (JSON Lines or Parquet)."""
+    p = Path(path)
+    if p.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(p).to_pylist()
+    return _read_part(p)
+
+
+class ChunkTranslator:
+    """A Ray Data actor: loads the job's model once, then translates batches of rows (``id``, ``text``,
+    ``error`` columns) into columns of records (`translate_rows`)."""
+
+    def __init__(self, job: CorpusJob, num_threads: int | None = None):
+        if num_threads is not None:
+            import torch
+
+            torch.set_num_threads(num_threads)
+        self.job = job
+        self.model, self.tokenizer = load_translator(job)
+
+    def __call__(self, batch: dict[str, Any]) -> pa.Table:
+        import pyarrow as pa
+
+        records = translate_rows(
+            self.job,
+            self.model,
+            self.tokenizer,
+            [int(i) for i in batch["id"]],
+            list(batch["text"]),
+            list(batch["error"]),
+        )
+        return pa.Table.from_pylist(records, schema=output_schema(self.job.num_return_sequences))
+
+
+def translate_with_ray(
+    job: CorpusJob,
+    table: pa.Table,
+    *,
+    actors: int = 2,
+    cpus_per_actor: float = 1,
+    gpus_per_actor: float = 0,
+    address: str | None = None,
+    progress: bool = False,
+) -> None:
+    """Translate ``table`` (`corpus.texts.read_texts`) with Ray Data: `map_batches` over chunks of
+    ``job.chunk_size`` rows with a pool of ``actors`` `ChunkTranslator` actors (``cpus_per_actor`` CPUs, as many
+    torch threads, and ``gpus_per_actor`` GPUs each), on a local Ray (``address`` None: `ray.init()` starts one)
+    or the cluster at ``address``; the driver writes ``job.output`` in row order. The model folder and the input
+    must be readable at the same path on every node; ``progress``: Ray Data's progress bars. `ImportError` with
+    the install command without Ray."""
+    try:
+        import ray
+        import ray.data
+    except ImportError as err:
+        raise ImportError(
+            "Ray Data is not installed: pip install 'vanilla-transformer[ray]' (or pip install 'ray[data]')"
+        ) from err
+    if Path(job.output).exists():
+        raise ValueError(f"--output {job.output!r} exists; delete it or choose another file")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    try:
+        context = ray.data.DataContext.get_current()
+        context.execution_options.preserve_order = True
+        context.enable_progress_bars = progress
+        # one block per chunk: the actors share the chunks
+        dataset = ray.data.from_arrow([table.slice(s, e - s) for s, e in chunks(len(table), job.chunk_size)])
+        translated = dataset.map_batches(
+            ChunkTranslator,
+            fn_constructor_kwargs={"job": job, "num_threads": max(1, int(cpus_per_actor))},
+            batch_size=job.chunk_size,
+            batch_format="numpy",
+            compute=ray.data.ActorPoolStrategy(size=actors),
+            num_cpus=cpus_per_actor,
+            num_gpus=gpus_per_actor,
+        )
+        batches = translated.iter_batches(batch_format="pyarrow", batch_size=None)
+        write_output(job, (cast("pa.Table", batch).to_pylist() for batch in batches))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _json_line(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def _read_part(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: a killed writer leaves no partial file."""
+    partial = path.with_name(f".{path.name}.partial")
+    with open(partial, "w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(partial, path)

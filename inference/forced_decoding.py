@@ -1,0 +1,191 @@
+"""Score given translations without decoding: forced decoding of (source, target) pairs, the one scoring path of
+`vanilla-transformer score`, for PyTorch and the exported engines (CTranslate2's `score_batch`, the ONNX decoder).
+
+The decoder reads the decoder start token and the target's tokens, and each target token (its `</s>` included)
+gets its log-probability under the model: `log_softmax` of the raw logits, with no logits processor and no
+sampling settings (CTranslate2's and fairseq's scoring do the same), so that a translation that `generate()`
+produced scores the sum of the per-token log-probabilities that `generate()` gave it when its generation config
+alters no logits. A config that suppresses tokens (this project's suppresses `<pad>` and `<s>`, which no
+translation contains) makes `generate()` renormalise over the other tokens: its log-probabilities are then higher
+by the log of one minus the suppressed tokens' probability, next to nothing for a trained model. `PairScore` holds them;
+its `score(length_penalty)` is that sum divided by ``length ** length_penalty``, the length counting the target's
+tokens and its `</s>`, which is how beam search ranks finished hypotheses (transformers' `sequences_scores`).
+
+Sources are tokenized as `inference.translate` does (the tokenizer's special tokens, truncated to the model's
+limit with one warning that gives the count); targets as labels (``text_target``). A target longer than the
+decoder's positions cannot be scored and raises `ValueError` naming the rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from .loading import ModelStandIn, check_tokenizer_matches_model
+from .translate import encode_sources
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PairScore:
+    """The target's token ids (its `</s>` included) and the log-probability of each under the model."""
+
+    token_ids: list[int]
+    token_log_probs: list[float]
+
+    @property
+    def log_prob(self) -> float:
+        """The log-probability of the whole target: the sum of its tokens'."""
+        return float(sum(self.token_log_probs))
+
+    def score(self, length_penalty: float = 1.0) -> float:
+        """`log_prob` / length ** `length_penalty`: beam search's score of this target as a finished hypothesis."""
+        return self.log_prob / max(len(self.token_ids), 1) ** length_penalty
+
+
+def _encode_pairs(
+    model: Any, tokenizer: PreTrainedTokenizerBase, sources: Sequence[str], targets: Sequence[str]
+) -> tuple[list[list[int]], list[list[int]]]:
+    """Source ids (as `inference.translate` makes them, truncated to the model's limit) and target ids."""
+    if len(sources) != len(targets):
+        raise ValueError(f"got {len(sources)} sources but {len(targets)} targets: one target per source")
+    source_ids = encode_sources(model, tokenizer, sources)
+    target_ids = [
+        list(ids) for ids in tokenizer(text_target=list(targets), add_special_tokens=True)["input_ids"]
+    ]
+    return source_ids, target_ids
+
+
+def _torch_log_probs(
+    model: PreTrainedModel, source_ids: list[list[int]], target_ids: list[list[int]], pad_id: int
+) -> list[list[float]]:
+    """Per-token log-probabilities of the targets of one batch under a PyTorch seq2seq model."""
+    import torch
+
+    def padded(rows: list[list[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(row) for row in rows)
+        ids = torch.full((len(rows), width), value, dtype=torch.long)  # (B, L)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, L), 1 = real token
+        for index, row in enumerate(rows):
+            ids[index, : len(row)] = torch.tensor(row, dtype=torch.long)
+            mask[index, : len(row)] = 1
+        return ids.to(model.device), mask.to(model.device)
+
+    start = model.config.decoder_start_token_id
+    input_ids, attention_mask = padded(source_ids, pad_id)
+    labels, label_mask = padded(target_ids, pad_id)
+    decoder_input_ids, decoder_mask = padded([[start, *row[:-1]] for row in target_ids], pad_id)
+    with torch.no_grad():
+        logits = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_mask,
+            use_cache=False,
+        ).logits  # (B, T, V)
+    # (B, T): each target token's log-probability
+    log_probs = torch.log_softmax(logits.float(), dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+    return [row[: int(length)].tolist() for row, length in zip(log_probs, label_mask.sum(dim=1))]
+
+
+def score_ids(
+    model: PreTrainedModel | ModelStandIn,
+    source_ids: Sequence[Sequence[int]],
+    target_ids: Sequence[Sequence[int]],
+    batch_size: int = 32,
+    pad_token_id: int | None = None,
+) -> list[PairScore]:
+    """For each (source, target) pair of token ids, in input order, its `PairScore` under `model`: a PyTorch
+    seq2seq model or an exported engine loaded by `inference.engines.load_engine` (whose runtime scores with its
+    `score_ids`). Sources are read as given (their `</s>` included); a target is scored as a finished translation:
+    a `</s>` is appended where it does not end with one. Pairs are sorted by source length into batches of
+    `batch_size`. The model is in eval mode while it scores and gets its training mode back afterwards."""
+    from vanilla_transformer.modeling import position_limit
+
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")
+    if len(source_ids) != len(target_ids):
+        raise ValueError(
+            f"got {len(source_ids)} sources but {len(target_ids)} targets: one target per source"
+        )
+    if any(len(ids) == 0 for ids in source_ids):
+        raise ValueError("every source needs at least one token (its </s>)")
+    eos = model.config.eos_token_id
+    eos = eos[0] if isinstance(eos, list) else eos
+    targets = [list(ids) if ids and ids[-1] == eos else [*ids, eos] for ids in target_ids]
+    sources = [list(ids) for ids in source_ids]
+    decoder_limit = position_limit(model.config)
+    unscorable = [
+        row for row, ids in enumerate(targets) if decoder_limit is not None and len(ids) > decoder_limit
+    ]
+    if unscorable:
+        raise ValueError(
+            f"{len(unscorable)} target(s) (rows {', '.join(map(str, unscorable[:5]))}) have more tokens than the "
+            f"decoder's {decoder_limit} positions (max_position_embeddings): shorten them to score them"
+        )
+    translator = getattr(model, "translator", None)
+    pad_id = pad_token_id if pad_token_id is not None else model.config.pad_token_id
+    results: list[PairScore | None] = [None] * len(sources)
+    order = sorted(range(len(sources)), key=lambda row: len(sources[row]), reverse=True)
+    was_training = model.training
+    model.eval()
+    try:
+        for begin in range(0, len(order), batch_size):
+            batch = order[begin : begin + batch_size]
+            sources_batch = [sources[row] for row in batch]
+            targets_batch = [targets[row] for row in batch]
+            if translator is not None:
+                log_probs = translator.score_ids(sources_batch, targets_batch)
+            else:
+                log_probs = _torch_log_probs(
+                    cast("PreTrainedModel", model), sources_batch, targets_batch, pad_id
+                )
+            for row, values in zip(batch, log_probs):
+                results[row] = PairScore(token_ids=targets[row], token_log_probs=[float(v) for v in values])
+    finally:
+        model.train(was_training)
+    return [result for result in results if result is not None]
+
+
+def score_pairs(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    sources: Sequence[str],
+    targets: Sequence[str],
+    batch_size: int = 32,
+) -> list[PairScore]:
+    """For each (source, target) text pair, in input order, its `PairScore` under `model` (see `score_ids`):
+    sources tokenized as `inference.translate` does, targets as labels."""
+    check_tokenizer_matches_model(model, tokenizer)
+    source_ids, target_ids = _encode_pairs(model, tokenizer, sources, targets)
+    pad_id = cast(int, tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else None
+    return score_ids(model, source_ids, target_ids, batch_size=batch_size, pad_token_id=pad_id)
+
+
+def score_record(
+    scored: PairScore, tokenizer: PreTrainedTokenizerBase, length_penalty: float
+) -> dict[str, Any]:
+    """What `vanilla-transformer score` and the server's POST /score report of one pair: ``score`` (normalised
+    with `length_penalty`), ``log_prob``, ``length``, ``tokens`` and ``token_log_probs`` (six decimals)."""
+    return {
+        "score": round(scored.score(length_penalty), 6),
+        "log_prob": round(scored.log_prob, 6),
+        "length": len(scored.token_ids),
+        "tokens": tokenizer.convert_ids_to_tokens(scored.token_ids),
+        "token_log_probs": [round(value, 6) for value in scored.token_log_probs],
+    }
+
+
+def default_length_penalty(generation_config: Any) -> float:
+    """The length penalty scores are normalised with when none is given: the generation config's, else
+    `modeling.DEFAULT_LENGTH_PENALTY`."""
+    from vanilla_transformer.modeling import DEFAULT_LENGTH_PENALTY
+
+    value = getattr(generation_config, "length_penalty", None)
+    return DEFAULT_LENGTH_PENALTY if value is None else float(value)

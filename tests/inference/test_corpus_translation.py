@@ -1,0 +1,298 @@
+"""vanilla-transformer translate-corpus on the tiny exported model: one process, two `accelerate launch` processes,
+a run killed with SIGKILL and resumed, Ray Data with two local actors; rows that cannot be translated; the column
+rules of corpus.texts; the scores and token budgets of THE translation loop."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from vanilla_transformer.commands import translate_corpus
+from vanilla_transformer.corpus import read_parallel_splits
+from vanilla_transformer.corpus.texts import read_texts
+from vanilla_transformer.inference import translate_lines, translate_nbest
+from vanilla_transformer.inference.corpus_translation import read_output
+from vanilla_transformer.inference.translate import translate_scored
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+SENTENCES = [
+    "起初，神创造天地。",
+    "神说：「要有光」，就有了光。",
+    "地是空虚混沌",
+    "神看光是好的，就把光暗分开了。",
+    "神称光为昼，称暗为夜。",
+]
+# more than the tiny model's 24 positions
+LONG = "神说：「要有光」，就有了光。" * 10
+
+
+def corpus_lines(rows: int) -> list[str]:
+    """``rows`` lines: the sentences, with an empty line and a blank line among them."""
+    lines = [SENTENCES[i % len(SENTENCES)][: 3 + i % 9] for i in range(rows)]
+    lines[1], lines[4] = "", "   "
+    return lines
+
+
+def write_tsv(path: Path, lines: list[str], extra: bytes = b"") -> Path:
+    path.write_bytes("".join(f"{line}\tx\n" for line in lines).encode() + extra)
+    return path
+
+
+def run_corpus(*args: str, launcher: tuple[str, ...] = (), check: bool = True) -> subprocess.CompletedProcess:
+    """translate-corpus in a subprocess (the real entry point), greedy on the CPU unless ``args`` say otherwise."""
+    command = launcher or (sys.executable,)
+    done = subprocess.run(
+        [
+            *command,
+            "-m",
+            "vanilla_transformer",
+            "translate-corpus",
+            "--num_beams",
+            "1",
+            "--no_progress",
+            *args,
+        ],
+        capture_output=True,
+        env=ENV,
+        timeout=240,
+    )
+    if check:
+        assert done.returncode == 0, done.stderr.decode()
+    return done
+
+
+def test_one_process_rows_in_order_with_reasons(export, loaded, tmp_path):
+    """Every input row gives one record, in order, ids 0..n-1; empty rows, an over-long row and an undecodable
+    line are recorded with their reason and the others are translated as the translation loop translates
+    them alone, with the score of the translation loop."""
+    lines = [*corpus_lines(6), LONG]
+    data = write_tsv(tmp_path / "in.tsv", lines, extra=b"\xff\xfe\tx\n" + "地是空虚混沌\tx\n".encode())
+    out = tmp_path / "out.jsonl"
+    run_corpus("--model", str(export), "--input", str(data), "--output", str(out), "--chunk_size", "3")
+    records = read_output(out)
+    assert [r["id"] for r in records] == list(range(len(lines) + 2))
+    model, tokenizer = loaded
+    reasons = [r["error"] for r in records]
+    assert reasons[1] == reasons[4] == "empty"
+    assert reasons[6].startswith("too long: ") and reasons[7].startswith("undecodable: ")
+    assert records[7]["source"] is None and records[6]["source"] == LONG
+    for record in records:
+        if record["error"] is None:
+            texts, scores = translate_scored(model, tokenizer, [record["source"]], num_beams=1)
+            assert record["translation"] == texts[0][0] != ""
+            assert record["score"] == pytest.approx(scores[0][0], abs=1e-4)
+        else:
+            assert record["translation"] == "" and record["score"] is None
+    assert not (tmp_path / "out.jsonl.parts").exists()
+    # the output is a parallel corpus for training (a student, back-translation): the translated rows are its pairs
+    pairs, _ = read_parallel_splits(out, target_column="translation", cache_dir=tmp_path / "cache")
+    translated = [r for r in records if r["error"] is None]
+    assert pairs["train"]["source"] == [r["source"] for r in translated]
+    assert pairs["train"]["target"] == [r["translation"] for r in translated]
+
+
+def test_two_accelerate_processes_equal_one(export, tmp_path):
+    """Two `accelerate launch --cpu` processes, each one contiguous shard, give the one-process output byte for byte
+    (greedy): order and empty rows kept."""
+    data = write_tsv(tmp_path / "in.tsv", corpus_lines(13))
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    common = ("--model", str(export), "--input", str(data), "--chunk_size", "2")
+    run_corpus(*common, "--output", str(one))
+    launcher = (sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--cpu")
+    run_corpus(*common, "--output", str(two), launcher=launcher)
+    assert two.read_bytes() == one.read_bytes()
+    assert [r["id"] for r in read_output(two)] == list(range(13))
+
+
+def test_killed_run_resumes_without_gaps_or_duplicates(export, tmp_path):
+    """A run killed with SIGKILL after some chunks leaves their parts; the same command then translates the rest
+    only and the output equals an uninterrupted run's, every id once."""
+    lines = corpus_lines(120)
+    data = write_tsv(tmp_path / "in.tsv", lines)
+    out, whole = tmp_path / "out.jsonl", tmp_path / "whole.jsonl"
+    common = ("--model", str(export), "--input", str(data), "--chunk_size", "2", "--num_beams", "1")
+    parts = tmp_path / "out.jsonl.parts"
+    command = [sys.executable, "-m", "vanilla_transformer", "translate-corpus", "--no_progress", *common]
+    process = subprocess.Popen([*command, "--output", str(out)], env=ENV, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while (
+        len(list(parts.glob("rows-*.jsonl"))) < 3 and time.monotonic() < deadline and process.poll() is None
+    ):
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    done_before = sorted(p.name for p in parts.glob("rows-*.jsonl"))
+    assert 3 <= len(done_before) < 60 and not out.exists()
+    run_corpus(*common, "--output", str(out))
+    run_corpus(*common, "--output", str(whole))
+    assert out.read_bytes() == whole.read_bytes()
+    assert [r["id"] for r in read_output(out)] == list(range(len(lines)))
+    assert not parts.exists()
+
+
+def test_resume_keeps_the_parts_it_finds(export, tmp_path):
+    """The parts folder is the progress: a chunk with a part is not translated again (its records are taken as
+    they are); a job with other decoding options refuses the folder, naming the option."""
+    from vanilla_transformer.inference.corpus_translation import CorpusJob, part_path, prepare_parts
+
+    data = write_tsv(tmp_path / "in.tsv", corpus_lines(6))
+    out = tmp_path / "out.jsonl"
+    common = ("--model", str(export), "--input", str(data), "--chunk_size", "2")
+    run_corpus(*common, "--output", str(tmp_path / "whole.jsonl"))
+    # the job the command line above makes
+    job = CorpusJob(
+        input=str(data), output=str(out), model=str(export), generate_kwargs={"num_beams": 1}, chunk_size=2
+    )
+    prepare_parts(job, 6, create=True)
+    marked = {"id": 2, "source": "marked", "translation": "kept", "score": None, "error": None}
+    other = {**marked, "id": 3}
+    part_path(job.parts, 2, 4).write_text(
+        json.dumps(marked) + "\n" + json.dumps(other) + "\n", encoding="utf-8"
+    )
+    changed = CorpusJob(**{**vars(job), "generate_kwargs": {"num_beams": 1, "max_new_tokens": 3}})
+    with pytest.raises(ValueError, match="other max_new_tokens: None there, 3 now"):
+        prepare_parts(changed, 6, create=False)
+    run_corpus(*common, "--output", str(out))
+    records = read_output(out)
+    whole = read_output(tmp_path / "whole.jsonl")
+    assert records[2:4] == [marked, other]
+    assert records[:2] + records[4:] == whole[:2] + whole[4:]
+
+
+def test_ray_two_actors_equal_one_process(export, tmp_path):
+    """Ray Data, a local Ray with two actors (one model each), gives the one-process output."""
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("Ray is not installed: pip install 'vanilla-transformer[ray]'")
+    data = write_tsv(tmp_path / "in.tsv", corpus_lines(9))
+    one, ray_out = tmp_path / "one.jsonl", tmp_path / "ray.jsonl"
+    common = ("--model", str(export), "--input", str(data), "--chunk_size", "2")
+    run_corpus(*common, "--output", str(one))
+    run_corpus(*common, "--output", str(ray_out), "--ray_actors", "2")
+    assert ray_out.read_bytes() == one.read_bytes()
+
+
+def test_missing_column_is_one_error_line(export, tmp_path, capsys):
+    """A column the input lacks: exit code 2, one `error:` line listing the columns it has, no traceback."""
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text('{"zh": "起初"}\n', encoding="utf-8")
+    parquet = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"zh": ["起初"]}), parquet)
+    tsv = tmp_path / "in.tsv"
+    tsv.write_text("zh\ten\n起初\tx\n", encoding="utf-8")
+    for data, column in ((jsonl, "de"), (parquet, "de"), (tsv, "de"), (jsonl, None)):
+        extra = ("--column", column) if column else ()
+        code = translate_corpus.main(
+            ["--model", str(export), "--input", str(data), "--output", str(tmp_path / "o.jsonl"), *extra]
+        )
+        errors = capsys.readouterr().err.splitlines()
+        assert code == 2 and len(errors) == 1 and errors[0].startswith("error: ") and "['zh'" in errors[0]
+        assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_read_texts_keeps_every_row(tmp_path):
+    """JSON Lines: invalid JSON, a non-object, a missing field and an empty line are rows with a reason (or an
+    empty text); Parquet, Arrow and a saved dataset give their column; a TSV column by header name."""
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text('{"source": "a"}\n{nope\n[1]\n\n{"other": 1}\n{"source": "b"}\n', encoding="utf-8")
+    table = read_texts(jsonl).to_pydict()
+    assert table["id"] == list(range(6)) and table["text"] == ["a", None, None, "", None, "b"]
+    assert [e and e.split(":")[0] for e in table["error"]] == [
+        None,
+        "invalid JSON",
+        "not a JSON object",
+        None,
+        "no 'source' field",
+        None,
+    ]
+    import datasets
+
+    ds = datasets.Dataset.from_dict({"zh": ["x", None, "z"], "n": [1, 2, 3]})
+    ds.save_to_disk(str(tmp_path / "saved"))
+    pq.write_table(ds.data.table, tmp_path / "in.parquet")
+    for source in (tmp_path / "saved", tmp_path / "in.parquet", *(tmp_path / "saved").glob("*.arrow")):
+        read = read_texts(source, "zh").to_pydict()
+        assert read["text"] == ["x", None, "z"] and read["error"][1] == "no text in column 'zh'", source
+    tsv = tmp_path / "in.tsv"
+    tsv.write_text("en\tzh\nx\t起初\ny\t\n", encoding="utf-8")
+    assert read_texts(tsv, "zh").to_pydict()["text"] == ["起初", ""]
+    assert read_texts(tsv, 1, has_header=True).to_pydict()["text"] == ["起初", ""]
+
+
+def test_parquet_output_and_sampled_nbest(export, tmp_path):
+    """Parquet output holds the JSON Lines records; sampling with a seed (back-translation) gives N hypotheses
+    and N log-probability scores per row, the same in two runs (seeded per chunk)."""
+    data = write_tsv(tmp_path / "in.tsv", corpus_lines(5))
+    common = ("--model", str(export), "--input", str(data), "--chunk_size", "2")
+    sample = ("--do_sample", "--top_k", "20", "--num_return_sequences", "3", "--seed", "7")
+    run_corpus(*common, *sample, "--output", str(tmp_path / "a.parquet"))
+    run_corpus(*common, *sample, "--output", str(tmp_path / "b.jsonl"))
+    a, b = read_output(tmp_path / "a.parquet"), read_output(tmp_path / "b.jsonl")
+    assert a == b
+    translated = [r for r in a if r["error"] is None]
+    assert translated and all(len(r["translations"]) == len(r["scores"]) == 3 for r in translated)
+    assert all(score <= 0 for r in translated for score in r["scores"])
+
+
+def test_greedy_score_is_the_teacher_forced_log_probability(loaded):
+    """The greedy score of translate_scored is the sum of log p of the output tokens ("</s>" included) under the
+    model run on them (teacher forcing), the generation config's suppressed tokens removed before the softmax:
+    an independent forward pass, not generate()'s scores."""
+    model, tokenizer = loaded
+    sources = SENTENCES[:3]
+    _, scores = translate_scored(model, tokenizer, sources, num_beams=1, max_new_tokens=5)
+    for source, (score,) in zip(sources, scores):
+        enc = tokenizer([source], return_tensors="pt")
+        with torch.no_grad():
+            out = model.generate(**enc, num_beams=1, max_new_tokens=5)
+            logits = model(**enc, decoder_input_ids=out[:, :-1]).logits
+        logits[..., model.generation_config.suppress_tokens] = float("-inf")
+        log_probs = logits.log_softmax(-1).gather(-1, out[:, 1:, None]).squeeze(-1)
+        eos = model.generation_config.eos_token_id
+        tokens = out[0, 1:].tolist()
+        used = tokens.index(eos) + 1 if eos in tokens else len(tokens)
+        assert score == pytest.approx(float(log_probs[0, :used].sum()), abs=1e-4)
+
+
+def test_token_budget_bounds_every_batch(loaded):
+    """max_tokens bounds a batch's padded source tokens: with a budget of 1, every line is a batch of its own
+    (without it, one batch of batch_size lines); the translations do not change."""
+    model, tokenizer = loaded
+    lines = [*SENTENCES, "", *SENTENCES[:2]]
+    budgeted: list[int] = []
+    unbounded: list[int] = []
+    one_each = translate_nbest(
+        model, tokenizer, lines, 64, max_tokens=1, progress=budgeted.append, num_beams=1
+    )
+    translate_nbest(model, tokenizer, lines, 64, progress=unbounded.append, num_beams=1)
+    assert budgeted == [1] * len(lines) and unbounded == [1, len(lines) - 1]
+    assert [h[0] for h in one_each] == translate_lines(model, tokenizer, lines, num_beams=1)
+
+
+@pytest.mark.parametrize("engine", ["ct2", "onnx"])
+def test_engine_greedy_scores_equal_torch(loaded, engine, tmp_path):
+    """An exported engine's greedy translations and sequence scores through translate_scored equal PyTorch's."""
+    pytest.importorskip({"ct2": "ctranslate2", "onnx": "onnxruntime"}[engine])
+    from vanilla_transformer.export import exporter
+    from vanilla_transformer.inference.engines import load_engine
+
+    model, tokenizer = loaded
+    folder = exporter(engine)(model, tmp_path / engine, tokenizer=tokenizer)
+    engine_model, engine_tokenizer = load_engine(engine, folder)
+    sources = [*SENTENCES, ""]
+    expected_texts, expected_scores = translate_scored(model, tokenizer, sources, num_beams=1)
+    texts, scores = translate_scored(engine_model, engine_tokenizer, sources, num_beams=1)
+    assert texts == expected_texts and scores[-1] == [None]
+    torch.testing.assert_close(
+        torch.tensor(scores[:-1]), torch.tensor(expected_scores[:-1]), atol=1e-3, rtol=0
+    )

@@ -1,0 +1,44 @@
+"""LoRA adapters (`training.lora`): few trainable parameters, and the merged model computes what the adapted one
+does."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import random_batch, tiny_model
+
+from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
+
+pytest.importorskip("peft")
+
+
+@pytest.mark.parametrize("ffn", [False, True])
+def test_merged_model_computes_what_the_adapted_model_computes(ffn):
+    from vanilla_transformer.training.lora import add_lora, has_lora, merged
+
+    model = tiny_model(seed=1).eval()
+    keys = set(model.state_dict())
+    src, mask = random_batch(model.config.vocab_size, 3, 7, seed=2)
+    tgt, _ = random_batch(model.config.vocab_size, 3, 5, seed=3)
+    with torch.no_grad():
+        base = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+    trainable, total = add_lora(model, rank=2, ffn=ffn)
+    assert trainable == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert 0 < trainable < 0.1 * total
+    names = {
+        name.split(".lora_")[0].split(".")[-1] for name, p in model.named_parameters() if p.requires_grad
+    }
+    assert names == {"q_proj", "k_proj", "v_proj", "out_proj", *(("fc1", "fc2") if ffn else ())}
+    # trained adapters (B starts at zero: the adapted model computes the base model's logits)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(0, 0.5)
+        adapted = model(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+    out = merged(model)
+    assert has_lora(model) and not has_lora(out)
+    assert type(out) is VanillaTransformerForConditionalGeneration and set(out.state_dict()) == keys
+    with torch.no_grad():
+        logits = out(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+    assert not torch.allclose(adapted, base, atol=1e-3)
+    torch.testing.assert_close(logits, adapted, rtol=1e-5, atol=1e-5)
