@@ -41,8 +41,8 @@ import torch
 from transformers import GenerationConfig
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .convert_vocabulary import write_sentencepiece_tokenizer
 from .convert_common import SizeClaim, check_claimed_sizes, load_converted_weights, write_converted_folder
+from .convert_vocabulary import write_sentencepiece_tokenizer
 from .modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
     default_generation_config,
