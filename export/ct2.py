@@ -9,8 +9,9 @@ The exported folder holds:
     README.md                                   how to run and serve it; the source card's languages
 
 Every architecture option of `VanillaTransformerConfig` that CTranslate2 can express is mapped: post-/pre-LN
-(`pre_norm`, with the final LayerNorm of each pre-LN stack), ReLU/GELU/SiLU, sinusoidal positions in either
-layout and learned positions (the position table is written out, so the layout is exact), the embedding scale,
+(`pre_norm`, with the final LayerNorm of each pre-LN stack), ReLU/GELU/SiLU, sinusoidal positions in any
+layout and offset and learned positions (the position table is written out, so the layout is exact), the
+embedding scale, the LayerNorm on the embeddings (`layernorm_embedding`),
 shared or separate vocabularies, tied or untied output projection, the output bias and the LayerNorm epsilon.
 Rotary positions are refused with a `ValueError` naming the option (CTranslate2 applies rotary embeddings to
 left-aligned positions of its own and its seq2seq decoder has no tested rotary path).
@@ -205,12 +206,14 @@ def _build_converter():
                 config.encoder_attention_heads,
                 pre_norm=config.normalize_before,
                 activation=activation,
+                layernorm_embedding=config.layernorm_embedding,
             )
             decoder = transformer_spec.TransformerDecoderSpec(
                 config.decoder_layers,
                 config.decoder_attention_heads,
                 pre_norm=config.normalize_before,
                 activation=activation,
+                layernorm_embedding=config.layernorm_embedding,
             )
             spec = transformer_spec.TransformerSpec(encoder, decoder)
             self.set_stack(encoder, model.model.encoder, encoder.embeddings[0])
@@ -237,10 +240,9 @@ def _build_converter():
             """Token embedding, its scale, the position table (sinusoidal or learned) and the final pre-LN norm."""
             spec.scale_embeddings = float(stack.embed_scale) if stack.embed_scale != 1.0 else False
             self.set_embeddings(embeddings_spec, stack.embed_tokens)
-            positions = stack.embed_positions
-            # learned / sinusoidal
-            table = positions.weight if hasattr(positions, "weight") else positions.table
-            spec.position_encodings.encodings = table
+            spec.position_encodings.encodings = stack.embed_positions.encodings()
+            if stack.layernorm_embedding is not None:
+                self.set_layer_norm(spec.layernorm_embedding, stack.layernorm_embedding)
             if stack.layer_norm is not None:
                 self.set_layer_norm(spec.layer_norm, stack.layer_norm)
 

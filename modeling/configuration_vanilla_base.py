@@ -105,6 +105,10 @@ SHARED_FIELDS_DOC = """
             puts all sines before all cosines (Marian / OPUS-MT checkpoints); "tensor2tensor" puts all sines before
             all cosines of the frequencies 10000^(-i/(d_model/2-1)) (fairseq, tensor2tensor, eole's
             SinusoidalConcat).
+        position_offset: Index in the position table of the first position (0). Sinusoidal: position p gets
+            the vectors of p + position_offset; learned: the table has max_position_embeddings + position_offset
+            rows, of which the first position_offset are never read. fairseq's tables start at its padding
+            index + 1 (2 with its default dictionary); 0 everywhere else.
         max_position_embeddings: Longest sequence the model accepts with sinusoidal, learned or no positions
             (RoPE has no table and no limit); longer inputs raise a `ValueError` that suggests truncation.
         rope_theta: Base of the rotary frequencies when `position_encoding="rope"`.
@@ -202,6 +206,8 @@ def field_problems(config, sizes: tuple[str, ...], flags: tuple[str, ...]) -> li
     ):
         if getattr(config, name) not in allowed:
             problems.append(f"{name} must be one of {allowed}, got {getattr(config, name)!r}")
+    if not is_id(config.position_offset) or config.position_offset < 0:
+        problems.append(f"position_offset must be an integer >= 0, got {config.position_offset!r}")
     if config.position_encoding == "rope" and (not is_number(config.rope_theta) or not config.rope_theta > 0):
         problems.append(f"rope_theta must be > 0, got {config.rope_theta!r}")
     return problems
@@ -226,6 +232,12 @@ def head_problems(config, sides: tuple[str, ...]) -> list[str]:
             )
     if config.position_encoding == "sinusoidal" and config.d_model % 2:
         problems.append(f"sinusoidal positions need an even d_model, got d_model={config.d_model}")
+    elif (
+        config.position_encoding == "sinusoidal"
+        and config.sinusoidal_layout == "tensor2tensor"
+        and config.d_model < 4
+    ):
+        problems.append(f"sinusoidal_layout='tensor2tensor' needs d_model >= 4, got d_model={config.d_model}")
     return problems
 
 

@@ -60,6 +60,7 @@ class VanillaDecoderOnlyConfig(VanillaConfigBase):
         layer_norm_eps: float = 1e-5,
         position_encoding: str = "sinusoidal",
         sinusoidal_layout: str = "interleaved",
+        position_offset: int = 0,
         max_position_embeddings: int = 1024,
         rope_theta: float = 10000.0,
         scale_embedding: bool = True,

@@ -32,6 +32,8 @@ class VanillaTransformerConfig(VanillaConfigBase):
         decoder_ffn_dim: Inner width of the decoder's feed-forward network.
         share_encoder_decoder_embeddings: One embedding matrix for source and target tokens (needs one joint
             vocabulary). False gives separate source and target vocabularies.
+        layernorm_embedding: Apply a LayerNorm to the sum of token embedding and positions in both stacks, before
+            the dropout (fairseq's and BART's `layernorm_embedding`; not in the paper).
         decoder_start_token_id: The token the decoder input starts with: `labels` are shifted right and
             prefixed with it; `generate()` starts from it (2 = `<s>`; converted Marian checkpoints use pad).
         use_cache: Return the key/value cache from the decoder by default (used by `generate()`).
@@ -52,7 +54,7 @@ class VanillaTransformerConfig(VanillaConfigBase):
         "encoder_ffn_dim",
         "decoder_ffn_dim",
     )
-    flag_fields = ("share_encoder_decoder_embeddings",)
+    flag_fields = ("share_encoder_decoder_embeddings", "layernorm_embedding")
 
     def __init__(
         self,
@@ -64,6 +66,7 @@ class VanillaTransformerConfig(VanillaConfigBase):
         encoder_ffn_dim: int = 2048,
         decoder_ffn_dim: int = 2048,
         share_encoder_decoder_embeddings: bool = True,
+        layernorm_embedding: bool = False,
         decoder_start_token_id: int = 2,
         use_cache: bool = True,
         is_encoder_decoder: bool = True,
@@ -77,6 +80,7 @@ class VanillaTransformerConfig(VanillaConfigBase):
         layer_norm_eps: float = 1e-5,
         position_encoding: str = "sinusoidal",
         sinusoidal_layout: str = "interleaved",
+        position_offset: int = 0,
         max_position_embeddings: int = 1024,
         rope_theta: float = 10000.0,
         scale_embedding: bool = True,

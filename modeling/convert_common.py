@@ -154,11 +154,13 @@ def check_claimed_sizes(
     claims: list[SizeClaim],
     shapes: dict[str, tuple[int, ...]],
     tables: tuple[tuple[str, Any, int], ...] = (),
+    config_name: str | None = None,
 ) -> None:
-    """`ValueError`, one line naming every field of `folder`'s config.json whose size differs from the weights'
-    (`shapes`), both sizes and the fix, before a model of those sizes is built. `tables` are (field, rows, width)
-    of tables the model builds from the config alone (not stored with the weights, e.g. fixed sinusoidal
-    positions): rows x width values may not exceed the values of all the weights together."""
+    """`ValueError`, one line naming every field of `folder`'s config.json (or of the config `config_name`
+    names) whose size differs from the weights' (`shapes`), both sizes and the fix, before a model of those sizes
+    is built. `tables` are (field, rows, width) of tables the model builds from the config alone (not stored with
+    the weights, e.g. fixed sinusoidal positions): rows x width values may not exceed the values of all the
+    weights together."""
     wrong = []
     for claim in claims:
         if not _is_size(claim.size):
@@ -182,7 +184,8 @@ def check_claimed_sizes(
             )
     if wrong:
         raise ValueError(
-            f"{folder / 'config.json'} does not fit the checkpoint's weights: {'; '.join(wrong)}; set these fields "
+            f"{config_name or folder / 'config.json'} does not fit the checkpoint's weights: {'; '.join(wrong)}; "
+            "set these fields "
             "to the weights' sizes, or pass the folder the weights were saved with"
         )
 

@@ -569,7 +569,12 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel, VanillaTransf
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
-        self.init_stack(config, config.decoder_vocab_size, config.decoder_attention_heads)
+        self.init_stack(
+            config,
+            config.decoder_vocab_size,
+            config.decoder_attention_heads,
+            embedding_layer_norm=config.layernorm_embedding,
+        )
         self.layers = nn.ModuleList(
             [VanillaTransformerDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
         )
@@ -664,7 +669,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             self.shared = None
             # transformers declares `_tied_weights_keys: dict[str, str] = None`: None is its own default
             self._tied_weights_keys = None  # pyright: ignore[reportAttributeAccessIssue]
-        self.encoder = VanillaTransformerEncoder(config)
+        self.encoder = VanillaTransformerEncoder(config, embedding_layer_norm=config.layernorm_embedding)
         self.decoder = VanillaTransformerDecoder(config)
         self._checked_mask = MaskMemo()  # the source mask generate() passes again at every step
         self.post_init()

@@ -6,10 +6,13 @@ Contract:
       left padding does not shift them; without one they are (1, L) = cached length + [0, L). Either way
       source positions start at 0 and target positions are absolute (cached tokens count).
     * `sinusoidal_table` is (positions, d_model) in float32 (computed in float64). Layout "interleaved" is the
-      paper's sin, cos, sin, cos, ...; "concatenated" is all sines, then all cosines (Marian); "tensor2tensor" is
-      all sines, then all cosines, of the frequencies 10000^(-i/(d/2-1)) (fairseq, tensor2tensor, eole).
+      paper's sin, cos, sin, cos, ...; "concatenated" is all sines, then all cosines (Marian); "tensor2tensor"
+      is all sines, then all cosines, with tensor2tensor's frequencies (fairseq). Row p is position
+      p + `position_offset`.
     * `SinusoidalPositionalEncoding` and `LearnedPositionalEmbedding` map (B or 1, L) positions to
-      (B or 1, L, d_model) vectors added to the scaled token embedding.
+      (B or 1, L, d_model) vectors added to the scaled token embedding; a learned table has `position_offset`
+      leading rows that no position reads (fairseq's layout); `encodings()` of either is the (P, d_model)
+      vectors of the positions 0 .. P-1.
     * `RotaryEmbedding` gives (B or 1, 1, L, D) cos and sin, which `apply_rotary` applies to queries and keys
       (B, H, L, D) with the "rotate_half" convention (the two halves of the head dimension are the pairs).
     * The sinusoidal table and the rotary `inv_freq` are non-persistent buffers: never saved nor loaded.
@@ -27,14 +30,15 @@ from torch import nn
 from .configuration_vanilla_base import VanillaConfigBase
 
 
-def sinusoidal_table(num_positions: int, dim: int, layout: str) -> torch.Tensor:
-    """(num_positions, dim) table: PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(...).
+def sinusoidal_table(num_positions: int, dim: int, layout: str, offset: int = 0) -> torch.Tensor:
+    """(num_positions, dim) table of the positions offset .. offset + num_positions - 1.
 
-    `layout="interleaved"` stores the pairs as in the paper; `"concatenated"` stores all sines first, then all
-    cosines (Marian); `"tensor2tensor"` stores them as "concatenated" does, with the frequencies
-    10000^(-i/(dim/2-1)), i < dim/2 (fairseq, tensor2tensor, eole). Computed in float64, returned in float32.
+    `layout="interleaved"` is the paper's PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(...);
+    `"concatenated"` stores the same values as all sines, then all cosines (Marian); `"tensor2tensor"` stores all
+    sines, then all cosines, of pos * 10000^(-i / (dim/2 - 1)), i < dim/2 (tensor2tensor, fairseq). Computed in
+    float64, returned in float32.
     """
-    position = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    position = torch.arange(offset, offset + num_positions, dtype=torch.float64)[:, None]  # (P, 1)
     if layout == "tensor2tensor":
         inv_freq = torch.pow(10000.0, -torch.arange(dim // 2, dtype=torch.float64) / (dim // 2 - 1))  # (C/2,)
     else:
@@ -58,11 +62,16 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.num_positions = config.max_position_embeddings
         self.dim = config.d_model
         self.layout = config.sinusoidal_layout
+        self.offset = config.position_offset
         # in the dtype the model is built in (from_pretrained(dtype=...) sets it), not cast at every forward
         self.register_buffer("table", self.build_table().to(torch.get_default_dtype()), persistent=False)
 
     def build_table(self) -> torch.Tensor:
-        return sinusoidal_table(self.num_positions, self.dim, self.layout)
+        return sinusoidal_table(self.num_positions, self.dim, self.layout, self.offset)
+
+    def encodings(self) -> torch.Tensor:
+        """(P, C) vectors of the positions 0 .. max_position_embeddings - 1."""
+        return self.table
 
     def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
         # position_ids: (B or 1, L) -> (B or 1, L, C)
@@ -70,10 +79,19 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 class LearnedPositionalEmbedding(nn.Embedding):
-    """A trained position table (paper Table 3, row E)."""
+    """A trained position table (paper Table 3, row E): position p is row p + `position_offset`."""
 
     def __init__(self, config: VanillaConfigBase):
-        super().__init__(config.max_position_embeddings, config.d_model)
+        super().__init__(config.max_position_embeddings + config.position_offset, config.d_model)
+        self.offset = config.position_offset
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        # position_ids: (B or 1, L) -> (B or 1, L, C)
+        return super().forward(position_ids + self.offset if self.offset else position_ids)
+
+    def encodings(self) -> torch.Tensor:
+        """(P, C) vectors of the positions 0 .. max_position_embeddings - 1."""
+        return self.weight[self.offset :]
 
 
 class RotaryEmbedding(nn.Module):

@@ -4,6 +4,7 @@ BERT (encoder-only).
     vanilla-transformer convert --from marian SRC_DIR OUT_DIR   # MarianMTModel, e.g. an OPUS-MT checkpoint
     vanilla-transformer convert --from gpt2 SRC_DIR OUT_DIR     # GPT2LMHeadModel
     vanilla-transformer convert --from bert SRC_DIR OUT_DIR     # BertForMaskedLM / BertForSequenceClassification
+    vanilla-transformer convert --from fairseq SRC OUT_DIR --trust_pickle  # checkpoint_best.pt + dict.*.txt + spm
     vanilla-transformer convert --from joeynmt --trust_pickle SRC_DIR OUT_DIR  # a JoeyNMT 2.x model folder
     vanilla-transformer convert --from eole SRC_DIR OUT_DIR     # an eole checkpoint folder (modeling/convert_eole.py)
 
@@ -34,6 +35,7 @@ SOURCES = {
     "marian": ("MarianMTModel", "convert_marian", "convert_marian_checkpoint"),
     "gpt2": ("GPT2LMHeadModel", "convert_gpt2", "convert_gpt2_checkpoint"),
     "bert": ("BertForMaskedLM or BertForSequenceClassification", "convert_bert", "convert_bert_checkpoint"),
+    "fairseq": ("fairseq transformer checkpoint", "convert_fairseq", "convert_fairseq_checkpoint"),
     "joeynmt": ("a JoeyNMT 2.x Transformer model folder", "convert_joeynmt", "convert_joeynmt_checkpoint"),
     "eole": ("an eole checkpoint folder", "convert_eole", "convert_eole_checkpoint"),
 }
