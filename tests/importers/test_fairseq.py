@@ -4,7 +4,7 @@ decodes a padded batch with its own SequenceGenerator; the converted folder give
 greedy and beam-4 tokens, the same token ids from text as fairseq's SentencePiece + dictionary pipeline, and
 exports to CTranslate2 and ONNX with the same tokens. Bad inputs exit 2 with one `error:` line and write nothing.
 
-fairseq comes from the `fairseq-fixed` package (see .ci/run); without it the parity tests skip, the bad-input
+fairseq comes from the `fairseq-fixed` package (scripts/install_reference_toolkits.sh); without it the parity tests skip, the bad-input
 tests run on a checkpoint written in fairseq's format by hand."""
 
 from __future__ import annotations

@@ -18,9 +18,11 @@ import sentencepiece
 import torch
 import yaml
 
-# JoeyNMT is installed by .ci/run (its pins conflict with the dev extras), imported by name so that static checks
+# JoeyNMT is installed by scripts/install_reference_toolkits.sh (its pins conflict with the dev extras), imported by name so that static checks
 # pass where it is not installed
-joeynmt_model = pytest.importorskip("joeynmt.model", reason="JoeyNMT 2.3 (.ci/run installs it)")
+joeynmt_model = pytest.importorskip(
+    "joeynmt.model", reason="JoeyNMT 2.3 (scripts/install_reference_toolkits.sh installs it)"
+)
 Batch = pytest.importorskip("joeynmt.batch").Batch
 search = pytest.importorskip("joeynmt.search").search
 Vocabulary = pytest.importorskip("joeynmt.vocabulary").Vocabulary
