@@ -3,6 +3,7 @@ and short `tiny`-preset training runs with their BPE tokenizers."""
 
 from __future__ import annotations
 
+import importlib
 import lzma
 import os
 from collections.abc import Callable
@@ -43,12 +44,15 @@ from transformers import PreTrainedTokenizerFast  # noqa: E402
 
 from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration  # noqa: E402
 
-# MarianTokenizer imports sacremoses (its optional punctuation normaliser), which imports joblib, which sets
-# KMP_INIT_AT_FORK in the environment: imported once here, before any test's process-state check
-try:
-    import sacremoses  # noqa: F401
-except ImportError:
-    pass
+# Packages that set environment variables when first imported, which some tests import indirectly: imported once
+# here, before any test's process-state check. MarianTokenizer imports sacremoses (its optional punctuation
+# normaliser), which imports joblib (KMP_INIT_AT_FORK); scikit-learn (installed for the fairseq tests, and imported
+# where installed by a dataset loading path of tests/corpus) sets KMP_DUPLICATE_LIB_OK.
+for _name in ("sacremoses", "sklearn"):
+    try:
+        importlib.import_module(_name)
+    except ImportError:
+        pass
 
 if TYPE_CHECKING:
     from vanilla_transformer.training import TrainConfig
