@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import re
 import shutil
 from pathlib import Path
@@ -210,6 +211,31 @@ def load_source_model(
     return model_class.from_pretrained(
         folder, dtype=torch.float32, use_safetensors=None if trust_pickle else True
     )
+
+
+def load_pickled_checkpoint(path: Path, trust_pickle: bool, missing_code: str) -> Any:
+    """The object a toolkit's pickled checkpoint `path` holds, read only with `trust_pickle` (``convert
+    --trust_pickle``): with ``torch.load(weights_only=True)`` first, then, for objects beyond tensors and plain
+    containers (a config object, optimizer states), with the full unpickler, which can run code. `ValueError`
+    without the flag, for a truncated or corrupt file, and for objects of code that is not installed (with
+    `missing_code`: what to do)."""
+    if not trust_pickle:
+        raise ValueError(
+            f"{path} is a pickle, which is read only with --trust_pickle (trust_pickle=True): a pickle can run "
+            "code, so pass it only for a checkpoint you trust"
+        )
+    try:
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError:
+            return torch.load(path, map_location="cpu", weights_only=False)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(
+            f"{path} holds objects of code that is not installed ({error}); {missing_code}"
+        ) from error
+    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, ValueError) as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(f"{path} is truncated or corrupt ({first}); copy the checkpoint again") from error
 
 
 def load_converted_weights(model: Model, state: dict[str, torch.Tensor], source: str) -> Model:

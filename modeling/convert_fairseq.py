@@ -32,7 +32,6 @@ SentencePiece model.
 
 from __future__ import annotations
 
-import pickle
 import shutil
 from pathlib import Path
 from typing import Any
@@ -41,7 +40,13 @@ import torch
 from transformers import GenerationConfig
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .convert_common import SizeClaim, check_claimed_sizes, load_converted_weights, write_converted_folder
+from .convert_common import (
+    SizeClaim,
+    check_claimed_sizes,
+    load_converted_weights,
+    load_pickled_checkpoint,
+    write_converted_folder,
+)
 from .convert_vocabulary import write_sentencepiece_tokenizer
 from .modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
@@ -97,25 +102,11 @@ def find_checkpoint(src: Path) -> Path:
 def read_checkpoint(path: Path, trust_pickle: bool) -> dict:
     """The checkpoint dictionary of `path` (see the module docstring for how it is unpickled). `ValueError` when
     `trust_pickle` is false, the file is truncated or corrupt, or it is not a fairseq checkpoint."""
-    if not trust_pickle:
-        raise ValueError(
-            f"{path} is a pickle, which is read only with --trust_pickle (trust_pickle=True): a pickle can run "
-            "code, so pass it only for a checkpoint you trust"
-        )
-    try:
-        try:
-            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError:
-            # the config is an argparse.Namespace or an omegaconf DictConfig, which weights_only refuses
-            checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-    except ModuleNotFoundError as error:
-        raise ValueError(
-            f"{path} stores its config as a {error.name} object: install {error.name} (pip install {error.name}) "
-            "to read it"
-        ) from error
-    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, AttributeError, ValueError) as error:
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"{path} is truncated or corrupt ({first}); copy the checkpoint again") from error
+    checkpoint = load_pickled_checkpoint(
+        path,
+        trust_pickle,
+        "install the package its config objects come from (e.g. pip install omegaconf) to read it",
+    )
     if not isinstance(checkpoint, dict) or not isinstance(checkpoint.get("model"), dict):
         raise ValueError(
             f"{path} is not a fairseq checkpoint (no 'model' weights); pass a fairseq checkpoint"

@@ -22,7 +22,6 @@ alpha <= 0, the JoeyNMT default).
 
 from __future__ import annotations
 
-import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ import torch
 from transformers import GenerationConfig
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .convert_common import load_converted_weights, write_converted_folder
+from .convert_common import load_converted_weights, load_pickled_checkpoint, write_converted_folder
 from .convert_vocabulary import write_sentencepiece_tokenizer
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
@@ -85,25 +84,11 @@ def load_joeynmt_state(folder: Path, trust_pickle: bool) -> dict[str, torch.Tens
     path = next((folder / name for name in CHECKPOINTS if (folder / name).is_file()), None)
     if path is None:
         raise FileNotFoundError(f"{folder} has no JoeyNMT checkpoint ({' or '.join(CHECKPOINTS)})")
-    if not trust_pickle:
-        raise ValueError(
-            f"{path} is a pickle, which is read only with --trust_pickle (trust_pickle=True): a pickle can run "
-            "code, so pass it only for a checkpoint you trust"
-        )
-    try:
-        try:
-            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError:
-            # optimizer or iterator states of other types: the full unpickler, which the flag allows
-            checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as error:
-        message = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ValueError(f"{path} is truncated or corrupt ({message}); copy the checkpoint again") from error
-    except (ImportError, AttributeError) as error:
-        raise ValueError(
-            f"{path} holds objects of code that is not installed ({error}); load it where JoeyNMT is installed and "
-            "save {'model_state': model.state_dict()} alone"
-        ) from error
+    checkpoint = load_pickled_checkpoint(
+        path,
+        trust_pickle,
+        "load it where JoeyNMT is installed and save {'model_state': model.state_dict()} alone",
+    )
     state = checkpoint.get("model_state") if isinstance(checkpoint, dict) else None
     if not isinstance(state, dict) or not all(isinstance(value, torch.Tensor) for value in state.values()):
         raise ValueError(
