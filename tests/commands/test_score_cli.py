@@ -4,11 +4,10 @@ numbers of `inference.forced_decoding.score_pairs`, and bad input answered with 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
+from helpers.shared import run_command
 
 from vanilla_transformer.inference.forced_decoding import score_pairs
 
@@ -16,14 +15,8 @@ PAIRS = [("起初，神创造天地。", "In the beginning"), ("", "empty source
 
 
 def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "vanilla_transformer", "score", *args],
-        input=stdin.encode(),
-        capture_output=True,
-        env=env,
-        timeout=180,
-    )
+    """vanilla-transformer score in a subprocess (the real entry point: exit code, stdout, stderr)."""
+    return run_command("score", *args, stdin=stdin)
 
 
 def test_jsonl_lines_give_the_pairs_scores_in_order(export, loaded):

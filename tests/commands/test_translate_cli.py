@@ -3,13 +3,11 @@ with a tiny BPE tokenizer trained on a few hundred lines of data/bible.zh-en.tsv
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 
 import pytest
 from conftest import MAX_POSITIONS
-from helpers.shared import run_main
+from helpers.shared import run_command, run_main
 
 from vanilla_transformer.inference import translate_lines, translate_nbest
 from vanilla_transformer.modeling import check_generation_arguments
@@ -17,14 +15,7 @@ from vanilla_transformer.modeling import check_generation_arguments
 
 def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
     """vanilla-transformer translate in a subprocess (the real entry point: exit code, stdout, stderr)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "vanilla_transformer", "translate", *args],
-        input=stdin.encode(),
-        capture_output=True,
-        env=env,
-        timeout=180,
-    )
+    return run_command("translate", *args, stdin=stdin)
 
 
 SOURCES = [

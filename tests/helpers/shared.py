@@ -74,6 +74,21 @@ def scored_generate(model, ids: torch.Tensor, mask: torch.Tensor, **decoding):
     return model.generate(input_ids=ids, attention_mask=mask, **scored, **decoding)
 
 
+def run_command(
+    command: str, *args: str, stdin: str = "", timeout: float = 180
+) -> subprocess.CompletedProcess:
+    """`vanilla-transformer COMMAND ARGS` in a subprocess (the real entry point: exit code, stdout, stderr as bytes),
+    offline, on one thread, with `stdin` as its input."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "vanilla_transformer", command, *args],
+        input=stdin.encode(),
+        capture_output=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
 def run_checked(
     args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess:
