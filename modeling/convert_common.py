@@ -228,6 +228,7 @@ def load_pickled_checkpoint(path: Path, trust_pickle: bool, missing_code: str) -
         try:
             return torch.load(path, map_location="cpu", weights_only=True)
         except pickle.UnpicklingError:
+            # the project's one full unpickler, reached only with trust_pickle (tests/reliability/test_safe_loading.py)
             return torch.load(path, map_location="cpu", weights_only=False)
     except (ImportError, AttributeError) as error:
         raise ValueError(

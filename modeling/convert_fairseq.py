@@ -6,8 +6,8 @@ its SentencePiece model: `spm.model` / `sentencepiece.bpe.model` / `sentencepiec
 `spm.SRC.model` and `spm.TGT.model` (or `SRC.model` and `TGT.model`) per side, or the file its `--sentencepiece-model`
 named. A checkpoint is a pickle, which can run code: it is read only with ``trust_pickle=True``
 (``convert --trust_pickle``), first with ``torch.load(weights_only=True)``; a checkpoint whose config is an
-`argparse.Namespace` or an omegaconf `DictConfig` (every fairseq checkpoint) then needs the full unpickler,
-``torch.load(weights_only=False)``, and for a `DictConfig` the `omegaconf` package.
+`argparse.Namespace` or an omegaconf `DictConfig` (every fairseq checkpoint) then needs the full unpickler
+(`convert_common.load_pickled_checkpoint`), and for a `DictConfig` the `omegaconf` package.
 
 What maps (fairseq option -> our field):
   * `encoder_normalize_before` = `decoder_normalize_before` -> `normalize_before` (with the final LayerNorm of
