@@ -60,6 +60,20 @@ def add_model_arguments(
         parser.add_argument("--dtype", choices=DTYPES, default=None, help=dtype_help)
 
 
+def load_model_from_args(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(model, tokenizer) of the arguments `add_model_arguments` adds (with --dtype) and --engine:
+    `inference.engines.load_engine`; raises its `ValueError` / `ImportError`."""
+    from vanilla_transformer.inference.engines import load_engine
+
+    return load_engine(
+        args.engine,
+        args.model,
+        device=args.device,
+        trust_remote_code=True if args.trust_remote_code else None,
+        dtype=args.dtype,
+    )
+
+
 def decoding_value(name: str) -> Callable[[str], Any]:
     """The argparse ``type`` of the decoding option ``name``: parses a string into its kind and checks it against
     its rule in `modeling.DECODING_OPTIONS` (argparse then exits with 2 and one ``error:`` line giving the rule's

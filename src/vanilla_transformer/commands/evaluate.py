@@ -37,10 +37,11 @@ from vanilla_transformer.commands.arguments import (
     add_decoding_arguments,
     add_model_arguments,
     command_parser,
+    load_model_from_args,
 )
 from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_split
-from vanilla_transformer.inference.engines import ENGINE_NAMES, load_engine
+from vanilla_transformer.inference.engines import ENGINE_NAMES
 from vanilla_transformer.modeling import check_generation_arguments
 from vanilla_transformer.training import TrainConfig
 from vanilla_transformer.training.run_dir import OPTIONS_FILE, RunDir
@@ -143,13 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         tokenize = bleu_tokenizer_for(
             options.languages()[1], args.tokenize or saved.get("sacrebleu_tokenize")
         )
-        model, tokenizer = load_engine(
-            args.engine,
-            args.model,
-            device=args.device,
-            trust_remote_code=True if args.trust_remote_code else None,
-            dtype=args.dtype,
-        )
+        model, tokenizer = load_model_from_args(args)
         if args.split == "all":
             nothing_held_out = dict(valid_split="none", test_split="none", valid_size=0, test_size=0)
             splits, report = dataclasses.replace(options, **nothing_held_out).load_splits()

@@ -30,6 +30,7 @@ from vanilla_transformer.commands.arguments import (
     add_decoding_arguments,
     add_model_arguments,
     command_parser,
+    load_model_from_args,
 )
 from vanilla_transformer.inference.engines import ENGINE_NAMES
 
@@ -79,16 +80,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"batch_size={args.batch_size} is invalid: expected an integer >= 1; e.g. 32")
         sources, targets = read_pairs(lines)
 
-        from vanilla_transformer.inference.engines import load_engine
         from vanilla_transformer.inference.forced_decoding import score_pairs
 
-        model, tokenizer = load_engine(
-            args.engine,
-            args.model,
-            device=args.device,
-            trust_remote_code=True if args.trust_remote_code else None,
-            dtype=args.dtype,
-        )
+        model, tokenizer = load_model_from_args(args)
         scores = score_pairs(model, tokenizer, sources, targets, batch_size=args.batch_size)
     except (ValueError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -27,6 +27,7 @@ from vanilla_transformer.commands.arguments import (
     add_decoding_arguments,
     add_model_arguments,
     command_parser,
+    load_model_from_args,
 )
 from vanilla_transformer.inference.engines import ENGINE_NAMES
 
@@ -91,7 +92,6 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     from vanilla_transformer.inference import translate_lines
-    from vanilla_transformer.inference.engines import load_engine
     from vanilla_transformer.modeling import check_generation_arguments
 
     generate_kwargs = decoding_kwargs(args)
@@ -99,13 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.batch_size < 1:
             raise ValueError(f"batch_size={args.batch_size} is invalid: expected an integer >= 1; e.g. 32")
         check_decoding(args, generate_kwargs)
-        model, tokenizer = load_engine(
-            args.engine,
-            args.model,
-            device=args.device,
-            trust_remote_code=True if args.trust_remote_code else None,
-            dtype=args.dtype,
-        )
+        model, tokenizer = load_model_from_args(args)
         check_generation_arguments(generate_kwargs, model.generation_config)
     except (ValueError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
