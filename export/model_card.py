@@ -324,6 +324,12 @@ def _recipe_text(cfg, recipe, c, result, objective: ObjectiveCard) -> str:
             else ""
         )
         + (
+            f"training targets translated by the teacher `{Path(str(cfg.distill_from)).name}` (sequence-level "
+            "distillation), "
+            if getattr(cfg, "distill_from", None)
+            else ""
+        )
+        + (
             f"BPE-dropout {cfg.bpe_dropout} (training pairs re-segmented every epoch), "
             if cfg.bpe_dropout
             else ""

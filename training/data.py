@@ -26,6 +26,7 @@ from vanilla_transformer.corpus import SOURCE, TARGET
 from vanilla_transformer.tokenizer import BPEDropout, load_or_train_tokenizer
 
 from .batching import BatchStream, TokenBudgetBatchSampler
+from .distillation import distill_training_split
 from .objectives import Objective, objective_for
 from .options import given_tokenizer
 from .streaming import StreamingBatches, streaming_choice
@@ -363,7 +364,11 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
     given, objective = given_tokenizer(cfg), objective_for(cfg)
     with accelerator.main_process_first():
         splits, report = cfg.load_splits()
-        general_test, mix_note = None, ""
+    mix_note = ""
+    if cfg.distill_from is not None:
+        splits, mix_note = distill_training_split(cfg, splits, run_dir.distill, accelerator)
+    with accelerator.main_process_first():
+        general_test = None
         if cfg.mix_data is not None:
             splits, general_test, mix_note = mix_general_pairs(cfg, splits)
         tokenizer = load_or_train_tokenizer(

@@ -15,6 +15,7 @@ from typing import Any
 
 from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.export.ct2 import QUANTIZATIONS
+from vanilla_transformer.inference.engines import ENGINE_NAMES
 from vanilla_transformer.modeling import DEFAULT_LENGTH_PENALTY
 from vanilla_transformer.tokenizer import DEFAULT_VOCAB_SIZE
 from vanilla_transformer.tokenizer.prepare import (
@@ -90,6 +91,23 @@ class TrainConfig(DataOptions):
     )
     mix_ratio: float = _f(
         0.5, "with --mix_data: the fraction of the training pairs that are general-domain pairs", gt=0, lt=1
+    )
+    distill_from: str | None = _f(
+        None,
+        "sequence-level knowledge distillation (Kim and Rush, 2016): this teacher (an exported model folder, or "
+        "its CTranslate2 / ONNX export with --distill_engine) translates the training split's sources with its own "
+        "decoding (beam search) and the run trains on those translations; validation and test keep their "
+        "references. The translations are kept in OUTPUT_DIR/checkpoints/distill/ (a killed run resumes them; --resume "
+        "reuses them); a source the teacher cannot translate (empty, over its length limit) keeps its reference",
+    )
+    distill_engine: str = _f(
+        "torch",
+        "the engine --distill_from runs on: torch (a model folder), ct2 or onnx (a vanilla-transformer export "
+        "folder; ct2 is the fastest on a CPU)",
+        choices=ENGINE_NAMES,
+    )
+    distill_beams: int | None = _f(
+        None, "with --distill_from: the teacher's beams (default: its generation config's)", ge=1
     )
     # tokenizer
     tokenizer: str | None = _f(
@@ -350,6 +368,9 @@ RESUME_KEYS = (
     "max_length",
     "mix_data",
     "mix_ratio",
+    "distill_from",
+    "distill_engine",
+    "distill_beams",
     "preset",
     "dropout",
     *MODEL_OVERRIDES,
@@ -446,6 +467,36 @@ def schedule_problems(cfg: TrainConfig) -> list[str]:
     return []
 
 
+def distill_problems(cfg: TrainConfig) -> list[str]:
+    """A distillation option that cannot apply: the teacher options without ``--distill_from``, a teacher that is
+    not a folder, an objective that does not translate, or ``--mix_data`` (distillation replaces the training
+    targets; mixing references in is fine-tuning's guard against forgetting)."""
+    if cfg.distill_from is None:
+        given = ["--distill_engine"] if cfg.distill_engine != "torch" else []
+        given += ["--distill_beams"] if cfg.distill_beams is not None else []
+        return (
+            [f"{' and '.join(given)}: options of --distill_from's teacher; pass --distill_from too"]
+            if given
+            else []
+        )
+    problems = []
+    if not Path(cfg.distill_from).is_dir():
+        problems.append(
+            f"--distill_from {cfg.distill_from!r} is not a folder: pass a trained model's OUTPUT_DIR or its "
+            "vanilla-transformer export folder"
+        )
+    if cfg.objective != "translation":
+        problems.append(
+            f"--distill_from trains a translation student; --objective {cfg.objective} does not translate"
+        )
+    if cfg.mix_data is not None:
+        problems.append(
+            "--distill_from replaces the training targets with the teacher's translations and --mix_data mixes "
+            "references in against forgetting: pass one"
+        )
+    return problems
+
+
 def minute_marks(cfg: TrainConfig) -> list[float]:
     return sorted(float_list(cfg.export_at_minutes, "export_at_minutes", "positive minutes", positive=True))
 
@@ -499,6 +550,7 @@ def check_options(cfg: TrainConfig) -> None:
         problems.append("--lora adapts a trained model: pass --init_from with its folder, or drop --lora")
     elif cfg.lora is not None and importlib.util.find_spec("peft") is None:
         problems.append("--lora needs peft: pip install '.[finetune]'")
+    problems += distill_problems(cfg)
     if cfg.lora_ffn and cfg.lora is None:
         problems.append("--lora_ffn adds feed-forward adapters to --lora: pass --lora R too, or drop it")
     if cfg.preset in preset_names():

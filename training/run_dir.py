@@ -79,6 +79,8 @@ class RunDir:
         self.root = Path(output_dir)
         self.checkpoints = self.root / "checkpoints"
         self.tokenizer = self.checkpoints / "tokenizer"
+        # --distill_from: the teacher's translations of the training sources (training.distillation)
+        self.distill = self.checkpoints / "distill"
         self.runs = self.root / "runs"
         self.plots = self.root / "plots"
         self.ct2 = self.root / "ct2"
