@@ -353,20 +353,21 @@ def init_config(cfg) -> Any:
     return AutoConfig.from_pretrained(cfg.init_from, trust_remote_code=False)
 
 
-def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
+def prepare_training_data(cfg, recipe, run_dir, accelerator, event=None) -> TrainingData:
     """Read and split the corpus (``cfg``'s `corpus.DataOptions`), load or train the tokenizer (saved in the run
     folder; ``--init_from``'s unless ``--tokenizer`` is given; with the denoising tokens when a masked-LM or
     span-corruption run trains one), tokenise with a cache, arrange the examples of ``--objective``, drop those
     longer than ``--max_length`` and order the training batches by ``recipe.max_tokens``. The main process reads
     and tokenises first, the others then reuse its files. With ``--bpe_dropout`` the training pairs kept by the
     length filter are re-segmented in every epoch (`EpochExamples`; validation and test keep the tokenizer's own
-    segmentation)."""
+    segmentation). With ``--distill_from`` the teacher first translates the training sources
+    (`training.distillation`; ``event(name, info)`` receives its progress events)."""
     given, objective = given_tokenizer(cfg), objective_for(cfg)
     with accelerator.main_process_first():
         splits, report = cfg.load_splits()
     mix_note = ""
     if cfg.distill_from is not None:
-        splits, mix_note = distill_training_split(cfg, splits, run_dir.distill, accelerator)
+        splits, mix_note = distill_training_split(cfg, splits, run_dir.distill, accelerator, event)
     with accelerator.main_process_first():
         general_test = None
         if cfg.mix_data is not None:

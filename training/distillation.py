@@ -12,6 +12,7 @@ is counted. Validation and test keep their references: the run's BLEU is measure
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,11 +48,16 @@ def teacher_job(cfg: Any, sources: list[str], folder: Path, device: str | None) 
 
 
 def distill_training_split(
-    cfg: Any, splits: datasets.DatasetDict, folder: Path, accelerator: Any
+    cfg: Any,
+    splits: datasets.DatasetDict,
+    folder: Path,
+    accelerator: Any,
+    event: Callable[[str, dict], None] | None = None,
 ) -> tuple[datasets.DatasetDict, str]:
     """``splits`` with the training targets replaced by ``cfg.distill_from``'s translations of the training
     sources (every process of ``accelerator`` translates its shard, the main one merges), and a sentence for the
-    log and the model card."""
+    log and the model card. ``event`` receives "distill_start" (``num_sentences``: this process' shard, ``done``:
+    of it, from an earlier run) and "distill_progress" (``n``: sentences just translated)."""
     import datasets
     import pyarrow as pa
 
@@ -60,6 +66,7 @@ def distill_training_split(
         merge_parts,
         prepare_parts,
         read_output,
+        rows_done,
         run_shard,
     )
 
@@ -80,7 +87,11 @@ def distill_training_split(
         if accelerator.is_main_process:
             prepare_parts(job, len(sources), create=True)
         accelerator.wait_for_everyone()
-        run_shard(job, table, accelerator.process_index, accelerator.num_processes)
+        index, count = accelerator.process_index, accelerator.num_processes
+        emit = event or (lambda name, info: None)
+        total, done = rows_done(job, len(sources), index, count)
+        emit("distill_start", {"num_sentences": total, "done": done, "path": str(output)})
+        run_shard(job, table, index, count, progress=lambda n: emit("distill_progress", {"n": n}))
         accelerator.wait_for_everyone()
         if accelerator.is_main_process:
             merge_parts(job, len(sources))

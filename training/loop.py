@@ -66,10 +66,10 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, event: Event | None = None, plan: RunPlan | None = None):
         """``plan``: the run's `RunPlan` (default: `plan_run(cfg)`)."""
-        plan = plan or plan_run(cfg)
+        self.emit = event or (lambda name, info: None)
+        plan = plan or plan_run(cfg, self.emit)
         self.cfg, self.run_dir, self.accelerator = cfg, plan.run_dir, plan.accelerator
         self.precision, self.recipe, self.data = plan.precision, plan.recipe, plan.data
-        self.emit = event or (lambda name, info: None)
         for note in plan.notes:
             self.emit("info", {"message": note})
         acc = self.accelerator

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,9 @@ class RunPlan:
     notes: tuple[str, ...]
 
 
-def plan_run(cfg: TrainConfig) -> RunPlan:
-    """The plan of a run of ``cfg`` (see the module docstring); raises `ValueError` for invalid options."""
+def plan_run(cfg: TrainConfig, event: Callable[[str, dict], None] | None = None) -> RunPlan:
+    """The plan of a run of ``cfg`` (see the module docstring); raises `ValueError` for invalid options.
+    ``event(name, info)`` receives the progress events of preparing the data (`prepare_training_data`)."""
     from accelerate.utils import set_seed
 
     check_options(cfg)
@@ -55,7 +57,7 @@ def plan_run(cfg: TrainConfig) -> RunPlan:
     recipe = dataclasses.replace(resolve_recipe(cfg, saved), precision=precision.to_dict())
     notes = [resume_changes(saved, recipe)]
     set_seed(cfg.seed)
-    data = prepare_training_data(cfg, recipe, run_dir, acc)
+    data = prepare_training_data(cfg, recipe, run_dir, acc, event)
     notes.insert(0, data.summary)
     if dropout_pending(cfg, saved):
         recipe, note = budget_dropout_decision(

@@ -15,8 +15,8 @@ from vanilla_transformer.inference import load_model_and_tokenizer
 from vanilla_transformer.inference.corpus_translation import read_output
 from vanilla_transformer.inference.translate import translate
 from vanilla_transformer.training import train
-from vanilla_transformer.training.options import check_options
 from vanilla_transformer.training.distillation import distill_training_split
+from vanilla_transformer.training.options import check_options
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,9 @@ def test_training_targets_are_the_teachers_greedy_translations(teacher, tokenize
     assert list(distilled["train"][TARGET]) != list(splits["train"][TARGET])
     for name in ("validation", "test"):
         assert distilled[name][:] == splits[name][:]
-    assert note.startswith(f"Distilled: the training targets are the translations of the teacher {teacher.name}")
+    assert note.startswith(
+        f"Distilled: the training targets are the translations of the teacher {teacher.name}"
+    )
 
 
 def test_a_second_run_reuses_the_teachers_translations(teacher, tokenizer_dir, tmp_path, monkeypatch):
@@ -76,27 +78,40 @@ def test_a_second_run_reuses_the_teachers_translations(teacher, tokenizer_dir, t
     assert second["train"][:] == first["train"][:]
     # another teacher decoding is another translation, not the saved one
     with pytest.raises(AssertionError, match="translated again"):
-        distilled_splits(small_run(tmp_path / "beam", distill_from=str(teacher), distill_beams=2), tmp_path / "distill")
+        distilled_splits(
+            small_run(tmp_path / "beam", distill_from=str(teacher), distill_beams=2), tmp_path / "distill"
+        )
 
 
 def test_student_run_trains_exports_and_names_its_teacher(teacher, tokenizer_dir, tmp_path):
     out = tmp_path / "student"
+    events: list[tuple[str, dict]] = []
     result = train(
         small_run(
             out, tokenizer=tokenizer_dir, distill_from=str(teacher), distill_beams=1, max_steps=3, export=True
-        )
+        ),
+        lambda name, info: events.append((name, info)),
     )
     assert result.step == 3 and (out / "model.safetensors").is_file()
+    # the teacher's progress: its start (the whole training split, none done before), then every sentence
+    start = next(info for name, info in events if name == "distill_start")
+    assert start["num_sentences"] == result.split_sizes["train"] and start["done"] == 0
+    assert sum(info["n"] for name, info in events if name == "distill_progress") == start["num_sentences"]
     assert list((out / "checkpoints" / "distill").glob("teacher-*.jsonl"))
     card = (out / "README.md").read_text(encoding="utf-8")
-    assert f"training targets translated by the teacher `{teacher.name}` (sequence-level distillation)" in card
+    assert (
+        f"training targets translated by the teacher `{teacher.name}` (sequence-level distillation)" in card
+    )
     assert f"Distilled: the training targets are the translations of the teacher {teacher.name}" in card
 
 
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"distill_beams": 2}, "--distill_beams: options of --distill_from's teacher; pass --distill_from too"),
+        (
+            {"distill_beams": 2},
+            "--distill_beams: options of --distill_from's teacher; pass --distill_from too",
+        ),
         ({"distill_engine": "ct2"}, "--distill_engine: options of --distill_from's teacher"),
         ({"distill_from": "no/such/folder"}, "--distill_from 'no/such/folder' is not a folder"),
         ({"distill_from": ".", "objective": "causal_lm"}, "--objective causal_lm does not translate"),

@@ -41,6 +41,7 @@ class Progress:
         if name == "info":
             tqdm.write(info["message"])
         elif name == "start":
+            self.close()
             tqdm.write(
                 f"Training {info['num_parameters']:,} parameters, token budget {info['max_tokens']}, "
                 f"{info['num_processes']} process(es), from step {info['step']}"
@@ -86,8 +87,17 @@ class Progress:
         elif name == "export_at":
             avg = f", averaged updates {info['averaged_steps']}" if info["averaged_steps"] else ""
             tqdm.write(f"minute {info['minutes']:g} (update {info['step']}{avg}): exported to {info['path']}")
-        elif name == "test_progress" and self.test_bar is not None:
+        elif name in ("test_progress", "distill_progress") and self.test_bar is not None:
             self.test_bar.update(info["n"])
+        elif name == "distill_start":
+            tqdm.write(f"the teacher translates the training sources into {info['path']}")
+            self.test_bar = tqdm(
+                total=info["num_sentences"],
+                initial=info["done"],
+                unit="sent",
+                desc="teacher translation",
+                dynamic_ncols=True,
+            )
         elif name == "test_start":
             self.close()
             self.test_bar = tqdm(
