@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from typing import cast
 
 import pytest
 from conftest import MAX_POSITIONS, export_scoring_model
@@ -287,7 +288,8 @@ def test_jsonl_gives_each_line_its_scores_and_sorted_nbest_as_forced_decoding(sc
             continue
         scores = [r["score"] for r in record["nbest"]]
         assert scores == sorted(scores, reverse=True)
-        ids = [tokenizer.convert_tokens_to_ids(r["tokens"]) for r in record["nbest"]]
+        # a list of tokens gives a list of ids
+        ids = [cast(list[int], tokenizer.convert_tokens_to_ids(r["tokens"])) for r in record["nbest"]]
         sources = [tokenizer(source)["input_ids"]] * len(ids)
         for r, forced in zip(record["nbest"], score_ids(model, sources, ids, append_eos=False)):
             assert r["length"] == len(r["tokens"]) == len(r["token_log_probs"])
