@@ -35,7 +35,7 @@ def _options(generate_parameters: Any) -> DecodingRequest:
         return DecodingRequest.model_validate(generate_parameters)
     except ValidationError as err:
         message = validation_message([dict(e) for e in err.errors()]).replace(
-            "the options are text, source, target, ", "the options are "
+            "the options are text, source, target, scores, ", "the options are "
         )
         raise RequestError(422, f"generate_parameters: {message}") from err
 
