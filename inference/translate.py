@@ -123,29 +123,14 @@ def translate_scored(
     tokenizer: PreTrainedTokenizerBase,
     lines: Sequence[str],
     batch_size: int = 32,
-    *,
-    max_len_a: float | None = None,
-    max_len_b: int = 10,
-    max_tokens: int | None = None,
-    progress: Callable[[int], None] | None = None,
-    **generate_kwargs: Any,
+    **options: Any,
 ) -> tuple[list[list[str]], list[list[float | None]]]:
-    """`translate_nbest` and each hypothesis' sequence score (None for empty lines): with beams, transformers'
-    ``sequences_scores`` (``sum(log p) / length ** length_penalty``); greedy or sampling, the sum of the
-    log-probabilities of the chosen tokens under the processed distribution (temperature, top-k and top-p
-    applied), up to the first ``</s>``. The exported engines give the same two definitions
+    """`translate_nbest` (`options` are its keywords) and each hypothesis' sequence score (None for empty lines):
+    with beams, transformers' ``sequences_scores`` (``sum(log p) / length ** length_penalty``); greedy or
+    sampling, the sum of the log-probabilities of the chosen tokens under the processed distribution (temperature,
+    top-k and top-p applied), up to the first ``</s>``. The exported engines give the same two definitions
     (`inference.engines.EngineModel`)."""
-    nbest = translate_hypotheses(
-        model,
-        tokenizer,
-        lines,
-        batch_size,
-        max_len_a=max_len_a,
-        max_len_b=max_len_b,
-        max_tokens=max_tokens,
-        progress=progress,
-        **generate_kwargs,
-    )
+    nbest = translate_hypotheses(model, tokenizer, lines, batch_size, **options)
     return (
         [[hypothesis.text for hypothesis in hypotheses] for hypotheses in nbest],
         [[hypothesis.score for hypothesis in hypotheses] for hypotheses in nbest],
@@ -177,7 +162,6 @@ def translate_hypotheses(
     from vanilla_transformer.modeling import check_generation_arguments, position_limit
 
     scores = scores or token_scores
-
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")
     if max_tokens is not None and max_tokens < 1:
