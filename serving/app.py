@@ -466,7 +466,8 @@ def create_app(
         summary="Translate texts",
         description="Each text is translated with the decoding options given (the model's generation config for "
         "the others). The reply's `translations` hold the best hypothesis per text; with num_return_sequences > 1, "
-        "`nbest` holds the hypotheses per text, best first (sorted by their sequence score). With `scores`: true, "
+        "`nbest` holds the hypotheses per text, best first (sorted by their sequence score; samples in the order "
+        "drawn). With `scores`: true, "
         "`scores` holds one record per text, the one `vanilla-transformer translate --output_format jsonl` writes: "
         "`translation`, `score` (the sequence score decoding ranked the hypotheses by: with beams log_prob / "
         "length ** length_penalty, greedy log_prob, sampling the sum under the sampling distribution), `log_prob`, "

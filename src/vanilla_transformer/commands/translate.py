@@ -16,8 +16,9 @@ needs --engine torch). Exit code 2 for bad options or a model that cannot be fou
 Scores (--output_format jsonl or tsv; text, the default, writes translations only): --output_format jsonl writes
 one JSON object per input line with the best hypothesis' `translation`, `score`, `log_prob`, `length`, `tokens`
 and `token_log_probs`, and with --num_return_sequences N > 1 `nbest`: the N hypotheses' records, best first
-(sorted by score). --output_format tsv writes `translation<TAB>score<TAB>log_prob` per hypothesis, the N
-hypotheses side by side. An empty line gives an empty translation with null scores.
+(sorted by score; with --do_sample, the samples in the order drawn). --output_format tsv writes
+`translation<TAB>score<TAB>log_prob` per hypothesis, the N hypotheses side by side. An empty line gives an empty
+translation with null scores.
   score            the number decoding ranked the hypotheses by (translate-corpus's `score`): with beams,
                    log_prob / length ** length_penalty; greedy, log_prob itself (no length normalisation);
                    sampling, the sum under the sampling distribution (temperature, top-k, top-p applied),
