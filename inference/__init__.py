@@ -4,7 +4,9 @@ Modules:
     loading      `load_model_and_tokenizer` (safetensors only, tokenizer checked against the model),
                  `resolve_device`, `check_tokenizer_matches_model`, `hub_config`
     translate    THE batched translation: `translate` (one output per text), `translate_nbest`,
-                 `translate_lines` (n-best joined by tabs, for the CLI), `translate_scored` (with sequence scores)
+                 `translate_lines` (n-best joined by tabs, for the CLI), `translate_scored` (with sequence scores),
+                 `translate_hypotheses` (`Hypothesis` lists, with per-token log-probabilities),
+                 `translation_record` (what the CLI's JSONL and the server report of one line)
     corpus_translation  a whole corpus: `CorpusJob`, part files and resuming, accelerate shards, Ray Data actors
     scoring      `score_translations`, `evaluate_translation`, `evaluate_split` (a split's columns),
                  `length_stats`, `bleu_tokenizer_for`, `load_metric` / `metric_path` (the BLEU and chrF
@@ -28,10 +30,19 @@ from .scoring import (
     metric_path,
     score_translations,
 )
-from .translate import translate, translate_lines, translate_nbest, translate_scored
+from .translate import (
+    Hypothesis,
+    translate,
+    translate_hypotheses,
+    translate_lines,
+    translate_nbest,
+    translate_scored,
+    translation_record,
+)
 
 __all__ = [
     "AttentionMap",
+    "Hypothesis",
     "bleu_tokenizer_for",
     "check_tokenizer_matches_model",
     "cross_attention",
@@ -48,7 +59,9 @@ __all__ = [
     "score_translations",
     "tick_labels",
     "translate",
+    "translate_hypotheses",
     "translate_lines",
     "translate_nbest",
     "translate_scored",
+    "translation_record",
 ]

@@ -27,6 +27,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from vanilla_transformer.modeling import position_limit
 
 from .engines import CT2_MODEL_CONFIG_FILE, DecodingOptions, EngineTranslator, check_refused
@@ -96,19 +98,39 @@ class CT2Translator(EngineTranslator):
         return ids, [list(result.scores) for result in results]
 
     def score_ids(self, source_ids: list[list[int]], target_ids: list[list[int]]) -> list[list[float]]:
-        """Per-token log-probabilities of each target (token ids ending with `</s>`) given its source (token ids
-        with `</s>`): CTranslate2's `score_batch`, which adds the decoder start token and scores the `</s>` it
-        appends itself (a target is passed without its own)."""
+        """Per-token log-probabilities of each target (token ids, ending with `</s>` or, for a hypothesis cut at
+        its length limit, not) given its source (token ids with `</s>`): CTranslate2's `score_batch`, which adds
+        the decoder start token and scores the `</s>` it appends itself (a target is passed without its own). A
+        target without `</s>` is scored without its last token (the `</s>` appended in its place is dropped, and
+        a target as long as the decoder's positions fits), and its last token's log-probability is the
+        log-softmax of the logits `translate_batch` gives after the other tokens as a forced prefix."""
         if not source_ids:
             return []
         end = self.config.eos_token_id
+        finished = [bool(ids) and ids[-1] == end for ids in target_ids]
         source = [[self.source_tokens[i] for i in ids] for ids in source_ids]
-        target = [
-            [self.target_tokens[i] for i in (ids[:-1] if ids and ids[-1] == end else ids)]
-            for ids in target_ids
-        ]
+        target = [[self.target_tokens[i] for i in ids[:-1]] for ids in target_ids]
         results = self.translator.score_batch(source, target, max_input_length=0)
-        return [list(result.log_probs) for result in results]
+        log_probs = [
+            list(r.log_probs) if done else list(r.log_probs)[:-1] for r, done in zip(results, finished)
+        ]
+        cut = [row for row, done in enumerate(finished) if not done]
+        if cut:
+            steps = self.translator.translate_batch(
+                [source[row] for row in cut],
+                [target[row] for row in cut],
+                beam_size=1,
+                max_decoding_length=max(len(target_ids[row]) for row in cut),
+                min_decoding_length=0,
+                max_input_length=0,
+                return_logits_vocab=True,
+            )
+            for row, result in zip(cut, steps):
+                logits = np.asarray(result.logits[0][len(target_ids[row]) - 1], dtype=np.float32)
+                shifted = logits - logits.max()
+                log_softmax = shifted - np.log(np.exp(shifted).sum())
+                log_probs[row].append(float(log_softmax[target_ids[row][-1]]))
+        return log_probs
 
     def decoding_options(self, options: DecodingOptions) -> dict[str, Any]:
         """The `translate_batch` options of these settings and the folder's generation config; `ValueError` for

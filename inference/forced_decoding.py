@@ -100,12 +100,15 @@ def score_ids(
     target_ids: Sequence[Sequence[int]],
     batch_size: int = 32,
     pad_token_id: int | None = None,
+    *,
+    append_eos: bool = True,
 ) -> list[PairScore]:
     """For each (source, target) pair of token ids, in input order, its `PairScore` under `model`: a PyTorch
     seq2seq model or an exported engine loaded by `inference.engines.load_engine` (whose runtime scores with its
     `score_ids`). Sources are read as given (their `</s>` included); a target is scored as a finished translation:
-    a `</s>` is appended where it does not end with one. Pairs are sorted by source length into batches of
-    `batch_size`. The model is in eval mode while it scores and gets its training mode back afterwards."""
+    a `</s>` is appended where it does not end with one; without `append_eos`, as it is (a hypothesis that decoding
+    cut at its length limit: its tokens only). Pairs are sorted by source length into batches of `batch_size`. The
+    model is in eval mode while it scores and gets its training mode back afterwards."""
     from vanilla_transformer.modeling import position_limit
 
     if batch_size < 1:
@@ -118,7 +121,9 @@ def score_ids(
         raise ValueError("every source needs at least one token (its </s>)")
     eos = model.config.eos_token_id
     eos = eos[0] if isinstance(eos, list) else eos
-    targets = [list(ids) if ids and ids[-1] == eos else [*ids, eos] for ids in target_ids]
+    targets = [list(ids) if not append_eos or (ids and ids[-1] == eos) else [*ids, eos] for ids in target_ids]
+    if any(not ids for ids in targets):
+        raise ValueError("every target needs at least one token: pass append_eos=True to score an empty one")
     sources = [list(ids) for ids in source_ids]
     decoder_limit = position_limit(model.config)
     unscorable = [

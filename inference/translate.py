@@ -2,8 +2,10 @@
 `vanilla-transformer evaluate`, validation and test scoring in training, and the quality benchmark (for
 `MarianMTModel` too).
 
-`translate_scored` is the loop (the hypotheses and their sequence scores); `translate_nbest`, `translate` (one
-hypothesis per text) and `translate_lines` (n-best joined by tabs, for the CLI) are views of it. All return
+`translate_hypotheses` is the loop (each line's `Hypothesis` list: texts, sequence scores and, with
+``token_scores``, each output's tokens and their log-probabilities); `translate_scored` (texts and sequence scores),
+`translate_nbest`, `translate` (one hypothesis per text) and `translate_lines` (n-best joined by tabs, for the CLI)
+are views of it, and `translation_record` is what the command line and the server report of one line. All return
 outputs in input order. Empty (or whitespace-only) texts are not sent to the model and give empty outputs.
 Non-empty texts are sorted by token length (longest first), translated in batches of `batch_size` (and, with
 ``max_tokens``, of at most that many padded source tokens), and put back in input order. Sources longer than the model accepts
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from .loading import ModelStandIn, check_tokenizer_matches_model
@@ -33,10 +36,25 @@ from .loading import ModelStandIn, check_tokenizer_matches_model
 if TYPE_CHECKING:  # torch and transformers are imported where used, so that bad input fails in milliseconds
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+    from .forced_decoding import PairScore
+
 
 logger = logging.getLogger(__name__)
 
 _BEAM_ONLY = ("length_penalty", "early_stopping")  # meaningless with one beam (transformers warns if given)
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One translation of a line: its ``text``; its sequence ``score`` (`translate_scored`; None without scores and
+    for an empty line); with token scores, ``tokens``: the output's token ids as decoded (its ``</s>`` included
+    when decoding produced one) and the log-probability of each by forced decoding
+    (`inference.forced_decoding.score_ids`, the numbers `vanilla-transformer score` gives; None for an empty
+    line)."""
+
+    text: str
+    score: float | None = None
+    tokens: PairScore | None = None
 
 
 def encode_sources(
@@ -85,7 +103,7 @@ def translate_nbest(
     own). `progress(n)` is called after each batch with its number of lines (and once for the empty lines, if
     any), so the calls add up to ``len(lines)``. The model is in eval mode while it translates and gets its
     training mode back afterwards."""
-    return translate_scored(
+    nbest = translate_hypotheses(
         model,
         tokenizer,
         lines,
@@ -96,10 +114,30 @@ def translate_nbest(
         progress=progress,
         scores=False,
         **generate_kwargs,
-    )[0]
+    )
+    return [[hypothesis.text for hypothesis in hypotheses] for hypotheses in nbest]
 
 
 def translate_scored(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    lines: Sequence[str],
+    batch_size: int = 32,
+    **options: Any,
+) -> tuple[list[list[str]], list[list[float | None]]]:
+    """`translate_nbest` (`options` are its keywords) and each hypothesis' sequence score (None for empty lines):
+    with beams, transformers' ``sequences_scores`` (``sum(log p) / length ** length_penalty``); greedy or
+    sampling, the sum of the log-probabilities of the chosen tokens under the processed distribution (temperature,
+    top-k and top-p applied), up to the first ``</s>``. The exported engines give the same two definitions
+    (`inference.engines.EngineModel`)."""
+    nbest = translate_hypotheses(model, tokenizer, lines, batch_size, **options)
+    return (
+        [[hypothesis.text for hypothesis in hypotheses] for hypotheses in nbest],
+        [[hypothesis.score for hypothesis in hypotheses] for hypotheses in nbest],
+    )
+
+
+def translate_hypotheses(
     model: PreTrainedModel | ModelStandIn,
     tokenizer: PreTrainedTokenizerBase,
     lines: Sequence[str],
@@ -110,17 +148,20 @@ def translate_scored(
     max_tokens: int | None = None,
     progress: Callable[[int], None] | None = None,
     scores: bool = True,
+    token_scores: bool = False,
     **generate_kwargs: Any,
-) -> tuple[list[list[str]], list[list[float | None]]]:
-    """`translate_nbest` and, with `scores`, each hypothesis' sequence score (None for empty lines, and for all
-    lines without `scores`): with beams, transformers' ``sequences_scores`` (``sum(log p) / length **
-    length_penalty``); greedy or sampling, the sum of the log-probabilities of the chosen tokens under the
-    processed distribution (temperature, top-k and top-p applied), up to the first ``</s>``. The exported
-    engines give the same two definitions (`inference.engines.EngineModel`)."""
+) -> list[list[Hypothesis]]:
+    """For each line, its `num_return_sequences` `Hypothesis` (best first; see `translate_nbest` for the options):
+    with `scores`, each one's sequence score (`translate_scored`); with `token_scores`, also its output tokens and
+    their log-probabilities by forced decoding of the output (`inference.forced_decoding.score_ids`: PyTorch's
+    forward pass, CTranslate2's ``score_batch``, the ONNX decoder step by step), one scoring call per batch. With
+    beams and a generation config that alters no logits, a finished hypothesis' score equals
+    ``tokens.score(length_penalty)``; greedy, ``tokens.log_prob``."""
     import torch
 
     from vanilla_transformer.modeling import check_generation_arguments, position_limit
 
+    scores = scores or token_scores
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")
     if max_tokens is not None and max_tokens < 1:
@@ -139,13 +180,12 @@ def translate_scored(
         "num_return_sequences", getattr(model.generation_config, "num_return_sequences", 1)
     )
     n = n or 1
-    results: list[list[str]] = [[""] * n for _ in lines]
-    sequence_scores: list[list[float | None]] = [[None] * n for _ in lines]
+    results: list[list[Hypothesis]] = [[Hypothesis("")] * n for _ in lines]
     todo = [i for i, line in enumerate(lines) if line.strip()]
     if progress is not None and len(lines) > len(todo):
         progress(len(lines) - len(todo))
     if not todo:
-        return results, sequence_scores
+        return results
 
     encoded = encode_sources(model, tokenizer, [lines[i] for i in todo])
     max_new_tokens = _capped_max_new_tokens(model, generate_kwargs)
@@ -192,14 +232,70 @@ def translate_scored(
             batch_scores: list[float | None] = (
                 _sequence_scores(model, output) if scores else [None] * len(texts)
             )
+            scored: list[PairScore | None] = [None] * len(texts)
+            if token_scores:
+                sources = [encoded[k] for k in batch for _ in range(n)]
+                scored = list(_output_scores(model, sources, output_ids, pad_id))
+            hypotheses = [
+                Hypothesis(" ".join(text.split()), score, tokens)
+                for text, score, tokens in zip(texts, batch_scores, scored)
+            ]
             for row, k in enumerate(batch):
-                results[todo[k]] = [" ".join(t.split()) for t in texts[row * n : (row + 1) * n]]
-                sequence_scores[todo[k]] = batch_scores[row * n : (row + 1) * n]
+                results[todo[k]] = hypotheses[row * n : (row + 1) * n]
             if progress is not None:
                 progress(len(batch))
     finally:
         model.train(was_training)
-    return results, sequence_scores
+    return results
+
+
+def hypothesis_record(hypothesis: Hypothesis, tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
+    """What the command line (`translate --output_format jsonl`) and the server (POST /translate with
+    ``scores``) report of one hypothesis with token scores: ``translation``, ``score`` (its sequence score: what
+    decoding ranked it by), and `inference.forced_decoding.score_record`'s ``log_prob``, ``length``, ``tokens``
+    and ``token_log_probs`` (six decimals); an empty line gives null scores and no tokens."""
+    from .forced_decoding import score_record
+
+    if hypothesis.tokens is None:
+        return {
+            "translation": hypothesis.text,
+            "score": hypothesis.score,
+            "log_prob": None,
+            "length": 0,
+            "tokens": [],
+            "token_log_probs": [],
+        }
+    record = score_record(hypothesis.tokens, tokenizer, length_penalty=0.0)
+    score = None if hypothesis.score is None else round(hypothesis.score, 6)
+    return {"translation": hypothesis.text, **record, "score": score}
+
+
+def translation_record(
+    hypotheses: Sequence[Hypothesis], tokenizer: PreTrainedTokenizerBase
+) -> dict[str, Any]:
+    """The record of one line's n-best list (`translate_hypotheses` with token scores): the best hypothesis'
+    `hypothesis_record` and, with more than one hypothesis, ``nbest``: every hypothesis' record, best first."""
+    record = hypothesis_record(hypotheses[0], tokenizer)
+    if len(hypotheses) > 1:
+        record["nbest"] = [hypothesis_record(hypothesis, tokenizer) for hypothesis in hypotheses]
+    return record
+
+
+def _output_scores(
+    model: PreTrainedModel | ModelStandIn, sources: list[list[int]], output_ids: Any, pad_id: int
+) -> list[PairScore]:
+    """The forced-decoding `PairScore` of each generated row of ``output_ids`` (B * n, T) (the decoder start
+    token first) given its source ids: its tokens up to and including the first ``</s>``, or all of them for a
+    row that decoding cut at its length limit (scored without a ``</s>``)."""
+    from .forced_decoding import score_ids
+
+    eos = model.generation_config.eos_token_id
+    eos_ids = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
+    rows = []
+    for row in output_ids[:, 1:].tolist():
+        end = next((t + 1 for t, token in enumerate(row) if token in eos_ids), None)
+        rows.append(row[:end] if end is not None else row)
+    return score_ids(model, sources, rows, batch_size=len(rows), pad_token_id=pad_id, append_eos=False)
 
 
 def _batches(

@@ -2,7 +2,9 @@
 `inference.engines`; each model with its own batcher, `Lane`).
 
     POST /translate         {"text": "..." | ["...", ...], decoding options}  -> {"translations": [...]}
-                            (with num_return_sequences > 1 also "nbest": one list of hypotheses per text)
+                            (with num_return_sequences > 1 also "nbest": one list of hypotheses per text; with
+                            "scores": true also "scores": one record per text, as `vanilla-transformer translate
+                            --output_format jsonl` writes it, `inference.translation_record`)
     POST /translate/stream  {"text": "...", decoding options} -> server-sent events: "token" events with the
                             text each new token adds, then one "done" event with the whole translation
     POST /score             {"pairs": [["source", "target"], ...], "length_penalty": ...} -> {"scores": [{"score",
@@ -45,6 +47,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from vanilla_transformer.inference.translate import Hypothesis, translation_record
 from vanilla_transformer.modeling import max_source_length, position_limit
 
 from . import deepl_api, hf_inference_api, libretranslate_api
@@ -53,7 +56,7 @@ from .batcher import Batcher
 from .metrics import METRICS_PATH, Metrics
 from .options import (
     DECODING_FIELDS,
-    LANGUAGE_FIELDS,
+    TRANSLATE_FIELDS,
     DecodingRequest,
     Limits,
     RequestError,
@@ -282,11 +285,12 @@ class Lane:
         return kwargs, sum(lengths) * work_rows(kwargs, self.generation_config)
 
     async def translate(
-        self, texts: list[str], options: DecodingRequest, connection: Request
-    ) -> list[list[str]]:
-        """The n-best lists of ``texts`` decoded with ``options`` through the batcher: the one translate path of
-        every API. `RequestError` for a refusal (the module docstring's 413 and 422), 499 when the client left
-        while its request waited, 500 when the engine failed on its batch, 503 while shutting down."""
+        self, texts: list[str], options: DecodingRequest, connection: Request, *, scores: bool = False
+    ) -> list[list[Hypothesis]]:
+        """The n-best lists of ``texts`` decoded with ``options`` through the batcher (with ``scores``, each
+        hypothesis with its sequence score and per-token log-probabilities): the one translate path of every
+        API. `RequestError` for a refusal (the module docstring's 413 and 422), 499 when the client left while its
+        request waited, 500 when the engine failed on its batch, 503 while shutting down."""
         limits = self.limits
         if not texts:
             raise RequestError(422, "text is an empty list: send at least one text")
@@ -298,7 +302,7 @@ class Lane:
             )
         kwargs, tokens = self.prepare(options, texts)
         try:
-            future = self.batcher.submit(texts, kwargs, tokens, options.seed)
+            future = self.batcher.submit(texts, kwargs, tokens, options.seed, scores=scores)
         except RuntimeError as err:
             raise RequestError(503, str(err)) from err
         # a request whose client leaves while it waits is cancelled: the batcher drops it unless it already runs
@@ -313,6 +317,13 @@ class Lane:
             return answer.result()
         except Exception as err:  # noqa: BLE001 - the engine failed on this batch; the server keeps serving
             raise RequestError(500, f"translation failed: {type(err).__name__}: {err}") from err
+
+    async def translate_texts(
+        self, texts: list[str], options: DecodingRequest, connection: Request
+    ) -> list[list[str]]:
+        """The texts of `translate`'s n-best lists: the translate path of the other APIs (`serving.apis.Route`)."""
+        nbest = await self.translate(texts, options, connection)
+        return [[hypothesis.text for hypothesis in hypotheses] for hypotheses in nbest]
 
     async def score(self, pairs: list[list[str]], length_penalty: float | None) -> list[dict[str, Any]]:
         """The `inference.forced_decoding.score_record` of each (source, target) pair, scored in a worker thread,
@@ -350,9 +361,9 @@ class Lane:
         from vanilla_transformer.inference.engines import ENGINES
 
         served = self.served
-        options = ["text", *LANGUAGE_FIELDS, *DECODING_FIELDS]
+        options = [*TRANSLATE_FIELDS, *DECODING_FIELDS]
         if served.engine in ENGINES:
-            options = ["text", *LANGUAGE_FIELDS, *ENGINES[served.engine].options]
+            options = [*TRANSLATE_FIELDS, *ENGINES[served.engine].options]
         return {
             "model": served.name,
             "engine": served.engine,
@@ -412,7 +423,7 @@ def create_app(
             lane.served.name, lane.served.engine, lane.served.languages, lane.served.load_seconds
         )
     metrics.watch_queue(lambda: sum(lane.batcher.queued for lane in lanes))
-    api = Api([Route(lane.served, lane.translate) for lane in lanes], limits, keyed=bool(api_keys))
+    api = Api([Route(lane.served, lane.translate_texts) for lane in lanes], limits, keyed=bool(api_keys))
     streams = {"active": 0, "served": 0, "cancelled": 0}
     streams_lock = threading.Lock()
     batching_info = {"enabled": batching, "max_wait_ms": max_wait_ms, "max_batch_tokens": max_batch_tokens}
@@ -450,14 +461,31 @@ def create_app(
             raise RequestError(422, err.message) from err
         return lanes[api.routes.index(route)]
 
-    @app.post("/translate")
+    @app.post(
+        "/translate",
+        summary="Translate texts",
+        description="Each text is translated with the decoding options given (the model's generation config for "
+        "the others). The reply's `translations` hold the best hypothesis per text; with num_return_sequences > 1, "
+        "`nbest` holds the hypotheses per text, best first (sorted by their sequence score; samples in the order "
+        "drawn). With `scores`: true, "
+        "`scores` holds one record per text, the one `vanilla-transformer translate --output_format jsonl` writes: "
+        "`translation`, `score` (the sequence score decoding ranked the hypotheses by: with beams log_prob / "
+        "length ** length_penalty, greedy log_prob, sampling the sum under the sampling distribution), `log_prob`, "
+        "`length`, `tokens` and `token_log_probs` (the output's tokens, its </s> included, and the log-probability "
+        "of each by forced decoding of the output, the numbers POST /score gives the pair), and with "
+        "num_return_sequences > 1 `nbest`: those records for every hypothesis, best first. An empty text gets null "
+        "scores and no tokens.",
+    )
     async def translate(request: TranslateRequest, connection: Request) -> Any:
         lane = lane_of(request.source, request.target)
         texts = [request.text] if isinstance(request.text, str) else list(request.text)
-        nbest = await lane.translate(texts, request, connection)
-        reply: dict[str, Any] = {"translations": [hyps[0] for hyps in nbest]}
+        nbest = await lane.translate(texts, request, connection, scores=request.scores)
+        reply: dict[str, Any] = {"translations": [hyps[0].text for hyps in nbest]}
         if generate_kwargs(request).get("num_return_sequences", 1) > 1:
-            reply["nbest"] = nbest
+            reply["nbest"] = [[hypothesis.text for hypothesis in hyps] for hyps in nbest]
+        if request.scores:
+            tokenizer = lane.served.tokenizer
+            reply["scores"] = [translation_record(hyps, tokenizer) for hyps in nbest]
         return reply
 
     @app.post(

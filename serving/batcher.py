@@ -1,11 +1,13 @@
 """Dynamic batching: requests that arrive close together are translated in one engine call.
 
 A `Batcher` owns one worker thread, the only one that calls the engine for /translate. `Batcher.submit` queues a
-request (its texts, its decoding options, its size in tokens) and returns a `concurrent.futures.Future` of its
-n-best lists. The worker takes the oldest waiting request and groups it with the later ones that have *identical*
-decoding options, in arrival order, while the group's tokens (source tokens x beams) stay within
-``max_batch_tokens``; it waits at most ``max_wait_s`` after the oldest request arrived for the group to fill.
-One group is one `inference.translate_nbest` call with ``batch_size`` = its number of texts, which sorts the
+request (its texts, its decoding options, whether it wants scores, its size in tokens) and returns a
+`concurrent.futures.Future` of its n-best lists of `inference.Hypothesis`. The worker takes the oldest waiting
+request and groups it with the later ones that have *identical* decoding options and the same wish for scores, in
+arrival order, while the group's tokens (source tokens x beams) stay within ``max_batch_tokens``; it waits at most
+``max_wait_s`` after the oldest request arrived for the group to fill. One group is one
+`inference.translate_hypotheses` call (with scores: sequence scores and per-token log-probabilities by forced
+decoding) with ``batch_size`` = its number of texts, which sorts the
 texts by length, pads them into one batch and puts the outputs back in order, so a reply equals what the request
 would get alone (the model masks padding; greedy and beam search decode each row on its own). Requests with a
 ``seed`` (sampling made reproducible) always run alone.
@@ -43,13 +45,14 @@ class Pending:
     kwargs: dict[str, Any]
     tokens: int
     seed: int | None = None
+    scores: bool = False
     arrival: float = field(default_factory=time.monotonic)
     future: Future = field(default_factory=Future)
 
     @property
     def key(self) -> tuple:
-        """Requests group only with equal keys: the same decoding options, and no seed."""
-        options = tuple(sorted(self.kwargs.items()))
+        """Requests group only with equal keys: the same decoding options and wish for scores, and no seed."""
+        options = (tuple(sorted(self.kwargs.items())), self.scores)
         return options if self.seed is None else (options, "seed", id(self))
 
 
@@ -80,10 +83,11 @@ STATS = ("requests", "texts", "batches", "largest_batch", "failed_batches", "dro
 
 class Batcher:
     """The request queue and its worker thread (module docstring). ``model`` and ``tokenizer`` as
-    `inference.translate_nbest` takes them (a PyTorch model or an exported engine's `EngineModel`). With
+    `inference.translate_hypotheses` takes them (a PyTorch model or an exported engine's `EngineModel`). With
     ``batching=False`` every request is its own engine call (one-at-a-time serving, for comparison).
     ``sampling_lock`` is the lock of `random_draws` that every sampling generation of the server shares;
-    ``on_batch(texts, nbest)`` is called in the worker after each engine call that succeeded (the metrics)."""
+    ``on_batch(texts, nbest)`` (the n-best lists' texts) is called in the worker after each engine call that
+    succeeded (the metrics)."""
 
     def __init__(
         self,
@@ -123,11 +127,18 @@ class Batcher:
             return len(self._pending)
 
     def submit(
-        self, texts: Sequence[str], kwargs: dict[str, Any], tokens: int, seed: int | None = None
+        self,
+        texts: Sequence[str],
+        kwargs: dict[str, Any],
+        tokens: int,
+        seed: int | None = None,
+        *,
+        scores: bool = False,
     ) -> Future:
-        """Queue ``texts`` for translation with ``kwargs``; the future's result is one n-best list per text.
+        """Queue ``texts`` for translation with ``kwargs``; the future's result is one n-best list of
+        `inference.Hypothesis` per text, with ``scores`` their sequence scores and per-token log-probabilities.
         Raises `RuntimeError` once the batcher is closing."""
-        item = Pending(list(texts), dict(kwargs), tokens, seed)
+        item = Pending(list(texts), dict(kwargs), tokens, seed, scores)
         with self._cond:
             if self._closing:
                 raise RuntimeError("the server is shutting down")
@@ -179,15 +190,21 @@ class Batcher:
                 self._translate(live)
 
     def _translate(self, group: list[Pending]) -> None:
-        from vanilla_transformer.inference import translate_nbest
+        from vanilla_transformer.inference import translate_hypotheses
 
         texts = [text for item in group for text in item.texts]
-        kwargs, seed = group[0].kwargs, group[0].seed
+        kwargs, seed, scores = group[0].kwargs, group[0].seed, group[0].scores
         sampling = samples(kwargs, getattr(self.model, "generation_config", None))
         try:
             with random_draws(self.sampling_lock, sampling, seed):
-                nbest = translate_nbest(
-                    self.model, self.tokenizer, texts, batch_size=max(1, len(texts)), **kwargs
+                nbest = translate_hypotheses(
+                    self.model,
+                    self.tokenizer,
+                    texts,
+                    batch_size=max(1, len(texts)),
+                    scores=scores,
+                    token_scores=scores,
+                    **kwargs,
                 )
         except Exception as err:  # noqa: BLE001 - an engine error fails this group's requests, not the server
             logger.exception("translating a batch of %d requests failed", len(group))
@@ -202,7 +219,7 @@ class Batcher:
         # counted before the replies go out, so that a client that has its reply finds it counted
         if self.on_batch is not None:
             try:
-                self.on_batch(texts, nbest)
+                self.on_batch(texts, [[hypothesis.text for hypothesis in hyps] for hyps in nbest])
             except Exception:  # noqa: BLE001 - the replies go out whatever happens to the count
                 logger.exception("on_batch failed for a batch of %d texts", len(texts))
         start = 0

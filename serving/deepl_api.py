@@ -14,7 +14,8 @@ DeepL's codes name the model's languages by their first part, in any case: ``EN-
 each text goes to the model, among those into ``target_lang``, whose vocabulary reads most of it. ``tag_handling``
 translates the text nodes of the markup and keeps the markup (`serving.apis.split_markup`); DeepL's other options
 (formality, split_sentences, context, glossaries...) are accepted and have no effect. Texts are decoded with the
-model's defaults, so a reply equals the server's own /translate. The ``Authorization: DeepL-Auth-Key KEY`` header
+model's defaults, so a reply equals the server's own /translate; DeepL's reply has no field for a score, and gets
+none (the server's own /translate gives them with ``scores``). The ``Authorization: DeepL-Auth-Key KEY`` header
 (or the legacy ``auth_key`` field, in the query string or the body) is checked when the server has keys
 (`serving.apis.ApiGate`). Errors are DeepL's ``{"message": ...}``: 400 for a request the server refuses
 (413 for one over its size limits), 500 when translating fails, 503 while shutting down.

@@ -9,7 +9,9 @@ options (those of POST /translate, checked by the same rules and limits); ``src_
 model (each optional; both needed only when several models match, else 422 naming the pairs served); ``clean_up_tokenization_spaces``, ``truncation`` and the body's ``options``
 (``wait_for_model``, ``use_cache``) are accepted and have no effect (the tokenizer decodes as it was saved; a source over the server's limit is refused, never truncated). The
 reply has one ``translation_text`` per input, or, with ``num_return_sequences`` > 1, that many per input (a list
-per input for a list of inputs). Errors are ``{"error": message}`` with the server's own status codes.
+per input for a list of inputs); the task's output schema has no field for a score, so none is added (the
+server's own /translate gives them with ``scores``). Errors are ``{"error": message}`` with the server's own
+status codes.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def _options(generate_parameters: Any) -> DecodingRequest:
         return DecodingRequest.model_validate(generate_parameters)
     except ValidationError as err:
         message = validation_message([dict(e) for e in err.errors()]).replace(
-            "the options are text, source, target, ", "the options are "
+            "the options are text, source, target, scores, ", "the options are "
         )
         raise RequestError(422, f"generate_parameters: {message}") from err
 

@@ -11,7 +11,9 @@ Weblate, Discourse, ``libretranslatepy`` and the other clients that speak it.
 
 POST /translate is LibreTranslate's when its body is a form or a JSON object with ``q`` (`serving.apis`); the same
 routes are also under /libretranslate. Texts are decoded with the model's defaults (greedy or its beams), so a
-reply equals the server's own /translate; ``alternatives`` asks for n-best lists (at least N + 1 beams).
+reply equals the server's own /translate; ``alternatives`` asks for n-best lists (at least N + 1 beams), the
+hypotheses after the first in the order of their sequence scores. LibreTranslate's API has no field for scores
+(the server's own /translate gives them with ``scores``).
 ``format=html`` translates the text nodes of the HTML and keeps its markup (`serving.apis.split_markup`).
 ``api_key`` is checked when the server has keys (`serving.apis.ApiGate`). Errors are ``{"error": message}``: 400 for a request the server
 refuses (a missing field, a language it does not serve, a limit), 500 when translating fails, 503 while shutting

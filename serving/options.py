@@ -100,6 +100,8 @@ else:
 
 # the fields that pick the model when a server has several (`serving.apis.Api.route`)
 LANGUAGE_FIELDS = ("source", "target")
+# the fields of POST /translate besides its decoding options
+TRANSLATE_FIELDS = ("text", *LANGUAGE_FIELDS, "scores")
 
 
 class TranslateRequest(DecodingRequest):
@@ -108,6 +110,12 @@ class TranslateRequest(DecodingRequest):
     text: str | list[str] = Field(..., description="a source text, or a list of them")
     source: str | None = Field(None, description="the source language (needed when several models match)")
     target: str | None = Field(None, description="the target language (needed when several models match)")
+    scores: bool = Field(
+        False,
+        description="true: the reply's scores hold, per text, the sequence score, log_prob, length, tokens and "
+        "token_log_probs of its translation (and of each n-best hypothesis): the records of `vanilla-transformer "
+        "translate --output_format jsonl`",
+    )
 
 
 class StreamRequest(DecodingRequest):
@@ -271,8 +279,8 @@ def validation_message(errors: Sequence[dict]) -> str:
     unknown = [str(e["loc"][-1]) for e in errors if e.get("type") == "extra_forbidden"]
     if unknown:
         return (
-            f"unknown option(s) {', '.join(repr(u) for u in unknown)}; the options are text, "
-            f"{', '.join((*LANGUAGE_FIELDS, *DECODING_FIELDS))}"
+            f"unknown option(s) {', '.join(repr(u) for u in unknown)}; the options are "
+            f"{', '.join((*TRANSLATE_FIELDS, *DECODING_FIELDS))}"
         )
     if any(e.get("type") == "json_invalid" for e in errors):
         return f"malformed JSON: {errors[0].get('ctx', {}).get('error', errors[0].get('msg'))}"

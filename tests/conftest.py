@@ -271,6 +271,24 @@ def export_tiny_model(folder: Path, tokenizer: PreTrainedTokenizerFast | None = 
     return save_with_remote_code(model, folder, tokenizer)
 
 
+def export_scoring_model(folder: Path, eos_token_id: int = 3) -> Path:
+    """A tiny exported model (`export_tiny_model`'s tokenizer) whose output bias is pushed towards </s> so that most
+    hypotheses finish within 12 new tokens, with a generation config that alters no logits (generate() then
+    decodes from the distribution forced decoding scores with, `inference.forced_decoding`)."""
+    from transformers import AutoTokenizer
+
+    from vanilla_transformer.modeling import save_with_remote_code
+
+    path = export_tiny_model(folder)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = tiny_model(vocab_size=len(tokenizer), max_position_embeddings=MAX_POSITIONS)
+    with torch.no_grad():
+        model.final_logits_bias[eos_token_id] += 5.0
+    model.generation_config.max_new_tokens = 12
+    model.generation_config.suppress_tokens = None
+    return save_with_remote_code(model, path, tokenizer)
+
+
 @pytest.fixture(scope="module")
 def export(tmp_path_factory) -> Path:
     """A tiny exported model folder (see export_tiny_model), one per test module."""

@@ -3,13 +3,16 @@ with a tiny BPE tokenizer trained on a few hundred lines of data/bible.zh-en.tsv
 
 from __future__ import annotations
 
+import json
 import subprocess
+from typing import cast
 
 import pytest
-from conftest import MAX_POSITIONS
+from conftest import MAX_POSITIONS, export_scoring_model
 from helpers.shared import run_command, run_main
 
 from vanilla_transformer.inference import translate_lines, translate_nbest
+from vanilla_transformer.inference.forced_decoding import score_ids
 from vanilla_transformer.modeling import check_generation_arguments
 
 
@@ -243,3 +246,105 @@ def test_onnx_folder_in_the_three_file_layout_exit_2(tmp_path):
     assert done.returncode == 2 and done.stdout == b"", err
     assert err.count("\n") == 1 and err.startswith("error: ") and "three-file layout" in err, err
     assert "vanilla-transformer export --engine onnx" in err
+
+
+@pytest.fixture(scope="module")
+def scoring_folder(tmp_path_factory):
+    """`conftest.export_scoring_model`: a generation config that alters no logits, so beam search's scores are
+    forced decoding's."""
+    return export_scoring_model(tmp_path_factory.mktemp("scoring"))
+
+
+def test_jsonl_gives_each_line_its_scores_and_sorted_nbest_as_forced_decoding(scoring_folder):
+    """Subprocess: --output_format jsonl writes one record per input line, its best hypothesis' translation, score,
+    log_prob, length, tokens and token_log_probs, and nbest: num_return_sequences records sorted by score; each
+    score is forced decoding's score of that output (1e-4) and the translations are the text output's."""
+    from vanilla_transformer.inference.engines import load_engine
+
+    stdin = "\n".join(SOURCES) + "\n"
+    options = (
+        "--model",
+        str(scoring_folder),
+        "--num_beams",
+        "4",
+        "--length_penalty",
+        "0.6",
+        "--batch_size",
+        "2",
+    )
+    done = run_cli(*options, "--num_return_sequences", "3", "--output_format", "jsonl", stdin=stdin)
+    assert done.returncode == 0, done.stderr.decode()
+    records = [json.loads(line) for line in done.stdout.decode("utf-8").splitlines()]
+    model, tokenizer = load_engine("torch", scoring_folder, dtype="float32")
+    texts = translate_nbest(
+        model, tokenizer, SOURCES, num_beams=4, length_penalty=0.6, num_return_sequences=3
+    )
+    assert len(records) == len(SOURCES)
+    for source, record, hypotheses in zip(SOURCES, records, texts):
+        assert [r["translation"] for r in record["nbest"]] == hypotheses
+        assert {k: v for k, v in record.items() if k != "nbest"} == record["nbest"][0]
+        if not source.strip():
+            assert record["score"] is None and record["tokens"] == [] and record["log_prob"] is None
+            continue
+        scores = [r["score"] for r in record["nbest"]]
+        assert scores == sorted(scores, reverse=True)
+        # a list of tokens gives a list of ids
+        ids = [cast(list[int], tokenizer.convert_tokens_to_ids(r["tokens"])) for r in record["nbest"]]
+        sources = [tokenizer(source)["input_ids"]] * len(ids)
+        for r, forced in zip(record["nbest"], score_ids(model, sources, ids, append_eos=False)):
+            assert r["length"] == len(r["tokens"]) == len(r["token_log_probs"])
+            assert r["token_log_probs"] == pytest.approx(forced.token_log_probs, abs=1e-4)
+            assert r["log_prob"] == pytest.approx(forced.log_prob, abs=1e-4)
+            assert r["score"] == pytest.approx(forced.score(0.6), abs=1e-4)
+
+
+def test_tsv_gives_translation_score_and_log_prob_per_hypothesis(scoring_folder, monkeypatch, capsys):
+    stdin = "起初神创造天地。\n\n地是空虚混沌\n"
+    options = ("--model", str(scoring_folder), "--num_beams", "1")
+    code, out, _ = run_main(monkeypatch, capsys, *options, "--output_format", "jsonl", stdin=stdin)
+    assert code == 0
+    records = [json.loads(line) for line in out.splitlines()]
+    code, out, _ = run_main(monkeypatch, capsys, *options, "--output_format", "tsv", stdin=stdin)
+    assert code == 0
+    rows = [line.split("\t") for line in out.split("\n")[:-1]]
+    assert rows[1] == ["", "", ""]
+    for row, record in zip(rows[::2], records[::2]):
+        assert row[0] == record["translation"]
+        # greedy: the score is the sum of the token log-probabilities
+        assert float(row[1]) == pytest.approx(record["score"], abs=1e-6)
+        assert float(row[2]) == pytest.approx(record["log_prob"], abs=1e-6)
+        assert record["score"] == pytest.approx(record["log_prob"], abs=1e-4)
+    code, out, _ = run_main(
+        monkeypatch,
+        capsys,
+        *options,
+        "--num_beams",
+        "2",
+        "--num_return_sequences",
+        "2",
+        "--output_format",
+        "tsv",
+        stdin=stdin,
+    )
+    assert code == 0 and [len(line.split("\t")) for line in out.split("\n")[:-1]] == [6, 6, 6]
+
+
+def test_help_explains_the_output_formats_and_their_fields(capsys):
+    from vanilla_transformer.commands.translate import parse_args
+
+    with pytest.raises(SystemExit) as exited:
+        parse_args(["--help"])
+    text = capsys.readouterr().out
+    assert exited.value.code == 0
+    for field in (
+        "--output_format",
+        "jsonl",
+        "tsv",
+        "score",
+        "log_prob",
+        "length",
+        "tokens",
+        "token_log_probs",
+    ):
+        assert field in text
+    assert "length_penalty" in text and "forced decoding" in text and "nbest" in text

@@ -436,6 +436,43 @@ def test_translate_equals_inference_translate(exported, tokenizer):
         assert engine.translate(lines, batch_size=2, **options) == expected, options
 
 
+@pytest.mark.parametrize(
+    "options", [dict(num_beams=1), dict(num_beams=3, num_return_sequences=3, length_penalty=0.6)]
+)
+def test_translation_scores_equal_pytorch(exported, tokenizer, monkeypatch, options: dict[str, Any]):
+    """`translate_hypotheses` with token scores on this engine: PyTorch's texts, output tokens, sequence scores and
+    per-token log-probabilities (1e-3), n-best sorted; with a generation config that alters no logits, each score
+    is forced decoding's score of its output (beams: log_prob / length ** length_penalty; greedy: log_prob)."""
+    from vanilla_transformer.inference.engines import EngineModel
+    from vanilla_transformer.inference.translate import translate_hypotheses
+
+    model, _, engine = exported("paper")
+    # the export writes suppress_tokens as bad words too
+    for config in (model.generation_config, engine.generation_config):
+        monkeypatch.setattr(config, "suppress_tokens", None)
+        monkeypatch.setattr(config, "bad_words_ids", None)
+    lines = ["起初，神创造天地。", "", "神说：「要有光」，就有了光。", "地是空虚混沌"]
+    options = {**options, "max_new_tokens": 10}
+    expected = translate_hypotheses(model, tokenizer, lines, batch_size=2, token_scores=True, **options)
+    nbest = translate_hypotheses(
+        EngineModel(engine, "onnx"), tokenizer, lines, batch_size=3, token_scores=True, **options
+    )
+    penalty = options.get("length_penalty", 0.0)
+    for hypotheses, theirs in zip(nbest, expected):
+        assert len(hypotheses) == options.get("num_return_sequences", 1)
+        scores = [h.score for h in hypotheses if h.score is not None]
+        assert scores == sorted(scores, reverse=True)
+        for mine, their in zip(hypotheses, theirs):
+            assert mine.text == their.text
+            if mine.tokens is None or their.tokens is None or mine.score is None or their.score is None:
+                assert mine == their
+                continue
+            assert mine.tokens.token_ids == their.tokens.token_ids
+            assert mine.tokens.token_log_probs == pytest.approx(their.tokens.token_log_probs, abs=1e-3)
+            assert mine.score == pytest.approx(their.score, abs=1e-3)
+            assert mine.score == pytest.approx(mine.tokens.score(penalty), abs=1e-3)
+
+
 def test_unsupported_and_bad_settings_raise(exported):
     _, folder, engine = exported("paper")
     for option in (dict(repetition_penalty=1.3), dict(do_sample=True), dict(no_repeat_ngram_size=2)):

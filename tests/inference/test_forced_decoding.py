@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import export_tiny_model, tiny_model
+from conftest import export_scoring_model
 
 from vanilla_transformer.inference.forced_decoding import score_ids, score_pairs
 
@@ -14,22 +14,9 @@ EOS = 3
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    """The tiny exported model, its output bias pushed towards </s> so that most hypotheses finish, with a
-    generation config that alters no logits (generate() then decodes from the distribution forced decoding scores
-    with)."""
-    from transformers import AutoTokenizer
-
-    from vanilla_transformer.modeling import save_with_remote_code
-
-    path = export_tiny_model(tmp_path_factory.mktemp("scored"))
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = tiny_model(vocab_size=len(tokenizer), max_position_embeddings=24)
-    with torch.no_grad():
-        model.final_logits_bias[EOS] += 5.0
-    model.generation_config.max_new_tokens = 12
-    model.generation_config.suppress_tokens = None
-    save_with_remote_code(model, path, tokenizer)
-    return path
+    """The tiny exported model of `export_scoring_model`: most hypotheses finish, and generate() decodes from the
+    distribution forced decoding scores with."""
+    return export_scoring_model(tmp_path_factory.mktemp("scored"), EOS)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import httpx
 import pytest
@@ -30,15 +31,20 @@ def alone(model, tokenizer, texts, kwargs):
     return translate_nbest(model, tokenizer, texts, batch_size=1, **kwargs)
 
 
+def texts_of(nbest):
+    """The texts of a batcher result's n-best lists of hypotheses."""
+    return [[hypothesis.text for hypothesis in hypotheses] for hypotheses in nbest]
+
+
 def queued_then_started(batcher, requests):
     """Submit every (texts, kwargs, seed) before the worker starts, so that the grouping does not depend on
-    timing; then start it and wait for every result."""
+    timing; then start it and wait for every result (the texts of its n-best lists)."""
     futures = [
         batcher.submit(texts, kwargs, tokens=10 * len(texts), seed=seed) for texts, kwargs, seed in requests
     ]
     batcher.start()
     try:
-        return [future.result(timeout=120) for future in futures]
+        return [texts_of(future.result(timeout=120)) for future in futures]
     finally:
         batcher.close(timeout=60)
 
@@ -83,11 +89,13 @@ def test_an_engine_error_fails_its_group_only_and_cancelled_requests_are_dropped
     gone.cancel()
     good = batcher.submit([served_sources[2]], {"num_beams": 1}, tokens=10)
     batcher.start()
-    assert good.result(timeout=120) == alone(model, tokenizer, [served_sources[2]], {"num_beams": 1})
+    assert texts_of(good.result(timeout=120)) == alone(
+        model, tokenizer, [served_sources[2]], {"num_beams": 1}
+    )
     with pytest.raises(ValueError, match="no_such_generate_option"):
         bad.result(timeout=120)
     after = batcher.submit([served_sources[3]], {}, tokens=10)
-    assert after.result(timeout=120) == alone(model, tokenizer, [served_sources[3]], {})
+    assert texts_of(after.result(timeout=120)) == alone(model, tokenizer, [served_sources[3]], {})
     batcher.close(timeout=60)
     assert batcher.stats["failed_batches"] == 1 and batcher.stats["dropped"] == 1 and not batcher.alive
 
@@ -100,7 +108,7 @@ def test_close_translates_what_is_queued_then_refuses(loaded_folder, served_sour
     futures = [batcher.submit([text], {"num_beams": 1}, tokens=10) for text in served_sources[:5]]
     batcher.start()
     batcher.close(timeout=120)
-    assert [f.result(timeout=0) for f in futures] == [
+    assert [texts_of(f.result(timeout=0)) for f in futures] == [
         alone(model, tokenizer, [text], {"num_beams": 1}) for text in served_sources[:5]
     ]
     with pytest.raises(RuntimeError, match="shutting down"):
@@ -183,3 +191,34 @@ def test_the_load_test_through_libretranslate(served_folder, loaded_folder, serv
     wrong = [(key, text, expected[key]) for key, _, text in answered if text != expected[key]]
     assert not wrong, wrong[:5]
     assert stats["requests"] == len(jobs) and stats["largest_batch"] > 1
+
+
+def test_scored_requests_group_apart_and_carry_their_scores(loaded_folder, served_sources):
+    """A request with scores is not grouped with one without (other work); its hypotheses carry the sequence
+    scores and per-token log-probabilities of `inference.translate_hypotheses` alone, the other's none."""
+    from vanilla_transformer.inference import translate_hypotheses
+    from vanilla_transformer.serving import Batcher
+
+    model, tokenizer = loaded_folder
+    beams: dict[str, Any] = {"num_beams": 2, "num_return_sequences": 2}
+    batcher = Batcher(model, tokenizer, max_wait_s=0.0, max_batch_tokens=10**6)
+    plain = [batcher.submit([text], beams, tokens=10) for text in served_sources[:2]]
+    scored = [batcher.submit([text], beams, tokens=10, scores=True) for text in served_sources[2:4]]
+    batcher.start()
+    try:
+        plain_results = [future.result(timeout=120) for future in plain]
+        scored_results = [future.result(timeout=120) for future in scored]
+    finally:
+        batcher.close(timeout=60)
+    assert batcher.stats["batches"] == 2
+    for text, [hypotheses] in zip(served_sources[:2], plain_results):
+        assert all(h.score is None and h.tokens is None for h in hypotheses)
+        assert [h.text for h in hypotheses] == alone(model, tokenizer, [text], beams)[0]
+    for text, [hypotheses] in zip(served_sources[2:4], scored_results):
+        [expected] = translate_hypotheses(model, tokenizer, [text], batch_size=1, token_scores=True, **beams)
+        assert [h.text for h in hypotheses] == [h.text for h in expected]
+        for mine, theirs in zip(hypotheses, expected):
+            assert mine.tokens is not None and theirs.tokens is not None
+            assert mine.score == pytest.approx(theirs.score, abs=1e-4)
+            assert mine.tokens.token_ids == theirs.tokens.token_ids
+            assert mine.tokens.token_log_probs == pytest.approx(theirs.tokens.token_log_probs, abs=1e-4)

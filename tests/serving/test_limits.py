@@ -84,8 +84,8 @@ def test_a_queued_request_whose_client_left_never_reaches_the_engine(served_fold
     served = load_served(str(served_folder), dtype="float32")
     app = create_app(served, Limits(**SMALL), max_wait_ms=0)
     batcher = app.app.state.batcher
-    translate_nbest, received, busy, release = (
-        inference.translate_nbest,
+    translate_hypotheses, received, busy, release = (
+        inference.translate_hypotheses,
         [],
         threading.Event(),
         threading.Event(),
@@ -95,9 +95,9 @@ def test_a_queued_request_whose_client_left_never_reaches_the_engine(served_fold
         received.extend(texts)
         busy.set()
         release.wait(60)
-        return translate_nbest(model, tokenizer, texts, *args, **kwargs)
+        return translate_hypotheses(model, tokenizer, texts, *args, **kwargs)
 
-    monkeypatch.setattr(inference, "translate_nbest", engine)
+    monkeypatch.setattr(inference, "translate_hypotheses", engine)
     with start_in_thread(app) as running, connect(running.url) as gone:
         holder = threading.Thread(target=post, args=(running.url, "/translate", {"text": "起初"}))
         holder.start()

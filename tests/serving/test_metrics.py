@@ -62,13 +62,13 @@ def test_metrics_count_every_request_token_and_engine_call(keyed_server, served_
     # the tests run the Hub offline; this client talks to the loopback server only
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     engine_calls: list[int] = []
-    translate_nbest = inference.translate_nbest
+    translate_hypotheses = inference.translate_hypotheses
 
     def counted(model, tokenizer, texts, **kwargs):
         engine_calls.append(len(texts))
-        return translate_nbest(model, tokenizer, texts, **kwargs)
+        return translate_hypotheses(model, tokenizer, texts, **kwargs)
 
-    monkeypatch.setattr(inference, "translate_nbest", counted)
+    monkeypatch.setattr(inference, "translate_hypotheses", counted)
     before = scrape(url)
     sent: Counter[tuple[str, str]] = Counter()
     sources: list[str] = []

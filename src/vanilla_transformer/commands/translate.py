@@ -3,6 +3,7 @@
     vanilla-transformer translate --model runs/base/export < test.zh > test.hyp.en
     vanilla-transformer translate --model alice/zh-en-base --trust_remote_code --num_beams 1 < test.zh
     vanilla-transformer translate --engine ct2 --model outputs/default-ct2 < test.zh   # vanilla-transformer export --engine ct2
+    vanilla-transformer translate --model M --output_format jsonl --num_return_sequences 4 < test.zh > nbest.jsonl
 
 Empty input lines give empty output lines. Lines are batched by length internally. Sources longer than the
 model maximum are truncated (the count is reported on stderr). With --num_return_sequences N > 1 each
@@ -11,12 +12,33 @@ generation_config.json (the paper's beam 4, length penalty 1.0 unless trained wi
 --do_sample without --num_beams samples with one beam. --engine ct2 / onnx translates with a folder exported by vanilla-transformer export --engine ct2 /
 vanilla-transformer export --engine onnx, through the same batching (beams, length penalty, max_new_tokens and n-best; sampling
 needs --engine torch). Exit code 2 for bad options or a model that cannot be found.
+
+Scores (--output_format jsonl or tsv; text, the default, writes translations only): --output_format jsonl writes
+one JSON object per input line with the best hypothesis' `translation`, `score`, `log_prob`, `length`, `tokens`
+and `token_log_probs`, and with --num_return_sequences N > 1 `nbest`: the N hypotheses' records, best first
+(sorted by score; with --do_sample, the samples in the order drawn). --output_format tsv writes
+`translation<TAB>score<TAB>log_prob` per hypothesis, the N hypotheses side by side. An empty line gives an empty
+translation with null scores.
+  score            the number decoding ranked the hypotheses by (translate-corpus's `score`): with beams,
+                   log_prob / length ** length_penalty; greedy, log_prob itself (no length normalisation);
+                   sampling, the sum under the sampling distribution (temperature, top-k, top-p applied),
+                   which differs from log_prob. Decoding renormalises over the tokens the generation config
+                   does not suppress, so where it suppresses some (this project's: <pad> and <s>) score is
+                   above log_prob / length ** length_penalty by the suppressed probability (~0 for a trained
+                   model).
+  tokens, token_log_probs, log_prob, length
+                   the output's tokens as decoded (its </s> included, none for an output cut at the length
+                   limit) and the log-probability of each by forced decoding of that output from the raw logits
+                   (the numbers `vanilla-transformer score` gives the pair: PyTorch's forward pass, CTranslate2's
+                   score_batch, the ONNX decoder step by step, for --engine torch / ct2 / onnx); log_prob is
+                   their sum, length their count. Costs one scoring pass per batch.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import logging
 import sys
 from typing import Any, cast
@@ -33,12 +55,20 @@ from vanilla_transformer.inference.engines import ENGINE_NAMES
 
 # the decoding options beyond the defaults that translate (and the server) take: n-best and sampling
 SAMPLING_OPTIONS = ("num_return_sequences", "do_sample", "temperature", "top_k", "top_p", "seed")
+OUTPUT_FORMATS = ("text", "jsonl", "tsv")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = command_parser("translate", __doc__)
     add_translation_arguments(parser)
     parser.add_argument("--batch_size", type=int, default=32, help="sentences per batch")
+    parser.add_argument(
+        "--output_format",
+        choices=OUTPUT_FORMATS,
+        default="text",
+        help="text (translations, default), jsonl (scores and per-token log-probabilities) or tsv (translation, "
+        "score, log_prob): see Scores above",
+    )
     return parser.parse_args(argv)
 
 
@@ -91,7 +121,6 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
 
-    from vanilla_transformer.inference import translate_lines
     from vanilla_transformer.modeling import check_generation_arguments
 
     generate_kwargs = decoding_kwargs(args)
@@ -112,11 +141,47 @@ def main(argv: list[str] | None = None) -> int:
     # the console streams are TextIOWrappers (typeshed types them TextIO)
     cast(io.TextIOWrapper, sys.stdin).reconfigure(encoding="utf-8", errors="replace")
     lines = [line.rstrip("\r\n") for line in sys.stdin]
-    outputs = translate_lines(model, tokenizer, lines, batch_size=args.batch_size, **generate_kwargs)
+    outputs = output_lines(model, tokenizer, lines, args.output_format, args.batch_size, generate_kwargs)
     cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
     sys.stdout.writelines(f"{text}\n" for text in outputs)
     sys.stdout.flush()
     return 0
+
+
+def output_lines(
+    model: Any,
+    tokenizer: Any,
+    lines: list[str],
+    output_format: str,
+    batch_size: int,
+    generate_kwargs: dict[str, Any],
+) -> list[str]:
+    """One output line per input line in ``output_format`` (`OUTPUT_FORMATS`; the module docstring): text
+    through `inference.translate_lines`, jsonl and tsv through `inference.translate.translate_hypotheses` with
+    token scores."""
+    from vanilla_transformer.inference import translate_lines
+    from vanilla_transformer.inference.translate import (
+        hypothesis_record,
+        translate_hypotheses,
+        translation_record,
+    )
+
+    if output_format == "text":
+        return translate_lines(model, tokenizer, lines, batch_size=batch_size, **generate_kwargs)
+    nbest = translate_hypotheses(model, tokenizer, lines, batch_size, token_scores=True, **generate_kwargs)
+    if output_format == "jsonl":
+        return [json.dumps(translation_record(hyps, tokenizer), ensure_ascii=False) for hyps in nbest]
+    rows = []
+    for hyps in nbest:
+        records = [hypothesis_record(hyp, tokenizer) for hyp in hyps]
+        rows.append(
+            "\t".join(f"{r['translation']}\t{_number(r['score'])}\t{_number(r['log_prob'])}" for r in records)
+        )
+    return rows
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:.6f}"
 
 
 if __name__ == "__main__":
