@@ -40,11 +40,11 @@ PRESETS: dict[str, dict] = {
         model=symmetric(3, 256, 1024, 4, 0.0, **SHORT, **SMALL_INIT),
         recipe=recipe(1024, 450, 0.6, 1.0, **SMALL_AVERAGING, **SMALL_LONG_BUDGET),
     ),
-    # a distillation student (train --distill_from): small with one decoder layer; the decoder runs once per output
-    # token, the encoder once per sentence. A 6-layer post-LN encoder at small's learning rate stopped using the
-    # source (every test sentence got the same translation), so the encoder keeps small's depth.
+    # a distillation student (train --distill_from): small with two decoder layers; the decoder runs once per output
+    # token, the encoder once per sentence. With one decoder layer the recipe learned to use the source far more
+    # slowly (600 updates: validation BLEU 0.3 against 2.9 with three; 1,500 updates of a one-layer student: 0.4).
     "student": dict(
-        model={**symmetric(3, 256, 1024, 4, 0.0, **SHORT, **SMALL_INIT), "decoder_layers": 1},
+        model={**symmetric(3, 256, 1024, 4, 0.0, **SHORT, **SMALL_INIT), "decoder_layers": 2},
         recipe=recipe(1024, 450, 0.6, 1.0, **SMALL_AVERAGING, **SMALL_LONG_BUDGET),
     ),
     # the paper's (Table 3; §5.1-5.4: 25k-token batches, 4000 warm-up steps, no clipping)

@@ -160,8 +160,8 @@ def test_memory_rows_use_the_formula_for_presets_and_the_7b_config():
         small.self_attention[128] == 2 * 3 * 4 * 128 * 64 * 4
         and small.cross_attention == 2 * 3 * 4 * 32 * 64 * 4
     )
-    # the distillation student: small's width with one decoder layer, a third of small's cache
-    assert rows["student"].self_attention[128] * 3 == small.self_attention[128]
+    # the distillation student: small's width with two decoder layers, two thirds of small's cache
+    assert rows["student"].self_attention[128] * 3 == small.self_attention[128] * 2
     assert set(rows) == {"tiny", "small", "student", "base", "big", "7B-class"}
 
 
