@@ -23,7 +23,7 @@ transformers' beam search does (the same candidates, length penalty, ``early_sto
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,12 +57,11 @@ class Glossary:
     entries: tuple[tuple[str, str], ...]
 
     @classmethod
-    def from_pairs(cls, pairs: Iterable[tuple[str, str]] | Mapping[str, str]) -> Glossary:
-        """A glossary of (source term, target term) pairs or of a mapping; an empty target (or the source term)
-        keeps the term as is. `ValueError` for an empty source term or a term given two targets."""
-        items: Iterable[tuple[str, str]] = pairs.items() if isinstance(pairs, Mapping) else pairs
+    def from_pairs(cls, pairs: Iterable[tuple[str, str]]) -> Glossary:
+        """A glossary of (source term, target term) pairs (a mapping's ``items()``); an empty target (or the source
+        term) keeps the term as is. `ValueError` for an empty source term or a term given two targets."""
         entries: dict[str, str] = {}
-        for source, target in items:
+        for source, target in pairs:
             source, target = source.strip(), target.strip()
             if not source:
                 raise ValueError(
@@ -136,6 +135,19 @@ def read_glossary(path: str | Path) -> Glossary:
         raise ValueError(f"--glossary {str(path)!r}: {err}") from None
 
 
+def check_glossary_decoding(engine: str, do_sample: bool | None) -> None:
+    """`ValueError` when a glossary cannot be honoured: by an exported engine (refused by name,
+    `inference.engines.check_engine_options`) or with sampling (constrained decoding is a beam search)."""
+    if engine != "torch":
+        from .engines import check_engine_options
+
+        check_engine_options(engine, {"glossary": True})
+    if do_sample:
+        raise ValueError(
+            "--glossary needs beam search (lexically constrained decoding): leave out --do_sample or the glossary"
+        )
+
+
 def term_ids(tokenizer: Any, terms: Sequence[str]) -> list[list[int]]:
     """The target-side token ids of each term as it reads inside a sentence (no special tokens)."""
     if not terms:
@@ -202,7 +214,8 @@ class _Candidate:
     beam: int
     token: int
     state: _State
-    # may end the hypothesis now if it hits a stopping criterion (transformers: one of the top num_beams)
+    # may end the hypothesis now if it hits a stopping criterion: one of the top num_beams (transformers' rule),
+    # or a hypothesis' own </s> once it holds all its phrases
     may_finish: bool
 
 
@@ -329,9 +342,13 @@ def constrained_beam_search(
                 cache.reorder_cache(beam_index)
         length += 1
         for b in range(batch):
+            # with phrases, the running beams that hold them all (any, when none does) bound what may still come
+            holding = [i for i in range(beams) if all(states[b][i][0])] if phrases[b] else []
             done[b] = done[b] or _search_done(
-                finished[b], running[b], beams, early_stopping, length_penalty, length - prompt_length,
-                max_length - prompt_length,
+                finished[b], running[b, holding] if holding else running[b], beams,
+                # with phrases, a hypothesis' early </s> must not end the search before better ones
+                early_stopping if not phrases[b] else False,
+                length_penalty, length - prompt_length, max_length - prompt_length,
             )  # fmt: skip
 
     best: list[tuple[float, list[int]]] = []
@@ -377,7 +394,8 @@ def _candidates(
         beam, token = divmod(index, vocab)
         seen.add((beam, token))
         state = _advance(states[beam], token, phrases) if phrases else states[beam]
-        candidates.append(_Candidate(score, beam, token, state, position < beams))
+        ends = position < beams or (bool(phrases) and token in eos_ids)
+        candidates.append(_Candidate(score, beam, token, state, ends))
     if not phrases:
         return candidates
     for beam in range(beams):

@@ -12,7 +12,10 @@ truncated, with one warning that gives the count. ``max_new_tokens`` is lowered 
 (`modeling.position_limit`). With ``max_len_a`` a batch generates at most ``min(max_new_tokens, max_len_a *
 longest_source + max_len_b)`` tokens (fairseq's ``--max-len-a``/``--max-len-b``; lengths in tokens, ``</s>``
 included), which bounds the time spent on an untrained model. Whitespace runs in outputs become one space, so
-an output never contains a newline or a tab of its own.
+an output never contains a newline or a tab of its own. With a ``glossary`` (`inference.constraints.Glossary`), a
+batch in which some source holds a glossary term is decoded by lexically constrained beam search
+(`inference.constraints.constrained_beam_search`: each applying target term comes out, contiguous); a batch with
+none is decoded as without it.
 
 Decoding options not given (or given as None) come from ``model.generation_config``; for this project's
 models that is `modeling.default_generation_config` (the paper's beam 4, `modeling.DEFAULT_LENGTH_PENALTY`).
@@ -32,6 +35,8 @@ from .loading import ModelStandIn, check_tokenizer_matches_model
 
 if TYPE_CHECKING:  # torch and transformers are imported where used, so that bad input fails in milliseconds
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from .constraints import Glossary
 
 
 logger = logging.getLogger(__name__)
@@ -110,16 +115,21 @@ def translate_scored(
     max_tokens: int | None = None,
     progress: Callable[[int], None] | None = None,
     scores: bool = True,
+    glossary: Glossary | None = None,
     **generate_kwargs: Any,
 ) -> tuple[list[list[str]], list[list[float | None]]]:
     """`translate_nbest` and, with `scores`, each hypothesis' sequence score (None for empty lines, and for all
     lines without `scores`): with beams, transformers' ``sequences_scores`` (``sum(log p) / length **
     length_penalty``); greedy or sampling, the sum of the log-probabilities of the chosen tokens under the
     processed distribution (temperature, top-k and top-p applied), up to the first ``</s>``. The exported
-    engines give the same two definitions (`inference.engines.EngineModel`)."""
+    engines give the same two definitions (`inference.engines.EngineModel`). With `glossary`, the terms that
+    apply to a line come out in its translations (module docstring); an exported engine, which cannot honour
+    them, and sampling raise `ValueError`."""
     import torch
 
     from vanilla_transformer.modeling import check_generation_arguments, position_limit
+
+    from .constraints import check_glossary_decoding, constrained_beam_search, term_ids
 
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")
@@ -133,6 +143,11 @@ def translate_scored(
     generate_kwargs = {k: v for k, v in generate_kwargs.items() if v is not None}
     check_generation_arguments(generate_kwargs, model.generation_config)
     check_tokenizer_matches_model(model, tokenizer)
+    if glossary is not None:
+        check_glossary_decoding(
+            getattr(model, "engine", "torch"),
+            generate_kwargs.get("do_sample", getattr(model.generation_config, "do_sample", False)),
+        )
     if generate_kwargs.get("num_beams", model.generation_config.num_beams) == 1:
         generate_kwargs = {k: v for k, v in generate_kwargs.items() if k not in _BEAM_ONLY}
     n = generate_kwargs.get(
@@ -148,6 +163,8 @@ def translate_scored(
         return results, sequence_scores
 
     encoded = encode_sources(model, tokenizer, [lines[i] for i in todo])
+    # each source's target phrases (token ids) that the glossary puts in its translation
+    phrases = [term_ids(tokenizer, glossary.terms_for(lines[i])) if glossary else [] for i in todo]
     max_new_tokens = _capped_max_new_tokens(model, generate_kwargs)
     positions = position_limit(model.config)
 
@@ -167,6 +184,10 @@ def translate_scored(
                 input_ids[row, : len(encoded[k])] = torch.tensor(encoded[k])
                 attention_mask[row, : len(encoded[k])] = 1
             batch_kwargs = dict(generate_kwargs)
+            if any(phrases[k] for k in batch):
+                batch_kwargs.update(
+                    custom_generate=constrained_beam_search, constraints=[phrases[k] for k in batch]
+                )
             if max_len_a is not None:
                 length_cap = max(1, int(max_len_a * width + max_len_b))
                 if positions is not None:
