@@ -85,6 +85,7 @@ def _decoding_request() -> type[BaseModel]:
 
 
 if TYPE_CHECKING:
+    from vanilla_transformer.inference.constraints import Glossary
 
     class DecodingRequest(BaseModel):
         """What static tools see of the generated model: the field the server reads by name (`generate_kwargs`
@@ -102,12 +103,21 @@ else:
 LANGUAGE_FIELDS = ("source", "target")
 
 
+GLOSSARY_HELP = (
+    "terminology: source term -> target term (an empty target, or the term itself, keeps the term as written: "
+    "do-not-translate). Each target term whose source term occurs in a text comes out in its translation, its "
+    "words contiguous (lexically constrained beam search); texts without one translate as without it. Merged over "
+    "the server's own glossary (serve --glossary), these entries winning. Needs beam search and --engine torch."
+)
+
+
 class TranslateRequest(DecodingRequest):
     """POST /translate: one text or a list of texts, and the languages when the server has several models."""
 
     text: str | list[str] = Field(..., description="a source text, or a list of them")
     source: str | None = Field(None, description="the source language (needed when several models match)")
     target: str | None = Field(None, description="the target language (needed when several models match)")
+    glossary: dict[str, str] | None = Field(None, description=GLOSSARY_HELP)
 
 
 class StreamRequest(DecodingRequest):
@@ -193,6 +203,19 @@ def generate_kwargs(request: DecodingRequest) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None}
 
 
+def request_glossary(server: Glossary | None, given: dict[str, str] | None) -> Glossary | None:
+    """The glossary a request translates with: the server's, with the request's entries over it (None: neither);
+    `RequestError` (422) for an entry without a source term."""
+    if not given:
+        return server
+    from vanilla_transformer.inference.constraints import Glossary
+
+    try:
+        return Glossary.from_pairs({**dict(server.entries if server else ()), **given}.items())
+    except ValueError as err:
+        raise RequestError(422, str(err)) from err
+
+
 def check_request(
     kwargs: dict[str, Any],
     seed: int | None,
@@ -202,14 +225,21 @@ def check_request(
     limits: Limits,
 ) -> None:
     """Raise `RequestError` (422) for options out of range, beyond the server's limits, or that the engine does not
-    take (`inference.engines.check_engine_options`)."""
+    take (`inference.engines.check_engine_options`), and for a ``glossary`` that cannot be honoured
+    (`inference.constraints.check_glossary_decoding`)."""
+    from vanilla_transformer.inference.constraints import check_glossary_decoding
     from vanilla_transformer.inference.engines import check_engine_options
     from vanilla_transformer.modeling import check_generation_arguments
 
     try:
-        check_generation_arguments(kwargs, generation_config)
+        options = {name: value for name, value in kwargs.items() if name != "glossary"}
+        check_generation_arguments(options, generation_config)
+        if kwargs.get("glossary") is not None:
+            check_glossary_decoding(
+                engine, kwargs.get("do_sample", getattr(generation_config, "do_sample", False))
+            )
         if engine != "torch":
-            check_engine_options(engine, {**kwargs, "seed": seed})
+            check_engine_options(engine, {**options, "seed": seed})
     except ValueError as err:
         raise RequestError(422, str(err).replace("--", "")) from err
     asked = {
@@ -272,7 +302,7 @@ def validation_message(errors: Sequence[dict]) -> str:
     if unknown:
         return (
             f"unknown option(s) {', '.join(repr(u) for u in unknown)}; the options are text, "
-            f"{', '.join((*LANGUAGE_FIELDS, *DECODING_FIELDS))}"
+            f"{', '.join((*LANGUAGE_FIELDS, *DECODING_FIELDS, 'glossary'))}"
         )
     if any(e.get("type") == "json_invalid" for e in errors):
         return f"malformed JSON: {errors[0].get('ctx', {}).get('error', errors[0].get('msg'))}"

@@ -1,17 +1,15 @@
 """Terminology constraints (inference/constraints.py): glossaries, and lexically constrained beam search through
-`generate()` and the translation loop, on a tiny model trained here to copy sentences of ``w`` words (so that
-the ``x`` words, which no training target holds, never come out unless a glossary asks for them)."""
+`generate()`, the translation loop and `vanilla-transformer translate --glossary`, on a tiny model trained to copy
+sentences of ``w`` words (helpers.copy_task: the ``x`` words, which no training target holds, never come out
+unless a glossary asks for them)."""
 
 from __future__ import annotations
-
-import random
 
 import pytest
 import torch
 from conftest import tiny_config, tiny_model
+from helpers.copy_task import WORDS, copy_tokenizer, train_copy_model
 from helpers.shared import run_main
-from tokenizers import Tokenizer, models, pre_tokenizers, processors
-from transformers import PreTrainedTokenizerFast
 
 from vanilla_transformer.inference import translate_nbest, translate_scored
 from vanilla_transformer.inference.constraints import (
@@ -20,50 +18,13 @@ from vanilla_transformer.inference.constraints import (
     read_glossary,
     term_ids,
 )
-from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration, save_with_remote_code
-
-WORDS = [f"w{i}" for i in range(10)]
-UNSEEN = [f"x{i}" for i in range(4)]
-
-
-def copy_tokenizer() -> PreTrainedTokenizerFast:
-    """One token per word: <pad>=0 <unk>=1 <s>=2 </s>=3, the w words, the x words."""
-    vocab = {token: i for i, token in enumerate(["<pad>", "<unk>", "<s>", "</s>", *WORDS, *UNSEEN])}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 3)])
-    return PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        pad_token="<pad>",
-        unk_token="<unk>",
-        bos_token="<s>",
-        eos_token="</s>",
-        model_input_names=["input_ids", "attention_mask"],
-    )
+from vanilla_transformer.modeling import save_with_remote_code
 
 
 @pytest.fixture(scope="module")
-def copier() -> tuple[VanillaTransformerForConditionalGeneration, PreTrainedTokenizerFast]:
-    """A tiny model trained for 300 updates to copy 3 to 6 w words (a few seconds), and its tokenizer."""
-    tokenizer = copy_tokenizer()
-    rng = random.Random(0)
-    torch.manual_seed(0)
-    model = VanillaTransformerForConditionalGeneration(
-        tiny_config(vocab_size=len(tokenizer), max_position_embeddings=16)
-    )
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    model.train()
-    for _ in range(300):
-        texts = [" ".join(rng.choices(WORDS, k=rng.randint(3, 6))) for _ in range(32)]
-        batch = tokenizer(texts, text_target=texts, padding=True, return_tensors="pt")
-        labels = batch["labels"].masked_fill(batch["labels"] == tokenizer.pad_token_id, -100)
-        loss = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    model.eval()
-    model.generation_config.max_new_tokens = 12
-    return model, tokenizer
+def copier():
+    """The tiny copy model (helpers.copy_task) and its tokenizer."""
+    return train_copy_model()
 
 
 SOURCES = ["w1 w2 w3 w4", "w5 w6 w7", "w8 w9 w0 w1 w2", "w3 w3 w5 w6 w8 w9"]
@@ -130,9 +91,10 @@ def test_constrained_scores_are_the_hypotheses_scores(copier):
     model, tokenizer = copier
     glossary = Glossary.from_pairs([("w6", "x1 x2")])
     hyps, scores = translate_scored(model, tokenizer, ["w5 w6 w7"], glossary=glossary, num_return_sequences=3)
-    assert scores[0] == sorted(scores[0], reverse=True)
+    ranked = [score for score in scores[0] if score is not None]
+    assert len(ranked) == 3 and ranked == sorted(ranked, reverse=True)
     forced = score_pairs(model, tokenizer, ["w5 w6 w7"], [hyps[0][0]])
-    assert forced[0].score(model.generation_config.length_penalty) == pytest.approx(scores[0][0], abs=1e-4)
+    assert forced[0].score(model.generation_config.length_penalty) == pytest.approx(ranked[0], abs=1e-4)
 
 
 def test_glossary_matching_rules():
