@@ -297,8 +297,11 @@ def constrained_beam_search(
         # (B, beams, V) each continuation's score
         totals = log_probs.cpu().view(batch, beams, vocab) + running[:, :, None]
         top_scores, top_index = totals.view(batch, -1).topk(min(keep, beams * vocab))
+        # a source whose search is over keeps dead beams until the others end
         candidates = [
-            _candidates(b, phrases[b], states[b], totals[b], top_scores[b], top_index[b], beams, eos_ids)
+            []
+            if done[b]
+            else _candidates(phrases[b], states[b], totals[b], top_scores[b], top_index[b], beams, eos_ids)
             for b in range(batch)
         ]
         flat = [c for row in candidates for c in row]
@@ -375,7 +378,6 @@ def constrained_beam_search(
 
 
 def _candidates(
-    b: int,
     phrases: list[list[int]],
     states: list[_State],
     totals: torch.Tensor,
@@ -384,7 +386,7 @@ def _candidates(
     beams: int,
     eos_ids: list[int],
 ) -> list[_Candidate]:
-    """Source ``b``'s candidates: transformers' top ``keep`` continuations over all beams (the first ``beams`` of
+    """One source's candidates: transformers' top ``keep`` continuations over all beams (the first ``beams`` of
     them may finish), then, with phrases, each live beam's constraint tokens, best token and ``</s>`` (when it
     holds all its phrases), which may finish too. ``totals`` (beams, V) are the continuations' scores."""
     vocab = totals.shape[-1]

@@ -94,9 +94,9 @@ def main(argv: list[str] | None = None) -> None:
 
     model, tokenizer = load_model_and_tokenizer(args.model, device="cpu")
     rows = []
-    for name, options in (("beam 4", {}), ("beam 4 + glossary", {"glossary": glossary})):
+    for name, given in (("beam 4", None), ("beam 4 + glossary", glossary)):
         start = time.perf_counter()
-        outputs, _ = translate_scored(model, tokenizer, sources, 32, scores=False, **options)
+        outputs, _ = translate_scored(model, tokenizer, sources, 32, scores=False, glossary=given)
         seconds = time.perf_counter() - start
         hypotheses = [hyps[0] for hyps in outputs]
         used = sum(term_used(t, hyp) for terms, hyp in zip(applying, hypotheses) for t in terms)
