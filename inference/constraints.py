@@ -214,8 +214,8 @@ class _Candidate:
     beam: int
     token: int
     state: _State
-    # may end the hypothesis now if it hits a stopping criterion: one of the top num_beams (transformers' rule),
-    # or a hypothesis' own </s> once it holds all its phrases
+    # may end the hypothesis now if it hits a stopping criterion: one of the top num_beams candidates
+    # (transformers' rule), or of those that hold all their phrases
     may_finish: bool
 
 
@@ -348,9 +348,7 @@ def constrained_beam_search(
             # with phrases, the running beams that hold them all (any, when none does) bound what may still come
             holding = [i for i in range(beams) if all(states[b][i][0])] if phrases[b] else []
             done[b] = done[b] or _search_done(
-                finished[b], running[b, holding] if holding else running[b], beams,
-                # with phrases, a hypothesis' early </s> must not end the search before better ones
-                early_stopping if not phrases[b] else False,
+                finished[b], running[b, holding] if holding else running[b], beams, early_stopping,
                 length_penalty, length - prompt_length, max_length - prompt_length,
             )  # fmt: skip
 
@@ -387,8 +385,9 @@ def _candidates(
     eos_ids: list[int],
 ) -> list[_Candidate]:
     """One source's candidates: transformers' top ``keep`` continuations over all beams (the first ``beams`` of
-    them may finish), then, with phrases, each live beam's constraint tokens, best token and ``</s>`` (when it
-    holds all its phrases), which may finish too. ``totals`` (beams, V) are the continuations' scores."""
+    them may finish), then, with phrases, each live beam's constraint tokens and best token, and the ``beams``
+    best tokens of a beam that holds all its phrases; the best ``beams`` candidates that hold all their phrases
+    may finish too. ``totals`` (beams, V) are the continuations' scores."""
     vocab = totals.shape[-1]
     candidates: list[_Candidate] = []
     seen: set[tuple[int, int]] = set()
@@ -396,8 +395,7 @@ def _candidates(
         beam, token = divmod(index, vocab)
         seen.add((beam, token))
         state = _advance(states[beam], token, phrases) if phrases else states[beam]
-        ends = position < beams or (bool(phrases) and token in eos_ids)
-        candidates.append(_Candidate(score, beam, token, state, ends))
+        candidates.append(_Candidate(score, beam, token, state, position < beams))
     if not phrases:
         return candidates
     for beam in range(beams):
@@ -405,13 +403,17 @@ def _candidates(
             continue
         wanted = _next_tokens(states[beam], phrases) | {int(totals[beam].argmax())}
         if all(states[beam][0]):
-            wanted |= set(eos_ids)
+            # the hypotheses that hold all their phrases search on as a beam of their own
+            wanted |= set(totals[beam].topk(beams).indices.tolist())
         for token in sorted(wanted - {t for bm, t in seen if bm == beam}):
             score = float(totals[beam, token])
             if score > float("-inf"):
                 candidates.append(
-                    _Candidate(score, beam, token, _advance(states[beam], token, phrases), True)
+                    _Candidate(score, beam, token, _advance(states[beam], token, phrases), False)
                 )
+    holding = sorted((c for c in candidates if all(c.state[0])), key=lambda c: c.score, reverse=True)
+    for candidate in holding[:beams]:
+        candidate.may_finish = True
     return candidates
 
 

@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--min_count", type=int, default=3)
     parser.add_argument("--min_dice", type=float, default=0.8)
     parser.add_argument("--limit", type=int, default=None, help="the first N test pairs only")
+    parser.add_argument("--outputs", default=None, help="a folder to write both decodings' translations to")
     args = parser.parse_args(argv)
 
     from vanilla_transformer.corpus import DEFAULT_DATA
@@ -99,6 +100,12 @@ def main(argv: list[str] | None = None) -> None:
         outputs, _ = translate_scored(model, tokenizer, sources, 32, scores=False, glossary=given)
         seconds = time.perf_counter() - start
         hypotheses = [hyps[0] for hyps in outputs]
+        if args.outputs:
+            Path(args.outputs).mkdir(parents=True, exist_ok=True)
+            written = "".join(f"{hyp}\n" for hyp in hypotheses)
+            (Path(args.outputs) / f"{name.replace(' ', '_').replace('+', 'with')}.en").write_text(
+                written, "utf-8"
+            )
         used = sum(term_used(t, hyp) for terms, hyp in zip(applying, hypotheses) for t in terms)
         scores = score_translations(hypotheses, references)
         rows.append((name, used, scores["bleu"], scores["chrf"], len(sources) / seconds))
