@@ -135,13 +135,9 @@ def read_glossary(path: str | Path) -> Glossary:
         raise ValueError(f"--glossary {str(path)!r}: {err}") from None
 
 
-def check_glossary_decoding(engine: str, do_sample: bool | None) -> None:
-    """`ValueError` when a glossary cannot be honoured: by an exported engine (refused by name,
-    `inference.engines.check_engine_options`) or with sampling (constrained decoding is a beam search)."""
-    if engine != "torch":
-        from .engines import check_engine_options
-
-        check_engine_options(engine, {"glossary": True})
+def check_glossary_decoding(do_sample: bool | None) -> None:
+    """`ValueError` when a glossary cannot be honoured because the decoding samples (constrained decoding is a
+    beam search). An exported engine refuses a glossary by name (`inference.engines.check_engine_options`)."""
     if do_sample:
         raise ValueError(
             "--glossary needs beam search (lexically constrained decoding): leave out --do_sample or the glossary"

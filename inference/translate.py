@@ -123,8 +123,8 @@ def translate_scored(
     length_penalty``); greedy or sampling, the sum of the log-probabilities of the chosen tokens under the
     processed distribution (temperature, top-k and top-p applied), up to the first ``</s>``. The exported
     engines give the same two definitions (`inference.engines.EngineModel`). With `glossary`, the terms that
-    apply to a line come out in its translations (module docstring); an exported engine, which cannot honour
-    them, and sampling raise `ValueError`."""
+    apply to a line come out in its translations (module docstring); sampling raises `ValueError`, and so does an
+    exported engine, which cannot honour them, at its first batch with a term."""
     import torch
 
     from vanilla_transformer.modeling import check_generation_arguments, position_limit
@@ -145,8 +145,7 @@ def translate_scored(
     check_tokenizer_matches_model(model, tokenizer)
     if glossary is not None:
         check_glossary_decoding(
-            getattr(model, "engine", "torch"),
-            generate_kwargs.get("do_sample", getattr(model.generation_config, "do_sample", False)),
+            generate_kwargs.get("do_sample", getattr(model.generation_config, "do_sample", False))
         )
     if generate_kwargs.get("num_beams", model.generation_config.num_beams) == 1:
         generate_kwargs = {k: v for k, v in generate_kwargs.items() if k not in _BEAM_ONLY}

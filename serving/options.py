@@ -235,11 +235,9 @@ def check_request(
         options = {name: value for name, value in kwargs.items() if name != "glossary"}
         check_generation_arguments(options, generation_config)
         if kwargs.get("glossary") is not None:
-            check_glossary_decoding(
-                engine, kwargs.get("do_sample", getattr(generation_config, "do_sample", False))
-            )
+            check_glossary_decoding(kwargs.get("do_sample", getattr(generation_config, "do_sample", False)))
         if engine != "torch":
-            check_engine_options(engine, {**options, "seed": seed})
+            check_engine_options(engine, {**options, "seed": seed, "glossary": kwargs.get("glossary")})
     except ValueError as err:
         raise RequestError(422, str(err).replace("--", "")) from err
     asked = {

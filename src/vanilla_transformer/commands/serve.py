@@ -141,7 +141,8 @@ def parse_args(argv: list[str] | None = None):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    from vanilla_transformer.inference.constraints import check_glossary_decoding, read_glossary
+    from vanilla_transformer.inference.constraints import read_glossary
+    from vanilla_transformer.inference.engines import check_engine_options
     from vanilla_transformer.serving import Limits, create_app, run_server
     from vanilla_transformer.serving.apis import load_api_keys
     from vanilla_transformer.serving.ratelimit import RateLimiter
@@ -150,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         api_keys = load_api_keys(args.api_keys)
         glossary = read_glossary(args.glossary) if args.glossary is not None else None
-        if glossary is not None:
-            check_glossary_decoding(args.engine, False)
+        if glossary is not None and args.engine != "torch":
+            check_engine_options(args.engine, {"glossary": args.glossary})
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -99,10 +99,11 @@ def check_decoding(args: argparse.Namespace, generate_kwargs: dict[str, Any]) ->
     from vanilla_transformer.modeling import check_generation_arguments
 
     check_generation_arguments(generate_kwargs)
-    if getattr(args, "glossary", None) is not None:
-        check_glossary_decoding(args.engine, args.do_sample)
+    glossary = getattr(args, "glossary", None)
+    if glossary is not None:
+        check_glossary_decoding(args.do_sample)
     if args.engine != "torch":
-        check_engine_options(args.engine, {**generate_kwargs, "seed": args.seed})
+        check_engine_options(args.engine, {**generate_kwargs, "seed": args.seed, "glossary": glossary})
 
 
 def main(argv: list[str] | None = None) -> int:
