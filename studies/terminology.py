@@ -12,7 +12,8 @@ file ``vanilla-transformer translate --glossary`` reads.
 A term applies to a sentence where its Chinese term occurs in the source (`Glossary.terms_for`); the term-use rate
 is the share of (sentence, applying term) pairs whose English term appears in the output (case-sensitive, whole
 words), shown for the reference too. Both decodings run the same `inference.translate_scored` loop with the
-model's generation config (beam 4), batch 32, timed over the whole split.
+model's generation config (beam 4), batch 32, timed over the whole split; ``--speed_rounds`` then times them
+again, alternating, on sentences that have terms (the cost where constraints apply).
 
     OMP_NUM_THREADS=1 nice -n 10 python -m studies.terminology --model outputs/default
 """
@@ -73,6 +74,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--min_dice", type=float, default=0.8)
     parser.add_argument("--limit", type=int, default=None, help="the first N test pairs only")
     parser.add_argument("--outputs", default=None, help="a folder to write both decodings' translations to")
+    parser.add_argument(
+        "--speed_rounds",
+        type=int,
+        default=0,
+        help="then time both decodings on the sentences with terms (the first --speed_sentences), alternating, "
+        "this many rounds each",
+    )
+    parser.add_argument("--speed_sentences", type=int, default=200)
     args = parser.parse_args(argv)
 
     from vanilla_transformer.corpus import DEFAULT_DATA
@@ -118,6 +127,19 @@ def main(argv: list[str] | None = None) -> None:
             f"| {name} | {used}/{total} ({100 * used / total:.1f} %) | {bleu:.2f} | {chrf:.2f} | {speed:.2f} |"
         )
     print(f"| reference | {in_reference}/{total} ({100 * in_reference / total:.1f} %) | | | |")
+    with_terms = [src for src, terms in zip(sources, applying) if terms][: args.speed_sentences]
+    for round_number in range(args.speed_rounds):
+        seconds = {}
+        for name, given in (("plain", None), ("glossary", glossary)):
+            start = time.perf_counter()
+            translate_scored(model, tokenizer, with_terms, 32, scores=False, glossary=given)
+            seconds[name] = time.perf_counter() - start
+        print(
+            f"round {round_number + 1}: {len(with_terms)} sentences with terms, "
+            f"{len(with_terms) / seconds['plain']:.2f} sentences/s plain, "
+            f"{len(with_terms) / seconds['glossary']:.2f} with the glossary "
+            f"(time ratio {seconds['glossary'] / seconds['plain']:.2f})"
+        )
 
 
 if __name__ == "__main__":
