@@ -493,6 +493,13 @@ def create_app(
                 422, f"streaming needs --engine torch; this server runs --engine {served.engine}"
             )
         kwargs, _ = lane.prepare(request, [request.text])
+        glossary = kwargs.pop("glossary", None)
+        if glossary is not None and glossary.terms_for(request.text):
+            raise RequestError(
+                422,
+                "the server's glossary has terms for this text, which streaming (greedy, token by token) cannot "
+                "put in: use POST /translate",
+            )
         kwargs.setdefault("num_beams", 1)
         kwargs.pop("length_penalty", None)  # a beam-search option, as in inference.translate
         if kwargs["num_beams"] != 1 or kwargs.get("num_return_sequences", 1) != 1:

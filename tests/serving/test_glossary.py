@@ -30,7 +30,8 @@ def copier(tmp_path_factory) -> tuple[Path, object, object]:
 
 def test_request_glossary_and_server_glossary(copier):
     """A request's glossary puts its terms into the translations (what `translate_nbest` with that glossary
-    gives); the server's glossary applies to every API (DeepL's here) and a request's entries go over it."""
+    gives); the server's glossary applies to every API (DeepL's here), a request's entries go over it, and a stream
+    of a text it has terms for is refused."""
     from vanilla_transformer.serving import start_in_thread
 
     folder, model, tokenizer = copier
@@ -49,6 +50,11 @@ def test_request_glossary_and_server_glossary(copier):
 
         over = post(running.url, "/translate", {"text": SOURCES[0], "glossary": {"w6": "x3"}}).json()
         assert "x3" in over["translations"][0].split() and "x1" not in over["translations"][0].split()
+
+        # a stream decodes greedily: a text with a term of the server's glossary is refused, others stream
+        refused = post(running.url, "/translate/stream", {"text": SOURCES[0]})
+        assert refused.status_code == 422 and "POST /translate" in refused.text
+        assert post(running.url, "/translate/stream", {"text": SOURCES[1]}).status_code == 200
 
 
 def test_glossary_refusals_and_openapi(copier):
