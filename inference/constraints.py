@@ -221,7 +221,6 @@ def constrained_beam_search(
     logits_processor: LogitsProcessorList,
     stopping_criteria: StoppingCriteriaList,
     generation_config: GenerationConfig,
-    synced_gpus: bool = False,
     constraints: Sequence[Sequence[Sequence[int]]] | None = None,
     **model_kwargs: Any,
 ) -> Any:
@@ -343,10 +342,11 @@ def constrained_beam_search(
         for b in range(batch):
             # with phrases, the running beams that hold them all (any, when none does) bound what may still come
             holding = [i for i in range(beams) if all(states[b][i][0])] if phrases[b] else []
+            bound = running[b, holding] if holding else running[b]
+            generated, most = length - prompt_length, max_length - prompt_length
             done[b] = done[b] or _search_done(
-                finished[b], running[b, holding] if holding else running[b], beams, early_stopping,
-                length_penalty, length - prompt_length, max_length - prompt_length,
-            )  # fmt: skip
+                finished[b], bound, beams, early_stopping, length_penalty, generated, most
+            )
 
     best: list[tuple[float, list[int]]] = []
     for b in range(batch):
@@ -365,7 +365,7 @@ def constrained_beam_search(
     # transformers annotates the fields with the legacy LongTensor / FloatTensor classes and one-tuples
     fields: dict[str, Any] = {
         "sequences": output,
-        "sequences_scores": torch.tensor([score for score, _ in best]) if scores_out else None,
+        "sequences_scores": torch.tensor([s for s, _ in best], device=output.device) if scores_out else None,
         "scores": all_scores or None,
     }
     return GenerateBeamEncoderDecoderOutput(**fields)
