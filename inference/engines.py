@@ -261,7 +261,12 @@ class EngineModel:
         ``sequences_scores`` (`EngineTranslator.generate_with_scores`)."""
         import torch
 
-        check_engine_options(self.engine, kwargs)
+        # a glossary reaches generate() as constrained_beam_search's phrases: refused by the user's name for it
+        glossary = kwargs.pop("constraints", None)
+        check_engine_options(
+            self.engine,
+            {**{k: v for k, v in kwargs.items() if k != "custom_generate"}, "glossary": glossary},
+        )
         rows = [ids[mask.bool()].tolist() for ids, mask in zip(input_ids, attention_mask)]
         options = {k: v for k, v in kwargs.items() if v is not None}
         options.setdefault("num_beams", self.generation_config.num_beams)

@@ -14,7 +14,10 @@ truncated, with one warning that gives the count. ``max_new_tokens`` is lowered 
 (`modeling.position_limit`). With ``max_len_a`` a batch generates at most ``min(max_new_tokens, max_len_a *
 longest_source + max_len_b)`` tokens (fairseq's ``--max-len-a``/``--max-len-b``; lengths in tokens, ``</s>``
 included), which bounds the time spent on an untrained model. Whitespace runs in outputs become one space, so
-an output never contains a newline or a tab of its own.
+an output never contains a newline or a tab of its own. With a ``glossary`` (`inference.constraints.Glossary`), a
+batch in which some source holds a glossary term is decoded by lexically constrained beam search
+(`inference.constraints.constrained_beam_search`: each applying target term comes out, contiguous); a batch with
+none is decoded as without it.
 
 Decoding options not given (or given as None) come from ``model.generation_config``; for this project's
 models that is `modeling.default_generation_config` (the paper's beam 4, `modeling.DEFAULT_LENGTH_PENALTY`).
@@ -36,6 +39,7 @@ from .loading import ModelStandIn, check_tokenizer_matches_model
 if TYPE_CHECKING:  # torch and transformers are imported where used, so that bad input fails in milliseconds
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+    from .constraints import Glossary
     from .forced_decoding import PairScore
 
 
@@ -149,6 +153,7 @@ def translate_hypotheses(
     progress: Callable[[int], None] | None = None,
     scores: bool = True,
     token_scores: bool = False,
+    glossary: Glossary | None = None,
     **generate_kwargs: Any,
 ) -> list[list[Hypothesis]]:
     """For each line, its `num_return_sequences` `Hypothesis` (best first; see `translate_nbest` for the options):
@@ -156,10 +161,14 @@ def translate_hypotheses(
     their log-probabilities by forced decoding of the output (`inference.forced_decoding.score_ids`: PyTorch's
     forward pass, CTranslate2's ``score_batch``, the ONNX decoder step by step), one scoring call per batch. With
     beams and a generation config that alters no logits, a finished hypothesis' score equals
-    ``tokens.score(length_penalty)``; greedy, ``tokens.log_prob``."""
+    ``tokens.score(length_penalty)``; greedy, ``tokens.log_prob``. With `glossary`, the terms that apply to a line
+    come out in its translations (module docstring); sampling raises `ValueError`, and so does an exported engine,
+    which cannot honour them, at its first batch with a term."""
     import torch
 
     from vanilla_transformer.modeling import check_generation_arguments, position_limit
+
+    from .constraints import check_glossary_decoding, constrained_beam_search, term_ids
 
     scores = scores or token_scores
     if batch_size < 1:
@@ -174,6 +183,10 @@ def translate_hypotheses(
     generate_kwargs = {k: v for k, v in generate_kwargs.items() if v is not None}
     check_generation_arguments(generate_kwargs, model.generation_config)
     check_tokenizer_matches_model(model, tokenizer)
+    if glossary is not None:
+        check_glossary_decoding(
+            generate_kwargs.get("do_sample", getattr(model.generation_config, "do_sample", False))
+        )
     if generate_kwargs.get("num_beams", model.generation_config.num_beams) == 1:
         generate_kwargs = {k: v for k, v in generate_kwargs.items() if k not in _BEAM_ONLY}
     n = generate_kwargs.get(
@@ -188,6 +201,8 @@ def translate_hypotheses(
         return results
 
     encoded = encode_sources(model, tokenizer, [lines[i] for i in todo])
+    # each source's target phrases (token ids) that the glossary puts in its translation
+    phrases = [term_ids(tokenizer, glossary.terms_for(lines[i])) if glossary else [] for i in todo]
     max_new_tokens = _capped_max_new_tokens(model, generate_kwargs)
     positions = position_limit(model.config)
 
@@ -207,6 +222,10 @@ def translate_hypotheses(
                 input_ids[row, : len(encoded[k])] = torch.tensor(encoded[k])
                 attention_mask[row, : len(encoded[k])] = 1
             batch_kwargs = dict(generate_kwargs)
+            if any(phrases[k] for k in batch):
+                batch_kwargs.update(
+                    custom_generate=constrained_beam_search, constraints=[phrases[k] for k in batch]
+                )
             if max_len_a is not None:
                 length_cap = max(1, int(max_len_a * width + max_len_b))
                 if positions is not None:

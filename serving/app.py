@@ -47,6 +47,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from vanilla_transformer.inference.constraints import Glossary
 from vanilla_transformer.inference.translate import Hypothesis, translation_record
 from vanilla_transformer.modeling import max_source_length, position_limit
 
@@ -66,6 +67,7 @@ from .options import (
     bounded_kwargs,
     check_request,
     generate_kwargs,
+    request_glossary,
     source_lengths,
     validation_message,
     work_rows,
@@ -261,10 +263,13 @@ class Lane:
     """One served model's translate path: its ``served`` model, its ``limits`` (`effective_limits`) and its
     ``batcher``."""
 
-    def __init__(self, served: ServedModel, limits: Limits, batcher: Batcher):
+    def __init__(
+        self, served: ServedModel, limits: Limits, batcher: Batcher, glossary: Glossary | None = None
+    ):
         self.served = served
         self.limits = limits
         self.batcher = batcher
+        self.glossary = glossary
         self.generation_config = served.model.generation_config
         # one scoring request at a time (each is one forward pass over up to max_texts pairs)
         self.scoring = asyncio.Semaphore(1)
@@ -273,6 +278,9 @@ class Lane:
         """The generate kwargs of ``request`` and its work in tokens x rows; `RequestError` (422) for options
         or texts over the rules and limits."""
         kwargs = generate_kwargs(request)
+        glossary = request_glossary(self.glossary, getattr(request, "glossary", None))
+        if glossary is not None:
+            kwargs["glossary"] = glossary
         check_request(
             kwargs,
             request.seed,
@@ -390,13 +398,15 @@ def create_app(
     api_keys: frozenset[str] = frozenset(),
     cors_origins: tuple[str, ...] = (),
     rate_limiter: RateLimiter | None = None,
+    glossary: Glossary | None = None,
 ) -> BodyLimit:
     """The server's ASGI app over one model or several (each with its own batcher; several need distinct
     language pairs, `check_pairs`, else `ValueError`); the batching workers start with the app (lifespan) and,
     when the app shuts down, translate what is queued and stop. The FastAPI app is the returned object's ``app``
     attribute. With ``api_keys`` every API's translations need a key; ``cors_origins``: the browser origins
-    allowed; ``rate_limiter``: the requests a key may send (`register_apis`). Its metrics (`serving.metrics`) are
-    its own, at GET /metrics."""
+    allowed; ``rate_limiter``: the requests a key may send (`register_apis`); ``glossary``: the terminology every
+    request of every API translates with (a /translate request's own ``glossary`` entries over it). Its metrics
+    (`serving.metrics`) are its own, at GET /metrics."""
     models = [served] if isinstance(served, ServedModel) else list(served)
     if not models:
         raise ValueError("no model to serve: pass at least one")
@@ -415,6 +425,7 @@ def create_app(
                 batching=batching,
                 on_batch=functools.partial(metrics.observe_batch, model.tokenizer),
             ),
+            glossary,
         )
         for model in models
     ]
@@ -510,6 +521,13 @@ def create_app(
                 422, f"streaming needs --engine torch; this server runs --engine {served.engine}"
             )
         kwargs, _ = lane.prepare(request, [request.text])
+        glossary = kwargs.pop("glossary", None)
+        if glossary is not None and glossary.terms_for(request.text):
+            raise RequestError(
+                422,
+                "the server's glossary has terms for this text, which streaming (greedy, token by token) cannot "
+                "put in: use POST /translate",
+            )
         kwargs.setdefault("num_beams", 1)
         kwargs.pop("length_penalty", None)  # a beam-search option, as in inference.translate
         if kwargs["num_beams"] != 1 or kwargs.get("num_return_sequences", 1) != 1:

@@ -85,6 +85,7 @@ def _decoding_request() -> type[BaseModel]:
 
 
 if TYPE_CHECKING:
+    from vanilla_transformer.inference.constraints import Glossary
 
     class DecodingRequest(BaseModel):
         """What static tools see of the generated model: the field the server reads by name (`generate_kwargs`
@@ -101,7 +102,15 @@ else:
 # the fields that pick the model when a server has several (`serving.apis.Api.route`)
 LANGUAGE_FIELDS = ("source", "target")
 # the fields of POST /translate besides its decoding options
-TRANSLATE_FIELDS = ("text", *LANGUAGE_FIELDS, "scores")
+TRANSLATE_FIELDS = ("text", *LANGUAGE_FIELDS, "scores", "glossary")
+
+
+GLOSSARY_HELP = (
+    "terminology: source term -> target term (an empty target, or the term itself, keeps the term as written: "
+    "do-not-translate). Each target term whose source term occurs in a text comes out in its translation, its "
+    "words contiguous (lexically constrained beam search); texts without one translate as without it. Merged over "
+    "the server's own glossary (serve --glossary), these entries winning. Needs beam search and --engine torch."
+)
 
 
 class TranslateRequest(DecodingRequest):
@@ -116,6 +125,7 @@ class TranslateRequest(DecodingRequest):
         "token_log_probs of its translation (and of each n-best hypothesis): the records of `vanilla-transformer "
         "translate --output_format jsonl`",
     )
+    glossary: dict[str, str] | None = Field(None, description=GLOSSARY_HELP)
 
 
 class StreamRequest(DecodingRequest):
@@ -201,6 +211,19 @@ def generate_kwargs(request: DecodingRequest) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None}
 
 
+def request_glossary(server: Glossary | None, given: dict[str, str] | None) -> Glossary | None:
+    """The glossary a request translates with: the server's, with the request's entries over it (None: neither);
+    `RequestError` (422) for an entry without a source term."""
+    if not given:
+        return server
+    from vanilla_transformer.inference.constraints import Glossary
+
+    try:
+        return Glossary.from_pairs({**dict(server.entries if server else ()), **given}.items())
+    except ValueError as err:
+        raise RequestError(422, str(err)) from err
+
+
 def check_request(
     kwargs: dict[str, Any],
     seed: int | None,
@@ -210,14 +233,19 @@ def check_request(
     limits: Limits,
 ) -> None:
     """Raise `RequestError` (422) for options out of range, beyond the server's limits, or that the engine does not
-    take (`inference.engines.check_engine_options`)."""
+    take (`inference.engines.check_engine_options`), and for a ``glossary`` that cannot be honoured
+    (`inference.constraints.check_glossary_decoding`)."""
+    from vanilla_transformer.inference.constraints import check_glossary_decoding
     from vanilla_transformer.inference.engines import check_engine_options
     from vanilla_transformer.modeling import check_generation_arguments
 
     try:
-        check_generation_arguments(kwargs, generation_config)
+        options = {name: value for name, value in kwargs.items() if name != "glossary"}
+        check_generation_arguments(options, generation_config)
+        if kwargs.get("glossary") is not None:
+            check_glossary_decoding(kwargs.get("do_sample", getattr(generation_config, "do_sample", False)))
         if engine != "torch":
-            check_engine_options(engine, {**kwargs, "seed": seed})
+            check_engine_options(engine, {**options, "seed": seed, "glossary": kwargs.get("glossary")})
     except ValueError as err:
         raise RequestError(422, str(err).replace("--", "")) from err
     asked = {

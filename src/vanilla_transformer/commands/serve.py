@@ -20,7 +20,9 @@ request sent alone. Requests take `vanilla-transformer translate`'s decoding opt
 length_penalty, max_new_tokens, num_return_sequences; do_sample, temperature, top_k, top_p, seed with --engine
 torch), checked by the same rules and with the same messages as translate's options. Every count a request can
 raise and every wait a connection can impose has a limit (the --max_* and --*_timeout_s options below, shown in
-/info). Ctrl-C or SIGTERM stops accepting requests, answers the ones in flight and exits. Needs the serve extra
+/info). --glossary FILE gives every request of every API terminology to keep (source term<TAB>target term, as
+`vanilla-transformer translate --glossary`); a /translate request may add its own in a "glossary" field ({"source
+term": "target term"}). Ctrl-C or SIGTERM stops accepting requests, answers the ones in flight and exits. Needs the serve extra
 (pip install 'vanilla-transformer[serve]'). Exit code 2 for bad options or a model that cannot be loaded.
 """
 
@@ -89,6 +91,14 @@ def parse_args(argv: list[str] | None = None):
         "--max_batch_tokens", type=positive(int), default=8192, help="source tokens x beams per call"
     )
     parser.add_argument("--no_batching", action="store_true", help="one engine call per request")
+    parser.add_argument(
+        "--glossary",
+        default=None,
+        metavar="FILE",
+        help="TSV of source term<TAB>target term (empty target: do-not-translate) that every request of every API "
+        "translates with (constrained beam search, --engine torch; vanilla-transformer translate --help); a "
+        "/translate request's own glossary field adds to it",
+    )
     for limit in fields(Limits):
         kind = float if limit.name.endswith("_s") else int
         parser.add_argument(
@@ -131,6 +141,8 @@ def parse_args(argv: list[str] | None = None):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from vanilla_transformer.inference.constraints import read_glossary
+    from vanilla_transformer.inference.engines import check_engine_options
     from vanilla_transformer.serving import Limits, create_app, run_server
     from vanilla_transformer.serving.apis import load_api_keys
     from vanilla_transformer.serving.ratelimit import RateLimiter
@@ -138,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         api_keys = load_api_keys(args.api_keys)
+        glossary = read_glossary(args.glossary) if args.glossary is not None else None
+        if glossary is not None and args.engine != "torch":
+            check_engine_options(args.engine, {"glossary": args.glossary})
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -169,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         api_keys=api_keys,
         cors_origins=tuple(args.cors_origins),
         rate_limiter=None if args.rate_limit is None else RateLimiter(args.rate_limit),
+        glossary=glossary,
     )
     if api_keys:
         logging.getLogger(__name__).info("%d API key(s): every API's translations need one", len(api_keys))

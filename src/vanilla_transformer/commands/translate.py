@@ -32,6 +32,16 @@ translation with null scores.
                    (the numbers `vanilla-transformer score` gives the pair: PyTorch's forward pass, CTranslate2's
                    score_batch, the ONNX decoder step by step, for --engine torch / ct2 / onnx); log_prob is
                    their sum, length their count. Costs one scoring pass per batch.
+
+--glossary FILE puts terminology into the output: FILE is UTF-8 TSV, one "source term<TAB>target term" per line
+(an empty target, or the source term itself, keeps the term as written: do-not-translate; blank lines and lines
+starting with # are skipped). A line whose source holds a source term is translated by lexically constrained beam
+search (dynamic beam allocation), so that each such target term appears in its translation, its tokens contiguous;
+lines without one translate as without --glossary. Matching is case-sensitive; Latin-script terms match whole
+words, Chinese and Japanese terms anywhere; of two overlapping terms the longer wins. It needs beam search and
+--engine torch (ct2 and onnx cannot constrain their search and refuse it).
+
+    vanilla-transformer translate --model runs/base/export --glossary terms.tsv < test.zh
 """
 
 from __future__ import annotations
@@ -68,6 +78,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="text",
         help="text (translations, default), jsonl (scores and per-token log-probabilities) or tsv (translation, "
         "score, log_prob): see Scores above",
+    )
+    parser.add_argument(
+        "--glossary",
+        default=None,
+        metavar="FILE",
+        help="TSV of source term<TAB>target term (empty target: do-not-translate); each term that occurs in a "
+        "line comes out in its translation (constrained beam search, --engine torch)",
     )
     return parser.parse_args(argv)
 
@@ -107,12 +124,16 @@ def decoding_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 def check_decoding(args: argparse.Namespace, generate_kwargs: dict[str, Any]) -> None:
     """`ValueError` for decoding options that do not go together or that the engine does not take, before a
     model is loaded (bad values fail at once)."""
+    from vanilla_transformer.inference.constraints import check_glossary_decoding
     from vanilla_transformer.inference.engines import check_engine_options
     from vanilla_transformer.modeling import check_generation_arguments
 
     check_generation_arguments(generate_kwargs)
+    glossary = getattr(args, "glossary", None)
+    if glossary is not None:
+        check_glossary_decoding(args.do_sample)
     if args.engine != "torch":
-        check_engine_options(args.engine, {**generate_kwargs, "seed": args.seed})
+        check_engine_options(args.engine, {**generate_kwargs, "seed": args.seed, "glossary": glossary})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
 
+    from vanilla_transformer.inference.constraints import read_glossary
     from vanilla_transformer.modeling import check_generation_arguments
 
     generate_kwargs = decoding_kwargs(args)
@@ -128,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.batch_size < 1:
             raise ValueError(f"batch_size={args.batch_size} is invalid: expected an integer >= 1; e.g. 32")
         check_decoding(args, generate_kwargs)
+        glossary = read_glossary(args.glossary) if args.glossary is not None else None
         model, tokenizer = load_model_from_args(args)
         check_generation_arguments(generate_kwargs, model.generation_config)
     except (ValueError, ImportError) as err:
@@ -141,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     # the console streams are TextIOWrappers (typeshed types them TextIO)
     cast(io.TextIOWrapper, sys.stdin).reconfigure(encoding="utf-8", errors="replace")
     lines = [line.rstrip("\r\n") for line in sys.stdin]
-    outputs = output_lines(model, tokenizer, lines, args.output_format, args.batch_size, generate_kwargs)
+    outputs = output_lines(
+        model, tokenizer, lines, args.output_format, args.batch_size, {**generate_kwargs, "glossary": glossary}
+    )
     cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
     sys.stdout.writelines(f"{text}\n" for text in outputs)
     sys.stdout.flush()
