@@ -165,7 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     cast(io.TextIOWrapper, sys.stdin).reconfigure(encoding="utf-8", errors="replace")
     lines = [line.rstrip("\r\n") for line in sys.stdin]
     outputs = output_lines(
-        model, tokenizer, lines, args.output_format, args.batch_size, {**generate_kwargs, "glossary": glossary}
+        model,
+        tokenizer,
+        lines,
+        args.output_format,
+        args.batch_size,
+        {**generate_kwargs, "glossary": glossary},
     )
     cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
     sys.stdout.writelines(f"{text}\n" for text in outputs)
