@@ -152,6 +152,17 @@ def _attention_torch(
     ]
 
 
+def check_alignable(model: PreTrainedModel | ModelStandIn) -> None:
+    """`ValueError` for an engine whose runtime cannot return attention weights (ONNX Runtime's graphs output
+    logits only)."""
+    translator = getattr(model, "translator", None)
+    if translator is not None and not hasattr(translator, "alignment_attention_ids"):
+        raise ValueError(
+            f"--engine {getattr(model, 'engine', '?')} cannot return attention weights for word alignments: use "
+            "--engine torch or ct2"
+        )
+
+
 def alignment_attentions(
     model: PreTrainedModel | ModelStandIn,
     source_ids: Sequence[Sequence[int]],
@@ -168,12 +179,8 @@ def alignment_attentions(
 
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")
+    check_alignable(model)
     translator = getattr(model, "translator", None)
-    if translator is not None and not hasattr(translator, "alignment_attention_ids"):
-        raise ValueError(
-            f"--engine {getattr(model, 'engine', '?')} cannot return attention weights: align with --engine torch "
-            "or ct2"
-        )
     targets = finished_targets(model, target_ids, "align them")
     sources = [list(ids) for ids in source_ids]
     pad_id = pad_token_id if pad_token_id is not None else model.config.pad_token_id
@@ -247,3 +254,24 @@ def align_pairs(
         )
         links[k] = hard_alignment(matrices[n], source_words, target_words)
     return links
+
+
+def with_alignments(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    sources: Sequence[str],
+    outputs: Sequence[str],
+    batch_size: int = 32,
+) -> list[str]:
+    """``outputs`` (one line per source, its hypotheses separated by tabs, as `inference.translate_lines` returns
+    them) with each hypothesis followed by `` ||| `` and its Pharaoh alignment with the source (Marian's
+    ``--alignment`` output)."""
+    nbest = [line.split("\t") for line in outputs]
+    pairs = [(row, source, hyp) for row, (source, hyps) in enumerate(zip(sources, nbest)) for hyp in hyps]
+    links = align_pairs(
+        model, tokenizer, [source for _, source, _ in pairs], [hyp for _, _, hyp in pairs], batch_size
+    )
+    lines: list[list[str]] = [[] for _ in outputs]
+    for (row, _, hyp), found in zip(pairs, links):
+        lines[row].append(f"{hyp} ||| {pharaoh(found)}")
+    return ["\t".join(line) for line in lines]
