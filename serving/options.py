@@ -108,6 +108,13 @@ class TranslateRequest(DecodingRequest):
     text: str | list[str] = Field(..., description="a source text, or a list of them")
     source: str | None = Field(None, description="the source language (needed when several models match)")
     target: str | None = Field(None, description="the target language (needed when several models match)")
+    alignments: bool = Field(
+        False,
+        description="also return `alignments`: for each translation, its word alignment with the source in Pharaoh "
+        "format ('i-j': source word i, target word j, from 0; words are space-separated, each Chinese character one "
+        "word), from the cross-attention of the model's alignment_layer/alignment_heads; for markup transfer and "
+        "highlighting (torch and ct2 engines)",
+    )
 
 
 class StreamRequest(DecodingRequest):
