@@ -196,7 +196,9 @@ def alignment_attentions(
             if translator is not None:
                 matrices = translator.alignment_attention_ids(sources_batch, targets_batch)
             else:
-                matrices = _attention_torch(cast("PreTrainedModel", model), sources_batch, targets_batch, pad_id)
+                matrices = _attention_torch(
+                    cast("PreTrainedModel", model), sources_batch, targets_batch, pad_id
+                )
             for row, matrix in zip(batch, matrices):
                 results[row] = matrix
     finally:

@@ -123,7 +123,8 @@ class CT2Translator(EngineTranslator):
         end = self.config.eos_token_id
         source = [[self.source_tokens[i] for i in ids] for ids in source_ids]
         prefixes = [
-            [self.target_tokens[i] for i in (ids[:-1] if ids and ids[-1] == end else ids)] for ids in target_ids
+            [self.target_tokens[i] for i in (ids[:-1] if ids and ids[-1] == end else ids)]
+            for ids in target_ids
         ]
         results = self.translator.translate_batch(
             source,

@@ -105,7 +105,9 @@ def finished_targets(
     eos = eos[0] if isinstance(eos, list) else eos
     targets = [list(ids) if ids and ids[-1] == eos else [*ids, eos] for ids in target_ids]
     decoder_limit = position_limit(model.config)
-    too_long = [row for row, ids in enumerate(targets) if decoder_limit is not None and len(ids) > decoder_limit]
+    too_long = [
+        row for row, ids in enumerate(targets) if decoder_limit is not None and len(ids) > decoder_limit
+    ]
     if too_long:
         raise ValueError(
             f"{len(too_long)} target(s) (rows {', '.join(map(str, too_long[:5]))}) have more tokens than the "

@@ -50,12 +50,14 @@ def test_subwords_are_merged_into_the_words_they_spell(tokenizer):
 
 
 def test_hard_alignment_links_each_target_word_to_its_most_attended_source_word():
+    # target token 0 (word 0) -> source token 1 (word 0); target token 1 (word 1) -> source token 0 spells no
+    # word, so token 2 (word 1); target token 2 (word 1) -> source token 3 is </s>, so token 2; </s>: no link
     attention = np.array(
         [
-            [0.1, 0.7, 0.2, 0.0],  # target token 0 (word 0) -> source token 1 (word 0)
-            [0.6, 0.1, 0.3, 0.0],  # target token 1 (word 1) -> source token 0 spells no word: token 2 (word 1)
-            [0.0, 0.1, 0.3, 0.6],  # target token 2 (word 1) -> source token 3 is </s>: token 2 (word 1)
-            [0.0, 0.9, 0.0, 0.1],  # </s>: no link
+            [0.1, 0.7, 0.2, 0.0],
+            [0.6, 0.1, 0.3, 0.0],
+            [0.0, 0.1, 0.3, 0.6],
+            [0.0, 0.9, 0.0, 0.1],
         ]
     )
     source_words = [[], [0], [1], []]
@@ -92,7 +94,9 @@ def test_the_config_selects_the_alignment_layer_and_heads(layer, heads, index):
 
 def test_alignment_fields_out_of_range_are_refused():
     with pytest.raises(ValueError, match=r"alignment_layer=3 .*alignment_heads=5"):
-        VanillaTransformerConfig(decoder_layers=3, decoder_attention_heads=4, alignment_layer=3, alignment_heads=5)
+        VanillaTransformerConfig(
+            decoder_layers=3, decoder_attention_heads=4, alignment_layer=3, alignment_heads=5
+        )
 
 
 def test_aligned_pairs_in_input_order_with_empty_texts_unaligned(tokenizer):
@@ -136,7 +140,9 @@ def test_translate_alignments_follow_each_hypothesis(export, loaded, monkeypatch
     code, out, _ = run_main(monkeypatch, capsys, *args, "--alignments", stdin=stdin)
     assert code == 0
     rows = out.split("\n")[:-1]
-    nbest = translate_nbest(model, tokenizer, [SOURCES[0], "", SOURCES[1]], num_beams=2, num_return_sequences=2)
+    nbest = translate_nbest(
+        model, tokenizer, [SOURCES[0], "", SOURCES[1]], num_beams=2, num_return_sequences=2
+    )
     for row, source, hyps in zip(rows, [SOURCES[0], "", SOURCES[1]], nbest):
         cells = row.split("\t")
         assert [cell.split(" ||| ")[0] for cell in cells] == hyps
