@@ -214,8 +214,10 @@ def _offsets(tokenizer: PreTrainedTokenizerBase, texts: list[str], ids: list[lis
             f"word alignments need the token offsets of a fast tokenizer; {type(tokenizer).__name__} has none "
             "(load the model's tokenizer.json with PreTrainedTokenizerFast)"
         )
-    key = "text_target" if target else "text"
-    encoded = tokenizer(**{key: texts}, add_special_tokens=True, return_offsets_mapping=True)
+    if target:
+        encoded = tokenizer(text_target=texts, add_special_tokens=True, return_offsets_mapping=True)
+    else:
+        encoded = tokenizer(texts, add_special_tokens=True, return_offsets_mapping=True)
     rows = []
     for offsets, row in zip(encoded["offset_mapping"], ids):
         offsets = [tuple(span) for span in offsets]

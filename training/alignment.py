@@ -28,7 +28,7 @@ from vanilla_transformer.inference.alignment import parse_pharaoh, token_words
 ATTENTION_FLOOR = 1e-9
 
 
-class AlignedTarget(list):
+class AlignedTarget(list[int]):
     """A target's token ids with ``links``: (source token, target token) index pairs of the reference alignment."""
 
     links: list[tuple[int, int]]

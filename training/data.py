@@ -389,7 +389,8 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator) -> TrainingData:
         aligned, count = attach_alignments(
             cfg.alignment_data, cfg.read_training_rows(), splits["train"], train_ids[1], tokenizer
         )
-        train_ids = (train_ids[0], aligned)
+        # AlignedTarget is a list of ids that carries its links
+        train_ids = (train_ids[0], cast(list[list[int]], aligned))
         aligned_note = f"Guided alignment: {count} of {len(aligned)} training pairs have reference links"
     if streaming:
         stream = StreamingBatches(

@@ -114,11 +114,12 @@ def test_aligned_pairs_in_input_order_with_empty_texts_unaligned(tokenizer):
 def test_ctranslate2_alignments_equal_pytorch(tmp_path, tokenizer, layer, heads):
     pytest.importorskip("ctranslate2")
     from vanilla_transformer.export.ct2 import export_ct2
+    from vanilla_transformer.inference import load_model_and_tokenizer
     from vanilla_transformer.inference.engines import load_engine
     from vanilla_transformer.modeling import save_with_remote_code
 
     folder = export_tiny_model(tmp_path / "model", tokenizer)
-    model, _ = load_engine("torch", folder, dtype="float32")
+    model, _ = load_model_and_tokenizer(str(folder), dtype="float32")
     model.config.alignment_layer, model.config.alignment_heads = layer, heads
     save_with_remote_code(model, folder, tokenizer)
     export_ct2(folder, tmp_path / "ct2")
