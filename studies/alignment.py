@@ -19,7 +19,6 @@ same run (ratio).
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -47,7 +46,9 @@ def reference(data: str, out: Path, max_lines: int | None) -> None:
     targets = [" ".join(words(text)).lower() for text in rows[TARGET]]
     with tempfile.TemporaryDirectory() as folder:
         forward, backward = Path(folder) / "fwd", Path(folder) / "rev"
-        eflomal.Aligner().align(sources, targets, links_filename_fwd=str(forward), links_filename_rev=str(backward))
+        eflomal.Aligner().align(
+            sources, targets, links_filename_fwd=str(forward), links_filename_rev=str(backward)
+        )
         fwd = forward.read_text(encoding="utf-8").splitlines()
         rev = backward.read_text(encoding="utf-8").splitlines()
     out.parent.mkdir(parents=True, exist_ok=True)
