@@ -62,11 +62,17 @@ def token_links(
     word_links: set[tuple[int, int]], source_words: list[list[int]], target_words: list[list[int]]
 ) -> list[tuple[int, int]]:
     """The (source token, target token) links of word links: tokens are linked when words they spell are."""
+
+    def spelled_by(token_words: list[list[int]]) -> dict[int, list[int]]:
+        tokens: dict[int, list[int]] = {}
+        for token, words in enumerate(token_words):
+            for word in words:
+                tokens.setdefault(word, []).append(token)
+        return tokens
+
+    source_tokens, target_tokens = spelled_by(source_words), spelled_by(target_words)
     return sorted(
-        (s, t)
-        for t, t_words in enumerate(target_words)
-        for s, s_words in enumerate(source_words)
-        if any((i, j) in word_links for i in s_words for j in t_words)
+        {(s, t) for i, j in word_links for s in source_tokens.get(i, ()) for t in target_tokens.get(j, ())}
     )
 
 
