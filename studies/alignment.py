@@ -7,6 +7,8 @@ character one word; English lowercased for the aligner), and writes two Pharaoh 
 both directions agree on (the ``--alignment_data`` of a guided run) and ``OUT.ref`` with those as sure links
 (``i-j``) and the other links of either direction as possible ones (``i?j``), the reference AER is measured against.
 
+``cost`` times a training batch with and without the guided-alignment loss (same batches, interleaved rounds).
+
 ``measure`` aligns the test split's pairs (the split a training run with the same data options holds out) with each
 model by forced decoding of the reference translation (`align_pairs`) and prints its AER against ``OUT.ref``, and
 the cost of ``translate --alignments``: the time of translating the test sources with and without alignments in the
@@ -15,6 +17,7 @@ same run (ratio).
     python -m studies.alignment reference data/bible.zh-en.tsv.xz --out runs/align/eflomal
     python -m studies.alignment measure data/bible.zh-en.tsv.xz --reference runs/align/eflomal.ref \\
         --models runs/plain runs/guided
+    python -m studies.alignment cost data/bible.zh-en.tsv.xz --reference runs/align/eflomal.sure
 """
 
 from __future__ import annotations
@@ -95,12 +98,56 @@ def measure(data: str, reference_file: Path, models: list[str], max_lines: int |
         )
 
 
+def cost(data: str, reference_file: Path, batches: int, rounds: int) -> None:
+    """Seconds of a training batch (forward and backward, `small` preset, one thread) with and without the
+    guided-alignment loss on the same batches, interleaved rounds, and their ratio."""
+    import statistics
+
+    import torch
+
+    from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
+    from vanilla_transformer.tokenizer import load_or_train_tokenizer
+    from vanilla_transformer.training.alignment import attach_alignments
+    from vanilla_transformer.training.objectives import Translation
+    from vanilla_transformer.training.presets import build_config
+
+    rows = DataOptions(data=data).read_training_rows()
+    pairs = rows.select(range(32 * batches))
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer = load_or_train_tokenizer(None, Path(folder), pairs, 8000)
+        encoded = tokenizer(list(pairs[SOURCE]), text_target=list(pairs[TARGET]))
+        sources, targets = encoded["input_ids"], encoded["labels"]
+        aligned, _ = attach_alignments(str(reference_file), rows, pairs, targets, tokenizer)
+    torch.manual_seed(0)
+    model = VanillaTransformerForConditionalGeneration(
+        build_config("small", len(tokenizer), alignment_heads=1)
+    )
+    plain, guided = Translation(), Translation(alignment_loss_weight=0.05)
+    chunks = [slice(32 * k, 32 * (k + 1)) for k in range(batches)]
+    ready = {
+        name: [objective.collate(sources[c], examples[c], model.config) for c in chunks]
+        for name, objective, examples in (("plain", plain, targets), ("guided", guided, aligned))
+    }
+    times: dict[str, list[float]] = {"plain": [], "guided": []}
+    for _ in range(rounds):
+        for name, objective in (("plain", plain), ("guided", guided)):
+            start = time.perf_counter()
+            for batch in ready[name]:
+                loss, _ = objective.loss(model, batch, 0.1)
+                loss.backward()
+            times[name].append((time.perf_counter() - start) / batches)
+    a, b = statistics.median(times["plain"]), statistics.median(times["guided"])
+    print(f"training batch (32 pairs): {a:.3f} s plain, {b:.3f} s guided: {b / a:.2f}x")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = study_parser("studies.alignment", __doc__)
-    parser.add_argument("task", choices=("reference", "measure"))
+    parser.add_argument("task", choices=("reference", "measure", "cost"))
     parser.add_argument("data", help="the parallel corpus (as train --data)")
     parser.add_argument("--out", type=Path, help="reference: the Pharaoh files' prefix")
-    parser.add_argument("--reference", type=Path, help="measure: the OUT.ref file of `reference`")
+    parser.add_argument(
+        "--reference", type=Path, help="measure: the OUT.ref file of `reference`; cost: its OUT.sure file"
+    )
     parser.add_argument("--models", nargs="+", default=[], help="measure: exported model folders")
     parser.add_argument("--max_lines", type=int, default=None, help="as train --max_lines")
     parser.add_argument("--limit", type=int, default=500, help="measure: the first N test pairs")
@@ -109,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.out is None:
             parser.error("reference needs --out")
         reference(args.data, args.out, args.max_lines)
+    elif args.task == "cost":
+        if args.reference is None:
+            parser.error("cost needs --reference")
+        cost(args.data, args.reference, batches=4, rounds=5)
     else:
         if args.reference is None or not args.models:
             parser.error("measure needs --reference and --models")
