@@ -195,18 +195,7 @@ class DataOptions:
         ``split_by`` 'auto', a group file whose groups cannot hold the requested sizes (e.g. ``max_lines`` keeps
         one book) or cannot be lined up with the pairs gives random blocks instead.
         ``report.split_origin`` says where each split came from, and why not by groups."""
-        available, report = read_parallel_splits(
-            self.data,
-            source_column=self.source_column,
-            target_column=self.target_column,
-            source_lang=self.source_lang,
-            target_lang=self.target_lang,
-            has_header=self.has_header,
-            hub_config=self.hub_config,
-            max_lines=self.max_lines,
-            on_bad_line=self.on_bad_line,  # type: ignore[arg-type]
-            cache_dir=self.data_cache_dir,
-        )
+        available, report = self._read()
         chosen = {
             "train": self._split_name(self.train_split, available, "train_split"),
             "validation": self._split_name(self.valid_split, available, "valid_split"),
@@ -246,6 +235,27 @@ class DataOptions:
             else:
                 splits[name], report.split_origin[name] = available[source], f"'{source}' split of the data"
         return splits, report
+
+    def _read(self) -> tuple[dict[str, datasets.Dataset], DataReport]:
+        """Every split the data has, as read with these options (`read_parallel_splits`), and what reading did."""
+        return read_parallel_splits(
+            self.data,
+            source_column=self.source_column,
+            target_column=self.target_column,
+            source_lang=self.source_lang,
+            target_lang=self.target_lang,
+            has_header=self.has_header,
+            hub_config=self.hub_config,
+            max_lines=self.max_lines,
+            on_bad_line=self.on_bad_line,  # type: ignore[arg-type]
+            cache_dir=self.data_cache_dir,
+        )
+
+    def read_training_rows(self) -> datasets.Dataset:
+        """The training split of the data as read, in its order, before any pair is held out of it (what a file
+        given line by line beside the data, e.g. ``--alignment_data``, is parallel to)."""
+        available, _ = self._read()
+        return available[self._split_name(self.train_split, available, "train_split")]  # type: ignore[index]
 
     def group_file(self) -> Path | None:
         """The group-label file the held-out split uses, or None for random blocks: ``split_groups`` (with

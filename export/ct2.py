@@ -12,7 +12,9 @@ Every architecture option of `VanillaTransformerConfig` that CTranslate2 can exp
 (`pre_norm`, with the final LayerNorm of each pre-LN stack), ReLU/GELU/SiLU, sinusoidal positions in any
 layout and offset and learned positions (the position table is written out, so the layout is exact), the
 embedding scale, the LayerNorm on the embeddings (`layernorm_embedding`),
-shared or separate vocabularies, tied or untied output projection, the output bias and the LayerNorm epsilon.
+shared or separate vocabularies, tied or untied output projection, the output bias and the LayerNorm epsilon, and
+the attention that gives word alignments (`alignment_layer`, `alignment_heads`: what CTranslate2 returns with
+``return_attention=True``).
 Rotary positions are refused with a `ValueError` naming the option (CTranslate2 applies rotary embeddings to
 left-aligned positions of its own and its seq2seq decoder has no tested rotary path).
 
@@ -214,6 +216,8 @@ def _build_converter():
                 pre_norm=config.normalize_before,
                 activation=activation,
                 layernorm_embedding=config.layernorm_embedding,
+                alignment_layer=config.alignment_layer_index,
+                alignment_heads=config.alignment_heads or config.decoder_attention_heads,
             )
             spec = transformer_spec.TransformerSpec(encoder, decoder)
             self.set_stack(encoder, model.model.encoder, encoder.embeddings[0])

@@ -3,7 +3,8 @@ state).
 
 `cross_attention` translates one sentence, re-runs the decoder on its own output with
 ``output_attentions=True`` and returns one (target tokens x source tokens) matrix whose rows are attention
-distributions over the source (each sums to 1). Matplotlib's bundled fonts have no CJK glyphs;
+distributions over the source (each sums to 1). `alignment_attention` is the attention word alignments and
+guided-alignment training read: the config's `alignment_layer`, its first `alignment_heads` heads averaged. Matplotlib's bundled fonts have no CJK glyphs;
 `plot_attention` looks for an installed font that has them and otherwise labels those tokens by id, with a
 warning. torch and matplotlib are imported where used.
 """
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
+    import torch
 
 # Font families known to cover CJK; checked first, then every installed font's character map.
 _CJK_FAMILIES = (
@@ -51,6 +53,15 @@ class AttentionMap:
     translation: str
     layer: int
     head: int | str
+
+
+def alignment_attention(cross_attentions: Sequence[torch.Tensor], config) -> torch.Tensor:
+    """The alignment attention (B, T, S) of a decoder's per-layer cross-attention weights (each (B, H, T, S), as
+    ``output_attentions=True`` returns them): layer ``config.alignment_layer_index``, the mean of its first
+    ``config.alignment_heads`` heads (all heads when 0). Rows stay distributions over the source."""
+    weights = cross_attentions[config.alignment_layer_index]  # (B, H, T, S)
+    heads = config.alignment_heads or weights.shape[1]
+    return weights[:, :heads].mean(dim=1)  # (B, T, S)
 
 
 def cross_attention(

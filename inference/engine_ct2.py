@@ -34,6 +34,7 @@ from vanilla_transformer.modeling import position_limit
 from .engines import CT2_MODEL_CONFIG_FILE, DecodingOptions, EngineTranslator, check_refused
 
 if TYPE_CHECKING:
+    import numpy as np
     from transformers import GenerationConfig, PreTrainedTokenizerBase
 
 logger = logging.getLogger(__name__)
@@ -131,6 +132,34 @@ class CT2Translator(EngineTranslator):
                 log_softmax = shifted - np.log(np.exp(shifted).sum())
                 log_probs[row].append(float(log_softmax[target_ids[row][-1]]))
         return log_probs
+
+    def alignment_attention_ids(
+        self, source_ids: list[list[int]], target_ids: list[list[int]]
+    ) -> list[np.ndarray]:
+        """The alignment attention (T, S) of each (source, target) pair of token ids (targets ending with `</s>`):
+        ``translate_batch`` with the target as a prefix and ``return_attention=True``, whose rows are the attention
+        of the export's `alignment_layer`/`alignment_heads` at each target position (the row after the prefix is
+        the position that predicts `</s>`)."""
+        import numpy as np
+
+        end = self.config.eos_token_id
+        source = [[self.source_tokens[i] for i in ids] for ids in source_ids]
+        prefixes = [
+            [self.target_tokens[i] for i in (ids[:-1] if ids and ids[-1] == end else ids)]
+            for ids in target_ids
+        ]
+        results = self.translator.translate_batch(
+            source,
+            target_prefix=prefixes,
+            return_attention=True,
+            beam_size=1,
+            max_input_length=0,
+            max_decoding_length=max(len(prefix) for prefix in prefixes) + 1,
+        )
+        return [
+            np.asarray(result.attention[0], dtype=np.float32)[: len(prefix) + 1]
+            for result, prefix in zip(results, prefixes)
+        ]
 
     def decoding_options(self, options: DecodingOptions) -> dict[str, Any]:
         """The `translate_batch` options of these settings and the folder's generation config; `ValueError` for

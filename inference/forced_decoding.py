@@ -94,6 +94,36 @@ def _torch_log_probs(
     return [row[: int(length)].tolist() for row, length in zip(log_probs, label_mask.sum(dim=1))]
 
 
+def finished_targets(
+    model: PreTrainedModel | ModelStandIn,
+    target_ids: Sequence[Sequence[int]],
+    purpose: str = "score them",
+    *,
+    append_eos: bool = True,
+) -> list[list[int]]:
+    """The targets as finished translations (a `</s>` appended where one does not end with it; without
+    `append_eos`, as they are: a hypothesis that decoding cut at its length limit); `ValueError` for an empty
+    target without `append_eos`, and naming the rows with more tokens than the decoder's positions, which forced
+    decoding cannot read (to `purpose`)."""
+    from vanilla_transformer.modeling import position_limit
+
+    eos = model.config.eos_token_id
+    eos = eos[0] if isinstance(eos, list) else eos
+    targets = [list(ids) if not append_eos or (ids and ids[-1] == eos) else [*ids, eos] for ids in target_ids]
+    if any(not ids for ids in targets):
+        raise ValueError("every target needs at least one token: pass append_eos=True to score an empty one")
+    decoder_limit = position_limit(model.config)
+    too_long = [
+        row for row, ids in enumerate(targets) if decoder_limit is not None and len(ids) > decoder_limit
+    ]
+    if too_long:
+        raise ValueError(
+            f"{len(too_long)} target(s) (rows {', '.join(map(str, too_long[:5]))}) have more tokens than the "
+            f"decoder's {decoder_limit} positions (max_position_embeddings): shorten them to {purpose}"
+        )
+    return targets
+
+
 def score_ids(
     model: PreTrainedModel | ModelStandIn,
     source_ids: Sequence[Sequence[int]],
@@ -109,8 +139,6 @@ def score_ids(
     a `</s>` is appended where it does not end with one; without `append_eos`, as it is (a hypothesis that decoding
     cut at its length limit: its tokens only). Pairs are sorted by source length into batches of `batch_size`. The
     model is in eval mode while it scores and gets its training mode back afterwards."""
-    from vanilla_transformer.modeling import position_limit
-
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")
     if len(source_ids) != len(target_ids):
@@ -119,21 +147,8 @@ def score_ids(
         )
     if any(len(ids) == 0 for ids in source_ids):
         raise ValueError("every source needs at least one token (its </s>)")
-    eos = model.config.eos_token_id
-    eos = eos[0] if isinstance(eos, list) else eos
-    targets = [list(ids) if not append_eos or (ids and ids[-1] == eos) else [*ids, eos] for ids in target_ids]
-    if any(not ids for ids in targets):
-        raise ValueError("every target needs at least one token: pass append_eos=True to score an empty one")
+    targets = finished_targets(model, target_ids, append_eos=append_eos)
     sources = [list(ids) for ids in source_ids]
-    decoder_limit = position_limit(model.config)
-    unscorable = [
-        row for row, ids in enumerate(targets) if decoder_limit is not None and len(ids) > decoder_limit
-    ]
-    if unscorable:
-        raise ValueError(
-            f"{len(unscorable)} target(s) (rows {', '.join(map(str, unscorable[:5]))}) have more tokens than the "
-            f"decoder's {decoder_limit} positions (max_position_embeddings): shorten them to score them"
-        )
     translator = getattr(model, "translator", None)
     pad_id = pad_token_id if pad_token_id is not None else model.config.pad_token_id
     results: list[PairScore | None] = [None] * len(sources)

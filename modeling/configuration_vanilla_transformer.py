@@ -9,7 +9,13 @@ named field.
 
 from __future__ import annotations
 
-from .configuration_vanilla_base import VanillaConfigBase, head_problems, init_arguments, token_id_problems
+from .configuration_vanilla_base import (
+    VanillaConfigBase,
+    head_problems,
+    init_arguments,
+    is_id,
+    token_id_problems,
+)
 
 
 class VanillaTransformerConfig(VanillaConfigBase):
@@ -37,6 +43,12 @@ class VanillaTransformerConfig(VanillaConfigBase):
         decoder_start_token_id: The token the decoder input starts with: `labels` are shifted right and
             prefixed with it; `generate()` starts from it (2 = `<s>`; converted Marian checkpoints use pad).
         use_cache: Return the key/value cache from the decoder by default (used by `generate()`).
+        alignment_layer: The decoder layer whose encoder-decoder attention gives word alignments and is trained by
+            guided alignment (fairseq's and CTranslate2's `alignment_layer`; negative counts from the last). `None`
+            means the penultimate layer, the last of a one-layer decoder (fairseq's alignment models).
+        alignment_heads: How many of that layer's heads, from the first, are averaged into the alignment
+            attention; 0 averages all of them (fairseq's default). Guided alignment trains the average of these
+            heads: 1 trains one head, as in Garg et al. (2019).
     """
 
     model_type = "vanilla_transformer"
@@ -69,6 +81,8 @@ class VanillaTransformerConfig(VanillaConfigBase):
         layernorm_embedding: bool = False,
         decoder_start_token_id: int = 2,
         use_cache: bool = True,
+        alignment_layer: int | None = None,
+        alignment_heads: int = 0,
         is_encoder_decoder: bool = True,
         vocab_size: int = 37000,
         d_model: int = 512,
@@ -115,4 +129,32 @@ class VanillaTransformerConfig(VanillaConfigBase):
             "eos_token_id": self.decoder_vocab_size,
             "decoder_start_token_id": self.decoder_vocab_size,
         }
-        return problems + token_id_problems(self, limits, required=("pad_token_id", "decoder_start_token_id"))
+        return (
+            problems
+            + alignment_problems(self)
+            + token_id_problems(self, limits, required=("pad_token_id", "decoder_start_token_id"))
+        )
+
+    @property
+    def alignment_layer_index(self) -> int:
+        """The index (0 .. decoder_layers - 1) of `alignment_layer`."""
+        if self.alignment_layer is None:
+            return max(self.decoder_layers - 2, 0)
+        return self.alignment_layer % self.decoder_layers
+
+
+def alignment_problems(config) -> list[str]:
+    """What is wrong with `alignment_layer` and `alignment_heads` for the decoder's depth and heads."""
+    problems = []
+    layers, heads = config.decoder_layers, config.decoder_attention_heads
+    layer = config.alignment_layer
+    if layer is not None and (not is_id(layer) or not -layers <= layer < layers):
+        problems.append(
+            f"alignment_layer={layer!r} is not a layer of a {layers}-layer decoder: use -{layers} .. {layers - 1} "
+            "or None (the penultimate layer)"
+        )
+    if not is_id(config.alignment_heads) or not 0 <= config.alignment_heads <= heads:
+        problems.append(
+            f"alignment_heads={config.alignment_heads!r} is invalid: use 0 (all {heads} heads) .. {heads}"
+        )
+    return problems

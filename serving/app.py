@@ -4,7 +4,8 @@
     POST /translate         {"text": "..." | ["...", ...], decoding options}  -> {"translations": [...]}
                             (with num_return_sequences > 1 also "nbest": one list of hypotheses per text; with
                             "scores": true also "scores": one record per text, as `vanilla-transformer translate
-                            --output_format jsonl` writes it, `inference.translation_record`)
+                            --output_format jsonl` writes it, `inference.translation_record`; with "alignments":
+                            true also "alignments": ["0-0 1-1", ...], Pharaoh word alignments)
     POST /translate/stream  {"text": "...", decoding options} -> server-sent events: "token" events with the
                             text each new token adds, then one "done" event with the whole translation
     POST /score             {"pairs": [["source", "target"], ...], "length_penalty": ...} -> {"scores": [{"score",
@@ -364,6 +365,29 @@ class Lane:
                 raise RequestError(422, str(err)) from err
         return [score_record(scored, self.served.tokenizer, length_penalty) for scored in scores]
 
+    def check_alignable(self) -> None:
+        """`RequestError` (422) when this model's engine cannot return attention weights."""
+        from vanilla_transformer.inference.alignment import check_alignable
+
+        try:
+            check_alignable(self.served.model)
+        except ValueError as err:
+            raise RequestError(422, f"alignments: {err}") from err
+
+    async def align(self, sources: list[str], translations: list[str]) -> list[str]:
+        """The Pharaoh word alignment of each translation with its source (`inference.alignment.align_pairs`),
+        computed in a worker thread, one forced-decoding request at a time per model."""
+        from vanilla_transformer.inference.alignment import align_pairs, pharaoh
+
+        async with self.scoring:
+            try:
+                links = await asyncio.to_thread(
+                    align_pairs, self.served.model, self.served.tokenizer, sources, translations
+                )
+            except ValueError as err:
+                raise RequestError(500, f"alignments failed: {err}") from err
+        return [pharaoh(found) for found in links]
+
     def info(self, batching: dict[str, Any]) -> dict[str, Any]:
         """What /info says of this model."""
         from vanilla_transformer.inference.engines import ENGINES
@@ -490,6 +514,8 @@ def create_app(
     async def translate(request: TranslateRequest, connection: Request) -> Any:
         lane = lane_of(request.source, request.target)
         texts = [request.text] if isinstance(request.text, str) else list(request.text)
+        if request.alignments:
+            lane.check_alignable()
         nbest = await lane.translate(texts, request, connection, scores=request.scores)
         reply: dict[str, Any] = {"translations": [hyps[0].text for hyps in nbest]}
         if generate_kwargs(request).get("num_return_sequences", 1) > 1:
@@ -497,6 +523,8 @@ def create_app(
         if request.scores:
             tokenizer = lane.served.tokenizer
             reply["scores"] = [translation_record(hyps, tokenizer) for hyps in nbest]
+        if request.alignments:
+            reply["alignments"] = await lane.align(texts, reply["translations"])
         return reply
 
     @app.post(

@@ -102,7 +102,7 @@ else:
 # the fields that pick the model when a server has several (`serving.apis.Api.route`)
 LANGUAGE_FIELDS = ("source", "target")
 # the fields of POST /translate besides its decoding options
-TRANSLATE_FIELDS = ("text", *LANGUAGE_FIELDS, "scores", "glossary")
+TRANSLATE_FIELDS = ("text", *LANGUAGE_FIELDS, "scores", "glossary", "alignments")
 
 
 GLOSSARY_HELP = (
@@ -126,6 +126,13 @@ class TranslateRequest(DecodingRequest):
         "translate --output_format jsonl`",
     )
     glossary: dict[str, str] | None = Field(None, description=GLOSSARY_HELP)
+    alignments: bool = Field(
+        False,
+        description="also return `alignments`: for each translation, its word alignment with the source in Pharaoh "
+        "format ('i-j': source word i, target word j, from 0; words are space-separated, each Chinese character one "
+        "word), from the cross-attention of the model's alignment_layer/alignment_heads; for markup transfer and "
+        "highlighting (torch and ct2 engines)",
+    )
 
 
 class StreamRequest(DecodingRequest):

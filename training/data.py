@@ -25,6 +25,7 @@ import numpy as np
 from vanilla_transformer.corpus import SOURCE, TARGET
 from vanilla_transformer.tokenizer import BPEDropout, load_or_train_tokenizer
 
+from .alignment import attach_alignments
 from .batching import BatchStream, TokenBudgetBatchSampler
 from .distillation import distill_training_split
 from .objectives import Objective, objective_for
@@ -381,7 +382,7 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator, event=None) -> Trai
             han_characters=cfg.han_characters,
             model_config=init_config(cfg),
         )
-        arrow = objective.name == "translation" and cfg.bpe_dropout == 0
+        arrow = objective.name == "translation" and cfg.bpe_dropout == 0 and cfg.alignment_data is None
         streaming, why = streaming_choice(cfg, arrow)
         train_ids = _token_ids(splits["train"], tokenizer, run_dir.cache) if not arrow else ([], [])
         valid_ids = _token_ids(splits["validation"], tokenizer, run_dir.cache)
@@ -389,6 +390,14 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator, event=None) -> Trai
             _token_ids(splits["test"], tokenizer, run_dir.cache) if not objective.translates else ([], [])
         )
     objective = objective.for_tokenizer(tokenizer)
+    aligned_note = ""
+    if cfg.alignment_data is not None:
+        aligned, count = attach_alignments(
+            cfg.alignment_data, cfg.read_training_rows(), splits["train"], train_ids[1], tokenizer
+        )
+        # AlignedTarget is a list of ids that carries its links
+        train_ids = (train_ids[0], cast(list[list[int]], aligned))
+        aligned_note = f"Guided alignment: {count} of {len(aligned)} training pairs have reference links"
     if streaming:
         stream = StreamingBatches(
             splits["train"],
@@ -458,6 +467,8 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator, event=None) -> Trai
         )
     if mix_note:
         summary += f". {mix_note}"
+    if aligned_note:
+        summary += f". {aligned_note}"
     if cfg.bpe_dropout > 0:
         summary += f". BPE-dropout {cfg.bpe_dropout}: the training pairs are re-segmented in every epoch"
     if why:

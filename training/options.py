@@ -189,6 +189,28 @@ class TrainConfig(DataOptions):
     )
     encoder_layers: int | None = _override("encoder layers (default: the preset's; small: 3)", ge=1)
     decoder_layers: int | None = _override("decoder layers (default: the preset's; small: 3)", ge=1)
+    alignment_layer: int | None = _override(
+        "the decoder layer whose cross-attention gives word alignments (translate --alignments) and is trained by "
+        "--alignment_data (negative counts from the last; default: the penultimate)"
+    )
+    alignment_heads: int | None = _override(
+        "how many heads of --alignment_layer, from the first, are averaged into the alignment attention (0: all; "
+        "default: 1 with --alignment_data, as in Garg et al. 2019, else all)",
+        ge=0,
+    )
+    alignment_data: str | None = _f(
+        None,
+        "guided alignment (Garg et al. 2019): a file with one Pharaoh word alignment ('0-0 1-2 ...', source word - "
+        "target word; words are space-separated, each Chinese character one word) per pair of --data's training "
+        "split as read (held-out pairs' lines are unused); the alignment head learns them through a cross-entropy "
+        "loss weighted by --alignment_loss_weight; --objective translation, not with --bpe_dropout, --streaming "
+        "or --mix_data",
+    )
+    alignment_loss_weight: float = _f(
+        0.05,
+        "with --alignment_data: the weight of the guided-alignment loss (fairseq's alignment_lambda)",
+        ge=0,
+    )
     # batching and optimisation
     max_tokens: int | None = _from_preset(
         "token budget per batch (batch size x longest side); default: the preset's", ge=1
@@ -352,7 +374,11 @@ MODEL_OVERRIDES = tuple(f.name for f in fields(TrainConfig) if f.metadata.get("m
 
 def model_overrides(cfg: TrainConfig) -> dict:
     """The model overrides ``cfg`` sets (not None), by name: what a new model's configuration replaces."""
-    return {name: getattr(cfg, name) for name in MODEL_OVERRIDES if getattr(cfg, name) is not None}
+    values = {name: getattr(cfg, name) for name in MODEL_OVERRIDES if getattr(cfg, name) is not None}
+    if cfg.alignment_data is not None and cfg.init_from is None:
+        # guided alignment trains one head (Garg et al. 2019) unless --alignment_heads says otherwise
+        values.setdefault("alignment_heads", 1)
+    return values
 
 
 # options that must not change when a run is resumed
@@ -366,6 +392,8 @@ RESUME_KEYS = (
     "split_block_size",
     "split_seed",
     "max_length",
+    "alignment_data",
+    "alignment_loss_weight",
     "mix_data",
     "mix_ratio",
     "distill_from",
@@ -501,6 +529,26 @@ def minute_marks(cfg: TrainConfig) -> list[float]:
     return sorted(float_list(cfg.export_at_minutes, "export_at_minutes", "positive minutes", positive=True))
 
 
+def alignment_data_problems(cfg: TrainConfig) -> list[str]:
+    """The options ``--alignment_data`` cannot go with: its lines follow the training pairs as read and tokenised
+    once, in memory."""
+    if cfg.alignment_data is None:
+        return []
+    problems = (
+        []
+        if Path(cfg.alignment_data).is_file()
+        else [f"--alignment_data {cfg.alignment_data!r} is not a file"]
+    )
+    clashes = {
+        "--objective translation": cfg.objective != "translation",
+        "--bpe_dropout 0 (BPE-dropout re-segments the aligned pairs)": cfg.bpe_dropout > 0,
+        "--streaming false (the aligned pairs are kept in memory)": bool(cfg.streaming),
+        "no --mix_data (the general-domain pairs have no alignment lines)": cfg.mix_data is not None,
+    }
+    problems += [f"--alignment_data needs {need}" for need, clash in clashes.items() if clash]
+    return problems
+
+
 def check_options(cfg: TrainConfig) -> None:
     """Raise one `ValueError` naming every invalid option: each option's own range and choices (`cfg.check()`, from
     the fields' metadata), then the options that contradict each other or the machine (the list parsers raise
@@ -532,6 +580,7 @@ def check_options(cfg: TrainConfig) -> None:
                 f"{' and '.join(shaping)} {verb} a tokenizer trained by the run; {source} is used as it "
                 "is: drop one or the other"
             )
+    problems += alignment_data_problems(cfg)
     overrides = [f"--{name}" for name in model_overrides(cfg)]
     if overrides and cfg.init_from is not None:
         problems.append(

@@ -7,7 +7,8 @@
 
 Empty input lines give empty output lines. Lines are batched by length internally. Sources longer than the
 model maximum are truncated (the count is reported on stderr). With --num_return_sequences N > 1 each
-output line holds N tab-separated hypotheses, best first. Decoding defaults come from the model's
+output line holds N tab-separated hypotheses, best first. With --alignments each hypothesis is followed by
+" ||| " and its Pharaoh word alignment ("0-0 1-2 ..."). Decoding defaults come from the model's
 generation_config.json (the paper's beam 4, length penalty 1.0 unless trained with another --length_penalty);
 --do_sample without --num_beams samples with one beam. --engine ct2 / onnx translates with a folder exported by vanilla-transformer export --engine ct2 /
 vanilla-transformer export --engine onnx, through the same batching (beams, length penalty, max_new_tokens and n-best; sampling
@@ -86,6 +87,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="TSV of source term<TAB>target term (empty target: do-not-translate); each term that occurs in a "
         "line comes out in its translation (constrained beam search, --engine torch)",
     )
+    parser.add_argument(
+        "--alignments",
+        action="store_true",
+        help="follow each translation with ' ||| ' and its word alignment with the source in Pharaoh format "
+        "('i-j': source word i, target word j, from 0; words are space-separated, each Chinese character one "
+        "word), from the cross-attention of the model's alignment_layer / alignment_heads (docs/control.md); "
+        "--engine torch or ct2",
+    )
     return parser.parse_args(argv)
 
 
@@ -150,9 +159,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.batch_size < 1:
             raise ValueError(f"batch_size={args.batch_size} is invalid: expected an integer >= 1; e.g. 32")
         check_decoding(args, generate_kwargs)
+        if args.alignments and args.output_format != "text":
+            raise ValueError(
+                f"--alignments appends ' ||| i-j ...' to text output; --output_format {args.output_format} has no "
+                "place for it: drop one of them"
+            )
         glossary = read_glossary(args.glossary) if args.glossary is not None else None
         model, tokenizer = load_model_from_args(args)
         check_generation_arguments(generate_kwargs, model.generation_config)
+        if args.alignments:
+            from vanilla_transformer.inference.alignment import check_alignable
+
+            check_alignable(model)
     except (ValueError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -172,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         args.batch_size,
         {**generate_kwargs, "glossary": glossary},
     )
+    if args.alignments:
+        from vanilla_transformer.inference.alignment import with_alignments
+
+        outputs = with_alignments(model, tokenizer, lines, outputs, args.batch_size)
     cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
     sys.stdout.writelines(f"{text}\n" for text in outputs)
     sys.stdout.flush()

@@ -1,0 +1,281 @@
+"""Word alignments from the model's cross-attention, in Pharaoh format, and their alignment error rate.
+
+A **word** is a run of non-space characters, except that every Han character is a word of its own (Chinese has no
+spaces; character-level Chinese needs no segmenter and is what the reference aligner reads, docs/control.md).
+Words are numbered from 0 on each side, and an alignment is written in Pharaoh format: ``i-j`` pairs (source word
+``i``, target word ``j``), space-separated, sorted (``"0-0 1-2 2-1"``).
+
+`align_pairs` aligns given (source, target) texts by forced decoding: the decoder reads the target, and the
+alignment attention (`inference.attention.alignment_attention`: the config's `alignment_layer`, the average of its
+first `alignment_heads` heads) of the position that predicts each target token is a distribution over the source
+tokens. As in fairseq (``extract_hard_alignment``), each target token is linked to the source token it attends to
+most, `</s>` excluded on both sides; the tokens' links become word links (subwords merged to the words they
+spell: a token that spells several Han characters links each of them). `translate --alignments` and the server's
+``alignments`` flag align each translation with its source this way. Engines: PyTorch, and CTranslate2 (its
+``return_attention``, from the `alignment_layer`/`alignment_heads` written into the export).
+
+`alignment_error_rate` is Och & Ney's AER against reference alignments with sure (``i-j``) and possible
+(``i?j``) links.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, cast
+
+import regex
+
+from .loading import ModelStandIn, check_tokenizer_matches_model
+
+if TYPE_CHECKING:
+    import numpy as np
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+# a word: one Han character, or a run of other non-space characters
+WORD = regex.compile(r"\p{Han}|[^\s\p{Han}]+")
+
+Link = tuple[int, int]
+# what a token of spaces alone is made of: SentencePiece's and Metaspace's "▁", GPT-2's byte-level "Ġ", a space
+SPACE_MARKERS = "\u2581\u0120 "
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """The (start, end) character offsets of the words of ``text``, in order (module docstring)."""
+    return [match.span() for match in WORD.finditer(text)]
+
+
+def token_words(offsets: Sequence[tuple[int, int]], text: str, tokens: Sequence[str]) -> list[list[int]]:
+    """For each token (its string in ``tokens`` and its character ``offsets`` in ``text``, as a fast tokenizer
+    reports them), the indices of the words it spells part of; none for special tokens (empty offsets) and for
+    tokens of the space marker alone (a Metaspace tokenizer gives the one it prepends the first character's
+    offsets)."""
+    spans = word_spans(text)
+    return [
+        []
+        if not token.strip(SPACE_MARKERS)
+        else [w for w, (begin, end) in enumerate(spans) if start < end and begin < stop]
+        for (start, stop), token in zip(offsets, tokens)
+    ]
+
+
+def hard_alignment(
+    attention: np.ndarray, source_words: Sequence[Sequence[int]], target_words: Sequence[Sequence[int]]
+) -> list[Link]:
+    """Word links of one pair from its attention (T, S): row ``t`` is target token ``t``'s distribution over the
+    source tokens. Each target token that spells a word is linked to the source token with the highest weight
+    among those that spell a word; the word links are those tokens' words, sorted and without repeats."""
+    import numpy as np
+
+    usable = [s for s, words in enumerate(source_words) if words]
+    if not usable:
+        return []
+    links = set()
+    for t, words in enumerate(target_words[: len(attention)]):
+        if not words:
+            continue
+        best = usable[int(np.argmax(attention[t, usable]))]
+        links.update((i, j) for i in source_words[best] for j in words)
+    return sorted(links)
+
+
+def pharaoh(links: Iterable[Link]) -> str:
+    """``links`` in Pharaoh format: ``"i-j i-j ..."``, sorted."""
+    return " ".join(f"{i}-{j}" for i, j in sorted(links))
+
+
+def parse_pharaoh(line: str) -> tuple[set[Link], set[Link]]:
+    """(sure, possible) links of a Pharaoh line: ``i-j`` is sure, ``i?j`` possible; the possible links include the
+    sure ones (Och & Ney). `ValueError` naming the item that is neither."""
+    sure, possible = set(), set()
+    for item in line.split():
+        match = regex.fullmatch(r"(\d+)([-?])(\d+)", item)
+        if match is None:
+            raise ValueError(
+                f"{item!r} is not a Pharaoh link: expected i-j (sure) or i?j (possible), i the source word and j "
+                "the target word, counted from 0"
+            )
+        link = (int(match[1]), int(match[3]))
+        possible.add(link)
+        if match[2] == "-":
+            sure.add(link)
+    return sure, possible
+
+
+def alignment_error_rate(predicted: Sequence[Iterable[Link]], references: Sequence[str]) -> float:
+    """Och & Ney's alignment error rate over a corpus: ``1 - (|A & S| + |A & P|) / (|A| + |S|)``, with A the
+    ``predicted`` links, S and P the sure and possible links of the ``references`` (Pharaoh lines, `parse_pharaoh`),
+    each summed over the pairs. 0 is perfect; with sure links only it is 1 - F1."""
+    if len(predicted) != len(references):
+        raise ValueError(f"got {len(predicted)} predicted alignments but {len(references)} references")
+    matched = total = 0
+    for links, reference in zip(predicted, references):
+        found = set(links)
+        sure, possible = parse_pharaoh(reference)
+        matched += len(found & sure) + len(found & possible)
+        total += len(found) + len(sure)
+    return 1.0 - matched / total if total else 0.0
+
+
+def _attention_torch(
+    model: PreTrainedModel, source_ids: list[list[int]], target_ids: list[list[int]], pad_id: int
+) -> list[np.ndarray]:
+    """The alignment attention (T, S) of each pair of one batch in a PyTorch model (targets end with </s>)."""
+    import torch
+
+    from .attention import alignment_attention
+
+    def padded(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(row) for row in rows)
+        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, L)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, L), 1 = real token
+        for index, row in enumerate(rows):
+            ids[index, : len(row)] = torch.tensor(row, dtype=torch.long)
+            mask[index, : len(row)] = 1
+        return ids.to(model.device), mask.to(model.device)
+
+    start = model.config.decoder_start_token_id
+    input_ids, attention_mask = padded(source_ids)
+    decoder_input_ids, decoder_mask = padded([[start, *row[:-1]] for row in target_ids])
+    with torch.no_grad():
+        out = model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_mask,
+            output_attentions=True,
+            use_cache=False,
+        )
+    weights = alignment_attention(out.cross_attentions, model.config).float().cpu()  # (B, T, S)
+    return [
+        weights[row, : len(target), : len(source)].numpy()
+        for row, (source, target) in enumerate(zip(source_ids, target_ids))
+    ]
+
+
+def check_alignable(model: PreTrainedModel | ModelStandIn) -> None:
+    """`ValueError` for an engine whose runtime cannot return attention weights (ONNX Runtime's graphs output
+    logits only)."""
+    translator = getattr(model, "translator", None)
+    if translator is not None and not hasattr(translator, "alignment_attention_ids"):
+        raise ValueError(
+            f"--engine {getattr(model, 'engine', '?')} cannot return attention weights for word alignments: use "
+            "--engine torch or ct2"
+        )
+
+
+def alignment_attentions(
+    model: PreTrainedModel | ModelStandIn,
+    source_ids: Sequence[Sequence[int]],
+    target_ids: Sequence[Sequence[int]],
+    batch_size: int = 32,
+    pad_token_id: int | None = None,
+) -> list[np.ndarray]:
+    """For each (source, target) pair of token ids, in input order, its alignment attention (T, S): one row per
+    target token (a `</s>` is appended where the target does not end with one; a target longer than the decoder's
+    positions raises `ValueError`), one column per source token.
+    ``model`` is a PyTorch seq2seq model or an engine from `inference.engines.load_engine` whose runtime has
+    ``alignment_attention_ids`` (CTranslate2); another engine raises `ValueError`."""
+    from .forced_decoding import finished_targets
+
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")
+    check_alignable(model)
+    translator = getattr(model, "translator", None)
+    targets = finished_targets(model, target_ids, "align them")
+    sources = [list(ids) for ids in source_ids]
+    pad_id = pad_token_id if pad_token_id is not None else model.config.pad_token_id
+    results: list[np.ndarray | None] = [None] * len(sources)
+    order = sorted(range(len(sources)), key=lambda row: len(sources[row]), reverse=True)
+    was_training = model.training
+    model.eval()
+    try:
+        for begin in range(0, len(order), batch_size):
+            batch = order[begin : begin + batch_size]
+            sources_batch = [sources[row] for row in batch]
+            targets_batch = [targets[row] for row in batch]
+            if translator is not None:
+                matrices = translator.alignment_attention_ids(sources_batch, targets_batch)
+            else:
+                matrices = _attention_torch(
+                    cast("PreTrainedModel", model), sources_batch, targets_batch, pad_id
+                )
+            for row, matrix in zip(batch, matrices):
+                results[row] = matrix
+    finally:
+        model.train(was_training)
+    return [matrix for matrix in results if matrix is not None]
+
+
+def _offsets(tokenizer: PreTrainedTokenizerBase, texts: list[str], ids: list[list[int]], target: bool):
+    """The character offsets of each text's tokens ``ids`` (a truncated source keeps its first tokens and its
+    `</s>`, which spells no word)."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise ValueError(
+            f"word alignments need the token offsets of a fast tokenizer; {type(tokenizer).__name__} has none "
+            "(load the model's tokenizer.json with PreTrainedTokenizerFast)"
+        )
+    if target:
+        encoded = tokenizer(text_target=texts, add_special_tokens=True, return_offsets_mapping=True)
+    else:
+        encoded = tokenizer(texts, add_special_tokens=True, return_offsets_mapping=True)
+    rows = []
+    for offsets, row in zip(encoded["offset_mapping"], ids):
+        offsets = [tuple(span) for span in offsets]
+        rows.append(offsets if len(offsets) <= len(row) else [*offsets[: len(row) - 1], (0, 0)])
+    return rows
+
+
+def align_pairs(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    sources: Sequence[str],
+    targets: Sequence[str],
+    batch_size: int = 32,
+) -> list[list[Link]]:
+    """The word alignment of each (source, target) text pair, in input order (module docstring): sources tokenized
+    as `inference.translate` does, targets as labels. An empty source or target gives no links."""
+    from .forced_decoding import _encode_pairs
+
+    check_tokenizer_matches_model(model, tokenizer)
+    rows = [k for k, (s, t) in enumerate(zip(sources, targets)) if s.strip() and t.strip()]
+    if len(sources) != len(targets):
+        raise ValueError(f"got {len(sources)} sources but {len(targets)} targets: one target per source")
+    links: list[list[Link]] = [[] for _ in sources]
+    if not rows:
+        return links
+    texts = [sources[k] for k in rows], [targets[k] for k in rows]
+    source_ids, target_ids = _encode_pairs(model, tokenizer, *texts)
+    pad_id = cast(int, tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else None
+    matrices = alignment_attentions(model, source_ids, target_ids, batch_size=batch_size, pad_token_id=pad_id)
+    source_offsets = _offsets(tokenizer, texts[0], source_ids, target=False)
+    target_offsets = _offsets(tokenizer, texts[1], target_ids, target=True)
+    for n, k in enumerate(rows):
+        source_words = token_words(
+            source_offsets[n], texts[0][n], tokenizer.convert_ids_to_tokens(source_ids[n])
+        )
+        target_words = token_words(
+            target_offsets[n], texts[1][n], tokenizer.convert_ids_to_tokens(target_ids[n])
+        )
+        links[k] = hard_alignment(matrices[n], source_words, target_words)
+    return links
+
+
+def with_alignments(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    sources: Sequence[str],
+    outputs: Sequence[str],
+    batch_size: int = 32,
+) -> list[str]:
+    """``outputs`` (one line per source, its hypotheses separated by tabs, as `inference.translate_lines` returns
+    them) with each hypothesis followed by `` ||| `` and its Pharaoh alignment with the source (Marian's
+    ``--alignment`` output)."""
+    nbest = [line.split("\t") for line in outputs]
+    pairs = [(row, source, hyp) for row, (source, hyps) in enumerate(zip(sources, nbest)) for hyp in hyps]
+    links = align_pairs(
+        model, tokenizer, [source for _, source, _ in pairs], [hyp for _, _, hyp in pairs], batch_size
+    )
+    lines: list[list[str]] = [[] for _ in outputs]
+    for (row, _, hyp), found in zip(pairs, links):
+        lines[row].append(f"{hyp} ||| {pharaoh(found)}")
+    return ["\t".join(line) for line in lines]
