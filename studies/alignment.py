@@ -42,7 +42,8 @@ def words(text: str) -> list[str]:
 
 
 def reference(data: str, out: Path, max_lines: int | None) -> None:
-    import eflomal
+    # the reference aligner is the study's own tool, not a dependency of the project: pip install eflomal
+    import eflomal  # pyright: ignore[reportMissingImports]
 
     rows = DataOptions(data=data, max_lines=max_lines).read_training_rows()
     sources = [" ".join(words(text)) for text in rows[SOURCE]]
