@@ -235,9 +235,10 @@ def sinusoidal_layout(path: Path, state: dict[str, torch.Tensor]) -> tuple[str, 
         raise ValueError(f"{path} has no stored sinusoidal table (*.make_embedding.pe.pe) on both sides")
     encoder, decoder = (table.reshape(-1, table.shape[-1]) for table in tables if table is not None)
     for layout in LAYOUTS:
+        # float32 rounding of the angles differs between formulas by up to ~2e-4 at position 5000
         ours = sinusoidal_table(encoder.shape[0], encoder.shape[1], layout)
         if encoder.shape == decoder.shape and all(
-            torch.allclose(table, ours, atol=1e-4) for table in (encoder, decoder)
+            torch.allclose(table, ours, atol=1e-3) for table in (encoder, decoder)
         ):
             return layout, encoder.shape[0]
     raise ValueError(
