@@ -7,6 +7,7 @@ BERT (encoder-only).
     vanilla-transformer convert --from fairseq SRC OUT_DIR --trust_pickle  # checkpoint_best.pt + dict.*.txt + spm
     vanilla-transformer convert --from joeynmt --trust_pickle SRC_DIR OUT_DIR  # a JoeyNMT 2.x model folder
     vanilla-transformer convert --from eole SRC_DIR OUT_DIR     # an eole checkpoint folder (modeling/convert_eole.py)
+    vanilla-transformer convert --from opennmt --trust_pickle MODEL.pt OUT_DIR  # OpenNMT-py 3.x (+ its .model spm)
 
 For BERT the head follows the folder's config.json "architectures" (BertForMaskedLM and BertForPreTraining:
 masked LM; BertForSequenceClassification: classification). OUT_DIR keeps the source's tokenizer files and loads
@@ -38,6 +39,7 @@ SOURCES = {
     "fairseq": ("fairseq transformer checkpoint", "convert_fairseq", "convert_fairseq_checkpoint"),
     "joeynmt": ("a JoeyNMT 2.x Transformer model folder", "convert_joeynmt", "convert_joeynmt_checkpoint"),
     "eole": ("an eole checkpoint folder", "convert_eole", "convert_eole_checkpoint"),
+    "opennmt": ("an OpenNMT-py 3.x checkpoint (.pt)", "convert_opennmt", "convert_opennmt_checkpoint"),
 }
 
 
