@@ -48,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--from", dest="source", choices=sorted(SOURCES), required=True, help="the checkpoint's model family"
     )
-    parser.add_argument("src_dir", type=Path, help="folder of the saved transformers model")
+    parser.add_argument(
+        "src_dir", type=Path, help="folder of the saved model, or the checkpoint file (fairseq, OpenNMT-py)"
+    )
     parser.add_argument("out_dir", type=Path, help="folder to write the converted model to")
     parser.add_argument(
         "--trust_pickle",
