@@ -175,35 +175,21 @@ def alignment_attentions(
     positions raises `ValueError`), one column per source token.
     ``model`` is a PyTorch seq2seq model or an engine from `inference.engines.load_engine` whose runtime has
     ``alignment_attention_ids`` (CTranslate2); another engine raises `ValueError`."""
-    from .forced_decoding import finished_targets
+    from .forced_decoding import finished_targets, forced_batches
 
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")
     check_alignable(model)
     translator = getattr(model, "translator", None)
     targets = finished_targets(model, target_ids, "align them")
-    sources = [list(ids) for ids in source_ids]
     pad_id = pad_token_id if pad_token_id is not None else model.config.pad_token_id
-    results: list[np.ndarray | None] = [None] * len(sources)
-    order = sorted(range(len(sources)), key=lambda row: len(sources[row]), reverse=True)
-    was_training = model.training
-    model.eval()
-    try:
-        for begin in range(0, len(order), batch_size):
-            batch = order[begin : begin + batch_size]
-            sources_batch = [sources[row] for row in batch]
-            targets_batch = [targets[row] for row in batch]
-            if translator is not None:
-                matrices = translator.alignment_attention_ids(sources_batch, targets_batch)
-            else:
-                matrices = _attention_torch(
-                    cast("PreTrainedModel", model), sources_batch, targets_batch, pad_id
-                )
-            for row, matrix in zip(batch, matrices):
-                results[row] = matrix
-    finally:
-        model.train(was_training)
-    return [matrix for matrix in results if matrix is not None]
+
+    def step(sources_batch: list[list[int]], targets_batch: list[list[int]]) -> Sequence[np.ndarray]:
+        if translator is not None:
+            return translator.alignment_attention_ids(sources_batch, targets_batch)
+        return _attention_torch(cast("PreTrainedModel", model), sources_batch, targets_batch, pad_id)
+
+    return forced_batches(model, [list(ids) for ids in source_ids], targets, batch_size, step)
 
 
 def _offsets(tokenizer: PreTrainedTokenizerBase, texts: list[str], ids: list[list[int]], target: bool):

@@ -19,7 +19,7 @@ decoder's positions cannot be scored and raises `ValueError` naming the rows.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -148,29 +148,44 @@ def score_ids(
     if any(len(ids) == 0 for ids in source_ids):
         raise ValueError("every source needs at least one token (its </s>)")
     targets = finished_targets(model, target_ids, append_eos=append_eos)
-    sources = [list(ids) for ids in source_ids]
     translator = getattr(model, "translator", None)
     pad_id = pad_token_id if pad_token_id is not None else model.config.pad_token_id
-    results: list[PairScore | None] = [None] * len(sources)
+
+    def step(sources_batch: list[list[int]], targets_batch: list[list[int]]) -> Sequence[Sequence[float]]:
+        if translator is not None:
+            return translator.score_ids(sources_batch, targets_batch)
+        return _torch_log_probs(cast("PreTrainedModel", model), sources_batch, targets_batch, pad_id)
+
+    log_probs = forced_batches(model, [list(ids) for ids in source_ids], targets, batch_size, step)
+    return [
+        PairScore(token_ids=target, token_log_probs=[float(v) for v in values])
+        for target, values in zip(targets, log_probs)
+    ]
+
+
+def forced_batches(
+    model: PreTrainedModel | ModelStandIn,
+    sources: list[list[int]],
+    targets: list[list[int]],
+    batch_size: int,
+    step: Callable[[list[list[int]], list[list[int]]], Sequence[Any]],
+) -> list[Any]:
+    """``step(sources, targets)`` (one result per pair) over batches of `batch_size` pairs sorted by source length,
+    the results in input order: the batching of forced decoding (scores, alignments). The model is in eval mode
+    while it runs and gets its training mode back afterwards."""
+    results: list[Any] = [None] * len(sources)
     order = sorted(range(len(sources)), key=lambda row: len(sources[row]), reverse=True)
     was_training = model.training
     model.eval()
     try:
         for begin in range(0, len(order), batch_size):
             batch = order[begin : begin + batch_size]
-            sources_batch = [sources[row] for row in batch]
-            targets_batch = [targets[row] for row in batch]
-            if translator is not None:
-                log_probs = translator.score_ids(sources_batch, targets_batch)
-            else:
-                log_probs = _torch_log_probs(
-                    cast("PreTrainedModel", model), sources_batch, targets_batch, pad_id
-                )
-            for row, values in zip(batch, log_probs):
-                results[row] = PairScore(token_ids=targets[row], token_log_probs=[float(v) for v in values])
+            outputs = step([sources[row] for row in batch], [targets[row] for row in batch])
+            for row, output in zip(batch, outputs):
+                results[row] = output
     finally:
         model.train(was_training)
-    return [result for result in results if result is not None]
+    return results
 
 
 def score_pairs(

@@ -264,3 +264,15 @@ def write_converted_folder(model: PreTrainedModel, src_dir: Path | None, out_dir
             shutil.copy(path, out_dir / path.name)
     save_with_remote_code(model, out_dir)
     return out_dir
+
+
+def with_zero_biases(state: dict[str, torch.Tensor], config: Any) -> dict[str, torch.Tensor]:
+    """``state`` with a zero tensor for each bias of our encoder-decoder (``model.*``) that it lacks: the biases a
+    toolkit leaves out (eole's and OpenNMT-py's ``add_qkvbias`` / ``add_ffnbias`` false) are zero. ``config``: a
+    `VanillaTransformerConfig`."""
+    from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+
+    for name, parameter in VanillaTransformerForConditionalGeneration(config).state_dict().items():
+        if name.endswith(".bias") and name not in state and name.startswith("model."):
+            state[name] = torch.zeros_like(parameter)
+    return state

@@ -42,7 +42,13 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .convert_common import SizeClaim, check_claimed_sizes, load_converted_weights, write_converted_folder
+from .convert_common import (
+    SizeClaim,
+    check_claimed_sizes,
+    load_converted_weights,
+    with_zero_biases,
+    write_converted_folder,
+)
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 if TYPE_CHECKING:
@@ -468,10 +474,7 @@ def our_state(
             f"the eole checkpoint has tensors this converter cannot place: {', '.join(unplaced[:8])}"
         )
     # biases eole leaves out (add_qkvbias, add_final_linear_bias, add_ffnbias false) are zero
-    for name, parameter in VanillaTransformerForConditionalGeneration(config).state_dict().items():
-        if name.endswith(".bias") and name not in state and name.startswith("model."):
-            state[name] = torch.zeros_like(parameter)
-    return state
+    return with_zero_biases(state, config)
 
 
 def _model_path(value: str, folder: Path) -> Path:

@@ -42,6 +42,7 @@ from .convert_common import (
     check_claimed_sizes,
     load_converted_weights,
     load_pickled_checkpoint,
+    with_zero_biases,
     write_converted_folder,
 )
 from .convert_eole import eole_tokenizer, special_ids
@@ -327,10 +328,7 @@ def our_state(config: VanillaTransformerConfig, onmt: dict[str, torch.Tensor]) -
             f"the OpenNMT-py checkpoint has tensors this converter cannot place: {', '.join(unplaced[:8])}"
         )
     # biases OpenNMT-py leaves out (add_qkvbias, add_ffnbias false) are zero
-    for name, parameter in VanillaTransformerForConditionalGeneration(config).state_dict().items():
-        if name.endswith(".bias") and name not in state and name.startswith("model."):
-            state[name] = torch.zeros_like(parameter)
-    return state
+    return with_zero_biases(state, config)
 
 
 def tokenizer_options(opt: Namespace) -> dict:
