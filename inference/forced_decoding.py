@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from .loading import ModelStandIn, check_tokenizer_matches_model
-from .translate import encode_sources
+from .sources import encode_sources
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

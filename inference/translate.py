@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from .loading import ModelStandIn, check_tokenizer_matches_model
+from .sources import encode_sources
 
 if TYPE_CHECKING:  # torch and transformers are imported where used, so that bad input fails in milliseconds
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -59,32 +60,6 @@ class Hypothesis:
     text: str
     score: float | None = None
     tokens: PairScore | None = None
-
-
-def encode_sources(
-    model: PreTrainedModel | ModelStandIn, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]
-) -> list[list[int]]:
-    """The token ids of `texts` as the model reads them: the tokenizer's special tokens added, and sources longer
-    than the model accepts (`modeling.max_source_length`) truncated by the tokenizer, with one warning that gives
-    the count."""
-    from vanilla_transformer.modeling import max_source_length
-
-    limit = max_source_length(model.config, tokenizer)
-    encoded = [list(ids) for ids in tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
-    too_long = [k for k, ids in enumerate(encoded) if limit is not None and len(ids) > limit]
-    if too_long:
-        shortened = tokenizer(
-            [texts[k] for k in too_long], add_special_tokens=True, truncation=True, max_length=limit
-        )["input_ids"]
-        for k, ids in zip(too_long, shortened):
-            encoded[k] = list(ids)
-        logger.warning(
-            "%d of %d input lines were longer than %d tokens (the model maximum) and were truncated",
-            len(too_long),
-            len(encoded),
-            limit,
-        )
-    return encoded
 
 
 def translate_nbest(

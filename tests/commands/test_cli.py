@@ -263,7 +263,7 @@ def test_config_file_values_parse_like_their_flags(tmp_path, line, field, value)
         ("export: maybe", "export: expected true or false, got 'maybe'"),
         ("export_at_minutes: {25: 60}", "export_at_minutes: expected a list (or a ','-separated string)"),
         ("max_minutes: [25, 60]", "max_minutes: expected a number >= 0 or none, got [25, 60]"),
-        ("preset: huge", "preset: expected one of tiny, small, base, big, got 'huge'"),
+        ("preset: huge", "preset: expected one of tiny, small, student, base, big, got 'huge'"),
         ("source_lang: no", "source_lang: expected a string or none, got False"),
     ],
 )

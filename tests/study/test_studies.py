@@ -15,7 +15,11 @@ from helpers.layout import package_dirs
 ROOT = Path(__file__).resolve().parents[2]
 STUDIES = sorted(p.stem for p in (ROOT / "studies").glob("*.py") if p.stem != "__init__")
 # arguments a study requires (values are never used: parsing stops at the unknown flag)
-REQUIRED = {"tokenizer": ["corpus.tsv"]}
+REQUIRED = {
+    "tokenizer": ["corpus.tsv"],
+    "alignment": ["measure", "corpus.tsv"],
+    "terminology": ["--model", "folder"],
+}
 
 
 def test_the_studies_are_found():
