@@ -123,27 +123,11 @@ def _attention_torch(
     import torch
 
     from .attention import alignment_attention
+    from .forced_decoding import forced_inputs
 
-    def padded(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        width = max(len(row) for row in rows)
-        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, L)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, L), 1 = real token
-        for index, row in enumerate(rows):
-            ids[index, : len(row)] = torch.tensor(row, dtype=torch.long)
-            mask[index, : len(row)] = 1
-        return ids.to(model.device), mask.to(model.device)
-
-    start = model.config.decoder_start_token_id
-    input_ids, attention_mask = padded(source_ids)
-    decoder_input_ids, decoder_mask = padded([[start, *row[:-1]] for row in target_ids])
     with torch.no_grad():
         out = model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            decoder_input_ids=decoder_input_ids,
-            decoder_attention_mask=decoder_mask,
-            output_attentions=True,
-            use_cache=False,
+            **forced_inputs(model, source_ids, target_ids, pad_id), output_attentions=True, use_cache=False
         )
     weights = alignment_attention(out.cross_attentions, model.config).float().cpu()  # (B, T, S)
     return [

@@ -62,32 +62,48 @@ def _encode_pairs(
     return source_ids, target_ids
 
 
+def padded_ids(rows: list[list[int]], value: int, device: Any) -> tuple[Any, Any]:
+    """Rows of token ids as one (B, L) tensor padded with ``value`` and its (B, L) mask (1 = real token), on
+    ``device``."""
+    import torch
+
+    width = max(len(row) for row in rows)
+    ids = torch.full((len(rows), width), value, dtype=torch.long)  # (B, L)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, L), 1 = real token
+    for index, row in enumerate(rows):
+        ids[index, : len(row)] = torch.tensor(row, dtype=torch.long)
+        mask[index, : len(row)] = 1
+    return ids.to(device), mask.to(device)
+
+
+def forced_inputs(
+    model: PreTrainedModel, source_ids: list[list[int]], target_ids: list[list[int]], pad_id: int
+) -> dict[str, Any]:
+    """The inputs of a PyTorch seq2seq model that reads one batch of targets by forced decoding: the padded
+    sources, and each target shifted right behind the decoder start token, with their masks."""
+    start = model.config.decoder_start_token_id
+    input_ids, attention_mask = padded_ids(source_ids, pad_id, model.device)
+    decoder_input_ids, decoder_mask = padded_ids(
+        [[start, *row[:-1]] for row in target_ids], pad_id, model.device
+    )
+    return dict(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        decoder_input_ids=decoder_input_ids,
+        decoder_attention_mask=decoder_mask,
+    )
+
+
 def _torch_log_probs(
     model: PreTrainedModel, source_ids: list[list[int]], target_ids: list[list[int]], pad_id: int
 ) -> list[list[float]]:
     """Per-token log-probabilities of the targets of one batch under a PyTorch seq2seq model."""
     import torch
 
-    def padded(rows: list[list[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
-        width = max(len(row) for row in rows)
-        ids = torch.full((len(rows), width), value, dtype=torch.long)  # (B, L)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)  # (B, L), 1 = real token
-        for index, row in enumerate(rows):
-            ids[index, : len(row)] = torch.tensor(row, dtype=torch.long)
-            mask[index, : len(row)] = 1
-        return ids.to(model.device), mask.to(model.device)
-
-    start = model.config.decoder_start_token_id
-    input_ids, attention_mask = padded(source_ids, pad_id)
-    labels, label_mask = padded(target_ids, pad_id)
-    decoder_input_ids, decoder_mask = padded([[start, *row[:-1]] for row in target_ids], pad_id)
+    labels, label_mask = padded_ids(target_ids, pad_id, model.device)
     with torch.no_grad():
         logits = model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            decoder_input_ids=decoder_input_ids,
-            decoder_attention_mask=decoder_mask,
-            use_cache=False,
+            **forced_inputs(model, source_ids, target_ids, pad_id), use_cache=False
         ).logits  # (B, T, V)
     # (B, T): each target token's log-probability
     log_probs = torch.log_softmax(logits.float(), dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
