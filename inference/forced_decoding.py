@@ -102,9 +102,9 @@ def _torch_log_probs(
 
     labels, label_mask = padded_ids(target_ids, pad_id, model.device)
     with torch.no_grad():
-        logits = model(
-            **forced_inputs(model, source_ids, target_ids, pad_id), use_cache=False
-        ).logits  # (B, T, V)
+        inputs = forced_inputs(model, source_ids, target_ids, pad_id)
+        # (B, T, V)
+        logits = model(**inputs, use_cache=False).logits
     # (B, T): each target token's log-probability
     log_probs = torch.log_softmax(logits.float(), dim=-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
     return [row[: int(length)].tolist() for row, length in zip(log_probs, label_mask.sum(dim=1))]
