@@ -47,7 +47,7 @@ def adam_moments(path: Path) -> dict[tuple[int, str], torch.Tensor]:
     }
 
 
-def launch_two_processes(options: dict, out: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+def launch_two_processes(options: dict, out: Path, timeout: float = 280) -> subprocess.CompletedProcess:
     """`vanilla-transformer train` with ``options`` as flags under ``accelerate launch --multi_gpu --num_processes 2`` on
     the CPU (one thread each, no export), writing to ``out``; asserts that it succeeded. A launch still running
     after ``timeout`` seconds fails the test with every process's Python stack (faulthandler, on SIGABRT)."""
