@@ -21,6 +21,7 @@ spell: a token that spells several Han characters links each of them). `translat
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 import regex
@@ -56,6 +57,34 @@ def token_words(offsets: Sequence[tuple[int, int]], text: str, tokens: Sequence[
         else [w for w, (begin, end) in enumerate(spans) if start < end and begin < stop]
         for (start, stop), token in zip(offsets, tokens)
     ]
+
+
+@dataclass(frozen=True)
+class WordAlignment:
+    """The alignment of one (source, target) pair at the level of words: its ``links`` (sorted, `hard_alignment`)
+    and ``weights``, a (target words, source words) array whose ``[j, i]`` is the largest attention a token of
+    target word ``j`` gives a token of source word ``i`` (where to look for a source word no link reaches)."""
+
+    links: list[Link]
+    weights: np.ndarray
+
+
+def word_weights(
+    attention: np.ndarray, source_words: Sequence[Sequence[int]], target_words: Sequence[Sequence[int]]
+) -> np.ndarray:
+    """The (target words, source words) weights of `WordAlignment` from the token attention (T, S) and the words
+    each token spells (`token_words`)."""
+    import numpy as np
+
+    count_source = 1 + max((w for words in source_words for w in words), default=-1)
+    count_target = 1 + max((w for words in target_words for w in words), default=-1)
+    weights = np.zeros((count_target, count_source), dtype=np.float32)
+    for t, target in enumerate(target_words[: len(attention)]):
+        for s, source in enumerate(source_words[: attention.shape[1]]):
+            if source:
+                for j in target:
+                    weights[j, source] = np.maximum(weights[j, source], attention[t, s])
+    return weights
 
 
 def hard_alignment(
@@ -204,15 +233,32 @@ def align_pairs(
 ) -> list[list[Link]]:
     """The word alignment of each (source, target) text pair, in input order (module docstring): sources tokenized
     as `inference.translate` does, targets as labels. An empty source or target gives no links."""
+    return [found.links for found in align_words(model, tokenizer, sources, targets, batch_size)]
+
+
+def align_words(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    sources: Sequence[str],
+    targets: Sequence[str],
+    batch_size: int = 32,
+) -> list[WordAlignment]:
+    """`align_pairs` with each pair's word weights beside its links (`WordAlignment`); an empty source or target
+    gives no links and empty weights."""
+    import numpy as np
+
     from .forced_decoding import _encode_pairs
 
     check_tokenizer_matches_model(model, tokenizer)
-    rows = [k for k, (s, t) in enumerate(zip(sources, targets)) if s.strip() and t.strip()]
     if len(sources) != len(targets):
         raise ValueError(f"got {len(sources)} sources but {len(targets)} targets: one target per source")
-    links: list[list[Link]] = [[] for _ in sources]
+    rows = [k for k, (s, t) in enumerate(zip(sources, targets)) if s.strip() and t.strip()]
+    found = [
+        WordAlignment([], np.zeros((len(word_spans(t)), len(word_spans(s))), dtype=np.float32))
+        for s, t in zip(sources, targets)
+    ]
     if not rows:
-        return links
+        return found
     texts = [sources[k] for k in rows], [targets[k] for k in rows]
     source_ids, target_ids = _encode_pairs(model, tokenizer, *texts)
     pad_id = cast(int, tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else None
@@ -226,8 +272,12 @@ def align_pairs(
         target_words = token_words(
             target_offsets[n], texts[1][n], tokenizer.convert_ids_to_tokens(target_ids[n])
         )
-        links[k] = hard_alignment(matrices[n], source_words, target_words)
-    return links
+        weights = found[k].weights
+        spelled = word_weights(matrices[n], source_words, target_words)
+        height, width = min(len(weights), len(spelled)), min(weights.shape[1], spelled.shape[1])
+        weights[:height, :width] = spelled[:height, :width]
+        found[k] = WordAlignment(hard_alignment(matrices[n], source_words, target_words), weights)
+    return found
 
 
 def with_alignments(

@@ -31,8 +31,6 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from html import escape
-from html.parser import HTMLParser
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -43,6 +41,8 @@ from .ratelimit import RateLimiter
 
 # the translate path of `serving.create_app`: (texts, decoding options, connection) -> one n-best list per text
 TranslateTexts = Callable[[list[str], DecodingRequest, Request], Awaitable[list[list[str]]]]
+# a model's word aligner: (sources, translations) -> `inference.alignment.WordAlignment` of each pair
+AlignTexts = Callable[[list[str], list[str]], Awaitable[list[Any]]]
 
 # where LibreTranslate's own POST /translate is served when a body on the shared path is LibreTranslate's (and for
 # a client that would rather name the API in the URL)
@@ -52,11 +52,13 @@ FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 @dataclass
 class Route:
-    """One served model as the APIs see it: the ``served`` model (`serving.app.ServedModel`) and its
-    ``translate`` path (its own batcher and limits)."""
+    """One served model as the APIs see it: the ``served`` model (`serving.app.ServedModel`), its
+    ``translate`` path (its own batcher and limits) and its word aligner (None when its engine returns no
+    attention)."""
 
     served: Any
     translate: TranslateTexts
+    align: AlignTexts | None = None
 
     @property
     def pair(self) -> tuple[str, str] | None:
@@ -147,9 +149,11 @@ class Api:
 
     def detect(self, text: str, routes: Sequence[Route], markup: bool = False) -> tuple[Route, float]:
         """The model of ``routes`` whose vocabulary reads the largest share of ``text`` (`Route.read_share`; with
-        ``markup``, of its text nodes), the first of them on a tie, and that share."""
+        ``markup``, of the text of its segments), the first of them on a tie, and that share."""
         if markup:
-            text = " ".join(piece for piece, is_text in split_markup(text) if is_text)
+            from vanilla_transformer.inference.markup import split_document
+
+            text = " ".join(segment.text for segment in split_document(text).segments)
         shares = [route.read_share(text) for route in routes]
         best = max(range(len(shares)), key=lambda i: (shares[i], -i))
         return routes[best], shares[best]
@@ -163,14 +167,17 @@ class Api:
         markup: bool,
     ) -> list[list[str]]:
         """The n-best lists of ``texts``, text i by the model ``routes[i]`` with ``options(route)``, the models
-        at once; with ``markup`` each text is HTML or XML whose text nodes are translated and whose markup is kept
-        as it is (`split_markup`). Every text, and with ``markup`` every text node, counts toward the server's
-        ``max_texts`` (`RequestError` 413)."""
-        documents = [split_markup(text) if markup else [(text, True)] for text in texts]
-        pieces = [[piece for piece, is_text in document if is_text] for document in documents]
+        at once; with ``markup`` each text is HTML or XML whose segments (the text between block boundaries) are
+        translated whole and whose inline markup is put back by word alignment (`inference.markup`; by relative
+        position where the model's engine returns no attention). Every text, and with ``markup`` every segment,
+        counts toward the server's ``max_texts`` (`RequestError` 413)."""
+        from vanilla_transformer.inference.markup import split_document
+
+        documents = [split_document(text) for text in texts] if markup else []
+        pieces = [[s.text for s in document.segments] for document in documents] or [[text] for text in texts]
         count = sum(len(found) for found in pieces)
         if count > self.limits.max_texts:
-            what = "text nodes in its markup" if markup else "texts"
+            what = "text segments in its markup (text between block elements)" if markup else "texts"
             raise RequestError(
                 413,
                 f"the request has {count} {what}, more than the server's limit max_texts="
@@ -192,14 +199,47 @@ class Api:
                 translated[i] = [next(found) for _ in pieces[i]]
         if not markup:
             return [translated[i][0] for i in range(len(texts))]
+        aligned = await self._align_markup(documents, translated, routes, groups)
         replies = []
         for i, document in enumerate(documents):
-            # every document's hypothesis k puts the k-th hypothesis of each of its text nodes in place
-            node_lists = iter(translated[i])
-            parts = [(next(node_lists), True) if is_text else (piece, False) for piece, is_text in document]
-            count = max((len(hyps) for hyps in translated[i]), default=1)
-            replies.append([join_markup(parts, k) for k in range(count)])
+            # the document's hypothesis k puts hypothesis k of each segment in place (a segment's last when it has
+            # fewer)
+            hypotheses = translated[i]
+            count = max((len(hyps) for hyps in hypotheses), default=1)
+            replies.append(
+                [
+                    document.render(
+                        [hyps[min(k, len(hyps) - 1)] for hyps in hypotheses],
+                        [aligned.get((i, s, min(k, len(hyps) - 1))) for s, hyps in enumerate(hypotheses)],
+                    )
+                    for k in range(count)
+                ]
+            )
         return replies
+
+    async def _align_markup(
+        self,
+        documents: list[Any],
+        translated: dict[int, list[list[str]]],
+        routes: Sequence[Route],
+        groups: dict[int, list[int]],
+    ) -> dict[tuple[int, int, int], Any]:
+        """The word alignment of each hypothesis k of segment s of document i, by key (i, s, k), for the segments
+        that hold inline markup, each route's pairs at once (none for a route without alignments)."""
+        aligned: dict[tuple[int, int, int], Any] = {}
+        for members in groups.values():
+            route = routes[members[0]]
+            keys, sources, targets = [], [], []
+            for i in members:
+                for s, (segment, hyps) in enumerate(zip(documents[i].segments, translated[i])):
+                    if segment.has_markup:
+                        for k, hypothesis in enumerate(hyps):
+                            keys.append((i, s, k))
+                            sources.append(segment.text)
+                            targets.append(hypothesis)
+            if keys and route.align is not None:
+                aligned.update(zip(keys, await route.align(sources, targets)))
+        return aligned
 
 
 async def _nothing() -> list[list[str]]:
@@ -216,69 +256,6 @@ def no_pair_message() -> str:
         "the model card names no language pair: add `language: [SOURCE, TARGET]` (ISO 639 codes, source first) "
         "to the metadata of the model folder's README.md (a trained model's card names the languages of its "
         "training data: --source_lang/--target_lang or the data file's name)"
-    )
-
-
-class _Markup(HTMLParser):
-    """Cuts a document into markup and text nodes; the contents of script and style elements count as markup."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[tuple[str, bool]] = []
-        self.raw = 0
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        self.parts.append((self.get_starttag_text() or "", False))
-        self.raw += tag in ("script", "style")
-
-    def handle_startendtag(self, tag: str, attrs: list) -> None:
-        self.parts.append((self.get_starttag_text() or "", False))
-
-    def handle_endtag(self, tag: str) -> None:
-        self.parts.append((f"</{tag}>", False))
-        self.raw -= tag in ("script", "style") and self.raw > 0
-
-    def handle_data(self, data: str) -> None:
-        self.parts.append((data, not self.raw))
-
-    def handle_comment(self, data: str) -> None:
-        self.parts.append((f"<!--{data}-->", False))
-
-    def handle_decl(self, decl: str) -> None:
-        self.parts.append((f"<!{decl}>", False))
-
-    def handle_pi(self, data: str) -> None:
-        self.parts.append((f"<?{data}>", False))
-
-    def unknown_decl(self, data: str) -> None:
-        self.parts.append((f"<![{data}]>", False))
-
-
-def split_markup(document: str) -> list[tuple[str, bool]]:
-    """``document`` (HTML or XML, parsed by the standard library's `html.parser`) as (piece, is_text) pairs in
-    order: tags, comments and declarations as written; text nodes with their character references resolved and
-    their surrounding whitespace as separate pieces, so that only a node's words are translated."""
-    parser = _Markup()
-    parser.feed(document)
-    parser.close()
-    parts: list[tuple[str, bool]] = []
-    for piece, is_text in parser.parts:
-        words = piece.strip()
-        if not is_text or not words:
-            parts.append((escape(piece, quote=False) if is_text else piece, False))
-            continue
-        start = piece.index(words)
-        parts.extend(
-            [(piece[:start], False), (words, True), (piece[start + len(words) :], False)],
-        )
-    return [(piece, is_text) for piece, is_text in parts if piece]
-
-
-def join_markup(parts: list[tuple[Any, bool]], k: int = 0) -> str:
-    """The document of `split_markup`'s ``parts`` whose text nodes are n-best lists: hypothesis ``k`` of each
-    (its last one when it has fewer), escaped for HTML."""
-    return "".join(
-        escape(piece[min(k, len(piece) - 1)], quote=False) if is_text else piece for piece, is_text in parts
     )
 
 

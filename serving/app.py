@@ -48,12 +48,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from vanilla_transformer.inference.alignment import WordAlignment
 from vanilla_transformer.inference.constraints import Glossary
 from vanilla_transformer.inference.translate import Hypothesis, translation_record
 from vanilla_transformer.modeling import max_source_length, position_limit
 
 from . import deepl_api, hf_inference_api, libretranslate_api
-from .apis import Api, ApiGate, Route, error_reply, language_pair, request_api, routed_path
+from .apis import AlignTexts, Api, ApiGate, Route, error_reply, language_pair, request_api, routed_path
 from .batcher import Batcher
 from .metrics import METRICS_PATH, Metrics
 from .options import (
@@ -375,18 +376,31 @@ class Lane:
             raise RequestError(422, f"alignments: {err}") from err
 
     async def align(self, sources: list[str], translations: list[str]) -> list[str]:
-        """The Pharaoh word alignment of each translation with its source (`inference.alignment.align_pairs`),
-        computed in a worker thread, one forced-decoding request at a time per model."""
-        from vanilla_transformer.inference.alignment import align_pairs, pharaoh
+        """The Pharaoh word alignment of each translation with its source (`align_words`)."""
+        from vanilla_transformer.inference.alignment import pharaoh
+
+        return [pharaoh(found.links) for found in await self.align_words(sources, translations)]
+
+    async def align_words(self, sources: list[str], translations: list[str]) -> list[WordAlignment]:
+        """The word alignment of each translation with its source (`inference.alignment.align_words`), computed
+        in a worker thread, one forced-decoding request at a time per model."""
+        from vanilla_transformer.inference.alignment import align_words
 
         async with self.scoring:
             try:
-                links = await asyncio.to_thread(
-                    align_pairs, self.served.model, self.served.tokenizer, sources, translations
+                return await asyncio.to_thread(
+                    align_words, self.served.model, self.served.tokenizer, sources, translations
                 )
             except ValueError as err:
                 raise RequestError(500, f"alignments failed: {err}") from err
-        return [pharaoh(found) for found in links]
+
+    def aligner(self) -> AlignTexts | None:
+        """`align_words` for the APIs' markup, or None when this model's engine returns no attention."""
+        try:
+            self.check_alignable()
+        except RequestError:
+            return None
+        return self.align_words
 
     def info(self, batching: dict[str, Any]) -> dict[str, Any]:
         """What /info says of this model."""
@@ -458,7 +472,11 @@ def create_app(
             lane.served.name, lane.served.engine, lane.served.languages, lane.served.load_seconds
         )
     metrics.watch_queue(lambda: sum(lane.batcher.queued for lane in lanes))
-    api = Api([Route(lane.served, lane.translate_texts) for lane in lanes], limits, keyed=bool(api_keys))
+    api = Api(
+        [Route(lane.served, lane.translate_texts, lane.aligner()) for lane in lanes],
+        limits,
+        keyed=bool(api_keys),
+    )
     streams = {"active": 0, "served": 0, "cancelled": 0}
     streams_lock = threading.Lock()
     batching_info = {"enabled": batching, "max_wait_ms": max_wait_ms, "max_batch_tokens": max_batch_tokens}

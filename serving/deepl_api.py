@@ -12,7 +12,8 @@ and the tools that speak DeepL.
 DeepL's codes name the model's languages by their first part, in any case: ``EN-US`` and ``EN-GB`` are ``en``,
 ``ZH`` and ``ZH-HANS`` are ``zh``. ``source_lang`` and ``target_lang`` pick the model; without ``source_lang``,
 each text goes to the model, among those into ``target_lang``, whose vocabulary reads most of it. ``tag_handling``
-translates the text nodes of the markup and keeps the markup (`serving.apis.split_markup`); DeepL's other options
+translates the text between block elements whole and puts the inline markup back where the word alignments say
+(`inference.markup`); DeepL's other options
 (formality, split_sentences, context, glossaries...) are accepted and have no effect. Texts are decoded with the
 model's defaults, so a reply equals the server's own /translate; DeepL's reply has no field for a score, and gets
 none (the server's own /translate gives them with ``scores``). The ``Authorization: DeepL-Auth-Key KEY`` header

@@ -14,7 +14,9 @@ routes are also under /libretranslate. Texts are decoded with the model's defaul
 reply equals the server's own /translate; ``alternatives`` asks for n-best lists (at least N + 1 beams), the
 hypotheses after the first in the order of their sequence scores. LibreTranslate's API has no field for scores
 (the server's own /translate gives them with ``scores``).
-``format=html`` translates the text nodes of the HTML and keeps its markup (`serving.apis.split_markup`).
+``format=html`` translates the text between block elements whole and puts the inline markup (links, emphasis)
+back where the word alignments say (`inference.markup`); with ``alternatives``, each alternative is the document
+with its markup placed in that hypothesis.
 ``api_key`` is checked when the server has keys (`serving.apis.ApiGate`). Errors are ``{"error": message}``: 400 for a request the server
 refuses (a missing field, a language it does not serve, a limit), 500 when translating fails, 503 while shutting
 down.

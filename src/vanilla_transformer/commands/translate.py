@@ -43,6 +43,16 @@ words, Chinese and Japanese terms anywhere; of two overlapping terms the longer 
 --engine torch (ct2 and onnx cannot constrain their search and refuse it).
 
     vanilla-transformer translate --model runs/base/export --glossary terms.tsv < test.zh
+
+--format html reads stdin as one HTML (or XML) document and writes it translated, its markup kept: the text
+between block elements (paragraphs, list items, cells, headings, <br>) is translated as one sentence, and the
+inline elements in it (links, emphasis, spans) go around the target words the word alignments link to their
+words (docs/control.md, "Markup"); <script>, <style>, <pre>, <code> and elements marked translate="no" or
+class="notranslate" are kept as written. It writes the best hypothesis (no --num_return_sequences > 1), text only
+(no --output_format jsonl/tsv or --alignments); --engine onnx, which returns no attention, places the tags by
+relative position.
+
+    vanilla-transformer translate --model runs/base/export --format html < page.zh.html > page.en.html
 """
 
 from __future__ import annotations
@@ -67,6 +77,7 @@ from vanilla_transformer.inference.engines import ENGINE_NAMES
 # the decoding options beyond the defaults that translate (and the server) take: n-best and sampling
 SAMPLING_OPTIONS = ("num_return_sequences", "do_sample", "temperature", "top_k", "top_p", "seed")
 OUTPUT_FORMATS = ("text", "jsonl", "tsv")
+INPUT_FORMATS = ("text", "html")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -94,6 +105,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "('i-j': source word i, target word j, from 0; words are space-separated, each Chinese character one "
         "word), from the cross-attention of the model's alignment_layer / alignment_heads (docs/control.md); "
         "--engine torch or ct2",
+    )
+    parser.add_argument(
+        "--format",
+        choices=INPUT_FORMATS,
+        default="text",
+        help="text (one line in, one line out; default) or html (stdin is one HTML document, translated with its "
+        "markup kept: inline tags placed by word alignments; see above)",
     )
     return parser.parse_args(argv)
 
@@ -164,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"--alignments appends ' ||| i-j ...' to text output; --output_format {args.output_format} has no "
                 "place for it: drop one of them"
             )
+        if args.format == "html":
+            check_html_options(args)
         glossary = read_glossary(args.glossary) if args.glossary is not None else None
         model, tokenizer = load_model_from_args(args)
         check_generation_arguments(generate_kwargs, model.generation_config)
@@ -181,6 +201,17 @@ def main(argv: list[str] | None = None) -> int:
         set_seed(args.seed)
     # the console streams are TextIOWrappers (typeshed types them TextIO)
     cast(io.TextIOWrapper, sys.stdin).reconfigure(encoding="utf-8", errors="replace")
+    if args.format == "html":
+        from vanilla_transformer.inference.markup import translate_document
+
+        document = sys.stdin.read()
+        translated = translate_document(
+            model, tokenizer, document, args.batch_size, **generate_kwargs, glossary=glossary
+        )
+        cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
+        sys.stdout.write(translated)
+        sys.stdout.flush()
+        return 0
     lines = [line.rstrip("\r\n") for line in sys.stdin]
     outputs = output_lines(
         model,
@@ -198,6 +229,19 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.writelines(f"{text}\n" for text in outputs)
     sys.stdout.flush()
     return 0
+
+
+def check_html_options(args: argparse.Namespace) -> None:
+    """`ValueError` for the options --format html has no place for: an n-best list, scores, alignments."""
+    for wanted, name in (
+        ((args.num_return_sequences or 1) > 1, f"--num_return_sequences {args.num_return_sequences}"),
+        (args.output_format != "text", f"--output_format {args.output_format}"),
+        (args.alignments, "--alignments"),
+    ):
+        if wanted:
+            raise ValueError(
+                f"--format html writes one translated document; {name} has no place in it: drop one of them"
+            )
 
 
 def output_lines(

@@ -1,0 +1,579 @@
+"""Translating HTML (and XML): whole sentences go to the model, and the inline markup is put back where the word
+alignments say (the approach of Bergamot's HTML mode and Marian's ``--alignment``-based tag projection).
+
+`split_document` cuts a document into **segments**, the runs of text between block boundaries: block elements
+(``<p>``, ``<li>``, ``<td>``, headings, ``<div>``, ...; any element that holds one), ``<br>``, ``<hr>`` and the
+elements whose content is kept as written. A segment's text, its whitespace collapsed as a browser shows it, is
+translated as one sentence, whatever inline elements (``<b>``, ``<a href=...>``, ``<span>``, elements this module
+does not know) cut it into text nodes. `Document.render` then writes each translation back in place and, in it,
+each inline element around the target words aligned with the source words it held
+(`inference.alignment.WordAlignment`):
+
+- an element's target words are the longest run of those linked to its source words, gaps of up to two words
+  between them filled (`BRIDGED`): where the translation moves its words apart, the element goes around its main
+  part rather than around words that are not its own. An element whose words no link reaches goes around the
+  target word that attends most to them; an element covers what its children cover, so the output nests as the
+  input did, and where the translation makes two elements cross, the later one is closed and reopened: the output
+  is always well formed, and no element, link or attribute is lost.
+- an element with no words (``<img>``, ``<a id="x"></a>``), a comment or a stray end tag is put before the target
+  word aligned with the source word that followed it.
+- content kept as written: ``<script>``, ``<style>``, ``<pre>``, ``<textarea>``, ``<template>``, ``<svg>``,
+  ``<math>`` (never translated) and, when inline, ``<code>``, ``<kbd>``, ``<samp>``, ``<var>`` and any element
+  marked ``translate="no"`` or ``class="notranslate"`` (HTML's and Google's do-not-translate marks): its words are
+  translated with the sentence so the model reads them in context, then the target words aligned with them are
+  replaced by the element as written.
+
+Tags, attributes, comments and declarations come out as written (attributes such as ``alt`` and ``title`` are not
+translated); text is escaped for HTML. Engines that return no attention (ONNX) place tags by relative position
+(`proportional_alignment`), which suits short inline elements in languages of similar word order only.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+from html.parser import HTMLParser
+from typing import TYPE_CHECKING, Any
+
+from .alignment import WordAlignment, word_spans
+
+if TYPE_CHECKING:
+    import numpy as np
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from .loading import ModelStandIn
+
+# elements that end a segment (and any element that holds one of them)
+BLOCK = frozenset(
+    "address article aside base blockquote body br caption center col colgroup dd details dialog dir div dl dt "
+    "fieldset figcaption figure footer form frame frameset h1 h2 h3 h4 h5 h6 head header hgroup hr html iframe "
+    "legend li link main menu meta nav noscript ol optgroup option p section select summary table tbody td "
+    "tfoot th thead title tr ul".split()
+)
+# elements kept as written, never translated (block boundaries wherever they are)
+VERBATIM = frozenset("script style pre textarea template svg math".split())
+# inline elements whose content is kept as written
+KEPT_INLINE = frozenset("code kbd samp var".split())
+# elements without an end tag
+VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
+# the widest gap between two target words of one element that the element spans (`_bridged`)
+BRIDGED = 2
+# HTML's whitespace, which a browser shows as one space (a no-break space is not among it)
+SPACE = re.compile(r"[ \t\n\r\f]+")
+
+
+@dataclass
+class _Event:
+    """One construct of the document: its kind (start, end, text, other), the lowercased tag name of a tag, the
+    text of a text node (character references resolved), and its ``begin``/``end`` offsets in the document."""
+
+    kind: str
+    name: str
+    text: str
+    begin: int
+    end: int = -1
+    attrs: list[tuple[str, str | None]] = field(default_factory=list)
+
+
+class _Events(HTMLParser):
+    """The document as `_Event`s in order, each with its offsets (the parser's positions)."""
+
+    def __init__(self, document: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.lines = [0, *(m.end() for m in re.finditer("\n", document))]
+        self.events: list[_Event] = []
+
+    def _add(self, kind: str, name: str = "", text: str = "", attrs: list | None = None) -> None:
+        line, column = self.getpos()
+        self.events.append(_Event(kind, name, text, self.lines[line - 1] + column, attrs=attrs or []))
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        self._add("start", tag, attrs=attrs)
+
+    def handle_startendtag(self, tag: str, attrs: list) -> None:
+        self._add("void", tag, attrs=attrs)
+
+    def handle_endtag(self, tag: str) -> None:
+        self._add("end", tag)
+
+    def handle_data(self, data: str) -> None:
+        self._add("text", text=data)
+
+    def handle_comment(self, data: str) -> None:
+        self._add("other")
+
+    def handle_decl(self, decl: str) -> None:
+        self._add("other")
+
+    def handle_pi(self, data: str) -> None:
+        self._add("other")
+
+    def unknown_decl(self, data: str) -> None:
+        self._add("other")
+
+
+def _events(document: str) -> list[_Event]:
+    """`_Events` of ``document``, each with its end offset, start tags of void elements as voids."""
+    parser = _Events(document)
+    parser.feed(document)
+    parser.close()
+    events = parser.events
+    for event, after in zip(events, [*events[1:], None]):
+        event.end = after.begin if after is not None else len(document)
+        if event.kind == "start" and event.name in VOID:
+            event.kind = "void"
+    return events
+
+
+def _match(events: list[_Event]) -> dict[int, int]:
+    """For each start tag (its index), the index of the end tag that closes it, or where it is closed implicitly
+    (by an enclosing element's end tag, or the document's end: ``len(events)``). An end tag without a start tag
+    becomes a stray (kind "other")."""
+    closes: dict[int, int] = {}
+    stack: list[int] = []
+    for k, event in enumerate(events):
+        if event.kind == "start":
+            stack.append(k)
+        elif event.kind == "end":
+            opened = [i for i in stack if events[i].name == event.name]
+            if not opened:
+                event.kind = "other"
+                continue
+            while stack[-1] != opened[-1]:
+                closes[stack.pop()] = k
+            closes[stack.pop()] = k
+    for k in stack:
+        closes[k] = len(events)
+    return closes
+
+
+def _holding_blocks(events: list[_Event], closes: dict[int, int]) -> dict[int, bool]:
+    """Whether each element (the index of its start tag, and of its end tag) holds a block boundary: a block tag,
+    or an element kept as written that is never translated (`VERBATIM`)."""
+    boundary = [
+        event.kind in ("start", "end", "void") and (event.name in BLOCK or event.name in VERBATIM)
+        for event in events
+    ]
+    before = [0]
+    for flag in boundary:
+        before.append(before[-1] + flag)
+    holds: dict[int, bool] = {}
+    for start, close in closes.items():
+        holds[start] = before[min(close, len(events))] - before[start + 1] > 0
+        if close < len(events) and events[close].kind == "end":
+            holds[close] = holds[start]
+    return holds
+
+
+def _has_words(events: list[_Event], start: int, close: int) -> bool:
+    """Whether the element from ``start`` to ``close`` holds text other than whitespace."""
+    return any(event.kind == "text" and SPACE.sub("", event.text) for event in events[start + 1 : close])
+
+
+def _end_tag(document: str, events: list[_Event], start: int, close: int) -> str:
+    """The end tag of the element at ``start`` as written, or one written for an element closed implicitly."""
+    if close < len(events) and events[close].kind == "end" and events[close].name == events[start].name:
+        return document[events[close].begin : events[close].end]
+    return f"</{_tag_name(document[events[start].begin : events[start].end])}>"
+
+
+def _kept(event: _Event) -> bool:
+    """Whether an element's content is kept as written (module docstring)."""
+    attrs = {name.lower(): (value or "") for name, value in event.attrs}
+    return (
+        event.name in KEPT_INLINE
+        or attrs.get("translate", "").strip().lower() == "no"
+        or "notranslate" in attrs.get("class", "").split()
+    )
+
+
+def _tag_name(raw: str) -> str:
+    """The element name as written in a start tag (XML keeps its case)."""
+    found = re.match(r"<\s*([^\s/>]+)", raw)
+    return found[1] if found else ""
+
+
+@dataclass
+class _Element:
+    """An inline element of a segment: its start tag and end tag as written (an end tag written for one closed
+    implicitly), its nesting depth and order, and its source characters [begin, end) in the segment's text."""
+
+    start_tag: str
+    end_tag: str
+    depth: int
+    order: int
+    # the index of the event that closes it (`_match`)
+    close: int
+    begin: int
+    end: int = -1
+    # the element as written, for one kept as written (its words are replaced by it)
+    kept: str | None = None
+    parent: _Element | None = None
+
+
+@dataclass
+class _Item:
+    """Markup with no words of its own (a void element, an element holding no words, a comment, a stray end tag),
+    at character ``offset`` of the segment's text, inside the inline ``elements`` open there."""
+
+    markup: str
+    offset: int
+    elements: tuple[_Element, ...]
+
+
+@dataclass
+class Segment:
+    """A run of text between block boundaries: ``text``, to translate (whitespace collapsed, stripped), the
+    inline markup in it, and the document's characters it came from (written back as they are when the text is
+    empty)."""
+
+    text: str
+    elements: list[_Element]
+    items: list[_Item]
+    raw: str
+    leading: str
+    trailing: str
+
+    @property
+    def has_markup(self) -> bool:
+        """Whether rendering the translation needs a word alignment (the text holds inline markup)."""
+        return bool(self.elements or self.items)
+
+
+class _Builder:
+    """Collects one segment's text (whitespace collapsed as it comes), elements and items."""
+
+    def __init__(self, begin: int) -> None:
+        self.begin = begin
+        self.text = ""
+        self.plain = ""
+        self.elements: list[_Element] = []
+        self.items: list[_Item] = []
+        self.open: list[_Element] = []
+
+    def add_text(self, text: str) -> None:
+        self.plain += text
+        collapsed = SPACE.sub(" ", text)
+        if collapsed.startswith(" ") and (not self.text or self.text.endswith(" ")):
+            collapsed = collapsed[1:]
+        self.text += collapsed
+
+    def segment(self, document: str, end: int) -> Segment:
+        """The segment, offsets moved for the stripped text."""
+        shift = len(self.text) - len(self.text.lstrip(" "))
+        text = self.text.strip(" ")
+
+        def moved(offset: int) -> int:
+            return min(max(offset - shift, 0), len(text))
+
+        for element in self.open:
+            element.end = len(self.text)
+        for element in self.elements:
+            element.begin, element.end = moved(element.begin), moved(element.end)
+        for item in self.items:
+            item.offset = moved(item.offset)
+        stripped = self.plain.strip(" \t\n\r\f")
+        leading = self.plain[: len(self.plain) - len(self.plain.lstrip(" \t\n\r\f"))] if stripped else ""
+        trailing = self.plain[len(self.plain.rstrip(" \t\n\r\f")) :] if stripped else ""
+        return Segment(text, self.elements, self.items, document[self.begin : end], leading, trailing)
+
+
+@dataclass
+class Document:
+    """A document cut by `split_document`: its ``parts`` in order, markup written as it is (str) and `Segment`s
+    to translate."""
+
+    parts: list[str | Segment]
+
+    @property
+    def segments(self) -> list[Segment]:
+        """The segments whose text is to be translated, in order."""
+        return [part for part in self.parts if isinstance(part, Segment) and part.text]
+
+    def render(self, translations: Sequence[str], alignments: Sequence[WordAlignment | None]) -> str:
+        """The document with segment k (of `segments`) replaced by ``translations[k]``, its inline markup placed by
+        ``alignments[k]`` (None for a segment without markup, `Segment.has_markup`; `proportional_alignment`
+        where the engine has none)."""
+        if len(translations) != len(self.segments) or len(alignments) != len(translations):
+            raise ValueError(
+                f"got {len(translations)} translations and {len(alignments)} alignments for "
+                f"{len(self.segments)} segments: one each"
+            )
+        done = iter(zip(translations, alignments))
+        out = []
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+            elif not part.text:
+                out.append(part.raw)
+            else:
+                out.append(render_segment(part, *next(done)))
+        return "".join(out)
+
+
+def split_document(document: str) -> Document:
+    """``document`` (HTML or XML, parsed by the standard library's `html.parser`) as markup and segments (module
+    docstring)."""
+    events = _events(document)
+    closes = _match(events)
+    holds_block = _holding_blocks(events, closes)
+    parts: list[str | Segment] = []
+    builder: _Builder | None = None
+
+    def flush(at: int) -> None:
+        nonlocal builder
+        if builder is not None:
+            parts.append(builder.segment(document, at))
+            builder = None
+
+    def raw(begin: int, end: int) -> None:
+        flush(begin)
+        parts.append(document[begin:end])
+
+    k = 0
+    while k < len(events):
+        event = events[k]
+        close = closes.get(k, k)
+        span_end = events[close].end if close < len(events) else len(document)
+        kept_block = _kept(event) and (holds_block.get(k, False) or event.name in BLOCK)
+        if event.kind == "start" and (event.name in VERBATIM or kept_block):
+            raw(event.begin, span_end)
+            k = close + 1
+            continue
+        if event.kind in ("start", "end", "void") and (event.name in BLOCK or holds_block.get(k, False)):
+            # a block tag itself is markup between segments; what it holds is walked on
+            raw(event.begin, event.end)
+            k += 1
+            continue
+        if builder is None:
+            builder = _Builder(event.begin)
+        offset = len(builder.text)
+        if event.kind == "text":
+            builder.add_text(event.text)
+        elif event.kind == "start" and _has_words(events, k, close):
+            element = _Element(
+                document[event.begin : event.end],
+                _end_tag(document, events, k, close),
+                len(builder.open),
+                len(builder.elements),
+                close,
+                offset,
+                parent=builder.open[-1] if builder.open else None,
+            )
+            builder.elements.append(element)
+            if _kept(event):
+                element.kept = document[event.begin : span_end]
+                builder.add_text("".join(e.text for e in events[k + 1 : close] if e.kind == "text"))
+                element.end = len(builder.text)
+                k = close + 1
+                continue
+            builder.open.append(element)
+        elif event.kind == "start":
+            builder.items.append(_Item(document[event.begin : span_end], offset, tuple(builder.open)))
+            k = close + 1
+            continue
+        elif event.kind == "end":
+            while builder.open and builder.open[-1].close == k:
+                builder.open.pop().end = len(builder.text)
+        else:
+            builder.items.append(_Item(document[event.begin : event.end], offset, tuple(builder.open)))
+        k += 1
+    flush(len(document))
+    return Document(parts)
+
+
+def proportional_alignment(source_words: int, target_words: int) -> WordAlignment:
+    """An alignment by relative position alone (target word j to the source word at the same share of the
+    sentence), for engines whose runtime returns no attention."""
+    import numpy as np
+
+    links = [
+        (min(source_words - 1, (2 * j + 1) * source_words // (2 * target_words)), j)
+        for j in range(target_words)
+    ]
+    rows = (np.arange(target_words, dtype=np.float32)[:, None] + 0.5) / max(target_words, 1)
+    columns = (np.arange(source_words, dtype=np.float32)[None, :] + 0.5) / max(source_words, 1)
+    return WordAlignment(links if source_words else [], 1.0 - np.abs(rows - columns))
+
+
+def _target_words(words: list[int], linked: dict[int, set[int]], weights: np.ndarray, count: int) -> set[int]:
+    """The target words of an element holding source ``words``: those linked to them, else the one that attends
+    most to them (`WordAlignment.weights`), else none."""
+    import numpy as np
+
+    found = set().union(*(linked.get(i, set()) for i in words))
+    columns = [i for i in words if i < weights.shape[1]]
+    if found or not columns or not count or not len(weights):
+        return found
+    return {int(np.argmax(weights[:count, columns].sum(axis=1)))}
+
+
+def _bridged(words: set[int]) -> set[int]:
+    """``words`` with the gaps of at most `BRIDGED` words between two of them filled (the unaligned words inside
+    an element's translation); wider gaps are left."""
+    ordered = sorted(words)
+    filled = set(words)
+    for low, high in zip(ordered, ordered[1:]):
+        if high - low - 1 <= BRIDGED:
+            filled.update(range(low, high))
+    return filled
+
+
+def _longest_run(words: set[int]) -> tuple[int, int]:
+    """The first and last of the longest run of consecutive ``words`` (the first such run on a tie)."""
+    runs: list[tuple[int, int]] = []
+    for word in sorted(words):
+        if runs and word == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], word)
+        else:
+            runs.append((word, word))
+    return max(runs, key=lambda run: (run[1] - run[0], -run[0]))
+
+
+def render_segment(segment: Segment, translation: str, alignment: WordAlignment | None) -> str:
+    """``translation`` of ``segment`` with the segment's inline markup placed by ``alignment`` (module docstring),
+    escaped for HTML, between the segment's leading and trailing whitespace."""
+    target = translation.strip()
+    spans = word_spans(target)
+    if not segment.has_markup:
+        return segment.leading + escape(target, quote=False) + segment.trailing
+    source = word_spans(segment.text)
+    if alignment is None:
+        alignment = proportional_alignment(len(source), len(spans))
+    linked: dict[int, set[int]] = {}
+    for i, j in alignment.links:
+        if j < len(spans):
+            linked.setdefault(i, set()).add(j)
+
+    # each element's target words, first and last; an element covers its children
+    ranges: dict[int, tuple[int, int]] = {}
+    for element in segment.elements:
+        words = [i for i, (begin, end) in enumerate(source) if begin < element.end and element.begin < end]
+        found = _target_words(words, linked, alignment.weights, len(spans))
+        if found:
+            ranges[element.order] = _longest_run(_bridged(found))
+    for element in sorted(segment.elements, key=lambda e: -e.depth):
+        parent = element.parent
+        if element.order in ranges and parent is not None:
+            low, high = ranges[element.order]
+            parent_low, parent_high = ranges.get(parent.order, (low, high))
+            ranges[parent.order] = (min(low, parent_low), max(high, parent_high))
+
+    # an element kept as written replaces its target words, which are not written
+    kept_at: dict[int, list[_Element]] = {}
+    covered: set[int] = set()
+    for element in segment.elements:
+        if element.kept is not None and element.order in ranges:
+            low, high = ranges[element.order]
+            kept_at.setdefault(low, []).append(element)
+            covered.update(range(low + 1, high + 1))
+    # markup without words, and elements no target word was found for, go before a target word
+    items = list(segment.items)
+    for element in segment.elements:
+        if element.order not in ranges:
+            items.append(_Item(element.kept or element.start_tag + element.end_tag, element.begin, ()))
+    starts = [begin for begin, _ in source]
+    items_at: dict[int, list[_Item]] = {}
+    for item in sorted(items, key=lambda item: item.offset):
+        following = bisect.bisect_left(starts, item.offset)
+        reached = [min(linked[i]) for i in range(following, len(source)) if i in linked]
+        position = reached[0] if reached else len(spans)
+        while position in covered:
+            position += 1
+        items_at.setdefault(position, []).append(item)
+
+    def stack(j: int) -> list[_Element]:
+        return sorted(
+            (
+                e
+                for e in segment.elements
+                if e.kept is None and e.order in ranges and ranges[e.order][0] <= j <= ranges[e.order][1]
+            ),
+            key=lambda e: (e.depth, e.order),
+        )
+
+    out = [segment.leading]
+    current: list[_Element] = []
+
+    def move(wanted: list[_Element]) -> None:
+        common = 0
+        while common < min(len(current), len(wanted)) and current[common] is wanted[common]:
+            common += 1
+        out.extend(element.end_tag for element in reversed(current[common:]))
+        del current[common:]
+        out.extend(element.start_tag for element in wanted[common:])
+        current.extend(wanted[common:])
+
+    def within(elements: list[_Element], item: _Item) -> list[_Element]:
+        inside = []
+        for element in elements:
+            if element not in item.elements:
+                break
+            inside.append(element)
+        return inside
+
+    written = 0
+    for j in range(len(spans) + 1):
+        if j == len(spans):
+            for item in items_at.get(j, []):
+                move(within(current, item))
+                out.append(item.markup)
+            move([])
+            break
+        if j in covered:
+            for element in kept_at.get(j, []):
+                out.append(element.kept or "")
+                written = max(written, spans[ranges[element.order][1]][1])
+            continue
+        wanted = stack(j)
+        move(within(current, _Item("", 0, tuple(wanted))))
+        if j:
+            out.append(escape(target[written : spans[j][0]], quote=False))
+        for item in items_at.get(j, []):
+            move(within(wanted, item))
+            out.append(item.markup)
+        move(wanted)
+        if j in kept_at:
+            out.extend(element.kept or "" for element in kept_at[j])
+            last = max(ranges[element.order][1] for element in kept_at[j])
+            written = spans[last][1]
+        else:
+            out.append(escape(target[spans[j][0] : spans[j][1]], quote=False))
+            written = spans[j][1]
+    out.append(segment.trailing)
+    return "".join(out)
+
+
+def translate_document(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    document: str,
+    batch_size: int = 32,
+    **generate_kwargs: Any,
+) -> str:
+    """``document`` (HTML or XML) translated with its markup (module docstring): its segments batched through
+    `inference.translate.translate_hypotheses` (``generate_kwargs`` as there; the best hypothesis of each), the
+    segments that hold inline markup aligned with their translations (`inference.alignment.align_words`; by
+    relative position where the engine returns no attention)."""
+    from .alignment import align_words, check_alignable
+    from .translate import translate_hypotheses
+
+    split = split_document(document)
+    sources = [segment.text for segment in split.segments]
+    nbest = translate_hypotheses(model, tokenizer, sources, batch_size, scores=False, **generate_kwargs)
+    translations = [hyps[0].text for hyps in nbest]
+    alignments: list[WordAlignment | None] = [None] * len(sources)
+    marked = [k for k, segment in enumerate(split.segments) if segment.has_markup]
+    try:
+        check_alignable(model)
+    except ValueError:
+        marked = []
+    found = align_words(
+        model, tokenizer, [sources[k] for k in marked], [translations[k] for k in marked], batch_size
+    )
+    for k, alignment in zip(marked, found):
+        alignments[k] = alignment
+    return split.render(translations, alignments)
