@@ -15,8 +15,9 @@ each inline element around the target words aligned with the source words it hel
   target word that attends most to them; an element covers what its children cover, so the output nests as the
   input did, and where the translation makes two elements cross, the later one is closed and reopened: the output
   is always well formed, and no element, link or attribute is lost.
-- an element with no words (``<img>``, ``<a id="x"></a>``), a comment or a stray end tag is put before the target
-  word aligned with the source word that followed it.
+- an element with no words (``<img>``, ``<a id="x"></a>``), a comment or a stray end tag is put after the target
+  word aligned with the source word whose end it touches (``word<a id="x"></a>``), else before the target word
+  aligned with the source word after it.
 - content kept as written: ``<script>``, ``<style>``, ``<pre>``, ``<textarea>``, ``<template>``, ``<svg>``,
   ``<math>`` (never translated) and, when inline, ``<code>``, ``<kbd>``, ``<samp>``, ``<var>`` and any element
   marked ``translate="no"`` or ``class="notranslate"`` (HTML's and Google's do-not-translate marks): its words are
@@ -37,6 +38,8 @@ from dataclasses import dataclass, field
 from html import escape
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, Any
+
+import regex
 
 from .alignment import WordAlignment, word_spans
 
@@ -61,6 +64,9 @@ KEPT_INLINE = frozenset("code kbd samp var".split())
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 # the widest gap between two target words of one element that the element spans (`_bridged`)
 BRIDGED = 2
+# a word's leading punctuation, its core, its trailing punctuation
+_PUNCTUATED = regex.compile(r"(\p{P}*)(.*?)(\p{P}*)", regex.DOTALL)
+_PUNCTUATION = regex.compile(r"\p{P}+")
 # HTML's whitespace, which a browser shows as one space (a no-break space is not among it)
 SPACE = re.compile(r"[ \t\n\r\f]+")
 
@@ -422,6 +428,20 @@ def _bridged(words: set[int]) -> set[int]:
     return filled
 
 
+def _trims(text: str, words: list[tuple[int, int]], element: _Element) -> tuple[bool, bool]:
+    """Whether ``element`` starts inside a word after nothing but punctuation (``"<b>Hi``), and whether it ends
+    inside a word before nothing but punctuation (``run</b>.``)."""
+    starts = [
+        begin < element.begin < end and bool(_PUNCTUATION.fullmatch(text[begin : element.begin]))
+        for begin, end in words
+    ]
+    ends = [
+        begin < element.end < end and bool(_PUNCTUATION.fullmatch(text[element.end : end]))
+        for begin, end in words
+    ]
+    return any(starts), any(ends)
+
+
 def _longest_run(words: set[int]) -> tuple[int, int]:
     """The first and last of the longest run of consecutive ``words`` (the first such run on a tie)."""
     runs: list[tuple[int, int]] = []
@@ -462,6 +482,9 @@ def render_segment(segment: Segment, translation: str, alignment: WordAlignment 
             parent_low, parent_high = ranges.get(parent.order, (low, high))
             ranges[parent.order] = (min(low, parent_low), max(high, parent_high))
 
+    # whether each element leaves out the punctuation at the start, and at the end, of its first and last words
+    trimmed = {e.order: _trims(segment.text, source, e) for e in segment.elements}
+
     # an element kept as written replaces its target words, which are not written
     kept_at: dict[int, list[_Element]] = {}
     covered: set[int] = set()
@@ -470,14 +493,21 @@ def render_segment(segment: Segment, translation: str, alignment: WordAlignment 
             low, high = ranges[element.order]
             kept_at.setdefault(low, []).append(element)
             covered.update(range(low + 1, high + 1))
-    # markup without words, and elements no target word was found for, go before a target word
+    # markup without words, and elements no target word was found for, go after the target word aligned with the
+    # source word they touch the end of, else before the target word aligned with the source word after them
     items = list(segment.items)
     for element in segment.elements:
         if element.order not in ranges:
             items.append(_Item(element.kept or element.start_tag + element.end_tag, element.begin, ()))
     starts = [begin for begin, _ in source]
+    ends = {end: i for i, (_, end) in enumerate(source)}
     items_at: dict[int, list[_Item]] = {}
+    items_after: dict[int, list[_Item]] = {}
     for item in sorted(items, key=lambda item: item.offset):
+        touched = ends.get(item.offset)
+        if touched is not None and touched in linked:
+            items_after.setdefault(max(linked[touched]), []).append(item)
+            continue
         following = bisect.bisect_left(starts, item.offset)
         reached = [min(linked[i]) for i in range(following, len(source)) if i in linked]
         position = reached[0] if reached else len(spans)
@@ -515,6 +545,11 @@ def render_segment(segment: Segment, translation: str, alignment: WordAlignment 
             inside.append(element)
         return inside
 
+    def after(j: int) -> None:
+        for item in items_after.get(j, []):
+            move(within(current, item))
+            out.append(item.markup)
+
     written = 0
     for j in range(len(spans) + 1):
         if j == len(spans):
@@ -527,6 +562,7 @@ def render_segment(segment: Segment, translation: str, alignment: WordAlignment 
             for element in kept_at.get(j, []):
                 out.append(element.kept or "")
                 written = max(written, spans[ranges[element.order][1]][1])
+            after(j)
             continue
         wanted = stack(j)
         move(within(current, _Item("", 0, tuple(wanted))))
@@ -541,8 +577,19 @@ def render_segment(segment: Segment, translation: str, alignment: WordAlignment 
             last = max(ranges[element.order][1] for element in kept_at[j])
             written = spans[last][1]
         else:
-            out.append(escape(target[spans[j][0] : spans[j][1]], quote=False))
-            written = spans[j][1]
+            begin, end = spans[j]
+            lead, core, trail = _PUNCTUATED.fullmatch(target[begin:end]).groups()  # type: ignore[union-attr]
+            # an element that left out its word's punctuation in the source leaves it out here too
+            if lead and core:
+                move([e for e in wanted if not (trimmed[e.order][0] and ranges[e.order][0] == j)])
+                out.append(escape(lead, quote=False))
+                move(wanted)
+            out.append(escape(core or lead, quote=False))
+            if trail and core:
+                move([e for e in wanted if not (trimmed[e.order][1] and ranges[e.order][1] == j)])
+            out.append(escape(trail, quote=False))
+            written = end
+        after(j)
     out.append(segment.trailing)
     return "".join(out)
 
