@@ -19,6 +19,7 @@ REQUIRED = {
     "tokenizer": ["corpus.tsv"],
     "alignment": ["measure", "corpus.tsv"],
     "terminology": ["--model", "folder"],
+    "markup": ["--models", "folder"],
 }
 
 
