@@ -618,9 +618,10 @@ def translate_document(
         check_alignable(model)
     except ValueError:
         marked = []
-    found = align_words(
-        model, tokenizer, [sources[k] for k in marked], [translations[k] for k in marked], batch_size
-    )
-    for k, alignment in zip(marked, found):
-        alignments[k] = alignment
+    if marked:
+        found = align_words(
+            model, tokenizer, [sources[k] for k in marked], [translations[k] for k in marked], batch_size
+        )
+        for k, alignment in zip(marked, found):
+            alignments[k] = alignment
     return split.render(translations, alignments)

@@ -327,3 +327,22 @@ def test_translate_format_html_on_the_command_line(copy_model, tmp_path, monkeyp
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(document.encode())))
         assert translate.main(["--model", str(tmp_path / "model"), "--format", "html", *extra]) == 2
         assert "--format html writes one translated document" in capsys.readouterr().err
+
+
+def test_an_engine_without_attention_places_the_markup_by_relative_position(copy_model, monkeypatch):
+    from vanilla_transformer.inference import alignment, translate_lines
+    from vanilla_transformer.inference.markup import translate_document
+
+    def no_attention(model):
+        raise ValueError("--engine onnx cannot return attention weights")
+
+    def never(*args, **kwargs):
+        raise AssertionError("aligned although the engine returns no attention")
+
+    model, tokenizer = copy_model
+    monkeypatch.setattr(alignment, "check_alignable", no_attention)
+    monkeypatch.setattr(alignment, "align_words", never)
+    document = "<p>w0 w4 w9 <b>w1 w3</b></p>"
+    [output] = translate_lines(model, tokenizer, ["w0 w4 w9 w1 w3"])
+    expected = split_document(document).render([output], [None])
+    assert translate_document(model, tokenizer, document) == expected

@@ -20,6 +20,7 @@ REQUIRED = {
     "alignment": ["measure", "corpus.tsv"],
     "terminology": ["--model", "folder"],
     "markup": ["--models", "folder"],
+    "control_cost": ["--model", "folder"],
 }
 
 
