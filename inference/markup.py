@@ -9,12 +9,14 @@ does not know) cut it into text nodes. `Document.render` then writes each transl
 each inline element around the target words aligned with the source words it held
 (`inference.alignment.WordAlignment`):
 
-- an element's target words are the longest run of those linked to its source words, gaps of up to two words
-  between them filled (`BRIDGED`): where the translation moves its words apart, the element goes around its main
-  part rather than around words that are not its own. An element whose words no link reaches goes around the
-  target word that attends most to them; an element covers what its children cover, so the output nests as the
-  input did, and where the translation makes two elements cross, the later one is closed and reopened: the output
-  is always well formed, and no element, link or attribute is lost.
+- an element's target words are found as grow-diag symmetrises alignments: the target words linked to its source
+  words that are also the target word attending most to one of them, grown into the adjacent linked target words
+  that attend to them about as much (`_target_words`); then their longest run, a gap of one word filled
+  (`BRIDGED`): where the translation moves its words apart, the element goes around its main part rather than
+  around words that are not its own. An element whose words no link reaches goes around the target word that
+  attends most to them; an element covers what its children cover, so the output nests as the input did, and
+  where the translation makes two elements cross, the later one is closed and reopened: the output is always
+  well formed, and no element, link or attribute is lost.
 - an element with no words (``<img>``, ``<a id="x"></a>``), a comment or a stray end tag is put after the target
   word aligned with the source word whose end it touches (``word<a id="x"></a>``), else before the target word
   aligned with the source word after it.
@@ -63,7 +65,7 @@ KEPT_INLINE = frozenset("code kbd samp var".split())
 # elements without an end tag
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 # the widest gap between two target words of one element that the element spans (`_bridged`)
-BRIDGED = 2
+BRIDGED = 1
 # a word's leading punctuation, its core, its trailing punctuation
 _PUNCTUATED = regex.compile(r"(\p{P}*)(.*?)(\p{P}*)", regex.DOTALL)
 _PUNCTUATION = regex.compile(r"\p{P}+")
@@ -405,16 +407,36 @@ def proportional_alignment(source_words: int, target_words: int) -> WordAlignmen
     return WordAlignment(links if source_words else [], 1.0 - np.abs(rows - columns))
 
 
-def _target_words(words: list[int], linked: dict[int, set[int]], weights: np.ndarray, count: int) -> set[int]:
-    """The target words of an element holding source ``words``: those linked to them, else the one that attends
-    most to them (`WordAlignment.weights`), else none."""
+def _target_words(
+    words: list[int], linked: dict[int, set[int]], weights: np.ndarray, count: int
+) -> set[int]:
+    """The target words of an element holding source ``words``, symmetrised as grow-diag does: the core is the
+    target words linked to them that are also the target word attending most to one of them (both directions
+    agree), grown into the adjacent linked target words that attend to them at least half as much as the core's
+    best; all the linked target words where the directions never agree; the one target word that attends most to
+    them where no link reaches them; none without target words."""
     import numpy as np
 
     found = set().union(*(linked.get(i, set()) for i in words))
     columns = [i for i in words if i < weights.shape[1]]
-    if found or not columns or not count or not len(weights):
+    if not columns or not count or len(weights) < count:
         return found
-    return {int(np.argmax(weights[:count, columns].sum(axis=1)))}
+    attention = weights[:count, columns].max(axis=1)
+    if not found:
+        return {int(np.argmax(attention))}
+    core = found & {int(np.argmax(weights[:count, i])) for i in columns}
+    if not core:
+        return found
+    floor = 0.5 * max(attention[j] for j in core)
+    grown = set(core)
+    frontier = sorted(core)
+    while frontier:
+        j = frontier.pop()
+        for near in (j - 1, j + 1):
+            if near in found and near not in grown and attention[near] >= floor:
+                grown.add(near)
+                frontier.append(near)
+    return grown
 
 
 def _bridged(words: set[int]) -> set[int]:

@@ -346,3 +346,14 @@ def test_an_engine_without_attention_places_the_markup_by_relative_position(copy
     [output] = translate_lines(model, tokenizer, ["w0 w4 w9 w1 w3"])
     expected = split_document(document).render([output], [None])
     assert translate_document(model, tokenizer, document) == expected
+
+
+@pytest.mark.parametrize("weak, expected", [(0.3, "<p>w <b>x</b> y z</p>"), (0.6, "<p>w <b>x y</b> z</p>")])
+def test_an_elements_words_are_where_both_directions_agree_grown_into_strong_neighbours(weak, expected):
+    document = "<p>a <b>b</b> c</p>"
+    split = split_document(document)
+    target = "w x y z"
+    # y is linked to b as well (its most attended source word), but b attends most to x
+    alignment = aligned([(0, 0), (1, 1), (1, 2), (2, 3)], "a b c", target)
+    alignment.weights[1, 1], alignment.weights[2, 1] = 0.9, weak
+    assert split.render([target], [alignment]) == expected
