@@ -5,7 +5,8 @@
                             (with num_return_sequences > 1 also "nbest": one list of hypotheses per text; with
                             "scores": true also "scores": one record per text, as `vanilla-transformer translate
                             --output_format jsonl` writes it, `inference.translation_record`; with "alignments":
-                            true also "alignments": ["0-0 1-1", ...], Pharaoh word alignments)
+                            true also "alignments": ["0-0 1-1", ...], Pharaoh word alignments; with "format":
+                            "html" each text is an HTML document translated with its markup, `inference.markup`)
     POST /translate/stream  {"text": "...", decoding options} -> server-sent events: "token" events with the
                             text each new token adds, then one "done" event with the whole translation
     POST /score             {"pairs": [["source", "target"], ...], "length_penalty": ...} -> {"scores": [{"score",
@@ -532,6 +533,8 @@ def create_app(
     async def translate(request: TranslateRequest, connection: Request) -> Any:
         lane = lane_of(request.source, request.target)
         texts = [request.text] if isinstance(request.text, str) else list(request.text)
+        if request.format == "html":
+            return await translate_html(lane, texts, request, connection)
         if request.alignments:
             lane.check_alignable()
         nbest = await lane.translate(texts, request, connection, scores=request.scores)
@@ -543,6 +546,27 @@ def create_app(
             reply["scores"] = [translation_record(hyps, tokenizer) for hyps in nbest]
         if request.alignments:
             reply["alignments"] = await lane.align(texts, reply["translations"])
+        return reply
+
+    async def translate_html(
+        lane: Lane, texts: list[str], request: TranslateRequest, connection: Request
+    ) -> dict[str, Any]:
+        """POST /translate with format html: each text a document translated with its markup (the other APIs'
+        HTML path, `serving.apis.Api.translate_markup`)."""
+        if not texts:
+            raise RequestError(422, "text is an empty list: send at least one text")
+        for wanted, name in ((request.scores, "scores"), (request.alignments, "alignments")):
+            if wanted:
+                raise RequestError(
+                    422, f"format html returns documents; {name} has no place in them: drop one of the two"
+                )
+        route = api.routes[lanes.index(lane)]
+        documents = await api.translate_markup(
+            texts, [route] * len(texts), lambda _: request, connection, markup=True
+        )
+        reply: dict[str, Any] = {"translations": [found[0] for found in documents]}
+        if generate_kwargs(request).get("num_return_sequences", 1) > 1:
+            reply["nbest"] = documents
         return reply
 
     @app.post(

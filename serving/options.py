@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 
@@ -102,7 +102,7 @@ else:
 # the fields that pick the model when a server has several (`serving.apis.Api.route`)
 LANGUAGE_FIELDS = ("source", "target")
 # the fields of POST /translate besides its decoding options
-TRANSLATE_FIELDS = ("text", *LANGUAGE_FIELDS, "scores", "glossary", "alignments")
+TRANSLATE_FIELDS = ("text", *LANGUAGE_FIELDS, "scores", "glossary", "alignments", "format")
 
 
 GLOSSARY_HELP = (
@@ -132,6 +132,14 @@ class TranslateRequest(DecodingRequest):
         "format ('i-j': source word i, target word j, from 0; words are space-separated, each Chinese character one "
         "word), from the cross-attention of the model's alignment_layer/alignment_heads; for markup transfer and "
         "highlighting (torch and ct2 engines)",
+    )
+    format: Literal["text", "html"] = Field(
+        "text",
+        description="html: each text is an HTML (or XML) document, translated with its markup kept: the text "
+        "between block elements is translated whole and the inline elements (links, emphasis) go around the target "
+        'words the word alignment links to their words; script, style, pre, code and translate="no" content is '
+        "kept as written (docs/control.md, Markup). Each segment counts toward max_texts; not with scores or "
+        "alignments",
     )
 
 

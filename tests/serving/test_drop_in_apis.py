@@ -417,3 +417,23 @@ def test_segments_count_toward_max_texts(server, served_sources):
     ):
         reply = httpx.post(server + path, json=body, timeout=60)
         assert reply.status_code in (400, 413) and "9 text segments" in reply.json()[field], reply.text
+
+
+def test_own_api_translates_html_documents(server, served_sources):
+    document = html(served_sources[:2])
+    reply = post(server, "/translate", {"text": [document, "<p></p>"], "format": "html"})
+    assert reply.status_code == 200, reply.text
+    marked, empty = reply.json()["translations"]
+    check_markup(server, marked, document)
+    assert empty == "<p></p>"
+    nbest = post(
+        server, "/translate", {"text": document, "format": "html", "num_beams": 2, "num_return_sequences": 2}
+    )
+    assert nbest.status_code == 200 and len(nbest.json()["nbest"][0]) == 2, nbest.text
+    for field in ("scores", "alignments"):
+        refused = post(server, "/translate", {"text": document, "format": "html", field: True})
+        assert refused.status_code == 422 and f"{field} has no place" in refused.json()["detail"]
+    schema = httpx.get(server + "/openapi.json", timeout=30).json()
+    assert "inline elements" in str(
+        schema["components"]["schemas"]["TranslateRequest"]["properties"]["format"]
+    )
