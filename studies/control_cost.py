@@ -19,7 +19,7 @@ import statistics
 import time
 
 from studies import study_parser
-from studies.terminology import build_glossary
+from studies.terminology import first_term, test_glossary
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,20 +30,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch_size", type=int, default=32)
     args = parser.parse_args(argv)
 
-    from vanilla_transformer.corpus import DEFAULT_DATA
-    from vanilla_transformer.corpus.options import load_split
     from vanilla_transformer.inference import load_model_and_tokenizer, translate_lines
     from vanilla_transformer.inference.alignment import with_alignments
     from vanilla_transformer.inference.constraints import Glossary
     from vanilla_transformer.inference.markup import translate_document
     from vanilla_transformer.inference.translate import translate_hypotheses
 
-    test, _ = load_split(DEFAULT_DATA, "test")
-    sources, references = list(test["source"]), list(test["target"])
-    pairs = build_glossary(sources, references)
+    sources, _, pairs = test_glossary()
     glossary = Glossary.from_pairs(pairs)
-    chosen = [(s, [(s.index(zh), zh) for zh, _ in pairs if zh in s]) for s in sources]
-    chosen = [(s, min(found)[1]) for s, found in chosen if found][: args.sentences]
+    chosen = [(s, term[0]) for s in sources if (term := first_term(s, pairs)) is not None][: args.sentences]
     lines = [s for s, _ in chosen]
     document = "\n".join(f"<p>{s.replace(zh, f'<b>{zh}</b>', 1)}</p>" for s, zh in chosen)
     model, tokenizer = load_model_and_tokenizer(args.model, device="cpu")

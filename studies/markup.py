@@ -18,7 +18,7 @@ import re
 import time
 
 from studies import study_parser
-from studies.terminology import build_glossary, term_used
+from studies.terminology import first_term, term_used, test_glossary
 
 _BOLD = re.compile(r"<b>(.*?)</b>", re.DOTALL)
 
@@ -46,25 +46,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--min_dice", type=float, default=0.8)
     args = parser.parse_args(argv)
 
-    from vanilla_transformer.corpus import DEFAULT_DATA
-    from vanilla_transformer.corpus.options import load_split
     from vanilla_transformer.inference import load_model_and_tokenizer
     from vanilla_transformer.inference.alignment import align_words
     from vanilla_transformer.inference.markup import split_document
     from vanilla_transformer.inference.translate import translate_hypotheses
 
-    test, _ = load_split(DEFAULT_DATA, "test")
-    sources, references = list(test["source"]), list(test["target"])
-    if args.limit:
-        sources, references = sources[: args.limit], references[: args.limit]
-    glossary = build_glossary(sources, references, args.min_count, args.min_dice)
+    sources, _, glossary = test_glossary(args.limit, args.min_count, args.min_dice)
     documents, names = [], []
     for source in sources:
-        found = [(source.index(zh), zh, en) for zh, en in glossary if zh in source]
-        if found:
-            _, zh, en = min(found)
-            documents.append(f"<p>{source.replace(zh, f'<b>{zh}</b>', 1)}</p>")
-            names.append(en)
+        term = first_term(source, glossary)
+        if term is not None:
+            documents.append(f"<p>{source.replace(term[0], f'<b>{term[0]}</b>', 1)}</p>")
+            names.append(term[1])
     print(f"{len(documents)} documents with a bold name ({len(glossary)} names)")
     print("| model | placement | name in translation | bold holds it | bold is exactly it |")
     print("|---|---|---|---|---|")

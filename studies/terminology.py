@@ -59,6 +59,27 @@ def build_glossary(
     return sorted(((gram, word) for gram, (_, word) in best.items()), key=lambda p: p[1])
 
 
+def test_glossary(
+    limit: int | None = None, min_count: int = 3, min_dice: float = 0.8
+) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+    """The shipped corpus's test sources and references (the first ``limit``) and the glossary built from them
+    (`build_glossary`)."""
+    from vanilla_transformer.corpus import DEFAULT_DATA
+    from vanilla_transformer.corpus.options import load_split
+
+    test, _ = load_split(DEFAULT_DATA, "test")
+    sources, references = list(test["source"]), list(test["target"])
+    if limit:
+        sources, references = sources[:limit], references[:limit]
+    return sources, references, build_glossary(sources, references, min_count, min_dice)
+
+
+def first_term(source: str, pairs: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """The (Chinese term, English term) of ``pairs`` whose Chinese term occurs first in ``source``, or None."""
+    found = [(source.index(zh), zh, en) for zh, en in pairs if zh in source]
+    return min(found)[1:] if found else None
+
+
 def term_used(term: str, text: str) -> bool:
     """Whether ``term`` appears in ``text`` as whole words."""
     return re.search(r"(?<!\w)" + re.escape(term) + r"(?!\w)", text) is not None
@@ -84,16 +105,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--speed_sentences", type=int, default=200)
     args = parser.parse_args(argv)
 
-    from vanilla_transformer.corpus import DEFAULT_DATA
-    from vanilla_transformer.corpus.options import load_split
     from vanilla_transformer.inference import load_model_and_tokenizer, score_translations, translate_scored
     from vanilla_transformer.inference.constraints import read_glossary
 
-    test, _ = load_split(DEFAULT_DATA, "test")
-    sources, references = list(test["source"]), list(test["target"])
-    if args.limit:
-        sources, references = sources[: args.limit], references[: args.limit]
-    pairs = build_glossary(sources, references, args.min_count, args.min_dice)
+    sources, references, pairs = test_glossary(args.limit, args.min_count, args.min_dice)
     Path(args.glossary_out).write_text("".join(f"{zh}\t{en}\n" for zh, en in pairs), encoding="utf-8")
     glossary = read_glossary(args.glossary_out)
     applying = [glossary.terms_for(src) for src in sources]
