@@ -407,9 +407,7 @@ def proportional_alignment(source_words: int, target_words: int) -> WordAlignmen
     return WordAlignment(links if source_words else [], 1.0 - np.abs(rows - columns))
 
 
-def _target_words(
-    words: list[int], linked: dict[int, set[int]], weights: np.ndarray, count: int
-) -> set[int]:
+def _target_words(words: list[int], linked: dict[int, set[int]], weights: np.ndarray, count: int) -> set[int]:
     """The target words of an element holding source ``words``, symmetrised as grow-diag does: the core is the
     target words linked to them that are also the target word attending most to one of them (both directions
     agree), grown into the adjacent linked target words that attend to them at least half as much as the core's
@@ -515,6 +513,13 @@ def render_segment(segment: Segment, translation: str, alignment: WordAlignment 
             low, high = ranges[element.order]
             kept_at.setdefault(low, []).append(element)
             covered.update(range(low + 1, high + 1))
+    # an element all of whose words an element kept as written replaces has no word of its own left
+    shown = set(range(len(spans))) - covered - set(kept_at)
+    for element in segment.elements:
+        if element.kept is None and element.order in ranges:
+            low, high = ranges[element.order]
+            if not shown.intersection(range(low, high + 1)):
+                del ranges[element.order]
     # markup without words, and elements no target word was found for, go after the target word aligned with the
     # source word they touch the end of, else before the target word aligned with the source word after them
     items = list(segment.items)

@@ -357,3 +357,12 @@ def test_an_elements_words_are_where_both_directions_agree_grown_into_strong_nei
     alignment = aligned([(0, 0), (1, 1), (1, 2), (2, 3)], "a b c", target)
     alignment.weights[1, 1], alignment.weights[2, 1] = 0.9, weak
     assert split.render([target], [alignment]) == expected
+
+
+def test_an_element_whose_words_a_kept_element_replaces_is_still_written():
+    document = "<p><b>one</b> <code>two</code></p>"
+    split = split_document(document)
+    target = "X"
+    rendered = split.render([target], [aligned([(0, 0), (1, 0)], "one two", target)])
+    assert "<code>two</code>" in rendered and "<b>" in rendered and "</b>" in rendered
+    assert tags(rendered) == tags(document) and well_formed(rendered)
