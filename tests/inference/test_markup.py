@@ -366,3 +366,47 @@ def test_an_element_whose_words_a_kept_element_replaces_is_still_written():
     rendered = split.render([target], [aligned([(0, 0), (1, 0)], "one two", target)])
     assert "<code>two</code>" in rendered and "<b>" in rendered and "</b>" in rendered
     assert tags(rendered) == tags(document) and well_formed(rendered)
+
+
+def test_random_well_formed_documents_keep_every_tag_and_stay_well_formed():
+    import random
+
+    rng = random.Random(0)
+    inline = ["b", "i", "a href='x'", "span class='notranslate'", "code", "u", "X-Y"]
+    words = ["alpha", "beta", "gamma", "起初", "神", "&amp;", "x.", "(y)"]
+
+    def nested(depth: int) -> str:
+        out = []
+        for _ in range(rng.randint(0, 4)):
+            r = rng.random()
+            if r < 0.5:
+                out.append(rng.choice(words) + rng.choice([" ", ""]))
+            elif r < 0.8 and depth < 4:
+                tag = rng.choice(inline)
+                out.append(f"<{tag}>{nested(depth + 1)}</{tag.split()[0]}>")
+            elif r < 0.9 and depth < 4:
+                tag = rng.choice(["p", "div", "li"])
+                out.append(f"<{tag}>{nested(depth + 1)}</{tag}>")
+            else:
+                out.append(rng.choice(["<img src='y'>", "<br>", "<!-- c -->"]))
+        return "".join(out)
+
+    for n in range(300):
+        document = nested(0)
+        split = split_document(document)
+        translations, alignments = [], []
+        for segment in split.segments:
+            # a shuffled translation, each target word linked to a random source word
+            shuffled = segment.text.split()
+            rng.shuffle(shuffled)
+            target = " ".join(shuffled)
+            count_source, count_target = len(word_spans(segment.text)), len(word_spans(target))
+            links = sorted({(rng.randrange(count_source), j) for j in range(count_target)})
+            weights = np.random.default_rng(n).random((count_target, count_source)).astype(np.float32)
+            translations.append(target)
+            alignments.append(WordAlignment(links, weights))
+        rendered = split.render(translations, alignments)
+        assert well_formed(rendered), (document, rendered)
+        opening = [tag for tag in tags(document) if not tag.startswith("</")]
+        written = [tag for tag in tags(rendered) if not tag.startswith("</")]
+        assert all(written.count(tag) >= opening.count(tag) for tag in opening), (document, rendered)
