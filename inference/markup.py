@@ -262,8 +262,10 @@ class _Builder:
         self.items: list[_Item] = []
         self.open: list[_Element] = []
 
-    def add_text(self, text: str) -> None:
-        self.plain += text
+    def add_text(self, text: str, kept: bool = False) -> None:
+        """Add a text node, or the text of an element kept as written (written back with it, so no whitespace
+        of its own goes around the segment)."""
+        self.plain += "\ufffc" if kept else text
         collapsed = SPACE.sub(" ", text)
         if collapsed.startswith(" ") and (not self.text or self.text.endswith(" ")):
             collapsed = collapsed[1:]
@@ -374,7 +376,7 @@ def split_document(document: str) -> Document:
             builder.elements.append(element)
             if _kept(event):
                 element.kept = document[event.begin : span_end]
-                builder.add_text("".join(e.text for e in events[k + 1 : close] if e.kind == "text"))
+                builder.add_text("".join(e.text for e in events[k + 1 : close] if e.kind == "text"), kept=True)
                 element.end = len(builder.text)
                 k = close + 1
                 continue

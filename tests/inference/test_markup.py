@@ -217,6 +217,9 @@ def test_do_not_translate_elements_are_written_as_they_are():
         '<p>Appelez <code>run()</code> sur <span translate="no">Acme Cloud</span> et '
         '<em class="brand notranslate">VTX</em> maintenant</p>'
     )
+    # whitespace inside a kept element stays inside it
+    trailing = "<p>Run <code>make all </code></p>"
+    assert copied(trailing) == trailing
     # a block marked translate="no" is kept whole and is no segment
     kept = '<div translate="no"><p>Name</p></div><p>text</p>'
     assert [s.text for s in split_document(kept).segments] == ["text"]
