@@ -376,7 +376,9 @@ def split_document(document: str) -> Document:
             builder.elements.append(element)
             if _kept(event):
                 element.kept = document[event.begin : span_end]
-                builder.add_text("".join(e.text for e in events[k + 1 : close] if e.kind == "text"), kept=True)
+                builder.add_text(
+                    "".join(e.text for e in events[k + 1 : close] if e.kind == "text"), kept=True
+                )
                 element.end = len(builder.text)
                 k = close + 1
                 continue
