@@ -204,7 +204,7 @@ def _tag_name(raw: str) -> str:
     return found[1] if found else ""
 
 
-@dataclass
+@dataclass(eq=False)
 class _Element:
     """An inline element of a segment: its start tag and end tag as written (an end tag written for one closed
     implicitly), its nesting depth and order, and its source characters [begin, end) in the segment's text."""
@@ -348,8 +348,10 @@ def split_document(document: str) -> Document:
         event = events[k]
         close = closes.get(k, k)
         span_end = events[close].end if close < len(events) else len(document)
-        kept_block = _kept(event) and (holds_block.get(k, False) or event.name in BLOCK)
-        if event.kind == "start" and (event.name in VERBATIM or kept_block):
+        kept = _kept(event)
+        if event.kind == "start" and (
+            event.name in VERBATIM or (kept and (holds_block.get(k, False) or event.name in BLOCK))
+        ):
             raw(event.begin, span_end)
             k = close + 1
             continue
@@ -374,7 +376,7 @@ def split_document(document: str) -> Document:
                 parent=builder.open[-1] if builder.open else None,
             )
             builder.elements.append(element)
-            if _kept(event):
+            if kept:
                 element.kept = document[event.begin : span_end]
                 builder.add_text(
                     "".join(e.text for e in events[k + 1 : close] if e.kind == "text"), kept=True
@@ -568,45 +570,45 @@ def render_segment(segment: Segment, translation: str, alignment: WordAlignment 
         out.extend(element.start_tag for element in wanted[common:])
         current.extend(wanted[common:])
 
-    def within(elements: list[_Element], item: _Item) -> list[_Element]:
+    def within(elements: list[_Element], allowed: Sequence[_Element]) -> list[_Element]:
+        """The longest prefix of ``elements`` that ``allowed`` holds."""
         inside = []
         for element in elements:
-            if element not in item.elements:
+            if element not in allowed:
                 break
             inside.append(element)
         return inside
 
-    def after(j: int) -> None:
-        for item in items_after.get(j, []):
-            move(within(current, item))
+    def place(items: list[_Item], elements: list[_Element]) -> None:
+        """Write ``items``, each inside the prefix of ``elements`` that it was inside in the source."""
+        for item in items:
+            move(within(elements, item.elements))
             out.append(item.markup)
+
+    def write_kept(elements: list[_Element]) -> None:
+        nonlocal written
+        for element in elements:
+            out.append(element.kept or "")
+            written = max(written, spans[ranges[element.order][1]][1])
 
     written = 0
     for j in range(len(spans) + 1):
         if j == len(spans):
-            for item in items_at.get(j, []):
-                move(within(current, item))
-                out.append(item.markup)
+            place(items_at.get(j, []), current)
             move([])
             break
         if j in covered:
-            for element in kept_at.get(j, []):
-                out.append(element.kept or "")
-                written = max(written, spans[ranges[element.order][1]][1])
-            after(j)
+            write_kept(kept_at.get(j, []))
+            place(items_after.get(j, []), current)
             continue
         wanted = stack(j)
-        move(within(current, _Item("", 0, tuple(wanted))))
+        move(within(current, wanted))
         if j:
             out.append(escape(target[written : spans[j][0]], quote=False))
-        for item in items_at.get(j, []):
-            move(within(wanted, item))
-            out.append(item.markup)
+        place(items_at.get(j, []), wanted)
         move(wanted)
         if j in kept_at:
-            out.extend(element.kept or "" for element in kept_at[j])
-            last = max(ranges[element.order][1] for element in kept_at[j])
-            written = spans[last][1]
+            write_kept(kept_at[j])
         else:
             begin, end = spans[j]
             lead, core, trail = _PUNCTUATED.fullmatch(target[begin:end]).groups()  # type: ignore[union-attr]
@@ -620,7 +622,7 @@ def render_segment(segment: Segment, translation: str, alignment: WordAlignment 
                 move([e for e in wanted if not (trimmed[e.order][1] and ranges[e.order][1] == j)])
             out.append(escape(trail, quote=False))
             written = end
-        after(j)
+        place(items_after.get(j, []), current)
     out.append(segment.trailing)
     return "".join(out)
 

@@ -174,7 +174,10 @@ class Api:
         from vanilla_transformer.inference.markup import split_document
 
         documents = [split_document(text) for text in texts] if markup else []
-        pieces = [[s.text for s in document.segments] for document in documents] or [[text] for text in texts]
+        if markup:
+            pieces = [[segment.text for segment in document.segments] for document in documents]
+        else:
+            pieces = [[text] for text in texts]
         count = sum(len(found) for found in pieces)
         if count > self.limits.max_texts:
             what = "text segments in its markup (text between block elements)" if markup else "texts"
