@@ -16,14 +16,17 @@ number of constraint tokens they hold, and the beam's slots are shared out among
 highest, slots a bank cannot fill to the next banks with candidates, highest first), the best by score in each. A
 phrase counts only when its tokens come out contiguous (leaving one half way starts it over), each phrase at least
 once, and a hypothesis may end (``</s>``) only when it holds them all. When no hypothesis meets them within the
-length limit, the hypotheses that meet the most come first. A row without constraints is searched exactly as
+length limit, the hypotheses that meet the most come first. A completed phrase is a whole word: the token after it
+may not continue its last word (``word_pieces``, from `word_pieces`: a term "Zimri" does not come out as the start of
+"Zimrias"). A row without constraints is searched exactly as
 transformers' beam search does (the same candidates, length penalty, ``early_stopping`` and stopping criteria).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+import weakref
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -152,32 +155,57 @@ def term_ids(tokenizer: Any, terms: Sequence[str]) -> list[list[int]]:
     return [list(ids) for ids in encoded if len(ids)]
 
 
+_WORD_PIECES: weakref.WeakKeyDictionary[Any, frozenset[int]] = weakref.WeakKeyDictionary()
+
+
+def word_pieces(tokenizer: Any) -> frozenset[int]:
+    """The target-side token ids that continue the word before them: decoded after a whole word, they join it
+    with a letter or digit of a script written with spaces (a sentencepiece or byte-level piece without its
+    word-start mark, a WordPiece ``##`` piece; none with ``@@``-suffix BPE, where the piece before says it goes
+    on). Found by decoding each token after the token of "a", once per tokenizer."""
+    if tokenizer in _WORD_PIECES:
+        return _WORD_PIECES[tokenizer]
+    word = tokenizer(text_target=["a"], add_special_tokens=False)["input_ids"][0]
+    base = tokenizer.decode(word)
+    special = set(tokenizer.all_special_ids)
+    ids = [i for i in range(len(tokenizer)) if i not in special]
+    texts = tokenizer.batch_decode([[*word, i] for i in ids])
+    pieces = frozenset(
+        i
+        for i, text in zip(ids, texts)
+        if text.startswith(base) and len(text) > len(base) and _word_edge(text[len(base)])
+    )
+    _WORD_PIECES[tokenizer] = pieces
+    return pieces
+
+
 # ---- the search -------------------------------------------------------------------------------------------------
-# A hypothesis' progress through its phrases: (met, (phrase, position) or None), met a tuple of bools per phrase.
-_State = tuple[tuple[bool, ...], "tuple[int, int] | None"]
+# A hypothesis' progress through its phrases: (met, (phrase, position) or None, closed), met a tuple of bools per
+# phrase, closed whether its last token completed a phrase.
+_State = tuple[tuple[bool, ...], "tuple[int, int] | None", bool]
 
 
 def _advance(state: _State, token: int, phrases: Sequence[Sequence[int]]) -> _State:
     """The state after ``token``: the phrase being spelt goes on (or is left and starts over), or the token
     starts the first phrase not yet met that begins with it."""
-    met, inside = state
+    met, inside, _ = state
     if inside is not None:
         phrase, position = inside
         if phrases[phrase][position] == token:
             if position + 1 < len(phrases[phrase]):
-                return met, (phrase, position + 1)
-            return met[:phrase] + (True,) + met[phrase + 1 :], None
+                return met, (phrase, position + 1), False
+            return met[:phrase] + (True,) + met[phrase + 1 :], None, True
     for phrase, ids in enumerate(phrases):
         if not met[phrase] and ids[0] == token:
             if len(ids) == 1:
-                return met[:phrase] + (True,) + met[phrase + 1 :], None
-            return met, (phrase, 1)
-    return met, None
+                return met[:phrase] + (True,) + met[phrase + 1 :], None, True
+            return met, (phrase, 1), False
+    return met, None, False
 
 
 def _next_tokens(state: _State, phrases: Sequence[Sequence[int]]) -> set[int]:
     """The tokens that bring ``state`` closer to meeting its phrases."""
-    met, inside = state
+    met, inside, _ = state
     if inside is not None:
         return {phrases[inside[0]][inside[1]]}
     return {ids[0] for phrase, ids in enumerate(phrases) if not met[phrase]}
@@ -185,7 +213,7 @@ def _next_tokens(state: _State, phrases: Sequence[Sequence[int]]) -> set[int]:
 
 def _tokens_met(state: _State, phrases: Sequence[Sequence[int]]) -> int:
     """The bank of ``state``: the constraint tokens it holds (phrases met, and the part of the one being spelt)."""
-    met, inside = state
+    met, inside, _ = state
     return sum(len(ids) for ids, done in zip(phrases, met) if done) + (inside[1] if inside else 0)
 
 
@@ -222,12 +250,14 @@ def constrained_beam_search(
     stopping_criteria: StoppingCriteriaList,
     generation_config: GenerationConfig,
     constraints: Sequence[Sequence[Sequence[int]]] | None = None,
+    word_pieces: Collection[int] = (),
     **model_kwargs: Any,
 ) -> Any:
     """Beam search in which every hypothesis that ends holds each of its row's phrases (module docstring): the
     ``custom_generate`` of ``model.generate(..., custom_generate=constrained_beam_search, constraints=...)``.
 
-    ``constraints[b]`` are the token-id phrases of source row ``b`` (empty: plain beam search). Returns what
+    ``constraints[b]`` are the token-id phrases of source row ``b`` (empty: plain beam search); no token of
+    ``word_pieces`` (`word_pieces`) may follow a completed phrase. Returns what
     transformers' beam search returns: the (B * num_return_sequences, T) sequences, decoder start first, padded,
     best first; with ``return_dict_in_generate`` a ``GenerateBeamEncoderDecoderOutput`` with
     ``sequences_scores`` (``sum(log p) / length ** length_penalty``) when ``output_scores``."""
@@ -263,7 +293,8 @@ def constrained_beam_search(
     sequences = input_ids  # (B * beams, t)
     running = torch.full((batch, beams), _DEAD)
     running[:, 0] = 0.0
-    states: list[list[_State]] = [[((False,) * len(p), None)] * beams for p in phrases]
+    states: list[list[_State]] = [[((False,) * len(p), None, False)] * beams for p in phrases]
+    pieces = torch.tensor(sorted(word_pieces), dtype=torch.long)
     # per source: (all phrases met, score / length ** length_penalty, token ids)
     finished: list[list[tuple[bool, float, list[int]]]] = [[] for _ in range(batch)]
     done = [False] * batch
@@ -286,6 +317,10 @@ def constrained_beam_search(
         if unmet and eos_ids:
             # a hypothesis ends only when it holds all its phrases
             log_probs[torch.tensor(unmet)[:, None], torch.tensor(eos_ids)[None, :]] = float("-inf")
+        closed = [b * beams + i for b in range(batch) for i in range(beams) if states[b][i][2]]
+        if closed and len(pieces):
+            # a completed phrase ends its word
+            log_probs[torch.tensor(closed)[:, None], pieces[None, :]] = float("-inf")
         if scores_out:
             all_scores += (log_probs.clone(),)
         vocab = log_probs.shape[-1]

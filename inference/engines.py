@@ -261,11 +261,15 @@ class EngineModel:
         ``sequences_scores`` (`EngineTranslator.generate_with_scores`)."""
         import torch
 
-        # a glossary reaches generate() as constrained_beam_search's phrases: refused by the user's name for it
+        # a glossary reaches generate() as constrained_beam_search's phrases (and the word pieces that may not
+        # follow one): refused by the user's name for it
         glossary = kwargs.pop("constraints", None)
         check_engine_options(
             self.engine,
-            {**{k: v for k, v in kwargs.items() if k != "custom_generate"}, "glossary": glossary},
+            {
+                **{k: v for k, v in kwargs.items() if k not in ("custom_generate", "word_pieces")},
+                "glossary": glossary,
+            },
         )
         rows = [ids[mask.bool()].tolist() for ids, mask in zip(input_ids, attention_mask)]
         options = {k: v for k, v in kwargs.items() if v is not None}

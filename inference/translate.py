@@ -16,8 +16,8 @@ longest_source + max_len_b)`` tokens (fairseq's ``--max-len-a``/``--max-len-b``;
 included), which bounds the time spent on an untrained model. Whitespace runs in outputs become one space, so
 an output never contains a newline or a tab of its own. With a ``glossary`` (`inference.constraints.Glossary`), a
 batch in which some source holds a glossary term is decoded by lexically constrained beam search
-(`inference.constraints.constrained_beam_search`: each applying target term comes out, contiguous); a batch with
-none is decoded as without it.
+(`inference.constraints.constrained_beam_search`: each applying target term comes out, contiguous, not continued
+into a longer word); a batch with none is decoded as without it.
 
 Decoding options not given (or given as None) come from ``model.generation_config``; for this project's
 models that is `modeling.default_generation_config` (the paper's beam 4, `modeling.DEFAULT_LENGTH_PENALTY`).
@@ -143,7 +143,7 @@ def translate_hypotheses(
 
     from vanilla_transformer.modeling import check_generation_arguments, position_limit
 
-    from .constraints import check_glossary_decoding, constrained_beam_search, term_ids
+    from .constraints import check_glossary_decoding, constrained_beam_search, term_ids, word_pieces
 
     scores = scores or token_scores
     if batch_size < 1:
@@ -199,7 +199,9 @@ def translate_hypotheses(
             batch_kwargs = dict(generate_kwargs)
             if any(phrases[k] for k in batch):
                 batch_kwargs.update(
-                    custom_generate=constrained_beam_search, constraints=[phrases[k] for k in batch]
+                    custom_generate=constrained_beam_search,
+                    constraints=[phrases[k] for k in batch],
+                    word_pieces=word_pieces(tokenizer),
                 )
             if max_len_a is not None:
                 length_cap = max(1, int(max_len_a * width + max_len_b))

@@ -17,6 +17,7 @@ from vanilla_transformer.inference.constraints import (
     constrained_beam_search,
     read_glossary,
     term_ids,
+    word_pieces,
 )
 from vanilla_transformer.modeling import save_with_remote_code
 
@@ -108,6 +109,102 @@ def test_glossary_matching_rules():
     assert glossary.terms_for("神爱耶稣基督。神说") == ["God", "Jesus Christ"]
     assert glossary.terms_for("Tom met 耶稣") == ["Tom", "Jesus"]
     assert term_ids(copy_tokenizer(), ["x1 x2", "w0"]) == [[15, 16], [4]]
+
+
+def _fast_tokenizer(model, pre_tokenizer, decoder, corpus):
+    """A transformers fast tokenizer of the ``tokenizers`` ``model`` trained on ``corpus`` (special tokens first)."""
+    from tokenizers import Tokenizer, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(model)
+    backend.pre_tokenizer, backend.decoder = pre_tokenizer, decoder
+    special = ["<pad>", "<unk>", "</s>"]
+    trainer_class = trainers.WordPieceTrainer if type(model).__name__ == "WordPiece" else trainers.BpeTrainer
+    backend.train_from_iterator(
+        corpus, trainer_class(vocab_size=120, special_tokens=special, show_progress=False)
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>", eos_token="</s>"
+    )
+
+
+def test_word_pieces_of_each_tokenizer_kind():
+    """`word_pieces` are the tokens that would glue onto the word before them: sentencepiece-style pieces without
+    "▁", byte-level ones without "Ġ", WordPiece "##" pieces; never a word start, punctuation, a Han character or a
+    special token; none for a tokenizer that joins every token with a space."""
+    from tokenizers import decoders, models, pre_tokenizers
+
+    from vanilla_transformer.tokenizer import train_bpe_tokenizer
+
+    corpus = ["Zimri and Zimrias went, with Zadok's sons.", "耶稣说: Zimri walked to Zion."] * 20
+    kinds = {
+        "metaspace": train_bpe_tokenizer(corpus, vocab_size=300, min_frequency=1),
+        "byte-level": _fast_tokenizer(
+            models.BPE(unk_token="<unk>"), pre_tokenizers.ByteLevel(), decoders.ByteLevel(), corpus
+        ),
+        "wordpiece": _fast_tokenizer(
+            models.WordPiece(unk_token="<unk>"),
+            pre_tokenizers.BertPreTokenizer(),
+            decoders.WordPiece(),
+            corpus,
+        ),
+    }
+    for kind, tokenizer in kinds.items():
+        pieces = word_pieces(tokenizer)
+
+        def ids(text, tokenizer=tokenizer):
+            return tokenizer(text_target=[text], add_special_tokens=False)["input_ids"][0]
+
+        # a word the corpus never has whole comes out in several tokens: each after the first continues it
+        for word in ["Zimrinno", "Zadokias"]:
+            word_ids = ids(word)
+            assert len(word_ids) > 1 and word_ids[0] not in pieces, (kind, word_ids)
+            assert all(i in pieces for i in word_ids[1:]), (kind, tokenizer.convert_ids_to_tokens(word_ids))
+        zimri = ids("Zimri")
+        for text in [" and", ",", ".", ":", " 耶"]:
+            after = ids("Zimri" + text)
+            assert after[: len(zimri)] == zimri and after[len(zimri)] not in pieces, (kind, text)
+        assert not pieces & set(tokenizer.all_special_ids), kind
+        base = tokenizer.decode(zimri)
+        for i in pieces:
+            glued = tokenizer.decode([*zimri, i])
+            assert glued.startswith(base) and glued[len(base)].isalnum(), (kind, glued)
+    assert word_pieces(copy_tokenizer()) == frozenset()
+
+
+def test_a_completed_phrase_is_not_continued_by_a_word_piece():
+    """After a phrase comes out, no token of ``word_pieces`` follows it (the phrase's word is not lengthened):
+    on a random model, the token that followed the phrase without the rule is given as a word piece, and the
+    phrase then comes out followed by another token; hypotheses without a phrase are searched as before."""
+    model = tiny_model(seed=3)
+    model.generation_config.max_new_tokens = 10
+    g = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(4, 97, (2, 6), generator=g)
+    kwargs = dict(input_ids=input_ids, num_beams=4, custom_generate=constrained_beam_search)
+    eos, pad = model.generation_config.eos_token_id, model.generation_config.pad_token_id
+    tried = 0
+    for phrase in range(4, 97):
+        constraints = [[[phrase]], []]
+        before = model.generate(**kwargs, constraints=constraints)
+        first = before[0].tolist()
+        after_phrase = (first + [eos])[first.index(phrase) + 1]
+        if after_phrase in (eos, pad):
+            continue
+        tried += 1
+        got = model.generate(**kwargs, constraints=constraints, word_pieces=[after_phrase])
+        row = got[0].tolist()
+        assert phrase in row
+        assert all(row[i + 1] != after_phrase for i, token in enumerate(row[:-1]) if token == phrase), (
+            first,
+            row,
+        )
+        # the row without a phrase: the same tokens (the batch's padding may differ in width)
+        plain, same = before[1].tolist(), got[1].tolist()
+        width = min(len(plain), len(same))
+        assert plain[:width] == same[:width] and set(plain[width:] + same[width:]) <= {pad}
+        if tried == 5:
+            break
+    assert tried == 5
 
 
 @pytest.mark.parametrize(
