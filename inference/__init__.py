@@ -12,6 +12,7 @@ Modules:
                  `length_stats`, `bleu_tokenizer_for`, `load_metric` / `metric_path` (the BLEU and chrF
                  `evaluate` modules shipped in metrics/)
     constraints  terminology: `Glossary`, `read_glossary`, `constrained_beam_search` (a `generate()` strategy)
+    sentences    long texts sentence by sentence: `split_text`, `SplitText.join`, `translate_split`
     engines      `load_engine`: an exported CTranslate2 (`engine_ct2.CT2Translator`) or ONNX Runtime
                  (`engine_onnx.OnnxTranslator`) folder driven through the same translation loop
     attention    `cross_attention`, `AttentionMap`, `plot_attention`, `tick_labels`, `find_fonts`

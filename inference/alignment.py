@@ -14,12 +14,14 @@ spell: a token that spells several Han characters links each of them). `translat
 ``alignments`` flag align each translation with its source this way. Engines: PyTorch, and CTranslate2 (its
 ``return_attention``, from the `alignment_layer`/`alignment_heads` written into the export).
 
-`alignment_error_rate` is Och & Ney's AER against reference alignments with sure (``i-j``) and possible
+`joined_alignment` is the alignment of a text translated sentence by sentence (`inference.sentences`), from the
+alignments of its sentences. `alignment_error_rate` is Och & Ney's AER against reference alignments with sure (``i-j``) and possible
 (``i?j``) links.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
@@ -105,6 +107,49 @@ def hard_alignment(
         best = usable[int(np.argmax(attention[t, usable]))]
         links.update((i, j) for i in source_words[best] for j in words)
     return sorted(links)
+
+
+def joined_alignment(
+    source: str, target: str, parts: Sequence[tuple[str, str, WordAlignment]]
+) -> WordAlignment:
+    """The alignment of a (``source``, ``target``) pair translated in parts (sentence by sentence,
+    `inference.sentences`): ``parts`` are each part's (source text, translation, alignment), found in order in
+    ``source`` and ``target``; each part's words are renumbered as the words of the whole they lie in, and no link
+    crosses from one part to another."""
+    import numpy as np
+
+    source_spans, target_spans = word_spans(source), word_spans(target)
+    weights = np.zeros((len(target_spans), len(source_spans)), dtype=np.float32)
+    links: set[Link] = set()
+    source_at = target_at = 0
+    for part_source, part_target, found in parts:
+        source_at = max(source.find(part_source, source_at), source_at)
+        target_at = max(target.find(part_target, target_at), target_at)
+        source_words = _renumbered(word_spans(part_source), source_at, source_spans)
+        target_words = _renumbered(word_spans(part_target), target_at, target_spans)
+        for j, i in np.argwhere(found.weights > 0):
+            if j < len(target_words) and i < len(source_words):
+                row, column = target_words[j], source_words[i]
+                weights[row, column] = max(weights[row, column], found.weights[j, i])
+        links.update(
+            (source_words[i], target_words[j])
+            for i, j in found.links
+            if i < len(source_words) and j < len(target_words)
+        )
+        source_at += len(part_source)
+        target_at += len(part_target)
+    return WordAlignment(sorted(links), weights)
+
+
+def _renumbered(spans: Sequence[tuple[int, int]], offset: int, whole: Sequence[tuple[int, int]]) -> list[int]:
+    """For each word span of a part that starts at ``offset`` in the whole text, the index of the whole's word
+    it lies in (its first character's)."""
+    starts = [start for start, _ in whole]
+    found = []
+    for start, _ in spans:
+        index = bisect.bisect_right(starts, start + offset) - 1
+        found.append(max(index, 0))
+    return found
 
 
 def pharaoh(links: Iterable[Link]) -> str:

@@ -632,29 +632,44 @@ def translate_document(
     tokenizer: PreTrainedTokenizerBase,
     document: str,
     batch_size: int = 32,
+    split_sentences: bool = False,
+    language: str | None = None,
     **generate_kwargs: Any,
 ) -> str:
     """``document`` (HTML or XML) translated with its markup (module docstring): its segments batched through
     `inference.translate.translate_hypotheses` (``generate_kwargs`` as there; the best hypothesis of each), the
     segments that hold inline markup aligned with their translations (`inference.alignment.align_words`; by
-    relative position where the engine returns no attention)."""
-    from .alignment import align_words, check_alignable
+    relative position where the engine returns no attention). With ``split_sentences`` each segment is
+    translated and aligned sentence by sentence (`inference.sentences.split_text` with ``language``), the
+    alignments joined (`inference.alignment.joined_alignment`)."""
+    from .alignment import align_words, check_alignable, joined_alignment
+    from .sentences import SplitText, split_text
     from .translate import translate_hypotheses
 
     split = split_document(document)
     sources = [segment.text for segment in split.segments]
-    nbest = translate_hypotheses(model, tokenizer, sources, batch_size, scores=False, **generate_kwargs)
-    translations = [hyps[0].text for hyps in nbest]
+    pieces = [
+        split_text(source, language) if split_sentences else SplitText((source,), (None,))
+        for source in sources
+    ]
+    flat = [sentence for piece in pieces for sentence in piece.sentences]
+    nbest = translate_hypotheses(model, tokenizer, flat, batch_size, scores=False, **generate_kwargs)
+    outputs = iter(hyps[0].text for hyps in nbest)
+    sentences = [[(sentence, next(outputs)) for sentence in piece.sentences] for piece in pieces]
+    translations = [piece.join([t for _, t in pairs]) for piece, pairs in zip(pieces, sentences)]
     alignments: list[WordAlignment | None] = [None] * len(sources)
     marked = [k for k, segment in enumerate(split.segments) if segment.has_markup]
     try:
         check_alignable(model)
     except ValueError:
         marked = []
-    if marked:
-        found = align_words(
-            model, tokenizer, [sources[k] for k in marked], [translations[k] for k in marked], batch_size
-        )
-        for k, alignment in zip(marked, found):
-            alignments[k] = alignment
+    pairs = [pair for k in marked for pair in sentences[k]]
+    if pairs:
+        found = iter(align_words(model, tokenizer, [p[0] for p in pairs], [p[1] for p in pairs], batch_size))
+        for k in marked:
+            parts = [(source, target, next(found)) for source, target in sentences[k]]
+            if len(parts) == 1 and parts[0][:2] == (sources[k], translations[k]):
+                alignments[k] = parts[0][2]
+            else:
+                alignments[k] = joined_alignment(sources[k], translations[k], parts)
     return split.render(translations, alignments)

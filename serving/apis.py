@@ -165,13 +165,19 @@ class Api:
         options: Callable[[Route], DecodingRequest],
         connection: Request,
         markup: bool,
+        split_sentences: bool = False,
+        newlines: bool = True,
     ) -> list[list[str]]:
         """The n-best lists of ``texts``, text i by the model ``routes[i]`` with ``options(route)``, the models
         at once; with ``markup`` each text is HTML or XML whose segments (the text between block boundaries) are
         translated whole and whose inline markup is put back by word alignment (`inference.markup`; by relative
-        position where the model's engine returns no attention). Every text, and with ``markup`` every segment,
-        counts toward the server's ``max_texts`` (`RequestError` 413)."""
+        position where the model's engine returns no attention). With ``split_sentences`` each text (each segment)
+        is translated sentence by sentence and put back together (`inference.sentences`; ``newlines`` False: line
+        breaks are spaces), hypothesis k of the whole made of hypothesis k of each sentence (its last when it has
+        fewer). Every text, and with ``markup`` every segment, counts toward the server's ``max_texts``
+        (`RequestError` 413); sentences do not."""
         from vanilla_transformer.inference.markup import split_document
+        from vanilla_transformer.inference.sentences import SplitText, split_text
 
         documents = [split_document(text) for text in texts] if markup else []
         if markup:
@@ -186,23 +192,37 @@ class Api:
                 f"the request has {count} {what}, more than the server's limit max_texts="
                 f"{self.limits.max_texts}: split it",
             )
+        # what is translated of each piece: its sentences, or the piece whole
+        splits = [
+            [
+                split_text(piece, route.pair[0] if route.pair else None, newlines)
+                if split_sentences
+                else SplitText((piece,), (None,))
+                for piece in found
+            ]
+            for found, route in zip(pieces, routes)
+        ]
         groups: dict[int, list[int]] = {}
         for i, route in enumerate(routes):
             groups.setdefault(id(route), []).append(i)
         jobs = []
         for members in groups.values():
             route = routes[members[0]]
-            todo = [piece for i in members for piece in pieces[i]]
+            todo = [sentence for i in members for split in splits[i] for sentence in split.sentences]
             jobs.append(route.translate(todo, options(route), connection) if todo else _nothing())
         done = await asyncio.gather(*jobs)
-        translated: dict[int, list[list[str]]] = {}
+        # per text, per piece, per sentence: its n-best list
+        units: dict[int, list[list[list[str]]]] = {}
         for members, nbest in zip(groups.values(), done):
             found = iter(nbest)
             for i in members:
-                translated[i] = [next(found) for _ in pieces[i]]
+                units[i] = [[next(found) for _ in split.sentences] for split in splits[i]]
+        translated = {
+            i: [split.join_nbest(sentences) for split, sentences in zip(splits[i], units[i])] for i in units
+        }
         if not markup:
             return [translated[i][0] for i in range(len(texts))]
-        aligned = await self._align_markup(documents, translated, routes, groups)
+        aligned = await self._align_markup(documents, splits, units, translated, routes, groups)
         replies = []
         for i, document in enumerate(documents):
             # the document's hypothesis k puts hypothesis k of each segment in place (a segment's last when it has
@@ -223,25 +243,43 @@ class Api:
     async def _align_markup(
         self,
         documents: list[Any],
+        splits: list[list[Any]],
+        units: dict[int, list[list[list[str]]]],
         translated: dict[int, list[list[str]]],
         routes: Sequence[Route],
         groups: dict[int, list[int]],
     ) -> dict[tuple[int, int, int], Any]:
         """The word alignment of each hypothesis k of segment s of document i, by key (i, s, k), for the segments
-        that hold inline markup, each route's pairs at once (none for a route without alignments)."""
+        that hold inline markup, each route's pairs at once (none for a route without alignments): a segment
+        translated sentence by sentence is aligned sentence by sentence (`inference.alignment.joined_alignment`)."""
+        from vanilla_transformer.inference.alignment import joined_alignment
+
         aligned: dict[tuple[int, int, int], Any] = {}
         for members in groups.values():
             route = routes[members[0]]
-            keys, sources, targets = [], [], []
+            if route.align is None:
+                continue
+            # per key, the (source sentence, its hypothesis) pairs that make the segment's hypothesis
+            keys: dict[tuple[int, int, int], list[tuple[str, str]]] = {}
             for i in members:
-                for s, (segment, hyps) in enumerate(zip(documents[i].segments, translated[i])):
+                for s, segment in enumerate(documents[i].segments):
                     if segment.has_markup:
-                        for k, hypothesis in enumerate(hyps):
-                            keys.append((i, s, k))
-                            sources.append(segment.text)
-                            targets.append(hypothesis)
-            if keys and route.align is not None:
-                aligned.update(zip(keys, await route.align(sources, targets)))
+                        for k in range(len(translated[i][s])):
+                            keys[(i, s, k)] = [
+                                (sentence, hyps[min(k, len(hyps) - 1)])
+                                for sentence, hyps in zip(splits[i][s].sentences, units[i][s])
+                            ]
+            pairs = [pair for found in keys.values() for pair in found]
+            if not pairs:
+                continue
+            alignments = iter(await route.align([p[0] for p in pairs], [p[1] for p in pairs]))
+            for (i, s, k), found in keys.items():
+                parts = [(source, target, next(alignments)) for source, target in found]
+                whole = documents[i].segments[s].text, translated[i][s][k]
+                if len(parts) == 1 and parts[0][:2] == whole:
+                    aligned[(i, s, k)] = parts[0][2]
+                else:
+                    aligned[(i, s, k)] = joined_alignment(*whole, parts)
         return aligned
 
 

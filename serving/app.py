@@ -533,8 +533,8 @@ def create_app(
     async def translate(request: TranslateRequest, connection: Request) -> Any:
         lane = lane_of(request.source, request.target)
         texts = [request.text] if isinstance(request.text, str) else list(request.text)
-        if request.format == "html":
-            return await translate_html(lane, texts, request, connection)
+        if request.format == "html" or request.split_sentences:
+            return await translate_documents(lane, texts, request, connection)
         if request.alignments:
             lane.check_alignable()
         nbest = await lane.translate(texts, request, connection, scores=request.scores)
@@ -548,21 +548,29 @@ def create_app(
             reply["alignments"] = await lane.align(texts, reply["translations"])
         return reply
 
-    async def translate_html(
+    async def translate_documents(
         lane: Lane, texts: list[str], request: TranslateRequest, connection: Request
     ) -> dict[str, Any]:
-        """POST /translate with format html: each text a document translated with its markup (the other APIs'
-        HTML path, `serving.apis.Api.translate_markup`)."""
+        """POST /translate with format html (each text a document translated with its markup) or split_sentences
+        (each text translated sentence by sentence): the other APIs' path, `serving.apis.Api.translate_markup`."""
         if not texts:
             raise RequestError(422, "text is an empty list: send at least one text")
+        way = "format html" if request.format == "html" else "split_sentences"
         for wanted, name in ((request.scores, "scores"), (request.alignments, "alignments")):
             if wanted:
                 raise RequestError(
-                    422, f"format html returns documents; {name} has no place in them: drop one of the two"
+                    422,
+                    f"{way} puts translations together from pieces; {name} of the whole has no meaning there: "
+                    "drop one of the two",
                 )
         route = api.routes[lanes.index(lane)]
         documents = await api.translate_markup(
-            texts, [route] * len(texts), lambda _: request, connection, markup=True
+            texts,
+            [route] * len(texts),
+            lambda _: request,
+            connection,
+            markup=request.format == "html",
+            split_sentences=request.split_sentences,
         )
         reply: dict[str, Any] = {"translations": [found[0] for found in documents]}
         if generate_kwargs(request).get("num_return_sequences", 1) > 1:

@@ -13,9 +13,11 @@ DeepL's codes name the model's languages by their first part, in any case: ``EN-
 ``ZH`` and ``ZH-HANS`` are ``zh``. ``source_lang`` and ``target_lang`` pick the model; without ``source_lang``,
 each text goes to the model, among those into ``target_lang``, whose vocabulary reads most of it. ``tag_handling``
 translates the text between block elements whole and puts the inline markup back where the word alignments say
-(`inference.markup`); DeepL's other options
-(formality, split_sentences, context, glossaries...) are accepted and have no effect. Texts are decoded with the
-model's defaults, so a reply equals the server's own /translate; DeepL's reply has no field for a score, and gets
+(`inference.markup`). ``split_sentences`` is DeepL's: "1" (the default without ``tag_handling``) translates
+sentence by sentence, cut at punctuation and line breaks (kept), "nonewlines" (the default with it) at punctuation
+only, "0" each text (each segment) whole (`inference.sentences`). DeepL's other options (formality, context,
+glossaries...) are accepted and have no effect. Texts are decoded with the model's defaults, so a reply equals the
+server's own /translate (with ``split_sentences``); DeepL's reply has no field for a score, and gets
 none (the server's own /translate gives them with ``scores``). The ``Authorization: DeepL-Auth-Key KEY`` header
 (or the legacy ``auth_key`` field, in the query string or the body) is checked when the server has keys
 (`serving.apis.ApiGate`). Errors are DeepL's ``{"message": ...}``: 400 for a request the server refuses
@@ -80,9 +82,21 @@ def register(app: FastAPI, api: Api) -> None:
             if tags not in (None, "", "html", "xml"):
                 raise RequestError(400, f"Value for 'tag_handling' not supported: {tags!r} (use html or xml)")
             source, target = first(fields, "source_lang", form), first(fields, "target_lang", form)
+            split = first(fields, "split_sentences", form)
+            split = str(split) if split is not None else ("nonewlines" if tags else "1")
+            if split not in ("0", "1", "nonewlines"):
+                raise RequestError(
+                    400, f"Value for 'split_sentences' not supported: {split!r} (use 0, 1 or nonewlines)"
+                )
             routes = _routes(api, texts, source, target, markup=bool(tags))
             nbest = await api.translate_markup(
-                texts, routes, lambda route: DecodingRequest(), request, markup=bool(tags)
+                texts,
+                routes,
+                lambda route: DecodingRequest(),
+                request,
+                markup=bool(tags),
+                split_sentences=split != "0",
+                newlines=split == "1",
             )
         except RequestError as err:
             return _error(err)

@@ -10,9 +10,11 @@ Weblate, Discourse, ``libretranslatepy`` and the other clients that speak it.
     GET  /frontend/settings  the settings LibreTranslate's web page reads
 
 POST /translate is LibreTranslate's when its body is a form or a JSON object with ``q`` (`serving.apis`); the same
-routes are also under /libretranslate. Texts are decoded with the model's defaults (greedy or its beams), so a
-reply equals the server's own /translate; ``alternatives`` asks for n-best lists (at least N + 1 beams), the
-hypotheses after the first in the order of their sequence scores. LibreTranslate's API has no field for scores
+routes are also under /libretranslate. As LibreTranslate does, each text is translated sentence by sentence, its
+line breaks kept (`inference.sentences`), decoded with the model's defaults (greedy or its beams), so a reply
+equals the server's own /translate with ``split_sentences``; ``alternatives`` asks for n-best lists (at least
+N + 1 beams), the hypotheses after the first in the order of their sequence scores (alternative k joins
+hypothesis k + 1 of each sentence). LibreTranslate's API has no field for scores
 (the server's own /translate gives them with ``scores``).
 ``format=html`` translates the text between block elements whole and puts the inline markup (links, emphasis)
 back where the word alignments say (`inference.markup`); with ``alternatives``, each alternative is the document
@@ -128,6 +130,7 @@ def register(app: FastAPI, api: Api) -> None:
                 lambda route: _options(route, alternatives),
                 request,
                 markup=html,
+                split_sentences=True,
             )
         except RequestError as err:
             return _error(err)

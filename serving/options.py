@@ -102,7 +102,7 @@ else:
 # the fields that pick the model when a server has several (`serving.apis.Api.route`)
 LANGUAGE_FIELDS = ("source", "target")
 # the fields of POST /translate besides its decoding options
-TRANSLATE_FIELDS = ("text", *LANGUAGE_FIELDS, "scores", "glossary", "alignments", "format")
+TRANSLATE_FIELDS = ("text", *LANGUAGE_FIELDS, "scores", "glossary", "alignments", "format", "split_sentences")
 
 
 GLOSSARY_HELP = (
@@ -140,6 +140,15 @@ class TranslateRequest(DecodingRequest):
         'words the word alignment links to their words; script, style, pre, code and translate="no" content is '
         "kept as written (docs/control.md, Markup). Each segment counts toward max_texts; not with scores or "
         "alignments",
+    )
+    split_sentences: bool = Field(
+        False,
+        description="true: each text (each segment, with format html) is cut into its sentences (at line breaks, "
+        "kept in the output, and by the source language's sentence rules), each sentence is translated, and the "
+        "translations are joined in the text's layout; the n-best hypothesis k joins hypothesis k of each sentence. "
+        "A model trained on sentences translates a long paragraph far better this way (docs/control.md, Long "
+        "texts), and a text over max_source_tokens can be translated when each sentence is within it. Not with "
+        "scores or alignments",
     )
 
 

@@ -52,17 +52,18 @@ def html(texts: list[str]) -> str:
     return f'<p>{texts[0]} <a href="https://example.org/?a=1&amp;b=2">{texts[1]}</a></p><!-- kept --><br/>'
 
 
-def check_markup(url: str, reply: str, document: str) -> None:
+def check_markup(url: str, reply: str, document: str, split_sentences: bool = True) -> None:
     """``reply`` is ``document`` translated by the server's HTML mode: each segment (the text between block
-    elements, inline markup and all) translated whole as /translate translates it, every tag of the document kept
-    as written and the result well formed. Where the tags go is tested in tests/inference/test_markup.py."""
+    elements, inline markup and all) translated as /translate translates it (sentence by sentence with
+    ``split_sentences``, as LibreTranslate's and DeepL's APIs do), every tag of the document kept as written and
+    the result well formed. Where the tags go is tested in tests/inference/test_markup.py."""
     import re
 
     from vanilla_transformer.inference.markup import split_document
 
     split = split_document(document)
     texts = [segment.text for segment in split.segments]
-    expected = split.render(own(url, texts), [None] * len(texts))
+    expected = split.render(own(url, texts, split_sentences=split_sentences), [None] * len(texts))
 
     def text(found: str) -> str:
         return re.sub(r"<[^>]*>", "", found)
@@ -77,7 +78,7 @@ def test_libretranslatepy(server, served_sources):
     from libretranslatepy import LibreTranslateAPI
 
     client = LibreTranslateAPI(server)
-    expected = own(server, served_sources[:3])
+    expected = own(server, served_sources[:3], split_sentences=True)
     assert [client.translate(text, "zh", "en") for text in served_sources[:3]] == expected
     assert client.languages() == [
         {"code": "zh", "name": "zh", "targets": ["en"]},
@@ -90,7 +91,7 @@ def test_libretranslatepy(server, served_sources):
 def test_mastodon(server, served_sources):
     # Mastodon's TranslationService::LibreTranslate: JSON, a list of HTML posts, source auto, api_key null
     texts = served_sources[:4]
-    expected = own(server, texts)
+    expected = own(server, texts, split_sentences=True)
     posts = [f"<p>{texts[0]}</p>", html(texts[1:3]), texts[3]]
     languages = httpx.get(server + "/languages", headers={"Content-Type": "application/json"}, timeout=30)
     assert {entry["code"]: entry["targets"] for entry in languages.json()} == {"zh": ["en"], "en": []}
@@ -106,7 +107,7 @@ def test_mastodon(server, served_sources):
 
 def test_weblate(server, served_sources):
     texts = served_sources[:3]
-    expected = own(server, texts)
+    expected = own(server, texts, split_sentences=True)
     # Weblate's batch machinery: JSON with a list and an empty key
     body = {"api_key": "", "q": texts, "source": "zh", "target": "en"}
     assert httpx.post(server + "/translate", json=body, timeout=60).json() == {"translatedText": expected}
@@ -131,7 +132,11 @@ def test_alternatives_are_the_nbest_list(server, served_sources):
     texts = served_sources[:2]
     # two alternatives: three hypotheses, from the model's beams or three if it has fewer
     beams = max(httpx.get(server + "/info", timeout=30).json()["defaults"]["num_beams"] or 1, 3)
-    own_reply = post(server, "/translate", {"text": texts, "num_beams": beams, "num_return_sequences": 3})
+    own_reply = post(
+        server,
+        "/translate",
+        {"text": texts, "num_beams": beams, "num_return_sequences": 3, "split_sentences": True},
+    )
     nbest = own_reply.json()["nbest"]
     body = {"q": texts, "source": "zh", "target": "en", "alternatives": 2}
     reply = httpx.post(server + "/translate", json=body, timeout=60).json()
@@ -175,7 +180,7 @@ def test_deepl_sdk(server, served_sources):
     import deepl
 
     texts = served_sources[:3]
-    expected = own(server, texts)
+    expected = own(server, texts, split_sentences=True)
     translator = deepl.Translator("any-key", server_url=server)
     results = translator.translate_text(texts, source_lang="ZH", target_lang="EN-US")
     assert isinstance(results, list)
@@ -201,7 +206,7 @@ def test_deepl_form(server, served_sources):
     form = {"text": texts, "target_lang": "EN-US"}
     headers = {"Authorization": "DeepL-Auth-Key any-key"}
     reply = httpx.post(server + "/v2/translate", data=form, headers=headers, timeout=60).json()
-    assert [t["text"] for t in reply["translations"]] == own(server, texts)
+    assert [t["text"] for t in reply["translations"]] == own(server, texts, split_sentences=True)
     bad = httpx.post(server + "/v2/translate", data={"target_lang": "EN-US"}, timeout=60)
     assert bad.status_code == 400 and "text" in bad.json()["message"]
 
@@ -424,7 +429,7 @@ def test_own_api_translates_html_documents(server, served_sources):
     reply = post(server, "/translate", {"text": [document, "<p></p>"], "format": "html"})
     assert reply.status_code == 200, reply.text
     marked, empty = reply.json()["translations"]
-    check_markup(server, marked, document)
+    check_markup(server, marked, document, split_sentences=False)
     assert empty == "<p></p>"
     nbest = post(
         server, "/translate", {"text": document, "format": "html", "num_beams": 2, "num_return_sequences": 2}
@@ -432,8 +437,65 @@ def test_own_api_translates_html_documents(server, served_sources):
     assert nbest.status_code == 200 and len(nbest.json()["nbest"][0]) == 2, nbest.text
     for field in ("scores", "alignments"):
         refused = post(server, "/translate", {"text": document, "format": "html", field: True})
-        assert refused.status_code == 422 and f"{field} has no place" in refused.json()["detail"]
+        assert refused.status_code == 422 and f"{field} of the whole" in refused.json()["detail"]
     schema = httpx.get(server + "/openapi.json", timeout=30).json()
     assert "inline elements" in str(
         schema["components"]["schemas"]["TranslateRequest"]["properties"]["format"]
+    )
+
+
+def test_long_texts_are_translated_sentence_by_sentence(server, served_sources):
+    """A text of three sentences on two paragraphs, longer than the tiny model's positions: whole it is refused,
+    and LibreTranslate's API (always), DeepL's (``split_sentences`` 1, its default; nonewlines) and the server's
+    own with ``split_sentences`` translate it sentence by sentence, each sentence as /translate translates it
+    alone, the paragraph break kept (or not: nonewlines); DeepL's 0 translates it whole (refused here)."""
+    import deepl
+
+    from vanilla_transformer.inference.sentences import split_text
+
+    ends = [text for text in served_sources if text.endswith("。")][:3]
+    assert len(ends) == 3
+    text = f"{ends[0]}{ends[1]}\n\n{ends[2]}"
+    split = split_text(text, "zh")
+    assert split.sentences == tuple(ends)
+    alone = own(server, ends)
+    expected, flat = split.join(alone), split_text(text, "zh", newlines=False).join(alone)
+    assert "\n\n" in expected and "\n" not in flat
+    whole = post(server, "/translate", {"text": text})
+    assert whole.status_code == 422 and "max_source_tokens" in whole.text, whole.text
+    assert own(server, [text, ends[0]], split_sentences=True) == [expected, alone[0]]
+    body = {"q": text, "source": "zh", "target": "en"}
+    assert httpx.post(server + "/translate", json=body, timeout=60).json() == {"translatedText": expected}
+    for options, wanted in (
+        ({}, expected),
+        ({"split_sentences": "1"}, expected),
+        ({"split_sentences": "nonewlines"}, flat),
+    ):
+        reply = httpx.post(
+            server + "/v2/translate", json={"text": [text], "target_lang": "EN-US", **options}, timeout=60
+        )
+        assert reply.json()["translations"][0]["text"] == wanted, (options, reply.text)
+    translator = deepl.Translator("any-key", server_url=server)
+    assert (
+        deepl_text(translator.translate_text(text, target_lang="EN-US", split_sentences="nonewlines")) == flat
+    )
+    with pytest.raises(deepl.DeepLException, match="max_source_tokens"):
+        translator.translate_text(text, target_lang="EN-US", split_sentences="0")
+    bad = httpx.post(
+        server + "/v2/translate",
+        json={"text": [text], "target_lang": "EN-US", "split_sentences": "2"},
+        timeout=60,
+    )
+    assert bad.status_code == 400 and "split_sentences" in bad.json()["message"]
+    # n-best: hypothesis k joins hypothesis k of each sentence
+    options = {"num_beams": 2, "num_return_sequences": 2}
+    nbest = post(server, "/translate", {"text": text, "split_sentences": True, **options}).json()["nbest"][0]
+    each = post(server, "/translate", {"text": ends, **options}).json()["nbest"]
+    assert nbest == split.join_nbest(each)
+    for field in ("scores", "alignments"):
+        refused = post(server, "/translate", {"text": text, "split_sentences": True, field: True})
+        assert refused.status_code == 422 and f"{field} of the whole" in refused.json()["detail"]
+    schema = httpx.get(server + "/openapi.json", timeout=30).json()
+    assert "sentence" in str(
+        schema["components"]["schemas"]["TranslateRequest"]["properties"]["split_sentences"]
     )

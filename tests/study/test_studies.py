@@ -21,6 +21,7 @@ REQUIRED = {
     "terminology": ["--model", "folder"],
     "markup": ["--models", "folder"],
     "control_cost": ["--model", "folder"],
+    "sentences": ["--model", "folder"],
 }
 
 

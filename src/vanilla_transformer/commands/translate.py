@@ -53,6 +53,15 @@ class="notranslate" are kept as written. It writes the best hypothesis (no --num
 relative position.
 
     vanilla-transformer translate --model runs/base/export --format html < page.zh.html > page.en.html
+
+--split_sentences [LANG] translates each line (each segment, with --format html) sentence by sentence and joins
+the translations: a model trained on sentences translates a paragraph of many of them far better this way
+(docs/control.md, "Long texts"). The sentences are cut by the rules of pySBD for LANG (an ISO 639-1 code: en, de,
+zh, ja, fr, ...; without LANG, Chinese rules for a line mostly in Chinese or Japanese characters, English rules
+otherwise); the n-best hypothesis k joins hypothesis k of each sentence. Text output only (no --output_format
+jsonl/tsv or --alignments: the scores and alignment of a joined translation are not the model's).
+
+    vanilla-transformer translate --model runs/base/export --split_sentences zh < paragraphs.zh
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ import argparse
 import io
 import json
 import logging
+import re
 import sys
 from typing import Any, cast
 
@@ -112,6 +122,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="text",
         help="text (one line in, one line out; default) or html (stdin is one HTML document, translated with its "
         "markup kept: inline tags placed by word alignments; see above)",
+    )
+    parser.add_argument(
+        "--split_sentences",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="LANG",
+        help="translate each line sentence by sentence, cut by the sentence rules of LANG (ISO 639-1; default: by "
+        "script), and join the translations (see above)",
     )
     return parser.parse_args(argv)
 
@@ -184,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.format == "html":
             check_html_options(args)
+        if args.split_sentences is not None:
+            check_split_options(args)
         glossary = read_glossary(args.glossary) if args.glossary is not None else None
         model, tokenizer = load_model_from_args(args)
         check_generation_arguments(generate_kwargs, model.generation_config)
@@ -206,13 +227,36 @@ def main(argv: list[str] | None = None) -> int:
 
         document = sys.stdin.read()
         translated = translate_document(
-            model, tokenizer, document, args.batch_size, **generate_kwargs, glossary=glossary
+            model,
+            tokenizer,
+            document,
+            args.batch_size,
+            split_sentences=args.split_sentences is not None,
+            language=split_language(args),
+            **generate_kwargs,
+            glossary=glossary,
         )
         cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
         sys.stdout.write(translated)
         sys.stdout.flush()
         return 0
     lines = [line.rstrip("\r\n") for line in sys.stdin]
+    if args.split_sentences is not None:
+        from vanilla_transformer.inference.sentences import translate_split
+
+        nbest = translate_split(
+            model,
+            tokenizer,
+            lines,
+            split_language(args),
+            batch_size=args.batch_size,
+            **generate_kwargs,
+            glossary=glossary,
+        )
+        cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
+        sys.stdout.writelines("\t".join(hyps) + "\n" for hyps in nbest)
+        sys.stdout.flush()
+        return 0
     outputs = output_lines(
         model,
         tokenizer,
@@ -242,6 +286,31 @@ def check_html_options(args: argparse.Namespace) -> None:
             raise ValueError(
                 f"--format html writes one translated document; {name} has no place in it: drop one of them"
             )
+
+
+def check_split_options(args: argparse.Namespace) -> None:
+    """`ValueError` for what --split_sentences has no place for (scores, alignments) and a bad LANG."""
+    for wanted, name in (
+        (args.output_format != "text", f"--output_format {args.output_format}"),
+        (args.alignments, "--alignments"),
+    ):
+        if wanted:
+            raise ValueError(
+                f"--split_sentences joins the translations of sentences; {name} of the whole has no meaning there: "
+                "drop one of them"
+            )
+    if args.split_sentences != "auto" and not re.fullmatch(
+        r"[A-Za-z]{2,3}([-_][A-Za-z0-9]+)*", args.split_sentences
+    ):
+        raise ValueError(
+            f"--split_sentences {args.split_sentences!r} is not a language code: give an ISO 639-1 code such as en, "
+            "de or zh, or no value (sentence rules by script)"
+        )
+
+
+def split_language(args: argparse.Namespace) -> str | None:
+    """The language whose sentence rules --split_sentences uses (None: by script)."""
+    return None if args.split_sentences in (None, "auto") else args.split_sentences
 
 
 def output_lines(

@@ -1,0 +1,186 @@
+"""Sentence splitting: a long text translated sentence by sentence, then put back together.
+
+A model trained on sentences (the shipped corpora: verses of one to a few sentences) translates a paragraph of
+many sentences worse than each of them, and a text over the model's length limit cannot be translated at all.
+`split_text(text, language)` cuts a text into the sentences to translate: at its line breaks (kept as written in
+the output), and inside each line by pySBD's rules for ``language`` (Golden Rules Set: abbreviations, decimals,
+ellipses, quotations; English rules for a language pySBD does not know; without a language, Chinese rules for a
+line mostly in Han characters or kana and English rules otherwise), with a closing quotation mark or bracket that
+the rules left at the start of the next sentence ("你们要彼此相爱。” 门徒...") moved back to the sentence it
+closes. ``newlines=False`` treats a line break as a space (DeepL's ``split_sentences=nonewlines``).
+
+`SplitText.join` writes the translations of the sentences back in the text's layout: sentences of one line joined
+by a space, or by nothing between two written in Chinese or Japanese characters (the one before ends in one, the
+next starts with one, quotation marks and brackets aside), the text's line breaks between lines.
+`SplitText.chunks` groups sentences that follow each other on one line into pieces of at most a given number of
+tokens.
+
+`translate --split_sentences` and the server (LibreTranslate's API always, as LibreTranslate does; DeepL's
+``split_sentences``; the server's own ``split_sentences``) translate this way.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import regex
+
+_LINE_BREAK = re.compile(r"\s*\n\s*")
+# characters of writing without spaces between sentences: Han, kana, CJK punctuation, full-width forms
+_CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\u3000-\u303f\uff00-\uffef]")
+
+
+def _base(language: str) -> str:
+    """The language of a code with a region ("pt-BR", "zh_Hant" -> "pt", "zh")."""
+    return language.replace("_", "-").split("-")[0].lower()
+
+
+def _closing(char: str) -> bool:
+    """Whether ``char`` closes a quotation or a bracket (a sentence's end, not the next one's start)."""
+    return unicodedata.category(char) in ("Pe", "Pf") or char in "\"'"
+
+
+@lru_cache(maxsize=32)
+def _segmenter(language: str) -> Any:
+    import pysbd
+    from pysbd.languages import LANGUAGE_CODES
+
+    return pysbd.Segmenter(language=language if language in LANGUAGE_CODES else "en", clean=False)
+
+
+def _cjk_edge(text: str, last: bool) -> bool:
+    """Whether ``text`` ends (``last``) or starts with a Chinese or Japanese character, quotation marks and
+    brackets aside."""
+    for char in reversed(text) if last else text:
+        if unicodedata.category(char) in ("Ps", "Pe", "Pi", "Pf") or char in "\"'":
+            continue
+        return bool(_CJK.match(char))
+    return False
+
+
+def _joiner(before: str, after: str) -> str:
+    """What goes between two sentences of one line: nothing between Chinese or Japanese ones, else a space."""
+    return "" if _cjk_edge(before, last=True) and _cjk_edge(after, last=False) else " "
+
+
+def sentences_of(line: str, language: str | None = None) -> list[str]:
+    """The sentences of one ``line`` of ``language`` text (module docstring), stripped, none empty."""
+    line = line.strip()
+    if not line:
+        return []
+    if language is None:
+        cjk = len(_CJK.findall(line))
+        language = "zh" if cjk * 2 > len(regex.findall(r"\w", line)) else "en"
+    found = _segmenter(_base(language)).segment(line)
+    if "".join(found) != line:
+        # pySBD changed the text (it should not with clean=False): keep the line whole rather than lose any of it
+        return [line]
+    sentences: list[str] = []
+    for piece in found:
+        stripped = piece.strip()
+        if sentences and stripped and _closing(stripped[0]) and not _opens(stripped):
+            # a closing mark the rules left at the start of the next sentence goes back to the one it closes
+            cut = 1
+            while cut < len(stripped) and _closing(stripped[cut]):
+                cut += 1
+            sentences[-1] += stripped[:cut]
+            stripped = stripped[cut:].strip()
+        if stripped:
+            sentences.append(stripped)
+    return sentences
+
+
+def _opens(sentence: str) -> bool:
+    """Whether a sentence starting with a straight quote opens a quotation there (its quotes pair up)."""
+    return sentence[0] in "\"'" and sentence.count(sentence[0]) % 2 == 0
+
+
+@dataclass(frozen=True)
+class SplitText:
+    """A text cut into ``sentences``; ``lines[i]`` is the line break written before sentence ``i`` ("" within a
+    line, None before the first)."""
+
+    sentences: tuple[str, ...]
+    lines: tuple[str | None, ...]
+
+    def join(self, translations: Sequence[str]) -> str:
+        """The translations of `sentences` (one each) in the text's layout (module docstring)."""
+        if len(translations) != len(self.sentences):
+            raise ValueError(f"{len(translations)} translations for {len(self.sentences)} sentences")
+        out = ""
+        for before, translation in zip(self.lines, translations):
+            translation = translation.strip()
+            if before:
+                out += before + translation
+            elif translation:
+                out += (_joiner(out, translation) if out and not out.endswith("\n") else "") + translation
+        return out
+
+    def join_nbest(self, nbest: Sequence[Sequence[str]]) -> list[str]:
+        """The n-best list of the text from the n-best list of each of its sentences: hypothesis k joins
+        hypothesis k of each sentence (its last when it has fewer); one empty hypothesis for a text without
+        sentences."""
+        if len(nbest) != len(self.sentences):
+            raise ValueError(f"{len(nbest)} n-best lists for {len(self.sentences)} sentences")
+        count = max((len(hyps) for hyps in nbest), default=1)
+        return [self.join([hyps[min(k, len(hyps) - 1)] for hyps in nbest]) for k in range(count)]
+
+    def chunks(self, size: Callable[[str], int], budget: int) -> SplitText:
+        """The same text with the sentences of each line grouped, in order, into pieces of at most ``budget``
+        by ``size`` (a sentence over it is a piece of its own)."""
+        sentences: list[str] = []
+        lines: list[str | None] = []
+        for sentence, before in zip(self.sentences, self.lines):
+            joined = sentences[-1] + _joiner(sentences[-1], sentence) + sentence if sentences else ""
+            if before == "" and sentences and size(joined) <= budget:
+                sentences[-1] = joined
+                continue
+            sentences.append(sentence)
+            lines.append(before)
+        return SplitText(tuple(sentences), tuple(lines))
+
+
+def split_text(text: str, language: str | None = None, newlines: bool = True) -> SplitText:
+    """``text`` cut into its sentences (module docstring): ``language`` is the source language's code (ISO 639-1;
+    a region such as "pt-BR" is dropped; None: by script); with ``newlines`` False, a line break is a space. A
+    text without any sentence gives no sentences."""
+    sentences: list[str] = []
+    lines: list[str | None] = []
+    parts = _LINE_BREAK.split(text) if newlines else [" ".join(text.split())]
+    breaks = [m.group(0) for m in _LINE_BREAK.finditer(text)] if newlines else []
+    pending: str | None = None
+    for index, part in enumerate(parts):
+        if index:
+            # the break as written, without the spaces around it (a blank line stays a blank line)
+            written = "\n" * breaks[index - 1].count("\n")
+            pending = written if pending is None else pending + written
+        for position, sentence in enumerate(sentences_of(part, language)):
+            lines.append(None if not sentences else (pending or "") if position == 0 else "")
+            sentences.append(sentence)
+            pending = None
+    return SplitText(tuple(sentences), tuple(lines))
+
+
+def translate_split(
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[str],
+    language: str | None = None,
+    newlines: bool = True,
+    batch_size: int = 32,
+    **generate_kwargs: Any,
+) -> list[list[str]]:
+    """The n-best list of each of ``texts``, translated sentence by sentence (`split_text` with ``language`` and
+    ``newlines``) and joined (`SplitText.join_nbest`): the sentences of all texts batched through
+    `inference.translate_nbest` (``generate_kwargs`` as there)."""
+    from .translate import translate_nbest
+
+    splits = [split_text(text, language, newlines) for text in texts]
+    flat = [sentence for split in splits for sentence in split.sentences]
+    found = iter(translate_nbest(model, tokenizer, flat, batch_size, **generate_kwargs) if flat else [])
+    return [split.join_nbest([next(found) for _ in split.sentences]) for split in splits]
