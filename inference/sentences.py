@@ -12,8 +12,6 @@ closes. ``newlines=False`` treats a line break as a space (DeepL's ``split_sente
 `SplitText.join` writes the translations of the sentences back in the text's layout: sentences of one line joined
 by a space, or by nothing between two written in Chinese or Japanese characters (the one before ends in one, the
 next starts with one, quotation marks and brackets aside), the text's line breaks between lines.
-`SplitText.chunks` groups sentences that follow each other on one line into pieces of at most a given number of
-tokens.
 
 `translate --split_sentences` and the server (LibreTranslate's API always, as LibreTranslate does; DeepL's
 ``split_sentences``; the server's own ``split_sentences``) translate this way.
@@ -23,7 +21,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -31,8 +29,14 @@ from typing import Any
 import regex
 
 _LINE_BREAK = re.compile(r"\s*\n\s*")
+# characters pySBD reads at once beyond the sentence left open (`_segmented`), and the longest sentence it may leave
+# open (far beyond what a model reads in one input)
+WINDOW = 400
+LONGEST = 1000
 # characters of writing without spaces between sentences: Han, kana, CJK punctuation, full-width forms
 _CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\u3000-\u303f\uff00-\uffef]")
+# where a window may end: after a space, or after a Chinese or Japanese character
+_WINDOW_EDGE = regex.compile(r"\s+|[\p{Han}\p{Hiragana}\p{Katakana}\u3000-\u303f\uff00-\uffef]")
 
 
 def _base(language: str) -> str:
@@ -76,10 +80,7 @@ def sentences_of(line: str, language: str | None = None) -> list[str]:
     if language is None:
         cjk = len(_CJK.findall(line))
         language = "zh" if cjk * 2 > len(regex.findall(r"\w", line)) else "en"
-    found = _segmenter(_base(language)).segment(line)
-    if "".join(found) != line:
-        # pySBD changed the text (it should not with clean=False): keep the line whole rather than lose any of it
-        return [line]
+    found = _segmented(_segmenter(_base(language)), line)
     sentences: list[str] = []
     for piece in found:
         stripped = piece.strip()
@@ -93,6 +94,32 @@ def sentences_of(line: str, language: str | None = None) -> list[str]:
         if stripped:
             sentences.append(stripped)
     return sentences
+
+
+def _segmented(segmenter: Any, line: str) -> list[str]:
+    """pySBD's sentences of ``line``, read a window at a time: its rules take time that grows with the square of
+    the text they read (a 54 KB line of "1. 2. 3. ..." takes minutes whole), so each call reads the sentence left
+    open by the previous window and the next `WINDOW` characters (cut after a space or a Chinese or Japanese
+    character where there is one), and a sentence still open after `LONGEST` characters is cut there. The pieces
+    join back to ``line``."""
+    found: list[str] = []
+    carry, rest = "", line
+    while rest:
+        cut = len(rest)
+        if cut > WINDOW:
+            edges = [m.end() for m in _WINDOW_EDGE.finditer(rest, 0, WINDOW)]
+            cut = edges[-1] if edges else WINDOW
+        piece, rest = carry + rest[:cut], rest[cut:]
+        pieces = segmenter.segment(piece)
+        if "".join(pieces) != piece:
+            # pySBD changed the text (it should not with clean=False): keep it whole rather than lose any of it
+            pieces = [piece]
+        carry = pieces.pop() if rest else ""
+        found += pieces
+        if len(carry) > LONGEST:
+            found.append(carry)
+            carry = ""
+    return found + ([carry] if carry else [])
 
 
 def _opens(sentence: str) -> bool:
@@ -129,20 +156,6 @@ class SplitText:
             raise ValueError(f"{len(nbest)} n-best lists for {len(self.sentences)} sentences")
         count = max((len(hyps) for hyps in nbest), default=1)
         return [self.join([hyps[min(k, len(hyps) - 1)] for hyps in nbest]) for k in range(count)]
-
-    def chunks(self, size: Callable[[str], int], budget: int) -> SplitText:
-        """The same text with the sentences of each line grouped, in order, into pieces of at most ``budget``
-        by ``size`` (a sentence over it is a piece of its own)."""
-        sentences: list[str] = []
-        lines: list[str | None] = []
-        for sentence, before in zip(self.sentences, self.lines):
-            joined = sentences[-1] + _joiner(sentences[-1], sentence) + sentence if sentences else ""
-            if before == "" and sentences and size(joined) <= budget:
-                sentences[-1] = joined
-                continue
-            sentences.append(sentence)
-            lines.append(before)
-        return SplitText(tuple(sentences), tuple(lines))
 
 
 def split_text(text: str, language: str | None = None, newlines: bool = True) -> SplitText:

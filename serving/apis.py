@@ -192,16 +192,17 @@ class Api:
                 f"the request has {count} {what}, more than the server's limit max_texts="
                 f"{self.limits.max_texts}: split it",
             )
-        # what is translated of each piece: its sentences, or the piece whole
-        splits = [
-            [
-                split_text(piece, route.pair[0] if route.pair else None, newlines)
-                if split_sentences
-                else SplitText((piece,), (None,))
-                for piece in found
-            ]
-            for found, route in zip(pieces, routes)
-        ]
+        # what is translated of each piece: its sentences (cut in a worker thread: up to a few seconds for a
+        # request at max_request_bytes), or the piece whole
+        if split_sentences:
+            splits = await asyncio.to_thread(
+                lambda: [
+                    [split_text(piece, route.pair[0] if route.pair else None, newlines) for piece in found]
+                    for found, route in zip(pieces, routes)
+                ]
+            )
+        else:
+            splits = [[SplitText((piece,), (None,)) for piece in found] for found in pieces]
         groups: dict[int, list[int]] = {}
         for i, route in enumerate(routes):
             groups.setdefault(id(route), []).append(i)

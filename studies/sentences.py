@@ -4,8 +4,8 @@ of sentences (docs/control.md, "Long texts: sentence by sentence").
 The zh->en test split (1 Kings and 2 Corinthians, in order) read as it is (one verse per input) and as paragraphs
 of ``--verses`` consecutive verses (sources joined as Chinese is written, without spaces; references joined by a
 space). Each is translated whole, sentence by sentence (`inference.sentences.split_text`, joined by
-`SplitText.join`) and in chunks of sentences of at most ``--budget`` source tokens (`SplitText.chunks`); BLEU and
-chrF against the (joined) references, and the time of each, with the model's generation config, batch 32.
+`SplitText.join`) and in chunks of consecutive sentences of at most ``--budget`` source tokens (`chunked`); BLEU
+and chrF against the (joined) references, and the time of each, with the model's generation config, batch 32.
 
     OMP_NUM_THREADS=1 nice -n 10 python -m studies.sentences --model outputs/default
 """
@@ -13,8 +13,25 @@ chrF against the (joined) references, and the time of each, with the model's gen
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from studies import study_parser
+
+
+def chunked(split: Any, size: Any, budget: int) -> Any:
+    """The `SplitText` ``split`` of a Chinese text with the sentences of each line grouped, in order, into pieces
+    of at most ``budget`` by ``size`` (a longer sentence alone)."""
+    from vanilla_transformer.inference.sentences import SplitText
+
+    sentences: list[str] = []
+    lines: list[str | None] = []
+    for sentence, before in zip(split.sentences, split.lines):
+        if before == "" and sentences and size(sentences[-1] + sentence) <= budget:
+            sentences[-1] += sentence
+        else:
+            sentences.append(sentence)
+            lines.append(before)
+    return SplitText(tuple(sentences), tuple(lines))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -49,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         ways = {
             "whole": [SplitText((text,), (None,)) for text in texts],
             "by sentence": splits,
-            f"chunks of <= {args.budget} tokens": [split.chunks(size, args.budget) for split in splits],
+            f"chunks of <= {args.budget} tokens": [chunked(split, size, args.budget) for split in splits],
         }
         for way, pieces in ways.items():
             flat = [sentence for split in pieces for sentence in split.sentences]

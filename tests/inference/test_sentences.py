@@ -77,7 +77,7 @@ def test_line_breaks_are_kept_and_sentences_joined_in_the_targets_way():
         split.join(["a", "b"])
 
 
-def test_nbest_and_chunks():
+def test_nbest_lists_are_joined_hypothesis_by_hypothesis():
     split = split_text("One. Two. Three.\nFour.", "en")
     assert split.join_nbest([["a", "b", "c"], ["d"], ["e", "f"], ["g", "h"]]) == [
         "a d e\ng",
@@ -85,10 +85,6 @@ def test_nbest_and_chunks():
         "c d f\nh",
     ]
     assert SplitText((), ()).join_nbest([]) == [""]
-    # chunks: consecutive sentences of one line, at most the budget (a longer sentence alone), never across lines
-    chunks = split.chunks(len, 10)
-    assert chunks.sentences == ("One. Two.", "Three.", "Four.") and chunks.lines == (None, "", "\n")
-    assert split_text("他来了。她走了。", "zh").chunks(len, 99).sentences == ("他来了。她走了。",)
 
 
 words = st.sampled_from(
