@@ -187,3 +187,27 @@ def test_cli_html_split_sentences(copier, tmp_path, monkeypatch, capsys):
     translated = [translate_nbest(model, tokenizer, [s])[0][0] for s in expected.sentences]
     assert re.sub(r"<[^>]*>", "", out).startswith(expected.join(translated))
     assert sorted(re.findall(r"<[^>]*>", out)) == sorted(re.findall(r"<[^>]*>", document))
+
+
+def test_long_lines_are_read_a_window_at_a_time():
+    """pySBD reads a long line a window at a time (its rules take time that grows with the square of what they
+    read): on ordinary text the sentences are those of the whole line read at once, and a sentence that never ends
+    is cut into pieces of bounded length, no character lost."""
+    import pysbd
+
+    from vanilla_transformer.inference.sentences import LONGEST, WINDOW
+
+    for language, line in (
+        (
+            "en",
+            " ".join(f"Number {i} says e.g. {i}.5 things to Dr. Who? Yes... it does." for i in range(150)),
+        ),
+        ("zh", "".join(f"他说：「第{i}个。」她问：这是什么？他回答。" for i in range(300))),
+    ):
+        assert len(line) > 10 * WINDOW
+        whole = [s.strip() for s in pysbd.Segmenter(language=language, clean=False).segment(line)]
+        assert list(split_text(line, language).sentences) == [s for s in whole if s]
+    endless = "word " * 3000
+    pieces = split_text(endless, "en").sentences
+    assert len(pieces) > 1 and all(len(piece) <= LONGEST + WINDOW for piece in pieces)
+    assert "".join(pieces).replace(" ", "") == endless.replace(" ", "")
