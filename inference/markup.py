@@ -26,6 +26,9 @@ each inline element around the target words aligned with the source words it hel
   translated with the sentence so the model reads them in context, then the target words aligned with them are
   replaced by the element as written.
 
+`TagRules` adds to these rules the caller's own tag names (DeepL's ``splitting_tags``, ``non_splitting_tags`` and
+``ignore_tags``): elements that always end a segment, elements that never do, elements kept as written.
+
 Tags, attributes, comments and declarations come out as written (attributes such as ``alt`` and ``title`` are not
 translated); text is escaped for HTML. Engines that return no attention (ONNX) place tags by relative position
 (`proportional_alignment`), which suits short inline elements in languages of similar word order only.
@@ -158,11 +161,11 @@ def _match(events: list[_Event]) -> dict[int, int]:
     return closes
 
 
-def _holding_blocks(events: list[_Event], closes: dict[int, int]) -> dict[int, bool]:
+def _holding_blocks(events: list[_Event], closes: dict[int, int], rules: TagRules) -> dict[int, bool]:
     """Whether each element (the index of its start tag, and of its end tag) holds a block boundary: a block tag,
     or an element kept as written that is never translated (`VERBATIM`)."""
     boundary = [
-        event.kind in ("start", "end", "void") and (event.name in BLOCK or event.name in VERBATIM)
+        event.kind in ("start", "end", "void") and (rules.block(event.name) or event.name in VERBATIM)
         for event in events
     ]
     before = [0]
@@ -188,14 +191,40 @@ def _end_tag(document: str, events: list[_Event], start: int, close: int) -> str
     return f"</{_tag_name(document[events[start].begin : events[start].end])}>"
 
 
-def _kept(event: _Event) -> bool:
-    """Whether an element's content is kept as written (module docstring)."""
-    attrs = {name.lower(): (value or "") for name, value in event.attrs}
-    return (
-        event.name in KEPT_INLINE
-        or attrs.get("translate", "").strip().lower() == "no"
-        or "notranslate" in attrs.get("class", "").split()
-    )
+@dataclass(frozen=True)
+class TagRules:
+    """Tag names (any case) that the caller classes itself: ``splitting`` elements end a segment like a block
+    element, ``non_splitting`` ones never do (not even a block element of HTML's), ``ignored`` ones are kept as
+    written like ``translate="no"``."""
+
+    splitting: frozenset[str] = frozenset()
+    non_splitting: frozenset[str] = frozenset()
+    ignored: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(
+        cls, splitting: Sequence[str] = (), non_splitting: Sequence[str] = (), ignored: Sequence[str] = ()
+    ):
+        """Rules from lists of tag names (empty names dropped)."""
+
+        def names(given: Sequence[str]) -> frozenset[str]:
+            return frozenset(name.strip().lower() for name in given if name.strip())
+
+        return cls(names(splitting), names(non_splitting), names(ignored))
+
+    def block(self, name: str) -> bool:
+        """Whether an element named ``name`` ends a segment."""
+        return (name in BLOCK or name in self.splitting) and name not in self.non_splitting
+
+    def kept(self, event: _Event) -> bool:
+        """Whether an element's content is kept as written (module docstring)."""
+        attrs = {name.lower(): (value or "") for name, value in event.attrs}
+        return (
+            event.name in KEPT_INLINE
+            or event.name in self.ignored
+            or attrs.get("translate", "").strip().lower() == "no"
+            or "notranslate" in attrs.get("class", "").split()
+        )
 
 
 def _tag_name(raw: str) -> str:
@@ -324,12 +353,13 @@ class Document:
         return "".join(out)
 
 
-def split_document(document: str) -> Document:
+def split_document(document: str, rules: TagRules | None = None) -> Document:
     """``document`` (HTML or XML, parsed by the standard library's `html.parser`) as markup and segments (module
-    docstring)."""
+    docstring), tags classed by ``rules`` where they name them."""
+    rules = rules or TagRules()
     events = _events(document)
     closes = _match(events)
-    holds_block = _holding_blocks(events, closes)
+    holds_block = _holding_blocks(events, closes, rules)
     parts: list[str | Segment] = []
     builder: _Builder | None = None
 
@@ -348,14 +378,14 @@ def split_document(document: str) -> Document:
         event = events[k]
         close = closes.get(k, k)
         span_end = events[close].end if close < len(events) else len(document)
-        kept = _kept(event)
+        kept = rules.kept(event)
         if event.kind == "start" and (
-            event.name in VERBATIM or (kept and (holds_block.get(k, False) or event.name in BLOCK))
+            event.name in VERBATIM or (kept and (holds_block.get(k, False) or rules.block(event.name)))
         ):
             raw(event.begin, span_end)
             k = close + 1
             continue
-        if event.kind in ("start", "end", "void") and (event.name in BLOCK or holds_block.get(k, False)):
+        if event.kind in ("start", "end", "void") and (rules.block(event.name) or holds_block.get(k, False)):
             # a block tag itself is markup between segments; what it holds is walked on
             raw(event.begin, event.end)
             k += 1

@@ -147,13 +147,16 @@ class Api:
             )
         return found[0]
 
-    def detect(self, text: str, routes: Sequence[Route], markup: bool = False) -> tuple[Route, float]:
+    def detect(
+        self, text: str, routes: Sequence[Route], markup: bool = False, tags: Any = None
+    ) -> tuple[Route, float]:
         """The model of ``routes`` whose vocabulary reads the largest share of ``text`` (`Route.read_share`; with
-        ``markup``, of the text of its segments), the first of them on a tie, and that share."""
+        ``markup``, of the text of its segments, ``tags`` the `inference.markup.TagRules`), the first of them on a
+        tie, and that share."""
         if markup:
             from vanilla_transformer.inference.markup import split_document
 
-            text = " ".join(segment.text for segment in split_document(text).segments)
+            text = " ".join(segment.text for segment in split_document(text, tags).segments)
         shares = [route.read_share(text) for route in routes]
         best = max(range(len(shares)), key=lambda i: (shares[i], -i))
         return routes[best], shares[best]
@@ -167,11 +170,13 @@ class Api:
         markup: bool,
         split_sentences: bool = False,
         newlines: bool = True,
+        tags: Any = None,
     ) -> list[list[str]]:
         """The n-best lists of ``texts``, text i by the model ``routes[i]`` with ``options(route)``, the models
         at once; with ``markup`` each text is HTML or XML whose segments (the text between block boundaries) are
         translated whole and whose inline markup is put back by word alignment (`inference.markup`; by relative
-        position where the model's engine returns no attention). With ``split_sentences`` each text (each segment)
+        position where the model's engine returns no attention; ``tags``: the caller's `inference.markup.TagRules`).
+        With ``split_sentences`` each text (each segment)
         is translated sentence by sentence and put back together (`inference.sentences`; ``newlines`` False: line
         breaks are spaces), hypothesis k of the whole made of hypothesis k of each sentence (its last when it has
         fewer). Every text, and with ``markup`` every segment, counts toward the server's ``max_texts``
@@ -179,7 +184,7 @@ class Api:
         from vanilla_transformer.inference.markup import split_document
         from vanilla_transformer.inference.sentences import SplitText, split_text
 
-        documents = [split_document(text) for text in texts] if markup else []
+        documents = [split_document(text, tags) for text in texts] if markup else []
         if markup:
             pieces = [[segment.text for segment in document.segments] for document in documents]
         else:

@@ -15,8 +15,10 @@ each text goes to the model, among those into ``target_lang``, whose vocabulary 
 translates the text between block elements whole and puts the inline markup back where the word alignments say
 (`inference.markup`). ``split_sentences`` is DeepL's: "1" (the default without ``tag_handling``) translates
 sentence by sentence, cut at punctuation and line breaks (kept), "nonewlines" (the default with it) at punctuation
-only, "0" each text (each segment) whole (`inference.sentences`). DeepL's other options (formality, context,
-glossaries...) are accepted and have no effect. Texts are decoded with the model's defaults, so a reply equals the
+only, "0" each text (each segment) whole (`inference.sentences`). With ``tag_handling``, ``splitting_tags`` name
+elements that end a segment, ``non_splitting_tags`` elements that never do, and ``ignore_tags`` elements kept as
+written (`inference.markup.TagRules`; comma-separated names). DeepL's other options (formality, context,
+glossaries, outline_detection...) are accepted and have no effect. Texts are decoded with the model's defaults, so a reply equals the
 server's own /translate (with ``split_sentences``); DeepL's reply has no field for a score, and gets
 none (the server's own /translate gives them with ``scores``). The ``Authorization: DeepL-Auth-Key KEY`` header
 (or the legacy ``auth_key`` field, in the query string or the body) is checked when the server has keys
@@ -31,6 +33,8 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+
+from vanilla_transformer.inference.markup import TagRules
 
 from .apis import Api, Route, add_routes, error_reply, first, read_fields
 from .options import DecodingRequest, RequestError
@@ -51,7 +55,19 @@ def model_language(code: str) -> str:
     return code.split("-")[0].strip().lower()
 
 
-def _routes(api: Api, texts: list[str], source: Any, target: Any, markup: bool) -> list[Route]:
+def _tag_names(fields: dict[str, Any], name: str, form: bool) -> list[str]:
+    """The tag names of the field ``name``: comma-separated, in one value or several (a form's repeated field, a
+    JSON list). `RequestError` (400) for anything else."""
+    value = fields.get(name)
+    values = [] if value is None else value if isinstance(value, list) else [value]
+    if not all(isinstance(v, str) for v in values):
+        raise RequestError(400, f"Value for '{name}' not supported: send comma-separated tag names")
+    return [tag for v in values for tag in v.split(",")]
+
+
+def _routes(
+    api: Api, texts: list[str], source: Any, target: Any, markup: bool, tags: TagRules | None = None
+) -> list[Route]:
     """The model of each text: the one from ``source_lang`` into ``target_lang``; without ``source_lang``, the
     one among the models into ``target_lang`` that reads most of the text (`serving.apis.Api.detect`).
     `RequestError` (400) for languages the server does not translate."""
@@ -63,7 +79,7 @@ def _routes(api: Api, texts: list[str], source: Any, target: Any, markup: bool) 
     found = api.select(wanted, model_language(target), NAMES, need_pair=True)
     if len(found) == 1:
         return [found[0]] * len(texts)
-    return [api.detect(text, found, markup)[0] for text in texts]
+    return [api.detect(text, found, markup, tags)[0] for text in texts]
 
 
 def register(app: FastAPI, api: Api) -> None:
@@ -88,7 +104,13 @@ def register(app: FastAPI, api: Api) -> None:
                 raise RequestError(
                     400, f"Value for 'split_sentences' not supported: {split!r} (use 0, 1 or nonewlines)"
                 )
-            routes = _routes(api, texts, source, target, markup=bool(tags))
+            rules = TagRules.of(
+                *(
+                    _tag_names(fields, name, form)
+                    for name in ("splitting_tags", "non_splitting_tags", "ignore_tags")
+                )
+            )
+            routes = _routes(api, texts, source, target, bool(tags), rules)
             nbest = await api.translate_markup(
                 texts,
                 routes,
@@ -97,6 +119,7 @@ def register(app: FastAPI, api: Api) -> None:
                 markup=bool(tags),
                 split_sentences=split != "0",
                 newlines=split == "1",
+                tags=rules,
             )
         except RequestError as err:
             return _error(err)

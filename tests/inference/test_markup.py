@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from vanilla_transformer.inference.alignment import WordAlignment, word_spans
-from vanilla_transformer.inference.markup import proportional_alignment, split_document
+from vanilla_transformer.inference.markup import TagRules, proportional_alignment, split_document
 
 
 def aligned(links: list[tuple[int, int]], source: str, target: str) -> WordAlignment:
@@ -242,6 +242,24 @@ def test_xml_tags_keep_their_case_and_unknown_elements_are_inline():
     target = "Der Herr spricht"
     rendered = split.render([target], [aligned([(0, 0), (1, 1), (2, 2)], "The Lord speaks", target)])
     assert rendered == '<Doc><Title>Der <Term id="t1">Herr</Term> spricht</Title></Doc>'
+
+
+def test_the_callers_tag_rules_split_join_and_keep():
+    """`TagRules` (DeepL's splitting_tags, non_splitting_tags, ignore_tags): named elements end a segment, never
+    end one (an HTML block element included), or are kept as written; names in any case."""
+    document = "<doc><s>One two.</s><s>Three <x>four</x> five.</s><p>six <Keep>seven</Keep></p></doc>"
+    assert [s.text for s in split_document(document).segments] == ["One two.Three four five.", "six seven"]
+    rules = TagRules.of(splitting=["S", " "], non_splitting=["p"], ignored=["keep"])
+    split = split_document(document, rules)
+    assert [s.text for s in split.segments] == ["One two.", "Three four five.", "six seven"]
+    texts = [s.text for s in split.segments]
+    assert split.render(texts, [identity(text) for text in texts]) == document
+    targets = ["Eins zwei.", "Drei vier fünf.", "sechs sieben"]
+    rendered = split.render(targets, [identity(text) for text in targets])
+    assert rendered == "<doc><s>Eins zwei.</s><s>Drei <x>vier</x> fünf.</s><p>sechs <Keep>seven</Keep></p></doc>"
+    # a block element never splitting: its text joins the text around it
+    joined = split_document("<div>a <p>b</p> c</div>", TagRules.of(non_splitting=["p", "div"]))
+    assert [s.text for s in joined.segments] == ["a b c"]
 
 
 def test_text_is_escaped_and_chinese_characters_are_words():

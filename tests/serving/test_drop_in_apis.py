@@ -499,3 +499,43 @@ def test_long_texts_are_translated_sentence_by_sentence(server, served_sources):
     assert "sentence" in str(
         schema["components"]["schemas"]["TranslateRequest"]["properties"]["split_sentences"]
     )
+
+
+def test_deepl_tag_options(server, served_sources):
+    """DeepL's splitting_tags, non_splitting_tags and ignore_tags (lists in the SDK, comma-separated on the wire)
+    class the document's elements: the <s> elements are segments of their own, <keep> comes out as written."""
+    import deepl
+
+    from vanilla_transformer.inference.markup import TagRules, split_document
+
+    texts = served_sources[:3]
+    document = f"<doc><s>{texts[0]}</s><s>{texts[1]}<keep>{texts[2]}</keep></s></doc>"
+    split = split_document(document, TagRules.of(splitting=["s"], ignored=["keep"]))
+    assert [segment.text for segment in split.segments] == [texts[0], texts[1] + texts[2]]
+    translator = deepl.Translator("any-key", server_url=server)
+    options = {"target_lang": "EN-US", "tag_handling": "xml"}
+    result = deepl_text(
+        translator.translate_text(document, **options, splitting_tags=["s"], ignore_tags=["keep", "other"])
+    )
+    first = own(server, [texts[0]], split_sentences=True)[0]
+    assert result.startswith(f"<doc><s>{first}</s><s>") and f"<keep>{texts[2]}</keep></s></doc>" in result, (
+        result
+    )
+    # without the rules the document is one segment and <keep> is translated
+    plain = deepl_text(translator.translate_text(document, **options))
+    assert "<keep>" in plain and f"<keep>{texts[2]}</keep>" not in plain
+    # non_splitting_tags: <p>, a block element of HTML's, no longer ends a segment
+    joined = f"<div>{texts[0]}<p>{texts[1]}</p></div>"
+    reply = httpx.post(
+        server + "/v2/translate",
+        data={"text": joined, "non_splitting_tags": "p,div", **options},
+        timeout=60,
+    )
+    assert reply.status_code == 200 and reply.json()["translations"][0]["text"].startswith("<div>"), (
+        reply.text
+    )
+    assert len(split_document(joined, TagRules.of(non_splitting=["p", "div"])).segments) == 1
+    bad = httpx.post(
+        server + "/v2/translate", json={"text": [joined], "ignore_tags": 5, **options}, timeout=60
+    )
+    assert bad.status_code == 400 and "ignore_tags" in bad.json()["message"]
