@@ -256,7 +256,9 @@ def test_the_callers_tag_rules_split_join_and_keep():
     assert split.render(texts, [identity(text) for text in texts]) == document
     targets = ["Eins zwei.", "Drei vier fünf.", "sechs sieben"]
     rendered = split.render(targets, [identity(text) for text in targets])
-    assert rendered == "<doc><s>Eins zwei.</s><s>Drei <x>vier</x> fünf.</s><p>sechs <Keep>seven</Keep></p></doc>"
+    assert (
+        rendered == "<doc><s>Eins zwei.</s><s>Drei <x>vier</x> fünf.</s><p>sechs <Keep>seven</Keep></p></doc>"
+    )
     # a block element never splitting: its text joins the text around it
     joined = split_document("<div>a <p>b</p> c</div>", TagRules.of(non_splitting=["p", "div"]))
     assert [s.text for s in joined.segments] == ["a b c"]

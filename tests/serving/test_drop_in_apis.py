@@ -515,14 +515,20 @@ def test_deepl_tag_options(server, served_sources):
     translator = deepl.Translator("any-key", server_url=server)
     options = {"target_lang": "EN-US", "tag_handling": "xml"}
     result = deepl_text(
-        translator.translate_text(document, **options, splitting_tags=["s"], ignore_tags=["keep", "other"])
+        translator.translate_text(
+            document,
+            target_lang="EN-US",
+            tag_handling="xml",
+            splitting_tags=["s"],
+            ignore_tags=["keep", "other"],
+        )
     )
     first = own(server, [texts[0]], split_sentences=True)[0]
     assert result.startswith(f"<doc><s>{first}</s><s>") and f"<keep>{texts[2]}</keep></s></doc>" in result, (
         result
     )
     # without the rules the document is one segment and <keep> is translated
-    plain = deepl_text(translator.translate_text(document, **options))
+    plain = deepl_text(translator.translate_text(document, target_lang="EN-US", tag_handling="xml"))
     assert "<keep>" in plain and f"<keep>{texts[2]}</keep>" not in plain
     # non_splitting_tags: <p>, a block element of HTML's, no longer ends a segment
     joined = f"<div>{texts[0]}<p>{texts[1]}</p></div>"
