@@ -22,6 +22,7 @@ output does not depend on which worker translates it or when. Two ways to run th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -52,7 +53,8 @@ class CorpusJob:
     `inference.engines.load_engine`'s. `generate_kwargs`: the decoding options (None = the model's generation
     config), checked by `modeling.check_generation_arguments`. `batch_size`/`max_tokens`: the batches of
     `inference.translate.translate_scored`. `chunk_size`: rows per part file (the unit of progress). `seed`:
-    sampling seed (per chunk: ``seed + first row``)."""
+    sampling seed (per chunk: ``seed + first row``). `glossary`: terminology (`inference.constraints.Glossary`'s
+    entries, carried in the job so that every worker and Ray actor has them)."""
 
     input: str
     output: str
@@ -68,6 +70,7 @@ class CorpusJob:
     max_tokens: int | None = 4096
     chunk_size: int = 1000
     seed: int | None = None
+    glossary: tuple[tuple[str, str], ...] | None = None
 
     def check(self) -> None:
         """`ValueError` for an output format, chunk size, batch size or token budget that cannot work."""
@@ -87,8 +90,11 @@ class CorpusJob:
 
     def manifest(self, rows: int) -> dict[str, Any]:
         """What the parts depend on: a run with another manifest cannot reuse them."""
-        skipped = ("output", "device", "batch_size", "max_tokens", "generate_kwargs")
+        skipped = ("output", "device", "batch_size", "max_tokens", "generate_kwargs", "glossary")
         kept = {k: v for k, v in asdict(self).items() if k not in skipped}
+        if self.glossary is not None:
+            # the terms themselves (a glossary may hold thousands) by their hash
+            kept["glossary"] = hashlib.sha256(json.dumps(self.glossary).encode()).hexdigest()
         return {**kept, **self.generate_kwargs, "input": str(Path(self.input).resolve()), "rows": rows}
 
     @property
@@ -190,6 +196,8 @@ def translate_rows(
         from transformers import set_seed
 
         set_seed(job.seed + ids[0])
+    from .constraints import Glossary
+
     hyps, scores = translate_scored(
         model,
         tokenizer,
@@ -197,6 +205,7 @@ def translate_rows(
         job.batch_size,
         max_tokens=job.max_tokens,
         progress=progress,
+        glossary=Glossary(job.glossary) if job.glossary else None,
         **job.generate_kwargs,
     )
     done = dict(zip(todo, zip(hyps, scores)))

@@ -296,3 +296,47 @@ def test_engine_greedy_scores_equal_torch(loaded, engine, tmp_path):
     torch.testing.assert_close(
         torch.tensor(scores[:-1]), torch.tensor(expected_scores[:-1]), atol=1e-3, rtol=0
     )
+
+
+def test_glossary_terms_reach_every_row_and_bind_the_progress(export, loaded, tmp_path, capsys):
+    """--glossary: each row's translation is THE loop's with the glossary (its terms in the rows whose source has
+    them); the terms are part of the job, so a parts folder of other terms is refused, naming the glossary; a
+    bad glossary file or --engine ct2 is one error line, exit 2."""
+    from vanilla_transformer.inference.constraints import read_glossary
+    from vanilla_transformer.inference.corpus_translation import CorpusJob, prepare_parts
+
+    model, tokenizer = loaded
+    lines = corpus_lines(6)
+    data = write_tsv(tmp_path / "in.tsv", lines)
+    glossary_file = tmp_path / "terms.tsv"
+    glossary_file.write_text("光\tlight\n神\tGod\n", encoding="utf-8")
+    glossary = read_glossary(glossary_file)
+    out = tmp_path / "out.jsonl"
+    # room for both terms beyond the tiny model's 6 new tokens
+    common = ["--model", str(export), "--input", str(data), "--num_beams", "2", "--max_new_tokens", "16"]
+    assert translate_corpus.main([*common, "--output", str(out), "--glossary", str(glossary_file)]) == 0
+    records = read_output(out)
+    texts = [line for line in lines if line.strip()]
+    expected, _ = translate_scored(model, tokenizer, texts, glossary=glossary, num_beams=2, max_new_tokens=16)
+    assert [r["translation"] for r in records if r["error"] is None] == [hyps[0] for hyps in expected]
+    for record in records:
+        for term in glossary.terms_for(record["source"] or ""):
+            assert term in record["translation"], record
+    assert any(glossary.terms_for(line) for line in lines)
+    job = CorpusJob(
+        input=str(data), output=str(tmp_path / "o.jsonl"), model=str(export), glossary=glossary.entries
+    )
+    prepare_parts(job, 6, create=True)
+    other = CorpusJob(**{**vars(job), "glossary": (("光", "brightness"),)})
+    with pytest.raises(ValueError, match="other glossary"):
+        prepare_parts(other, 6, create=False)
+    capsys.readouterr()
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("a\tb\tc\n", encoding="utf-8")
+    for options, message in (
+        (["--glossary", str(bad)], "3 tab-separated columns"),
+        (["--glossary", str(glossary_file), "--engine", "ct2"], "--engine ct2 does not take --glossary"),
+    ):
+        code = translate_corpus.main([*common, "--output", str(tmp_path / "x.jsonl"), *options])
+        errors = capsys.readouterr().err.splitlines()
+        assert code == 2 and len(errors) == 1 and message in errors[0], errors

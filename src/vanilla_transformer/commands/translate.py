@@ -101,13 +101,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="text (translations, default), jsonl (scores and per-token log-probabilities) or tsv (translation, "
         "score, log_prob): see Scores above",
     )
-    parser.add_argument(
-        "--glossary",
-        default=None,
-        metavar="FILE",
-        help="TSV of source term<TAB>target term (empty target: do-not-translate); each term that occurs in a "
-        "line comes out in its translation (constrained beam search, --engine torch)",
-    )
+    add_glossary_argument(parser)
     parser.add_argument(
         "--alignments",
         action="store_true",
@@ -150,6 +144,17 @@ def add_translation_arguments(parser: argparse.ArgumentParser) -> None:
         help="torch (the model folder), ct2 or onnx (a folder from vanilla-transformer export --engine ct2 / onnx)",
     )
     add_decoding_arguments(parser, *DEFAULT_DECODING_OPTIONS, *SAMPLING_OPTIONS)
+
+
+def add_glossary_argument(parser: argparse.ArgumentParser) -> None:
+    """--glossary FILE (translate and translate-corpus)."""
+    parser.add_argument(
+        "--glossary",
+        default=None,
+        metavar="FILE",
+        help="TSV of source term<TAB>target term (empty target: do-not-translate); each term that occurs in a "
+        "line comes out in its translation (constrained beam search, --engine torch)",
+    )
 
 
 def decoding_kwargs(args: argparse.Namespace) -> dict[str, Any]:

@@ -17,6 +17,10 @@ stopped. Under `accelerate launch`, each process translates one contiguous run o
 there are GPUs) and the main process writes the output. With --ray_actors N, Ray Data translates the chunks with
 N actors, one model each (pip install 'vanilla-transformer[ray]'; --ray_address for a cluster). Exit code 2 for
 bad options, a missing column or a model that cannot be found.
+
+--glossary FILE puts terminology into the translations as `vanilla-transformer translate --glossary` does (one
+"source term<TAB>target term" per line; --engine torch, beam search); the terms travel with the job to every
+process and Ray actor, and a run resumes only with the same terms.
 """
 
 from __future__ import annotations
@@ -28,7 +32,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from vanilla_transformer.commands.arguments import command_parser
-from vanilla_transformer.commands.translate import add_translation_arguments, check_decoding, decoding_kwargs
+from vanilla_transformer.commands.translate import (
+    add_glossary_argument,
+    add_translation_arguments,
+    check_decoding,
+    decoding_kwargs,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -39,6 +48,7 @@ if TYPE_CHECKING:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = command_parser("translate-corpus", __doc__)
     add_translation_arguments(parser)
+    add_glossary_argument(parser)
     parser.add_argument("--input", required=True, help="the file (or saved dataset folder) to translate")
     parser.add_argument(
         "--column",
@@ -82,9 +92,15 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     from vanilla_transformer.corpus.texts import read_texts
+    from vanilla_transformer.inference.constraints import read_glossary
     from vanilla_transformer.inference.corpus_translation import CorpusJob
 
     generate_kwargs = decoding_kwargs(args)
+    try:
+        glossary = read_glossary(args.glossary).entries if args.glossary is not None else None
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     job = CorpusJob(
         input=args.input,
         output=args.output,
@@ -100,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         max_tokens=args.max_tokens,
         chunk_size=args.chunk_size,
         seed=args.seed,
+        glossary=glossary,
     )
     try:
         job.check()
