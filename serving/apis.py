@@ -215,7 +215,7 @@ class Api:
         for members in groups.values():
             route = routes[members[0]]
             todo = [sentence for i in members for split in splits[i] for sentence in split.sentences]
-            jobs.append(route.translate(todo, options(route), connection) if todo else _nothing())
+            jobs.append(_in_slices(route, todo, options(route), connection, self.limits.max_texts))
         done = await asyncio.gather(*jobs)
         # per text, per piece, per sentence: its n-best list
         units: dict[int, list[list[list[str]]]] = {}
@@ -289,8 +289,14 @@ class Api:
         return aligned
 
 
-async def _nothing() -> list[list[str]]:
-    return []
+async def _in_slices(
+    route: Route, texts: list[str], options: DecodingRequest, connection: Request, size: int
+) -> list[list[str]]:
+    """``route.translate`` of ``texts`` in slices of at most ``size`` (the server's ``max_texts``, which the
+    sentences of a text do not count toward), submitted at once."""
+    slices = [texts[i : i + size] for i in range(0, len(texts), size)]
+    done = await asyncio.gather(*(route.translate(part, options, connection) for part in slices))
+    return [hyps for part in done for hyps in part]
 
 
 def language_pair(languages: Sequence[str]) -> tuple[str, str] | None:

@@ -466,6 +466,10 @@ def test_long_texts_are_translated_sentence_by_sentence(server, served_sources):
     assert own(server, [text, ends[0]], split_sentences=True) == [expected, alone[0]]
     body = {"q": text, "source": "zh", "target": "en"}
     assert httpx.post(server + "/translate", json=body, timeout=60).json() == {"translatedText": expected}
+    # twelve sentences, more than the server's max_texts=8: sentences do not count toward it
+    many = "".join(ends * 4)
+    reply = httpx.post(server + "/translate", json={**body, "q": many}, timeout=60).json()
+    assert reply == {"translatedText": split_text(many, "zh").join(alone * 4)}
     for options, wanted in (
         ({}, expected),
         ({"split_sentences": "1"}, expected),
