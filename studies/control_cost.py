@@ -1,8 +1,8 @@
 """What each output-control feature costs in translation speed, against plain translation of the same sentences in
 the same process (docs/control.md): scores (`translate --output_format jsonl`: one forced-decoding pass per batch),
 word alignments (`translate --alignments`), a glossary (constrained beam search; on the sentences a term applies
-to) and markup transfer (`translate --format html`: the same sentences as one-paragraph documents with the
-glossary's first name in bold).
+to), markup transfer (`translate --format html`: the same sentences as one-paragraph documents with the
+glossary's first name in bold) and sentence splitting (`translate --split_sentences zh`).
 
 The sentences are the test verses in which a name of `studies.terminology.build_glossary` occurs (the first
 ``--sentences``), so that every feature works on the same ones. Each round times plain translation and each
@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     from vanilla_transformer.inference.alignment import with_alignments
     from vanilla_transformer.inference.constraints import Glossary
     from vanilla_transformer.inference.markup import translate_document
+    from vanilla_transformer.inference.sentences import translate_split
     from vanilla_transformer.inference.translate import translate_hypotheses
 
     sources, _, pairs = test_glossary()
@@ -56,6 +57,9 @@ def main(argv: list[str] | None = None) -> None:
             model, tokenizer, lines, batch_size=size, glossary=glossary
         ),
         "markup (--format html)": lambda: translate_document(model, tokenizer, document, size),
+        "sentences (--split_sentences)": lambda: translate_split(
+            model, tokenizer, lines, "zh", batch_size=size
+        ),
     }
     ratios: dict[str, list[float]] = {name: [] for name in features}
     plain_seconds = []
