@@ -20,16 +20,24 @@ translate reports the test perplexity instead of BLEU and shows the usage of its
 
 The first two show how to load the model with ``model_id = "..."``: the folder a card was written for, rewritten to
 the repo id when the folder is pushed (`model_card_for_repo`).
+
+Cards are read back here too: `load_card` reads the card of a local folder, or of a Hub repo (downloaded with
+`huggingface_hub`, or from its cache); a model without a card, or a Hub that cannot be reached, gives no card
+(logged), never an error. `card_languages` is its ``language`` metadata (the server's pairs, /info, the sentence
+rules of `translate --split_sentences`), `card_examples` the source sentences its usage section translates (the
+demo page's examples).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
+from typing import Any
 
 import datasets
 import jinja2
@@ -45,6 +53,8 @@ TEMPLATE_FILE = Path(__file__).parent / "model_card.md"
 LICENSE = "apache-2.0"  # vanilla-transformer's license, which the exported code files carry
 TAGS = ("translation", "vanilla-transformer", "attention-is-all-you-need", "custom_code")
 METRICS = {"bleu": "BLEU", "chrf": "chrF"}  # Hub metric id -> name; the test metrics' keys
+logger = logging.getLogger(__name__)
+
 _LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}$")  # ISO 639-1 (two letters) or 639-2/3 (three letters)
 _MODEL_ID_LINE = re.compile(r'^model_id = ".*"$', re.MULTILINE)
 # the commands of vanilla_transformer.serving, run in (a copy of) the model folder
@@ -574,3 +584,45 @@ The demo page (`vanilla-transformer demo --model MODEL`) runs the PyTorch model,
 pass it the model folder this folder was exported from, not this folder.
 """
     return f"---\n{data.to_yaml()}\n---\n\n{body.rstrip()}\n\n{serve}"
+
+
+# ---- reading a card ------------------------------------------------------------------------------------------
+_CARD_EXAMPLE = re.compile(r'^print\(translator\(("(?:[^"\\]|\\.)*")\)\)$', re.MULTILINE)
+
+
+def load_card(model: str | Path) -> Any | None:
+    """The `huggingface_hub.ModelCard` of the folder or Hub id ``model``; None when it has none or it cannot be
+    read (the reason is logged)."""
+    from huggingface_hub import ModelCard
+    from huggingface_hub.errors import EntryNotFoundError
+
+    folder = Path(model)
+    if folder.is_dir():
+        card = folder / "README.md"
+        return ModelCard.load(card) if card.is_file() else None
+    try:
+        return ModelCard.load(str(model))
+    except EntryNotFoundError:
+        return None
+    except Exception as err:  # noqa: BLE001 - unreachable, offline, not a repo: the card is optional
+        logger.warning(
+            "no model card for %s (%s: %s); set HF_ENDPOINT / HF_HUB_OFFLINE or pass a local folder to read it",
+            model,
+            type(err).__name__,
+            str(err).splitlines()[0] if str(err) else "no details",
+        )
+        return None
+
+
+def card_languages(model: str | Path) -> list[str]:
+    """The ``language`` list of the model card of the folder or Hub id ``model``; empty when there is none."""
+    card = load_card(model)
+    language = card.data.language if card is not None else None
+    return [language] if isinstance(language, str) else list(language or [])
+
+
+def card_examples(model: str | Path) -> list[str]:
+    """The source sentences the model card of the folder or Hub id ``model`` translates in its usage section
+    (`export.model_card.usage_section`); empty when there is no card or no example."""
+    card = load_card(model)
+    return [] if card is None else [json.loads(found) for found in _CARD_EXAMPLE.findall(card.text)]

@@ -6,9 +6,10 @@ Importing the package needs FastAPI and prometheus-client (``pip install 'vanill
 transformers and gradio are imported where used.
 """
 
+from vanilla_transformer.export.model_card import card_examples, card_languages, load_card
+
 from .app import ServedModel, create_app, effective_limits
 from .batcher import Batcher
-from .card import card_examples, card_languages, load_card
 from .options import Limits, RequestError, StreamRequest, TranslateRequest
 from .server import ThreadedServer, load_served, run_server, start_in_thread
 

@@ -1,7 +1,7 @@
 """Loading a model for serving and running the server with uvicorn.
 
 `load_served` loads a model folder (or Hub id) for an engine through `inference.engines.load_engine` and reads
-the languages from its model card (`serving.card`). `run_server` serves an app until Ctrl-C or SIGTERM: uvicorn
+the languages from its model card (`export.model_card.card_languages`). `run_server` serves an app until Ctrl-C or SIGTERM: uvicorn
 then stops accepting connections, waits (up to ``drain_s`` seconds) for the requests in flight to be answered, and
 the app's shutdown translates whatever is still queued. `start_in_thread` runs the same server in a thread of
 the calling process (tests, benchmarks), returning once it accepts connections.
@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vanilla_transformer.export.model_card import card_languages
+
 from .apis import language_pair
 from .app import ServedModel, check_pairs
-from .card import card_languages
 
 logger = logging.getLogger(__name__)
 

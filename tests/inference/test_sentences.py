@@ -165,6 +165,19 @@ def test_cli_split_sentences(copier, tmp_path, monkeypatch, capsys):
         assert (code, out) == (2, "") and err.count("\n") == 1 and message in err, err
 
 
+def test_cli_split_language_is_lang_else_the_cards_source_language(tmp_path):
+    """--split_sentences LANG uses LANG's rules; without LANG, the source language of the model card's two
+    languages; a model whose card names none, rules by script (None)."""
+    from vanilla_transformer.commands.translate import parse_args, split_language
+
+    (tmp_path / "README.md").write_text("---\nlanguage:\n- de\n- en\n---\n# a model\n", encoding="utf-8")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    assert split_language(parse_args(["--model", str(tmp_path), "--split_sentences"])) == "de"
+    assert split_language(parse_args(["--model", str(tmp_path), "--split_sentences", "zh"])) == "zh"
+    assert split_language(parse_args(["--model", str(bare), "--split_sentences"])) is None
+
+
 def test_cli_html_split_sentences(copier, tmp_path, monkeypatch, capsys):
     """--format html --split_sentences: a segment of several sentences translated sentence by sentence, its
     inline markup kept around the copied words (the copy model's alignment, sentence by sentence)."""

@@ -57,7 +57,8 @@ relative position.
 --split_sentences [LANG] translates each line (each segment, with --format html) sentence by sentence and joins
 the translations: a model trained on sentences translates a paragraph of many of them far better this way
 (docs/control.md, "Long texts"). The sentences are cut by the rules of pySBD for LANG (an ISO 639-1 code: en, de,
-zh, ja, fr, ...; without LANG, Chinese rules for a line mostly in Chinese or Japanese characters, English rules
+zh, ja, fr, ...; without LANG, the source language of the model card's `language: [SOURCE, TARGET]`, and for a
+model whose card names none, Chinese rules for a line mostly in Chinese or Japanese characters, English rules
 otherwise); the n-best hypothesis k joins hypothesis k of each sentence. Text output only (no --output_format
 jsonl/tsv or --alignments: the scores and alignment of a joined translation are not the model's).
 
@@ -123,8 +124,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         const="auto",
         default=None,
         metavar="LANG",
-        help="translate each line sentence by sentence, cut by the sentence rules of LANG (ISO 639-1; default: by "
-        "script), and join the translations (see above)",
+        help="translate each line sentence by sentence, cut by the sentence rules of LANG (ISO 639-1; default: the "
+        "model card's source language, else by script), and join the translations (see above)",
     )
     return parser.parse_args(argv)
 
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             document,
             args.batch_size,
             split_sentences=args.split_sentences is not None,
-            language=split_language(args),
+            language=split_language(args) if args.split_sentences is not None else None,
             **generate_kwargs,
             glossary=glossary,
         )
@@ -314,8 +315,14 @@ def check_split_options(args: argparse.Namespace) -> None:
 
 
 def split_language(args: argparse.Namespace) -> str | None:
-    """The language whose sentence rules --split_sentences uses (None: by script)."""
-    return None if args.split_sentences in (None, "auto") else args.split_sentences
+    """The language whose sentence rules --split_sentences uses: LANG, else the source language of the model's
+    card (the first of its two languages), else None (by script)."""
+    if args.split_sentences != "auto":
+        return args.split_sentences
+    from vanilla_transformer.export.model_card import card_languages
+
+    languages = card_languages(args.model)
+    return languages[0] if len(languages) == 2 else None
 
 
 def output_lines(
