@@ -3,7 +3,8 @@
 Beside its own API, the server speaks LibreTranslate's (`serving.libretranslate_api`), the Hugging Face Inference
 translation task's (`serving.hf_inference_api`) and DeepL's v2 (`serving.deepl_api`). Each one only reshapes
 requests and replies: every translation goes through the app's one translate path (its batcher, limits and
-decoding rules), so a reply equals what POST /translate answers for the same texts and options.
+decoding rules), so a reply equals what POST /translate answers for the same texts and options (LibreTranslate's and
+DeepL's translate sentence by sentence, as POST /translate does with ``split_sentences``).
 
 POST /translate is shared by three APIs and told apart by its body (`BodyRouter`, `body_api`): a JSON object with
 ``text`` is the server's own; one with ``inputs`` the Hugging Face task's; one with ``q``, ``source`` or

@@ -1,7 +1,8 @@
 """The LibreTranslate, Hugging Face Inference and DeepL APIs of the translation server, driven on a loopback port by
 the clients people run: `libretranslatepy`, the `deepl` SDK, `huggingface_hub.InferenceClient`, and requests
 shaped as Mastodon, Weblate and Discourse send them. Every reply equals the server's own /translate for the same
-texts, and HTML markup survives. The model is the tiny one of the other serving tests, with a card naming zh -> en.
+texts (with ``split_sentences`` where the API cuts texts into sentences: LibreTranslate's, DeepL's), and HTML markup
+survives. The model is the tiny one of the other serving tests, with a card naming zh -> en.
 """
 
 from __future__ import annotations
