@@ -166,6 +166,10 @@ def word_pieces(tokenizer: Any) -> frozenset[int]:
     if tokenizer in _WORD_PIECES:
         return _WORD_PIECES[tokenizer]
     word = tokenizer(text_target=["a"], add_special_tokens=False)["input_ids"][0]
+    if not word:
+        # nothing to decode after: no token is known to continue a word
+        _WORD_PIECES[tokenizer] = frozenset()
+        return frozenset()
     base = tokenizer.decode(word)
     special = set(tokenizer.all_special_ids)
     ids = [i for i in range(len(tokenizer)) if i not in special]
