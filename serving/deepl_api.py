@@ -13,9 +13,9 @@ DeepL's codes name the model's languages by their first part, in any case: ``EN-
 ``ZH`` and ``ZH-HANS`` are ``zh``. ``source_lang`` and ``target_lang`` pick the model; without ``source_lang``,
 each text goes to the model, among those into ``target_lang``, whose vocabulary reads most of it. ``tag_handling``
 translates the text between block elements whole and puts the inline markup back where the word alignments say
-(`inference.markup`). ``split_sentences`` is DeepL's: "1" (the default without ``tag_handling``) translates
-sentence by sentence, cut at punctuation and line breaks (kept), "nonewlines" (the default with it) at punctuation
-only, "0" each text (each segment) whole (`inference.sentences`). With ``tag_handling``, ``splitting_tags`` name
+(`inference.markup`). ``split_sentences`` is DeepL's: "1" (the default, but with ``tag_handling=html``) translates
+sentence by sentence, cut at punctuation and line breaks (kept), "nonewlines" (the default with
+``tag_handling=html``) at punctuation only, "0" each text (each segment) whole (`inference.sentences`). With ``tag_handling``, ``splitting_tags`` name
 elements that end a segment, ``non_splitting_tags`` elements that never do, and ``ignore_tags`` elements kept as
 written (`inference.markup.TagRules`; comma-separated names). DeepL's other options (formality, context,
 glossaries, outline_detection...) are accepted and have no effect. Texts are decoded with the model's defaults, so a reply equals the
@@ -99,7 +99,7 @@ def register(app: FastAPI, api: Api) -> None:
                 raise RequestError(400, f"Value for 'tag_handling' not supported: {tags!r} (use html or xml)")
             source, target = first(fields, "source_lang", form), first(fields, "target_lang", form)
             split = first(fields, "split_sentences", form)
-            split = str(split) if split is not None else ("nonewlines" if tags else "1")
+            split = str(split) if split is not None else ("nonewlines" if tags == "html" else "1")
             if split not in ("0", "1", "nonewlines"):
                 raise RequestError(
                     400, f"Value for 'split_sentences' not supported: {split!r} (use 0, 1 or nonewlines)"
