@@ -13,6 +13,8 @@ closes. ``newlines=False`` treats a line break as a space (DeepL's ``split_sente
 by a space, or by nothing between two written in Chinese or Japanese characters (the one before ends in one, the
 next starts with one, quotation marks and brackets aside), the text's line breaks between lines.
 
+`split_alignments` is the word alignment of such a translation: each sentence's own, numbered over the whole text.
+
 `translate --split_sentences` and the server (LibreTranslate's API always, as LibreTranslate does; DeepL's
 ``split_sentences``; the server's own ``split_sentences``) translate this way.
 """
@@ -179,6 +181,26 @@ def split_text(text: str, language: str | None = None, newlines: bool = True) ->
     return SplitText(tuple(sentences), tuple(lines))
 
 
+def translate_sentences(
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[str],
+    language: str | None = None,
+    newlines: bool = True,
+    batch_size: int = 32,
+    **generate_kwargs: Any,
+) -> list[tuple[SplitText, list[list[str]]]]:
+    """Each of ``texts`` cut into sentences (`split_text` with ``language`` and ``newlines``) and the n-best list
+    of each of its sentences: the sentences of all texts batched through `inference.translate_nbest`
+    (``generate_kwargs`` as there)."""
+    from .translate import translate_nbest
+
+    splits = [split_text(text, language, newlines) for text in texts]
+    flat = [sentence for split in splits for sentence in split.sentences]
+    found = iter(translate_nbest(model, tokenizer, flat, batch_size, **generate_kwargs) if flat else [])
+    return [(split, [next(found) for _ in split.sentences]) for split in splits]
+
+
 def translate_split(
     model: Any,
     tokenizer: Any,
@@ -188,12 +210,41 @@ def translate_split(
     batch_size: int = 32,
     **generate_kwargs: Any,
 ) -> list[list[str]]:
-    """The n-best list of each of ``texts``, translated sentence by sentence (`split_text` with ``language`` and
-    ``newlines``) and joined (`SplitText.join_nbest`): the sentences of all texts batched through
-    `inference.translate_nbest` (``generate_kwargs`` as there)."""
-    from .translate import translate_nbest
+    """The n-best list of each of ``texts``, translated sentence by sentence (`translate_sentences`) and joined
+    (`SplitText.join_nbest`)."""
+    translated = translate_sentences(
+        model, tokenizer, texts, language, newlines, batch_size, **generate_kwargs
+    )
+    return [split.join_nbest(nbest) for split, nbest in translated]
 
-    splits = [split_text(text, language, newlines) for text in texts]
-    flat = [sentence for split in splits for sentence in split.sentences]
-    found = iter(translate_nbest(model, tokenizer, flat, batch_size, **generate_kwargs) if flat else [])
-    return [split.join_nbest([next(found) for _ in split.sentences]) for split in splits]
+
+def split_alignments(
+    model: Any,
+    tokenizer: Any,
+    texts: Sequence[str],
+    translated: Sequence[tuple[SplitText, list[list[str]]]],
+    batch_size: int = 32,
+) -> list[list[str]]:
+    """The Pharaoh word alignment of each hypothesis of each text translated sentence by sentence (``translated``
+    from `translate_sentences`): each sentence aligned with its hypothesis (`inference.alignment.align_words`),
+    the alignments put together over the text and its joined translation (`inference.alignment.joined_alignment`)."""
+    from .alignment import align_words, joined_alignment, pharaoh
+
+    # per text, per hypothesis: its (source sentence, hypothesis) pairs
+    parts: list[list[list[tuple[str, str]]]] = [
+        [
+            [(sentence, hyps[min(k, len(hyps) - 1)]) for sentence, hyps in zip(split.sentences, nbest)]
+            for k in range(max((len(hyps) for hyps in nbest), default=1))
+        ]
+        for split, nbest in translated
+    ]
+    pairs = [pair for hypotheses in parts for pairs in hypotheses for pair in pairs]
+    found = iter(align_words(model, tokenizer, [p[0] for p in pairs], [p[1] for p in pairs], batch_size))
+    out: list[list[str]] = []
+    for text, (split, _), hypotheses in zip(texts, translated, parts):
+        out.append([])
+        for sentence_pairs in hypotheses:
+            aligned = [(source, target, next(found)) for source, target in sentence_pairs]
+            whole = split.join([target for _, target in sentence_pairs])
+            out[-1].append(pharaoh(joined_alignment(text, whole, aligned).links))
+    return out

@@ -183,7 +183,6 @@ class Api:
         fewer). Every text, and with ``markup`` every segment, counts toward the server's ``max_texts``
         (`RequestError` 413); sentences do not."""
         from vanilla_transformer.inference.markup import split_document
-        from vanilla_transformer.inference.sentences import SplitText, split_text
 
         documents = [split_document(text, tags) for text in texts] if markup else []
         if markup:
@@ -198,38 +197,15 @@ class Api:
                 f"the request has {count} {what}, more than the server's limit max_texts="
                 f"{self.limits.max_texts}: split it",
             )
-        # what is translated of each piece: its sentences (cut in a worker thread: up to a few seconds for a
-        # request at max_request_bytes), or the piece whole
-        if split_sentences:
-            splits = await asyncio.to_thread(
-                lambda: [
-                    [split_text(piece, route.pair[0] if route.pair else None, newlines) for piece in found]
-                    for found, route in zip(pieces, routes)
-                ]
-            )
-        else:
-            splits = [[SplitText((piece,), (None,)) for piece in found] for found in pieces]
-        groups: dict[int, list[int]] = {}
-        for i, route in enumerate(routes):
-            groups.setdefault(id(route), []).append(i)
-        jobs = []
-        for members in groups.values():
-            route = routes[members[0]]
-            todo = [sentence for i in members for split in splits[i] for sentence in split.sentences]
-            jobs.append(_in_slices(route, todo, options(route), connection, self.limits.max_texts))
-        done = await asyncio.gather(*jobs)
-        # per text, per piece, per sentence: its n-best list
-        units: dict[int, list[list[list[str]]]] = {}
-        for members, nbest in zip(groups.values(), done):
-            found = iter(nbest)
-            for i in members:
-                units[i] = [[next(found) for _ in split.sentences] for split in splits[i]]
+        splits, units = await self.translate_sentences(
+            pieces, routes, options, connection, split_sentences, newlines
+        )
         translated = {
             i: [split.join_nbest(sentences) for split, sentences in zip(splits[i], units[i])] for i in units
         }
         if not markup:
             return [translated[i][0] for i in range(len(texts))]
-        aligned = await self._align_markup(documents, splits, units, translated, routes, groups)
+        aligned = await self._align_markup(documents, splits, units, translated, routes, _groups(routes))
         replies = []
         for i, document in enumerate(documents):
             # the document's hypothesis k puts hypothesis k of each segment in place (a segment's last when it has
@@ -246,6 +222,44 @@ class Api:
                 ]
             )
         return replies
+
+    async def translate_sentences(
+        self,
+        pieces: list[list[str]],
+        routes: Sequence[Route],
+        options: Callable[[Route], DecodingRequest],
+        connection: Request,
+        split_sentences: bool,
+        newlines: bool = True,
+    ) -> tuple[list[list[Any]], dict[int, list[list[list[str]]]]]:
+        """The pieces of text i (the text, or its segments) by the model ``routes[i]``: each piece's
+        `inference.sentences.SplitText` (its sentences with ``split_sentences``, cut in a worker thread: up to a few
+        seconds for a request at max_request_bytes; else the piece whole) and, per text, per piece, per sentence,
+        its n-best list; the sentences of each model in slices of ``max_texts``, the models at once."""
+        from vanilla_transformer.inference.sentences import SplitText, split_text
+
+        if split_sentences:
+            splits = await asyncio.to_thread(
+                lambda: [
+                    [split_text(piece, route.pair[0] if route.pair else None, newlines) for piece in found]
+                    for found, route in zip(pieces, routes)
+                ]
+            )
+        else:
+            splits = [[SplitText((piece,), (None,)) for piece in found] for found in pieces]
+        groups = _groups(routes)
+        jobs = []
+        for members in groups.values():
+            route = routes[members[0]]
+            todo = [sentence for i in members for split in splits[i] for sentence in split.sentences]
+            jobs.append(_in_slices(route, todo, options(route), connection, self.limits.max_texts))
+        done = await asyncio.gather(*jobs)
+        units: dict[int, list[list[list[str]]]] = {}
+        for members, nbest in zip(groups.values(), done):
+            found = iter(nbest)
+            for i in members:
+                units[i] = [[next(found) for _ in split.sentences] for split in splits[i]]
+        return splits, units
 
     async def _align_markup(
         self,
@@ -288,6 +302,14 @@ class Api:
                 else:
                     aligned[(i, s, k)] = joined_alignment(*whole, parts)
         return aligned
+
+
+def _groups(routes: Sequence[Route]) -> dict[int, list[int]]:
+    """The indices of the texts of each model (by the route's identity), in order."""
+    groups: dict[int, list[int]] = {}
+    for i, route in enumerate(routes):
+        groups.setdefault(id(route), []).append(i)
+    return groups
 
 
 async def _in_slices(

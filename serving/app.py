@@ -555,8 +555,9 @@ def create_app(
         (each text translated sentence by sentence): the other APIs' path, `serving.apis.Api.translate_markup`."""
         if not texts:
             raise RequestError(422, "text is an empty list: send at least one text")
-        way = "format html" if request.format == "html" else "split_sentences"
-        for wanted, name in ((request.scores, "scores"), (request.alignments, "alignments")):
+        html = request.format == "html"
+        way = "format html" if html else "split_sentences"
+        for wanted, name in ((request.scores, "scores"), (request.alignments and html, "alignments")):
             if wanted:
                 raise RequestError(
                     422,
@@ -564,6 +565,8 @@ def create_app(
                     "drop one of the two",
                 )
         route = api.routes[lanes.index(lane)]
+        if not html:
+            return await translate_sentences(lane, route, texts, request, connection)
         documents = await api.translate_markup(
             texts,
             [route] * len(texts),
@@ -575,6 +578,43 @@ def create_app(
         reply: dict[str, Any] = {"translations": [found[0] for found in documents]}
         if generate_kwargs(request).get("num_return_sequences", 1) > 1:
             reply["nbest"] = documents
+        return reply
+
+    async def translate_sentences(
+        lane: Lane, route: Route, texts: list[str], request: TranslateRequest, connection: Request
+    ) -> dict[str, Any]:
+        """POST /translate with split_sentences: each text translated sentence by sentence and joined; with
+        alignments, each sentence aligned with its translation and the links numbered over the whole text
+        (`inference.alignment.joined_alignment`)."""
+        from vanilla_transformer.inference.alignment import joined_alignment, pharaoh
+
+        if request.alignments:
+            lane.check_alignable()
+        splits, units = await api.translate_sentences(
+            [[text] for text in texts], [route] * len(texts), lambda _: request, connection, True
+        )
+        nbest = [splits[i][0].join_nbest(units[i][0]) for i in range(len(texts))]
+        reply: dict[str, Any] = {"translations": [hyps[0] for hyps in nbest]}
+        if generate_kwargs(request).get("num_return_sequences", 1) > 1:
+            reply["nbest"] = nbest
+        if request.alignments:
+            # the best hypothesis of each sentence, aligned with it
+            parts = [
+                [(sentence, hyps[0]) for sentence, hyps in zip(splits[i][0].sentences, units[i][0])]
+                for i in range(len(texts))
+            ]
+            pairs = [pair for found in parts for pair in found]
+            aligned = iter(
+                await lane.align_words([p[0] for p in pairs], [p[1] for p in pairs]) if pairs else []
+            )
+            reply["alignments"] = [
+                pharaoh(
+                    joined_alignment(
+                        text, translation, [(source, target, next(aligned)) for source, target in found]
+                    ).links
+                )
+                for text, translation, found in zip(texts, reply["translations"], parts)
+            ]
         return reply
 
     @app.post(

@@ -147,8 +147,9 @@ class TranslateRequest(DecodingRequest):
         "kept in the output, and by the source language's sentence rules), each sentence is translated, and the "
         "translations are joined in the text's layout; the n-best hypothesis k joins hypothesis k of each sentence. "
         "A model trained on sentences translates a long paragraph far better this way (docs/control.md, Long "
-        "texts), and a text over max_source_tokens can be translated when each sentence is within it. Not with "
-        "scores or alignments",
+        "texts), and a text over max_source_tokens can be translated when each sentence is within it. With "
+        "alignments, each sentence is aligned with its translation and the links are numbered over the whole text. "
+        "Not with scores",
     )
 
 

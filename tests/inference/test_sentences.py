@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 
 from vanilla_transformer.inference import translate_nbest
 from vanilla_transformer.inference.alignment import WordAlignment, joined_alignment, word_spans
-from vanilla_transformer.inference.sentences import SplitText, split_text, translate_split
+from vanilla_transformer.inference.sentences import (
+    SplitText,
+    split_alignments,
+    split_text,
+    translate_sentences,
+    translate_split,
+)
 from vanilla_transformer.modeling import save_with_remote_code
 
 
@@ -146,8 +152,9 @@ def test_translate_split_is_each_sentence_translated_on_its_own(copier):
 
 
 def test_cli_split_sentences(copier, tmp_path, monkeypatch, capsys):
-    """`translate --split_sentences` writes one line per input line, each the joined sentence translations;
-    with scores or alignments, or a LANG that is not a language code, one error line and exit 2."""
+    """`translate --split_sentences` writes one line per input line, each the joined sentence translations (with
+    --alignments, each followed by its alignment); with scores, or a LANG that is not a language code, one error
+    line and exit 2."""
     model, tokenizer = copier
     folder = save_with_remote_code(model, tmp_path / "model", tokenizer)
     lines = ["w1 w2. w3 w4! w5", "", "w6 w7"]
@@ -156,13 +163,56 @@ def test_cli_split_sentences(copier, tmp_path, monkeypatch, capsys):
     )
     expected = [hyps[0] for hyps in translate_split(model, tokenizer, lines)]
     assert (code, out) == (0, "".join(f"{line}\n" for line in expected)), err
+    # --alignments: each hypothesis followed by its alignment, the sentences' alignments put together
+    code, out, err = run_main(
+        monkeypatch,
+        capsys,
+        "--model",
+        str(folder),
+        "--split_sentences",
+        "--alignments",
+        stdin="\n".join(lines) + "\n",
+    )
+    translated = translate_sentences(model, tokenizer, lines)
+    aligned = split_alignments(model, tokenizer, lines, translated)
+    expected = [
+        f"{split.join_nbest(hyps)[0]} ||| {links[0]}" for (split, hyps), links in zip(translated, aligned)
+    ]
+    assert (code, out) == (0, "".join(f"{line}\n" for line in expected)), err
     for options, message in (
-        (["--split_sentences", "en", "--output_format", "jsonl"], "--output_format jsonl of the whole"),
-        (["--split_sentences", "--alignments"], "--alignments of the whole"),
+        (
+            ["--split_sentences", "en", "--output_format", "jsonl"],
+            "--output_format jsonl (the model's scores",
+        ),
         (["--split_sentences", "english please"], "is not a language code"),
     ):
         code, out, err = run_main(monkeypatch, capsys, "--model", str(folder), *options, stdin="w1\n")
         assert (code, out) == (2, "") and err.count("\n") == 1 and message in err, err
+
+
+def test_split_alignments_are_each_sentences_own_numbered_over_the_whole(copier):
+    """The alignment of a text translated sentence by sentence: each sentence's own alignment with its
+    translation (`align_pairs` of the pair alone), its source words numbered after the sentences before it and its
+    target words after their translations, for every hypothesis."""
+    from vanilla_transformer.inference.alignment import align_pairs, parse_pharaoh
+
+    model, tokenizer = copier
+    texts = ["w1 w2 w3\nw4 w5", "w6 w7 w8 w9", ""]
+    translated = translate_sentences(model, tokenizer, texts, num_beams=2, num_return_sequences=2)
+    aligned = split_alignments(model, tokenizer, texts, translated)
+    for (split, nbest), links in zip(translated, aligned):
+        assert len(links) == len(split.join_nbest(nbest))
+        for k, found in enumerate(links):
+            expected: set[tuple[int, int]] = set()
+            source_at = target_at = 0
+            for sentence, hyps in zip(split.sentences, nbest):
+                hypothesis = hyps[min(k, len(hyps) - 1)]
+                [own] = align_pairs(model, tokenizer, [sentence], [hypothesis])
+                expected |= {(i + source_at, j + target_at) for i, j in own}
+                source_at += len(word_spans(sentence))
+                target_at += len(word_spans(hypothesis))
+            assert parse_pharaoh(found)[0] == expected, (split, nbest, found)
+    assert aligned[0][0] and "\n" in translated[0][0].join([h[0] for h in translated[0][1]])
 
 
 def test_cli_split_language_is_lang_else_the_cards_source_language(tmp_path):

@@ -451,7 +451,14 @@ def test_long_texts_are_translated_sentence_by_sentence(server, served_sources):
     own with ``split_sentences`` translate it sentence by sentence, each sentence as /translate translates it
     alone, the paragraph break kept (or not: nonewlines); DeepL's 0 translates it whole (refused here)."""
     import deepl
+    import numpy as np
 
+    from vanilla_transformer.inference.alignment import (
+        WordAlignment,
+        joined_alignment,
+        parse_pharaoh,
+        pharaoh,
+    )
     from vanilla_transformer.inference.sentences import split_text
 
     ends = [text for text in served_sources if text.endswith("。")][:3]
@@ -497,9 +504,20 @@ def test_long_texts_are_translated_sentence_by_sentence(server, served_sources):
     nbest = post(server, "/translate", {"text": text, "split_sentences": True, **options}).json()["nbest"][0]
     each = post(server, "/translate", {"text": ends, **options}).json()["nbest"]
     assert nbest == split.join_nbest(each)
-    for field in ("scores", "alignments"):
-        refused = post(server, "/translate", {"text": text, "split_sentences": True, field: True})
-        assert refused.status_code == 422 and f"{field} of the whole" in refused.json()["detail"]
+    refused = post(server, "/translate", {"text": text, "split_sentences": True, "scores": True})
+    assert refused.status_code == 422 and "scores of the whole" in refused.json()["detail"]
+    # alignments: each sentence's own (POST /translate of the sentence alone), numbered over the whole text
+    reply = post(
+        server, "/translate", {"text": [text, ends[0]], "split_sentences": True, "alignments": True}
+    ).json()
+    each = post(server, "/translate", {"text": ends, "alignments": True}).json()["alignments"]
+    parts = [
+        (sentence, translation, WordAlignment(sorted(parse_pharaoh(links)[0]), np.zeros((0, 0))))
+        for sentence, translation, links in zip(ends, alone, each)
+    ]
+    assert reply["translations"] == [expected, alone[0]]
+    assert reply["alignments"] == [pharaoh(joined_alignment(text, expected, parts).links), each[0]]
+    assert len(parse_pharaoh(reply["alignments"][0])[0]) > len(parse_pharaoh(each[0])[0])
     schema = httpx.get(server + "/openapi.json", timeout=30).json()
     assert "sentence" in str(
         schema["components"]["schemas"]["TranslateRequest"]["properties"]["split_sentences"]

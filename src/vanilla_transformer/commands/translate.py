@@ -59,8 +59,9 @@ the translations: a model trained on sentences translates a paragraph of many of
 (docs/control.md, "Long texts"). The sentences are cut by the rules of pySBD for LANG (an ISO 639-1 code: en, de,
 zh, ja, fr, ...; without LANG, the source language of the model card's `language: [SOURCE, TARGET]`, and for a
 model whose card names none, Chinese rules for a line mostly in Chinese or Japanese characters, English rules
-otherwise); the n-best hypothesis k joins hypothesis k of each sentence. Text output only (no --output_format
-jsonl/tsv or --alignments: the scores and alignment of a joined translation are not the model's).
+otherwise); the n-best hypothesis k joins hypothesis k of each sentence. With --alignments, each sentence is
+aligned with its translation and the links are numbered over the whole line. Text output only (no --output_format
+jsonl/tsv: the model gave no score to a joined translation).
 
     vanilla-transformer translate --model runs/base/export --split_sentences zh < paragraphs.zh
 """
@@ -248,9 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     lines = [line.rstrip("\r\n") for line in sys.stdin]
     if args.split_sentences is not None:
-        from vanilla_transformer.inference.sentences import translate_split
+        from vanilla_transformer.inference.sentences import split_alignments, translate_sentences
 
-        nbest = translate_split(
+        translated = translate_sentences(
             model,
             tokenizer,
             lines,
@@ -259,6 +260,10 @@ def main(argv: list[str] | None = None) -> int:
             **generate_kwargs,
             glossary=glossary,
         )
+        nbest = [split.join_nbest(hyps) for split, hyps in translated]
+        if args.alignments:
+            aligned = split_alignments(model, tokenizer, lines, translated, args.batch_size)
+            nbest = [[f"{h} ||| {a}" for h, a in zip(hyps, links)] for hyps, links in zip(nbest, aligned)]
         cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
         sys.stdout.writelines("\t".join(hyps) + "\n" for hyps in nbest)
         sys.stdout.flush()
@@ -295,16 +300,12 @@ def check_html_options(args: argparse.Namespace) -> None:
 
 
 def check_split_options(args: argparse.Namespace) -> None:
-    """`ValueError` for what --split_sentences has no place for (scores, alignments) and a bad LANG."""
-    for wanted, name in (
-        (args.output_format != "text", f"--output_format {args.output_format}"),
-        (args.alignments, "--alignments"),
-    ):
-        if wanted:
-            raise ValueError(
-                f"--split_sentences joins the translations of sentences; {name} of the whole has no meaning there: "
-                "drop one of them"
-            )
+    """`ValueError` for what --split_sentences has no place for (scores) and a bad LANG."""
+    if args.output_format != "text":
+        raise ValueError(
+            f"--split_sentences joins the translations of sentences; --output_format {args.output_format} (the "
+            "model's scores of the whole) has no meaning there: drop one of them"
+        )
     if args.split_sentences != "auto" and not re.fullmatch(
         r"[A-Za-z]{2,3}([-_][A-Za-z0-9]+)*", args.split_sentences
     ):
