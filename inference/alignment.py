@@ -14,8 +14,8 @@ spell: a token that spells several Han characters links each of them). `translat
 ``alignments`` flag align each translation with its source this way. Engines: PyTorch, and CTranslate2 (its
 ``return_attention``, from the `alignment_layer`/`alignment_heads` written into the export).
 
-`joined_alignment` is the alignment of a text translated sentence by sentence (`inference.sentences`), from the
-alignments of its sentences. `alignment_error_rate` is Och & Ney's AER against reference alignments with sure (``i-j``) and possible
+`joined_alignment` (`joined_alignments` for many) is the alignment of a text translated sentence by sentence
+(`inference.sentences`), from the alignments of its sentences. `alignment_error_rate` is Och & Ney's AER against reference alignments with sure (``i-j``) and possible
 (``i?j``) links.
 """
 
@@ -115,8 +115,11 @@ def joined_alignment(
     """The alignment of a (``source``, ``target``) pair translated in parts (sentence by sentence,
     `inference.sentences`): ``parts`` are each part's (source text, translation, alignment), found in order in
     ``source`` and ``target``; each part's words are renumbered as the words of the whole they lie in, and no link
-    crosses from one part to another."""
+    crosses from one part to another. A single part that is the whole pair is its own alignment."""
     import numpy as np
+
+    if len(parts) == 1 and parts[0][:2] == (source, target):
+        return parts[0][2]
 
     source_spans, target_spans = word_spans(source), word_spans(target)
     weights = np.zeros((len(target_spans), len(source_spans)), dtype=np.float32)
@@ -139,6 +142,18 @@ def joined_alignment(
         source_at += len(part_source)
         target_at += len(part_target)
     return WordAlignment(sorted(links), weights)
+
+
+def joined_alignments(
+    wholes: Sequence[tuple[str, str, Sequence[tuple[str, str]]]], alignments: Iterable[WordAlignment]
+) -> list[WordAlignment]:
+    """`joined_alignment` of each (source, target, its parts' (source, translation) pairs) of ``wholes``, the
+    parts' alignments taken in order from ``alignments`` (those of all the pairs, aligned at once)."""
+    found = iter(alignments)
+    return [
+        joined_alignment(source, target, [(part, translation, next(found)) for part, translation in pairs])
+        for source, target, pairs in wholes
+    ]
 
 
 def _renumbered(spans: Sequence[tuple[int, int]], offset: int, whole: Sequence[tuple[int, int]]) -> list[int]:

@@ -672,7 +672,7 @@ def translate_document(
     relative position where the engine returns no attention). With ``split_sentences`` each segment is
     translated and aligned sentence by sentence (`inference.sentences.split_text` with ``language``), the
     alignments joined (`inference.alignment.joined_alignment`)."""
-    from .alignment import align_words, check_alignable, joined_alignment
+    from .alignment import align_words, check_alignable, joined_alignments
     from .sentences import SplitText, split_text
     from .translate import translate_hypotheses
 
@@ -695,11 +695,8 @@ def translate_document(
         marked = []
     pairs = [pair for k in marked for pair in sentences[k]]
     if pairs:
-        found = iter(align_words(model, tokenizer, [p[0] for p in pairs], [p[1] for p in pairs], batch_size))
-        for k in marked:
-            parts = [(source, target, next(found)) for source, target in sentences[k]]
-            if len(parts) == 1 and parts[0][:2] == (sources[k], translations[k]):
-                alignments[k] = parts[0][2]
-            else:
-                alignments[k] = joined_alignment(sources[k], translations[k], parts)
+        found = align_words(model, tokenizer, [p[0] for p in pairs], [p[1] for p in pairs], batch_size)
+        wholes = [(sources[k], translations[k], sentences[k]) for k in marked]
+        for k, alignment in zip(marked, joined_alignments(wholes, found)):
+            alignments[k] = alignment
     return split.render(translations, alignments)

@@ -150,14 +150,21 @@ class SplitText:
                 out += (_joiner(out, translation) if out and not out.endswith("\n") else "") + translation
         return out
 
-    def join_nbest(self, nbest: Sequence[Sequence[str]]) -> list[str]:
-        """The n-best list of the text from the n-best list of each of its sentences: hypothesis k joins
-        hypothesis k of each sentence (its last when it has fewer); one empty hypothesis for a text without
-        sentences."""
+    def hypotheses(self, nbest: Sequence[Sequence[str]]) -> list[list[tuple[str, str]]]:
+        """For each hypothesis k of the text, its (sentence, translation) pairs, from the n-best list of each
+        sentence: hypothesis k of each sentence (its last when it has fewer); one hypothesis without pairs for a
+        text without sentences."""
         if len(nbest) != len(self.sentences):
             raise ValueError(f"{len(nbest)} n-best lists for {len(self.sentences)} sentences")
         count = max((len(hyps) for hyps in nbest), default=1)
-        return [self.join([hyps[min(k, len(hyps) - 1)] for hyps in nbest]) for k in range(count)]
+        return [
+            [(sentence, hyps[min(k, len(hyps) - 1)]) for sentence, hyps in zip(self.sentences, nbest)]
+            for k in range(count)
+        ]
+
+    def join_nbest(self, nbest: Sequence[Sequence[str]]) -> list[str]:
+        """The n-best list of the text from the n-best list of each of its sentences (`hypotheses`, joined)."""
+        return [self.join([target for _, target in pairs]) for pairs in self.hypotheses(nbest)]
 
 
 def split_text(text: str, language: str | None = None, newlines: bool = True) -> SplitText:
@@ -228,23 +235,18 @@ def split_alignments(
     """The Pharaoh word alignment of each hypothesis of each text translated sentence by sentence (``translated``
     from `translate_sentences`): each sentence aligned with its hypothesis (`inference.alignment.align_words`),
     the alignments put together over the text and its joined translation (`inference.alignment.joined_alignment`)."""
-    from .alignment import align_words, joined_alignment, pharaoh
+    from .alignment import align_words, joined_alignments, pharaoh
 
-    # per text, per hypothesis: its (source sentence, hypothesis) pairs
-    parts: list[list[list[tuple[str, str]]]] = [
-        [
-            [(sentence, hyps[min(k, len(hyps) - 1)]) for sentence, hyps in zip(split.sentences, nbest)]
-            for k in range(max((len(hyps) for hyps in nbest), default=1))
-        ]
-        for split, nbest in translated
+    # per text, per hypothesis: (the text, its joined translation, its (sentence, translation) pairs)
+    wholes = [
+        [(text, split.join([target for _, target in pairs]), pairs) for pairs in split.hypotheses(nbest)]
+        for text, (split, nbest) in zip(texts, translated)
     ]
-    pairs = [pair for hypotheses in parts for pairs in hypotheses for pair in pairs]
-    found = iter(align_words(model, tokenizer, [p[0] for p in pairs], [p[1] for p in pairs], batch_size))
-    out: list[list[str]] = []
-    for text, (split, _), hypotheses in zip(texts, translated, parts):
-        out.append([])
-        for sentence_pairs in hypotheses:
-            aligned = [(source, target, next(found)) for source, target in sentence_pairs]
-            whole = split.join([target for _, target in sentence_pairs])
-            out[-1].append(pharaoh(joined_alignment(text, whole, aligned).links))
-    return out
+    pairs = [pair for found in wholes for _, _, pairs in found for pair in pairs]
+    aligned = iter(
+        joined_alignments(
+            [whole for found in wholes for whole in found],
+            align_words(model, tokenizer, [p[0] for p in pairs], [p[1] for p in pairs], batch_size),
+        )
+    )
+    return [[pharaoh(next(aligned).links) for _ in found] for found in wholes]

@@ -273,34 +273,24 @@ class Api:
         """The word alignment of each hypothesis k of segment s of document i, by key (i, s, k), for the segments
         that hold inline markup, each route's pairs at once (none for a route without alignments): a segment
         translated sentence by sentence is aligned sentence by sentence (`inference.alignment.joined_alignment`)."""
-        from vanilla_transformer.inference.alignment import joined_alignment
+        from vanilla_transformer.inference.alignment import joined_alignments
 
         aligned: dict[tuple[int, int, int], Any] = {}
         for members in groups.values():
             route = routes[members[0]]
             if route.align is None:
                 continue
-            # per key, the (source sentence, its hypothesis) pairs that make the segment's hypothesis
-            keys: dict[tuple[int, int, int], list[tuple[str, str]]] = {}
+            # per key: the segment, its hypothesis, and the (sentence, translation) pairs that make it
+            wholes: dict[tuple[int, int, int], tuple[str, str, list[tuple[str, str]]]] = {}
             for i in members:
                 for s, segment in enumerate(documents[i].segments):
                     if segment.has_markup:
-                        for k in range(len(translated[i][s])):
-                            keys[(i, s, k)] = [
-                                (sentence, hyps[min(k, len(hyps) - 1)])
-                                for sentence, hyps in zip(splits[i][s].sentences, units[i][s])
-                            ]
-            pairs = [pair for found in keys.values() for pair in found]
-            if not pairs:
-                continue
-            alignments = iter(await route.align([p[0] for p in pairs], [p[1] for p in pairs]))
-            for (i, s, k), found in keys.items():
-                parts = [(source, target, next(alignments)) for source, target in found]
-                whole = documents[i].segments[s].text, translated[i][s][k]
-                if len(parts) == 1 and parts[0][:2] == whole:
-                    aligned[(i, s, k)] = parts[0][2]
-                else:
-                    aligned[(i, s, k)] = joined_alignment(*whole, parts)
+                        for k, pairs in enumerate(splits[i][s].hypotheses(units[i][s])):
+                            wholes[(i, s, k)] = (segment.text, translated[i][s][k], pairs)
+            pairs = [pair for _, _, found in wholes.values() for pair in found]
+            if pairs:
+                found = await route.align([p[0] for p in pairs], [p[1] for p in pairs])
+                aligned.update(zip(wholes, joined_alignments(list(wholes.values()), found)))
         return aligned
 
 

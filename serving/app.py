@@ -572,7 +572,7 @@ def create_app(
             [route] * len(texts),
             lambda _: request,
             connection,
-            markup=request.format == "html",
+            markup=True,
             split_sentences=request.split_sentences,
         )
         reply: dict[str, Any] = {"translations": [found[0] for found in documents]}
@@ -586,7 +586,7 @@ def create_app(
         """POST /translate with split_sentences: each text translated sentence by sentence and joined; with
         alignments, each sentence aligned with its translation and the links numbered over the whole text
         (`inference.alignment.joined_alignment`)."""
-        from vanilla_transformer.inference.alignment import joined_alignment, pharaoh
+        from vanilla_transformer.inference.alignment import joined_alignments, pharaoh
 
         if request.alignments:
             lane.check_alignable()
@@ -598,23 +598,14 @@ def create_app(
         if generate_kwargs(request).get("num_return_sequences", 1) > 1:
             reply["nbest"] = nbest
         if request.alignments:
-            # the best hypothesis of each sentence, aligned with it
-            parts = [
-                [(sentence, hyps[0]) for sentence, hyps in zip(splits[i][0].sentences, units[i][0])]
-                for i in range(len(texts))
+            # the best hypothesis of each text: its sentences, each aligned with its translation
+            wholes = [
+                (text, translation, splits[i][0].hypotheses(units[i][0])[0])
+                for i, (text, translation) in enumerate(zip(texts, reply["translations"]))
             ]
-            pairs = [pair for found in parts for pair in found]
-            aligned = iter(
-                await lane.align_words([p[0] for p in pairs], [p[1] for p in pairs]) if pairs else []
-            )
-            reply["alignments"] = [
-                pharaoh(
-                    joined_alignment(
-                        text, translation, [(source, target, next(aligned)) for source, target in found]
-                    ).links
-                )
-                for text, translation, found in zip(texts, reply["translations"], parts)
-            ]
+            pairs = [pair for _, _, found in wholes for pair in found]
+            found = await lane.align_words([p[0] for p in pairs], [p[1] for p in pairs]) if pairs else []
+            reply["alignments"] = [pharaoh(whole.links) for whole in joined_alignments(wholes, found)]
         return reply
 
     @app.post(

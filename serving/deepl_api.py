@@ -55,7 +55,7 @@ def model_language(code: str) -> str:
     return code.split("-")[0].strip().lower()
 
 
-def _tag_names(fields: dict[str, Any], name: str, form: bool) -> list[str]:
+def _tag_names(fields: dict[str, Any], name: str) -> list[str]:
     """The tag names of the field ``name``: comma-separated, in one value or several (a form's repeated field, a
     JSON list). `RequestError` (400) for anything else."""
     value = fields.get(name)
@@ -106,7 +106,7 @@ def register(app: FastAPI, api: Api) -> None:
                 )
             rules = TagRules.of(
                 *(
-                    _tag_names(fields, name, form)
+                    _tag_names(fields, name)
                     for name in ("splitting_tags", "non_splitting_tags", "ignore_tags")
                 )
             )
