@@ -249,41 +249,41 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     lines = [line.rstrip("\r\n") for line in sys.stdin]
     if args.split_sentences is not None:
-        from vanilla_transformer.inference.sentences import split_alignments, translate_sentences
-
-        translated = translate_sentences(
+        outputs = split_output_lines(model, tokenizer, lines, args, {**generate_kwargs, "glossary": glossary})
+    else:
+        outputs = output_lines(
             model,
             tokenizer,
             lines,
-            split_language(args),
-            batch_size=args.batch_size,
-            **generate_kwargs,
-            glossary=glossary,
+            args.output_format,
+            args.batch_size,
+            {**generate_kwargs, "glossary": glossary},
         )
-        nbest = [split.join_nbest(hyps) for split, hyps in translated]
         if args.alignments:
-            aligned = split_alignments(model, tokenizer, lines, translated, args.batch_size)
-            nbest = [[f"{h} ||| {a}" for h, a in zip(hyps, links)] for hyps, links in zip(nbest, aligned)]
-        cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
-        sys.stdout.writelines("\t".join(hyps) + "\n" for hyps in nbest)
-        sys.stdout.flush()
-        return 0
-    outputs = output_lines(
-        model,
-        tokenizer,
-        lines,
-        args.output_format,
-        args.batch_size,
-        {**generate_kwargs, "glossary": glossary},
-    )
-    if args.alignments:
-        from vanilla_transformer.inference.alignment import with_alignments
+            from vanilla_transformer.inference.alignment import with_alignments
 
-        outputs = with_alignments(model, tokenizer, lines, outputs, args.batch_size)
+            outputs = with_alignments(model, tokenizer, lines, outputs, args.batch_size)
     cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
     sys.stdout.writelines(f"{text}\n" for text in outputs)
     sys.stdout.flush()
     return 0
+
+
+def split_output_lines(
+    model: Any, tokenizer: Any, lines: list[str], args: argparse.Namespace, generate_kwargs: dict[str, Any]
+) -> list[str]:
+    """--split_sentences' output line of each input line: its n-best list joined by tabs, each hypothesis followed
+    by ' ||| ' and its alignment with --alignments."""
+    from vanilla_transformer.inference.sentences import split_alignments, translate_sentences
+
+    translated = translate_sentences(
+        model, tokenizer, lines, split_language(args), batch_size=args.batch_size, **generate_kwargs
+    )
+    nbest = [split.join_nbest(hyps) for split, hyps in translated]
+    if args.alignments:
+        aligned = split_alignments(model, tokenizer, lines, translated, args.batch_size)
+        nbest = [[f"{h} ||| {a}" for h, a in zip(hyps, links)] for hyps, links in zip(nbest, aligned)]
+    return ["\t".join(hyps) for hyps in nbest]
 
 
 def check_html_options(args: argparse.Namespace) -> None:
