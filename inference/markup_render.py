@@ -111,10 +111,12 @@ def _write_step(projection: Projection, j: int, cursor: _Cursor) -> tuple[list[s
     if j in projection.covered:
         return _write_covered(projection, j, cursor)
     wanted = projection.stack(j)
+    # the elements word j is not inside closed before the text that leads to it
     opened = _within(cursor.opened, wanted)
     out = _switch(cursor.opened, opened)
     if j:
         out.append(escape(projection.target[cursor.written : projection.spans[j][0]], quote=False))
+    # the markup that goes before it, then its elements opened
     placed, opened = _place(projection.items_at.get(j, []), opened, wanted)
     out += placed + _switch(opened, wanted)
     if j in projection.kept_at:
@@ -138,8 +140,8 @@ def render_segment(segment: Segment, translation: str, alignment: WordAlignment 
     out = [segment.leading]
     cursor = _Cursor((), 0)
     for j in range(len(projection.spans)):
-        written, cursor = _write_step(projection, j, cursor)
-        out += written
+        pieces, cursor = _write_step(projection, j, cursor)
+        out += pieces
     last, opened = _place(projection.items_at.get(len(projection.spans), []), cursor.opened, None)
     out += [*last, *_switch(opened, ()), segment.trailing]
     return "".join(out)
