@@ -11,7 +11,8 @@ Modules:
     scoring      `score_translations`, `evaluate_translation`, `evaluate_split` (a split's columns),
                  `length_stats`, `bleu_tokenizer_for`, `load_metric` / `metric_path` (the BLEU and chrF
                  `evaluate` modules shipped in metrics/)
-    constraints  terminology: `Glossary`, `read_glossary`, `constrained_beam_search` (a `generate()` strategy)
+    glossary     terminology: `Glossary` (the terms that apply to a text), `read_glossary`, `term_ids`, `word_pieces`
+    constraints  `constrained_beam_search`: lexically constrained beam search (a `generate()` strategy)
     sentences    long texts sentence by sentence: `split_text`, `SplitText.join`, `translate_split`
     engines      `load_engine`: an exported CTranslate2 (`engine_ct2.CT2Translator`) or ONNX Runtime
                  (`engine_onnx.OnnxTranslator`) folder driven through the same translation loop

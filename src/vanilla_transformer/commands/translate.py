@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
 
-    from vanilla_transformer.inference.constraints import read_glossary
+    from vanilla_transformer.inference.glossary import read_glossary
     from vanilla_transformer.modeling import check_generation_arguments
 
     generate_kwargs = decoding_kwargs(args)
