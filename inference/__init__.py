@@ -3,6 +3,7 @@
 Modules:
     loading      `load_model_and_tokenizer` (safetensors only, tokenizer checked against the model),
                  `resolve_device`, `check_tokenizer_matches_model`, `hub_config`
+    cards        reading a model's card: `load_card`, `card_languages`, `card_examples`
     translate    THE batched translation: `translate` (one output per text), `translate_nbest`,
                  `translate_lines` (n-best joined by tabs, for the CLI), `translate_scored` (with sequence scores),
                  `translate_hypotheses` (`Hypothesis` lists, with per-token log-probabilities),
