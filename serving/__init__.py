@@ -6,7 +6,7 @@ Importing the package needs FastAPI and prometheus-client (``pip install 'vanill
 transformers and gradio are imported where used.
 """
 
-from vanilla_transformer.export.model_card import card_examples, card_languages, load_card
+from vanilla_transformer.inference.cards import card_examples, card_languages, load_card
 
 from .app import ServedModel, create_app, effective_limits
 from .batcher import Batcher

@@ -50,7 +50,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vanilla_transformer.inference.alignment import WordAlignment
-from vanilla_transformer.inference.constraints import Glossary
+from vanilla_transformer.inference.glossary import Glossary
 from vanilla_transformer.inference.translate import Hypothesis, translation_record
 from vanilla_transformer.modeling import max_source_length, position_limit
 

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from vanilla_transformer.export.model_card import card_examples
+from vanilla_transformer.inference.cards import card_examples
 
 # what tests find on the page
 ELEMENT_IDS = ("source", "translate", "translation", "alternatives", "attention")

@@ -85,7 +85,7 @@ def _decoding_request() -> type[BaseModel]:
 
 
 if TYPE_CHECKING:
-    from vanilla_transformer.inference.constraints import Glossary
+    from vanilla_transformer.inference.glossary import Glossary
 
     class DecodingRequest(BaseModel):
         """What static tools see of the generated model: the field the server reads by name (`generate_kwargs`
@@ -241,7 +241,7 @@ def request_glossary(server: Glossary | None, given: dict[str, str] | None) -> G
     `RequestError` (422) for an entry without a source term."""
     if not given:
         return server
-    from vanilla_transformer.inference.constraints import Glossary
+    from vanilla_transformer.inference.glossary import Glossary
 
     try:
         return Glossary.from_pairs({**dict(server.entries if server else ()), **given}.items())

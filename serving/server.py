@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vanilla_transformer.export.model_card import card_languages
+from vanilla_transformer.inference.cards import card_languages
 
 from .apis import language_pair
 from .app import ServedModel, check_pairs
