@@ -1,5 +1,7 @@
 """Terminology constraints: glossaries, and lexically constrained beam search as a `generate()` strategy.
 
+Candidate and stopping rules after transformers' beam search (`GenerationMixin._beam_search`, Apache-2.0).
+
 A `Glossary` maps source terms to target terms; a term whose target is empty or equal to it is do-not-translate
 (it must come out as written). `Glossary.terms_for(text)` are the target terms that apply to one source text: those
 whose source term occurs in it (case-sensitive; a term that starts or ends with a letter or digit of a script
