@@ -71,7 +71,9 @@ def find_sdist(version: str, index_url: str = INDEX_URL) -> tuple[str, str]:
     except (urllib.error.URLError, OSError) as error:
         raise UpstreamUnavailable(f"{page}: {error}") from error
     if kind != SIMPLE_JSON:
-        raise UpstreamUnavailable(f"{page} answered {kind}, not the JSON API ({SIMPLE_JSON}): name a PEP 691 index")
+        raise UpstreamUnavailable(
+            f"{page} answered {kind}, not the JSON API ({SIMPLE_JSON}): name a PEP 691 index"
+        )
     filename = f"transformers-{version}.tar.gz"
     for entry in json.loads(body)["files"]:
         if entry["filename"] == filename and "sha256" in entry["hashes"]:
@@ -157,7 +159,9 @@ def load(folder: Path, version: str) -> ModuleType:
         name, folder / "__init__.py", submodule_search_locations=[str(folder), str(STAND_INS)]
     )
     if spec is None or spec.loader is None:
-        raise ImportError(f"{folder / '__init__.py'} cannot be imported: remove {folder} and run the tests again")
+        raise ImportError(
+            f"{folder / '__init__.py'} cannot be imported: remove {folder} and run the tests again"
+        )
     package = importlib.util.module_from_spec(spec)
     sys.modules[name] = package
     spec.loader.exec_module(package)

@@ -249,14 +249,18 @@ def test_ci_turns_the_skip_into_a_failure(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv(sdist.INDEX_VARIABLE, unreachable_index())
     monkeypatch.setenv(sdist.REQUIRE_VARIABLE, "1")
-    with pytest.raises(pytest.fail.Exception, match=r"transformers 9\.7\.0's common tests .*Connection refused"):
+    with pytest.raises(
+        pytest.fail.Exception, match=r"transformers 9\.7\.0's common tests .*Connection refused"
+    ):
         sdist.fetch_or_skip("9.7.0")
 
 
 def test_a_release_the_index_does_not_have_skips(index, monkeypatch, unimported):
     monkeypatch.setenv(sdist.INDEX_VARIABLE, index.url)
     monkeypatch.delenv(sdist.REQUIRE_VARIABLE, raising=False)
-    with pytest.raises(pytest.skip.Exception, match=r"transformers 9\.8\.0\.dev0's .* no transformers-9\.8\.0\.dev0"):
+    with pytest.raises(
+        pytest.skip.Exception, match=r"transformers 9\.8\.0\.dev0's .* no transformers-9\.8\.0\.dev0"
+    ):
         sdist.fetch_or_skip("9.8.0.dev0")
     # once the index has it, the same call returns the release's package
     index.archives["transformers-9.8.0.dev0.tar.gz"] = sdist_bytes("9.8.0.dev0", UPSTREAM)

@@ -13,18 +13,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # a copyright line ("Copyright 2024 The HuggingFace Team", "# Copyright (c) Facebook, Inc.") or a license header
-HEADER = re.compile(r"^\W*(Copyright\s+(\(c\)|©|\d{4})|Licensed under the |SPDX-License-Identifier:)", re.I | re.M)
+HEADER = re.compile(
+    r"^\W*(Copyright\s+(\(c\)|©|\d{4})|Licensed under the |SPDX-License-Identifier:)", re.I | re.M
+)
 
 
 @pytest.mark.skipif(
     shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout"
 )
 def test_no_tracked_file_carries_another_projects_copyright_or_license_header():
-    tracked = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=60
-    ).stdout.decode().split("\0")
+    listing = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True, timeout=60)
+    tracked = [name for name in listing.stdout.decode().split("\0") if name]
     headed = []
-    for name in filter(None, tracked):
+    for name in tracked:
         path = ROOT / name
         if path.is_symlink() or not path.is_file():
             continue
