@@ -1,7 +1,8 @@
 """How the conformance tests obtain transformers' common test files (`sdist.py`), against a package index served
 from this process: the sdist found through the JSON API, its sha256 checked, only the needed files extracted
 through tarfile's `data` filter, one download however many workers ask, the files imported beside our stand-ins
-without touching `sys.path`, and an unreachable index skipping the tests, or failing them where CI asks."""
+without touching `sys.path`, and an unreachable index skipping the tests, or failing them where CI asks (also
+seen from a fresh pytest process that runs a conformance test file)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import hashlib
 import importlib
 import io
 import json
+import os
 import socket
+import subprocess
 import sys
 import tarfile
 import threading
@@ -20,8 +23,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+import transformers
 
 from . import sdist
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFORMANCE_FILE = Path(__file__).resolve().parent / "test_vanilla_transformer.py"
 
 # upstream's files, as small as the things the loader must provide: the relative imports of our stand-ins, and
 # `direct_transformers_import` of their own folder (which executes its __init__.py)
@@ -265,3 +272,27 @@ def test_a_release_the_index_does_not_have_skips(index, monkeypatch, unimported)
     # once the index has it, the same call returns the release's package
     index.archives["transformers-9.8.0.dev0.tar.gz"] = sdist_bytes("9.8.0.dev0", UPSTREAM)
     assert sdist.fetch_or_skip("9.8.0.dev0").__name__ == "transformers_common_tests_9_8_0_dev0"
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_a_conformance_test_file_is_skipped_offline_and_fails_where_ci_requires_it(tmp_path, required):
+    # a fresh process with an empty cache and an index nothing answers at: what a user offline, or CI, sees
+    env = {
+        **os.environ,
+        "XDG_CACHE_HOME": str(tmp_path),
+        sdist.INDEX_VARIABLE: (url := unreachable_index()),
+        sdist.REQUIRE_VARIABLE: "1" if required else "",
+    }
+    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(CONFORMANCE_FILE)]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    release = transformers.__version__
+    reason = f"transformers {release}'s common tests are not cached and could not be fetched: {url}"
+    assert reason in done.stdout, done.stdout[-2000:]
+    summary = done.stdout.strip().splitlines()[-1]
+    if required:
+        assert done.returncode == pytest.ExitCode.INTERRUPTED, done.stdout[-2000:]
+        assert summary.startswith("1 error in "), done.stdout[-2000:]
+    else:
+        # the file is skipped as a whole, so no test of it is collected
+        assert done.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, done.stdout[-2000:]
+        assert summary.startswith("1 skipped in "), done.stdout[-2000:]
