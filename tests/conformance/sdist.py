@@ -8,7 +8,8 @@ pytest-xdist workers ask at the same time. A cached release is used without the 
 the modules of a package made for that release, whose path also holds our stand-ins (`stand_ins/`) for the
 modules upstream's files import that the sdist lacks; `sys.path` is left as it is. `fetch_or_skip` is what a test
 module calls: an index that cannot be reached skips the module, naming the release and the error, or fails it
-where `VANILLA_TRANSFORMER_REQUIRE_CONFORMANCE=1` (.ci/run)."""
+where `VANILLA_TRANSFORMER_REQUIRE_CONFORMANCE=1` (.ci/run); a download that is not the one the index lists is an
+error, never a skip."""
 
 from __future__ import annotations
 
