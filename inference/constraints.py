@@ -1,6 +1,8 @@
 """Lexically constrained beam search as a `generate()` strategy: the search that makes a glossary's terms
 (`inference.glossary`) come out.
 
+Candidate and stopping rules after transformers' beam search (`GenerationMixin._beam_search`, Apache-2.0).
+
 `constrained_beam_search` is beam search with dynamic beam allocation (Post and Vilar 2018, "Fast Lexically
 Constrained Decoding with Dynamic Beam Allocation for Neural Machine Translation", NAACL), passed to `generate()`
 as its ``custom_generate`` with ``constraints`` (one list of token-id phrases per source row): generate() encodes,

@@ -1,5 +1,5 @@
-"""Stand-in for transformers' tests/utils/test_configuration_utils.py, which transformers' PyPI source distribution
-does not ship (see ../README.md): `ConfigTester.check_config_arguments_init` builds a config from
+"""Our stand-in for transformers' tests/utils/test_configuration_utils.py, which transformers' source distribution
+does not ship: `ConfigTester.check_config_arguments_init` builds a config from
 `config_common_kwargs` and checks that each value is kept. These are generic `PretrainedConfig` arguments, each
 set to a value other than its default."""
 
