@@ -30,7 +30,7 @@ joeynmt_tokenizers = pytest.importorskip("joeynmt.tokenizers")
 
 from vanilla_transformer.commands.convert import main as convert_main  # noqa: E402
 from vanilla_transformer.modeling import VanillaTransformerConfig  # noqa: E402
-from vanilla_transformer.modeling.convert_joeynmt import (  # noqa: E402
+from vanilla_transformer.convert.joeynmt import (  # noqa: E402
     convert_joeynmt_checkpoint,
     generation_config_from_joeynmt,
 )

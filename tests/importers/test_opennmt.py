@@ -17,7 +17,7 @@ import sentencepiece
 import torch
 
 from vanilla_transformer.commands.convert import main as convert_main
-from vanilla_transformer.modeling.convert_opennmt import convert_opennmt_checkpoint
+from vanilla_transformer.convert.opennmt import convert_opennmt_checkpoint
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 

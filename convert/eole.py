@@ -41,15 +41,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 from safetensors import SafetensorError, safe_open
 
-from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .convert_common import (
+from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+
+from .common import (
     SizeClaim,
     check_claimed_sizes,
     load_converted_weights,
     with_zero_biases,
     write_converted_folder,
 )
-from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast

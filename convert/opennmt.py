@@ -4,7 +4,7 @@ model, without OpenNMT-py installed.
 The checkpoint is a pickle (``torch.save`` of {"model": the state dict without the generator, "generator": its
 state dict, "vocab": {"src": [...], "tgt": [...], "decoder_start_token": "<s>"}, "opt": the training options, an
 ``argparse.Namespace``, "optim": ...}): it is read only with `trust_pickle` (``convert --trust_pickle``), through
-`convert_common.load_pickled_checkpoint`.
+`common.load_pickled_checkpoint`.
 
 What maps, exactly:
   * OpenNMT-py 3.x's transformer is pre-LN with a final LayerNorm on each stack (it has no post-LN transformer)
@@ -18,7 +18,7 @@ What maps, exactly:
     Linear with its bias (`final_logits_bias`); sizes come from the weights;
   * the vocabulary (OpenNMT-py's specials: `<blank>` pad, `<unk>`, `<s>` decoder start, `</s>`) and the tokenizer:
     whitespace-separated words, or the SentencePiece model of the `sentencepiece` transform, found at the path the
-    options name or by its file name next to the checkpoint (`convert_eole.eole_tokenizer`: the source gets no
+    options name or by its file name next to the checkpoint (`eole.eole_tokenizer`: the source gets no
     `</s>`, as in OpenNMT-py).
 
 Refused by name (`ValueError` naming the option and its value): relative, rotary and ALiBi positions
@@ -36,8 +36,10 @@ from typing import Any
 
 import torch
 
-from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .convert_common import (
+from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from vanilla_transformer.modeling.positions_vanilla_transformer import sinusoidal_table
+
+from .common import (
     SizeClaim,
     check_claimed_sizes,
     load_converted_weights,
@@ -45,9 +47,7 @@ from .convert_common import (
     with_zero_biases,
     write_converted_folder,
 )
-from .convert_eole import eole_tokenizer, special_ids
-from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from .positions_vanilla_transformer import sinusoidal_table
+from .eole import eole_tokenizer, special_ids
 
 # OpenNMT-py 3.x's defaults for the options an older checkpoint's opt may lack
 DEFAULTS: dict[str, Any] = {
@@ -332,7 +332,7 @@ def our_state(config: VanillaTransformerConfig, onmt: dict[str, torch.Tensor]) -
 
 
 def tokenizer_options(opt: Namespace) -> dict:
-    """OpenNMT-py's transforms and SentencePiece options in the shape `convert_eole.eole_tokenizer` reads."""
+    """OpenNMT-py's transforms and SentencePiece options in the shape `eole.eole_tokenizer` reads."""
     names = ("src_subword_model", "tgt_subword_model", "src_subword_vocab", "tgt_subword_vocab")
     return {
         "transforms": list(getattr(opt, "transforms", None) or []),
