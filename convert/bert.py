@@ -20,12 +20,12 @@ import torch
 from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification
 
 from vanilla_transformer.modeling import (
-    BERT,
     VanillaEncoderOnlyConfig,
     VanillaEncoderOnlyForMaskedLM,
     VanillaEncoderOnlyForSequenceClassification,
 )
 from vanilla_transformer.modeling.configuration_vanilla_base import ACTIVATIONS
+from vanilla_transformer.modeling.configuration_vanilla_encoder_only import BERT
 
 from .common import (
     SizeClaim,
