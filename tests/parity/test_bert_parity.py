@@ -23,11 +23,11 @@ from transformers import (
     pipeline,
 )
 
+from vanilla_transformer.convert.bert import convert_bert, convert_bert_checkpoint
 from vanilla_transformer.modeling import (
     VanillaEncoderOnlyForMaskedLM,
     VanillaEncoderOnlyForSequenceClassification,
 )
-from vanilla_transformer.convert.bert import convert_bert, convert_bert_checkpoint
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, 61)]  # ids = index
 
