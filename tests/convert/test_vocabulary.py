@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer, MarianTokenizer
 
-from vanilla_transformer.modeling.convert_vocabulary import write_sentencepiece_tokenizer
+from vanilla_transformer.convert.vocabulary import write_sentencepiece_tokenizer
 
 sentencepiece = pytest.importorskip("sentencepiece")
 

@@ -1,10 +1,16 @@
 """Convert an OpenNMT-py 3.x transformer checkpoint (the `.pt` file `onmt_train` saves) into a vanilla-transformer
 model, without OpenNMT-py installed.
 
+eole is OpenNMT-py's successor with the same transformer, vocabulary and transforms, so one mapping serves both:
+this module reads the checkpoint and its options, refuses what cannot convert, and renames the tensors and the
+options to eole's (`eole_tensors`, `eole_options`); eole's importer (`eole.config_from_eole`, `eole.our_state`,
+`eole.eole_tokenizer`, `eole.write_folder`) builds the config, places the weights, builds the tokenizer and
+writes the folder.
+
 The checkpoint is a pickle (``torch.save`` of {"model": the state dict without the generator, "generator": its
 state dict, "vocab": {"src": [...], "tgt": [...], "decoder_start_token": "<s>"}, "opt": the training options, an
 ``argparse.Namespace``, "optim": ...}): it is read only with `trust_pickle` (``convert --trust_pickle``), through
-`convert_common.load_pickled_checkpoint`.
+`common.load_pickled_checkpoint`.
 
 What maps, exactly:
   * OpenNMT-py 3.x's transformer is pre-LN with a final LayerNorm on each stack (it has no post-LN transformer)
@@ -18,8 +24,9 @@ What maps, exactly:
     Linear with its bias (`final_logits_bias`); sizes come from the weights;
   * the vocabulary (OpenNMT-py's specials: `<blank>` pad, `<unk>`, `<s>` decoder start, `</s>`) and the tokenizer:
     whitespace-separated words, or the SentencePiece model of the `sentencepiece` transform, found at the path the
-    options name or by its file name next to the checkpoint (`convert_eole.eole_tokenizer`: the source gets no
-    `</s>`, as in OpenNMT-py).
+    options name or by its file name next to the checkpoint (`eole.eole_tokenizer`: the source gets no
+    `</s>`, as in OpenNMT-py);
+  * decoding: beam 5, at most 250 tokens, every token may be generated (OpenNMT-py's defaults, which are eole's).
 
 Refused by name (`ValueError` naming the option and its value): relative, rotary and ALiBi positions
 (`max_relative_positions` != 0), RMSNorm (`layer_norm="rms"`), grouped-query attention (`num_kv`), `self_attn_type`
@@ -36,18 +43,11 @@ from typing import Any
 
 import torch
 
-from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .convert_common import (
-    SizeClaim,
-    check_claimed_sizes,
-    load_converted_weights,
-    load_pickled_checkpoint,
-    with_zero_biases,
-    write_converted_folder,
-)
-from .convert_eole import eole_tokenizer, special_ids
-from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from .positions_vanilla_transformer import sinusoidal_table
+from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
+from vanilla_transformer.modeling.positions_vanilla_transformer import sinusoidal_table
+
+from . import eole
+from .common import SizeClaim, check_claimed_sizes, load_converted_weights, load_pickled_checkpoint
 
 # OpenNMT-py 3.x's defaults for the options an older checkpoint's opt may lack
 DEFAULTS: dict[str, Any] = {
@@ -86,29 +86,37 @@ ACCEPTED: dict[str, tuple[tuple[Any, ...], str]] = {
     "generator_function": (("softmax",), "only a softmax output is expressible"),
     "num_experts": ((0,), "mixtures of experts have no field here"),
 }
-# OpenNMT-py activation -> ours (transformers' ACT2FN names computing the same function)
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "fast_gelu": "gelu_new", "silu": "silu"}
-# our sinusoidal layouts, compared with the table the checkpoint stores
-LAYOUTS = ("interleaved", "tensor2tensor")
+# OpenNMT-py activation -> eole's name for the same function (`eole.ACTIVATIONS` maps it to ours)
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "fast_gelu": "gelu-tanh", "silu": "silu"}
 EMBEDDINGS = {"encoder": "encoder.embeddings.make_embedding", "decoder": "decoder.embeddings.make_embedding"}
 LAYER_PREFIX = {"encoder": "encoder.transformer", "decoder": "decoder.transformer_layers"}
-# OpenNMT-py parameter name (after "encoder.transformer.N." / "decoder.transformer_layers.N.") -> ours
+# OpenNMT-py parameter name (after "encoder.transformer.N." / "decoder.transformer_layers.N.") -> eole's (after
+# "encoder.transformer_layers.N." / "decoder.transformer_layers.N."): the attention projections have the same names
 LAYER_NAMES = {
-    "layer_norm": "self_attn_layer_norm",
-    "layer_norm_1": "self_attn_layer_norm",
-    "self_attn.linear_query": "self_attn.q_proj",
-    "self_attn.linear_keys": "self_attn.k_proj",
-    "self_attn.linear_values": "self_attn.v_proj",
-    "self_attn.final_linear": "self_attn.out_proj",
-    "layer_norm_2": "encoder_attn_layer_norm",
-    "context_attn.linear_query": "encoder_attn.q_proj",
-    "context_attn.linear_keys": "encoder_attn.k_proj",
-    "context_attn.linear_values": "encoder_attn.v_proj",
-    "context_attn.final_linear": "encoder_attn.out_proj",
-    "feed_forward.layer_norm": "final_layer_norm",
-    "feed_forward.w_1": "ffn.fc1",
-    "feed_forward.w_2": "ffn.fc2",
+    "layer_norm": "input_layernorm",
+    "layer_norm_1": "input_layernorm",
+    **{name: name for name in eole.LAYER_NAMES if name.startswith(("self_attn.", "context_attn."))},
+    "layer_norm_2": "precontext_layernorm",
+    "feed_forward.layer_norm": "post_attention_layernorm",
+    "feed_forward.w_1": "mlp.gate_up_proj",
+    "feed_forward.w_2": "mlp.down_proj",
 }
+# the tensors outside the layers that OpenNMT-py and eole name differently (the side's embeddings)
+OTHER_NAMES = {
+    f"{EMBEDDINGS['encoder']}.emb_luts.0.weight": "src_emb.embeddings.weight",
+    f"{EMBEDDINGS['decoder']}.emb_luts.0.weight": "tgt_emb.embeddings.weight",
+    f"{EMBEDDINGS['encoder']}.pe.pe": "src_emb.pe.pe",
+    f"{EMBEDDINGS['decoder']}.pe.pe": "tgt_emb.pe.pe",
+}
+# named alike in both: the final LayerNorm of each stack and the generator
+SAME_NAMES = (
+    "encoder.layer_norm.weight",
+    "encoder.layer_norm.bias",
+    "decoder.layer_norm.weight",
+    "decoder.layer_norm.bias",
+    "generator.weight",
+    "generator.bias",
+)
 MISSING_CODE = (
     "the checkpoint holds objects beyond OpenNMT-py 3.x's (tensors, lists, an argparse.Namespace): convert it "
     "with OpenNMT-py 3.x (onmt_release_model) first"
@@ -177,11 +185,6 @@ def refused_options(opt: Namespace) -> list[str]:
     return refused
 
 
-def _layers(state: dict[str, Any], side: str) -> int:
-    pattern = re.compile(rf"^{re.escape(LAYER_PREFIX[side])}\.(\d+)\.")
-    return len({int(m.group(1)) for name in state if (m := pattern.match(name))})
-
-
 def size_claims(opt: Namespace) -> list[SizeClaim]:
     """The sizes the options claim, with the tensors that show them."""
     claims = []
@@ -229,62 +232,43 @@ def check_vocabularies(path: Path, vocab: dict, shapes: dict[str, tuple[int, ...
         )
 
 
-def sinusoidal_layout(path: Path, state: dict[str, torch.Tensor]) -> tuple[str, int]:
-    """(our layout of the sinusoidal table the checkpoint stores, its rows); `ValueError` when it is neither."""
+def position_encoding_type(path: Path, state: dict[str, torch.Tensor]) -> str:
+    """The `position_encoding_type` (OpenNMT-py's and eole's name) of the sinusoidal tables the checkpoint stores,
+    told from the tables themselves; `ValueError` when they are neither layout."""
     tables = [state.get(f"{EMBEDDINGS[side]}.pe.pe") for side in EMBEDDINGS]
     if any(table is None for table in tables):
         raise ValueError(f"{path} has no stored sinusoidal table (*.make_embedding.pe.pe) on both sides")
     encoder, decoder = (table.reshape(-1, table.shape[-1]) for table in tables if table is not None)
-    for layout in LAYOUTS:
+    for kind, layout in eole.SINUSOIDAL_LAYOUTS.items():
         # float32 rounding of the angles differs between formulas by up to ~2e-4 at position 5000
         ours = sinusoidal_table(encoder.shape[0], encoder.shape[1], layout)
         if encoder.shape == decoder.shape and all(
             torch.allclose(table, ours, atol=1e-3) for table in (encoder, decoder)
         ):
-            return layout, encoder.shape[0]
+            return kind
     raise ValueError(
         f"{path} stores a position table that is neither OpenNMT-py's SinusoidalInterleaved nor SinusoidalConcat"
     )
 
 
-def config_from_opennmt(
-    opt: Namespace, vocab: dict, shapes: dict[str, tuple[int, ...]], layout: str, positions: int
-) -> VanillaTransformerConfig:
-    """The vanilla-transformer config that computes what the OpenNMT-py model of `opt` computes, sizes from
-    `shapes`."""
-    src = shapes[f"{EMBEDDINGS['encoder']}.emb_luts.0.weight"]
-    tgt = shapes[f"{EMBEDDINGS['decoder']}.emb_luts.0.weight"]
-    heads = int(option(opt, "heads"))
-    return VanillaTransformerConfig(
-        vocab_size=src[0],
-        decoder_vocab_size=tgt[0],
-        d_model=src[1],
-        encoder_layers=_layers(shapes, "encoder"),
-        decoder_layers=_layers(shapes, "decoder"),
-        encoder_attention_heads=heads,
-        decoder_attention_heads=heads,
-        encoder_ffn_dim=shapes[f"{LAYER_PREFIX['encoder']}.0.feed_forward.w_1.weight"][0],
-        decoder_ffn_dim=shapes[f"{LAYER_PREFIX['decoder']}.0.feed_forward.w_1.weight"][0],
-        activation_function=ACTIVATIONS[option(opt, "pos_ffn_activation_fn")],
-        dropout=0.0,
-        normalize_before=True,
-        layer_norm_eps=float(option(opt, "norm_eps")),
-        position_encoding="sinusoidal",
-        sinusoidal_layout=layout,
-        max_position_embeddings=positions,
-        scale_embedding=True,
-        share_encoder_decoder_embeddings=bool(option(opt, "share_embeddings")),
-        tie_word_embeddings=bool(option(opt, "share_decoder_embeddings")),
-        output_bias="generator.bias" in shapes,
-        **special_ids(vocab),
-    )
+def eole_options(opt: Namespace, position_encoding_type: str) -> dict[str, Any]:
+    """The model options of `opt` as an eole config's `model` section (what `eole.config_from_eole` reads)."""
+    return {
+        "heads": int(option(opt, "heads")),
+        "mlp_activation_fn": ACTIVATIONS[option(opt, "pos_ffn_activation_fn")],
+        "norm_eps": option(opt, "norm_eps"),
+        "position_encoding_type": position_encoding_type,
+        "share_embeddings": bool(option(opt, "share_embeddings")),
+        "share_decoder_embeddings": bool(option(opt, "share_decoder_embeddings")),
+    }
 
 
-def our_state(config: VanillaTransformerConfig, onmt: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """OpenNMT-py's weights under our names (absent biases as zeros); `ValueError` naming tensors it cannot place."""
-    state: dict[str, torch.Tensor] = {}
+def eole_tensors(onmt: dict[str, torch.Tensor], options: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """OpenNMT-py's tensors under eole's names (`options`: `eole_options`); `ValueError` naming the tensors that
+    have no place. With shared embeddings the decoder's copy is left out; a generator tied to the decoder
+    embeddings must equal them, and is left out as eole leaves it out."""
+    tensors: dict[str, torch.Tensor] = {}
     unplaced = []
-    shared = config.share_encoder_decoder_embeddings
     for name, tensor in onmt.items():
         layer = re.match(
             r"^(encoder\.transformer|decoder\.transformer_layers)\.(\d+)\.(.+)\.(weight|bias)$", name
@@ -292,47 +276,37 @@ def our_state(config: VanillaTransformerConfig, onmt: dict[str, torch.Tensor]) -
         if layer:
             stack, index, module, kind = layer.groups()
             side = stack.split(".")[0]
-            ours = LAYER_NAMES.get(module)
+            renamed = LAYER_NAMES.get(module)
             # "layer_norm" is the encoder's pre-attention norm; the decoder's are layer_norm_1 / layer_norm_2
-            if ours is None or (module == "layer_norm" and side == "decoder"):
+            if renamed is None or (module == "layer_norm" and side == "decoder"):
                 unplaced.append(name)
                 continue
-            state[f"model.{side}.layers.{index}.{ours}.{kind}"] = tensor
-        elif name in (
-            "encoder.layer_norm.weight",
-            "encoder.layer_norm.bias",
-            "decoder.layer_norm.weight",
-            "decoder.layer_norm.bias",
-        ):
-            state[f"model.{name}"] = tensor
-        elif name.endswith(".make_embedding.emb_luts.0.weight"):
-            side = name.split(".")[0]
-            if not (shared and side == "decoder"):
-                state["model.shared.weight" if shared else f"model.{side}.embed_tokens.weight"] = tensor
-        elif name.endswith(".make_embedding.pe.pe"):
-            # the fixed sinusoidal table, rebuilt from the config (its layout checked by `sinusoidal_layout`)
-            continue
-        elif name == "generator.weight":
-            if not config.tie_word_embeddings:
-                state["lm_head.weight"] = tensor
-            elif not torch.equal(tensor, onmt[f"{EMBEDDINGS['decoder']}.emb_luts.0.weight"]):
+            tensors[f"{side}.transformer_layers.{index}.{renamed}.{kind}"] = tensor
+        elif name in OTHER_NAMES:
+            if name.endswith(".pe.pe"):
+                # stored as (positions, 1, d_model)
+                tensors[OTHER_NAMES[name]] = tensor.reshape(-1, tensor.shape[-1])
+            elif not (options["share_embeddings"] and name.startswith("decoder.")):
+                # shared embeddings: eole has the encoder's table alone
+                tensors[OTHER_NAMES[name]] = tensor
+        elif name == "generator.weight" and options["share_decoder_embeddings"]:
+            if not torch.equal(tensor, onmt[f"{EMBEDDINGS['decoder']}.emb_luts.0.weight"]):
                 unplaced.append(
                     f"{name} (share_decoder_embeddings=True but it differs from the decoder embeddings)"
                 )
-        elif name == "generator.bias":
-            state["final_logits_bias"] = tensor
+        elif name in SAME_NAMES:
+            tensors[name] = tensor
         else:
             unplaced.append(name)
     if unplaced:
         raise ValueError(
             f"the OpenNMT-py checkpoint has tensors this converter cannot place: {', '.join(unplaced[:8])}"
         )
-    # biases OpenNMT-py leaves out (add_qkvbias, add_ffnbias false) are zero
-    return with_zero_biases(state, config)
+    return tensors
 
 
 def tokenizer_options(opt: Namespace) -> dict:
-    """OpenNMT-py's transforms and SentencePiece options in the shape `convert_eole.eole_tokenizer` reads."""
+    """OpenNMT-py's transforms and SentencePiece options in the shape `eole.eole_tokenizer` reads."""
     names = ("src_subword_model", "tgt_subword_model", "src_subword_vocab", "tgt_subword_vocab")
     return {
         "transforms": list(getattr(opt, "transforms", None) or []),
@@ -353,14 +327,10 @@ def convert_opennmt_checkpoint(src: str | Path, out_dir: str | Path, trust_pickl
     shapes = {name: tuple(tensor.shape) for name, tensor in state.items()}
     check_claimed_sizes(path, size_claims(opt), shapes, config_name=f"{path} (opt)")
     check_vocabularies(path, vocab, shapes)
-    layout, positions = sinusoidal_layout(path, state)
-    config = config_from_opennmt(opt, vocab, shapes, layout, positions)
-    tokenizer = eole_tokenizer(path.parent, tokenizer_options(opt), vocab)
+    options = eole_options(opt, position_encoding_type(path, state))
+    tensors = eole_tensors(state, options)
+    config = eole.config_from_eole(options, vocab, {name: tuple(t.shape) for name, t in tensors.items()})
+    tokenizer = eole.eole_tokenizer(path.parent, tokenizer_options(opt), vocab)
     ours = VanillaTransformerForConditionalGeneration(config)
-    ours = load_converted_weights(ours, our_state(config, state), "OpenNMT-py")
-    # OpenNMT-py's decoding defaults: beam 5, at most 250 tokens, every token may be generated
-    limit = min(250, config.max_position_embeddings - 1)
-    ours.generation_config.update(num_beams=5, max_new_tokens=limit, suppress_tokens=None)
-    write_converted_folder(ours, None, out_dir)
-    tokenizer.save_pretrained(out_dir)
-    return out_dir
+    ours = load_converted_weights(ours, eole.our_state(options, config, tensors), "OpenNMT-py")
+    return eole.write_folder(ours, tokenizer, out_dir)

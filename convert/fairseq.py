@@ -7,7 +7,7 @@ its SentencePiece model: `spm.model` / `sentencepiece.bpe.model` / `sentencepiec
 named. A checkpoint is a pickle, which can run code: it is read only with ``trust_pickle=True``
 (``convert --trust_pickle``), first with ``torch.load(weights_only=True)``; a checkpoint whose config is an
 `argparse.Namespace` or an omegaconf `DictConfig` (every fairseq checkpoint) then needs the full unpickler
-(`convert_common.load_pickled_checkpoint`), and for a `DictConfig` the `omegaconf` package.
+(`common.load_pickled_checkpoint`), and for a `DictConfig` the `omegaconf` package.
 
 What maps (fairseq option -> our field):
   * `encoder_normalize_before` = `decoder_normalize_before` -> `normalize_before` (with the final LayerNorm of
@@ -39,19 +39,20 @@ from typing import Any
 import torch
 from transformers import GenerationConfig
 
-from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .convert_common import (
+from vanilla_transformer.modeling import (
+    VanillaTransformerConfig,
+    VanillaTransformerForConditionalGeneration,
+    default_generation_config,
+)
+
+from .common import (
     SizeClaim,
     check_claimed_sizes,
     load_converted_weights,
     load_pickled_checkpoint,
     write_converted_folder,
 )
-from .convert_vocabulary import write_sentencepiece_tokenizer
-from .modeling_vanilla_transformer import (
-    VanillaTransformerForConditionalGeneration,
-    default_generation_config,
-)
+from .vocabulary import write_sentencepiece_tokenizer
 
 CHECKPOINT_NAMES = ("checkpoint_best.pt", "checkpoint_last.pt")
 # the architectures of fairseq's `transformer` model (models/transformer/transformer_legacy.py)
@@ -382,7 +383,7 @@ def _sentencepiece_models(folder: Path, task: dict, options: dict, bpe: dict) ->
 def convert_fairseq_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_pickle: bool = False) -> Path:
     """Convert a fairseq transformer checkpoint (a `.pt` file or its folder, with its dictionaries and
     SentencePiece model beside it: see the module docstring) into a vanilla-transformer folder with remote code,
-    generation_config.json and the tokenizer (the OPUS-MT layout of `convert_vocabulary.py`, which
+    generation_config.json and the tokenizer (the OPUS-MT layout of `vocabulary.py`, which
     `AutoTokenizer` loads as `MarianTokenizer` with fairseq's ids). Nothing is written unless every check
     passes."""
     checkpoint_path = find_checkpoint(Path(src_dir))

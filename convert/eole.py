@@ -24,7 +24,8 @@ What maps, exactly:
     without `</s>`: append the eos id to train on them. Other transforms (BPE, onmt_tokenize, ...) are refused
     by name.
 
-Every other option is refused by name (`ValueError` naming the option and its value): post-norm encoders (eole's
+OpenNMT-py 3.x checkpoints convert through the same mapping (`opennmt.py` renames their tensors and options to
+eole's). Every other option is refused by name (`ValueError` naming the option and its value): post-norm encoders (eole's
 decoder is always pre-LN, and our residual order is one for both stacks), RMSNorm, gated activations, grouped-query
 attention, relative / ALiBi positions, MoE, parallel residuals, sliding windows, ... Sizes come from the weights;
 the sizes config.json claims and the vocabularies of vocab.json are checked against them before any model is built.
@@ -41,15 +42,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 from safetensors import SafetensorError, safe_open
 
-from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .convert_common import (
+from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+
+from .common import (
     SizeClaim,
     check_claimed_sizes,
     load_converted_weights,
     with_zero_biases,
     write_converted_folder,
 )
-from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
@@ -588,6 +589,18 @@ def eole_tokenizer(src_dir: Path, eole_config: dict, vocab: dict) -> PreTrainedT
     return tokenizer
 
 
+def write_folder(
+    model: VanillaTransformerForConditionalGeneration, tokenizer: PreTrainedTokenizerFast, out_dir: Path
+) -> Path:
+    """Write the converted `model`, with eole's decoding defaults (OpenNMT-py's too: beam 5, at most 250 tokens,
+    every token may be generated, <blank> and <s> too), and its `tokenizer` to `out_dir` (new or empty)."""
+    limit = min(250, model.config.max_position_embeddings - 1)
+    model.generation_config.update(num_beams=5, max_new_tokens=limit, suppress_tokens=None)
+    write_converted_folder(model, None, out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
+
+
 def convert_eole_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_pickle: bool = False) -> Path:
     """Convert an eole checkpoint folder into a vanilla-transformer folder with remote code (see the module
     docstring for what maps). The options, the sizes config.json claims and vocab.json are checked against the
@@ -609,9 +622,4 @@ def convert_eole_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_pick
     tokenizer = eole_tokenizer(src_dir, eole_config, vocab)
     ours = VanillaTransformerForConditionalGeneration(config)
     ours = load_converted_weights(ours, our_state(model, config, read_weights(files)), "eole")
-    # eole's decoding defaults: beam 5, at most 250 tokens, every token may be generated (<blank> and <s> too)
-    limit = min(250, config.max_position_embeddings - 1)
-    ours.generation_config.update(num_beams=5, max_new_tokens=limit, suppress_tokens=None)
-    write_converted_folder(ours, None, out_dir)
-    tokenizer.save_pretrained(out_dir)
-    return out_dir
+    return write_folder(ours, tokenizer, out_dir)

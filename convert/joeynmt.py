@@ -29,10 +29,10 @@ from typing import Any
 import torch
 from transformers import GenerationConfig
 
-from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .convert_common import load_converted_weights, load_pickled_checkpoint, write_converted_folder
-from .convert_vocabulary import write_sentencepiece_tokenizer
-from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+
+from .common import load_converted_weights, load_pickled_checkpoint, write_converted_folder
+from .vocabulary import write_sentencepiece_tokenizer
 
 CONFIG_FILE = "config.yaml"
 CHECKPOINTS = ("best.ckpt", "latest.ckpt")
@@ -395,7 +395,7 @@ def restrict_to_vocabulary(model: bytes, vocabulary: list[str]) -> bytes:
 def write_joeynmt_tokenizer(
     out_dir: Path, models: tuple[Path, Path], vocabularies: tuple[list[str], list[str]], config: dict
 ) -> None:
-    """The OPUS-MT layout (`convert_vocabulary`) in `out_dir` for JoeyNMT's SentencePiece `models` and
+    """The OPUS-MT layout (`convert.vocabulary`) in `out_dir` for JoeyNMT's SentencePiece `models` and
     `vocabularies` (source, target). The models written are restricted to the vocabularies as JoeyNMT restricts
     them (`restrict_to_vocabulary`)."""
     import tempfile

@@ -19,9 +19,15 @@ from pathlib import Path
 import torch
 from transformers import BertConfig, BertForMaskedLM, BertForSequenceClassification
 
-from .configuration_vanilla_base import ACTIVATIONS
-from .configuration_vanilla_encoder_only import BERT, VanillaEncoderOnlyConfig
-from .convert_common import (
+from vanilla_transformer.modeling import (
+    VanillaEncoderOnlyConfig,
+    VanillaEncoderOnlyForMaskedLM,
+    VanillaEncoderOnlyForSequenceClassification,
+)
+from vanilla_transformer.modeling.configuration_vanilla_base import ACTIVATIONS
+from vanilla_transformer.modeling.configuration_vanilla_encoder_only import BERT
+
+from .common import (
     SizeClaim,
     common_tables,
     load_converted_weights,
@@ -29,10 +35,6 @@ from .convert_common import (
     read_source_config,
     tying_init_and_ids,
     write_converted_folder,
-)
-from .modeling_vanilla_encoder_only import (
-    VanillaEncoderOnlyForMaskedLM,
-    VanillaEncoderOnlyForSequenceClassification,
 )
 
 # BERT classes by the `architectures` entry of a saved config -> the class that loads the folder for conversion
@@ -157,7 +159,7 @@ def convert_bert_model(
 
 def size_claims(source: dict, classifier: bool) -> list[SizeClaim]:
     """The sizes a BERT config.json (`source`) claims, with the tensors that show them (the number of labels too
-    for a `classifier`): `convert_common.check_claimed_sizes`' input."""
+    for a `classifier`): `common.check_claimed_sizes`' input."""
     defaults = BertConfig()
     fields = ("vocab_size", "hidden_size", "max_position_embeddings", "type_vocab_size", "num_hidden_layers")
     size = {name: source.get(name, getattr(defaults, name)) for name in fields}
@@ -184,7 +186,7 @@ def size_claims(source: dict, classifier: bool) -> list[SizeClaim]:
 
 def _load_bert(folder: Path, trust_pickle: bool = False) -> BertForMaskedLM | BertForSequenceClassification:
     """The BERT model saved in `folder`, loaded with the class its `architectures` names (see `_LOADERS`) by
-    `convert_common.load_source_model` (sizes checked first; safetensors only unless `trust_pickle`)."""
+    `common.load_source_model` (sizes checked first; safetensors only unless `trust_pickle`)."""
     expected = "the folder of a saved BertForMaskedLM or BertForSequenceClassification"
     source = read_source_config(folder, "bert", "BERT", expected)
     model_class = _bert_class(folder, source.get("architectures") or [])

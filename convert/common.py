@@ -1,4 +1,4 @@
-"""What the converters (convert_marian.py, convert_gpt2.py, convert_bert.py) share: reading the source folder's
+"""What the converters (marian.py, gpt2.py, bert.py, and the toolkits' importers) share: reading the source folder's
 config, loading the source model (`load_source_model`), the config fields every source maps the same way
 (`tying_init_and_ids`), loading the renamed weights into our model, and writing the converted folder.
 
@@ -28,7 +28,7 @@ from typing import Any, NamedTuple, TypeVar
 import torch
 from transformers import PretrainedConfig, PreTrainedModel
 
-from .export import save_with_remote_code
+from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration, save_with_remote_code
 
 Model = TypeVar("Model", bound=PreTrainedModel)
 
@@ -270,8 +270,6 @@ def with_zero_biases(state: dict[str, torch.Tensor], config: Any) -> dict[str, t
     """``state`` with a zero tensor for each bias of our encoder-decoder (``model.*``) that it lacks: the biases a
     toolkit leaves out (eole's and OpenNMT-py's ``add_qkvbias`` / ``add_ffnbias`` false) are zero. ``config``: a
     `VanillaTransformerConfig`."""
-    from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-
     for name, parameter in VanillaTransformerForConditionalGeneration(config).state_dict().items():
         if name.endswith(".bias") and name not in state and name.startswith("model."):
             state[name] = torch.zeros_like(parameter)

@@ -17,8 +17,9 @@ from typing import Any
 import torch
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
-from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .convert_common import (
+from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+
+from .common import (
     SizeClaim,
     common_tables,
     load_converted_weights,
@@ -27,7 +28,6 @@ from .convert_common import (
     tying_init_and_ids,
     write_converted_folder,
 )
-from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 # the MarianConfig fields that our config has under the same name and meaning, copied as they are
 SAME_NAME_FIELDS = ("vocab_size", "decoder_vocab_size", "d_model", "activation_function") + tuple(
@@ -97,7 +97,7 @@ def convert_marian_model(marian: MarianMTModel) -> VanillaTransformerForConditio
 
 def size_claims(source: dict) -> tuple[list[SizeClaim], tuple[tuple[str, Any, int], ...]]:
     """The sizes a Marian config.json (`source`) claims, with the tensors that show them, and the tables built
-    from it alone (the sinusoidal positions, not stored): `convert_common.check_claimed_sizes`' input."""
+    from it alone (the sinusoidal positions, not stored): `common.check_claimed_sizes`' input."""
     defaults = MarianConfig()
     size = {name: source.get(name, getattr(defaults, name)) for name in SAME_NAME_FIELDS}
     size["max_position_embeddings"] = source.get("max_position_embeddings", defaults.max_position_embeddings)
@@ -128,7 +128,7 @@ def size_claims(source: dict) -> tuple[list[SizeClaim], tuple[tuple[str, Any, in
 def convert_marian_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_pickle: bool = False) -> Path:
     """Convert a saved `MarianMTModel` folder into a vanilla-transformer folder with remote code. The
     tokenizer files are copied unchanged, so `AutoTokenizer.from_pretrained(out_dir)` still loads Marian's
-    tokenizer. The source is loaded by `convert_common.load_source_model` (sizes checked first; safetensors
+    tokenizer. The source is loaded by `common.load_source_model` (sizes checked first; safetensors
     only unless `trust_pickle`)."""
     src_dir, out_dir = Path(src_dir), Path(out_dir)
     source = read_source_config(src_dir, "marian", "Marian", "the folder of a saved MarianMTModel")

@@ -22,8 +22,13 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 from transformers.utils import logging
 
-from .configuration_vanilla_decoder_only import VanillaDecoderOnlyConfig
-from .convert_common import (
+from vanilla_transformer.modeling import (
+    VanillaDecoderOnlyConfig,
+    VanillaDecoderOnlyForCausalLM,
+    causal_lm_generation_config,
+)
+
+from .common import (
     SizeClaim,
     common_tables,
     load_converted_weights,
@@ -32,7 +37,6 @@ from .convert_common import (
     tying_init_and_ids,
     write_converted_folder,
 )
-from .modeling_vanilla_decoder_only import VanillaDecoderOnlyForCausalLM, causal_lm_generation_config
 
 logger = logging.get_logger(__name__)
 
@@ -157,7 +161,7 @@ def convert_gpt2(model_or_folder: GPT2LMHeadModel | str | Path) -> VanillaDecode
 
 def size_claims(source: dict) -> list[SizeClaim]:
     """The sizes a GPT-2 config.json (`source`) claims, with the tensors that show them
-    (`convert_common.check_claimed_sizes`' input)."""
+    (`common.check_claimed_sizes`' input)."""
     defaults = GPT2Config()
     size = {
         name: source.get(name, getattr(defaults, name))
@@ -176,7 +180,7 @@ def size_claims(source: dict) -> list[SizeClaim]:
 
 
 def _load_gpt2(folder: Path, trust_pickle: bool = False) -> GPT2LMHeadModel:
-    """The `GPT2LMHeadModel` saved in `folder` (`convert_common.load_source_model`: sizes checked first, safetensors
+    """The `GPT2LMHeadModel` saved in `folder` (`common.load_source_model`: sizes checked first, safetensors
     only unless `trust_pickle`); `FileNotFoundError` / `ValueError` saying what the folder lacks."""
     source = read_source_config(folder, "gpt2", "GPT-2", "the folder of a saved GPT2LMHeadModel")
     return load_source_model(
