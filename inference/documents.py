@@ -173,12 +173,16 @@ def translate_document(
     from .translate import translate_hypotheses
 
     plan = DocumentPlan.of(document, markup=True, split_sentences=split_sentences, language=language)
-    nbest = translate_hypotheses(model, tokenizer, plan.sentences, batch_size, scores=False, **generate_kwargs)
+    nbest = translate_hypotheses(
+        model, tokenizer, plan.sentences, batch_size, scores=False, **generate_kwargs
+    )
     translated = plan.translated([[hyps[0].text] for hyps in nbest])
     try:
         check_alignable(model)
+        pairs = translated.pairs()
     except ValueError:
+        pairs = []
+    if not pairs:
         return translated.render()[0]
-    pairs = translated.pairs()
-    found = align_words(model, tokenizer, [p[0] for p in pairs], [p[1] for p in pairs], batch_size) if pairs else []
+    found = align_words(model, tokenizer, [p[0] for p in pairs], [p[1] for p in pairs], batch_size)
     return translated.render(found)[0]

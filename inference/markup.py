@@ -652,4 +652,3 @@ def render_segment(segment: Segment, translation: str, alignment: WordAlignment 
         place(items_after.get(j, []), current)
     out.append(segment.trailing)
     return "".join(out)
-
