@@ -102,7 +102,7 @@ def dialect_router(
     router included under two prefixes gives distinct ids)."""
 
     def operation_id(route: APIRoute) -> str:
-        method = next(iter(route.methods))
+        method = next(iter(route.methods or ()))
         return re.sub(r"\W+", "_", f"{api_name} {method} {route.path}").strip("_").lower()
 
     router = APIRouter(tags=[api_name], generate_unique_id_function=operation_id)
