@@ -21,6 +21,7 @@ from fastapi import Request
 
 from vanilla_transformer.inference.alignment import WordAlignment
 from vanilla_transformer.inference.constraints import Glossary
+from vanilla_transformer.inference.markup import TagRules
 from vanilla_transformer.inference.translate import Hypothesis
 from vanilla_transformer.modeling import max_source_length
 
@@ -357,10 +358,10 @@ class Lanes:
         return found[0]
 
     def detect(
-        self, text: str, lanes: Sequence[Lane], markup: bool = False, tags: Any = None
+        self, text: str, lanes: Sequence[Lane], markup: bool = False, tags: TagRules | None = None
     ) -> tuple[Lane, float]:
         """The lane of ``lanes`` whose vocabulary reads the largest share of ``text`` (`Lane.read_share`; with
-        ``markup``, of the text of its segments, ``tags`` the `inference.markup.TagRules`), the first of them on a
+        ``markup``, of the text of its segments, cut by ``tags``), the first of them on a
         tie, and that share."""
         if markup:
             from vanilla_transformer.inference.markup import split_document
