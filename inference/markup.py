@@ -22,24 +22,18 @@ marked ``translate="no"`` or ``class="notranslate"``: its words are translated w
 them in context, then the target words aligned with them are replaced by the element as written.
 
 Tags, attributes, comments and declarations come out as written (attributes such as ``alt`` and ``title`` are not
-translated); text is escaped for HTML. `translate_document` does all of it with a model.
+translated); text is escaped for HTML. `inference.documents.translate_document` does all of it with a model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from .alignment import WordAlignment
 from .markup_parse import BLOCK, KEPT_INLINE, SPACE, VERBATIM, VOID, Segment, TagRules, parse_parts
 from .markup_project import BRIDGED, proportional_alignment
 from .markup_render import render_segment
-
-if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
-    from .loading import ModelStandIn
 
 __all__ = [
     "BLOCK",
@@ -54,7 +48,6 @@ __all__ = [
     "proportional_alignment",
     "render_segment",
     "split_document",
-    "translate_document",
 ]
 
 
@@ -95,48 +88,3 @@ def split_document(document: str, rules: TagRules | None = None) -> Document:
     """``document`` (HTML or XML, parsed by the standard library's `html.parser`) as markup and segments
     (`inference.markup_parse`), tags classed by ``rules`` where they name them."""
     return Document(parse_parts(document, rules or TagRules()))
-
-
-def translate_document(
-    model: PreTrainedModel | ModelStandIn,
-    tokenizer: PreTrainedTokenizerBase,
-    document: str,
-    batch_size: int = 32,
-    split_sentences: bool = False,
-    language: str | None = None,
-    **generate_kwargs: Any,
-) -> str:
-    """``document`` (HTML or XML) translated with its markup (module docstring): its segments batched through
-    `inference.translate.translate_hypotheses` (``generate_kwargs`` as there; the best hypothesis of each), the
-    segments that hold inline markup aligned with their translations (`inference.alignment.align_words`; by
-    relative position where the engine returns no attention). With ``split_sentences`` each segment is
-    translated and aligned sentence by sentence (`inference.sentences.split_text` with ``language``), the
-    alignments joined (`inference.alignment.joined_alignment`)."""
-    from .alignment import align_words, check_alignable, joined_alignments
-    from .sentences import SplitText, split_text
-    from .translate import translate_hypotheses
-
-    split = split_document(document)
-    sources = [segment.text for segment in split.segments]
-    pieces = [
-        split_text(source, language) if split_sentences else SplitText((source,), (None,))
-        for source in sources
-    ]
-    flat = [sentence for piece in pieces for sentence in piece.sentences]
-    nbest = translate_hypotheses(model, tokenizer, flat, batch_size, scores=False, **generate_kwargs)
-    outputs = iter(hyps[0].text for hyps in nbest)
-    sentences = [[(sentence, next(outputs)) for sentence in piece.sentences] for piece in pieces]
-    translations = [piece.join([t for _, t in pairs]) for piece, pairs in zip(pieces, sentences)]
-    alignments: list[WordAlignment | None] = [None] * len(sources)
-    marked = [k for k, segment in enumerate(split.segments) if segment.has_markup]
-    try:
-        check_alignable(model)
-    except ValueError:
-        marked = []
-    pairs = [pair for k in marked for pair in sentences[k]]
-    if pairs:
-        found = align_words(model, tokenizer, [p[0] for p in pairs], [p[1] for p in pairs], batch_size)
-        wholes = [(sources[k], translations[k], sentences[k]) for k in marked]
-        for k, alignment in zip(marked, joined_alignments(wholes, found)):
-            alignments[k] = alignment
-    return split.render(translations, alignments)

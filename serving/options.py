@@ -99,7 +99,7 @@ else:
     DecodingRequest = _decoding_request()
 
 
-# the fields that pick the model when a server has several (`serving.apis.Api.route`)
+# the fields that pick the model when a server has several (`serving.lanes.Lanes.route`)
 LANGUAGE_FIELDS = ("source", "target")
 # the fields of POST /translate besides its decoding options
 TRANSLATE_FIELDS = ("text", *LANGUAGE_FIELDS, "scores", "glossary", "alignments", "format", "split_sentences")

@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     # the console streams are TextIOWrappers (typeshed types them TextIO)
     cast(io.TextIOWrapper, sys.stdin).reconfigure(encoding="utf-8", errors="replace")
     if args.format == "html":
-        from vanilla_transformer.inference.markup import translate_document
+        from vanilla_transformer.inference.documents import translate_document
 
         document = sys.stdin.read()
         translated = translate_document(
