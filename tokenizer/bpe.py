@@ -46,7 +46,6 @@ from typing import Any, Literal
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-
 logger = logging.getLogger(__name__)
 
 PAD_TOKEN = "<pad>"

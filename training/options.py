@@ -19,7 +19,11 @@ from vanilla_transformer.inference.engines import ENGINE_NAMES
 from vanilla_transformer.modeling import DEFAULT_LENGTH_PENALTY
 from vanilla_transformer.tokenizer import DEFAULT_VOCAB_SIZE
 from vanilla_transformer.tokenizer.loading import load_tokenizer
-from vanilla_transformer.tokenizer.prepare import given_tokenizer_problem, has_tokenizer, tokenizer_fit_problem
+from vanilla_transformer.tokenizer.prepare import (
+    given_tokenizer_problem,
+    has_tokenizer,
+    tokenizer_fit_problem,
+)
 
 from .cli import float_list
 from .objectives import OBJECTIVES, get_objective, objective_names

@@ -29,7 +29,16 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 EXTRAS = PROJECT["optional-dependencies"]
 # what training, plotting, sentence splitting and serving bring: never a core dependency
-EXTRA_ONLY = {"accelerate", "datasets", "evaluate", "sacrebleu", "tensorboard", "matplotlib", "pysbd", "fastapi"}
+EXTRA_ONLY = {
+    "accelerate",
+    "datasets",
+    "evaluate",
+    "sacrebleu",
+    "tensorboard",
+    "matplotlib",
+    "pysbd",
+    "fastapi",
+}
 
 # runs `python -m vanilla_transformer ARGS` with the top-level modules named in its first argument hidden: every
 # finder of sys.meta_path answers None for them, as in an environment where they are not installed
@@ -77,7 +86,9 @@ def test_the_core_holds_no_package_only_an_extra_needs_and_each_extra_lists_a_pa
 def test_each_extra_is_checked_by_the_modules_of_exactly_its_packages():
     """EXTRA_MODULES[extra], mapped to the distributions that install those modules here (dev has them all), is the
     extra's list in pyproject.toml; every extra a command needs is one of them."""
-    missing = [m for modules in EXTRA_MODULES.values() for m in modules if importlib.util.find_spec(m) is None]
+    missing = [
+        m for modules in EXTRA_MODULES.values() for m in modules if importlib.util.find_spec(m) is None
+    ]
     if missing:
         pytest.skip(f"not every extra is installed here ({', '.join(missing)}): pip install -e '.[dev]'")
     installed_by = importlib.metadata.packages_distributions()
@@ -111,14 +122,14 @@ def not_in_core() -> str:
     installed_by = importlib.metadata.packages_distributions()
     core = core_closure()
     modules = {m for extra in EXTRA_MODULES.values() for m in extra} | {"tensorboard"}
-    hidden = sorted(
-        m for m in modules if not {canonicalize_name(d) for d in installed_by.get(m, [])} & core
-    )
+    hidden = sorted(m for m in modules if not {canonicalize_name(d) for d in installed_by.get(m, [])} & core)
     assert {"accelerate", "datasets", "pysbd", "fastapi", "matplotlib", "tensorboard"} <= set(hidden), hidden
     return ",".join(hidden)
 
 
-def run_hidden(hidden: str, *args: str, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_hidden(
+    hidden: str, *args: str, stdin: str = "", cwd: Path | None = None
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
     return subprocess.run(
         [sys.executable, "-c", HIDDEN_RUN, hidden, *args],
@@ -150,7 +161,10 @@ def test_without_the_extras_the_command_line_translates_and_names_the_extra_a_co
     from vanilla_transformer.inference import load_model_and_tokenizer, translate_lines
 
     model, tokenizer = load_model_and_tokenizer(str(folder), device="cpu")
-    assert done.stdout.split("\n") == [*translate_lines(model, tokenizer, sources, num_beams=1, max_new_tokens=6), ""]
+    assert done.stdout.split("\n") == [
+        *translate_lines(model, tokenizer, sources, num_beams=1, max_new_tokens=6),
+        "",
+    ]
     split = run_hidden(not_in_core, *translate, "--split_sentences", "zh", stdin=sources[0] + "\n")
     assert split.returncode == 2 and split.stderr.splitlines() == [
         "vanilla-transformer translate --split_sentences needs the 'sentences' extra (pysbd not installed): "

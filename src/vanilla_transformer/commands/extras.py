@@ -11,7 +11,17 @@ import sys
 
 # extra -> the modules it installs, by import name: one for each of its packages in pyproject.toml
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
-    "train": ("accelerate", "datasets", "pyarrow", "evaluate", "sacrebleu", "matplotlib", "jinja2", "yaml", "tqdm"),
+    "train": (
+        "accelerate",
+        "datasets",
+        "pyarrow",
+        "evaluate",
+        "sacrebleu",
+        "matplotlib",
+        "jinja2",
+        "yaml",
+        "tqdm",
+    ),
     "sentences": ("pysbd",),
     "plot": ("matplotlib",),
     "serve": ("fastapi", "uvicorn", "multipart", "prometheus_client", "pysbd"),
