@@ -212,7 +212,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.format == "html":
             check_html_options(args)
         if args.split_sentences is not None:
-            require_extras("vanilla-transformer translate --split_sentences", "sentences")
+            # without LANG, the model card's languages: card reading (export.model_card) imports the corpus package
+            extras = ("sentences",) if args.split_sentences != "auto" else ("sentences", "train")
+            require_extras("vanilla-transformer translate --split_sentences", *extras)
             check_split_options(args)
         glossary = read_glossary(args.glossary) if args.glossary is not None else None
         model, tokenizer = load_model_from_args(args)
