@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
+from vanilla_transformer.convert.marian import convert_marian_model
 from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
-from vanilla_transformer.modeling.convert_marian import convert_marian_model
 
 from .marian import marian_config
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from transformers import MarianConfig
 
-from vanilla_transformer.modeling.convert_marian import SAME_NAME_FIELDS
+from vanilla_transformer.convert.marian import SAME_NAME_FIELDS
 from vanilla_transformer.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from vanilla_transformer.training.presets import build_config
 
@@ -26,7 +26,7 @@ def marian_config(
     ``vocab_size - 1``, eos 0, no bos). ``forced_eos_token_id`` is None: every contender stops alike."""
     ours = build_config(preset, vocab_size)  # the preset's sizes, our config's defaults where it sets none
     return MarianConfig(
-        # vocabularies, width, layers, heads and FFN: the fields the converter copies (modeling.convert_marian)
+        # vocabularies, width, layers, heads and FFN: the fields the converter copies (convert.marian)
         **{name: getattr(ours, name) for name in SAME_NAME_FIELDS if name != "activation_function"},
         activation_function="relu",
         dropout=dropout,

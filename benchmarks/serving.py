@@ -133,7 +133,7 @@ def run_serving(
     are); ``options`` (decoding options) become its generation config's defaults, so that every API decodes with
     them; ``progress(line)`` is called after each round."""
     from vanilla_transformer.serving import create_app, start_in_thread
-    from vanilla_transformer.serving.apis import language_pair as card_pair
+    from vanilla_transformer.serving.lanes import language_pair as card_pair
 
     pair = card_pair(served.languages)
     if pair is None:

@@ -2,8 +2,8 @@
 
 Modules:
     model_card   THE model-card code, built with huggingface_hub's ModelCard: `model_card_data` (metadata with
-                 the model-index), `card_values` (a training run's sections), `build_model_card` (the card
-                 training writes, from the ``model_card.md`` template), `hub_model_card` (the card of a pushed
+                 the model-index), `card_values` (a training run's facts), `build_model_card` (the card training
+                 writes: the ``model_card.md`` template, which words them), `hub_model_card` (the card of a pushed
                  folder without one), `model_card_for_repo`, `engine_folder_card`
     hub          `push_folder` (training state left out unless asked for), `check_exported_folder`,
                  `resolve_token`, `TRAINING_STATE_PATTERNS`

@@ -7,8 +7,9 @@ Three cards are written:
 * the card of a trained model (`build_model_card` of `card_values`): metadata from `model_card_data` (language
   codes, license, datasets, metrics, and a ``model-index`` with the test BLEU/chrF, their sacreBLEU signatures and
   the decoding settings), text from the Jinja template ``model_card.md`` at the top of the repository (or
-  ``--model_card``), filled with the sections `card_values` writes from what the run did — the options, the
-  recipe, the model config, the run's result and its objective's `ObjectiveCard` — and nothing else;
+  ``--model_card``), which words the facts `card_values` gathers from what the run did — the options, the
+  recipe, the model config, the run's result and its objective's `ObjectiveCard` — and nothing else: the prose,
+  its conditions and its loops are in the template, the Python side computes plain values;
 * the card of an exported folder pushed without one (`hub_model_card`), from its config.json;
 * the README of a folder exported for another engine (`engine_folder_card`): what the exporter says about its
   files, how to serve it, and the source card's languages.
@@ -19,19 +20,13 @@ the corpora shipped in ``data/`` (the Bible), anything else only by its name and
 translate reports the test perplexity instead of BLEU and shows the usage of its family.
 
 The first two show how to load the model with ``model_id = "..."``: the folder a card was written for, rewritten to
-the repo id when the folder is pushed (`model_card_for_repo`).
-
-Cards are read back here too: `load_card` reads the card of a local folder, or of a Hub repo (downloaded with
-`huggingface_hub`, or from its cache); a model without a card, or a Hub that cannot be reached, gives no card
-(logged), never an error. `card_languages` is its ``language`` metadata (the server's pairs, /info, the sentence
-rules of `translate --split_sentences`), `card_examples` the source sentences its usage section translates (the
-demo page's examples).
+the repo id when the folder is pushed (`model_card_for_repo`). Cards are read back by `inference.cards`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,6 +41,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from vanilla_transformer.corpus import DEFAULT_DATA, FORMATS, GLOB_CHARS, source_kind
 from vanilla_transformer.corpus.files import COMPRESSIONS
+from vanilla_transformer.inference.cards import card_languages
 from vanilla_transformer.modeling import position_limit
 
 # the template: export/model_card.md (in a checkout, a link to the model_card.md at the top)
@@ -53,7 +49,6 @@ TEMPLATE_FILE = Path(__file__).parent / "model_card.md"
 LICENSE = "apache-2.0"  # vanilla-transformer's license, which the exported code files carry
 TAGS = ("translation", "vanilla-transformer", "attention-is-all-you-need", "custom_code")
 METRICS = {"bleu": "BLEU", "chrf": "chrF"}  # Hub metric id -> name; the test metrics' keys
-logger = logging.getLogger(__name__)
 
 _LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}$")  # ISO 639-1 (two letters) or 639-2/3 (three letters)
 _MODEL_ID_LINE = re.compile(r'^model_id = ".*"$', re.MULTILINE)
@@ -90,10 +85,11 @@ SHIPPED_CORPORA = {
 
 @dataclass
 class CardValues:
-    """What a trained model's card is built from: its metadata and the template's variables (Markdown)."""
+    """What a trained model's card is built from: its metadata and the template's variables (``context``: plain
+    values, the facts of the run that the template words)."""
 
     data: ModelCardData
-    text: dict[str, str] = field(default_factory=dict)
+    context: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -193,7 +189,7 @@ def usage_section(model_id: str, example: str | None = None, auto_class: str | N
     )
 
 
-# the trained model's card: its sections, written from the run
+# the trained model's card: the run's facts, which the template words
 
 
 def is_hub_dataset(data) -> bool:
@@ -220,257 +216,148 @@ def dataset_name(data) -> str | None:
     return name or None
 
 
-def _shipped(cfg) -> tuple[str, str] | None:
+def _shipped(cfg) -> dict[str, str] | None:
+    """The description and limitation of the shipped corpus ``cfg.data`` is (`SHIPPED_CORPORA`), else None."""
     if isinstance(cfg.data, (str, PathLike)) and Path(cfg.data).is_file():
         path = Path(cfg.data).resolve()
-        if path.parent == DEFAULT_DATA.parent:
-            return SHIPPED_CORPORA.get(path.name)
+        if path.parent == DEFAULT_DATA.parent and path.name in SHIPPED_CORPORA:
+            description, limitation = SHIPPED_CORPORA[path.name]
+            return {"description": description, "limitation": limitation}
     return None
 
 
-def _direction(cfg) -> str:
+def _data_facts(cfg, result, dataset: str | None) -> dict[str, Any]:
+    """What the run trained on: the corpus, its languages and what reading and splitting did."""
     src, tgt = cfg.languages()
-    return f"**{src} → {tgt}** translation" if src and tgt else "translation"
+    hub = is_hub_dataset(cfg.data)
+    return {
+        "source_lang": src,
+        "target_lang": tgt,
+        "dataset": dataset,
+        "hub_dataset": hub,
+        "hub_config": cfg.hub_config if hub else None,
+        "shipped": _shipped(cfg),
+        "train_pairs": result.split_sizes.get("train", 0),
+        "data_summary": result.data_summary,
+    }
 
 
-def _named(dataset: str | None) -> str:
-    return f"`{dataset}`" if dataset else "a dataset given in memory"
+def _model_facts(config) -> dict[str, Any]:
+    """The model's architecture, for any of the model families (an encoder-decoder states its encoder's heads and
+    d_ff; an encoder-only or decoder-only model has None for the stack it lacks)."""
+    encoder_layers = getattr(config, "encoder_layers", None)
+    decoder_layers = getattr(config, "decoder_layers", None)
+    side = "encoder" if encoder_layers is not None else "decoder"
+    return {
+        "d_model": config.d_model,
+        "heads": getattr(config, f"{side}_attention_heads"),
+        "ffn_dim": getattr(config, f"{side}_ffn_dim"),
+        "encoder_layers": encoder_layers,
+        "decoder_layers": decoder_layers,
+        "pre_ln": bool(config.normalize_before),
+        "dropout": config.dropout,
+        "vocab_size": config.vocab_size,
+    }
 
 
-def _summary(cfg, result, dataset: str | None, objective: ObjectiveCard) -> str:
-    m = result.test_metrics
-    if not objective.translates:
-        start = (
-            f"initialised from `{Path(cfg.init_from).name}` and trained"
-            if cfg.init_from
-            else "trained from scratch"
-        )
-        what = objective.model
-        text = (
-            f"{what[0].upper()}{what[1:]}, implemented from scratch with vanilla-transformer and {start} on "
-            f"{_named(dataset)} ({result.split_sizes.get('train', 0):,} training pairs) with {objective.training}: "
-            f"preset `{cfg.preset}`, {result.num_parameters:,} parameters, {result.step:,} updates in "
-            f"{result.train_seconds / 60:.1f} min on {result.device}."
-        )
-        if m:
-            text += f" Test perplexity {m['perplexity']:.2f} on the {m['num_examples']:,} examples of the test split."
-        return text
-    text = (
-        "An encoder-decoder Transformer as described in *Attention Is All You Need* (Vaswani et al., 2017), "
-        "implemented from scratch with vanilla-transformer and "
-        + (f"fine-tuned from `{Path(cfg.init_from).name}`" if cfg.init_from else "trained from scratch")
-        + f" for {_direction(cfg)} on "
-        f"{_named(dataset)} ({result.split_sizes.get('train', 0):,} training pairs): preset `{cfg.preset}`, "
-        f"{result.num_parameters:,} parameters, {result.step:,} updates in {result.train_seconds / 60:.1f} min on "
-        f"{result.device}."
-    )
-    if m:
-        text += (
-            f" Test BLEU {m['bleu']}, chrF {m['chrf']} on the {m['num_sentences']:,} pairs of the test split"
-            + (f" ({result.split_origin['test']})." if result.split_origin.get("test") else ".")
-        )
-    return text
+def _recipe_facts(cfg, recipe, result) -> dict[str, Any]:
+    """How the run trained: the options and recipe the card states, and the budget it spent."""
+    precision_automatic = result.precision.get("source") == "automatic"
+    mix_data = getattr(cfg, "mix_data", None)
+    distill_from = getattr(cfg, "distill_from", None)
+    return {
+        "preset": cfg.preset,
+        "init_from": Path(cfg.init_from).name if cfg.init_from else None,
+        "schedule": {
+            "kind": getattr(recipe, "lr_schedule", "paper"),
+            "lr_scale": recipe.lr_scale,
+            "learning_rate": recipe.learning_rate,
+            "warmup_steps": recipe.warmup_steps,
+        },
+        "label_smoothing": cfg.label_smoothing,
+        "lora": getattr(cfg, "lora", None),
+        "lora_ffn": getattr(cfg, "lora_ffn", False),
+        "mix": {"ratio": cfg.mix_ratio, "name": Path(str(mix_data)).name} if mix_data else None,
+        "distill_from": Path(str(distill_from)).name if distill_from else None,
+        "bpe_dropout": cfg.bpe_dropout,
+        "clip_norm": recipe.clip_norm,
+        "cooldown": recipe.cooldown,
+        "max_tokens": recipe.max_tokens,
+        "grad_accum": cfg.grad_accum,
+        "seed": cfg.seed,
+        "num_processes": result.num_processes,
+        "mixed_precision": result.mixed_precision,
+        "precision_reason": result.precision["reason"] if precision_automatic else None,
+    }
 
 
-def _data_text(cfg, result, dataset: str | None) -> str:
-    shipped = _shipped(cfg)
-    if shipped:
-        origin = shipped[0]
-    elif is_hub_dataset(cfg.data):
-        origin = f"The Hub dataset `{dataset}`" + (
-            f", configuration `{cfg.hub_config}`." if cfg.hub_config else "."
-        )
-    else:
-        origin = f"The parallel corpus {_named(dataset)}."
-    src, tgt = cfg.languages()
-    languages = f" Source language `{src}`, target language `{tgt}`." if src and tgt else ""
-    return f"{origin}{languages}\n\n{result.data_summary}."
-
-
-def _architecture(c) -> str:
-    """Heads, d_ff, depth and LayerNorm placement of any of the model families."""
-    norm = ", pre-LN" if c.normalize_before else ", post-LN"
-    if hasattr(c, "encoder_layers") and hasattr(c, "decoder_layers"):
-        return (
-            f"{c.encoder_attention_heads} heads, d_ff {c.encoder_ffn_dim}, {c.encoder_layers}+{c.decoder_layers} "
-            f"layers{norm}"
-        )
-    side = "decoder" if hasattr(c, "decoder_layers") else "encoder"
-    return (
-        f"{getattr(c, side + '_attention_heads')} heads, d_ff {getattr(c, side + '_ffn_dim')}, "
-        f"{getattr(c, side + '_layers')} {side} layers{norm}"
-    )
-
-
-def _schedule_text(recipe) -> str:
-    """The learning-rate schedule of ``recipe`` (`training.schedule`) as a formula."""
-    schedule = getattr(recipe, "lr_schedule", "paper")
-    if schedule == "paper":
-        return f"lr = {recipe.lr_scale} * d_model^-0.5 * min(step^-0.5, step * {recipe.warmup_steps}^-1.5)"
-    after = "constant" if schedule == "constant" else f"then * sqrt({recipe.warmup_steps} / step)"
-    return f"lr {recipe.learning_rate} after a linear warm-up of {recipe.warmup_steps} updates, {after}"
-
-
-def _recipe_text(cfg, recipe, c, result, objective: ObjectiveCard) -> str:
-    text = (
-        f"Objective: {objective.training}"
-        + (
-            f", starting from the weights of `{Path(cfg.init_from).name}` (new optimizer and schedule)"
-            if cfg.init_from
-            else ""
-        )
-        + f". Preset `{cfg.preset}`: d_model {c.d_model}, {_architecture(c)}, dropout {c.dropout}, vocabulary "
-        f"{c.vocab_size} ({'its own tokenizer' if cfg.init_from else 'joint BPE'}), {result.num_parameters:,} "
-        f"parameters. Adam (0.9, 0.98, 1e-9), {_schedule_text(recipe)}, label smoothing {cfg.label_smoothing}, "
-        + (
-            f"LoRA rank {cfg.lora} adapters on the {'attention and feed-forward' if cfg.lora_ffn else 'attention'} "
-            "projections (the rest frozen), merged into the weights, "
-            if getattr(cfg, "lora", None)
-            else ""
-        )
-        + (
-            f"{cfg.mix_ratio:.0%} of the training pairs from the general-domain `{Path(str(cfg.mix_data)).name}`, "
-            if getattr(cfg, "mix_data", None)
-            else ""
-        )
-        + (
-            f"training targets translated by the teacher `{Path(str(cfg.distill_from)).name}` (sequence-level "
-            "distillation), "
-            if getattr(cfg, "distill_from", None)
-            else ""
-        )
-        + (
-            f"BPE-dropout {cfg.bpe_dropout} (training pairs re-segmented every epoch), "
-            if cfg.bpe_dropout
-            else ""
-        )
-        + f"gradient clipping {recipe.clip_norm or 'off'}, "
-        + (
-            f"linear learning-rate cooldown to 0 over the last {recipe.cooldown:.0%} of the budget, "
-            if recipe.cooldown
-            else ""
-        )
-        + f"token budget {recipe.max_tokens} x {cfg.grad_accum} accumulation x {result.num_processes} process(es), "
-        f"{result.step} updates ({result.epochs:.2f} epochs), {result.target_tokens:,} target tokens, "
-        f"{result.train_seconds / 60:.1f} min on {result.device}"
-        + (f" with {result.mixed_precision} mixed precision" if result.mixed_precision != "no" else "")
-        + (
-            f"{' in fp32' if result.mixed_precision == 'no' else ''} (chosen automatically: "
-            f"{result.precision['reason']})"
-            if result.precision.get("source") == "automatic"
-            else ""
-        )
-        + f", seed {cfg.seed}."
-    )
-    if result.stopped_because:
-        text += f" The run ended at its budget: {result.stopped_because}."
-    avg = result.averaging
-    if avg:
-        steps = ", ".join(map(str, avg["steps"]))
-        text += (
-            f" Checkpoint averaging: the exported weights are the average of the weights at updates {steps}"
-            if avg["kept"]
-            else f" Checkpoint averaging of updates {steps} did not lower the validation loss; the exported weights are "
-            "the final ones"
-        ) + (
-            f" (validation perplexity {avg['valid_ppl_final']:.2f} final, {avg['valid_ppl_averaged']:.2f} averaged)."
-            if avg["valid_ppl_final"] is not None
-            else "."
-        )
-    return text
-
-
-def _results_text(result) -> str:
-    m = result.test_metrics
-    if not m:
-        return "No test split was evaluated."
-    if "perplexity" in m:
-        return (
-            f"| split | examples | loss | perplexity |\n|---|---|---|---|\n| test | {m['num_examples']} | "
-            f"{m['nll_loss']:.4f} | {m['perplexity']:.2f} |\n\nNegative log-likelihood per scored token (natural log) "
-            "under the training objective, with the same seeded masks or spans at every evaluation. No translation "
-            "was scored."
-        )
-    text = (
-        f"| split | sentences | BLEU | chrF |\n|---|---|---|---|\n| test | {m['num_sentences']} | {m['bleu']} | "
-        f"{m['chrf']} |\n\nBeam {m['num_beams']}, length penalty {m['length_penalty']}. The exported "
-        "`generation_config.json` uses the same settings.\n\n"
-        f"sacreBLEU signatures: BLEU `{m['bleu_signature']}`, chrF `{m['chrf_signature']}`."
-    )
-    domains = getattr(result, "domain_bleu", None)
-    if domains:
-        rows = "".join(
-            f"| {'yours (the test split)' if name == 'yours' else name} | {before} | {domains['after'].get(name, '')} |\n"
-            for name, before in domains["before"].items()
-        )
-        text += (
-            "\n\nFine-tuning: BLEU on the held-out pairs, before (the starting model) and after, same decoding.\n\n"
-            "| held-out pairs | BLEU before | BLEU after |\n|---|---|---|\n" + rows.rstrip("\n")
-        )
-    if result.samples:
-        text += "\n\nSample translations:\n\n" + "\n".join(
-            f"- {s['source']} → {s['hypothesis']}"
-            + (f" (reference: {s['reference']})" if s["reference"] else "")
-            for s in result.samples
-        )
-    return text
-
-
-def _limitations_text(cfg, config, result, dataset: str | None) -> str:
-    shipped = _shipped(cfg)
-    limit = position_limit(config)
-    lines = [
-        shipped[1]
-        if shipped
-        else f"- Trained only on {_named(dataset)} ({result.split_sizes.get('train', 0):,} training pairs): expect poor output "
-        "on text unlike it.",
-        f"- A model trained from scratch for {result.step:,} updates: outputs can be fluent but wrong, repeat "
-        "phrases or omit content. Check the evaluation above before relying on any output.",
-        f"- Inputs longer than {limit:,} tokens (the model's `max_position_embeddings`) are truncated."
-        if limit is not None
-        else "- Rotary positions set no input length limit; quality on inputs much longer than the training "
-        "sentences is untested.",
-    ]
-    if not shipped:
-        lines.append(
-            f"- The license ({LICENSE}) is vanilla-transformer's; check that the terms of the training data allow "
-            "releasing a model trained on it."
-        )
-    return "\n".join(lines)
+def _result_facts(result, config) -> dict[str, Any]:
+    """What the run did and measured: its size, time and budget, checkpoint averaging, the test figures, the
+    held-out BLEU of a fine-tuning, the sample translations and the input length limit."""
+    domains = getattr(result, "domain_bleu", None) or {}
+    return {
+        "parameters": result.num_parameters,
+        "updates": result.step,
+        "epochs": result.epochs,
+        "target_tokens": result.target_tokens,
+        "minutes": result.train_seconds / 60,
+        "device": result.device,
+        "stopped_because": result.stopped_because,
+        "averaging": result.averaging,
+        "test": result.test_metrics,
+        "test_origin": result.split_origin.get("test"),
+        "domains": [
+            {"name": name, "before": before, "after": domains["after"].get(name, "")}
+            for name, before in domains.get("before", {}).items()
+        ],
+        "samples": result.samples,
+        "position_limit": position_limit(config),
+    }
 
 
 def card_values(cfg, recipe, config, result, objective: ObjectiveCard) -> CardValues:
-    """The metadata and sections of the card of a finished run: ``cfg`` its `training.TrainConfig`, ``recipe`` its
-    `training.recipe.Recipe`, ``config`` the model's configuration, ``result`` its `training.TrainResult`, and
-    what the card says about its objective (``objective``, from `training.objectives`)."""
+    """The metadata and template variables of the card of a finished run: ``cfg`` its `training.TrainConfig`,
+    ``recipe`` its `training.recipe.Recipe`, ``config`` the model's configuration, ``result`` its
+    `training.TrainResult`, and what the card says about its objective (``objective``, from
+    `training.objectives`). The variables are plain values (the run's facts); ``model_card.md`` words them."""
     dataset = dataset_name(cfg.data)
-    src, tgt = cfg.languages()
     data = model_card_data(
         model_name=Path(cfg.output_dir).name,
-        languages=(src, tgt),
+        languages=cfg.languages(),
         dataset=dataset,
         dataset_config=cfg.hub_config if is_hub_dataset(cfg.data) else None,
         test_metrics=result.test_metrics if objective.translates else None,
     )
     example = result.samples[0]["source"] if result.samples else None
-    title = f"vanilla-transformer {src} → {tgt}" if src and tgt else "vanilla-transformer translation model"
     usage = usage_section(cfg.output_dir, example, objective.auto_class if not objective.translates else None)
     if not objective.translates:
         data.pipeline_tag = objective.pipeline_tag
         data.tags = [data.pipeline_tag if tag == TAGS[0] else tag for tag in data.tags or []]
-        title = f"vanilla-transformer {objective.name.replace('_', ' ')} model"
-    return CardValues(
-        data,
-        {
-            "title": f"{title} (preset {cfg.preset})",
-            "summary": _summary(cfg, result, dataset, objective),
-            "usage": usage,
-            "data": _data_text(cfg, result, dataset),
-            "training": _recipe_text(cfg, recipe, config, result, objective),
-            "results": _results_text(result),
-            "limitations": _limitations_text(cfg, config, result, dataset),
-        },
-    )
+    context = {
+        "objective": dataclasses.asdict(objective),
+        "usage": usage,
+        **_data_facts(cfg, result, dataset),
+        "model": _model_facts(config),
+        **_recipe_facts(cfg, recipe, result),
+        **_result_facts(result, config),
+    }
+    return CardValues(data, context)
+
+
+def _paragraph(text: str) -> str:
+    """The template's ``{% filter paragraph %}``: the block's lines joined by one space (a paragraph that wraps in
+    the template is one line in the card)."""
+    return " ".join(text.strip("\n").split("\n"))
+
+
+def _environment() -> jinja2.Environment:
+    """The Jinja environment cards are rendered in: a line that holds only a tag leaves nothing, a variable that
+    has no value is an error, and two filters: ``fmt`` (a number in a Python format spec: ``{{ n | fmt(",") }}``)
+    and ``paragraph``."""
+    environment = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+    environment.filters["fmt"] = format
+    environment.filters["paragraph"] = _paragraph
+    return environment
 
 
 def load_template(path: str | Path | None = None) -> str:
@@ -479,22 +366,30 @@ def load_template(path: str | Path | None = None) -> str:
 
 
 def build_model_card(values: CardValues, template: str | Path | None = None) -> ModelCard:
-    """The card rendered from the template at ``template`` (default ``model_card.md``) with
-    `ModelCard.from_template`: ``{{ card_data }}`` is the YAML metadata, the other variables come from
-    ``values.text`` and the metadata fields.
+    """The card rendered from the template at ``template`` (default ``model_card.md``) in `_environment`, as
+    `ModelCard.from_template` renders: ``{{ card_data }}`` is the YAML metadata, the other variables come from
+    ``values.context`` and the metadata fields.
 
     Raises:
-        ValueError: the template uses variables that have no value (all are named).
+        ValueError: the template uses variables that have no value (all are named), or a field that its variable
+            lacks.
     """
     source = load_template(template)
-    known = {"card_data", *values.text, *values.data.to_dict()}
-    unknown = sorted(jinja2.meta.find_undeclared_variables(jinja2.Environment().parse(source)) - known)
+    environment = _environment()
+    variables = {**values.data.to_dict(), **values.context}
+    known = {"card_data", *variables}
+    unknown = sorted(jinja2.meta.find_undeclared_variables(environment.parse(source)) - known)
+    name = str(template or TEMPLATE_FILE)
     if unknown:
         raise ValueError(
-            f"model card template {str(template or TEMPLATE_FILE)!r} uses variable(s) {unknown} that have no "
-            f"value; available: {sorted(known)}. Fix the template."
+            f"model card template {name!r} uses variable(s) {unknown} that have no value; available: "
+            f"{sorted(known)}. Fix the template."
         )
-    return ModelCard.from_template(values.data, template_str=source, **values.text)
+    try:
+        text = environment.from_string(source).render(card_data=values.data.to_yaml(), **variables)
+    except jinja2.UndefinedError as err:
+        raise ValueError(f"model card template {name!r}: {err}. Fix the template.") from None
+    return ModelCard(text)
 
 
 # the cards of exported folders
@@ -554,11 +449,9 @@ scratch as Hugging Face remote code (`{value("model_type")}`).
 def card_language_codes(folder: str | Path | None) -> list[str]:
     """The ISO 639 codes of the ``language`` metadata of the model card (README.md) in ``folder``; empty when
     ``folder`` is None or empty (a model that was not loaded from a folder) or has no card or no language."""
-    card = Path(folder) / "README.md" if folder else None
-    if card is None or not card.is_file():
+    if not folder or not Path(folder).is_dir():
         return []
-    language = ModelCard.load(card).data.get("language")
-    return language_codes(*([language] if isinstance(language, str) else language or []))
+    return language_codes(*card_languages(folder))
 
 
 def engine_folder_card(body: str, engine: str, source: str | Path | None = None) -> str:
@@ -584,45 +477,3 @@ The demo page (`vanilla-transformer demo --model MODEL`) runs the PyTorch model,
 pass it the model folder this folder was exported from, not this folder.
 """
     return f"---\n{data.to_yaml()}\n---\n\n{body.rstrip()}\n\n{serve}"
-
-
-# ---- reading a card ------------------------------------------------------------------------------------------
-_CARD_EXAMPLE = re.compile(r'^print\(translator\(("(?:[^"\\]|\\.)*")\)\)$', re.MULTILINE)
-
-
-def load_card(model: str | Path) -> Any | None:
-    """The `huggingface_hub.ModelCard` of the folder or Hub id ``model``; None when it has none or it cannot be
-    read (the reason is logged)."""
-    from huggingface_hub import ModelCard
-    from huggingface_hub.errors import EntryNotFoundError
-
-    folder = Path(model)
-    if folder.is_dir():
-        card = folder / "README.md"
-        return ModelCard.load(card) if card.is_file() else None
-    try:
-        return ModelCard.load(str(model))
-    except EntryNotFoundError:
-        return None
-    except Exception as err:  # noqa: BLE001 - unreachable, offline, not a repo: the card is optional
-        logger.warning(
-            "no model card for %s (%s: %s); set HF_ENDPOINT / HF_HUB_OFFLINE or pass a local folder to read it",
-            model,
-            type(err).__name__,
-            str(err).splitlines()[0] if str(err) else "no details",
-        )
-        return None
-
-
-def card_languages(model: str | Path) -> list[str]:
-    """The ``language`` list of the model card of the folder or Hub id ``model``; empty when there is none."""
-    card = load_card(model)
-    language = card.data.language if card is not None else None
-    return [language] if isinstance(language, str) else list(language or [])
-
-
-def card_examples(model: str | Path) -> list[str]:
-    """The source sentences the model card of the folder or Hub id ``model`` translates in its usage section
-    (`export.model_card.usage_section`); empty when there is no card or no example."""
-    card = load_card(model)
-    return [] if card is None else [json.loads(found) for found in _CARD_EXAMPLE.findall(card.text)]

@@ -3,6 +3,7 @@
 Modules:
     loading      `load_model_and_tokenizer` (safetensors only, tokenizer checked against the model),
                  `resolve_device`, `check_tokenizer_matches_model`, `hub_config`
+    cards        reading a model's card: `load_card`, `card_languages`, `card_examples`
     translate    THE batched translation: `translate` (one output per text), `translate_nbest`,
                  `translate_lines` (n-best joined by tabs, for the CLI), `translate_scored` (with sequence scores),
                  `translate_hypotheses` (`Hypothesis` lists, with per-token log-probabilities),
@@ -11,7 +12,8 @@ Modules:
     scoring      `score_translations`, `evaluate_translation`, `evaluate_split` (a split's columns),
                  `length_stats`, `bleu_tokenizer_for`, `load_metric` / `metric_path` (the BLEU and chrF
                  `evaluate` modules shipped in metrics/)
-    constraints  terminology: `Glossary`, `read_glossary`, `constrained_beam_search` (a `generate()` strategy)
+    glossary     terminology: `Glossary` (the terms that apply to a text), `read_glossary`, `term_ids`, `word_pieces`
+    constraints  `constrained_beam_search`: lexically constrained beam search (a `generate()` strategy)
     sentences    long texts sentence by sentence: `split_text`, `SplitText.join`, `translate_split`
     engines      `load_engine`: an exported CTranslate2 (`engine_ct2.CT2Translator`) or ONNX Runtime
                  (`engine_onnx.OnnxTranslator`) folder driven through the same translation loop

@@ -1,10 +1,7 @@
-"""Terminology constraints: glossaries, and lexically constrained beam search as a `generate()` strategy.
+"""Lexically constrained beam search as a `generate()` strategy: the search that makes a glossary's terms
+(`inference.glossary`) come out.
 
-A `Glossary` maps source terms to target terms; a term whose target is empty or equal to it is do-not-translate
-(it must come out as written). `Glossary.terms_for(text)` are the target terms that apply to one source text: those
-whose source term occurs in it (case-sensitive; a term that starts or ends with a letter or digit of a script
-written with spaces must start or end at a word boundary, a Han or kana term matches anywhere; where two
-occurrences overlap, the longer term wins). `read_glossary` reads a TSV file (source term<TAB>target term).
+Candidate and stopping rules after transformers' beam search (`GenerationMixin._beam_search`, Apache-2.0).
 
 `constrained_beam_search` is beam search with dynamic beam allocation (Post and Vilar 2018, "Fast Lexically
 Constrained Decoding with Dynamic Beam Allocation for Neural Machine Translation", NAACL), passed to `generate()`
@@ -17,125 +14,23 @@ highest, slots a bank cannot fill to the next banks with candidates, highest fir
 phrase counts only when its tokens come out contiguous (leaving one half way starts it over), each phrase at least
 once, and a hypothesis may end (``</s>``) only when it holds them all. When no hypothesis meets them within the
 length limit, the hypotheses that meet the most come first. A completed phrase is a whole word: the token after it
-may not continue its last word (``word_pieces``, from `word_pieces`: a term "Zimri" does not come out as the start of
-"Zimrias"). A row without constraints is searched exactly as
-transformers' beam search does (the same candidates, length penalty, ``early_stopping`` and stopping criteria).
+may not continue its last word (``word_pieces``, from `inference.glossary.word_pieces`: a term "Zimri" does not
+come out as the start of "Zimrias"). A row without constraints is searched exactly as transformers' beam search
+does (the same candidates, length penalty, ``early_stopping`` and stopping criteria).
 """
 
 from __future__ import annotations
 
-import re
-import weakref
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
     from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteriaList
 
-# Han ideographs (with extensions and compatibility forms) and kana: scripts written without spaces, where a term
-# matches inside a longer run of letters
-_NO_SPACE_SCRIPTS = (
-    (0x3040, 0x30FF),
-    (0x3400, 0x4DBF),
-    (0x4E00, 0x9FFF),
-    (0xF900, 0xFAFF),
-    (0x20000, 0x2FA1F),
-)
 # a beam's score that no real hypothesis reaches (transformers' beam search uses the same value)
 _DEAD = -1.0e9
-
-
-def _word_edge(char: str) -> bool:
-    """Whether a term's first or last character ``char`` must sit at a word boundary."""
-    return char.isalnum() and not any(low <= ord(char) <= high for low, high in _NO_SPACE_SCRIPTS)
-
-
-@dataclass(frozen=True)
-class Glossary:
-    """Source term -> target term pairs (a do-not-translate term maps to itself), in file order."""
-
-    entries: tuple[tuple[str, str], ...]
-
-    @classmethod
-    def from_pairs(cls, pairs: Iterable[tuple[str, str]]) -> Glossary:
-        """A glossary of (source term, target term) pairs (a mapping's ``items()``); an empty target (or the source
-        term) keeps the term as is. `ValueError` for an empty source term or a term given two targets."""
-        entries: dict[str, str] = {}
-        for source, target in pairs:
-            source, target = source.strip(), target.strip()
-            if not source:
-                raise ValueError(
-                    f"glossary entry with target {target!r} has an empty source term: give the source term"
-                )
-            target = target or source
-            if entries.get(source, target) != target:
-                raise ValueError(
-                    f"glossary term {source!r} has two targets, {entries[source]!r} and {target!r}: keep one"
-                )
-            entries[source] = target
-        return cls(tuple(entries.items()))
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def terms_for(self, text: str) -> list[str]:
-        """The target terms that apply to the source ``text`` (module docstring), each once, in the order of
-        their first occurrence."""
-        found: list[tuple[int, int, str]] = []
-        for source, target in self.entries:
-            pattern = re.escape(source)
-            if _word_edge(source[0]):
-                pattern = r"(?<!\w)" + pattern
-            if _word_edge(source[-1]):
-                pattern += r"(?!\w)"
-            found += [(m.start(), m.end(), target) for m in re.finditer(pattern, text)]
-        # the longer of two overlapping occurrences wins
-        kept: list[tuple[int, int, str]] = []
-        for start, end, target in sorted(found, key=lambda f: (f[0] - f[1], f[0])):
-            if all(end <= s or start >= e for s, e, _ in kept):
-                kept.append((start, end, target))
-        terms: list[str] = []
-        for _, _, target in sorted(kept):
-            if target not in terms:
-                terms.append(target)
-        return terms
-
-
-def read_glossary(path: str | Path) -> Glossary:
-    """The glossary in the UTF-8 TSV file ``path``: one ``source term<TAB>target term`` per line (an empty target,
-    or no tab at all, keeps the term as is: do-not-translate); blank lines and lines starting with ``#`` are
-    skipped. `ValueError` naming the file and line for a line with more than two columns, an empty source term or
-    a term given two targets, and for a file that cannot be read or holds no term."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"--glossary {str(path)!r} cannot be read ({err}): give a UTF-8 TSV file") from None
-    pairs: list[tuple[str, str]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        columns = line.split("\t")
-        if len(columns) > 2:
-            raise ValueError(
-                f"--glossary {str(path)!r} line {number} has {len(columns)} tab-separated columns: expected "
-                "source term<TAB>target term"
-            )
-        try:
-            pairs.append(
-                Glossary.from_pairs([(columns[0], columns[-1] if len(columns) == 2 else "")]).entries[0]
-            )
-        except ValueError as err:
-            raise ValueError(f"--glossary {str(path)!r} line {number}: {err}") from None
-    if not pairs:
-        raise ValueError(f"--glossary {str(path)!r} holds no term: one source term<TAB>target term per line")
-    try:
-        return Glossary.from_pairs(pairs)
-    except ValueError as err:
-        raise ValueError(f"--glossary {str(path)!r}: {err}") from None
 
 
 def check_glossary_decoding(do_sample: bool | None) -> None:
@@ -145,42 +40,6 @@ def check_glossary_decoding(do_sample: bool | None) -> None:
         raise ValueError(
             "--glossary needs beam search (lexically constrained decoding): leave out --do_sample or the glossary"
         )
-
-
-def term_ids(tokenizer: Any, terms: Sequence[str]) -> list[list[int]]:
-    """The target-side token ids of each term as it reads inside a sentence (no special tokens)."""
-    if not terms:
-        return []
-    encoded = tokenizer(text_target=list(terms), add_special_tokens=False)["input_ids"]
-    return [list(ids) for ids in encoded if len(ids)]
-
-
-_WORD_PIECES: weakref.WeakKeyDictionary[Any, frozenset[int]] = weakref.WeakKeyDictionary()
-
-
-def word_pieces(tokenizer: Any) -> frozenset[int]:
-    """The target-side token ids that continue the word before them: decoded after a whole word, they join it
-    with a letter or digit of a script written with spaces (a sentencepiece or byte-level piece without its
-    word-start mark, a WordPiece ``##`` piece; none with ``@@``-suffix BPE, where the piece before says it goes
-    on). Found by decoding each token after the token of "a", once per tokenizer."""
-    if tokenizer in _WORD_PIECES:
-        return _WORD_PIECES[tokenizer]
-    word = tokenizer(text_target=["a"], add_special_tokens=False)["input_ids"][0]
-    if not word:
-        # nothing to decode after: no token is known to continue a word
-        _WORD_PIECES[tokenizer] = frozenset()
-        return frozenset()
-    base = tokenizer.decode(word)
-    special = set(tokenizer.all_special_ids)
-    ids = [i for i in range(len(tokenizer)) if i not in special]
-    texts = tokenizer.batch_decode([[*word, i] for i in ids])
-    pieces = frozenset(
-        i
-        for i, text in zip(ids, texts)
-        if text.startswith(base) and len(text) > len(base) and _word_edge(text[len(base)])
-    )
-    _WORD_PIECES[tokenizer] = pieces
-    return pieces
 
 
 # ---- the search -------------------------------------------------------------------------------------------------
@@ -247,6 +106,50 @@ class _Candidate:
     may_finish: bool
 
 
+# a finished hypothesis: (all its phrases met, score / length ** length_penalty, token ids)
+_Finished = tuple[bool, float, list[int]]
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """What the search reads of the generation config: ``keep`` continuations are taken per source each step
+    (transformers' rule: enough that ``beams`` of them do not end); ``return_dict`` whether a
+    ``GenerateBeamEncoderDecoderOutput`` is returned, ``scores_out`` whether it holds the step and sequence scores."""
+
+    beams: int
+    returned: int
+    eos_ids: list[int]
+    pad: int
+    max_length: int
+    length_penalty: float
+    early_stopping: bool | str | None
+    keep: int
+    return_dict: bool
+    scores_out: bool
+
+    @classmethod
+    def of(cls, generation_config: GenerationConfig) -> _Settings:
+        """The settings of ``generation_config``; `ValueError` when it samples."""
+        if generation_config.do_sample:
+            raise ValueError("terminology constraints need beam search: leave out do_sample")
+        beams = generation_config.num_beams or 1
+        eos = generation_config.eos_token_id
+        eos_ids = eos if isinstance(eos, list) else [] if eos is None else [eos]
+        pad = generation_config.pad_token_id
+        return cls(
+            beams=beams,
+            returned=generation_config.num_return_sequences or 1,
+            eos_ids=eos_ids,
+            pad=pad if pad is not None else (eos_ids[0] if eos_ids else 0),
+            max_length=generation_config.max_length,
+            length_penalty=generation_config.length_penalty,
+            early_stopping=generation_config.early_stopping,
+            keep=max(2, 1 + len(eos_ids)) * beams,
+            return_dict=bool(generation_config.return_dict_in_generate),
+            scores_out=bool(generation_config.return_dict_in_generate and generation_config.output_scores),
+        )
+
+
 def constrained_beam_search(
     model: Any,
     input_ids: torch.Tensor,
@@ -261,17 +164,14 @@ def constrained_beam_search(
     ``custom_generate`` of ``model.generate(..., custom_generate=constrained_beam_search, constraints=...)``.
 
     ``constraints[b]`` are the token-id phrases of source row ``b`` (empty: plain beam search); no token of
-    ``word_pieces`` (`word_pieces`) may follow a completed phrase. Returns what
+    ``word_pieces`` (`inference.glossary.word_pieces`) may follow a completed phrase. Returns what
     transformers' beam search returns: the (B * num_return_sequences, T) sequences, decoder start first, padded,
     best first; with ``return_dict_in_generate`` a ``GenerateBeamEncoderDecoderOutput`` with
     ``sequences_scores`` (``sum(log p) / length ** length_penalty``) when ``output_scores``."""
     import torch
-    from transformers.generation.utils import GenerateBeamEncoderDecoderOutput
 
-    beams = generation_config.num_beams or 1
-    returned = generation_config.num_return_sequences or 1
-    if generation_config.do_sample:
-        raise ValueError("terminology constraints need beam search: leave out do_sample")
+    settings = _Settings.of(generation_config)
+    beams = settings.beams
     rows, prompt_length = input_ids.shape
     batch = rows // beams
     phrases = [[list(ids) for ids in row if len(ids)] for row in (constraints or [[]] * batch)]
@@ -279,19 +179,8 @@ def constrained_beam_search(
         raise ValueError(
             f"constraints holds {len(phrases)} rows for {batch} sources: give one list per source"
         )
-    eos = generation_config.eos_token_id
-    eos_ids = eos if isinstance(eos, list) else [] if eos is None else [eos]
-    pad = generation_config.pad_token_id
-    pad = pad if pad is not None else (eos_ids[0] if eos_ids else 0)
-    max_length = generation_config.max_length
-    length_penalty = generation_config.length_penalty
-    early_stopping = generation_config.early_stopping
-    keep = max(2, 1 + len(eos_ids)) * beams
     cache_key = next((key for key in ("cache", "past_key_values") if model_kwargs.get(key) is not None), None)
     cache = model_kwargs.get(cache_key) if cache_key else None
-    encoder_outputs = model_kwargs.get("encoder_outputs")
-    attention_mask = model_kwargs.get("attention_mask")
-    scores_out = generation_config.return_dict_in_generate and generation_config.output_scores
     all_scores: tuple[torch.Tensor, ...] = ()
 
     sequences = input_ids  # (B * beams, t)
@@ -299,112 +188,204 @@ def constrained_beam_search(
     running[:, 0] = 0.0
     states: list[list[_State]] = [[((False,) * len(p), None, False)] * beams for p in phrases]
     pieces = torch.tensor(sorted(word_pieces), dtype=torch.long)
-    # per source: (all phrases met, score / length ** length_penalty, token ids)
-    finished: list[list[tuple[bool, float, list[int]]]] = [[] for _ in range(batch)]
+    finished: list[list[_Finished]] = [[] for _ in range(batch)]
     done = [False] * batch
     length = prompt_length
-    while length < max_length and not all(done):
+    while length < settings.max_length and not all(done):
         step_ids = sequences[:, -1:] if cache is not None and length > prompt_length else sequences
-        outputs = model(
-            encoder_outputs=encoder_outputs,
-            attention_mask=attention_mask,
-            decoder_input_ids=step_ids,
-            use_cache=cache is not None,
-            return_dict=True,
-            **({cache_key: cache} if cache_key else {}),
-        )
-        # (B * beams, V)
-        log_probs = torch.log_softmax(outputs.logits[:, -1, :].float(), dim=-1)
-        del outputs
-        log_probs = logits_processor(sequences, log_probs)
-        unmet = [b * beams + i for b in range(batch) for i in range(beams) if not all(states[b][i][0])]
-        if unmet and eos_ids:
-            # a hypothesis ends only when it holds all its phrases
-            log_probs[torch.tensor(unmet)[:, None], torch.tensor(eos_ids)[None, :]] = float("-inf")
-        closed = [b * beams + i for b in range(batch) for i in range(beams) if states[b][i][2]]
-        if closed and len(pieces):
-            # a completed phrase ends its word
-            log_probs[torch.tensor(closed)[:, None], pieces[None, :]] = float("-inf")
-        if scores_out:
+        log_probs = _next_log_probs(model, step_ids, cache_key, cache, model_kwargs)
+        log_probs = _forbid_ends(logits_processor(sequences, log_probs), states, settings.eos_ids, pieces)
+        if settings.scores_out:
             all_scores += (log_probs.clone(),)
-        vocab = log_probs.shape[-1]
-        # (B, beams, V) each continuation's score
-        totals = log_probs.cpu().view(batch, beams, vocab) + running[:, :, None]
-        top_scores, top_index = totals.view(batch, -1).topk(min(keep, beams * vocab))
-        # a source whose search is over keeps dead beams until the others end
-        candidates = [
-            []
+        candidates = _step_candidates(log_probs, running, phrases, states, done, settings)
+        hits = _stopping_hits(stopping_criteria, sequences, candidates, beams, all_scores)
+        divisor = (length + 1 - prompt_length) ** settings.length_penalty
+        finished = [
+            finished[b]
             if done[b]
-            else _candidates(phrases[b], states[b], totals[b], top_scores[b], top_index[b], beams, eos_ids)
-            for b in range(batch)
+            else _finish(finished[b], _ends(sequences, b, beams, row, hits[b]), beams, divisor)
+            for b, row in enumerate(candidates)
         ]
-        flat = [c for row in candidates for c in row]
-        # (N, t + 1) every candidate's sequence, for the stopping criteria
-        extended = torch.cat(
-            [
-                sequences[[b * beams + c.beam for b, row in enumerate(candidates) for c in row]],
-                torch.tensor([c.token for c in flat], device=sequences.device)[:, None],
-            ],
-            dim=1,
-        )
-        hits = stopping_criteria(extended, all_scores or None).tolist()
-        chosen: list[int] = []
-        next_tokens: list[int] = []
-        start = 0
-        for b, row in enumerate(candidates):
-            row_hits, start = hits[start : start + len(row)], start + len(row)
-            if not done[b]:
-                ends = [
-                    (c, sequences[b * beams + c.beam].tolist() + [c.token])
-                    for c, hit in zip(row, row_hits)
-                    if hit
-                ]
-                finished[b] = _finish(
-                    finished[b], ends, beams, (length + 1 - prompt_length) ** length_penalty
-                )
-            alive = [c for c, hit in zip(row, row_hits) if not hit and c.score > float("-inf")]
-            selected = _select(alive, beams, phrases[b])
-            states[b] = [c.state for c in selected] + [states[b][0]] * (beams - len(selected))
-            chosen += [b * beams + c.beam for c in selected] + [b * beams] * (beams - len(selected))
-            next_tokens += [c.token for c in selected] + [pad] * (beams - len(selected))
-            running[b] = torch.tensor([c.score for c in selected] + [_DEAD] * (beams - len(selected)))
+        chosen, next_tokens, states, running = _next_beams(candidates, hits, states, phrases, settings)
         beam_index = torch.tensor(chosen, device=sequences.device)
         sequences = torch.cat(
             [sequences[beam_index], torch.tensor(next_tokens, device=sequences.device)[:, None]], dim=1
         )
-        if cache is not None:
-            if hasattr(model, "_reorder_cache"):
-                cache = model._reorder_cache(cache, beam_index)
-            else:
-                cache.reorder_cache(beam_index)
+        cache = _reorder_cache(model, cache, beam_index)
         length += 1
-        for b in range(batch):
-            # with phrases, the running beams that hold them all (any, when none does) bound what may still come
-            holding = [i for i in range(beams) if all(states[b][i][0])] if phrases[b] else []
-            bound = running[b, holding] if holding else running[b]
-            generated, most = length - prompt_length, max_length - prompt_length
-            done[b] = done[b] or _search_done(
-                finished[b], bound, beams, early_stopping, length_penalty, generated, most
-            )
+        generated, most = length - prompt_length, settings.max_length - prompt_length
+        done = [
+            done[b]
+            or _search_done(finished[b], running[b], states[b], bool(phrases[b]), settings, generated, most)
+            for b in range(batch)
+        ]
+    return _output(finished, running, sequences, settings, input_ids.device, all_scores)
+
+
+def _next_log_probs(
+    model: Any, step_ids: torch.Tensor, cache_key: str | None, cache: Any, model_kwargs: dict[str, Any]
+) -> torch.Tensor:
+    """(B * beams, V) the log-probabilities of each beam's next token, from the decoder run on ``step_ids`` (the
+    last token with a cache, else the whole sequence) with the encoder outputs ``generate()`` computed."""
+    import torch
+
+    outputs = model(
+        encoder_outputs=model_kwargs.get("encoder_outputs"),
+        attention_mask=model_kwargs.get("attention_mask"),
+        decoder_input_ids=step_ids,
+        use_cache=cache is not None,
+        return_dict=True,
+        **({cache_key: cache} if cache_key else {}),
+    )
+    return torch.log_softmax(outputs.logits[:, -1, :].float(), dim=-1)
+
+
+def _forbid_ends(
+    log_probs: torch.Tensor, states: list[list[_State]], eos_ids: list[int], pieces: torch.Tensor
+) -> torch.Tensor:
+    """``log_probs`` (B * beams, V) with the tokens a hypothesis may not take next at -inf: ``</s>`` before it
+    holds all its phrases, a word piece (``pieces``) right after it completed one."""
+    import torch
+
+    rows = [(b * len(row) + i, state) for b, row in enumerate(states) for i, state in enumerate(row)]
+    unmet = [row for row, state in rows if not all(state[0])]
+    if unmet and eos_ids:
+        # a hypothesis ends only when it holds all its phrases
+        log_probs[torch.tensor(unmet)[:, None], torch.tensor(eos_ids)[None, :]] = float("-inf")
+    closed = [row for row, state in rows if state[2]]
+    if closed and len(pieces):
+        # a completed phrase ends its word
+        log_probs[torch.tensor(closed)[:, None], pieces[None, :]] = float("-inf")
+    return log_probs
+
+
+def _step_candidates(
+    log_probs: torch.Tensor,
+    running: torch.Tensor,
+    phrases: list[list[list[int]]],
+    states: list[list[_State]],
+    done: list[bool],
+    settings: _Settings,
+) -> list[list[_Candidate]]:
+    """Each source's candidates for the next token (`_candidates`), from the (B * beams, V) ``log_probs`` and the
+    (B, beams) ``running`` scores; none for a source whose search is over (it keeps dead beams until the others
+    end)."""
+    batch, beams = running.shape
+    vocab = log_probs.shape[-1]
+    # (B, beams, V) each continuation's score
+    totals = log_probs.cpu().view(batch, beams, vocab) + running[:, :, None]
+    top_scores, top_index = totals.view(batch, -1).topk(min(settings.keep, beams * vocab))
+    return [
+        [] if done[b] else _candidates(phrases[b], states[b], totals[b], top_scores[b], top_index[b], beams)
+        for b in range(batch)
+    ]
+
+
+def _stopping_hits(
+    stopping_criteria: StoppingCriteriaList,
+    sequences: torch.Tensor,
+    candidates: list[list[_Candidate]],
+    beams: int,
+    all_scores: tuple[torch.Tensor, ...],
+) -> list[list[bool]]:
+    """Per source, whether each candidate's sequence (its beam's, then its token) meets a stopping criterion."""
+    import torch
+
+    flat = [c for row in candidates for c in row]
+    # (N, t + 1) every candidate's sequence
+    extended = torch.cat(
+        [
+            sequences[[b * beams + c.beam for b, row in enumerate(candidates) for c in row]],
+            torch.tensor([c.token for c in flat], device=sequences.device)[:, None],
+        ],
+        dim=1,
+    )
+    # transformers annotates the arguments with the legacy LongTensor class and one-tuples
+    hits = stopping_criteria(extended, all_scores or None).tolist()  # pyright: ignore[reportArgumentType]
+    starts = [0]
+    for row in candidates:
+        starts.append(starts[-1] + len(row))
+    return [hits[start:end] for start, end in zip(starts, starts[1:])]
+
+
+def _ends(
+    sequences: torch.Tensor, b: int, beams: int, row: list[_Candidate], hits: list[bool]
+) -> list[tuple[_Candidate, list[int]]]:
+    """The candidates of source ``b`` that meet a stopping criterion, each with its token ids."""
+    return [(c, sequences[b * beams + c.beam].tolist() + [c.token]) for c, hit in zip(row, hits) if hit]
+
+
+def _next_beams(
+    candidates: list[list[_Candidate]],
+    hits: list[list[bool]],
+    states: list[list[_State]],
+    phrases: list[list[list[int]]],
+    settings: _Settings,
+) -> tuple[list[int], list[int], list[list[_State]], torch.Tensor]:
+    """The beams that go on (`_select` of the candidates that meet no stopping criterion), a source with fewer
+    than ``beams`` of them filled with dead beams: the (B * beams) rows they continue, their tokens, their states
+    and the (B, beams) running scores."""
+    import torch
+
+    beams = settings.beams
+    chosen: list[int] = []
+    next_tokens: list[int] = []
+    next_states: list[list[_State]] = []
+    running: list[list[float]] = []
+    for b, (row, row_hits) in enumerate(zip(candidates, hits)):
+        alive = [c for c, hit in zip(row, row_hits) if not hit and c.score > float("-inf")]
+        selected = _select(alive, beams, phrases[b])
+        missing = beams - len(selected)
+        next_states.append([c.state for c in selected] + [states[b][0]] * missing)
+        chosen += [b * beams + c.beam for c in selected] + [b * beams] * missing
+        next_tokens += [c.token for c in selected] + [settings.pad] * missing
+        running.append([c.score for c in selected] + [_DEAD] * missing)
+    return chosen, next_tokens, next_states, torch.tensor(running)
+
+
+def _reorder_cache(model: Any, cache: Any, beam_index: torch.Tensor) -> Any:
+    """The KV cache with its rows in the order of ``beam_index`` (the beams that go on); None without a cache."""
+    if cache is None:
+        return None
+    if hasattr(model, "_reorder_cache"):
+        return model._reorder_cache(cache, beam_index)
+    cache.reorder_cache(beam_index)
+    return cache
+
+
+def _output(
+    finished: list[list[_Finished]],
+    running: torch.Tensor,
+    sequences: torch.Tensor,
+    settings: _Settings,
+    device: torch.device,
+    all_scores: tuple[torch.Tensor, ...],
+) -> Any:
+    """What transformers' beam search returns (`constrained_beam_search`): each source's ``returned`` best finished
+    hypotheses (its best running beam when none finished; the last repeated when too few), padded."""
+    import torch
+    from transformers.generation.utils import GenerateBeamEncoderDecoderOutput
 
     best: list[tuple[float, list[int]]] = []
-    for b in range(batch):
-        hypotheses = sorted(finished[b], key=lambda f: (f[0], f[1]), reverse=True)
+    for b, hypotheses in enumerate(finished):
+        hypotheses = sorted(hypotheses, key=lambda f: (f[0], f[1]), reverse=True)
         if not hypotheses:
             top = int(running[b].argmax())
-            hypotheses = [(False, float(running[b, top]), sequences[b * beams + top].tolist())]
-        hypotheses += [hypotheses[-1]] * (returned - len(hypotheses))
-        best += [(score, ids) for _, score, ids in hypotheses[:returned]]
+            hypotheses = [(False, float(running[b, top]), sequences[b * settings.beams + top].tolist())]
+        hypotheses += [hypotheses[-1]] * (settings.returned - len(hypotheses))
+        best += [(score, ids) for _, score, ids in hypotheses[: settings.returned]]
     width = max(len(ids) for _, ids in best)
-    output = torch.full((len(best), width), pad, dtype=torch.long, device=input_ids.device)
+    output = torch.full((len(best), width), settings.pad, dtype=torch.long, device=device)
     for row, (_, ids) in enumerate(best):
         output[row, : len(ids)] = torch.tensor(ids)
-    if not generation_config.return_dict_in_generate:
+    if not settings.return_dict:
         return output
     # transformers annotates the fields with the legacy LongTensor / FloatTensor classes and one-tuples
     fields: dict[str, Any] = {
         "sequences": output,
-        "sequences_scores": torch.tensor([s for s, _ in best], device=output.device) if scores_out else None,
+        "sequences_scores": torch.tensor([s for s, _ in best], device=output.device)
+        if settings.scores_out
+        else None,
         "scores": all_scores or None,
     }
     return GenerateBeamEncoderDecoderOutput(**fields)
@@ -417,7 +398,6 @@ def _candidates(
     top_scores: torch.Tensor,
     top_index: torch.Tensor,
     beams: int,
-    eos_ids: list[int],
 ) -> list[_Candidate]:
     """One source's candidates: transformers' top ``keep`` continuations over all beams (the first ``beams`` of
     them may finish), then, with phrases, each live beam's constraint tokens and best token, and the ``beams``
@@ -453,11 +433,8 @@ def _candidates(
 
 
 def _finish(
-    finished: list[tuple[bool, float, list[int]]],
-    ends: list[tuple[_Candidate, list[int]]],
-    beams: int,
-    divisor: float,
-) -> list[tuple[bool, float, list[int]]]:
+    finished: list[_Finished], ends: list[tuple[_Candidate, list[int]]], beams: int, divisor: float
+) -> list[_Finished]:
     """The best ``beams`` finished hypotheses once the candidates in ``ends`` (each with its token ids), which hit
     a stopping criterion, are added where they may finish: those holding all their phrases first, then by
     ``score / divisor`` (``divisor``: the generated length ** length_penalty); earlier ones first among equals."""
@@ -483,20 +460,24 @@ def _select(alive: list[_Candidate], beams: int, phrases: list[list[int]]) -> li
 
 
 def _search_done(
-    finished: list[tuple[bool, float, list[int]]],
+    finished: list[_Finished],
     running: torch.Tensor,
-    beams: int,
-    early_stopping: bool | str | None,
-    length_penalty: float,
+    states: list[_State],
+    has_phrases: bool,
+    settings: _Settings,
     generated: int,
     most: int,
 ) -> bool:
     """Whether a source's search is over (transformers' rule): ``beams`` hypotheses finished and either
     ``early_stopping`` is True or no running beam can beat the worst of them (its score divided by the length
-    it has, or with ``early_stopping="never"`` and a positive length penalty the longest it may reach)."""
-    if len(finished) < beams:
+    it has, or with ``early_stopping="never"`` and a positive length penalty the longest it may reach). With
+    phrases, the running beams that hold them all (any, when none does) bound what may still come."""
+    if len(finished) < settings.beams:
         return False
-    if early_stopping is True:
+    if settings.early_stopping is True:
         return True
-    length = most if early_stopping == "never" and length_penalty > 0.0 else generated
-    return float(running.max()) / length**length_penalty <= min(score for _, score, _ in finished)
+    holding = [i for i, state in enumerate(states) if all(state[0])] if has_phrases else []
+    bound = running[holding] if holding else running
+    length_penalty = settings.length_penalty
+    length = most if settings.early_stopping == "never" and length_penalty > 0.0 else generated
+    return float(bound.max()) / length**length_penalty <= min(score for _, score, _ in finished)

@@ -53,7 +53,7 @@ class CorpusJob:
     `inference.engines.load_engine`'s. `generate_kwargs`: the decoding options (None = the model's generation
     config), checked by `modeling.check_generation_arguments`. `batch_size`/`max_tokens`: the batches of
     `inference.translate.translate_scored`. `chunk_size`: rows per part file (the unit of progress). `seed`:
-    sampling seed (per chunk: ``seed + first row``). `glossary`: terminology (`inference.constraints.Glossary`'s
+    sampling seed (per chunk: ``seed + first row``). `glossary`: terminology (`inference.glossary.Glossary`'s
     entries, carried in the job so that every worker and Ray actor has them)."""
 
     input: str
@@ -196,7 +196,7 @@ def translate_rows(
         from transformers import set_seed
 
         set_seed(job.seed + ids[0])
-    from .constraints import Glossary
+    from .glossary import Glossary
 
     hyps, scores = translate_scored(
         model,

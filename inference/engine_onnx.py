@@ -18,6 +18,7 @@ Decoding follows transformers' `generate()` for this model, so that the tokens a
       `begin_suppress_tokens`, `bad_words_ids`, `min_length`, `min_new_tokens`, `forced_bos_token_id`,
       `forced_eos_token_id`;
     * length: `max_new_tokens`, else the generation config's `max_new_tokens`, else its `max_length`.
+The beam search is transformers' `GenerationMixin._beam_search` (Apache-2.0) written again in numpy.
 Sampling and the other processors (repetition penalties, n-gram blocking, sequence bias, ...) are not
 implemented (`ENGINES["onnx"].refused`, `inference.engines`): a generation config or argument that asks for
 one raises `ValueError` naming it.

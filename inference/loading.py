@@ -202,7 +202,7 @@ def _wrong_shapes(weights: Path, source: str, trust_remote_code: bool) -> list[s
     import torch
     from transformers import AutoConfig, AutoModelForSeq2SeqLM
 
-    from vanilla_transformer.modeling.convert_common import source_weight_shapes
+    from vanilla_transformer.convert.common import source_weight_shapes
 
     if not weights.is_file():
         return []

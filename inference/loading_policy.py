@@ -7,7 +7,7 @@ docs/reliability.md, "Loading policy", lists them with the test of each).
   folder or Hub repo runs, whatever its ``auto_map`` says. Any other model's own code runs only when the caller asks
   (``trust_remote_code=True``, the command line's ``--trust_remote_code``), for a local folder and a Hub repo alike.
 - **Weights.** safetensors only (``use_safetensors=True``): pickled weights (``pytorch_model.bin``) are refused,
-  never unpickled. The one opt-in that reads a pickle is ``convert --trust_pickle`` (`modeling.convert_common`,
+  never unpickled. The one opt-in that reads a pickle is ``convert --trust_pickle`` (`convert.common`,
   which travels as remote code and so cannot import this module, states the same rule for converters).
 """
 

@@ -14,7 +14,7 @@ truncated, with one warning that gives the count. ``max_new_tokens`` is lowered 
 (`modeling.position_limit`). With ``max_len_a`` a batch generates at most ``min(max_new_tokens, max_len_a *
 longest_source + max_len_b)`` tokens (fairseq's ``--max-len-a``/``--max-len-b``; lengths in tokens, ``</s>``
 included), which bounds the time spent on an untrained model. Whitespace runs in outputs become one space, so
-an output never contains a newline or a tab of its own. With a ``glossary`` (`inference.constraints.Glossary`), a
+an output never contains a newline or a tab of its own. With a ``glossary`` (`inference.glossary.Glossary`), a
 batch in which some source holds a glossary term is decoded by lexically constrained beam search
 (`inference.constraints.constrained_beam_search`: each applying target term comes out, contiguous, not continued
 into a longer word); a batch with none is decoded as without it.
@@ -40,8 +40,8 @@ from .sources import encode_sources
 if TYPE_CHECKING:  # torch and transformers are imported where used, so that bad input fails in milliseconds
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from .constraints import Glossary
     from .forced_decoding import PairScore
+    from .glossary import Glossary
 
 
 logger = logging.getLogger(__name__)
@@ -143,7 +143,8 @@ def translate_hypotheses(
 
     from vanilla_transformer.modeling import check_generation_arguments, position_limit
 
-    from .constraints import check_glossary_decoding, constrained_beam_search, term_ids, word_pieces
+    from .constraints import check_glossary_decoding, constrained_beam_search
+    from .glossary import term_ids, word_pieces
 
     scores = scores or token_scores
     if batch_size < 1:

@@ -5,7 +5,7 @@ The defaults are the paper's *base* decoder (d_model 512, 8 heads, d_ff 2048, 6 
 post-LN, sinusoidal positions, embeddings scaled by sqrt(d_model), output projection tied to the embedding) with
 our tokenizer's special ids. GPT-2 is the same network with other choices, each a field here: pre-LN with a final
 LayerNorm (`normalize_before=True`), learned positions, `gelu_new`, unscaled embeddings, N(0, 0.02)
-initialisation (`modeling/convert_gpt2.py`, `config_from_gpt2`, maps a `GPT2Config`).
+initialisation (`convert/gpt2.py`, `config_from_gpt2`, maps a `GPT2Config`).
 """
 
 from __future__ import annotations

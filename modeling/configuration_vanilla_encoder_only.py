@@ -5,7 +5,7 @@ The network is the paper's encoder (section 3.1) and its defaults are the paper'
 8 heads, d_ff 2048, 6 layers, dropout 0.1, ReLU, post-LN, sinusoidal positions, embeddings scaled by
 sqrt(d_model), output projection tied to the embedding. Each BERT ingredient the paper does not have is a named
 field, off by default; `BERT` below lists the values that make this model compute what BERT computes (the BERT
-converter, `convert_bert.py`, sets them).
+converter, `convert/bert.py`, sets them).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ embedding, scale, positions, dropout, final pre-LN norm) and the mask builder (`
 `build_attention_mask`) are the encoder-decoder's, so the
 conventions stated there hold here: public masks are (B, L) with 1 = token, one additive mask per call, no NaN
 for fully padded rows. With `normalize_before=True`, learned positions, `gelu_new`, unscaled embeddings and a tied
-output projection this is GPT-2 (convert_gpt2.py converts `GPT2LMHeadModel` weights; same logits).
+output projection this is GPT-2 (convert/gpt2.py converts `GPT2LMHeadModel` weights; same logits).
 
 Shape legend used in the comments:
     B  batch size        T  tokens of this call       K  key length (cached + new positions, or a static cache's size)

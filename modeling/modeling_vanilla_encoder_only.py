@@ -7,7 +7,7 @@ its VanillaTransformerEncoderLayer: attention, feed-forward, residual blocks) ->
 Attention is bidirectional: every token sees every real token of its sequence; padding is masked as keys through
 `build_attention_mask` (one additive mask per forward pass, see modeling_vanilla_transformer.py for its
 convention). With `VanillaEncoderOnlyConfig`'s BERT values (`configuration_vanilla_encoder_only.BERT`) the model
-computes what transformers' `BertForMaskedLM` / `BertForSequenceClassification` compute (`convert_bert.py`).
+computes what transformers' `BertForMaskedLM` / `BertForSequenceClassification` compute (`convert/bert.py`).
 
 Shape legend used in the comments:
     B  batch size       L  sequence length      C  d_model      V  vocabulary size      N  num_labels

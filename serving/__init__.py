@@ -6,10 +6,11 @@ Importing the package needs FastAPI and prometheus-client (``pip install 'vanill
 transformers and gradio are imported where used.
 """
 
-from vanilla_transformer.export.model_card import card_examples, card_languages, load_card
+from vanilla_transformer.inference.cards import card_examples, card_languages, load_card
 
-from .app import ServedModel, create_app, effective_limits
+from .app import create_app
 from .batcher import Batcher
+from .lanes import ServedModel, effective_limits
 from .options import Limits, RequestError, StreamRequest, TranslateRequest
 from .server import ThreadedServer, load_served, run_server, start_in_thread
 

@@ -3,7 +3,7 @@
 A source box and a Translate button; the page shows the translation, the beam's alternatives with their scores
 (`scored_nbest`: transformers' ``sequences_scores``, sum(log p) / length ** length_penalty) and the decoder's
 cross-attention as a heat map (`inference.cross_attention`, `inference.plot_attention`). The example sentences
-are the ones the model card shows (`export.model_card.card_examples`, for a folder or a Hub id). gradio is imported
+are the ones the model card shows (`inference.cards.card_examples`, for a folder or a Hub id). gradio is imported
 where used (the ``demo`` extra).
 """
 
@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from vanilla_transformer.export.model_card import card_examples
+from vanilla_transformer.inference.cards import card_examples
 
 # what tests find on the page
 ELEMENT_IDS = ("source", "translate", "translation", "alternatives", "attention")

@@ -4,7 +4,7 @@ Each app has its own `prometheus_client.CollectorRegistry` (never the process-wi
 process, and the tests, count apart. The metrics, all prefixed ``vanilla_transformer_``:
 
     requests_total{api, status}           HTTP requests answered, by API (own, libretranslate, deepl,
-                                          huggingface; `serving.apis.request_api`) and status code
+                                          huggingface; `serving.dialects.request_api`) and status code
     request_seconds{api}                  histogram of the time from a request's arrival to its reply's last part
     batch_texts                           histogram of the texts in one engine call (dynamic batching)
     batch_tokens                          histogram of the source tokens in one engine call
@@ -27,7 +27,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
-from .apis import request_api, routed_path
+from .dialects import request_api, routed_path
 from .options import source_lengths
 
 PREFIX = "vanilla_transformer_"

@@ -85,7 +85,7 @@ def _decoding_request() -> type[BaseModel]:
 
 
 if TYPE_CHECKING:
-    from vanilla_transformer.inference.constraints import Glossary
+    from vanilla_transformer.inference.glossary import Glossary
 
     class DecodingRequest(BaseModel):
         """What static tools see of the generated model: the field the server reads by name (`generate_kwargs`
@@ -99,7 +99,7 @@ else:
     DecodingRequest = _decoding_request()
 
 
-# the fields that pick the model when a server has several (`serving.apis.Api.route`)
+# the fields that pick the model when a server has several (`serving.lanes.Lanes.route`)
 LANGUAGE_FIELDS = ("source", "target")
 # the fields of POST /translate besides its decoding options
 TRANSLATE_FIELDS = ("text", *LANGUAGE_FIELDS, "scores", "glossary", "alignments", "format", "split_sentences")
@@ -241,7 +241,7 @@ def request_glossary(server: Glossary | None, given: dict[str, str] | None) -> G
     `RequestError` (422) for an entry without a source term."""
     if not given:
         return server
-    from vanilla_transformer.inference.constraints import Glossary
+    from vanilla_transformer.inference.glossary import Glossary
 
     try:
         return Glossary.from_pairs({**dict(server.entries if server else ()), **given}.items())

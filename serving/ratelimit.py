@@ -4,7 +4,7 @@ address on a server without keys.
 Each client has a token bucket of N tokens that refills at N a minute: N requests in a burst pass, the next one
 waits until a token is back (60 / N seconds), and a client idle for a minute has its N again. At most
 ``max_clients`` buckets are kept; a new client beyond that evicts the least recently seen one, whose bucket is
-most likely full already (an evicted client starts again with N). `serving.apis.ApiGate` asks the limiter before
+most likely full already (an evicted client starts again with N). `serving.middleware.ApiGate` asks the limiter before
 a translation and answers 429 with ``Retry-After`` in the API's own error shape.
 """
 

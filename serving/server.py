@@ -1,7 +1,7 @@
 """Loading a model for serving and running the server with uvicorn.
 
 `load_served` loads a model folder (or Hub id) for an engine through `inference.engines.load_engine` and reads
-the languages from its model card (`export.model_card.card_languages`). `run_server` serves an app until Ctrl-C or SIGTERM: uvicorn
+the languages from its model card (`inference.cards.card_languages`). `run_server` serves an app until Ctrl-C or SIGTERM: uvicorn
 then stops accepting connections, waits (up to ``drain_s`` seconds) for the requests in flight to be answered, and
 the app's shutdown translates whatever is still queued. `start_in_thread` runs the same server in a thread of
 the calling process (tests, benchmarks), returning once it accepts connections.
@@ -17,10 +17,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vanilla_transformer.export.model_card import card_languages
+from vanilla_transformer.inference.cards import card_languages
 
-from .apis import language_pair
-from .app import ServedModel, check_pairs
+from .lanes import ServedModel, check_pairs, language_pair
 
 logger = logging.getLogger(__name__)
 
@@ -146,16 +145,19 @@ def uvicorn_server(app: Any, host: str, port: int, drain_s: float = 30.0):
     """A `uvicorn.Server` for ``app`` on ``host:port`` that drains for up to ``drain_s`` seconds on shutdown and,
     once drained, returns normally after Ctrl-C / SIGTERM (uvicorn itself raises the signal again after its
     shutdown, which ends the process with the signal's status). An idle keep-alive connection is closed after
-    the app's ``limits.idle_timeout_s`` (`create_app`'s app; uvicorn's 5 s for another app), and the app's
-    ``begin_shutdown()`` (if any) is called as the shutdown begins."""
+    the app's ``state.limits.idle_timeout_s`` (`create_app`'s app; uvicorn's 5 s for another app), and the app's
+    ``state.closing`` event (if any) is set as the shutdown begins."""
     import uvicorn
+
+    state = getattr(app, "state", None)
+    closing = getattr(state, "closing", None)
+    limits = getattr(state, "limits", None)
 
     class Server(uvicorn.Server):
         async def shutdown(self, sockets=None):
             # requests whose bodies are still arriving are refused now, not at the end of the drain
-            begin_shutdown = getattr(app, "begin_shutdown", None)
-            if begin_shutdown is not None:
-                begin_shutdown()
+            if closing is not None:
+                closing.set()
             await super().shutdown(sockets)
             captured = getattr(self, "_captured_signals", None)
             if isinstance(captured, list):
@@ -168,7 +170,7 @@ def uvicorn_server(app: Any, host: str, port: int, drain_s: float = 30.0):
         log_level="warning",
         # uvicorn types it int, and uses it as an asyncio timeout, which takes a float
         timeout_graceful_shutdown=drain_s,  # pyright: ignore[reportArgumentType]
-        timeout_keep_alive=getattr(getattr(app, "limits", None), "idle_timeout_s", 5),
+        timeout_keep_alive=getattr(limits, "idle_timeout_s", 5),
         access_log=False,
     )
     return Server(config)

@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from vanilla_transformer.inference import load_model_and_tokenizer, translate_lines
     from vanilla_transformer.inference.alignment import with_alignments
-    from vanilla_transformer.inference.constraints import Glossary
-    from vanilla_transformer.inference.markup import translate_document
+    from vanilla_transformer.inference.documents import translate_document
+    from vanilla_transformer.inference.glossary import Glossary
     from vanilla_transformer.inference.sentences import translate_split
     from vanilla_transformer.inference.translate import translate_hypotheses
 

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     from vanilla_transformer.inference import load_model_and_tokenizer, score_translations, translate_scored
-    from vanilla_transformer.inference.constraints import read_glossary
+    from vanilla_transformer.inference.glossary import read_glossary
 
     sources, references, pairs = test_glossary(args.limit, args.min_count, args.min_dice)
     Path(args.glossary_out).write_text("".join(f"{zh}\t{en}\n" for zh, en in pairs), encoding="utf-8")

@@ -1,6 +1,6 @@
-"""transformers' own common model tests (`ModelTesterMixin`, `ConfigTester`, vendored under tests/third_party:
-`vendored.py`) run against our three families: the markers they use, and our classes in transformers' task
-tables."""
+"""transformers' own common model tests (`ModelTesterMixin`, `ConfigTester`, fetched from the installed release's
+source distribution: `upstream.py`) run against our three families: the markers they use, and our classes in
+transformers' task tables."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ from unittest import mock
 
 import pytest
 
-# markers transformers' own conftest registers, used by the vendored mixins
+# our stand-ins for upstream modules hold mixins and arguments, no tests of their own (their file names are upstream's)
+collect_ignore = ["stand_ins"]
+
+# markers transformers' own conftest registers, used by its test mixins
 UPSTREAM_MARKERS = (
     "slow",
     "accelerate_tests",
@@ -23,7 +26,7 @@ UPSTREAM_MARKERS = (
 def pytest_configure(config) -> None:
     for name in UPSTREAM_MARKERS:
         config.addinivalue_line(
-            "markers", f"{name}: transformers' own marker, used by its vendored test mixins"
+            "markers", f"{name}: transformers' own marker, used by its common test mixins"
         )
 
 

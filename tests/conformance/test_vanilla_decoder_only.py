@@ -1,8 +1,8 @@
 """transformers' common model tests on the decoder-only family (`VanillaDecoderOnlyModel`,
 `VanillaDecoderOnlyForCausalLM`), through a tester written after transformers' own GPT-2 tester
-(tests/models/gpt2/test_modeling_gpt2.py): a tiny pre-LN model with learned positions and GELU, as GPT-2, random ids
-and a random padding mask. The upstream tests that do not apply are skipped, each with its reason (also in
-docs/reliability.md)."""
+(tests/models/gpt2/test_modeling_gpt2.py, Apache-2.0): a tiny pre-LN model with learned positions and GELU, as
+GPT-2, random ids and a random padding mask. The upstream tests that do not apply are skipped, each with its
+reason (also in docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from vanilla_transformer.modeling import (
     VanillaDecoderOnlyModel,
 )
 
-from .vendored import (
+from .upstream import (
     ConfigTester,
     ConformanceMixin,
     GenerationTesterMixin,

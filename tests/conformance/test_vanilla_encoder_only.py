@@ -1,8 +1,8 @@
 """transformers' common model tests on the encoder-only family (`VanillaEncoderOnlyModel`,
 `VanillaEncoderOnlyForMaskedLM`, `VanillaEncoderOnlyForSequenceClassification`), through a tester written after
-transformers' own BERT tester (tests/models/bert/test_modeling_bert.py): a tiny model with BERT's fields
-(`BERT` in configuration_vanilla_encoder_only.py), random ids, token types and padding mask. The upstream tests
-that do not apply are skipped, each with its reason (also in docs/reliability.md)."""
+transformers' own BERT tester (tests/models/bert/test_modeling_bert.py, Apache-2.0): a tiny model with BERT's
+fields (`BERT` in configuration_vanilla_encoder_only.py), random ids, token types and padding mask. The upstream
+tests that do not apply are skipped, each with its reason (also in docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from vanilla_transformer.modeling import (
 )
 from vanilla_transformer.modeling.configuration_vanilla_encoder_only import BERT
 
-from .vendored import ConfigTester, ConformanceMixin, ModelTesterMixin, ids_tensor, random_attention_mask
+from .upstream import ConfigTester, ConformanceMixin, ModelTesterMixin, ids_tensor, random_attention_mask
 
 
 class VanillaEncoderOnlyModelTester:

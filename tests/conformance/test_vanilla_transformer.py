@@ -1,7 +1,8 @@
 """transformers' common model tests on the encoder-decoder (`VanillaTransformerModel`,
 `VanillaTransformerForConditionalGeneration`), through a tester written after transformers' own Marian tester
-(tests/models/marian/test_modeling_marian.py): a tiny model, random ids ending in </s>, padding masked.
-The upstream tests that do not apply are skipped below, each with its reason (also in docs/reliability.md)."""
+(tests/models/marian/test_modeling_marian.py, Apache-2.0): a tiny model, random ids ending in </s>, padding
+masked. The upstream tests that do not apply are skipped below, each with its reason (also in
+docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from vanilla_transformer.modeling import (
     VanillaTransformerModel,
 )
 
-from .vendored import ConfigTester, ConformanceMixin, GenerationTesterMixin, ModelTesterMixin, ids_tensor
+from .upstream import ConfigTester, ConformanceMixin, GenerationTesterMixin, ModelTesterMixin, ids_tensor
 
 
 class VanillaTransformerModelTester:

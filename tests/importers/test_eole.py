@@ -24,7 +24,7 @@ import yaml
 from helpers.shared import run_python
 
 from vanilla_transformer.commands import convert as convert_command
-from vanilla_transformer.modeling.convert_eole import convert_eole_checkpoint
+from vanilla_transformer.convert.eole import convert_eole_checkpoint
 
 EOLE_PYTHON = os.environ.get("EOLE_PYTHON", sys.executable)
 DRIVER = Path(__file__).with_name("eole_driver.py")

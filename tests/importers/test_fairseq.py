@@ -18,7 +18,7 @@ import torch
 from conftest import perturb_biases_and_norms
 
 from vanilla_transformer.commands import convert as convert_command
-from vanilla_transformer.modeling.convert_fairseq import convert_fairseq_checkpoint
+from vanilla_transformer.convert.fairseq import convert_fairseq_checkpoint
 
 sentencepiece = pytest.importorskip("sentencepiece")
 

@@ -29,11 +29,11 @@ Vocabulary = pytest.importorskip("joeynmt.vocabulary").Vocabulary
 joeynmt_tokenizers = pytest.importorskip("joeynmt.tokenizers")
 
 from vanilla_transformer.commands.convert import main as convert_main  # noqa: E402
-from vanilla_transformer.modeling import VanillaTransformerConfig  # noqa: E402
-from vanilla_transformer.modeling.convert_joeynmt import (  # noqa: E402
+from vanilla_transformer.convert.joeynmt import (  # noqa: E402
     convert_joeynmt_checkpoint,
     generation_config_from_joeynmt,
 )
+from vanilla_transformer.modeling import VanillaTransformerConfig  # noqa: E402
 
 SPECIALS = SimpleNamespace(
     unk_token="<unk>", unk_id=0, pad_token="<pad>", pad_id=1, bos_token="<s>", bos_id=2, eos_token="</s>", eos_id=3,

@@ -17,7 +17,7 @@ import sentencepiece
 import torch
 
 from vanilla_transformer.commands.convert import main as convert_main
-from vanilla_transformer.modeling.convert_opennmt import convert_opennmt_checkpoint
+from vanilla_transformer.convert.opennmt import convert_opennmt_checkpoint
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
@@ -309,6 +309,19 @@ def extend_vocabulary(path: Path) -> None:
     torch.save(checkpoint, path)
 
 
+def add_a_decoder_layer_norm(path: Path) -> None:
+    """A tensor with no place: "layer_norm" is the encoder's name, the decoder's norms are layer_norm_1 / _2."""
+    checkpoint = torch.load(path, weights_only=False)
+    checkpoint["model"]["decoder.transformer_layers.0.layer_norm.weight"] = torch.ones(32)
+    torch.save(checkpoint, path)
+
+
+def untie_the_generator(path: Path) -> None:
+    checkpoint = torch.load(path, weights_only=False)
+    checkpoint["generator"]["weight"] = checkpoint["generator"]["weight"] + 1
+    torch.save(checkpoint, path)
+
+
 @pytest.mark.parametrize(
     "break_it,flags,overrides,message",
     [
@@ -331,6 +344,18 @@ def extend_vocabulary(path: Path) -> None:
         (None, ["--trust_pickle"], dict(num_kv=2), "num_kv=2"),
         (None, ["--trust_pickle"], dict(self_attn_type="average"), "self_attn_type='average'"),
         (None, ["--trust_pickle"], dict(enc_layers=3), "enc_layers=3 but the weights have 2"),
+        (
+            add_a_decoder_layer_norm,
+            ["--trust_pickle"],
+            {},
+            "cannot place: decoder.transformer_layers.0.layer_norm.weight",
+        ),
+        (
+            untie_the_generator,
+            ["--trust_pickle"],
+            dict(share_decoder_embeddings=True),
+            "generator.weight (share_decoder_embeddings=True but it differs from the decoder embeddings)",
+        ),
     ],
     ids=[
         "no-trust-pickle",
@@ -342,6 +367,8 @@ def extend_vocabulary(path: Path) -> None:
         "grouped-query",
         "average-attention",
         "claimed-layers",
+        "tensor-without-a-place",
+        "tied-generator-differs",
     ],
 )
 def test_bad_checkpoints_fail_with_one_line_and_write_nothing(

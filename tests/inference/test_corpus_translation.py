@@ -302,8 +302,8 @@ def test_glossary_terms_reach_every_row_and_bind_the_progress(export, loaded, tm
     """--glossary: each row's translation is THE loop's with the glossary (its terms in the rows whose source has
     them); the terms are part of the job, so a parts folder of other terms is refused, naming the glossary; a
     bad glossary file or --engine ct2 is one error line, exit 2."""
-    from vanilla_transformer.inference.constraints import read_glossary
     from vanilla_transformer.inference.corpus_translation import CorpusJob, prepare_parts
+    from vanilla_transformer.inference.glossary import read_glossary
 
     model, tokenizer = loaded
     lines = corpus_lines(6)

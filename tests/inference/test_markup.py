@@ -307,7 +307,7 @@ def copy_model():
 
 def test_translate_document_places_the_markup_by_the_models_own_alignments(copy_model):
     from vanilla_transformer.inference.alignment import align_words
-    from vanilla_transformer.inference.markup import translate_document
+    from vanilla_transformer.inference.documents import translate_document
 
     model, tokenizer = copy_model
     document = "<p>w1 <b>w2 w3</b> w4</p>\n<ul><li>w5 <a href='#w6'>w6</a> w8 w2</li><li>w0 w4 <i>w9</i> w1 w3</li></ul>"
@@ -354,7 +354,7 @@ def test_translate_format_html_on_the_command_line(copy_model, tmp_path, monkeyp
 
 def test_an_engine_without_attention_places_the_markup_by_relative_position(copy_model, monkeypatch):
     from vanilla_transformer.inference import alignment, translate_lines
-    from vanilla_transformer.inference.markup import translate_document
+    from vanilla_transformer.inference.documents import translate_document
 
     def no_attention(model):
         raise ValueError("--engine onnx cannot return attention weights")

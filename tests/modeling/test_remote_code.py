@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, tiny_model
+from conftest import ROOT, tiny_family_config, tiny_model
+from helpers.remote_code import foreign_imports, shipped_files
 from helpers.shared import CODE_FILES, MASK, SRC, TEXT, run_python, word_tokenizer
 from transformers import pipeline
 
@@ -84,6 +85,34 @@ def test_every_save_writes_the_code(saved, kind):
     for name in ("model.safetensors", "generation_config.json", "tokenizer.json"):
         assert (folder / name).is_file(), name
     assert not list(folder.glob("*.bin"))  # weights only as safetensors
+
+
+@pytest.mark.parametrize("family", ["encoder-decoder", "decoder-only", "encoder-only"])
+def test_a_save_writes_the_named_modules_and_their_sibling_imports(family, saved, tmp_path):
+    """The code files of a saved folder are the modules config.json names (`auto_map`, `custom_pipelines`) and,
+    recursively, their sibling imports, read from modeling/ (`shipped_files`, the set whose imports
+    tests/package/test_layering.py checks): no converter travels, and what travels imports only the standard
+    library, torch and transformers."""
+    if family == "encoder-decoder":
+        folder = saved["created"]
+    else:
+        side = "decoder" if family == "decoder-only" else "encoder"
+        config_class, model_class = {
+            "decoder": (modeling.VanillaDecoderOnlyConfig, modeling.VanillaDecoderOnlyForCausalLM),
+            "encoder": (modeling.VanillaEncoderOnlyConfig, modeling.VanillaEncoderOnlyForMaskedLM),
+        }[side]
+        model_class(tiny_family_config(config_class, side, 16, vocab_size=40)).save_pretrained(tmp_path)
+        folder = tmp_path
+    config = json.loads((folder / "config.json").read_text())
+    named = [*config["auto_map"].values()]
+    named += [task["impl"] for task in config.get("custom_pipelines", {}).values()]
+    entries = {reference.rsplit(".", 1)[0] for reference in named}
+    written = sorted(folder.glob("*.py"))
+    assert {path.name for path in written} == {
+        path.name for path in shipped_files(ROOT / "modeling", entries)
+    }
+    assert not [path.name for path in written if path.name.startswith("convert")]
+    assert foreign_imports(written) == []
 
 
 def test_fresh_process_generates_and_translates(saved, original, tmp_path):

@@ -1,9 +1,10 @@
 """The import graph of the package, read from the source with `ast` (nothing is imported): no module imports a
-package above its own in the layering, and no modules import each other in a circle.
+package above its own in the layering, no modules import each other in a circle, and `modeling/`, the folder whose
+files travel with every saved model as remote code, imports only the standard library, torch and transformers.
 
 The layering, bottom to top (a package may import its own modules and the packages below it, never one above):
 
-    modeling < corpus < tokenizer < inference < export < training < serving < benchmarks < commands
+    modeling < convert < corpus < tokenizer < inference < export < training < serving < benchmarks < commands
 
 `commands` also holds the command line (`vanilla_transformer.cli`, `__main__`) and the root package (`vanilla_transformer`,
 which registers the models, and `vanilla_transformer.links`, its check of the checkout's symbolic links). Every import statement counts, also one inside a function or under
@@ -18,11 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.layout import package_dirs
+from helpers.remote_code import foreign_imports, shipped_files
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "vanilla_transformer"
 LAYERS = (
     "modeling",
+    "convert",
     "corpus",
     "tokenizer",
     "inference",
@@ -171,3 +174,70 @@ def test_the_checker_sees_circles_and_layering_breaks():
     assert layer("vanilla_transformer.inference.engines") > layer("vanilla_transformer.corpus.read")
     assert layer("vanilla_transformer.cli") == layer("vanilla_transformer.commands.export") == len(LAYERS) - 1
     assert layer("vanilla_transformer") == len(LAYERS) - 1
+
+
+def test_remote_code_imports_only_the_standard_library_torch_and_transformers():
+    """Every file of modeling/ (a save copies some of them: the modules config.json names and their sibling
+    imports, tests/modeling/test_remote_code.py) imports its siblings with single-dot imports and nothing but the
+    standard library, torch and transformers besides."""
+    files = sorted(package_dirs()[f"{PACKAGE}.modeling"].glob("*.py"))
+    assert len(files) > 10
+    wrong = foreign_imports(files)
+    assert not wrong, "modeling/ imports what a folder loaded as remote code may not have:\n" + "\n".join(
+        wrong
+    )
+
+
+def test_the_remote_code_checker_finds_planted_imports(tmp_path):
+    """The check itself: a save's files are found through sibling imports at any depth, and an import of another
+    package (at module level, in a function, under TYPE_CHECKING, by `importlib`), one that leaves the folder, one of
+    a file that does not ship and one of the folder itself (a save copies no module for it) are each reported
+    with its line."""
+    (tmp_path / "modeling_x.py").write_text(
+        "from __future__ import annotations\n"
+        "import importlib\n"
+        "from typing import TYPE_CHECKING\n"
+        "import torch.nn as nn\n"
+        "from transformers.utils import logging\n"
+        "from .configuration_x import XConfig\n"
+        "if TYPE_CHECKING:\n"
+        "    import numpy\n"
+        "def load():\n"
+        "    import yaml\n"
+        "    from ..convert import common\n"
+        "    from .convert_x import read\n"
+        "    return importlib.import_module('sentencepiece')\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "configuration_x.py").write_text(
+        "import json\nfrom .positions_x import table\n", encoding="utf-8"
+    )
+    (tmp_path / "positions_x.py").write_text("import math\nfrom . import configuration_x\n", encoding="utf-8")
+    (tmp_path / "convert_x.py").write_text("import pickle\nimport safetensors\n", encoding="utf-8")
+    (tmp_path / "unrelated.py").write_text("import pandas\n", encoding="utf-8")
+    shipped = shipped_files(tmp_path, ["modeling_x"])
+    assert {path.name for path in shipped} == {
+        "modeling_x.py",
+        "configuration_x.py",
+        "positions_x.py",
+        "convert_x.py",
+    }
+    assert foreign_imports(shipped) == [
+        "convert_x.py:2: imports safetensors (not the standard library, torch or transformers)",
+        "modeling_x.py:8: imports numpy (not the standard library, torch or transformers)",
+        "modeling_x.py:10: imports yaml (not the standard library, torch or transformers)",
+        "modeling_x.py:11: imports ..convert (leaves the folder: single-dot imports only)",
+        "modeling_x.py:13: imports sentencepiece (not the standard library, torch or transformers)",
+        "positions_x.py:2: imports . (a save copies only the modules of `from .module import`)",
+    ]
+    assert foreign_imports(shipped - {tmp_path / "convert_x.py"}) == [
+        "modeling_x.py:8: imports numpy (not the standard library, torch or transformers)",
+        "modeling_x.py:10: imports yaml (not the standard library, torch or transformers)",
+        "modeling_x.py:11: imports ..convert (leaves the folder: single-dot imports only)",
+        "modeling_x.py:12: imports .convert_x (convert_x.py does not ship with it)",
+        "modeling_x.py:13: imports sentencepiece (not the standard library, torch or transformers)",
+        "positions_x.py:2: imports . (a save copies only the modules of `from .module import`)",
+    ]
+    assert foreign_imports([tmp_path / "configuration_x.py", tmp_path / "positions_x.py"]) == [
+        "positions_x.py:2: imports . (a save copies only the modules of `from .module import`)"
+    ]

@@ -1,5 +1,5 @@
 """Parity against an implementation nobody here wrote: transformers' BertForMaskedLM and
-BertForSequenceClassification with the same weights (converted by modeling/convert_bert.py)."""
+BertForSequenceClassification with the same weights (converted by convert/bert.py)."""
 
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ from transformers import (
     pipeline,
 )
 
+from vanilla_transformer.convert.bert import convert_bert, convert_bert_checkpoint
 from vanilla_transformer.modeling import (
     VanillaEncoderOnlyForMaskedLM,
     VanillaEncoderOnlyForSequenceClassification,
 )
-from vanilla_transformer.modeling.convert_bert import convert_bert, convert_bert_checkpoint
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, 61)]  # ids = index
 

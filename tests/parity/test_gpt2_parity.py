@@ -19,8 +19,8 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from vanilla_transformer.convert.gpt2 import config_from_gpt2, convert_gpt2
 from vanilla_transformer.modeling import VanillaDecoderOnlyForCausalLM
-from vanilla_transformer.modeling.convert_gpt2 import config_from_gpt2, convert_gpt2
 
 
 def gpt2_values(vocab: int, positions: int, width: int, layers: int, heads: int, **options) -> dict:

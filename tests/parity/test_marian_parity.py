@@ -7,7 +7,7 @@ import torch
 from conftest import perturb_bias_and_layer_norms
 from transformers import AutoModelForSeq2SeqLM, MarianConfig, MarianMTModel
 
-from vanilla_transformer.modeling.convert_marian import convert_marian_checkpoint, convert_marian_model
+from vanilla_transformer.convert.marian import convert_marian_checkpoint, convert_marian_model
 
 
 def marian_values(

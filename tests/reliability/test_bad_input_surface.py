@@ -481,7 +481,7 @@ def test_latest_pointer_with_a_bad_name(finished_run, tokenizer_dir, tmp_path):
 
 
 def test_converter_with_a_non_marian_folder(tmp_path):
-    from vanilla_transformer.modeling.convert_marian import convert_marian_checkpoint
+    from vanilla_transformer.convert.marian import convert_marian_checkpoint
 
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
     with pytest.raises(ValueError, match="holds a 'bert' model, not a Marian model"):
@@ -493,7 +493,7 @@ def test_converter_with_a_non_marian_folder(tmp_path):
 
 
 def test_converter_with_an_already_converted_folder(export, tmp_path):
-    from vanilla_transformer.modeling.convert_marian import convert_marian_checkpoint
+    from vanilla_transformer.convert.marian import convert_marian_checkpoint
 
     with pytest.raises(ValueError, match="holds a 'vanilla_transformer' model, not a Marian model"):
         convert_marian_checkpoint(export, tmp_path / "out")

@@ -153,7 +153,7 @@ def test_scripts_refuse_a_model_folder_with_pickled_weights(
 def test_converter_does_not_unpickle_a_malicious_marian_folder(tmp_path, marker):
     from transformers import MarianConfig
 
-    from vanilla_transformer.modeling.convert_marian import convert_marian_checkpoint
+    from vanilla_transformer.convert.marian import convert_marian_checkpoint
 
     src = tmp_path / "marian"
     MarianConfig(
@@ -194,7 +194,7 @@ UNSAFE = [
 # the one reviewed exception: a toolkit's pickled checkpoint (fairseq, JoeyNMT) read with the full unpickler after
 # weights_only refused it, only with --trust_pickle (test_the_full_unpickler_needs_trust_pickle)
 FULL_UNPICKLER = (
-    "modeling/convert_common.py",
+    "convert/common.py",
     'return torch.load(path, map_location="cpu", weights_only=False)',
 )
 
@@ -221,7 +221,7 @@ def test_the_full_unpickler_needs_trust_pickle(tmp_path):
     tensors is read by weights_only alone (the full unpickler is reached only for other objects)."""
     from unittest import mock
 
-    from vanilla_transformer.modeling.convert_common import load_pickled_checkpoint
+    from vanilla_transformer.convert.common import load_pickled_checkpoint
 
     marker = tmp_path / "ran"
     path = tmp_path / "checkpoint.pt"

@@ -1,6 +1,7 @@
 """The server's replies equal `vanilla-transformer translate`'s output for the same inputs and options: the
-PyTorch model (greedy, beam search with an n-best list) and its CTranslate2 export (beam search); the exported
-engine refuses, by name, the options it cannot run."""
+PyTorch model (greedy, beam search with an n-best list, an HTML document with its markup, whole or sentence by
+sentence: both drive the one document plan, `inference.documents`) and its CTranslate2 export (beam search); the
+exported engine refuses, by name, the options it cannot run."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from helpers.serving import post, served_app
 pytest.importorskip("fastapi", reason="the serve extra (in dev): pip install -e '.[dev]'")
 
 
-def cli(folder, lines: list[str], *options: str) -> list[str]:
-    """`vanilla-transformer translate` of ``lines`` (one process), one output line per input line."""
+def cli_output(folder, given: str, *options: str) -> str:
+    """What `vanilla-transformer translate` (one process) writes for the input ``given``."""
     done = subprocess.run(
         [sys.executable, "-m", "vanilla_transformer", "translate", "--model", str(folder), *options],
-        input="".join(f"{line}\n" for line in lines),
+        input=given,
         capture_output=True,
         text=True,
         encoding="utf-8",
@@ -26,7 +27,12 @@ def cli(folder, lines: list[str], *options: str) -> list[str]:
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.split("\n")[:-1]
+    return done.stdout
+
+
+def cli(folder, lines: list[str], *options: str) -> list[str]:
+    """`vanilla-transformer translate` of ``lines`` (one process), one output line per input line."""
+    return cli_output(folder, "".join(f"{line}\n" for line in lines), *options).split("\n")[:-1]
 
 
 def served(url: str, lines: list[str], **options) -> list[str]:
@@ -56,6 +62,26 @@ def test_torch_greedy_and_nbest_equal_the_cli(tiny_server, served_folder, lines)
     options = {"num_beams": 3, "num_return_sequences": 2, "length_penalty": 0.6, "max_new_tokens": 5}
     assert served(tiny_server, lines, **options) == nbest
     assert all(line.count("\t") == 1 for line in nbest)
+
+
+def test_html_document_equals_the_cli(tiny_server, served_folder, served_sources):
+    # a document with inline markup (placed by the model's own alignments) and a list; sentence by sentence, also
+    # a segment of two sentences (too long for the model whole)
+    s = served_sources
+    document = (
+        f"<h1>{s[0]}</h1>\n<p>{s[1][:3]}<b>{s[1][3:6]}</b>{s[1][6:]} <a href='#x'>{s[2]}</a></p>\n"
+        f"<ul><li>{s[3]}</li><li><i>{s[4]}</i></li></ul>\n"
+    )
+    ending = next(i for i, text in enumerate(s) if text.endswith("。") and i + 1 < len(s))
+    two = f"<p>{s[ending]}<em>{s[ending + 1]}</em></p>"
+    options = ["--format", "html", "--num_beams", "1", "--max_new_tokens", "20", "--dtype", "float32"]
+    body = {"format": "html", "num_beams": 1, "max_new_tokens": 20}
+    for given, split in ((document, []), (document + two, ["--split_sentences", "zh"])):
+        expected = cli_output(served_folder, given, *options, *split)
+        reply = post(tiny_server, "/translate", {**body, "text": given, "split_sentences": bool(split)})
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["translations"] == [expected]
+        assert expected.count("<b>") == 1 and expected.count("<a href='#x'>") == 1 and "<li><i>" in expected
 
 
 def test_ct2_server_equals_the_ct2_cli(served_folder, lines, tmp_path):

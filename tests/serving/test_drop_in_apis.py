@@ -353,7 +353,7 @@ def test_cors_origins(keyed_server, server):
 
 
 def test_load_api_keys(tmp_path):
-    from vanilla_transformer.serving.apis import load_api_keys
+    from vanilla_transformer.serving.keys import load_api_keys
 
     keys = tmp_path / "keys"
     keys.write_text("# the team's keys\none\n\n  two  \n", encoding="utf-8")

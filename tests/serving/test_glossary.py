@@ -11,7 +11,7 @@ from helpers.copy_task import train_copy_model
 from helpers.serving import post, served_app, with_card
 
 from vanilla_transformer.inference import translate_nbest
-from vanilla_transformer.inference.constraints import Glossary
+from vanilla_transformer.inference.glossary import Glossary
 from vanilla_transformer.modeling import save_with_remote_code
 
 pytest.importorskip("fastapi", reason="the serve extra (in dev): pip install -e '.[dev]'")

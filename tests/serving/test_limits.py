@@ -83,7 +83,7 @@ def test_a_queued_request_whose_client_left_never_reaches_the_engine(served_fold
 
     served = load_served(str(served_folder), dtype="float32")
     app = create_app(served, Limits(**SMALL), max_wait_ms=0)
-    batcher = app.app.state.batcher
+    batcher = app.state.batcher
     translate_hypotheses, received, busy, release = (
         inference.translate_hypotheses,
         [],

@@ -6,7 +6,7 @@ BERT (encoder-only).
     vanilla-transformer convert --from bert SRC_DIR OUT_DIR     # BertForMaskedLM / BertForSequenceClassification
     vanilla-transformer convert --from fairseq SRC OUT_DIR --trust_pickle  # checkpoint_best.pt + dict.*.txt + spm
     vanilla-transformer convert --from joeynmt --trust_pickle SRC_DIR OUT_DIR  # a JoeyNMT 2.x model folder
-    vanilla-transformer convert --from eole SRC_DIR OUT_DIR     # an eole checkpoint folder (modeling/convert_eole.py)
+    vanilla-transformer convert --from eole SRC_DIR OUT_DIR     # an eole checkpoint folder (convert/eole.py)
     vanilla-transformer convert --from opennmt --trust_pickle MODEL.pt OUT_DIR  # OpenNMT-py 3.x (+ its .model spm)
 
 For BERT the head follows the folder's config.json "architectures" (BertForMaskedLM and BertForPreTraining:
@@ -31,15 +31,15 @@ from vanilla_transformer.export.folders import claim_output_folder
 
 OUTPUT_KIND = "converted model"  # never written as a manifest: a conversion goes to a new or empty folder
 
-# --from value -> (the source class named in --help, converter module of modeling/, its function)
+# --from value -> (the source class named in --help, its module of vanilla_transformer.convert, its function)
 SOURCES = {
-    "marian": ("MarianMTModel", "convert_marian", "convert_marian_checkpoint"),
-    "gpt2": ("GPT2LMHeadModel", "convert_gpt2", "convert_gpt2_checkpoint"),
-    "bert": ("BertForMaskedLM or BertForSequenceClassification", "convert_bert", "convert_bert_checkpoint"),
-    "fairseq": ("fairseq transformer checkpoint", "convert_fairseq", "convert_fairseq_checkpoint"),
-    "joeynmt": ("a JoeyNMT 2.x Transformer model folder", "convert_joeynmt", "convert_joeynmt_checkpoint"),
-    "eole": ("an eole checkpoint folder", "convert_eole", "convert_eole_checkpoint"),
-    "opennmt": ("an OpenNMT-py 3.x checkpoint (.pt)", "convert_opennmt", "convert_opennmt_checkpoint"),
+    "marian": ("MarianMTModel", "marian", "convert_marian_checkpoint"),
+    "gpt2": ("GPT2LMHeadModel", "gpt2", "convert_gpt2_checkpoint"),
+    "bert": ("BertForMaskedLM or BertForSequenceClassification", "bert", "convert_bert_checkpoint"),
+    "fairseq": ("fairseq transformer checkpoint", "fairseq", "convert_fairseq_checkpoint"),
+    "joeynmt": ("a JoeyNMT 2.x Transformer model folder", "joeynmt", "convert_joeynmt_checkpoint"),
+    "eole": ("an eole checkpoint folder", "eole", "convert_eole_checkpoint"),
+    "opennmt": ("an OpenNMT-py 3.x checkpoint (.pt)", "opennmt", "convert_opennmt_checkpoint"),
 }
 
 
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     _, module, function = SOURCES[args.source]
-    convert = getattr(importlib.import_module(f"vanilla_transformer.modeling.{module}"), function)
+    convert = getattr(importlib.import_module(f"vanilla_transformer.convert.{module}"), function)
     try:
         # the converter refuses non-empty folders too
         claim_output_folder(args.out_dir, OUTPUT_KIND, [args.src_dir])

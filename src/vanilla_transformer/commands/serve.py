@@ -139,10 +139,10 @@ def parse_args(argv: list[str] | None = None):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    from vanilla_transformer.inference.constraints import read_glossary
     from vanilla_transformer.inference.engines import check_engine_options
+    from vanilla_transformer.inference.glossary import read_glossary
     from vanilla_transformer.serving import Limits, create_app, run_server
-    from vanilla_transformer.serving.apis import load_api_keys
+    from vanilla_transformer.serving.keys import load_api_keys
     from vanilla_transformer.serving.ratelimit import RateLimiter
     from vanilla_transformer.serving.server import load_all, model_specs
 

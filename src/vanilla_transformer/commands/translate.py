@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
 
-    from vanilla_transformer.inference.constraints import read_glossary
+    from vanilla_transformer.inference.glossary import read_glossary
     from vanilla_transformer.modeling import check_generation_arguments
 
     generate_kwargs = decoding_kwargs(args)
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     # the console streams are TextIOWrappers (typeshed types them TextIO)
     cast(io.TextIOWrapper, sys.stdin).reconfigure(encoding="utf-8", errors="replace")
     if args.format == "html":
-        from vanilla_transformer.inference.markup import translate_document
+        from vanilla_transformer.inference.documents import translate_document
 
         document = sys.stdin.read()
         translated = translate_document(
@@ -324,7 +324,7 @@ def split_language(args: argparse.Namespace) -> str | None:
     card (the first of its two languages), else None (by script)."""
     if args.split_sentences != "auto":
         return args.split_sentences
-    from vanilla_transformer.export.model_card import card_languages
+    from vanilla_transformer.inference.cards import card_languages
 
     languages = card_languages(args.model)
     return languages[0] if len(languages) == 2 else None

@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     from vanilla_transformer.corpus.texts import read_texts
-    from vanilla_transformer.inference.constraints import read_glossary
     from vanilla_transformer.inference.corpus_translation import CorpusJob
+    from vanilla_transformer.inference.glossary import read_glossary
 
     generate_kwargs = decoding_kwargs(args)
     try:

@@ -1,0 +1,273 @@
+"""A segment's inline markup projected onto its translation by a word alignment (`inference.alignment.WordAlignment`),
+for markup transfer (`inference.markup`): which target words each inline element goes around, and where the markup
+without words goes (a `Projection`, which `inference.markup_render` writes out).
+
+- an element's target words are found as grow-diag symmetrises alignments: the target words linked to its source
+  words that are also the target word attending most to one of them, grown into the adjacent linked target words
+  that attend to them about as much (`_target_words`); then their longest run, a gap of one word filled
+  (`BRIDGED`): where the translation moves its words apart, the element goes around its main part rather than
+  around words that are not its own. An element whose words no link reaches goes around the target word that
+  attends most to them; an element covers what its children cover, so the output nests as the input did.
+- an element with no words (``<img>``, ``<a id="x"></a>``), a comment or a stray end tag is put after the target
+  word aligned with the source word whose end it touches (``word<a id="x"></a>``), else before the target word
+  aligned with the source word after it.
+- an element kept as written replaces the target words aligned with its words; an element all of whose target
+  words it replaces goes where markup without words goes.
+
+Engines that return no attention (ONNX) place tags by relative position (`proportional_alignment`), which suits
+short inline elements in languages of similar word order only.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import regex
+
+from .alignment import WordAlignment, word_spans
+from .markup_parse import Element, Item, Segment
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# the widest gap between two target words of one element that the element spans (`_bridged`)
+BRIDGED = 1
+_PUNCTUATION = regex.compile(r"\p{P}+")
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Where a segment's inline markup goes in its translation ``target`` (its words at ``spans``, `word_spans`):
+
+    - ``ranges``: the first and last target word of each element placed around words (by `Element.order`);
+    - ``around``: the elements placed around words and not kept as written, by depth, then order;
+    - ``trimmed``: whether each element leaves out the punctuation at the start, and at the end, of its first and
+      last words (`_trims`);
+    - ``kept_at``: the elements kept as written, by their first target word, which they replace; ``covered``: the
+      other target words they replace;
+    - ``items_at``, ``items_after``: the markup without words (elements without target words among it) written
+      before, and after, a target word (``items_at[len(spans)]``: at the end)."""
+
+    target: str
+    spans: list[tuple[int, int]]
+    ranges: dict[int, tuple[int, int]]
+    around: tuple[Element, ...]
+    trimmed: dict[int, tuple[bool, bool]]
+    kept_at: dict[int, list[Element]]
+    covered: frozenset[int]
+    items_at: dict[int, list[Item]]
+    items_after: dict[int, list[Item]]
+
+    def stack(self, j: int) -> tuple[Element, ...]:
+        """The elements (not kept as written) that go around target word ``j``, outermost first."""
+        return tuple(e for e in self.around if self.ranges[e.order][0] <= j <= self.ranges[e.order][1])
+
+
+def proportional_alignment(source_words: int, target_words: int) -> WordAlignment:
+    """An alignment by relative position alone (target word j to the source word at the same share of the
+    sentence), for engines whose runtime returns no attention."""
+    import numpy as np
+
+    links = [
+        (min(source_words - 1, (2 * j + 1) * source_words // (2 * target_words)), j)
+        for j in range(target_words)
+    ]
+    rows = (np.arange(target_words, dtype=np.float32)[:, None] + 0.5) / max(target_words, 1)
+    columns = (np.arange(source_words, dtype=np.float32)[None, :] + 0.5) / max(source_words, 1)
+    return WordAlignment(links if source_words else [], 1.0 - np.abs(rows - columns))
+
+
+def _target_words(words: list[int], linked: dict[int, set[int]], weights: np.ndarray, count: int) -> set[int]:
+    """The target words of an element holding source ``words``, symmetrised as grow-diag does: the core is the
+    target words linked to them that are also the target word attending most to one of them (both directions
+    agree), grown into the adjacent linked target words that attend to them at least half as much as the core's
+    best; all the linked target words where the directions never agree; the one target word that attends most to
+    them where no link reaches them; none without target words."""
+    import numpy as np
+
+    found = set().union(*(linked.get(i, set()) for i in words))
+    columns = [i for i in words if i < weights.shape[1]]
+    if not columns or not count or len(weights) < count:
+        return found
+    attention = weights[:count, columns].max(axis=1)
+    if not found:
+        return {int(np.argmax(attention))}
+    core = found & {int(np.argmax(weights[:count, i])) for i in columns}
+    if not core:
+        return found
+    floor = 0.5 * max(attention[j] for j in core)
+    grown = set(core)
+    frontier = sorted(core)
+    while frontier:
+        j = frontier.pop()
+        for near in (j - 1, j + 1):
+            if near in found and near not in grown and attention[near] >= floor:
+                grown.add(near)
+                frontier.append(near)
+    return grown
+
+
+def _bridged(words: set[int]) -> set[int]:
+    """``words`` with the gaps of at most `BRIDGED` words between two of them filled (the unaligned words inside
+    an element's translation); wider gaps are left."""
+    ordered = sorted(words)
+    filled = set(words)
+    for low, high in zip(ordered, ordered[1:]):
+        if high - low - 1 <= BRIDGED:
+            filled.update(range(low, high))
+    return filled
+
+
+def _trims(text: str, words: list[tuple[int, int]], element: Element) -> tuple[bool, bool]:
+    """Whether ``element`` starts inside a word after nothing but punctuation (``"<b>Hi``), and whether it ends
+    inside a word before nothing but punctuation (``run</b>.``)."""
+    starts = [
+        begin < element.begin < end and bool(_PUNCTUATION.fullmatch(text[begin : element.begin]))
+        for begin, end in words
+    ]
+    ends = [
+        begin < element.end < end and bool(_PUNCTUATION.fullmatch(text[element.end : end]))
+        for begin, end in words
+    ]
+    return any(starts), any(ends)
+
+
+def _longest_run(words: set[int]) -> tuple[int, int]:
+    """The first and last of the longest run of consecutive ``words`` (the first such run on a tie)."""
+    runs: list[tuple[int, int]] = []
+    for word in sorted(words):
+        if runs and word == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], word)
+        else:
+            runs.append((word, word))
+    return max(runs, key=lambda run: (run[1] - run[0], -run[0]))
+
+
+def _linked(alignment: WordAlignment, count: int) -> dict[int, set[int]]:
+    """The target words (of ``count``) linked to each source word."""
+    linked: dict[int, set[int]] = {}
+    for i, j in alignment.links:
+        if j < count:
+            linked.setdefault(i, set()).add(j)
+    return linked
+
+
+def _element_ranges(
+    elements: Sequence[Element],
+    source: list[tuple[int, int]],
+    linked: dict[int, set[int]],
+    weights: np.ndarray,
+    count: int,
+) -> dict[int, tuple[int, int]]:
+    """The first and last target word (of ``count``) of each element that has any (``source``: the segment's
+    word spans), an element covering its children."""
+    ranges: dict[int, tuple[int, int]] = {}
+    for element in elements:
+        words = [i for i, (begin, end) in enumerate(source) if begin < element.end and element.begin < end]
+        found = _target_words(words, linked, weights, count)
+        if found:
+            ranges[element.order] = _longest_run(_bridged(found))
+    for element in sorted(elements, key=lambda e: -e.depth):
+        parent = element.parent
+        if element.order in ranges and parent is not None:
+            low, high = ranges[element.order]
+            parent_low, parent_high = ranges.get(parent.order, (low, high))
+            ranges[parent.order] = (min(low, parent_low), max(high, parent_high))
+    return ranges
+
+
+def _kept_words(
+    elements: Sequence[Element], ranges: dict[int, tuple[int, int]]
+) -> tuple[dict[int, list[Element]], frozenset[int]]:
+    """The elements kept as written by the first target word they replace, and the other target words they
+    replace (which are not written)."""
+    kept_at: dict[int, list[Element]] = {}
+    covered: set[int] = set()
+    for element in elements:
+        if element.kept is not None and element.order in ranges:
+            low, high = ranges[element.order]
+            kept_at.setdefault(low, []).append(element)
+            covered.update(range(low + 1, high + 1))
+    return kept_at, frozenset(covered)
+
+
+def _with_words_shown(
+    elements: Sequence[Element], ranges: dict[int, tuple[int, int]], replaced: frozenset[int], count: int
+) -> dict[int, tuple[int, int]]:
+    """``ranges`` without the elements (not kept as written) all of whose target words (of ``count``) are
+    ``replaced`` by elements kept as written: they have no word of their own left."""
+    shown = set(range(count)) - replaced
+    hidden = {
+        element.order
+        for element in elements
+        if element.kept is None
+        and element.order in ranges
+        and not shown.intersection(range(ranges[element.order][0], ranges[element.order][1] + 1))
+    }
+    return {order: words for order, words in ranges.items() if order not in hidden}
+
+
+def _anchored_items(
+    items: list[Item],
+    source: list[tuple[int, int]],
+    linked: dict[int, set[int]],
+    covered: frozenset[int],
+    count: int,
+) -> tuple[dict[int, list[Item]], dict[int, list[Item]]]:
+    """Markup without words, by the target word (of ``count``) it goes after: the one aligned with the source word
+    whose end it touches; and by the target word it goes before, for the rest: the first one aligned with the
+    source word after it, past the words ``covered`` by an element kept as written (``count``: at the end)."""
+    starts = [begin for begin, _ in source]
+    ends = {end: i for i, (_, end) in enumerate(source)}
+    items_at: dict[int, list[Item]] = {}
+    items_after: dict[int, list[Item]] = {}
+    for item in sorted(items, key=lambda item: item.offset):
+        touched = ends.get(item.offset)
+        if touched is not None and touched in linked:
+            items_after.setdefault(max(linked[touched]), []).append(item)
+            continue
+        following = bisect.bisect_left(starts, item.offset)
+        reached = [min(linked[i]) for i in range(following, len(source)) if i in linked]
+        position = reached[0] if reached else count
+        while position in covered:
+            position += 1
+        items_at.setdefault(position, []).append(item)
+    return items_at, items_after
+
+
+def project(segment: Segment, target: str, alignment: WordAlignment | None) -> Projection:
+    """Where ``segment``'s inline markup goes in its translation ``target`` (stripped), by ``alignment`` (by
+    relative position where None: `proportional_alignment`)."""
+    spans = word_spans(target)
+    source = word_spans(segment.text)
+    if alignment is None:
+        alignment = proportional_alignment(len(source), len(spans))
+    linked = _linked(alignment, len(spans))
+    ranges = _element_ranges(segment.elements, source, linked, alignment.weights, len(spans))
+    kept_at, covered = _kept_words(segment.elements, ranges)
+    ranges = _with_words_shown(segment.elements, ranges, covered | frozenset(kept_at), len(spans))
+    # elements no target word was found for go where markup without words goes
+    unplaced = [
+        Item(element.kept or element.start_tag + element.end_tag, element.begin, ())
+        for element in segment.elements
+        if element.order not in ranges
+    ]
+    items_at, items_after = _anchored_items([*segment.items, *unplaced], source, linked, covered, len(spans))
+    around = sorted(
+        (e for e in segment.elements if e.kept is None and e.order in ranges),
+        key=lambda e: (e.depth, e.order),
+    )
+    return Projection(
+        target,
+        spans,
+        ranges,
+        tuple(around),
+        {e.order: _trims(segment.text, source, e) for e in segment.elements},
+        kept_at,
+        covered,
+        items_at,
+        items_after,
+    )

@@ -1,7 +1,0 @@
-"""Stand-in for transformers' tests/generation/test_utils.py, which transformers' PyPI source distribution does not
-ship (see ../README.md): `test_modeling_common` imports `GenerationTesterMixin` from here and asks every tester of
-a model that can generate to inherit it. This class holds none of upstream's generation tests."""
-
-
-class GenerationTesterMixin:
-    """Marks a tester whose models can `generate()`; upstream's generation tests are not vendored."""
