@@ -36,8 +36,8 @@ COMMANDS = {
     "bench": ("bench", "benchmarks against peers run in the same process (speed, serve)"),
 }
 # subcommand -> the extras of pyproject.toml it needs beyond the core install (commands/extras.py checks them before
-# the command's module is imported); model cards read the corpus package (datasets), so the commands that write or
-# read one need 'train'
+# the command's module is imported); writing a model card (export.model_card) reads the corpus package (datasets), so
+# the commands that write one, or save into a folder through `export`, need 'train'
 NEEDS = {
     "train": ("train",),
     "translate-corpus": ("train",),
@@ -48,8 +48,8 @@ NEEDS = {
     "train-tokenizer": ("train",),
     "average": ("train",),
     "plot-attention": ("plot",),
-    "serve": ("serve", "train"),
-    "demo": ("demo", "train"),
+    "serve": ("serve",),
+    "demo": ("demo",),
 }
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 # the symbolic links of a checkout (docs/design.md, "Layout"); an installed wheel holds real folders and files there
 LINKS = (
     "modeling",
+    "convert",
     "tokenizer",
     "corpus",
     "training",

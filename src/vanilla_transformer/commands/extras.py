@@ -19,7 +19,6 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
         "sacrebleu",
         "matplotlib",
         "jinja2",
-        "yaml",
         "tqdm",
     ),
     "sentences": ("pysbd",),

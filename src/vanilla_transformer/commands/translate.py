@@ -212,9 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.format == "html":
             check_html_options(args)
         if args.split_sentences is not None:
-            # without LANG, the model card's languages: card reading (export.model_card) imports the corpus package
-            extras = ("sentences",) if args.split_sentences != "auto" else ("sentences", "train")
-            require_extras("vanilla-transformer translate --split_sentences", *extras)
+            require_extras("vanilla-transformer translate --split_sentences", "sentences")
             check_split_options(args)
         glossary = read_glossary(args.glossary) if args.glossary is not None else None
         model, tokenizer = load_model_from_args(args)
