@@ -59,7 +59,7 @@ class CT2Translator(EngineTranslator):
         from transformers import GenerationConfig
 
         from vanilla_transformer.modeling import VanillaTransformerConfig
-        from vanilla_transformer.tokenizer.prepare import load_tokenizer
+        from vanilla_transformer.tokenizer.loading import load_tokenizer
 
         self.folder = folder
         self.config = VanillaTransformerConfig.from_json_file(str(folder / CT2_MODEL_CONFIG_FILE))

@@ -182,7 +182,7 @@ class OnnxTranslator(EngineTranslator):
 
         from vanilla_transformer.modeling import VanillaTransformerConfig
         from vanilla_transformer.modeling.pipeline_vanilla_transformer import check_vocabulary
-        from vanilla_transformer.tokenizer.prepare import load_tokenizer
+        from vanilla_transformer.tokenizer.loading import load_tokenizer
 
         folder = Path(folder)
         hint = "export one with vanilla-transformer export --engine onnx MODEL OUT"

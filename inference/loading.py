@@ -162,7 +162,7 @@ def load_model_and_tokenizer(
 
     trust_remote_code = remote_code_rule(config, name_or_path, trust_remote_code, opt_in)
     options = {"attn_implementation": attn_implementation} if attn_implementation else {}
-    from vanilla_transformer.tokenizer.prepare import load_tokenizer
+    from vanilla_transformer.tokenizer.loading import load_tokenizer
 
     tokenizer = load_tokenizer(source, trust_remote_code=trust_remote_code)  # before the weights: fails fast
     weights = path / "model.safetensors"

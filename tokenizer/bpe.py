@@ -46,8 +46,6 @@ from typing import Any, Literal
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from .corpus import iter_corpus_texts
-
 logger = logging.getLogger(__name__)
 
 PAD_TOKEN = "<pad>"
@@ -225,6 +223,9 @@ def train_bpe_tokenizer(
         ValueError: bad ``vocab_size``/``min_frequency``/``kind``, an unreadable file, an empty corpus, or a
             vocabulary too small for the corpus's alphabet.
     """
+    # the corpus readers import `datasets` (the train extra); loading a saved tokenizer does not need them
+    from .corpus import iter_corpus_texts
+
     if kind not in ("char", "byte"):
         raise ValueError(f"kind={kind!r} is not supported; use 'char' (BPE with byte fallback) or 'byte'.")
     _check_vocab_size(vocab_size, kind, denoising_tokens)

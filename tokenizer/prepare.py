@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sized
 from pathlib import Path
@@ -10,12 +9,13 @@ from typing import Any
 
 import datasets
 from huggingface_hub.utils import HFValidationError, validate_repo_id
-from transformers import AutoTokenizer, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from vanilla_transformer.corpus import SOURCE, TARGET
 
 from .bpe import BOS_ID, BOS_TOKEN, EOS_ID, PAD_ID, train_bpe_tokenizer
 from .corpus import ColumnTexts
+from .loading import load_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -115,43 +115,6 @@ def tokenizer_fit_problem(tokenizer: PreTrainedTokenizerBase, config: Any) -> st
             f"{decoder_size}; use the tokenizer saved with this model"
         )
     return None
-
-
-TOKENIZER_JSON_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "added_tokens.json",
-)
-
-
-def load_tokenizer(source: str | Path, **options) -> PreTrainedTokenizerBase:
-    """`AutoTokenizer.from_pretrained(source, **options)`; for a local folder whose tokenizer does not load, a
-    `ValueError` that names the damaged file (a tokenizer JSON file that does not parse) or the folder.
-
-    A tokenizer's own code (its ``auto_map``) runs only with ``trust_remote_code=True`` in `options` (the loading
-    policy, `inference.loading_policy`): transformers is never left to decide (it would ask on stdin)."""
-    options.setdefault("trust_remote_code", False)
-    try:
-        return AutoTokenizer.from_pretrained(str(source), **options)
-    except Exception as err:  # noqa: BLE001 - tokenizers raises plain Exception for data it cannot read
-        folder = Path(source)
-        if not folder.is_dir():
-            raise
-        for name in TOKENIZER_JSON_FILES:
-            try:
-                if (folder / name).is_file():
-                    json.loads((folder / name).read_text(encoding="utf-8"))
-            except (ValueError, OSError) as bad:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-                raise ValueError(
-                    f"{folder / name} is damaged (not valid JSON: {bad}); copy the tokenizer again from the "
-                    "training run or the model folder it was saved with"
-                ) from err
-        first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ValueError(
-            f"the tokenizer in {folder} does not load ({first_line}); copy it again from the training run or "
-            "the model folder it was saved with"
-        ) from err
 
 
 def given_tokenizer_problem(tokenizer: str) -> str | None:

@@ -18,10 +18,10 @@ from vanilla_transformer.export.ct2 import QUANTIZATIONS
 from vanilla_transformer.inference.engines import ENGINE_NAMES
 from vanilla_transformer.modeling import DEFAULT_LENGTH_PENALTY
 from vanilla_transformer.tokenizer import DEFAULT_VOCAB_SIZE
+from vanilla_transformer.tokenizer.loading import load_tokenizer
 from vanilla_transformer.tokenizer.prepare import (
     given_tokenizer_problem,
     has_tokenizer,
-    load_tokenizer,
     tokenizer_fit_problem,
 )
 
@@ -33,6 +33,8 @@ from .schedule import LR_SCHEDULES
 
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
 TRACKERS = ("tensorboard", "wandb", "mlflow", "comet_ml", "aim", "clearml", "dvclive", "swanlab", "trackio")
+# --report_to's default: TensorBoard where it is installed (no extra installs it), else no tracker
+DEFAULT_REPORT_TO = "tensorboard" if importlib.util.find_spec("tensorboard") is not None else "none"
 
 
 def report_to_trackers(report_to: str) -> list[str]:
@@ -316,10 +318,11 @@ class TrainConfig(DataOptions):
         None, "sacreBLEU tokeniser (default: 'zh' for Chinese targets, else '13a')"
     )
     report_to: str = _f(
-        "tensorboard",
+        DEFAULT_REPORT_TO,
         "experiment trackers, through accelerate: comma-separated names among "
         + ", ".join(TRACKERS)
-        + " (local ones write to OUTPUT_DIR/runs), 'all' (every installed one) or 'none'",
+        + " (local ones write to OUTPUT_DIR/runs), 'all' (every installed one) or 'none'; default tensorboard where "
+        "it is installed (pip install tensorboard), else none",
         separator=",",
     )
     num_samples: int = _f(3, "sample test translations returned (and printed by the script)")

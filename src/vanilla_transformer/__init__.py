@@ -16,8 +16,15 @@ Subpackages, in the order data flows:
 """
 
 from importlib.metadata import version
+from pathlib import Path
 
-from . import modeling  # noqa: F401  (registers the Auto classes and the pipeline)
+from .links import check_links
+
+try:
+    from . import modeling  # noqa: F401  (registers the Auto classes and the pipeline)
+finally:
+    # a checkout whose symbolic links became plain files fails here with one line that says how to clone
+    check_links(Path(__file__).parent)
 
 # the package only imports installed (an editable install is a path entry for src/)
 __version__ = version("vanilla-transformer")

@@ -13,6 +13,8 @@ import importlib
 import sys
 from collections.abc import Mapping
 
+from vanilla_transformer.commands.extras import require_extras
+
 # subcommand -> (module of vanilla_transformer.commands, one line for the command list)
 COMMANDS = {
     "train": ("train", "train a model (default: the small preset on the shipped zh->en corpus, 25 minutes)"),
@@ -33,10 +35,33 @@ COMMANDS = {
     "demo": ("demo", "open a demo page: translation, beam alternatives, cross-attention"),
     "bench": ("bench", "benchmarks against peers run in the same process (speed, serve)"),
 }
+# subcommand -> the extras of pyproject.toml it needs beyond the core install (commands/extras.py checks them before
+# the command's module is imported); writing a model card (export.model_card) reads the corpus package (datasets), so
+# the commands that write one, or save into a folder through `export`, need 'train'
+NEEDS = {
+    "train": ("train",),
+    "translate-corpus": ("train",),
+    "evaluate": ("train",),
+    "export": ("train",),
+    "convert": ("train",),
+    "push": ("train",),
+    "train-tokenizer": ("train",),
+    "average": ("train",),
+    "plot-attention": ("plot",),
+    "serve": ("serve",),
+    "demo": ("demo",),
+}
 
 
-def dispatch(prog: str, commands: Mapping[str, tuple[str, str]], argv: list[str], summary: str) -> int:
-    """Run ``commands[argv[0]]``'s module's ``main(argv[1:])``; ``--help`` (or nothing) lists the commands."""
+def dispatch(
+    prog: str,
+    commands: Mapping[str, tuple[str, str]],
+    argv: list[str],
+    summary: str,
+    needs: Mapping[str, tuple[str, ...]] | None = None,
+) -> int:
+    """Run ``commands[argv[0]]``'s module's ``main(argv[1:])`` once the extras ``needs`` names for it are installed
+    (else one line that says which to install, exit status 2); ``--help`` (or nothing) lists the commands."""
     listing = "\n".join(f"  {name:<16} {line}" for name, (_, line) in commands.items())
     usage = f"usage: {prog} COMMAND [options]\n\n{summary}\n\ncommands:\n{listing}\n\n'{prog} COMMAND --help' for a command's options."
     if not argv or argv[0] in ("-h", "--help"):
@@ -51,6 +76,8 @@ def dispatch(prog: str, commands: Mapping[str, tuple[str, str]], argv: list[str]
             file=sys.stderr,
         )
         return 2
+    if needs and name in needs:
+        require_extras(f"{prog} {name}", *needs[name])
     module = importlib.import_module(f"vanilla_transformer.commands.{commands[name][0]}")
     return module.main(rest)
 
@@ -65,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = (
         "The encoder-decoder Transformer of 'Attention Is All You Need': train, translate, evaluate, export."
     )
-    return dispatch("vanilla-transformer", COMMANDS, argv, summary)
+    return dispatch("vanilla-transformer", COMMANDS, argv, summary, NEEDS)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,14 @@ def test_what_is_missing_or_does_not_fit_is_reported(wheels):
     assert not any("multiprocess" in p for p in problems)
 
 
+def test_this_projects_wheel_counts_with_its_train_extra_and_no_other(wheels):
+    own = ["transformers>=5.23", 'datasets>=3; extra == "train"', 'fastapi; extra == "serve"']
+    problems, _ = wheels.check([wheels.Wheel("vanilla-transformer", "0.1.0", own, "ours.whl")], IMAGE)
+    assert any("needs transformers>=5.23: the image has transformers 5.17.0" in p for p in problems)
+    assert any('needs datasets>=3; extra == "train": not in the image' in p for p in problems)
+    assert not any("fastapi" in p for p in problems)
+
+
 def test_a_wheel_is_read_from_its_metadata(wheels, tmp_path):
     path = tmp_path / "Some_Pkg-1.2-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as archive:

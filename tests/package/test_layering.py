@@ -7,7 +7,7 @@ The layering, bottom to top (a package may import its own modules and the packag
     modeling < convert < corpus < tokenizer < inference < export < training < serving < benchmarks < commands
 
 `commands` also holds the command line (`vanilla_transformer.cli`, `__main__`) and the root package (`vanilla_transformer`,
-which registers the models). Every import statement counts, also one inside a function or under
+which registers the models, and `vanilla_transformer.links`, its check of the checkout's symbolic links). Every import statement counts, also one inside a function or under
 `TYPE_CHECKING`: a deferred import is still a dependency. A package that wants something from a later one gets it
 passed in as an argument (docs/design.md, "Dependency direction").
 """
@@ -35,7 +35,8 @@ LAYERS = (
     "benchmarks",
     "commands",
 )
-TOP = ("cli", "__main__", "")  # the command line and the root package sit with the commands
+# the command line and the root package (with its link check) sit with the commands
+TOP = ("cli", "__main__", "links", "")
 
 
 @dataclass(frozen=True)

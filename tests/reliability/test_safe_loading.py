@@ -453,7 +453,7 @@ def test_the_remote_code_rule_is_the_same_for_a_folder_and_a_hub_repo(name):
 def test_a_tokenizer_with_its_own_code_is_refused_without_asking(export, tmp_path, marker, monkeypatch):
     """The one tokenizer loader (training's --tokenizer, the ct2 and onnx engines, average) never lets
     transformers ask on stdin whether to run a tokenizer's code: a "y" waiting there is not read."""
-    from vanilla_transformer.tokenizer.prepare import load_tokenizer
+    from vanilla_transformer.tokenizer.loading import load_tokenizer
 
     folder = shutil.copytree(export, tmp_path / "evil-tokenizer")
     (folder / "tokenization_evil.py").write_text(

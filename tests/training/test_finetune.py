@@ -162,7 +162,7 @@ def tokenizer_id(folder: Path, piece: str) -> int:
 
 def held_out_loss(folder: Path, sources: list[str], targets: list[str]) -> float:
     """The mean per-token cross-entropy of the model in `folder` on the pairs, with the folder's tokenizer."""
-    from vanilla_transformer.tokenizer.prepare import load_tokenizer
+    from vanilla_transformer.tokenizer.loading import load_tokenizer
 
     tokenizer = load_tokenizer(folder)
     model = VanillaTransformerForConditionalGeneration.from_pretrained(folder).eval()
@@ -183,7 +183,7 @@ def finetuned(converted) -> Path:
 
 
 def test_finetuned_folder_keeps_the_opus_mt_tokenizer_on_both_sides(converted, finetuned):
-    from vanilla_transformer.tokenizer.prepare import load_tokenizer
+    from vanilla_transformer.tokenizer.loading import load_tokenizer
 
     for name in ("source.spm", "target.spm", "vocab.json"):
         assert (finetuned / name).read_bytes() == (converted["marian"] / name).read_bytes(), name
@@ -207,7 +207,7 @@ def test_finetuning_lowers_the_held_out_loss(converted, finetuned):
 
 
 def test_finetuned_folder_generates_without_the_package(converted, finetuned, tmp_path):
-    from vanilla_transformer.tokenizer.prepare import load_tokenizer
+    from vanilla_transformer.tokenizer.loading import load_tokenizer
 
     sources = converted["held_out"][0][:4]
     model = VanillaTransformerForConditionalGeneration.from_pretrained(finetuned).eval()

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = None
     try:
         if tok_dir is not None and Path(tok_dir).exists():
-            from vanilla_transformer.tokenizer.prepare import load_tokenizer
+            from vanilla_transformer.tokenizer.loading import load_tokenizer
 
             tokenizer = load_tokenizer(tok_dir)
         out = export_averaged_model(folders, args.output, tokenizer)

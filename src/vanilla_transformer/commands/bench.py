@@ -19,6 +19,8 @@ LINES = {
     "serve": "the server with dynamic batching against one-at-a-time serving",
 }
 KINDS = {kind: ("bench_" + kind.replace("-", "_"), line) for kind, line in LINES.items()}
+# kind -> the extras it needs (`vanilla_transformer.cli.NEEDS`)
+NEEDS = {"serve": ("serve", "train")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         KINDS,
         sys.argv[1:] if argv is None else list(argv),
         "\n\n".join(dict.fromkeys([paragraphs[0], paragraphs[-1]])),
+        NEEDS,
     )
 
 

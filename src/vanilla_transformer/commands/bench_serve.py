@@ -102,7 +102,7 @@ def random_model(preset: str, tokenizer_folder: str | None, folder: str) -> str:
     if tokenizer_folder is None:
         raise ValueError("without --model, pass --tokenizer FOLDER (a folder holding tokenizer.json)")
     from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration, save_with_remote_code
-    from vanilla_transformer.tokenizer.prepare import load_tokenizer
+    from vanilla_transformer.tokenizer.loading import load_tokenizer
     from vanilla_transformer.training.presets import build_config
 
     tokenizer = load_tokenizer(tokenizer_folder)

@@ -33,11 +33,6 @@ def main(argv: list[str] | None = None) -> int:
             trust_remote_code=True if args.trust_remote_code else None,
             num_beams=args.num_beams,
         )
-    except ImportError as err:
-        print(
-            f"error: {err}; install the demo extra: pip install 'vanilla-transformer[demo]'", file=sys.stderr
-        )
-        return 2
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

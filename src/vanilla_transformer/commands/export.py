@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from vanilla_transformer.commands.arguments import command_parser
+from vanilla_transformer.commands.extras import require_extras
 from vanilla_transformer.inference.engines import ENGINES
 
 
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quantization is not None and args.quantization not in engine.quantizations:
         takes = [name for name, e in ENGINES.items() if args.quantization in e.quantizations]
         parser.error(f"--quantization {args.quantization} applies to --engine {' / '.join(takes)} only")
+    require_extras("vanilla-transformer export", engine.extra)
     # the exporter's notes on optional torchvision ops
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
     try:
@@ -50,9 +52,6 @@ def main(argv: list[str] | None = None) -> int:
 
         options = {"quantization": args.quantization} if engine.quantizations else {}
         out = exporter(args.engine)(args.model, args.out, **options)
-    except ImportError as error:
-        print(f"error: {error}: pip install 'vanilla-transformer[{engine.extra}]'", file=sys.stderr)
-        return 2
     except (ValueError, OSError) as error:
         print(f"error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
         return 2

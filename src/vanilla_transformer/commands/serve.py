@@ -69,11 +69,9 @@ def non_negative(kind: type) -> Callable[[str], Any]:
 
 
 def parse_args(argv: list[str] | None = None):
+    from vanilla_transformer.serving import Limits
+
     parser = command_parser("serve", __doc__)
-    try:
-        from vanilla_transformer.serving import Limits
-    except ImportError as err:
-        parser.error(f"{err}; install the serve extra: pip install 'vanilla-transformer[serve]'")
     add_model_arguments(
         parser,
         "model folder or Hub repo id (an export folder with --engine ct2 / onnx), or SRC-TGT=DIR to name its "

@@ -84,6 +84,7 @@ from vanilla_transformer.commands.arguments import (
     command_parser,
     load_model_from_args,
 )
+from vanilla_transformer.commands.extras import require_extras
 from vanilla_transformer.inference.engines import ENGINE_NAMES
 
 # the decoding options beyond the defaults that translate (and the server) take: n-best and sampling
@@ -211,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.format == "html":
             check_html_options(args)
         if args.split_sentences is not None:
+            require_extras("vanilla-transformer translate --split_sentences", "sentences")
             check_split_options(args)
         glossary = read_glossary(args.glossary) if args.glossary is not None else None
         model, tokenizer = load_model_from_args(args)
