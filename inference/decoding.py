@@ -70,6 +70,23 @@ _NEUTRAL: dict[str, tuple[Any, ...]] = {
 _CALL_OPTIONS = ("return_dict_in_generate", "output_scores", "use_cache")
 
 
+DECODER_ENV = "VANILLA_TRANSFORMER_DECODER"
+DECODERS = ("loop", "generate")
+
+
+def chosen_decoder(decoder: str | None = None) -> str:
+    """What decodes a PyTorch model in `inference.translate`: `decoder` if given, else the environment variable
+    VANILLA_TRANSFORMER_DECODER, else "loop" (`decode` where `unsupported` allows it); "generate" always calls
+    `model.generate()`. Raises `ValueError` for another value."""
+    import os
+
+    chosen = decoder if decoder is not None else os.environ.get(DECODER_ENV, "").strip().lower() or "loop"
+    if chosen not in DECODERS:
+        source = "decoder" if decoder is not None else DECODER_ENV
+        raise ValueError(f"{source}={chosen!r} is invalid: expected one of {', '.join(DECODERS)}")
+    return chosen
+
+
 @dataclass(frozen=True)
 class DecodeOutput:
     """What `decode` returns: ``sequences`` (B * n, 1 + T) token ids, decoder start token first, as `generate()`
