@@ -97,15 +97,22 @@ class DecodeOutput:
     sequences_scores: torch.Tensor
 
 
-def resolved_generation_config(model: PreTrainedModel, options: dict[str, Any]) -> GenerationConfig:
-    """The generation config `generate()` decodes with for `options` (None values dropped): the model's, updated
-    with the options, ``max_length`` / ``min_length`` counted with the decoder start token. Raises `ValueError`
-    for options that are not generation settings (`unsupported` names them first)."""
+def resolved_generation_config(
+    model: PreTrainedModel, options: dict[str, Any], generation_config: GenerationConfig | None = None
+) -> GenerationConfig:
+    """The generation config `generate()` decodes with for `options` (None values dropped) and its
+    `generation_config` argument: the model's, updated with them, ``max_length`` / ``min_length`` counted with the
+    decoder start token. Raises `ValueError` for options that are not generation settings (`unsupported` names
+    them first)."""
     options = {k: v for k, v in options.items() if v is not None and k not in _CALL_OPTIONS}
-    has_default_max_length = options.get("max_length") is None and model.generation_config.max_length is None
+    has_default_max_length = (
+        options.get("max_length") is None
+        and (generation_config is None or generation_config.max_length is None)
+        and model.generation_config.max_length is None
+    )
     # generate()'s own resolution of the options against the model's generation config (the one home of its
     # defaults); the loop must not drift from it
-    config, unused = model._prepare_generation_config(None, **options)  # pyright: ignore[reportAttributeAccessIssue]
+    config, unused = model._prepare_generation_config(generation_config, **options)  # pyright: ignore[reportAttributeAccessIssue]
     if unused:
         raise ValueError(f"{sorted(unused)} are not generation options: pass generate() keyword names")
     if config.max_new_tokens is not None:
@@ -120,9 +127,11 @@ def resolved_generation_config(model: PreTrainedModel, options: dict[str, Any]) 
     return config
 
 
-def unsupported(model: Any, options: dict[str, Any]) -> str | None:
-    """Why `decode` cannot decode `model` with `generate()`'s keyword `options` (the caller then uses
-    `generate()`), or None when it can: the one rule (module docstring)."""
+def unsupported(
+    model: Any, options: dict[str, Any], generation_config: GenerationConfig | None = None
+) -> str | None:
+    """Why `decode` cannot decode `model` with `generate()`'s keyword `options` and `generation_config` (the
+    caller then uses `generate()`), or None when it can: the one rule (module docstring)."""
     from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
 
     if not isinstance(model, VanillaTransformerForConditionalGeneration):
@@ -130,13 +139,15 @@ def unsupported(model: Any, options: dict[str, Any]) -> str | None:
     if model.training:
         return "the model is in training mode"
     options = {k: v for k, v in options.items() if v is not None}
+    if options.get("use_cache") is False:
+        return "use_cache=False"
     if options.get("custom_generate") is not None:
         return "a custom decoding strategy (custom_generate)"
     if options.get("output_scores") is False and options.get("return_dict_in_generate"):
         return "generate()'s output objects without scores"
     fields = {k: v for k, v in options.items() if k not in _CALL_OPTIONS}
     try:
-        config = resolved_generation_config(model, fields)
+        config = resolved_generation_config(model, fields, generation_config)
     except ValueError as error:
         return str(error)
     if config.do_sample:
@@ -159,19 +170,20 @@ def decode(
     input_ids: torch.Tensor,
     attention_mask: torch.Tensor | None = None,
     *,
+    generation_config: GenerationConfig | None = None,
     vocabulary: torch.Tensor | None = None,
     **options: Any,
 ) -> DecodeOutput:
-    """Decode the (B, S) sources `input_ids` (`attention_mask` (B, S), 1 = token) with `generate()`'s keyword
-    `options` (None values dropped; the rest of the settings from ``model.generation_config``), greedy or beam
-    search, as `generate()` would (module docstring). `vocabulary`: a 1-D tensor of sorted target token ids, the
+    """Decode the (B, S) sources `input_ids` (`attention_mask` (B, S), 1 = token) with `generate()`'s
+    `generation_config` and keyword `options` (None values dropped; the rest of the settings from
+    ``model.generation_config``), greedy or beam search, as `generate()` would (module docstring). `vocabulary`: a 1-D tensor of sorted target token ids, the
     shortlist the output projection is restricted to. Raises `ValueError` for what `unsupported` names."""
     import torch
 
-    reason = unsupported(model, options)
+    reason = unsupported(model, options, generation_config)
     if reason is not None:
         raise ValueError(f"the decoding loop cannot decode this: {reason}; use model.generate()")
-    config = resolved_generation_config(model, {k: v for k, v in options.items() if k not in _CALL_OPTIONS})
+    config = resolved_generation_config(model, options, generation_config)
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
     with torch.inference_mode():
@@ -280,9 +292,28 @@ class _DecoderState:
         states = encoder_states.index_select(0, rows)  # (N, S, C)
         for layer in self.layers:
             attention = layer.encoder_attn
-            self.cross.append(
-                (attention._heads(attention.k_proj(states)), attention._heads(attention.v_proj(states)))
-            )
+            keys = attention._heads(attention.k_proj(states))  # (N, H, S, D)
+            self.cross.append((keys, attention._heads(attention.v_proj(states))))
+        # each layer's linear layers as functions resolved once (kernels' inference_linear)
+        self.projections = [
+            {
+                name: _projection(module)
+                for name, module in (
+                    ("q", layer.self_attn.q_proj),
+                    ("k", layer.self_attn.k_proj),
+                    ("v", layer.self_attn.v_proj),
+                    ("out", layer.self_attn.out_proj),
+                    ("cross_q", layer.encoder_attn.q_proj),
+                    ("cross_out", layer.encoder_attn.out_proj),
+                    ("fc1", layer.ffn.fc1),
+                    ("fc2", layer.ffn.fc2),
+                )
+            }
+            for layer in self.layers
+        ]
+        from vanilla_transformer.modeling.modeling_vanilla_transformer import attention_backend
+
+        self.implementation = attention_backend(model.config, False)
         first = self.layers[0].self_attn
         heads, head_dim = first.num_heads, first.head_dim
         probe = torch.empty(1, 1, 1, 1, dtype=self.dtype, device=device)
@@ -300,6 +331,7 @@ class _DecoderState:
         self.positions = torch.arange(self.max_length, device=device).view(-1, 1, 1)
         head = model.lm_head.weight
         bias = model.final_logits_bias
+        self.vocabulary_size = head.shape[0]
         self.vocabulary = None
         if vocabulary is not None:
             eos = _eos_ids(config)
@@ -311,13 +343,15 @@ class _DecoderState:
             self.vocabulary = vocabulary
             head = head.index_select(0, vocabulary)
             bias = bias.index_select(0, vocabulary) if bias is not None else None
-        self.head, self.bias = head, bias
+        from vanilla_transformer.modeling.kernels_vanilla_transformer import inference_linear
+
+        self.output = inference_linear(head, bias)
         self.length = 0
 
     def position(self, token: int) -> int | None:
         """The score column of `token`: itself, or its index in the shortlist (None outside it)."""
         if self.vocabulary is None:
-            return int(token) if 0 <= token < self.head.shape[0] else None
+            return int(token) if 0 <= token < self.vocabulary_size else None
         import torch
 
         index = int(torch.searchsorted(self.vocabulary, token))
@@ -359,42 +393,60 @@ class _DecoderState:
         self.cache, self.spare = cache, None
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The (N, V) float32 logits of the next token after the (N,) `tokens` at the next position."""
+        """The (N, V) float32 logits of the next token after the (N,) `tokens` at the next position: the decoder
+        layers' sub-layers as the model's forward computes them (`VanillaTransformerDecoderLayer`), in eval mode."""
         t = self.length
         if t == self.cache.shape[3]:
             self._grow()
         decoder = self.decoder
+        implementation = self.implementation
         # (N, 1, C)
         hidden, rotary = decoder.embed(tokens[:, None], None, self.positions[t])
-        for i, layer in enumerate(self.layers):
+        for i, (layer, linear) in enumerate(zip(self.layers, self.projections)):
             attention = layer.self_attn
             x = layer.residual.pre(hidden, layer.self_attn_layer_norm)
-            query = attention._heads(attention.q_proj(x))  # (N, H, 1, D)
-            key = attention._heads(attention.k_proj(x))  # (N, H, 1, D)
-            value = attention._heads(attention.v_proj(x))  # (N, H, 1, D)
+            query = attention._heads(linear["q"](x))  # (N, H, 1, D)
+            key = attention._heads(linear["k"](x))  # (N, H, 1, D)
+            value = attention._heads(linear["v"](x))  # (N, H, 1, D)
             if rotary is not None:
-                from vanilla_transformer.modeling.positions_vanilla_transformer import apply_rotary
-
-                query, key = apply_rotary(query, *rotary), apply_rotary(key, *rotary)
+                query, key = _apply_rotary(query, *rotary), _apply_rotary(key, *rotary)
             self.cache[2 * i, :, :, t] = key[:, :, 0]
             self.cache[2 * i + 1, :, :, t] = value[:, :, 0]
             keys = self.cache[2 * i, :, :, : t + 1]  # (N, H, t + 1, D)
             values = self.cache[2 * i + 1, :, :, : t + 1]
-            x, _ = attention.attend(query, keys, values, None)
-            hidden = layer.residual.post(hidden, x, layer.self_attn_layer_norm)
+            x, _ = attention.attend(query, keys, values, None, implementation=implementation)
+            hidden = layer.residual.post(hidden, linear["out"](x), layer.self_attn_layer_norm)
             x = layer.residual.pre(hidden, layer.encoder_attn_layer_norm)
             attention = layer.encoder_attn
-            query = attention._heads(attention.q_proj(x))  # (N, H, 1, D)
-            x, _ = attention.attend(query, *self.cross[i], self.cross_mask)
-            hidden = layer.residual.post(hidden, x, layer.encoder_attn_layer_norm)
-            hidden = layer.feed_forward_sublayer(hidden)
+            query = attention._heads(linear["cross_q"](x))  # (N, H, 1, D)
+            x, _ = attention.attend(query, *self.cross[i], self.cross_mask, implementation=implementation)
+            hidden = layer.residual.post(hidden, linear["cross_out"](x), layer.encoder_attn_layer_norm)
+            x = layer.residual.pre(hidden, layer.final_layer_norm)
+            x = linear["fc2"](layer.ffn.activation_fn(linear["fc1"](x)))
+            hidden = layer.residual.post(hidden, x, layer.final_layer_norm)
         if decoder.layer_norm is not None:
             hidden = decoder.layer_norm(hidden)
         self.length = t + 1
-        from vanilla_transformer.modeling.kernels_vanilla_transformer import linear
-
         # (N, V): the output projection of the last position only
-        return linear(hidden[:, 0], self.head, self.bias).float()
+        return self.output(hidden[:, 0]).float()
+
+
+def _projection(module: Any) -> Any:
+    """A linear layer as a function of its input: the model's own `Linear` (and `nn.Linear`) through
+    `inference_linear`, any other module (int8, adapters) called as it is."""
+    from torch import nn
+
+    from vanilla_transformer.modeling.kernels_vanilla_transformer import Linear, inference_linear
+
+    if type(module) in (Linear, nn.Linear):
+        return inference_linear(module.weight, module.bias)
+    return module
+
+
+def _apply_rotary(x: Any, cos: Any, sin: Any) -> Any:
+    from vanilla_transformer.modeling.positions_vanilla_transformer import apply_rotary
+
+    return apply_rotary(x, cos, sin)
 
 
 def _greedy(state: _DecoderState, config: GenerationConfig) -> DecodeOutput:

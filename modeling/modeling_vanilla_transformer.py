@@ -207,7 +207,8 @@ class VanillaTransformerAttention(nn.Module):
                 if fp32_keys:
                     key, value = key.float(), value.float()
                 key, value = self_cache.update(key, value, self.layer_idx)
-        return self.attend(query, key, value, attention_mask, output_attentions)
+        output, weights = self.attend(query, key, value, attention_mask, output_attentions)
+        return self.out_proj(output), weights
 
     def fp32_keys(self, query: torch.Tensor, output_attentions: bool = False) -> bool:
         """Whether the cached keys and values of this call are kept in fp32: CPU bf16 with the sdpa backend, whose
@@ -227,19 +228,26 @@ class VanillaTransformerAttention(nn.Module):
         value: torch.Tensor,
         attention_mask: torch.Tensor | None,
         output_attentions: bool = False,
+        implementation: str | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attention of the (B, H, T, D) queries over the (B, H, K, D) keys and values under the stack's additive
-        mask (None on causal self-attention means causal: `decoder_self_attention_mask`), through the output
-        projection: the (B, T, C) output and, on the eager path, the (B, H, T, K) weights. The one attention
-        computation of the forward pass and of `inference.decoding`'s loop."""
-        implementation = attention_backend(self.config, output_attentions)
+        mask (None on causal self-attention means causal: `decoder_self_attention_mask`): the (B, T, C) heads
+        joined, before the output projection `out_proj`, and, on the eager path, the (B, H, T, K) weights. The one
+        attention computation of the forward pass and of `inference.decoding`'s loop, which passes the
+        `implementation` (`attention_backend`) it resolved once."""
+        if implementation is None:
+            implementation = attention_backend(self.config, output_attentions)
         dropout = self.dropout if self.training else 0.0
         if implementation == "sdpa":
             # torch's kernel called directly (what transformers' sdpa wrapper ends up doing for this model, minus
             # its per-call checks); no mask on causal self-attention means causal: decoder_self_attention_mask
             is_causal = self.is_causal and attention_mask is None and query.shape[2] > 1
             # fp32 keys: outside autocast, which would cast the inputs back to bf16
-            fp32_sdpa = self.fp32_keys(query, output_attentions)
+            fp32_sdpa = (
+                query.dtype == torch.bfloat16
+                and query.device.type == "cpu"
+                and (torch.is_grad_enabled() or query.shape[2] == 1)
+            )
             q, k, v, mask = query, key, value, attention_mask
             if fp32_sdpa:
                 q, k, v = q.float(), k.float(), v.float()
@@ -264,8 +272,7 @@ class VanillaTransformerAttention(nn.Module):
                 scaling=self.scaling,
                 is_causal=False if attention_mask is not None else None,
             )
-        output = output.reshape(*output.shape[:2], self.embed_dim)  # (B, T, H, D) -> (B, T, C)
-        return self.out_proj(output), weights
+        return output.reshape(*output.shape[:2], self.embed_dim), weights  # (B, T, H, D) -> (B, T, C)
 
 
 # ----------------------------------------------------------------------------------------------------------------
