@@ -12,7 +12,6 @@ time / ours (higher is faster).
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import torch
@@ -21,6 +20,8 @@ from vanilla_transformer.benchmarks.contenders import build_contenders, generati
 from vanilla_transformer.benchmarks.harness import interleaved, per_round_ratio
 from vanilla_transformer.benchmarks.workloads import generate_call, source_batch
 from vanilla_transformer.inference.decoding import decode
+
+from . import study_parser
 
 
 def measure(preset: str, threads: list[int], rounds: int, new_tokens: int, source_length: int) -> list[str]:

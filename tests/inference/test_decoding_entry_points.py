@@ -89,7 +89,9 @@ def test_translate_decodes_with_the_loop(folder, calls, monkeypatch, capsys, fla
 def test_sampling_goes_to_generate(folder, calls, monkeypatch, capsys):
     monkeypatch.delenv(decoding.DECODER_ENV, raising=False)
     stdin = "".join(line + "\n" for line in SOURCES)
-    code, _, err = run_main(monkeypatch, capsys, "--model", str(folder), "--do_sample", "--seed", "1", stdin=stdin)
+    code, _, err = run_main(
+        monkeypatch, capsys, "--model", str(folder), "--do_sample", "--seed", "1", stdin=stdin
+    )
     assert code == 0, err
     assert calls["generate"] > 0 and calls["loop"] == 0
 
