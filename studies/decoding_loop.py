@@ -63,9 +63,7 @@ def measure(preset: str, threads: list[int], rounds: int, new_tokens: int, sourc
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = study_parser("studies.decoding_loop", __doc__)
     parser.add_argument("--preset", nargs="+", default=["small"], choices=["tiny", "small", "base"])
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--rounds", type=int, default=5)
