@@ -35,8 +35,9 @@ L decoder layers, H heads, T generated positions, S source length, D head dimens
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import torch
@@ -112,7 +113,7 @@ def resolved_generation_config(
     )
     # generate()'s own resolution of the options against the model's generation config (the one home of its
     # defaults); the loop must not drift from it
-    config, unused = model._prepare_generation_config(generation_config, **options)  # pyright: ignore[reportAttributeAccessIssue]
+    config, unused = cast(Any, model)._prepare_generation_config(generation_config, **options)
     if unused:
         raise ValueError(f"{sorted(unused)} are not generation options: pass generate() keyword names")
     if config.max_new_tokens is not None:
@@ -246,7 +247,7 @@ class _Processors:
         return scores
 
 
-def _positions(position: Any, ids: list[int | None]) -> torch.Tensor | None:
+def _positions(position: Any, ids: Sequence[int | None]) -> torch.Tensor | None:
     """The columns of the score matrix holding these token ids (those outside a shortlist left out), or None."""
     columns = [
         column for column in (position(token) for token in ids if token is not None) if column is not None

@@ -227,8 +227,10 @@ def translate_hypotheses(
             elif max_new_tokens is not None:
                 batch_kwargs["max_new_tokens"] = max_new_tokens
             if loop and "custom_generate" not in batch_kwargs:
+                # unsupported() has made sure that this is this project's PyTorch encoder-decoder
+                pytorch_model = cast("PreTrainedModel", model)
                 decoded = decode(
-                    model, input_ids.to(model.device), attention_mask.to(model.device), **batch_kwargs
+                    pytorch_model, input_ids.to(model.device), attention_mask.to(model.device), **batch_kwargs
                 )
                 output_ids = decoded.sequences  # (B * n, T)
                 batch_scores: list[float | None] = (

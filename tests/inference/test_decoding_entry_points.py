@@ -6,7 +6,9 @@ nothing (forced decoding) and is the same either way."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from conftest import export_scoring_model
@@ -43,7 +45,10 @@ def calls(monkeypatch) -> dict[str, int]:
     return counts
 
 
-def both_ways(monkeypatch, calls: dict[str, int], run) -> tuple[object, object]:
+Result = TypeVar("Result")
+
+
+def both_ways(monkeypatch, calls: dict[str, int], run: Callable[[], Result]) -> tuple[Result, Result]:
     """``run()`` with the default decoder (which must be the loop alone) and with generate() (alone)."""
     monkeypatch.delenv(decoding.DECODER_ENV, raising=False)
     by_loop = run()
