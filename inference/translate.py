@@ -46,6 +46,15 @@ if TYPE_CHECKING:  # torch and transformers are imported where used, so that bad
 
 logger = logging.getLogger(__name__)
 
+# The default output limit (fairseq's max_len_a / max_len_b, CTranslate2's and Marian's source-relative length): a
+# batch generates at most 2 * its longest source + 10 tokens, enough for any real translation, and it bounds the
+# time an untrained model, or a sentence that never ends, spends repeating itself. None for max_len_a: no limit.
+LENGTH_CAP = {"max_len_a": 2.0, "max_len_b": 10}
+MAX_LEN_A: float = LENGTH_CAP["max_len_a"]
+MAX_LEN_B: int = int(LENGTH_CAP["max_len_b"])
+# The default token budget of a batch: at most this many padded source tokens (lines x its longest line)
+MAX_TOKENS = 4096
+
 _BEAM_ONLY = ("length_penalty", "early_stopping")  # meaningless with one beam (transformers warns if given)
 
 
@@ -68,9 +77,9 @@ def translate_nbest(
     lines: Sequence[str],
     batch_size: int = 32,
     *,
-    max_len_a: float | None = None,
-    max_len_b: int = 10,
-    max_tokens: int | None = None,
+    max_len_a: float | None = MAX_LEN_A,
+    max_len_b: int = MAX_LEN_B,
+    max_tokens: int | None = MAX_TOKENS,
     progress: Callable[[int], None] | None = None,
     **generate_kwargs: Any,
 ) -> list[list[str]]:
@@ -122,13 +131,14 @@ def translate_hypotheses(
     lines: Sequence[str],
     batch_size: int = 32,
     *,
-    max_len_a: float | None = None,
-    max_len_b: int = 10,
-    max_tokens: int | None = None,
+    max_len_a: float | None = MAX_LEN_A,
+    max_len_b: int = MAX_LEN_B,
+    max_tokens: int | None = MAX_TOKENS,
     progress: Callable[[int], None] | None = None,
     scores: bool = True,
     token_scores: bool = False,
     glossary: Glossary | None = None,
+    decoder: str | None = None,
     **generate_kwargs: Any,
 ) -> list[list[Hypothesis]]:
     """For each line, its `num_return_sequences` `Hypothesis` (best first; see `translate_nbest` for the options):
@@ -138,12 +148,16 @@ def translate_hypotheses(
     beams and a generation config that alters no logits, a finished hypothesis' score equals
     ``tokens.score(length_penalty)``; greedy, ``tokens.log_prob``. With `glossary`, the terms that apply to a line
     come out in its translations (module docstring); sampling raises `ValueError`, and so does an exported engine,
-    which cannot honour them, at its first batch with a term."""
+    which cannot honour them, at its first batch with a term. `decoder`: "loop" (`inference.decoding.decode`, the
+    torch engine's own decoding loop, where `inference.decoding.unsupported` allows it, else `generate()`) or
+    "generate" (always `model.generate()`); None reads the environment variable VANILLA_TRANSFORMER_DECODER,
+    "loop" by default (`inference.decoding.chosen_decoder`)."""
     import torch
 
     from vanilla_transformer.modeling import check_generation_arguments, position_limit
 
     from .constraints import check_glossary_decoding, constrained_beam_search
+    from .decoding import chosen_decoder, decode, unsupported
     from .glossary import term_ids, word_pieces
 
     scores = scores or token_scores
@@ -190,6 +204,7 @@ def translate_hypotheses(
     was_training = model.training
     model.eval()
     try:
+        loop = chosen_decoder(decoder) == "loop" and unsupported(model, generate_kwargs) is None
         for batch in _batches(order, [len(ids) for ids in encoded], batch_size, max_tokens):
             width = max(len(encoded[k]) for k in batch)
             input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)  # (B, S)
@@ -212,22 +227,33 @@ def translate_hypotheses(
                 batch_kwargs["max_new_tokens"] = cap
             elif max_new_tokens is not None:
                 batch_kwargs["max_new_tokens"] = max_new_tokens
-            with torch.no_grad():
-                # transformers declares generate on GenerationMixin, which the models here mix in and PreTrainedModel
-                # does not
-                output = model.generate(  # pyright: ignore[reportCallIssue]
-                    input_ids=input_ids.to(model.device),
-                    attention_mask=attention_mask.to(model.device),
-                    **batch_kwargs,
-                    **({"return_dict_in_generate": True, "output_scores": True} if scores else {}),
+            if loop and "custom_generate" not in batch_kwargs:
+                # unsupported() has made sure that this is this project's PyTorch encoder-decoder
+                pytorch_model = cast("PreTrainedModel", model)
+                decoded = decode(
+                    pytorch_model, input_ids.to(model.device), attention_mask.to(model.device), **batch_kwargs
                 )
-            # (B * n, T)
-            output_ids = output.sequences if scores else output
+                output_ids = decoded.sequences  # (B * n, T)
+                batch_scores: list[float | None] = (
+                    [float(score) for score in decoded.sequences_scores]
+                    if scores
+                    else [None] * len(output_ids)
+                )
+            else:
+                with torch.no_grad():
+                    # transformers declares generate on GenerationMixin, which the models here mix in and
+                    # PreTrainedModel does not
+                    output = model.generate(  # pyright: ignore[reportCallIssue]
+                        input_ids=input_ids.to(model.device),
+                        attention_mask=attention_mask.to(model.device),
+                        **batch_kwargs,
+                        **({"return_dict_in_generate": True, "output_scores": True} if scores else {}),
+                    )
+                # (B * n, T)
+                output_ids = output.sequences if scores else output
+                batch_scores = _sequence_scores(model, output) if scores else [None] * len(output_ids)
             texts = tokenizer.batch_decode(
                 output_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
-            )
-            batch_scores: list[float | None] = (
-                _sequence_scores(model, output) if scores else [None] * len(texts)
             )
             scored: list[PairScore | None] = [None] * len(texts)
             if token_scores:
@@ -343,8 +369,8 @@ def translate(
     texts: Sequence[str],
     *,
     batch_size: int = 32,
-    max_len_a: float | None = None,
-    max_len_b: int = 10,
+    max_len_a: float | None = MAX_LEN_A,
+    max_len_b: int = MAX_LEN_B,
     progress: Callable[[int], None] | None = None,
     **generate_kwargs: Any,
 ) -> list[str]:

@@ -8,7 +8,8 @@ and devices); only the cost differs, and only on CPU:
                                            add_dropout is residual + apply_dropout(x, p, training) in one pass
     linear(x, weight, bias), Linear        F.linear, nn.Linear; CPU fp32 and bf16 decoding steps may run on oneDNN
                                            with a packed copy of the weight (float rounding), see
-                                           set_cpu_inference_gemm
+                                           set_cpu_inference_gemm; inference_linear(weight, bias) is linear with
+                                           what does not depend on the input decided once (decoding loops)
     smoothed_cross_entropy(logits, labels) fairseq's label-smoothed cross entropy, summed, with one fused
                                            backward (F.cross_entropy(reduction="sum") when epsilon = 0)
 
@@ -23,7 +24,7 @@ import functools
 import os
 import platform
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TypeVar, cast
 
 import torch
@@ -225,35 +226,76 @@ def _packed_weight(weight: torch.Tensor, rows: int) -> torch.Tensor | None:
     return entry[1]
 
 
+def _onednn_candidate(
+    x_dtype: torch.dtype, weight: torch.Tensor, bias: torch.Tensor | None, device: str
+) -> bool:
+    """Whether a linear layer of these dtypes on this device may run on oneDNN (`linear`'s rule, without the row
+    count): CPU, fp32 or bf16 (bf16 where this CPU runs oneDNN's bf16 kernels), all three tensors alike."""
+    return (
+        device == "cpu"
+        and x_dtype in (torch.float32, torch.bfloat16)
+        and (x_dtype != torch.bfloat16 or _onednn_bf16_available())
+        and weight.dtype == x_dtype
+        and (bias is None or bias.dtype == x_dtype)
+    )
+
+
+def _onednn_rows(rows: int, dtype: torch.dtype, size: int) -> bool:
+    """Whether a call of `rows` rows with a weight of `size` elements goes to oneDNN (`ONEDNN_MAX_ROWS`, ...)."""
+    # bf16: F.linear itself runs oneDNN with an unpacked weight, slower than the packed one at every size
+    smallest = 0 if dtype == torch.bfloat16 else ONEDNN_MIN_WEIGHT_ONE_ROW if rows == 1 else ONEDNN_MIN_WEIGHT
+    return 0 < rows <= ONEDNN_MAX_ROWS and size >= smallest
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """`F.linear(x, weight, bias)`: (..., in) -> (..., out). Without autograd, on CPU in fp32 or bf16 (all three
     tensors alike; bf16 where this CPU runs oneDNN's bf16 kernels) and for few rows (a decoding step), it runs on
     oneDNN with a packed copy of the weight when `cpu_inference_gemm()` says so: the same product up to float
     rounding (~1e-7 relative in fp32; bf16's own products are oneDNN's either way, packed or not)."""
-    dtype = x.dtype
+    if _cpu_gemm["onednn"] is False or torch.is_grad_enabled():
+        # the GEMM is PyTorch's for every call (resolved), or autograd runs
+        return F.linear(x, weight, bias)
     if (
-        torch.is_grad_enabled()
-        or x.dim() < 2
-        or x.device.type != "cpu"
-        or dtype not in (torch.float32, torch.bfloat16)
-        or (dtype == torch.bfloat16 and not _onednn_bf16_available())
-        or weight.dtype != dtype
-        or (bias is not None and bias.dtype != dtype)
+        x.dim() < 2
+        or not _onednn_candidate(x.dtype, weight, bias, x.device.type)
         or torch.compiler.is_compiling()
         # torch.jit documents is_tracing but leaves it out of its __all__
         or torch.jit.is_tracing()  # pyright: ignore[reportPrivateImportUsage]
+        or not _onednn_rows(x.numel() // max(x.shape[-1], 1), x.dtype, weight.numel())
     ):
         return F.linear(x, weight, bias)
-    rows = x.numel() // max(x.shape[-1], 1)
-    size = weight.numel()
-    # bf16: F.linear itself runs oneDNN with an unpacked weight, slower than the packed one at every size
-    smallest = 0 if dtype == torch.bfloat16 else ONEDNN_MIN_WEIGHT_ONE_ROW if rows == 1 else ONEDNN_MIN_WEIGHT
-    if not 0 < rows <= ONEDNN_MAX_ROWS or size < smallest:
-        return F.linear(x, weight, bias)
-    packed = _packed_weight(weight, rows) if cpu_inference_gemm() == "onednn" else None
+    packed = (
+        _packed_weight(weight, x.numel() // max(x.shape[-1], 1)) if cpu_inference_gemm() == "onednn" else None
+    )
     if packed is None:
         return F.linear(x, weight, bias)
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+def inference_linear(
+    weight: torch.Tensor, bias: torch.Tensor | None = None
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """`linear` with this weight and bias for calls without autograd whose input has the weight's dtype and
+    device and at least 2 dimensions (a decoding loop's steps): what does not depend on the input (the GEMM, the
+    dtypes, the device) is decided once here, the row count and the packed copy at each call, so that the
+    function computes exactly what `linear(x, weight, bias)` computes."""
+    if not (
+        cpu_inference_gemm() == "onednn"
+        and _onednn_candidate(weight.dtype, weight, bias, weight.device.type)
+        and not weight.is_inference()
+    ):
+        return functools.partial(F.linear, weight=weight, bias=bias)
+    dtype, size = weight.dtype, weight.numel()
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        rows = x.numel() // max(x.shape[-1], 1)
+        if not _onednn_rows(rows, dtype, size):
+            return F.linear(x, weight, bias)
+        packed = _packed_weight(weight, rows)
+        assert packed is not None  # not an inference-mode weight (checked above)
+        return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+    return run
 
 
 class Linear(nn.Linear):

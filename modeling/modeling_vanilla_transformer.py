@@ -179,16 +179,7 @@ class VanillaTransformerAttention(nn.Module):
         query = self._heads(self.q_proj(hidden_states))  # (B, H, T, D)
         if rotary is not None:
             query = apply_rotary(query, *rotary)
-        implementation = attention_backend(self.config, output_attentions)
-        # CPU bf16: PyTorch's bf16 sdpa kernel is several times slower than its fp32 one for the backward pass and for
-        # a single query (a decoding step), so those run in fp32, the decoding caches kept in fp32 (each new key and
-        # value cast once, not the whole cache at every step)
-        fp32_sdpa = (
-            implementation == "sdpa"
-            and query.dtype == torch.bfloat16
-            and query.device.type == "cpu"
-            and (torch.is_grad_enabled() or query.shape[2] == 1)
-        )
+        fp32_keys = self.fp32_keys(query, output_attentions)
 
         if self.is_cross_attention:
             # cross-attention is the encoder-decoder's: its cache is an EncoderDecoderCache
@@ -200,7 +191,7 @@ class VanillaTransformerAttention(nn.Module):
                 key = self._heads(self.k_proj(key_value_states))  # (B, H, S, D)
                 value = self._heads(self.v_proj(key_value_states))  # (B, H, S, D)
                 if cache is not None:
-                    if fp32_sdpa:
+                    if fp32_keys:
                         key, value = key.float(), value.float()
                     key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
                     cache.is_updated[self.layer_idx] = True
@@ -213,16 +204,50 @@ class VanillaTransformerAttention(nn.Module):
                 # self-attention K/V grow by T positions per call: (B, H, K, D) with K = cached + T; the decoder of
                 # the encoder-decoder passes an EncoderDecoderCache, a decoder-only stack its one Cache
                 self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
-                if fp32_sdpa:
+                if fp32_keys:
                     key, value = key.float(), value.float()
                 key, value = self_cache.update(key, value, self.layer_idx)
+        output, weights = self.attend(query, key, value, attention_mask, output_attentions)
+        return self.out_proj(output), weights
 
+    def fp32_keys(self, query: torch.Tensor, output_attentions: bool = False) -> bool:
+        """Whether the cached keys and values of this call are kept in fp32: CPU bf16 with the sdpa backend, whose
+        bf16 kernel is several times slower than its fp32 one for the backward pass and for a single query (a
+        decoding step), so those run in fp32 (each new key and value cast once, not the whole cache per step)."""
+        return (
+            query.dtype == torch.bfloat16
+            and query.device.type == "cpu"
+            and attention_backend(self.config, output_attentions) == "sdpa"
+            and (torch.is_grad_enabled() or query.shape[2] == 1)
+        )
+
+    def attend(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        output_attentions: bool = False,
+        implementation: str | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attention of the (B, H, T, D) queries over the (B, H, K, D) keys and values under the stack's additive
+        mask (None on causal self-attention means causal: `decoder_self_attention_mask`): the (B, T, C) heads
+        joined, before the output projection `out_proj`, and, on the eager path, the (B, H, T, K) weights. The one
+        attention computation of the forward pass and of `inference.decoding`'s loop, which passes the
+        `implementation` (`attention_backend`) it resolved once."""
+        if implementation is None:
+            implementation = attention_backend(self.config, output_attentions)
         dropout = self.dropout if self.training else 0.0
         if implementation == "sdpa":
             # torch's kernel called directly (what transformers' sdpa wrapper ends up doing for this model, minus
             # its per-call checks); no mask on causal self-attention means causal: decoder_self_attention_mask
             is_causal = self.is_causal and attention_mask is None and query.shape[2] > 1
-            # fp32_sdpa: outside autocast, which would cast the inputs back to bf16
+            # fp32 keys: outside autocast, which would cast the inputs back to bf16
+            fp32_sdpa = (
+                query.dtype == torch.bfloat16
+                and query.device.type == "cpu"
+                and (torch.is_grad_enabled() or query.shape[2] == 1)
+            )
             q, k, v, mask = query, key, value, attention_mask
             if fp32_sdpa:
                 q, k, v = q.float(), k.float(), v.float()
@@ -247,8 +272,7 @@ class VanillaTransformerAttention(nn.Module):
                 scaling=self.scaling,
                 is_causal=False if attention_mask is not None else None,
             )
-        output = output.reshape(*hidden_states.shape[:-1], self.embed_dim)  # (B, T, H, D) -> (B, T, C)
-        return self.out_proj(output), weights
+        return output.reshape(*output.shape[:2], self.embed_dim), weights  # (B, T, H, D) -> (B, T, C)
 
 
 # ----------------------------------------------------------------------------------------------------------------

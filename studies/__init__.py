@@ -6,6 +6,7 @@ from a checkout as ``python -m studies.NAME`` (``--help`` for its options). They
 - ``studies.quality``: BLEU/chrF of ours against Marian + Seq2SeqTrainer with the same budget (docs/quality.md)
 - ``studies.terminology``: glossary term use, BLEU and speed with and without constraints (docs/control.md)
 - ``studies.sentences``: paragraphs translated whole, sentence by sentence or in chunks (docs/control.md)
+- ``studies.decoding_loop``: the torch engine's decoding loop against our generate() and Marian's (docs/benchmarks.md)
 - ``studies.kv_cache``: decoding with and without the key/value cache, measured and in closed form (docs/families.md)
 - ``studies.tokenizer``: our BPE against SentencePiece: speed, vocabulary use (docs/tokenizer.md)
 - ``studies.data``: the data pipeline at corpus scale: peak memory and start-up (docs/benchmarks.md)

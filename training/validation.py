@@ -21,13 +21,10 @@ from typing import Any
 import torch
 
 from vanilla_transformer.inference import evaluate_translation
+from vanilla_transformer.inference.translate import LENGTH_CAP
 
 from .batching import TokenBudgetBatchSampler, batch_generator
 from .objectives import Objective, Translation
-
-# Evaluation translations generate at most 2 * source length + 10 tokens (fairseq's max_len_a / max_len_b): enough
-# for any real translation, and it bounds the time an untrained model spends repeating itself.
-LENGTH_CAP = {"max_len_a": 2.0, "max_len_b": 10}
 
 
 @torch.no_grad()

@@ -2,7 +2,7 @@
 (`modeling.position_limit`: none with rotary positions, else `max_position_embeddings`) and the default length
 penalty (`modeling.DEFAULT_LENGTH_PENALTY`, through the model's generation config).
 
-Each test records what reaches `generate()` (the source length, the length penalty in effect) from `generate()`
+Each test records what reaches `generate()` or the torch engine's decoding loop (the source length, the length penalty in effect) from `generate()`
 itself, the translation pipeline, `inference.translate`, `vanilla-transformer translate`, `vanilla-transformer
 evaluate` and the server, and what the exported engines' runtimes decode with."""
 
@@ -33,24 +33,36 @@ def tokenizer():
 
 @pytest.fixture
 def generate_calls(monkeypatch) -> list[dict]:
-    """Every `generate()` call of the encoder-decoder model from now on, as a dict: ``source_length`` (the input
-    width), ``length_penalty`` (the one in effect: the argument, else the model's generation config) and
-    ``max_new_tokens`` (the argument, else the generation config's)."""
+    """Every decoding call of the encoder-decoder model from now on (`generate()`, or the torch engine's loop
+    `inference.decoding.decode`), as a dict: ``source_length`` (the input width), ``length_penalty`` (the one in
+    effect: the argument, else the model's generation config) and ``max_new_tokens`` (the argument, else the
+    generation config's)."""
+    from vanilla_transformer.inference import decoding
+
     calls = []
     generate = VanillaTransformerForConditionalGeneration.generate
+    decode = decoding.decode
 
-    def recording(self, *args, **kwargs):
-        config = self.generation_config
+    def record(model, input_ids, kwargs):
+        config = model.generation_config
         calls.append(
             {
-                "source_length": kwargs["input_ids"].shape[1],
+                "source_length": input_ids.shape[1],
                 "length_penalty": kwargs.get("length_penalty", config.length_penalty),
                 "max_new_tokens": kwargs.get("max_new_tokens", config.max_new_tokens),
             }
         )
+
+    def recording(self, *args, **kwargs):
+        record(self, kwargs["input_ids"], kwargs)
         return generate(self, *args, **kwargs)
 
+    def recording_loop(model, input_ids, *args, **kwargs):
+        record(model, input_ids, kwargs)
+        return decode(model, input_ids, *args, **kwargs)
+
     monkeypatch.setattr(VanillaTransformerForConditionalGeneration, "generate", recording)
+    monkeypatch.setattr(decoding, "decode", recording_loop)
     return calls
 
 
@@ -107,7 +119,8 @@ def test_rope_sources_are_never_truncated_and_table_positions_still_are(
     from vanilla_transformer.inference import translate
 
     generate_calls.clear()
-    translate(model, tokenizer, ["起初"], max_new_tokens=MAX_POSITIONS + 8)
+    # without the default output limit relative to the source (max_len_a=None), which would be lower
+    translate(model, tokenizer, ["起初"], max_new_tokens=MAX_POSITIONS + 8, max_len_a=None)
     assert generate_calls[0]["max_new_tokens"] == (MAX_POSITIONS + 8 if rope else MAX_POSITIONS)
 
 

@@ -1,0 +1,608 @@
+"""The torch engine's own decoding loop: what `generate()` computes for this project's encoder-decoder, without
+`generate()`'s per-step machinery.
+
+`decode(model, input_ids, attention_mask, **options)` takes `generate()`'s keyword options (resolved against
+``model.generation_config`` exactly as `generate()` resolves them) and returns `DecodeOutput`: the same
+``sequences`` as ``generate()`` (decoder start token first, the same padding and length) and, per returned
+sequence, the score `inference.translate` reports: with beams transformers' ``sequences_scores``
+(``sum(log p) / generated_length ** length_penalty``), greedy the sum of the log-probabilities of the chosen
+tokens under the processed distribution, up to the first ``</s>``.
+
+How it differs from `generate()` (the numbers do not): the encoder runs once and each decoder layer's
+cross-attention keys and values are computed once; the self-attention keys and values are written into
+preallocated buffers, one position per step; nothing per step checks inputs or builds masks; the output
+projection runs on the last position only; beam search reorders the buffers once per step (one `index_select`);
+and a sentence whose result can no longer change leaves the batch (its rows are dropped from every buffer), so a
+sentence that runs to the length limit does not keep a whole batch decoding. Beam search follows transformers'
+`_beam_search` step for step: the top ``2 * num_beams`` candidates, finished hypotheses scored with the length
+penalty over the generated tokens (``</s>`` included, the decoder start token not), ``early_stopping`` True /
+False / "never" with transformers' heuristics, hypotheses cut at ``max_length`` kept as finished ones.
+
+`unsupported(model, options)` is the one rule for what the loop does not do, where the caller uses `generate()`:
+a model that is not this project's encoder-decoder, sampling (``do_sample``: `generate()` draws from torch's
+global generator in an order the loop's shrinking batch would not reproduce), and generation settings outside
+the logits processors implemented here (``suppress_tokens``, ``begin_suppress_tokens``, single-token
+``bad_words_ids``, ``min_length``/``min_new_tokens``, ``forced_bos_token_id``, ``forced_eos_token_id``).
+
+``vocabulary`` (sorted target token ids) restricts the output projection to those rows: the softmax is over the
+shortlist only (CTranslate2's vocabulary map), ``</s>`` and forced tokens are always in it, and the output ids
+are full-vocabulary ids.
+
+Shape legend: B sentences, N rows decoded now (active sentences x beams), K beams, V vocabulary (or shortlist),
+L decoder layers, H heads, T generated positions, S source length, D head dimension, C d_model.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import GenerationConfig, PreTrainedModel
+
+# generate() settings that change nothing when they hold these values (or None): the ones the loop does not
+# implement must hold them
+_NEUTRAL: dict[str, tuple[Any, ...]] = {
+    "repetition_penalty": (1.0,),
+    "encoder_repetition_penalty": (1.0,),
+    "no_repeat_ngram_size": (0,),
+    "encoder_no_repeat_ngram_size": (0,),
+    "guidance_scale": (1.0,),
+    "sequence_bias": (),
+    "exponential_decay_length_penalty": (),
+    "remove_invalid_values": (False,),
+    "renormalize_logits": (False,),
+    "watermarking_config": (),
+    "stop_strings": (),
+    "max_time": (),
+    "num_beam_groups": (1,),
+    "diversity_penalty": (0.0,),
+    "constraints": (),
+    "force_words_ids": (),
+    "penalty_alpha": (),
+    "dola_layers": (),
+    "output_attentions": (False,),
+    "output_hidden_states": (False,),
+}
+# keyword options of generate() that the loop reads itself (the rest must be generation-config fields)
+_CALL_OPTIONS = ("return_dict_in_generate", "output_scores", "use_cache")
+
+
+DECODER_ENV = "VANILLA_TRANSFORMER_DECODER"
+DECODERS = ("loop", "generate")
+
+
+def chosen_decoder(decoder: str | None = None) -> str:
+    """What decodes a PyTorch model in `inference.translate`: `decoder` if given, else the environment variable
+    VANILLA_TRANSFORMER_DECODER, else "loop" (`decode` where `unsupported` allows it); "generate" always calls
+    `model.generate()`. Raises `ValueError` for another value."""
+    import os
+
+    chosen = decoder if decoder is not None else os.environ.get(DECODER_ENV, "").strip().lower() or "loop"
+    if chosen not in DECODERS:
+        source = "decoder" if decoder is not None else DECODER_ENV
+        raise ValueError(f"{source}={chosen!r} is invalid: expected one of {', '.join(DECODERS)}")
+    return chosen
+
+
+@dataclass(frozen=True)
+class DecodeOutput:
+    """What `decode` returns: ``sequences`` (B * n, 1 + T) token ids, decoder start token first, as `generate()`
+    returns them (n = ``num_return_sequences``, best first per sentence); ``sequences_scores`` (B * n,) float32,
+    each sequence's score (module docstring)."""
+
+    sequences: torch.Tensor
+    sequences_scores: torch.Tensor
+
+
+def resolved_generation_config(
+    model: PreTrainedModel, options: dict[str, Any], generation_config: GenerationConfig | None = None
+) -> GenerationConfig:
+    """The generation config `generate()` decodes with for `options` (None values dropped) and its
+    `generation_config` argument: the model's, updated with them, ``max_length`` / ``min_length`` counted with the
+    decoder start token. Raises `ValueError` for options that are not generation settings (`unsupported` names
+    them first)."""
+    options = {k: v for k, v in options.items() if v is not None and k not in _CALL_OPTIONS}
+    has_default_max_length = (
+        options.get("max_length") is None
+        and (generation_config is None or generation_config.max_length is None)
+        and model.generation_config.max_length is None
+    )
+    # generate()'s own resolution of the options against the model's generation config (the one home of its
+    # defaults); the loop must not drift from it
+    config, unused = cast(Any, model)._prepare_generation_config(generation_config, **options)
+    if unused:
+        raise ValueError(f"{sorted(unused)} are not generation options: pass generate() keyword names")
+    if config.max_new_tokens is not None:
+        config.max_length = config.max_new_tokens + 1
+    elif has_default_max_length:
+        config.max_length = config.max_length + 1
+        limit = getattr(model.config, "max_position_embeddings", None)
+        if limit is not None:
+            config.max_length = min(config.max_length, limit)
+    if config.min_new_tokens is not None:
+        config.min_length = config.min_new_tokens + 1
+    return config
+
+
+def unsupported(
+    model: Any, options: dict[str, Any], generation_config: GenerationConfig | None = None
+) -> str | None:
+    """Why `decode` cannot decode `model` with `generate()`'s keyword `options` and `generation_config` (the
+    caller then uses `generate()`), or None when it can: the one rule (module docstring)."""
+    from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
+
+    if not isinstance(model, VanillaTransformerForConditionalGeneration):
+        return f"{type(model).__name__} is not this project's encoder-decoder"
+    if model.training:
+        return "the model is in training mode"
+    options = {k: v for k, v in options.items() if v is not None}
+    if options.get("use_cache") is False:
+        return "use_cache=False"
+    if options.get("custom_generate") is not None:
+        return "a custom decoding strategy (custom_generate)"
+    if options.get("output_scores") is False and options.get("return_dict_in_generate"):
+        return "generate()'s output objects without scores"
+    fields = {k: v for k, v in options.items() if k not in _CALL_OPTIONS}
+    try:
+        config = resolved_generation_config(model, fields, generation_config)
+    except ValueError as error:
+        return str(error)
+    if config.do_sample:
+        return "sampling (do_sample)"
+    if not config.use_cache:
+        return "use_cache=False"
+    for name, neutral in _NEUTRAL.items():
+        value = getattr(config, name, None)
+        if value is not None and value not in neutral:
+            return f"{name}={value!r}"
+    if config.bad_words_ids is not None and any(len(word) != 1 for word in config.bad_words_ids):
+        return "bad_words_ids with words of several tokens"
+    if config.eos_token_id is None:
+        return "no eos_token_id"
+    return None
+
+
+def decode(
+    model: PreTrainedModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    generation_config: GenerationConfig | None = None,
+    vocabulary: torch.Tensor | None = None,
+    **options: Any,
+) -> DecodeOutput:
+    """Decode the (B, S) sources `input_ids` (`attention_mask` (B, S), 1 = token) with `generate()`'s
+    `generation_config` and keyword `options` (None values dropped; the rest of the settings from
+    ``model.generation_config``), greedy or beam search, as `generate()` would (module docstring). `vocabulary`: a 1-D tensor of sorted target token ids, the
+    shortlist the output projection is restricted to. Raises `ValueError` for what `unsupported` names."""
+    import torch
+
+    reason = unsupported(model, options, generation_config)
+    if reason is not None:
+        raise ValueError(f"the decoding loop cannot decode this: {reason}; use model.generate()")
+    config = resolved_generation_config(model, options, generation_config)
+    if attention_mask is None:
+        attention_mask = torch.ones_like(input_ids)
+    with torch.inference_mode():
+        state = _DecoderState(model, input_ids, attention_mask, config, vocabulary)
+        if config.num_beams > 1:
+            return _beam_search(state, config)
+        return _greedy(state, config)
+
+
+def _eos_ids(config: GenerationConfig) -> list[int]:
+    eos = config.eos_token_id
+    return list(eos) if isinstance(eos, (list, tuple)) else [int(eos)]
+
+
+class _Processors:
+    """generate()'s logits processors that the loop implements, in generate()'s order, on (N, V) scores in place:
+    single-token bad words and ``min_length`` (``</s>`` to -inf while the sequence is shorter), the forced first
+    and last tokens (every other token -inf, the forced one 0), ``suppress_tokens`` and
+    ``begin_suppress_tokens``. Ids are positions in the shortlist when there is one."""
+
+    def __init__(self, config: GenerationConfig, position: Any):
+        eos = _eos_ids(config)
+        bad = [word[0] for word in config.bad_words_ids or [] if word[0] not in eos]
+        suppress = list(config.suppress_tokens or [])
+        self.banned = _positions(position, sorted(set(bad)))
+        self.eos = _positions(position, eos)
+        self.min_length = max(config.min_length or 0, 0)
+        self.forced_bos = _positions(position, [config.forced_bos_token_id])
+        self.forced_eos = _positions(position, eos if config.forced_eos_token_id is not None else [])
+        if config.forced_eos_token_id is not None:
+            forced = config.forced_eos_token_id
+            self.forced_eos = _positions(position, list(forced) if isinstance(forced, list) else [forced])
+        self.has_forced_bos = config.forced_bos_token_id is not None
+        self.has_forced_eos = config.forced_eos_token_id is not None
+        self.max_length = config.max_length
+        self.suppress = _positions(position, sorted(set(suppress)))
+        self.begin_suppress = _positions(position, list(config.begin_suppress_tokens or []))
+        # generate()'s index of the step whose scores begin_suppress_tokens applies to
+        self.begin_index = 1 if config.forced_bos_token_id is None else 2
+
+    def __call__(self, scores: torch.Tensor, length: int) -> torch.Tensor:
+        """`scores` (N, V) of the next token after `length` tokens (the decoder start token counted)."""
+        inf = -math.inf
+        if self.banned is not None:
+            scores.index_fill_(1, self.banned, inf)
+        if length < self.min_length and self.eos is not None:
+            scores.index_fill_(1, self.eos, inf)
+        if self.has_forced_bos and length == 1:
+            scores.fill_(inf)
+            if self.forced_bos is not None:
+                scores.index_fill_(1, self.forced_bos, 0.0)
+        if self.has_forced_eos and length == self.max_length - 1:
+            scores.fill_(inf)
+            if self.forced_eos is not None:
+                scores.index_fill_(1, self.forced_eos, 0.0)
+        if self.suppress is not None:
+            scores.index_fill_(1, self.suppress, inf)
+        if self.begin_suppress is not None and length == self.begin_index:
+            scores.index_fill_(1, self.begin_suppress, inf)
+        return scores
+
+
+def _positions(position: Any, ids: Sequence[int | None]) -> torch.Tensor | None:
+    """The columns of the score matrix holding these token ids (those outside a shortlist left out), or None."""
+    columns = [
+        column for column in (position(token) for token in ids if token is not None) if column is not None
+    ]
+    if not columns:
+        return None
+    import torch
+
+    return torch.tensor(columns, dtype=torch.long)
+
+
+class _DecoderState:
+    """The model's decoder run one position at a time over preallocated buffers, for N rows that can be reordered
+    (beams) and dropped (finished sentences): the decoding loop's model side."""
+
+    def __init__(
+        self,
+        model: Any,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        config: GenerationConfig,
+        vocabulary: torch.Tensor | None,
+    ):
+        import torch
+
+        from vanilla_transformer.modeling import build_attention_mask
+        from vanilla_transformer.modeling.masks_vanilla_transformer import without_padding
+
+        self.model = model
+        self.decoder = model.model.decoder
+        self.layers = list(self.decoder.layers)
+        device = input_ids.device
+        self.device = device
+        beams = config.num_beams
+        encoder = model.model.encoder(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+        encoder_states = encoder.last_hidden_state  # (B, S, C)
+        self.dtype = encoder_states.dtype
+        # (B * K, S): each sentence's rows side by side, as generate() expands them
+        rows = torch.arange(input_ids.shape[0], device=device).repeat_interleave(beams)
+        source_mask = without_padding(attention_mask.index_select(0, rows))
+        self.cross_mask = build_attention_mask(source_mask, self.dtype)  # (N, 1, 1, S) or None
+        self.cross: list[tuple[torch.Tensor, torch.Tensor]] = []
+        states = encoder_states.index_select(0, rows)  # (N, S, C)
+        for layer in self.layers:
+            attention = layer.encoder_attn
+            keys = attention._heads(attention.k_proj(states))  # (N, H, S, D)
+            self.cross.append((keys, attention._heads(attention.v_proj(states))))
+        # each layer's linear layers as functions resolved once (kernels' inference_linear)
+        self.projections = [
+            {
+                name: _projection(module)
+                for name, module in (
+                    ("q", layer.self_attn.q_proj),
+                    ("k", layer.self_attn.k_proj),
+                    ("v", layer.self_attn.v_proj),
+                    ("out", layer.self_attn.out_proj),
+                    ("cross_q", layer.encoder_attn.q_proj),
+                    ("cross_out", layer.encoder_attn.out_proj),
+                    ("fc1", layer.ffn.fc1),
+                    ("fc2", layer.ffn.fc2),
+                )
+            }
+            for layer in self.layers
+        ]
+        from vanilla_transformer.modeling.modeling_vanilla_transformer import attention_backend
+
+        self.implementation = attention_backend(model.config, False)
+        first = self.layers[0].self_attn
+        heads, head_dim = first.num_heads, first.head_dim
+        probe = torch.empty(1, 1, 1, 1, dtype=self.dtype, device=device)
+        key_dtype = torch.float32 if first.fp32_keys(probe) else self.dtype
+        # (2L, N, H, T, D): the self-attention keys (even) and values (odd) of every layer, in one tensor so that one
+        # index_select reorders them all; T grows by doubling up to max_length
+        self.max_length = config.max_length
+        self.cache = torch.empty(
+            (2 * len(self.layers), len(rows), heads, min(self.max_length, 32), head_dim),
+            dtype=key_dtype,
+            device=device,
+        )
+        self.spare: torch.Tensor | None = None
+        # (T, 1, 1) the decoder position of each step
+        self.positions = torch.arange(self.max_length, device=device).view(-1, 1, 1)
+        head = model.lm_head.weight
+        bias = model.final_logits_bias
+        self.vocabulary_size = head.shape[0]
+        self.vocabulary = None
+        if vocabulary is not None:
+            eos = _eos_ids(config)
+            forced = [config.forced_bos_token_id, config.forced_eos_token_id]
+            extra = [t for t in [*eos, *(f for f in forced if isinstance(f, int))]]
+            vocabulary = torch.unique(
+                torch.cat([vocabulary.to(device).long(), torch.tensor(extra, device=device)])
+            )
+            self.vocabulary = vocabulary
+            head = head.index_select(0, vocabulary)
+            bias = bias.index_select(0, vocabulary) if bias is not None else None
+        from vanilla_transformer.modeling.kernels_vanilla_transformer import inference_linear
+
+        self.output = inference_linear(head, bias)
+        self.length = 0
+
+    def position(self, token: int) -> int | None:
+        """The score column of `token`: itself, or its index in the shortlist (None outside it)."""
+        if self.vocabulary is None:
+            return int(token) if 0 <= token < self.vocabulary_size else None
+        import torch
+
+        index = int(torch.searchsorted(self.vocabulary, token))
+        return index if index < len(self.vocabulary) and int(self.vocabulary[index]) == token else None
+
+    def token_ids(self, columns: torch.Tensor) -> torch.Tensor:
+        """Token ids of score columns."""
+        return columns if self.vocabulary is None else self.vocabulary[columns]
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep the rows `rows` (M,) of every buffer, in that order (a beam reorder, finished sentences dropped)."""
+        import torch
+
+        t = self.length
+        if len(rows) == self.cache.shape[1]:
+            # the same number of rows: into the spare buffer, which becomes the cache
+            if self.spare is None or self.spare.shape != self.cache.shape:
+                self.spare = torch.empty_like(self.cache)
+            torch.index_select(self.cache[:, :, :, :t], 1, rows, out=self.spare[:, :, :, :t])
+            self.cache, self.spare = self.spare, self.cache
+            return
+        shape = list(self.cache.shape)
+        shape[1] = len(rows)
+        cache = torch.empty(shape, dtype=self.cache.dtype, device=self.device)
+        torch.index_select(self.cache[:, :, :, :t], 1, rows, out=cache[:, :, :, :t])
+        self.cache, self.spare = cache, None
+        self.cross = [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in self.cross]
+        if self.cross_mask is not None:
+            self.cross_mask = self.cross_mask.index_select(0, rows)
+
+    def _grow(self) -> None:
+        """Double the positions the self-attention buffer holds (at most max_length)."""
+        import torch
+
+        shape = list(self.cache.shape)
+        shape[3] = min(2 * shape[3], self.max_length)
+        cache = torch.empty(shape, dtype=self.cache.dtype, device=self.device)
+        cache[:, :, :, : self.length] = self.cache[:, :, :, : self.length]
+        self.cache, self.spare = cache, None
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The (N, V) float32 logits of the next token after the (N,) `tokens` at the next position: the decoder
+        layers' sub-layers as the model's forward computes them (`VanillaTransformerDecoderLayer`), in eval mode."""
+        t = self.length
+        if t == self.cache.shape[3]:
+            self._grow()
+        decoder = self.decoder
+        implementation = self.implementation
+        # (N, 1, C)
+        hidden, rotary = decoder.embed(tokens[:, None], None, self.positions[t])
+        for i, (layer, linear) in enumerate(zip(self.layers, self.projections)):
+            attention = layer.self_attn
+            x = layer.residual.pre(hidden, layer.self_attn_layer_norm)
+            query = attention._heads(linear["q"](x))  # (N, H, 1, D)
+            key = attention._heads(linear["k"](x))  # (N, H, 1, D)
+            value = attention._heads(linear["v"](x))  # (N, H, 1, D)
+            if rotary is not None:
+                query, key = _apply_rotary(query, *rotary), _apply_rotary(key, *rotary)
+            self.cache[2 * i, :, :, t] = key[:, :, 0]
+            self.cache[2 * i + 1, :, :, t] = value[:, :, 0]
+            keys = self.cache[2 * i, :, :, : t + 1]  # (N, H, t + 1, D)
+            values = self.cache[2 * i + 1, :, :, : t + 1]
+            x, _ = attention.attend(query, keys, values, None, implementation=implementation)
+            hidden = layer.residual.post(hidden, linear["out"](x), layer.self_attn_layer_norm)
+            x = layer.residual.pre(hidden, layer.encoder_attn_layer_norm)
+            attention = layer.encoder_attn
+            query = attention._heads(linear["cross_q"](x))  # (N, H, 1, D)
+            x, _ = attention.attend(query, *self.cross[i], self.cross_mask, implementation=implementation)
+            hidden = layer.residual.post(hidden, linear["cross_out"](x), layer.encoder_attn_layer_norm)
+            x = layer.residual.pre(hidden, layer.final_layer_norm)
+            x = linear["fc2"](layer.ffn.activation_fn(linear["fc1"](x)))
+            hidden = layer.residual.post(hidden, x, layer.final_layer_norm)
+        if decoder.layer_norm is not None:
+            hidden = decoder.layer_norm(hidden)
+        self.length = t + 1
+        # (N, V): the output projection of the last position only
+        return self.output(hidden[:, 0]).float()
+
+
+def _projection(module: Any) -> Any:
+    """A linear layer as a function of its input: the model's own `Linear` (and `nn.Linear`) through
+    `inference_linear`, any other module (int8, adapters) called as it is."""
+    from torch import nn
+
+    from vanilla_transformer.modeling.kernels_vanilla_transformer import Linear, inference_linear
+
+    if type(module) in (Linear, nn.Linear):
+        return inference_linear(module.weight, module.bias)
+    return module
+
+
+def _apply_rotary(x: Any, cos: Any, sin: Any) -> Any:
+    from vanilla_transformer.modeling.positions_vanilla_transformer import apply_rotary
+
+    return apply_rotary(x, cos, sin)
+
+
+def _greedy(state: _DecoderState, config: GenerationConfig) -> DecodeOutput:
+    """generate()'s greedy search (`_sample` without sampling), finished sentences leaving the batch."""
+    import torch
+
+    device = state.device
+    batch = state.cache.shape[1]
+    eos = torch.tensor(_eos_ids(config), device=device)
+    pad = config.pad_token_id if config.pad_token_id is not None else _eos_ids(config)[0]
+    process = _Processors(config, state.position)
+    sequences = torch.full((batch, config.max_length), int(pad), dtype=torch.long, device=device)
+    sequences[:, 0] = config.decoder_start_token_id
+    scores = torch.zeros(batch, dtype=torch.float32, device=device)
+    active = torch.arange(batch, device=device)  # the sentences still decoding (rows of the state)
+    length = 1
+    tokens = sequences[:, 0]
+    while True:
+        logits = process(state.step(tokens), length)  # (N, V)
+        columns = logits.argmax(-1)  # (N,)
+        scores[active] += logits.log_softmax(-1).gather(-1, columns[:, None]).squeeze(-1)
+        tokens = state.token_ids(columns)
+        sequences[active, length] = tokens
+        length += 1
+        if length >= config.max_length:
+            break
+        done = torch.isin(tokens, eos)
+        if bool(done.all()):
+            break
+        if bool(done.any()):
+            keep = (~done).nonzero().squeeze(-1)
+            active, tokens = active[keep], tokens[keep]
+            state.select(keep)
+    return DecodeOutput(sequences[:, :length], scores)
+
+
+def _beam_search(state: _DecoderState, config: GenerationConfig) -> DecodeOutput:
+    """transformers' `_beam_search` (its helpers' arithmetic step for step) for the sentences still decoding; a
+    sentence whose finished hypotheses can no longer change (no running beam can beat them, or, with
+    ``early_stopping=True``, all K are done) leaves the batch."""
+    import torch
+
+    device = state.device
+    beams = config.num_beams
+    batch = state.cache.shape[1] // beams
+    max_length = config.max_length
+    length_penalty = config.length_penalty
+    early_stopping = config.early_stopping
+    returned = config.num_return_sequences or 1
+    eos_ids = _eos_ids(config)
+    eos = torch.tensor(eos_ids, device=device)
+    pad = config.pad_token_id
+    fill = (pad if pad else eos_ids[0]) if config.eos_token_id is not None else -1
+    keep_k = max(2, 1 + len(eos_ids)) * beams
+    process = _Processors(config, state.position)
+    top_mask = torch.cat((torch.ones(beams, dtype=torch.bool), torch.zeros(keep_k - beams, dtype=torch.bool)))
+    top_mask = top_mask.to(device)
+
+    # results per sentence: (B, K, max_length) finished sequences, their scores and generated lengths
+    out_sequences = torch.full((batch, beams, max_length), fill, dtype=torch.long, device=device)
+    out_sequences[:, :, 0] = config.decoder_start_token_id
+    out_scores = torch.full((batch, beams), -1e9, dtype=torch.float32, device=device)
+    out_lengths = torch.zeros((batch, beams), dtype=torch.long, device=device)
+
+    # the state of the active sentences b (transformers' names)
+    running = torch.full((batch, beams, max_length), fill, dtype=torch.long, device=device)
+    running[:, :, 0] = config.decoder_start_token_id
+    running_scores = torch.zeros((batch, beams), dtype=torch.float32, device=device)
+    running_scores[:, 1:] = -1e9
+    sequences = running.clone()
+    beam_scores = torch.full((batch, beams), -1e9, dtype=torch.float32, device=device)
+    lengths = torch.zeros((batch, beams), dtype=torch.long, device=device)
+    finished = torch.zeros((batch, beams), dtype=torch.bool, device=device)
+    improvable = torch.ones((batch, 1), dtype=torch.bool, device=device)
+    active = torch.arange(batch, device=device)
+    cur_len = 1
+    while True:
+        b = len(active)
+        logits = state.step(running[:, :, cur_len - 1].reshape(-1))  # (b * K, V)
+        log_probs = process(logits.log_softmax(-1), cur_len)
+        vocab = log_probs.shape[-1]
+        log_probs = log_probs.view(b, beams, vocab) + running_scores[:, :, None]
+        log_probs = log_probs.view(b, beams * vocab)
+
+        # top 2K continuations of all beams (_get_top_k_continuations)
+        topk_scores, topk_indices = torch.topk(log_probs, k=keep_k)
+        topk_beams = topk_indices // vocab  # (b, 2K)
+        topk_tokens = state.token_ids(topk_indices % vocab)
+        topk_running = running.gather(1, topk_beams[:, :, None].expand(-1, -1, max_length)).clone()
+        topk_running[:, :, cur_len] = topk_tokens
+        hits = torch.isin(topk_tokens, eos)
+        if cur_len + 1 >= max_length:
+            hits = torch.ones_like(hits)
+
+        # the K best unfinished continuations run on (_get_running_beams_for_next_iteration)
+        topk_running_scores = topk_scores + hits.to(torch.float32) * -1.0e9
+        next_indices = torch.topk(topk_running_scores, k=beams)[1]  # (b, K)
+        running = topk_running.gather(1, next_indices[:, :, None].expand(-1, -1, max_length))
+        running_scores = topk_running_scores.gather(1, next_indices)
+        source_beams = topk_beams.gather(1, next_indices)  # (b, K)
+
+        # finished hypotheses among the top K enter the kept ones if they score higher (_update_finished_beams)
+        just_finished = hits & top_mask[None, :]
+        candidates = topk_scores / ((cur_len + 1 - 1) ** length_penalty)
+        full = torch.all(finished, dim=-1, keepdim=True) & (early_stopping is True)
+        candidates = candidates + full.to(torch.float32) * -1.0e9
+        candidates = candidates + (~improvable).to(torch.float32) * -1.0e9
+        candidates = candidates + (~just_finished) * -1.0e9
+        merged_scores = torch.cat((beam_scores, candidates), dim=1)
+        best = torch.topk(merged_scores, k=beams)[1]  # (b, K)
+        merged_sequences = torch.cat((sequences, topk_running), dim=1)
+        sequences = merged_sequences.gather(1, best[:, :, None].expand(-1, -1, max_length))
+        beam_scores = merged_scores.gather(1, best)
+        new_lengths = torch.full_like(topk_beams, cur_len)
+        lengths = torch.cat((lengths, new_lengths), dim=1).gather(1, best)
+        finished = torch.cat((finished, just_finished), dim=1).gather(1, best)
+
+        cur_len += 1
+        # _check_early_stop_heuristic
+        if early_stopping == "never" and length_penalty > 0.0:
+            hypothetical = max_length - 1
+        else:
+            hypothetical = cur_len - 1
+        best_running = running_scores[:, :1] / (hypothetical**length_penalty)
+        worst_finished = torch.where(finished, torch.min(beam_scores, dim=1, keepdim=True)[0], -1.0e9)
+        improvable = improvable & torch.any(best_running > worst_finished, dim=-1, keepdim=True)
+
+        done = ~improvable[:, 0]
+        if early_stopping is True:
+            done = done | finished.all(-1)
+        if cur_len >= max_length or bool(torch.all(hits)) or bool(done.all()):
+            break
+        keep = (~done).nonzero().squeeze(-1)
+        if len(keep) < b:
+            gone = done.nonzero().squeeze(-1)
+            out_sequences[active[gone]] = sequences[gone]
+            out_scores[active[gone]] = beam_scores[gone]
+            out_lengths[active[gone]] = lengths[gone]
+            active = active[keep]
+            running, running_scores, sequences = running[keep], running_scores[keep], sequences[keep]
+            beam_scores, lengths, finished, improvable = (
+                beam_scores[keep],
+                lengths[keep],
+                finished[keep],
+                improvable[keep],
+            )
+            source_beams = source_beams[keep]
+        # the buffers' rows for the next step: beam k of sentence i continues beam source_beams[i, k]
+        rows = (keep[:, None] * beams + source_beams).reshape(-1)
+        state.select(rows)
+    out_sequences[active] = sequences
+    out_scores[active] = beam_scores
+    out_lengths[active] = lengths
+
+    out_sequences = out_sequences[:, :returned].reshape(batch * returned, max_length)
+    out_scores = out_scores[:, :returned].reshape(-1)
+    generated = int(out_lengths[:, :returned].max())
+    return DecodeOutput(out_sequences[:, : 1 + generated], out_scores)
