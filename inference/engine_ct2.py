@@ -32,6 +32,7 @@ import numpy as np
 from vanilla_transformer.modeling import position_limit
 
 from .engines import CT2_MODEL_CONFIG_FILE, DecodingOptions, EngineTranslator, check_refused
+from .shortlist import VMAP_FILE
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,16 +85,23 @@ class CT2Translator(EngineTranslator):
         return self.generate_with_scores(input_ids, **options)[0]
 
     def generate_with_scores(
-        self, input_ids: list[list[int]], **options: Any
+        self, input_ids: list[list[int]], use_vmap: bool = False, **options: Any
     ) -> tuple[list[list[list[int]]], list[list[float]]]:
         """`generate_ids` and each hypothesis' score: with beams, `sum(log p) / length ** length_penalty`
-        (transformers' `sequences_scores`); greedy, `sum(log p)`. `options` are `DecodingOptions`' fields."""
+        (transformers' `sequences_scores`); greedy, `sum(log p)`. `options` are `DecodingOptions`' fields;
+        `use_vmap`: decode over the shortlist of each batch (the folder's `VMAP_FILE`, which `export_ct2` writes
+        from the model's shortlist; `ValueError` for a folder without one)."""
         settings = self.decoding_options(DecodingOptions(**options))
+        if use_vmap and not (self.folder / VMAP_FILE).is_file():
+            raise ValueError(
+                f"{str(self.folder)!r} has no vocabulary map ({VMAP_FILE}): build a shortlist for the model with "
+                "vanilla-transformer shortlist --model MODEL and export it again, or leave out --shortlist"
+            )
         if not input_ids:
             return [], []
         source = [[self.source_tokens[i] for i in ids] for ids in input_ids]
         results = self.translator.translate_batch(
-            source, return_scores=True, return_end_token=True, **settings
+            source, return_scores=True, return_end_token=True, use_vmap=use_vmap, **settings
         )
         ids = [[[self.target_ids[t] for t in hyp] for hyp in result.hypotheses] for result in results]
         return ids, [list(result.scores) for result in results]

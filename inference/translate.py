@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # torch and transformers are imported where used, so that bad
 
     from .constraints import Glossary
     from .forced_decoding import PairScore
+    from .shortlist import Shortlist
 
 
 logger = logging.getLogger(__name__)
@@ -129,6 +130,7 @@ def translate_hypotheses(
     scores: bool = True,
     token_scores: bool = False,
     glossary: Glossary | None = None,
+    shortlist: Shortlist | None = None,
     **generate_kwargs: Any,
 ) -> list[list[Hypothesis]]:
     """For each line, its `num_return_sequences` `Hypothesis` (best first; see `translate_nbest` for the options):
@@ -138,12 +140,15 @@ def translate_hypotheses(
     beams and a generation config that alters no logits, a finished hypothesis' score equals
     ``tokens.score(length_penalty)``; greedy, ``tokens.log_prob``. With `glossary`, the terms that apply to a line
     come out in its translations (module docstring); sampling raises `ValueError`, and so does an exported engine,
-    which cannot honour them, at its first batch with a term."""
+    which cannot honour them, at its first batch with a term. With `shortlist` (`inference.shortlist`), each batch
+    decodes over its shortlist vocabulary (`Shortlist.for_batch`): PyTorch through `shortlisted`, CTranslate2 with
+    its export's vocabulary map (``use_vmap``); ONNX Runtime and a glossary raise `ValueError`."""
     import torch
 
     from vanilla_transformer.modeling import check_generation_arguments, position_limit
 
     from .constraints import check_glossary_decoding, constrained_beam_search, term_ids, word_pieces
+    from .shortlist import shortlisted
 
     scores = scores or token_scores
     if batch_size < 1:
@@ -162,6 +167,8 @@ def translate_hypotheses(
         check_glossary_decoding(
             generate_kwargs.get("do_sample", getattr(model.generation_config, "do_sample", False))
         )
+    if shortlist is not None:
+        _check_shortlist(model, shortlist, glossary)
     if generate_kwargs.get("num_beams", model.generation_config.num_beams) == 1:
         generate_kwargs = {k: v for k, v in generate_kwargs.items() if k not in _BEAM_ONLY}
     n = generate_kwargs.get(
@@ -211,10 +218,17 @@ def translate_hypotheses(
                 batch_kwargs["max_new_tokens"] = cap
             elif max_new_tokens is not None:
                 batch_kwargs["max_new_tokens"] = max_new_tokens
+            decoder, vocabulary = model, None
+            if shortlist is not None and getattr(model, "engine", None) is not None:
+                # an exported engine (EngineModel) restricts by the vocabulary map of its folder
+                batch_kwargs["use_vmap"] = True
+            elif shortlist is not None:
+                vocabulary = shortlist.for_batch(input_ids, attention_mask)
+                decoder = shortlisted(model, vocabulary)
             with torch.no_grad():
                 # transformers declares generate on GenerationMixin, which the models here mix in and PreTrainedModel
                 # does not
-                output = model.generate(  # pyright: ignore[reportCallIssue]
+                output = decoder.generate(  # pyright: ignore[reportCallIssue]
                     input_ids=input_ids.to(model.device),
                     attention_mask=attention_mask.to(model.device),
                     **batch_kwargs,
@@ -222,11 +236,13 @@ def translate_hypotheses(
                 )
             # (B * n, T)
             output_ids = output.sequences if scores else output
+            batch_scores: list[float | None] = (
+                _sequence_scores(decoder, output) if scores else [None] * len(output_ids)
+            )
+            if vocabulary is not None:
+                output_ids = vocabulary[output_ids]  # the shortlist's ids -> the model's
             texts = tokenizer.batch_decode(
                 output_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
-            )
-            batch_scores: list[float | None] = (
-                _sequence_scores(model, output) if scores else [None] * len(texts)
             )
             scored: list[PairScore | None] = [None] * len(texts)
             if token_scores:
@@ -243,6 +259,24 @@ def translate_hypotheses(
     finally:
         model.train(was_training)
     return results
+
+
+def _check_shortlist(
+    model: PreTrainedModel | ModelStandIn, shortlist: Shortlist, glossary: Glossary | None
+) -> None:
+    """`ValueError` for a shortlist that cannot restrict this decoding: with a glossary (its terms may lie
+    outside the shortlist), an exported engine other than CTranslate2, or a model of other vocabularies."""
+    if glossary is not None:
+        raise ValueError(
+            "--shortlist and --glossary do not combine (a term's tokens may lie outside the shortlist): leave one out"
+        )
+    engine = getattr(model, "engine", None)  # an exported engine's EngineModel; None for a PyTorch model
+    if engine not in (None, "ct2"):
+        raise ValueError(
+            f"--engine {engine} computes the whole output layer and cannot take --shortlist: use --engine torch "
+            "or ct2, or leave out --shortlist"
+        )
+    shortlist.check_model(model.config)
 
 
 def hypothesis_record(hypothesis: Hypothesis, tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
