@@ -13,7 +13,7 @@ wherever the torch engine has a decoding loop of its own.
 Columns, per thread count and batch size (`TableSettings`): target tokens per second (the outputs re-tokenized,
 so every row counts alike; median over interleaved rounds), the median (min-max) of per-round ratios against
 Marian in the same rounds (against `generate()` where Marian cannot compute the model), how many outputs equal
-`generate()`'s, and BLEU against the references (blank without references); and the peak resident memory of a
+`generate()`'s, and BLEU and chrF against the references (blank without references); and the peak resident memory of a
 fresh process that loads the row's model and translates the sentences once at the largest batch and thread count
 (CTranslate2's "max memory"). The logic is here; `vanilla-transformer bench speed --model M` (or ``--table`` for
 a random model) parses arguments and prints.
@@ -66,13 +66,14 @@ class System:
 @dataclass
 class TableRow:
     """A row of one block: throughput (target tokens/s per round), ratio against the peer, outputs equal to
-    `generate()`'s, BLEU (None without references) and peak memory in MiB (None: not measured)."""
+    `generate()`'s, BLEU and chrF (None without references) and peak memory in MiB (None: not measured)."""
 
     system: System
     throughput: Stat
     ratio: Stat | None
     agree: int
     bleu: float | None
+    chrf: float | None = None
     memory_mib: float | None = None
 
 
@@ -85,10 +86,16 @@ class TableBlock:
 
 
 def prepare_systems(
-    folder: Path, work: Path, *, bf16: bool, log: Callable[[str], None] = lambda _: None
+    folder: Path,
+    work: Path,
+    *,
+    bf16: bool,
+    engines: bool = True,
+    log: Callable[[str], None] = lambda _: None,
 ) -> tuple[list[System], list[str]]:
-    """The rows for our saved model ``folder`` (exports written under ``work``) and notes on the rows left out
-    and why (Marian cannot compute the model, an engine is not installed or refuses the model, no shortlist)."""
+    """The rows for our saved model ``folder`` (exports written under ``work``; none without ``engines``) and
+    notes on the rows left out and why (Marian cannot compute the model, an engine is not installed or refuses the
+    model, no shortlist)."""
     from vanilla_transformer.export import exporter
     from vanilla_transformer.inference import load_model_and_tokenizer
     from vanilla_transformer.inference.shortlist import shortlist_path
@@ -116,9 +123,15 @@ def prepare_systems(
             systems.append(System(name, "torch", folder, dtype, shortlist))
     if not bf16:
         notes.append("no bf16 rows: this CPU has no bf16 instructions (AMX-BF16, AVX512-BF16)")
+    if not engines:
+        notes.append("no CTranslate2 and ONNX Runtime rows: --no_engines")
     for engine, variants in (
-        ("ct2", (("fp32", None, {}), ("int8", None, {"quantization": "int8"}))),
-        ("onnx", (("fp32", "float32", {}), ("int8", "int8", {}))),
+        (
+            ("ct2", (("fp32", None, {}), ("int8", None, {"quantization": "int8"}))),
+            ("onnx", (("fp32", "float32", {}), ("int8", "int8", {}))),
+        )
+        if engines
+        else ()
     ):
         exported: dict[tuple, Path] = {}
         for label, dtype, options in variants:
@@ -235,16 +248,17 @@ def run_block(
     for system in systems:
         tokenizer, texts = outputs[system.name]
         tokens = target_tokens(tokenizer, texts)
-        bleu = None
+        scores = {}
         if references is not None:
-            bleu = score_translations(texts, references, tokenize=bleu_tokenize)["bleu"]
+            scores = score_translations(texts, references, tokenize=bleu_tokenize)
         block.rows.append(
             TableRow(
                 system,
                 Stat([tokens / t for t in times[system.name]]),
                 None if system.name == peer else per_round_ratio(times[peer], times[system.name]),
                 sum(a == b for a, b in zip(texts, reference_outputs)),
-                bleu,
+                scores.get("bleu"),
+                scores.get("chrf"),
             )
         )
     return block
@@ -332,7 +346,7 @@ def format_table(blocks: Sequence[TableBlock], settings: TableSettings) -> list[
             f"beam {settings.num_beams or 'of the model'}, {settings.rounds} rounds"
         )
         lines.append(
-            f"{'system':<30}{'target tok/s':>14}{'vs ' + peer:>28}{'= generate()':>14}{'BLEU':>8}"
+            f"{'system':<30}{'target tok/s':>14}{'vs ' + peer:>28}{'= generate()':>14}{'BLEU':>8}{'chrF':>8}"
             f"{'peak MiB':>10}"
         )
         for row in block.rows:
@@ -341,6 +355,7 @@ def format_table(blocks: Sequence[TableBlock], settings: TableSettings) -> list[
                 f"{row.system.name:<30}{row.throughput.median:>14.1f}{ratio:>28}"
                 f"{f'{row.agree}/{block.sentences}':>14}"
                 f"{'' if row.bleu is None else f'{row.bleu:.2f}':>8}"
+                f"{'' if row.chrf is None else f'{row.chrf:.2f}':>8}"
                 f"{'' if row.memory_mib is None else f'{row.memory_mib:.0f}':>10}"
             )
     return lines

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
     import torch
-    from transformers import GenerationConfig, PreTrainedModel
+    from transformers import GenerationConfig
 
 SHORTLIST_FILE = "shortlist.safetensors"  # in a model folder and in its CTranslate2 export
 VMAP_FILE = "vmap.txt"  # CTranslate2's name for the vocabulary map in a converted folder
@@ -243,7 +243,7 @@ def shortlist_path(model: str | Path) -> Path | None:
     if folder.is_dir():
         path = folder / SHORTLIST_FILE
         return path if path.is_file() else None
-    from transformers.utils import cached_file
+    from transformers.utils.hub import cached_file
 
     try:
         found = cached_file(str(model), SHORTLIST_FILE, _raise_exceptions_for_missing_entries=False)
@@ -283,7 +283,7 @@ def vmap_lines(shortlist: Shortlist, source_tokens: Sequence[str], target_tokens
     return lines
 
 
-def shortlisted(model: PreTrainedModel, vocabulary: torch.Tensor) -> PreTrainedModel:
+def shortlisted(model: Any, vocabulary: torch.Tensor) -> Any:
     """A view of the encoder-decoder ``model`` whose decoder vocabulary is ``vocabulary`` (sorted unique target
     ids, e.g. `Shortlist.for_batch`): id k of the view is ``vocabulary[k]`` (module docstring). The view shares
     every other weight with ``model`` and changes nothing in it; ``vocabulary[output]`` maps its output ids back.

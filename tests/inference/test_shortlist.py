@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
+from typing import Any
 
 import pytest
 import torch
@@ -120,7 +121,7 @@ def test_greedy_over_a_partial_shortlist_is_the_argmax_over_it_and_leaves_the_mo
     src, mask = random_batch(60, 4, 7, seed=3)
     vocabulary = torch.tensor(sorted({0, 1, 2, 3} | set(range(4, 60, 4))))
     options = dict(num_beams=1, max_new_tokens=8, suppress_tokens=None)
-    view = shortlisted(model, vocabulary)
+    view: Any = shortlisted(model, vocabulary)
     assert view.lm_head.weight.shape == (len(vocabulary), model.config.d_model)
     output = vocabulary[view.generate(input_ids=src, attention_mask=mask, **options)]
     reference = model.generate(
@@ -132,7 +133,8 @@ def test_greedy_over_a_partial_shortlist_is_the_argmax_over_it_and_leaves_the_mo
     assert torch.equal(output, reference)
     assert set(output[:, 1:].unique().tolist()) <= set(vocabulary.tolist())
     assert all(torch.equal(v, weights[k]) for k, v in model.state_dict().items())
-    assert model.lm_head.weight.shape[0] == 60 and model.get_decoder().embed_tokens.weight.shape[0] == 60
+    decoder: Any = model.get_decoder()
+    assert model.lm_head.weight.shape[0] == 60 and decoder.embed_tokens.weight.shape[0] == 60
     with pytest.raises(ValueError, match="not in the shortlist's vocabulary"):
         shortlisted(model, torch.arange(4, 60))  # no decoder start, pad or eos
 
@@ -143,7 +145,11 @@ def test_shortlist_refuses_a_glossary_and_another_model(loaded):
     model, tokenizer = loaded
     with pytest.raises(ValueError, match="--glossary"):
         translate_hypotheses(
-            model, tokenizer, ["神"], shortlist=everything(model), glossary=Glossary({"神": "God"})
+            model,
+            tokenizer,
+            ["神"],
+            shortlist=everything(model),
+            glossary=Glossary.from_pairs([("神", "God")]),
         )
     other = build_shortlist(lexicon_pairs(), 30, 40)
     with pytest.raises(ValueError, match="built for vocabularies of 30 source and 40 target"):
@@ -189,17 +195,17 @@ def folder_with_shortlist(tmp_path_factory):
     )
     assert code == 0, err
     assert "shortlist of 30 training pairs" in out
-    return folder
+    return folder, corpus
 
 
 def test_command_saves_a_shortlist_for_the_model(folder_with_shortlist):
+    folder_with_shortlist, _ = folder_with_shortlist
     model, tokenizer = load_model_and_tokenizer(str(folder_with_shortlist))
     shortlist = load_shortlist(folder_with_shortlist)
     shortlist.check_model(model.config)
     assert shortlist.settings["pairs"] == 30 and shortlist.settings["top_k"] == 20
-    assert {tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id} <= set(
-        shortlist.always.tolist()
-    )
+    special = [tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id]
+    assert all(token in shortlist.always.tolist() for token in special)
     god = tokenizer("神", add_special_tokens=False).input_ids
     assert any(shortlist.candidates(i) for i in god)
 
@@ -214,6 +220,7 @@ def test_command_refuses_a_folder_that_is_not_local(tmp_path):
 def test_translate_command_with_shortlist(folder_with_shortlist, monkeypatch, capsys):
     from vanilla_transformer.commands import translate as command
 
+    folder_with_shortlist, _ = folder_with_shortlist
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("起初神创造天地。\n\n神说\n".encode())))
     assert command.main(["--model", str(folder_with_shortlist), "--shortlist", "--num_beams", "2"]) == 0
     lines = capsys.readouterr().out.split("\n")
@@ -225,6 +232,7 @@ def test_ct2_export_writes_the_vocabulary_map_and_decodes_with_it(folder_with_sh
     from vanilla_transformer.export.ct2 import export_ct2, vocabulary
     from vanilla_transformer.inference.engines import load_engine
 
+    folder_with_shortlist, _ = folder_with_shortlist
     out = export_ct2(folder_with_shortlist, tmp_path / "ct2")
     shortlist = load_shortlist(out)  # the export carries the shortlist too
     _, tokenizer = load_model_and_tokenizer(str(folder_with_shortlist))
@@ -242,6 +250,15 @@ def test_ct2_export_writes_the_vocabulary_map_and_decodes_with_it(folder_with_sh
     (out / VMAP_FILE).unlink()
     with pytest.raises(ValueError, match="no vocabulary map"):
         translate_hypotheses(model, tokenizer, lines, num_beams=2, shortlist=shortlist)
+
+
+def test_evaluate_command_with_shortlist(folder_with_shortlist, capsys):
+    from vanilla_transformer.commands import evaluate as command
+
+    folder, corpus = folder_with_shortlist
+    split = ["--data", str(corpus), "--valid_size", "5", "--test_size", "5", "--num_beams", "1"]
+    assert command.main(["--model", str(folder), *split, "--shortlist"]) == 0
+    assert "(5 sentences, beam 1, length penalty 1.0, shortlist)" in capsys.readouterr().out
 
 
 def test_ct2_vocabulary_map_of_every_token_decodes_as_without(tmp_path):

@@ -61,7 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--no_engines",
         action="store_true",
         help="skip the deployed columns of ours: exported to CTranslate2 and ONNX Runtime (fp32, int8) and "
-        "torch_int8 (int8 linear layers in PyTorch)",
+        "torch_int8 (int8 linear layers in PyTorch); with --model or --table, the CTranslate2 and ONNX Runtime rows",
     )
     p.add_argument("--no_cache_runs", action="store_true", help="skip the generation runs without KV cache")
     p.add_argument("--no_bf16", action="store_true", help="skip the bf16 columns of ours and Marian")
@@ -156,7 +156,9 @@ def print_table(args: argparse.Namespace) -> int:
                 preset, work, sentences=args.limit or 64, new_tokens=args.new_tokens or 32
             )
             references, tokenize = None, "13a"
-        systems, notes = prepare_systems(folder, work, bf16=bool(cpu_bf16_flags()), log=log)
+        systems, notes = prepare_systems(
+            folder, work, bf16=bool(cpu_bf16_flags()), engines=not args.no_engines, log=log
+        )
     except (ValueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
