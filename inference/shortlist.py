@@ -158,9 +158,9 @@ def build_shortlist(
         if value < 0:
             raise ValueError(f"{name}={value} is invalid: expected an integer >= 0")
     null = source_vocab_size  # the NULL source token of IBM Model 1, one per source sentence
-    chunks, counted, total_pairs = [], np.zeros(target_vocab_size, dtype=np.int64), 0
-    sources: list[np.ndarray] = []
-    targets: list[np.ndarray] = []
+    counted, total_pairs = np.zeros(target_vocab_size, dtype=np.int64), 0
+    # the pairs in chunks of about chunk_links links; the links themselves are rebuilt per chunk when needed
+    chunks: list[list[tuple[np.ndarray, np.ndarray]]] = [[]]
     links = 0
     for source, target in pairs:
         s = np.asarray([*source, null], dtype=np.int64)
@@ -170,21 +170,22 @@ def build_shortlist(
         _check_ids(s[:-1], source_vocab_size, "source")
         _check_ids(t, target_vocab_size, "target")
         counted += np.bincount(t, minlength=target_vocab_size)
-        sources.append(s)
-        targets.append(t)
+        chunks[-1].append((s, t))
         links += len(s) * len(t)
         total_pairs += 1
         if links >= chunk_links:
-            chunks.append(_links(sources, targets, target_vocab_size))
-            sources, targets, links = [], [], 0
-    if sources:
-        chunks.append(_links(sources, targets, target_vocab_size))
-    keys = np.unique(np.concatenate([c[0] for c in chunks])) if chunks else np.zeros(0, dtype=np.int64)
-    index = [np.searchsorted(keys, c[0]) for c in chunks]  # each link's entry in `keys`
+            chunks.append([])
+            links = 0
+    found = [np.unique(_links(chunk, target_vocab_size)[0]) for chunk in chunks if chunk]
+    keys = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
     prob = np.ones(len(keys))
     for _ in range(max(iterations, 1)):
         counts = np.zeros(len(keys))
-        for entry, (_, groups, n_groups) in zip(index, chunks):
+        for chunk in chunks:
+            if not chunk:
+                continue
+            chunk_keys, groups, n_groups = _links(chunk, target_vocab_size)
+            entry = np.searchsorted(keys, chunk_keys)  # each link's entry in `keys`
             p = prob[entry]
             # each target token's alignment posterior over the source tokens of its sentence (and NULL)
             norm = np.bincount(groups, weights=p, minlength=n_groups)
@@ -215,16 +216,17 @@ def build_shortlist(
 
 
 def _links(
-    sources: list[np.ndarray], targets: list[np.ndarray], target_vocab_size: int
+    pairs: list[tuple[np.ndarray, np.ndarray]], target_vocab_size: int
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Every (source token, target token) link of the pairs as ``s * V_tgt + t`` keys, each link's group (the
-    target token occurrence it belongs to, numbered within the chunk) and the number of groups."""
+    """Every (source token, target token) link of the (source, target) pairs as ``s * V_tgt + t`` keys, each
+    link's group (the target token occurrence it belongs to, numbered within ``pairs``) and the number of
+    groups."""
     import numpy as np
 
     keys, groups, offset = [], [], 0
-    for s, t in zip(sources, targets):
+    for s, t in pairs:
         keys.append((s[None, :] * target_vocab_size + t[:, None]).reshape(-1))  # (T * S,)
-        groups.append(np.repeat(np.arange(offset, offset + len(t)), len(s)))
+        groups.append(np.repeat(np.arange(offset, offset + len(t), dtype=np.int32), len(s)))
         offset += len(t)
     return np.concatenate(keys), np.concatenate(groups), offset
 
