@@ -148,6 +148,13 @@ def prepare_systems(
                 continue
             title = "CTranslate2" if engine == "ct2" else "ONNX Runtime"
             with_map = (False, True) if engine == "ct2" and has_shortlist else (False,)
+            if True in with_map:
+                from vanilla_transformer.inference.engine_ct2 import CT2Translator
+
+                problem = CT2Translator(exported[key]).vmap_problem()
+                if problem is not None:
+                    notes.append(f"no {title} {label} + vmap row: {problem}")
+                    with_map = (False,)
             for shortlist in with_map:
                 name = f"{title} {label}" + (" + vmap" if shortlist else "")
                 systems.append(System(name, engine, exported[key], dtype, shortlist))

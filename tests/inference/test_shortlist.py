@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import sys
 from typing import Any
 
@@ -246,6 +247,17 @@ def test_ct2_export_writes_the_vocabulary_map_and_decodes_with_it(folder_with_sh
     lines = ["起初神创造天地。", "神说：要有光，就有了光。"]
     with_map = translate_hypotheses(model, tokenizer, lines, num_beams=2, shortlist=shortlist)
     assert [len(hyps) for hyps in with_map] == [1, 1]
+    assert model.translator.vmap_problem() is None  # <pad> <unk> <s> </s> are ids 0-3, always candidates
+    # a suppressed id whose lower ids are not all always-candidates is refused (CTranslate2 would map it to the
+    # position it had in its first batch)
+    high = max(set(range(size)) - set(shortlist.always.tolist()))
+    config = json.loads((out / "generation_config.json").read_text())
+    (out / "generation_config.json").write_text(json.dumps({**config, "suppress_tokens": [0, 2, high]}))
+    refused, _ = load_engine("ct2", out)
+    with pytest.raises(
+        ValueError, match=rf"\[{high}\] are not; translate it with --engine torch --shortlist"
+    ):
+        translate_hypotheses(refused, tokenizer, lines, num_beams=2, shortlist=shortlist)
     # CTranslate2 ran with use_vmap=True: a folder without the map refuses it
     (out / VMAP_FILE).unlink()
     with pytest.raises(ValueError, match="no vocabulary map"):
