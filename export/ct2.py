@@ -6,6 +6,7 @@ The exported folder holds:
     tokenizer files                             the model's tokenizer (`AutoTokenizer.from_pretrained(folder)`)
     generation_config.json                      the decoding defaults of the model (beam size, length penalty ...)
     model_config.json                           the source model's `VanillaTransformerConfig` (length limits)
+    shortlist.safetensors, vmap.txt             with a shortlist: it, and its vocabulary map (``use_vmap``)
     README.md                                   how to run and serve it; the source card's languages
 
 Every architecture option of `VanillaTransformerConfig` that CTranslate2 can express is mapped: post-/pre-LN
@@ -26,6 +27,7 @@ the ids aligned).
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, cast
@@ -33,6 +35,12 @@ from typing import TYPE_CHECKING, cast
 from vanilla_transformer.export.folders import claim_output_folder, write_output_manifest
 from vanilla_transformer.export.model_card import engine_folder_card
 from vanilla_transformer.inference.engines import CT2_MODEL_CONFIG_FILE, ENGINES
+from vanilla_transformer.inference.shortlist import (
+    VMAP_FILE,
+    Shortlist,
+    shortlist_path,
+    vmap_lines,
+)
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -79,13 +87,17 @@ def export_ct2(
     out: str | Path,
     quantization: str | None = None,
     tokenizer: PreTrainedTokenizerBase | None = None,
+    shortlist: Shortlist | None = None,
 ) -> Path:
     """Convert a saved model folder (or a loaded model and its `tokenizer`) to a CTranslate2 folder `out`.
 
     `quantization`: None (float32 weights) or one of `QUANTIZATIONS`. Raises `ValueError` for a missing or
     corrupt model folder, a config option CTranslate2 cannot express, a tokenizer that does not fit the model,
     or an `out` that `export.folders` refuses (a non-empty folder other than a complete earlier CTranslate2
-    export, or the model folder or one containing it). Returns `out`."""
+    export, or the model folder or one containing it). Returns `out`.
+
+    With a `shortlist` (default: the model folder's, `inference.shortlist`), the folder also holds it and its
+    vocabulary map `vmap.txt` (CTranslate2's ``use_vmap``; `inference.shortlist.vmap_lines`)."""
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(
             f"quantization={quantization!r} is invalid: use one of {', '.join(QUANTIZATIONS)} or None"
@@ -110,9 +122,28 @@ def export_ct2(
     check_tokenizer_matches_model(model, tokenizer)
     import ctranslate2
 
+    if shortlist is None and inputs:
+        found = shortlist_path(Path(inputs[0]))
+        shortlist = Shortlist.from_file(found) if found is not None else None
+    if shortlist is not None:
+        shortlist.check_model(model.config)
     claim_output_folder(out, OUTPUT_KIND, inputs, clear=True)
-    # the folder is now empty or absent: the converter's force=True removes nothing of the user's
-    _build_converter()(model, tokenizer).convert(str(out), quantization=quantization, force=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        vmap = None
+        if shortlist is not None:
+            vmap = Path(scratch) / VMAP_FILE
+            lines = vmap_lines(
+                shortlist,
+                vocabulary(tokenizer, model.config.vocab_size),
+                vocabulary(tokenizer, model.config.decoder_vocab_size, "target"),
+            )
+            vmap.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        # the folder is now empty or absent: the converter's force=True removes nothing of the user's
+        _build_converter()(model, tokenizer).convert(
+            str(out), vmap=None if vmap is None else str(vmap), quantization=quantization, force=True
+        )
+    if shortlist is not None:
+        shortlist.save(out)
     tokenizer.save_pretrained(out)
     model.generation_config.save_pretrained(out)
     (out / CT2_MODEL_CONFIG_FILE).write_text(model.config.to_json_string(use_diff=False), encoding="utf-8")

@@ -15,6 +15,8 @@ Modules:
     glossary     terminology: `Glossary` (the terms that apply to a text), `read_glossary`, `term_ids`, `word_pieces`
     constraints  `constrained_beam_search`: lexically constrained beam search (a `generate()` strategy)
     sentences    long texts sentence by sentence: `split_text`, `SplitText.join`, `translate_split`
+    shortlist    the vocabulary shortlist: `build_shortlist`, `load_shortlist`, `Shortlist.for_batch`,
+                 `shortlisted` (a model view decoding over it), `vmap_lines` (CTranslate2's vocabulary map)
     engines      `load_engine`: an exported CTranslate2 (`engine_ct2.CT2Translator`) or ONNX Runtime
                  (`engine_onnx.OnnxTranslator`) folder driven through the same translation loop
     attention    `cross_attention`, `AttentionMap`, `plot_attention`, `tick_labels`, `find_fonts`

@@ -32,6 +32,7 @@ import numpy as np
 from vanilla_transformer.modeling import position_limit
 
 from .engines import CT2_MODEL_CONFIG_FILE, DecodingOptions, EngineTranslator, check_refused
+from .shortlist import VMAP_FILE
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,19 +85,60 @@ class CT2Translator(EngineTranslator):
         return self.generate_with_scores(input_ids, **options)[0]
 
     def generate_with_scores(
-        self, input_ids: list[list[int]], **options: Any
+        self, input_ids: list[list[int]], use_vmap: bool = False, **options: Any
     ) -> tuple[list[list[list[int]]], list[list[float]]]:
         """`generate_ids` and each hypothesis' score: with beams, `sum(log p) / length ** length_penalty`
-        (transformers' `sequences_scores`); greedy, `sum(log p)`. `options` are `DecodingOptions`' fields."""
+        (transformers' `sequences_scores`); greedy, `sum(log p)`. `options` are `DecodingOptions`' fields;
+        `use_vmap`: decode over the shortlist of each batch (the folder's `VMAP_FILE`, which `export_ct2` writes
+        from the model's shortlist; `ValueError` for a folder without one)."""
         settings = self.decoding_options(DecodingOptions(**options))
+        problem = self.vmap_problem() if use_vmap else None
+        if problem is not None:
+            raise ValueError(problem)
         if not input_ids:
             return [], []
         source = [[self.source_tokens[i] for i in ids] for ids in input_ids]
         results = self.translator.translate_batch(
-            source, return_scores=True, return_end_token=True, **settings
+            source, return_scores=True, return_end_token=True, use_vmap=use_vmap, **settings
         )
         ids = [[[self.target_ids[t] for t in hyp] for hyp in result.hypotheses] for result in results]
         return ids, [list(result.scores) for result in results]
+
+    def vmap_problem(self) -> str | None:
+        """Why this folder cannot decode with its vocabulary map (``use_vmap``), or None when it can.
+
+        CTranslate2 (4.x, `Decoder::update_output_layer`) maps the decoder start, end and suppressed token ids into
+        a batch's candidate list with the positions they had in the first candidate list it built (it never clears
+        its id -> position map), which holds only for ids that are at the same position in every list: ids k with
+        0 .. k all among the map's always-candidates (the first line of `VMAP_FILE`). This project's tokenizers
+        put ``<pad>``, ``<unk>``, ``<s>`` and ``</s>`` at ids 0-3, which every shortlist keeps; other ids are
+        refused here rather than decoded wrongly."""
+        path = self.folder / VMAP_FILE
+        if not path.is_file():
+            return (
+                f"{str(self.folder)!r} has no vocabulary map ({VMAP_FILE}): build a shortlist for the model with "
+                "vanilla-transformer shortlist --model MODEL and export it again, or leave out --shortlist"
+            )
+        with path.open(encoding="utf-8") as lines:
+            first = lines.readline().rstrip("\n")
+        key, _, tokens = first.partition("\t")
+        always = {self.target_ids[t] for t in tokens.split() if t in self.target_ids} if not key else set()
+        config = self.generation_config
+        eos = config.eos_token_id
+        needed = {
+            config.decoder_start_token_id,
+            config.pad_token_id,
+            *(eos if isinstance(eos, list) else [eos]),
+        }
+        needed |= {*(config.suppress_tokens or []), *(i for word in config.bad_words_ids or [] for i in word)}
+        unstable = sorted(i for i in needed if i is not None and not set(range(i + 1)) <= always)
+        if unstable:
+            return (
+                f"CTranslate2 cannot decode {str(self.folder)!r} with its vocabulary map: it maps the decoder start, "
+                f"end and suppressed tokens to the positions of its first batch, right only for ids whose lower ids "
+                f"are all always-candidates, and {unstable} are not; translate it with --engine torch --shortlist"
+            )
+        return None
 
     def score_ids(self, source_ids: list[list[int]], target_ids: list[list[int]]) -> list[list[float]]:
         """Per-token log-probabilities of each target (token ids, ending with `</s>` or, for a hypothesis cut at

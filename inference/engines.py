@@ -258,12 +258,15 @@ class EngineModel:
     ):
         """Token ids like `generate()`'s: (B * n, T) with the decoder start token first, padded with pad; with
         ``return_dict_in_generate`` and ``output_scores``, transformers' output with ``sequences`` and
-        ``sequences_scores`` (`EngineTranslator.generate_with_scores`)."""
+        ``sequences_scores`` (`EngineTranslator.generate_with_scores`). ``use_vmap=True`` (`translate_hypotheses`
+        with a shortlist) decodes over the vocabulary map of the exported folder."""
         import torch
 
         # a glossary reaches generate() as constrained_beam_search's phrases (and the word pieces that may not
         # follow one): refused by the user's name for it
         glossary = kwargs.pop("constraints", None)
+        # a shortlist reaches an engine as its folder's vocabulary map (CTranslate2's use_vmap)
+        vmap = {"use_vmap": True} if kwargs.pop("use_vmap", False) else {}
         check_engine_options(
             self.engine,
             {
@@ -276,9 +279,9 @@ class EngineModel:
         options.setdefault("num_beams", self.generation_config.num_beams)
         scores = None
         if return_dict_in_generate and output_scores:
-            nbest, scores = self.translator.generate_with_scores(rows, **options)
+            nbest, scores = self.translator.generate_with_scores(rows, **options, **vmap)
         else:
-            nbest = self.translator.generate_ids(rows, **options)
+            nbest = self.translator.generate_ids(rows, **options, **vmap)
         start = self.config.decoder_start_token_id
         flat = [[start, *hyp] for hyps in nbest for hyp in hyps]
         width = max(len(h) for h in flat)

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # torch and transformers are imported where used, so that bad
 
     from .forced_decoding import PairScore
     from .glossary import Glossary
+    from .shortlist import Shortlist
 
 
 logger = logging.getLogger(__name__)
@@ -139,6 +140,7 @@ def translate_hypotheses(
     token_scores: bool = False,
     glossary: Glossary | None = None,
     decoder: str | None = None,
+    shortlist: Shortlist | None = None,
     **generate_kwargs: Any,
 ) -> list[list[Hypothesis]]:
     """For each line, its `num_return_sequences` `Hypothesis` (best first; see `translate_nbest` for the options):
@@ -151,13 +153,16 @@ def translate_hypotheses(
     which cannot honour them, at its first batch with a term. `decoder`: "loop" (`inference.decoding.decode`, the
     torch engine's own decoding loop, where `inference.decoding.unsupported` allows it, else `generate()`) or
     "generate" (always `model.generate()`); None reads the environment variable VANILLA_TRANSFORMER_DECODER,
-    "loop" by default (`inference.decoding.chosen_decoder`)."""
+    "loop" by default (`inference.decoding.chosen_decoder`). With `shortlist` (`inference.shortlist`), each batch
+    decodes over its shortlist vocabulary (`Shortlist.for_batch`): PyTorch through the decoding loop's
+    ``vocabulary`` (or `generate()` of a `shortlisted` view), CTranslate2 with its export's vocabulary map
+    (``use_vmap``); ONNX Runtime and a glossary raise `ValueError`."""
     import torch
 
     from vanilla_transformer.modeling import check_generation_arguments, position_limit
 
     from .constraints import check_glossary_decoding, constrained_beam_search
-    from .decoding import chosen_decoder, decode, unsupported
+    from .decoding import chosen_decoder, unsupported
     from .glossary import term_ids, word_pieces
 
     scores = scores or token_scores
@@ -177,6 +182,8 @@ def translate_hypotheses(
         check_glossary_decoding(
             generate_kwargs.get("do_sample", getattr(model.generation_config, "do_sample", False))
         )
+    if shortlist is not None:
+        _check_shortlist(model, shortlist, glossary)
     if generate_kwargs.get("num_beams", model.generation_config.num_beams) == 1:
         generate_kwargs = {k: v for k, v in generate_kwargs.items() if k not in _BEAM_ONLY}
     n = generate_kwargs.get(
@@ -227,31 +234,9 @@ def translate_hypotheses(
                 batch_kwargs["max_new_tokens"] = cap
             elif max_new_tokens is not None:
                 batch_kwargs["max_new_tokens"] = max_new_tokens
-            if loop and "custom_generate" not in batch_kwargs:
-                # unsupported() has made sure that this is this project's PyTorch encoder-decoder
-                pytorch_model = cast("PreTrainedModel", model)
-                decoded = decode(
-                    pytorch_model, input_ids.to(model.device), attention_mask.to(model.device), **batch_kwargs
-                )
-                output_ids = decoded.sequences  # (B * n, T)
-                batch_scores: list[float | None] = (
-                    [float(score) for score in decoded.sequences_scores]
-                    if scores
-                    else [None] * len(output_ids)
-                )
-            else:
-                with torch.no_grad():
-                    # transformers declares generate on GenerationMixin, which the models here mix in and
-                    # PreTrainedModel does not
-                    output = model.generate(  # pyright: ignore[reportCallIssue]
-                        input_ids=input_ids.to(model.device),
-                        attention_mask=attention_mask.to(model.device),
-                        **batch_kwargs,
-                        **({"return_dict_in_generate": True, "output_scores": True} if scores else {}),
-                    )
-                # (B * n, T)
-                output_ids = output.sequences if scores else output
-                batch_scores = _sequence_scores(model, output) if scores else [None] * len(output_ids)
+            output_ids, batch_scores = _decode_batch(
+                model, input_ids, attention_mask, batch_kwargs, scores, loop, shortlist
+            )
             texts = tokenizer.batch_decode(
                 output_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
             )
@@ -270,6 +255,24 @@ def translate_hypotheses(
     finally:
         model.train(was_training)
     return results
+
+
+def _check_shortlist(
+    model: PreTrainedModel | ModelStandIn, shortlist: Shortlist, glossary: Glossary | None
+) -> None:
+    """`ValueError` for a shortlist that cannot restrict this decoding: with a glossary (its terms may lie
+    outside the shortlist), an exported engine other than CTranslate2, or a model of other vocabularies."""
+    if glossary is not None:
+        raise ValueError(
+            "--shortlist and --glossary do not combine (a term's tokens may lie outside the shortlist): leave one out"
+        )
+    engine = getattr(model, "engine", None)  # an exported engine's EngineModel; None for a PyTorch model
+    if engine not in (None, "ct2"):
+        raise ValueError(
+            f"--engine {engine} computes the whole output layer and cannot take --shortlist: use --engine torch "
+            "or ct2, or leave out --shortlist"
+        )
+    shortlist.check_model(model.config)
 
 
 def hypothesis_record(hypothesis: Hypothesis, tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
@@ -337,6 +340,55 @@ def _batches(
         batch.append(k)
     if batch:
         yield batch
+
+
+def _decode_batch(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    batch_kwargs: dict[str, Any],
+    scores: bool,
+    loop: bool,
+    shortlist: Shortlist | None,
+) -> tuple[torch.Tensor, list[float | None]]:
+    """One batch's output ids (B * n, T), in the model's vocabulary, and their sequence scores (None each without
+    ``scores``): through the decoding loop (`inference.decoding.decode`) where ``loop`` and no constrained search
+    is asked for, else `generate()`; with ``shortlist``, over the batch's shortlist vocabulary (the loop, or
+    `generate()` of a shortlisted view of a PyTorch model) or an exported engine's vocabulary map."""
+    import torch
+
+    from .decoding import decode
+    from .shortlist import shortlisted
+
+    input_ids, attention_mask = input_ids.to(model.device), attention_mask.to(model.device)
+    vocabulary = None
+    if shortlist is not None and getattr(model, "engine", None) is not None:
+        # an exported engine (EngineModel) restricts by the vocabulary map of its folder
+        batch_kwargs = {**batch_kwargs, "use_vmap": True}
+    elif shortlist is not None:
+        vocabulary = shortlist.for_batch(input_ids, attention_mask)
+    if loop and "custom_generate" not in batch_kwargs:
+        # unsupported() has made sure that this is this project's PyTorch encoder-decoder; the loop takes the
+        # shortlist itself and gives full-vocabulary ids
+        decoded = decode(model, input_ids, attention_mask, vocabulary=vocabulary, **batch_kwargs)
+        if not scores:
+            return decoded.sequences, [None] * len(decoded.sequences)
+        return decoded.sequences, [float(score) for score in decoded.sequences_scores]
+    decoder = model if vocabulary is None else shortlisted(model, vocabulary)
+    with torch.no_grad():
+        # transformers declares generate on GenerationMixin, which the models here mix in and PreTrainedModel
+        # does not
+        output = decoder.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            **batch_kwargs,
+            **({"return_dict_in_generate": True, "output_scores": True} if scores else {}),
+        )
+    output_ids = output.sequences if scores else output  # (B * n, T)
+    batch_scores: list[float | None] = _sequence_scores(decoder, output) if scores else [None] * len(output_ids)
+    if vocabulary is not None:
+        output_ids = vocabulary[output_ids]  # the shortlist's ids -> the model's
+    return output_ids, batch_scores
 
 
 def _sequence_scores(model: PreTrainedModel | ModelStandIn, output: Any) -> list[float | None]:

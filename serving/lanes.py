@@ -44,8 +44,9 @@ from .options import (
 @dataclass
 class ServedModel:
     """What the server translates with: ``model`` and ``tokenizer`` as `inference.engines.load_engine` returns
-    them, the ``engine`` name, the ``name`` to report (the folder or Hub id), the languages of its card and
-    the seconds it took to load (None: not measured)."""
+    them, the ``engine`` name, the ``name`` to report (the folder or Hub id), the languages of its card,
+    the seconds it took to load (None: not measured) and its ``shortlist`` (None: decoding over the whole
+    vocabulary)."""
 
     model: Any
     tokenizer: Any
@@ -53,6 +54,9 @@ class ServedModel:
     name: str
     languages: list[str] = field(default_factory=list)
     load_seconds: float | None = None
+    # serve --shortlist: the model's vocabulary shortlist, which every batch of POST /translate and the other
+    # APIs decodes over (`inference.shortlist`; streaming decodes over the whole vocabulary)
+    shortlist: Any = None
 
     @property
     def pair(self) -> tuple[str, str] | None:
@@ -170,6 +174,8 @@ class Lane:
                 "split it",
             )
         kwargs, tokens = self.prepare(options, texts)
+        if self.served.shortlist is not None:
+            kwargs["shortlist"] = self.served.shortlist
         try:
             future = self.batcher.submit(texts, kwargs, tokens, options.seed, scores=scores)
         except RuntimeError as err:

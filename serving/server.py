@@ -33,9 +33,11 @@ def load_served(
     trust_remote_code: bool | None = None,
     num_threads: int | None = None,
     pair: tuple[str, str] | None = None,
+    shortlist: bool = False,
 ) -> ServedModel:
     """The model to serve: `load_engine(engine, model, ...)` plus its name and its languages: ``pair`` when
-    given, else its card's. Raises `ValueError` / `ImportError` as `load_engine` does."""
+    given, else its card's; with ``shortlist``, the model's vocabulary shortlist (`inference.shortlist.load_shortlist`,
+    `ValueError` when it has none). Raises `ValueError` / `ImportError` as `load_engine` does."""
     from vanilla_transformer.inference.engines import load_engine
 
     start = time.perf_counter()
@@ -49,7 +51,18 @@ def load_served(
     )
     seconds = time.perf_counter() - start
     languages = list(pair) if pair is not None else card_languages(model)
-    return ServedModel(loaded, tokenizer, engine, model_name(model), languages, seconds)
+    served = ServedModel(loaded, tokenizer, engine, model_name(model), languages, seconds)
+    if shortlist:
+        from vanilla_transformer.inference.shortlist import load_shortlist
+
+        served.shortlist = load_shortlist(model)
+        if engine == "onnx":
+            raise ValueError(
+                "--engine onnx computes the whole output layer and cannot take --shortlist: use --engine torch "
+                "or ct2, or leave out --shortlist"
+            )
+        served.shortlist.check_model(loaded.config)
+    return served
 
 
 # a language pair of `serve --model SRC-TGT=DIR`: two ISO 639 codes

@@ -25,6 +25,7 @@ COMMANDS = {
     ),
     "score": ("score", "score given translations without decoding (forced decoding; jsonl or tsv)"),
     "evaluate": ("evaluate", "BLEU/chrF of a saved model on a corpus or the test split of its run"),
+    "shortlist": ("shortlist", "build a model's vocabulary shortlist from its training corpus (--shortlist)"),
     "export": ("export", "export a saved model for CTranslate2 or ONNX Runtime (--engine ct2|onnx)"),
     "convert": ("convert", "convert a Marian, GPT-2 or BERT checkpoint into our format (--from)"),
     "push": ("push", "upload an exported model folder to the Hugging Face Hub"),

@@ -32,6 +32,7 @@ REQUIRED = {
     "convert": ["--from", "marian", "src", "out"],
     "export": ["--engine", "ct2", "model", "out"],
     "evaluate": ["--model", "m"],
+    "shortlist": ["--model", "m"],
     "score": ["--model", "m"],
     "plot_attention": ["--model", "m", "--text", "t"],
     "push": ["--model", "m", "--repo_id", "r"],

@@ -15,7 +15,9 @@ folder, the corpus and split options default to the ones the run saved (checkpoi
 and wins over the saved one. Exit code 2, with one line on stderr, for bad options, a model or corpus that
 cannot be loaded, or an empty split. ``--engine ct2`` / ``onnx`` scores a folder exported by
 vanilla-transformer export --engine ct2 / onnx through the same translation loop (``--run`` names the training output
-folder whose split to use).
+folder whose split to use). ``--shortlist`` decodes over the model's vocabulary shortlist (vanilla-transformer
+shortlist; for --engine ct2 its export's vocabulary map): run it with and without to see what the shortlist costs
+in BLEU.
 """
 
 from __future__ import annotations
@@ -100,6 +102,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="sacreBLEU BLEU tokeniser (default: the run's, else zh for Chinese targets, else 13a)",
     )
+    p.add_argument(
+        "--shortlist",
+        action="store_true",
+        help="decode over the model's vocabulary shortlist (vanilla-transformer translate --help)",
+    )
     p.add_argument("--output", default=None, help="write the hypotheses (one per line) to this file")
     p.add_argument("--json", default=None, help="write the scores and settings as JSON to this file")
     p.set_defaults(**{f.name: _UNSET for f in dataclasses.fields(DataOptions)})
@@ -144,6 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         tokenize = bleu_tokenizer_for(
             options.languages()[1], args.tokenize or saved.get("sacrebleu_tokenize")
         )
+        shortlist = None
+        if args.shortlist:
+            from vanilla_transformer.inference.shortlist import load_shortlist
+
+            shortlist = load_shortlist(args.model)
         model, tokenizer = load_model_from_args(args)
         if args.split == "all":
             nothing_held_out = dict(valid_split="none", test_split="none", valid_size=0, test_size=0)
@@ -163,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     num_beams = args.num_beams or generation.num_beams
     length_penalty = generation.length_penalty if args.length_penalty is None else args.length_penalty
     decoding = dict(num_beams=num_beams, length_penalty=length_penalty, batch_size=batch_size)
+    if shortlist is not None:
+        decoding["shortlist"] = shortlist
     print(report.summary())
     with tqdm(total=len(pairs), unit="sent", desc="translating") as bar:
         scores, hyps = evaluate_split(
@@ -182,10 +196,12 @@ def main(argv: list[str] | None = None) -> int:
         split=args.split,
         num_beams=num_beams,
         length_penalty=length_penalty,
+        shortlist=args.shortlist,
     )
     print(
         f"{args.split.capitalize()} BLEU {scores['bleu']:.2f}  chrF {scores['chrf']:.2f}  "
-        f"({scores['num_sentences']} sentences, beam {num_beams}, length penalty {length_penalty})"
+        f"({scores['num_sentences']} sentences, beam {num_beams}, length penalty {length_penalty}"
+        f"{', shortlist' if args.shortlist else ''})"
     )
     print(f"  {scores['bleu_signature']}\n  {scores['chrf_signature']}\n  {scores['bleu_details']}")
     if args.output:

@@ -22,7 +22,8 @@ torch), checked by the same rules and with the same messages as translate's opti
 raise and every wait a connection can impose has a limit (the --max_* and --*_timeout_s options below, shown in
 /info). --glossary FILE gives every request of every API terminology to keep (source term<TAB>target term, as
 `vanilla-transformer translate --glossary`); a /translate request may add its own in a "glossary" field ({"source
-term": "target term"}). Ctrl-C or SIGTERM stops accepting requests, answers the ones in flight and exits. Needs the serve extra
+term": "target term"}). --shortlist decodes every batch over the model's vocabulary shortlist (as `vanilla-transformer
+translate --shortlist`; streaming decodes over the whole vocabulary). Ctrl-C or SIGTERM stops accepting requests, answers the ones in flight and exits. Needs the serve extra
 (pip install 'vanilla-transformer[serve]'). Exit code 2 for bad options or a model that cannot be loaded.
 """
 
@@ -97,6 +98,12 @@ def parse_args(argv: list[str] | None = None):
         "translates with (constrained beam search, --engine torch; vanilla-transformer translate --help); a "
         "/translate request's own glossary field adds to it",
     )
+    parser.add_argument(
+        "--shortlist",
+        action="store_true",
+        help="decode every batch over the model's vocabulary shortlist (vanilla-transformer translate --help; "
+        "--engine torch or ct2; streaming decodes over the whole vocabulary)",
+    )
     for limit in fields(Limits):
         kind = float if limit.name.endswith("_s") else int
         parser.add_argument(
@@ -168,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             dtype=args.dtype,
             trust_remote_code=True if args.trust_remote_code else None,
             num_threads=args.num_threads if args.engine != "torch" else None,
+            shortlist=args.shortlist,
         )
     except (ValueError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)

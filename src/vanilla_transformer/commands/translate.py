@@ -54,6 +54,15 @@ relative position.
 
     vanilla-transformer translate --model runs/base/export --format html < page.zh.html > page.en.html
 
+--shortlist decodes each batch over the model's vocabulary shortlist: the target tokens that the batch's source
+tokens translate to in the training corpus and the most frequent ones (`vanilla-transformer shortlist --model M`
+builds it into the model folder; an export made after that carries it, with CTranslate2's vocabulary map). The
+output layer then computes a few thousand rows instead of the whole vocabulary; outputs may differ where the
+model would have chosen a token outside the shortlist (docs/deploy.md, "Vocabulary shortlist"). --engine torch
+or ct2, without --glossary.
+
+    vanilla-transformer translate --model runs/base/export --shortlist < test.zh
+
 --split_sentences [LANG] translates each line (each segment, with --format html) sentence by sentence and joins
 the translations: a model trained on sentences translates a paragraph of many of them far better this way
 (docs/control.md, "Long texts"). The sentences are cut by the rules of pySBD for LANG (an ISO 639-1 code: en, de,
@@ -105,6 +114,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "score, log_prob): see Scores above",
     )
     add_glossary_argument(parser)
+    parser.add_argument(
+        "--shortlist",
+        action="store_true",
+        help="decode each batch over the model's vocabulary shortlist (its shortlist.safetensors, from "
+        "vanilla-transformer shortlist; --engine ct2: the export's vocabulary map): faster, outputs may differ",
+    )
     parser.add_argument(
         "--alignments",
         action="store_true",
@@ -215,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
             require_extras("vanilla-transformer translate --split_sentences", "sentences")
             check_split_options(args)
         glossary = read_glossary(args.glossary) if args.glossary is not None else None
+        shortlist = None
+        if args.shortlist:
+            from vanilla_transformer.inference.shortlist import load_shortlist
+
+            shortlist = load_shortlist(args.model)
         model, tokenizer = load_model_from_args(args)
         check_generation_arguments(generate_kwargs, model.generation_config)
         if args.alignments:
@@ -244,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             language=split_language(args) if args.split_sentences is not None else None,
             **generate_kwargs,
             glossary=glossary,
+            shortlist=shortlist,
         )
         cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
         sys.stdout.write(translated)
@@ -251,7 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     lines = [line.rstrip("\r\n") for line in sys.stdin]
     if args.split_sentences is not None:
-        outputs = split_output_lines(model, tokenizer, lines, args, {**generate_kwargs, "glossary": glossary})
+        outputs = split_output_lines(
+            model, tokenizer, lines, args, {**generate_kwargs, "glossary": glossary, "shortlist": shortlist}
+        )
     else:
         outputs = output_lines(
             model,
@@ -259,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             lines,
             args.output_format,
             args.batch_size,
-            {**generate_kwargs, "glossary": glossary},
+            {**generate_kwargs, "glossary": glossary, "shortlist": shortlist},
         )
         if args.alignments:
             from vanilla_transformer.inference.alignment import with_alignments
