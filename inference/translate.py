@@ -38,6 +38,7 @@ from .loading import ModelStandIn, check_tokenizer_matches_model
 from .sources import encode_sources
 
 if TYPE_CHECKING:  # torch and transformers are imported where used, so that bad input fails in milliseconds
+    import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from .forced_decoding import PairScore
@@ -385,7 +386,9 @@ def _decode_batch(
             **({"return_dict_in_generate": True, "output_scores": True} if scores else {}),
         )
     output_ids = output.sequences if scores else output  # (B * n, T)
-    batch_scores: list[float | None] = _sequence_scores(decoder, output) if scores else [None] * len(output_ids)
+    batch_scores: list[float | None] = (
+        _sequence_scores(decoder, output) if scores else [None] * len(output_ids)
+    )
     if vocabulary is not None:
         output_ids = vocabulary[output_ids]  # the shortlist's ids -> the model's
     return output_ids, batch_scores

@@ -48,6 +48,7 @@ NEEDS = {
     "push": ("train",),
     "train-tokenizer": ("train",),
     "average": ("train",),
+    "shortlist": ("train",),
     "plot-attention": ("plot",),
     "serve": ("serve",),
     "demo": ("demo",),

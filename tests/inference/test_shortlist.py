@@ -141,7 +141,7 @@ def test_greedy_over_a_partial_shortlist_is_the_argmax_over_it_and_leaves_the_mo
 
 
 def test_shortlist_refuses_a_glossary_and_another_model(loaded):
-    from vanilla_transformer.inference.constraints import Glossary
+    from vanilla_transformer.inference.glossary import Glossary
 
     model, tokenizer = loaded
     with pytest.raises(ValueError, match="--glossary"):
