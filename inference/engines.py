@@ -23,6 +23,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
+from .translate import MAX_LEN_A, MAX_LEN_B, MAX_TOKENS
+
 if TYPE_CHECKING:
     from transformers import GenerationConfig, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
@@ -214,11 +216,13 @@ class EngineTranslator:
         length_penalty: float | None = None,
         max_new_tokens: int | None = None,
         batch_size: int = 32,
-        max_len_a: float | None = None,
-        max_len_b: int = 10,
+        max_len_a: float | None = MAX_LEN_A,
+        max_len_b: int = MAX_LEN_B,
+        max_tokens: int | None = MAX_TOKENS,
     ) -> list[str]:
         """One translation per text, in input order: `inference.translate.translate` with this engine in place of
-        `generate()` (options left out come from the folder's generation config; same truncation and caps)."""
+        `generate()` (options left out come from the folder's generation config; same truncation, batches and
+        caps, the default output limit included)."""
         from .translate import translate
 
         return translate(
@@ -228,6 +232,7 @@ class EngineTranslator:
             batch_size=batch_size,
             max_len_a=max_len_a,
             max_len_b=max_len_b,
+            max_tokens=max_tokens,
             num_beams=num_beams,
             length_penalty=length_penalty,
             max_new_tokens=max_new_tokens,
