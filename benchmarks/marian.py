@@ -108,3 +108,38 @@ def marian_peer(model: Any) -> MarianMTModel:
                 tensor.copy_(ours[source])
     marian.generation_config = copy.deepcopy(model.generation_config)
     return marian
+
+
+# the position tables of a saved peer: Marian leaves them out of its checkpoint and rebuilds its own layout on load
+POSITIONS_FILE = "positions.safetensors"
+
+
+def save_marian_peer(marian: MarianMTModel, folder: Any) -> None:
+    """``marian.save_pretrained(folder)`` plus its position tables (`POSITIONS_FILE`), which Marian does not save
+    and would rebuild in its own sinusoidal layout (sines then cosines) when loaded."""
+    from pathlib import Path
+
+    from safetensors.torch import save_file
+
+    marian.save_pretrained(folder)
+    tables = {
+        name: tensor.detach().contiguous()
+        for name, tensor in marian.state_dict().items()
+        if name.endswith("embed_positions.weight")
+    }
+    save_file(tables, str(Path(folder) / POSITIONS_FILE))
+
+
+def load_marian_peer(folder: Any, **kwargs: Any) -> MarianMTModel:
+    """A peer saved by `save_marian_peer`, in eval mode, with its own position tables back."""
+    from pathlib import Path
+
+    import torch
+    from safetensors.torch import load_file
+
+    marian = MarianMTModel.from_pretrained(str(folder), **kwargs).eval()
+    parameters = marian.state_dict()
+    with torch.no_grad():
+        for name, table in load_file(str(Path(folder) / POSITIONS_FILE)).items():
+            parameters[name].copy_(table)
+    return marian

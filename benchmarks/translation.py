@@ -100,7 +100,7 @@ def prepare_systems(
     from vanilla_transformer.inference import load_model_and_tokenizer
     from vanilla_transformer.inference.shortlist import shortlist_path
 
-    from .marian import marian_peer
+    from .marian import marian_peer, save_marian_peer
 
     notes: list[str] = []
     model, tokenizer = load_model_and_tokenizer(str(folder), device="cpu", dtype="float32")
@@ -113,7 +113,7 @@ def prepare_systems(
     except ValueError as error:
         notes.append(f"no Marian row: {error}; ratios are against {GENERATE}")
     else:
-        marian.save_pretrained(work / "marian")
+        save_marian_peer(marian, work / "marian")
         tokenizer.save_pretrained(work / "marian")
         systems.append(System(MARIAN, "marian", work / "marian"))
     systems.append(System(GENERATE, "generate", folder, "float32"))
@@ -170,12 +170,12 @@ def load_system(system: System, threads: int) -> tuple[Any, Any, Any]:
 
     shortlist = load_shortlist(system.folder) if system.shortlist else None
     if system.engine == "marian":
-        from transformers import MarianMTModel
-
         from vanilla_transformer.tokenizer.prepare import load_tokenizer
 
+        from .marian import load_marian_peer
+
         torch.set_num_threads(threads)
-        model = MarianMTModel.from_pretrained(str(system.folder), attn_implementation="sdpa").eval()
+        model = load_marian_peer(system.folder, attn_implementation="sdpa")
         return model, load_tokenizer(system.folder), None
     if system.engine in ("generate", "torch"):
         torch.set_num_threads(threads)
@@ -297,14 +297,19 @@ def peak_memory_mib(system: System, threads: int, batch: int, sources: Sequence[
 def memory_child() -> None:
     """The child of `peak_memory_mib`: reads its job (JSON) from stdin, prints its peak resident KiB."""
     import json
-    import resource
+    import re
     import sys
 
     job = json.loads(sys.stdin.read())
     system = System(**{**job["system"], "folder": Path(job["system"]["folder"])})
     loaded = load_system(system, job["threads"])
     translation_call(system, loaded, job["sources"], job["batch"], job["options"])()
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KiB on Linux
+    # VmHWM: the high-water mark of this process's own memory map. Not getrusage's ru_maxrss, which Linux carries
+    # over from the parent through fork and exec (every row read as the parent's peak)
+    peak = re.search(r"^VmHWM:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.M)
+    if peak is None:
+        raise RuntimeError("no VmHWM line in /proc/self/status: peak memory is measured on Linux only")
+    print(peak.group(1))  # KiB
 
 
 def run_table(
