@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -88,19 +89,10 @@ def replicas_seen(url: str, texts: list[str], until: int, attempts: int = 200) -
     """The (replica id, pid) of the replies to up to ``attempts`` concurrent pairs of /translate requests, stopping
     once ``until`` distinct ones answered."""
     seen: set[tuple[str, int]] = set()
-    with httpx.Client(timeout=60) as client:
+    with httpx.Client(timeout=60) as client, ThreadPoolExecutor(2) as pool:
         for i in range(attempts):
-            replies: list[httpx.Response] = []
-            threads = [
-                threading.Thread(
-                    target=lambda t=t: replies.append(client.post(url + "/translate", json={"text": t}))
-                )
-                for t in texts[i % 10 : i % 10 + 2]
-            ]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
+            pair = texts[i % 10 : i % 10 + 2]
+            replies = pool.map(lambda text: client.post(url + "/translate", json={"text": text}), pair)
             seen |= {replica_of(reply) for reply in replies if reply.status_code == 200}
             if len(seen) >= until:
                 break
@@ -124,7 +116,9 @@ def test_clients_get_the_single_server_replies(replicated, single, served_source
 
     texts = served_sources[:3]
     libre, libre_single = LibreTranslateAPI(replicated), LibreTranslateAPI(single)
-    assert [libre.translate(t, "zh", "en") for t in texts] == [libre_single.translate(t, "zh", "en") for t in texts]
+    assert [libre.translate(t, "zh", "en") for t in texts] == [
+        libre_single.translate(t, "zh", "en") for t in texts
+    ]
     assert libre.languages() == libre_single.languages()
     translator = deepl.Translator("any-key", server_url=replicated)
     reference = deepl.Translator("any-key", server_url=single)
@@ -153,7 +147,9 @@ def test_each_replica_serves_its_metrics(replicated, metrics_port, served_source
 
 
 def test_a_killed_replica_loses_no_request(replicated, served_sources):
-    expected = {t: post(replicated, "/translate", {"text": t}).json()["translations"][0] for t in served_sources}
+    expected = {
+        t: post(replicated, "/translate", {"text": t}).json()["translations"][0] for t in served_sources
+    }
     before = replicas_seen(replicated, served_sources, until=2)
     victim = min(pid for _, pid in before)
     answers: dict[int, str] = {}

@@ -142,12 +142,16 @@ def parse_args(argv: list[str] | None = None):
         help="browser origins allowed to call the server, e.g. https://example.org (* for any; default none)",
     )
     ray = parser.add_argument_group(
-        "Ray Serve (the ray extra; docs/deploy.md, \"Ray Serve\")",
+        'Ray Serve (the ray extra; docs/deploy.md, "Ray Serve")',
         "with --ray_replicas, the same app runs as a Ray Serve deployment: each replica loads the models itself, "
         "Ray's HTTP proxy serves --host:--port on every node of the cluster",
     )
     ray.add_argument(
-        "--ray_replicas", type=positive(int), default=None, metavar="N", help="serve with N Ray Serve replicas"
+        "--ray_replicas",
+        type=positive(int),
+        default=None,
+        metavar="N",
+        help="serve with N Ray Serve replicas",
     )
     ray.add_argument(
         "--ray_address",
@@ -161,7 +165,10 @@ def parse_args(argv: list[str] | None = None):
         help="CPUs each replica holds, and its torch threads (default 1)",
     )
     ray.add_argument(
-        "--ray_gpus_per_replica", type=non_negative(float), default=0.0, help="GPUs each replica holds (default 0)"
+        "--ray_gpus_per_replica",
+        type=non_negative(float),
+        default=0.0,
+        help="GPUs each replica holds (default 0)",
     )
     ray.add_argument(
         "--ray_max_replicas",
