@@ -130,6 +130,8 @@ def deployment_app(
         max_ongoing_requests=max_ongoing_requests,
         graceful_shutdown_timeout_s=graceful_shutdown_timeout_s,
         health_check_period_s=health_check_period_s,
+        # as the single-process server, no line per request in the log
+        logging_config={"enable_access_log": False},
         **scaling,
     )
     return deployment.bind(build, metrics_port, metrics_host)

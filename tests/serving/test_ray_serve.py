@@ -108,6 +108,10 @@ def test_two_replicas_answer(replicated, single, served_sources):
     assert reply.json() == post(single, "/translate", {"text": texts, "num_beams": 3}).json()
     health = httpx.get(replicated + "/health", timeout=30)
     assert health.status_code == 200 and health.json()["status"] == "ok"
+    # Ray's health check of a replica, through a handle: the app's /health, which passes
+    from ray import serve
+
+    assert serve.get_app_handle("translation").check_health.remote().result(timeout_s=60) is None
 
 
 def test_clients_get_the_single_server_replies(replicated, single, served_sources):

@@ -25,6 +25,14 @@ raise and every wait a connection can impose has a limit (the --max_* and --*_ti
 term": "target term"}). --shortlist decodes every batch over the model's vocabulary shortlist (as `vanilla-transformer
 translate --shortlist`; streaming decodes over the whole vocabulary). Ctrl-C or SIGTERM stops accepting requests, answers the ones in flight and exits. Needs the serve extra
 (pip install 'vanilla-transformer[serve]'). Exit code 2 for bad options or a model that cannot be loaded.
+
+With --ray_replicas N the same app runs as a Ray Serve deployment of N replicas (each loading the models, pinned
+to --ray_cpus_per_replica CPUs and --ray_gpus_per_replica GPUs; --ray_max_replicas for autoscaling; the ray extra),
+on a local Ray or the cluster of --ray_address, Ray's proxy serving --host:--port on every node; `ray_app` is the
+same deployment as a `serve run` target (docs/deploy.md, "Ray Serve"):
+
+    vanilla-transformer serve --model outputs/default --ray_replicas 2 --port 8000
+    vanilla-transformer serve --model /shared/model --ray_address auto --ray_replicas 8 --host 0.0.0.0
 """
 
 from __future__ import annotations
@@ -113,7 +121,12 @@ def parse_args(argv: list[str] | None = None):
             default=limit.default,
             help=f"{limit.metadata['help']} (default {limit.default})",
         )
-    parser.add_argument("--num_threads", type=int, default=None, help="CPU threads (default: the engine's)")
+    parser.add_argument(
+        "--num_threads",
+        type=int,
+        default=None,
+        help="CPU threads (default: the engine's; with --ray_replicas, --ray_cpus_per_replica)",
+    )
     parser.add_argument(
         "--drain_s", type=non_negative(float), default=30.0, help="on shutdown, wait this long for replies"
     )
@@ -266,8 +279,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.ray_replicas is not None:
-        from vanilla_transformer.commands.serve_ray import serve_on_ray
-
         return serve_on_ray(args, build)
     from vanilla_transformer.serving import run_server
 
@@ -362,7 +373,11 @@ def serve_on_ray(args: argparse.Namespace, build: Callable[[], Any]) -> int:
         file=sys.stderr,
     )
     stop.wait()
-    serve.delete(RAY_APP_NAME)
+    # a SIGTERM sent to the whole process group (systemd, `timeout`) also stops the local Ray's own processes,
+    # after which deleting would wait forever: give up after the drain
+    deleting = threading.Thread(target=serve.delete, args=(RAY_APP_NAME,), daemon=True)
+    deleting.start()
+    deleting.join(args.drain_s + 30)
     if args.ray_address is None:
         serve.shutdown()
     ray.shutdown()
