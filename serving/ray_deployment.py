@@ -4,9 +4,9 @@ limit, metrics) behind Ray Serve's HTTP proxy, one copy per replica, each replic
 `deployment_app` binds `TranslationServer`, a deployment whose replicas each call a ``build`` function (any
 picklable callable that loads the models and returns the app; `vanilla_transformer.commands.serve` passes the
 `serve` command's own) and serve what it returns through `serve.ingress`. Each reply carries ``X-Replica`` (the
-replica's Ray Serve id) and ``X-Replica-Pid`` (its process). Ray's health checks call the app's own ``GET /health``
-(`serving.routes.health`): a replica whose batching worker stopped is replaced. On shutdown (or when the controller
-scales a replica down) the replica stops getting requests, answers those in flight for up to
+replica's Ray Serve id) and ``X-Replica-Pid`` (its process). Ray's health checks call the route behind the app's
+``GET /health`` (`serving.routes.health`): a replica whose batching worker stopped is replaced. On shutdown (or
+when the controller scales a replica down) the replica stops getting requests, answers those in flight for up to
 ``graceful_shutdown_timeout_s`` seconds, then the app's shutdown translates what is queued and stops.
 
 Metrics: Ray Serve exports its own per-replica metrics (requests, errors, latency, queue, by deployment and replica)
@@ -77,7 +77,7 @@ class TranslationServer:
         return self.served
 
     async def check_health(self) -> None:
-        """Ray's health check: the app's own ``GET /health``; raises (the replica is then replaced) unless 200."""
+        """Ray's health check: the route behind the app's ``GET /health``; raises (the replica is then replaced) unless 200."""
         from .routes import health
 
         reply = await health(self.served.state.server)
