@@ -11,6 +11,7 @@ same sentence.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -39,7 +40,9 @@ def run_replicas(
 
     from .serving import format_round
 
-    ray.init(num_cpus=max(replicas) * cpus_per_replica, include_dashboard=False, log_to_driver=False)
+    ray.init(
+        num_cpus=math.ceil(max(replicas) * cpus_per_replica), include_dashboard=False, log_to_driver=False
+    )
     rounds: list[Round] = []
     first: dict[str, str] = {}
     differ = 0

@@ -85,8 +85,10 @@ class TranslationServer:
             raise RuntimeError(f"replica {self.replica} is unhealthy: {bytes(reply.body).decode()}")
 
     def __del__(self) -> None:
-        if getattr(self, "metrics_server", None) is not None:
-            self.metrics_server.shutdown()
+        # (a replica whose constructor failed has none)
+        server = getattr(self, "metrics_server", None)
+        if server is not None:
+            server.shutdown()
 
 
 def deployment_app(
