@@ -53,7 +53,7 @@ class MarkupTooDeep(ValueError):
     def __init__(self, depth: int, limit: int) -> None:
         super().__init__(
             f"the markup nests more than {limit} elements deep (the limit max_markup_depth={limit}): close its "
-            "elements (each start tag with its end tag) or raise the limit"
+            "elements (each start tag with its end tag) or raise the limit (--max_markup_depth)"
         )
         self.depth = depth
         self.limit = limit

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 
+from vanilla_transformer.inference.markup_parse import MAX_DEPTH
 from vanilla_transformer.modeling import DECODING_OPTIONS
 
 DECODING_FIELDS = (
@@ -210,6 +211,9 @@ class Limits:
     max_num_beams: int = _limit(8, "largest num_beams")
     max_num_return_sequences: int = _limit(8, "largest num_return_sequences (n-best or samples per text)")
     max_streams: int = _limit(4, "streams decoding at once")
+    max_markup_depth: int = _limit(
+        MAX_DEPTH, "most elements open at once in an HTML or XML text (format html, tag_handling), else 413"
+    )
     body_timeout_s: float = _limit(30.0, "seconds a request body may take to arrive (then 408)")
     idle_timeout_s: float = _limit(5.0, "seconds an idle keep-alive connection is kept open")
 
