@@ -23,7 +23,7 @@ from vanilla_transformer.inference.alignment import WordAlignment
 from vanilla_transformer.inference.glossary import Glossary
 from vanilla_transformer.inference.markup import MAX_DEPTH, TagRules
 from vanilla_transformer.inference.translate import Hypothesis
-from vanilla_transformer.modeling import max_source_length
+from vanilla_transformer.modeling import max_source_length, position_limit
 
 from .batcher import Batcher
 from .options import (
@@ -143,7 +143,12 @@ class Lane:
         """The generate kwargs of ``request`` and its work in tokens x rows; `RequestError` (422) for options
         or texts over the rules and limits."""
         kwargs = generate_kwargs(request)
-        glossary = request_glossary(self.glossary, getattr(request, "glossary", None))
+        glossary = request_glossary(
+            self.glossary,
+            getattr(request, "glossary", None),
+            self.served.tokenizer,
+            position_limit(getattr(self.served.model, "config", None)),
+        )
         if glossary is not None:
             kwargs["glossary"] = glossary
         check_request(

@@ -240,14 +240,19 @@ def generate_kwargs(request: DecodingRequest) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None}
 
 
-def request_glossary(server: Glossary | None, given: dict[str, str] | None) -> Glossary | None:
+def request_glossary(
+    server: Glossary | None, given: dict[str, str] | None, tokenizer: Any, positions: int | None
+) -> Glossary | None:
     """The glossary a request translates with: the server's, with the request's entries over it (None: neither);
-    `RequestError` (422) for an entry without a source term."""
+    `RequestError` (422) for an entry without a source term, and for target terms of the request that the model
+    cannot write (`inference.glossary.check_terms` with ``tokenizer`` and the decoder's ``positions``; the
+    server's own terms are checked when it starts)."""
     if not given:
         return server
-    from vanilla_transformer.inference.glossary import Glossary
+    from vanilla_transformer.inference.glossary import Glossary, check_terms
 
     try:
+        check_terms(tokenizer, Glossary.from_pairs(given.items()), positions)
         return Glossary.from_pairs({**dict(server.entries if server else ()), **given}.items())
     except ValueError as err:
         raise RequestError(422, str(err)) from err

@@ -359,3 +359,12 @@ def test_html_nesting_deeper_than_the_limit_exit_2_in_one_line(export, monkeypat
     last = err.strip().splitlines()[-1]
     assert code == 2 and out == "" and "Traceback" not in err, err
     assert last.startswith("error: ") and "more than 4 elements deep" in last and "--max_markup_depth" in last
+
+
+def test_a_glossary_term_the_model_cannot_write_exit_2_naming_it(export, monkeypatch, capsys, tmp_path):
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("起初\tIn the beginning\n神\t\U0001f984\n", encoding="utf-8")
+    code, out, err = run_main(monkeypatch, capsys, "--model", str(export), "--glossary", str(glossary), stdin="起初\n")
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and out == "" and "Traceback" not in err, err
+    assert last.startswith("error: the glossary has 1 target term(s)") and "'\U0001f984'" in last, last

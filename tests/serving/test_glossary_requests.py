@@ -58,7 +58,8 @@ def test_request_glossary_and_server_glossary(copier):
 
 
 def test_glossary_refusals_and_openapi(copier):
-    """Sampling with a glossary and an entry without a source term are 422s that say why; an unknown field's
+    """Sampling with a glossary, an entry without a source term and a target term the model cannot write are 422s
+    that say why; an unknown field's
     message lists glossary among the options; the OpenAPI schema explains the field."""
     from vanilla_transformer.serving import start_in_thread
 
@@ -68,6 +69,9 @@ def test_glossary_refusals_and_openapi(copier):
         assert sampled.status_code == 422 and "needs beam search" in sampled.text
         empty = post(running.url, "/translate", {"text": "w6", "glossary": {" ": "x1"}})
         assert empty.status_code == 422 and "empty source term" in empty.text
+        unwritable = post(running.url, "/translate", {"text": "w6", "glossary": {"w6": "x1 zebra"}})
+        assert unwritable.status_code == 422, unwritable.text
+        assert "'x1 zebra' (the tokenizer writes it with the unknown token" in unwritable.json()["detail"]
         unknown = post(running.url, "/translate", {"text": "w6", "glosary": {}})
         assert unknown.status_code == 422 and "glossary" in unknown.text.split("options are")[1]
         schema = httpx.get(running.url + "/openapi.json", timeout=60).json()

@@ -147,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     from vanilla_transformer.inference.engines import check_engine_options
-    from vanilla_transformer.inference.glossary import read_glossary
+    from vanilla_transformer.inference.glossary import check_terms, read_glossary
+    from vanilla_transformer.modeling import position_limit
     from vanilla_transformer.serving import Limits, create_app, run_server
     from vanilla_transformer.serving.keys import load_api_keys
     from vanilla_transformer.serving.ratelimit import RateLimiter
@@ -177,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
             num_threads=args.num_threads if args.engine != "torch" else None,
             shortlist=args.shortlist,
         )
+        for model in served if glossary is not None else []:
+            check_terms(model.tokenizer, glossary, position_limit(getattr(model.model, "config", None)))
     except (ValueError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -220,8 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
 
-    from vanilla_transformer.inference.glossary import read_glossary
-    from vanilla_transformer.modeling import check_generation_arguments
+    from vanilla_transformer.inference.glossary import check_terms, read_glossary
+    from vanilla_transformer.modeling import check_generation_arguments, position_limit
 
     generate_kwargs = decoding_kwargs(args)
     try:
@@ -246,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
             shortlist = load_shortlist(args.model)
         model, tokenizer = load_model_from_args(args)
         check_generation_arguments(generate_kwargs, model.generation_config)
+        if glossary is not None:
+            check_terms(tokenizer, glossary, position_limit(model.config))
         if args.alignments:
             from vanilla_transformer.inference.alignment import check_alignable
 
