@@ -171,9 +171,13 @@ def check_terms(tokenizer: Any, glossary: Glossary, positions: int | None) -> No
         if not ids:
             problems.append(f"{_shown(term)} (the tokenizer writes it with no token)")
         elif unknown is not None and unknown in ids:
-            problems.append(f"{_shown(term)} (the tokenizer writes it with the unknown token: its vocabulary lacks a character)")
+            problems.append(
+                f"{_shown(term)} (the tokenizer writes it with the unknown token: its vocabulary lacks a character)"
+            )
         elif room is not None and len(ids) > room:
-            problems.append(f"{_shown(term)} ({len(ids)} tokens, more than the {room} the decoder's positions hold)")
+            problems.append(
+                f"{_shown(term)} ({len(ids)} tokens, more than the {room} the decoder's positions hold)"
+            )
     if problems:
         more = f" and {len(problems) - 5} more" if len(problems) > 5 else ""
         raise ValueError(

@@ -15,6 +15,11 @@ words are in the segment's text, so the model reads them in context, and the ele
 (`Element.kept`). `TagRules` adds to these rules the caller's own tag names (DeepL's ``splitting_tags``,
 ``non_splitting_tags`` and ``ignore_tags``): elements that always end a segment, elements that never do, elements
 kept as written.
+
+The document is read in one pass (`_Scanner`) whose time and memory are linear in its length: a tag, a quoted
+attribute value or a comment not closed before the end takes the rest of the document as markup, as a browser
+reads it. A document with more than ``max_depth`` elements open at once (`MAX_DEPTH` by default) is refused
+(`MarkupTooDeep`) before anything else is built.
 """
 
 from __future__ import annotations

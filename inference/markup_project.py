@@ -228,7 +228,8 @@ def _with_words_shown(
         for element in elements
         if element.kept is None
         and element.order in ranges
-        and shown_before[min(ranges[element.order][1] + 1, count)] == shown_before[min(ranges[element.order][0], count)]
+        and shown_before[min(ranges[element.order][1] + 1, count)]
+        == shown_before[min(ranges[element.order][0], count)]
     }
     return {order: words for order, words in ranges.items() if order not in hidden}
 

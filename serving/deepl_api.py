@@ -119,9 +119,7 @@ async def translate(request: Request, state: Server) -> Any:
         fields, form = await read_fields(request)
         texts, tags, split, rules = _request(fields, form)
         source, target = first(fields, "source_lang", form), first(fields, "target_lang", form)
-        lanes = _lanes(
-            state.lanes, texts, source, target, bool(tags), rules, state.limits.max_markup_depth
-        )
+        lanes = _lanes(state.lanes, texts, source, target, bool(tags), rules, state.limits.max_markup_depth)
         nbest = await translate_documents(
             texts,
             lanes,
