@@ -77,3 +77,14 @@ def test_glossary_refusals_and_openapi(copier):
         schema = httpx.get(running.url + "/openapi.json", timeout=60).json()
         field = schema["components"]["schemas"]["TranslateRequest"]["properties"]["glossary"]
         assert "do-not-translate" in field["description"]
+
+
+def test_serve_refuses_a_glossary_term_the_model_cannot_write(copier, tmp_path, capsys):
+    from vanilla_transformer.commands import serve
+
+    folder, _, _ = copier
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("w6\tx1 x2\nw2\tx1 zebra\n", encoding="utf-8")
+    assert serve.main(["--model", str(folder), "--glossary", str(glossary), "--port", "1"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("error: the glossary has 1 target term(s)") and "'x1 zebra'" in last, last
