@@ -221,6 +221,8 @@ def server_app(args: argparse.Namespace, api_keys: frozenset[str], glossary: Any
     """The server's app for the parsed options: the models of --model loaded (`serving.server.load_all`) and
     `serving.create_app` over them with the options' limits, keys, rate limit, CORS origins and ``glossary``.
     Raises `ValueError` / `ImportError` for a model that cannot be loaded. Ray Serve's replicas call it too."""
+    from vanilla_transformer.inference.glossary import check_terms
+    from vanilla_transformer.modeling import position_limit
     from vanilla_transformer.serving import Limits, create_app
     from vanilla_transformer.serving.ratelimit import RateLimiter
     from vanilla_transformer.serving.server import load_all, model_specs
@@ -239,6 +241,8 @@ def server_app(args: argparse.Namespace, api_keys: frozenset[str], glossary: Any
         num_threads=args.num_threads if args.engine != "torch" else None,
         shortlist=args.shortlist,
     )
+    for model in served if glossary is not None else []:
+        check_terms(model.tokenizer, glossary, position_limit(getattr(model.model, "config", None)))
     limits = Limits(**{f.name: getattr(args, LIMIT_FLAGS.get(f.name, f.name)) for f in fields(Limits)})
     if api_keys:
         logging.getLogger(__name__).info("%d API key(s): every API's translations need one", len(api_keys))
