@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .arrow import pairs_hash
 from .files import check_file, decode_line, read_byte_lines, strip_compression
 from .formats import format_of
 from .read import source_kind
@@ -69,6 +70,14 @@ def read_texts(
 
         return _table_texts(datasets.Dataset.from_file(str(p)).data.table, column, f"Arrow file {str(p)!r}")
     raise ValueError(f"{str(p)!r} is a {found.upper()} file, which corpus translation does not read; {fix}.")
+
+
+def texts_hash(table: pa.Table) -> str:
+    """The sha256 of a `read_texts` table's content (every row's text and error, in order): equal rows give the
+    same digest whatever file, format or modification time they came from, and an edited row changes it."""
+    texts, errors = table.column(TEXT).to_pylist(), table.column(ERROR).to_pylist()
+    # a row without text is told apart from an empty one by its error, which is never None then
+    return pairs_hash([t or "" for t in texts], [e or "" for e in errors]).hexdigest()
 
 
 def _table(texts: list[str | None], errors: list[str | None]) -> pa.Table:

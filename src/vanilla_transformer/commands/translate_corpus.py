@@ -28,7 +28,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from vanilla_transformer.commands.arguments import command_parser
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
-    from vanilla_transformer.corpus.texts import read_texts
+    from vanilla_transformer.corpus.texts import read_texts, texts_hash
     from vanilla_transformer.inference.corpus_translation import CorpusJob
     from vanilla_transformer.inference.glossary import read_glossary
 
@@ -124,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.ray_actors is not None and args.ray_actors < 1:
             raise ValueError(f"--ray_actors {args.ray_actors} is invalid: expected an integer >= 1")
         table = read_texts(job.input, job.column, has_header=job.has_header)
+        # the rows read, by content: a resumed run refuses parts translated from an edited input
+        job = dataclasses.replace(job, input_sha256=texts_hash(table))
         if args.ray_actors is not None:
             from vanilla_transformer.inference.corpus_translation import translate_with_ray
 
@@ -138,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 0
         return _run_processes(job, table, show_progress=not args.no_progress)
-    except (ValueError, ImportError, FileNotFoundError) as err:
+    except (ValueError, ImportError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
@@ -155,8 +159,24 @@ def _run_processes(job: CorpusJob, table: pa.Table, *, show_progress: bool) -> i
         rows_done,
         run_shard,
     )
+    from vanilla_transformer.training.hardware import (
+        check_launched,
+        cpu_threads,
+        launched_processes,
+        process_device,
+    )
 
-    state = PartialState()
+    # without a GPU (or with --device cpu) the processes of `accelerate launch` join one gloo group, as training's
+    state = PartialState(cpu=process_device(cpu=job.device == "cpu").type == "cpu")
+    try:
+        check_launched(state.num_processes)
+    except RuntimeError as err:
+        raise ValueError(str(err)) from None
+    if state.device.type == "cpu" and launched_processes() > 1:
+        import torch
+
+        # the cores shared by the processes
+        torch.set_num_threads(cpu_threads())
     # under accelerate launch on GPUs: each process on its own device
     if (
         job.device is None
@@ -184,8 +204,15 @@ def _run_processes(job: CorpusJob, table: pa.Table, *, show_progress: bool) -> i
     def progress(rows: int) -> None:
         bar.update(rows)
 
+    started = time.perf_counter()
     with bar:
-        run_shard(job, table, state.process_index, state.num_processes, progress=progress)
+        chunks, rows = run_shard(job, table, state.process_index, state.num_processes, progress=progress)
+    seconds = time.perf_counter() - started
+    print(
+        f"process {state.process_index + 1}/{state.num_processes} (pid {os.getpid()}): translated {chunks} "
+        f"chunk(s), {rows} rows in {seconds:.1f} s ({rows / max(seconds, 1e-9):.1f} rows/s)",
+        file=sys.stderr,
+    )
     state.wait_for_everyone()
     if state.is_main_process:
         merge_parts(job, len(table))
