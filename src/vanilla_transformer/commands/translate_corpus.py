@@ -6,6 +6,7 @@ why (empty, too long, undecodable, ...).
     vanilla-transformer translate-corpus --model M --input books.parquet --column zh --output bt.parquet \\
         --do_sample --top_k 10 --seed 1                         # back-translation by sampling
     accelerate launch --num_processes 4 -m vanilla_transformer translate-corpus --model M --input I --output O
+    accelerate launch --multi_gpu --num_processes 2 -m vanilla_transformer translate-corpus ...   # 2 CPU processes
     vanilla-transformer translate-corpus --model M --input I --output O --ray_actors 8 --ray_address auto
 
 Input: TSV/TXT (optionally .xz/.gz/.bz2; --column is a 0-based index, default 0, or a header name), JSON Lines,
@@ -13,8 +14,9 @@ Parquet, Arrow or a folder written by datasets' save_to_disk (--column names a f
 text). Output: *.jsonl or *.parquet. The rows are translated in chunks of --chunk_size rows, each chunk in
 length-sorted batches of at most --batch_size sentences and --max_tokens padded source tokens, and each chunk
 is saved in OUTPUT.parts/ when done: run the same command again after an interruption and it continues where it
-stopped. Under `accelerate launch`, each process translates one contiguous run of chunks (on its own GPU when
-there are GPUs) and the main process writes the output. With --ray_actors N, Ray Data translates the chunks with
+stopped; an input edited since is refused (its content is in the manifest): delete OUTPUT.parts/ to start over. Under `accelerate launch`, each process translates one contiguous run of chunks (on its own GPU when
+there are GPUs; on CPU, launch with --multi_gpu: --cpu starts one process) and prints its chunks and rows/s, and the
+main process writes the output. With --ray_actors N, Ray Data translates the chunks with
 N actors, one model each (pip install 'vanilla-transformer[ray]'; --ray_address for a cluster). Exit code 2 for
 bad options, a missing column or a model that cannot be found.
 
