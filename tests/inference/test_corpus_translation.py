@@ -76,6 +76,20 @@ def run_corpus(
     return done
 
 
+def command_job(export: Path, data: Path, out: Path):
+    """The job of `translate-corpus --model EXPORT --input DATA --output OUT --chunk_size 2 --num_beams 1`."""
+    from vanilla_transformer.inference.corpus_translation import CorpusJob
+
+    return CorpusJob(
+        input=str(data),
+        output=str(out),
+        model=str(export),
+        generate_kwargs={"num_beams": 1},
+        chunk_size=2,
+        input_sha256=texts_hash(read_texts(data)),
+    )
+
+
 def test_one_process_rows_in_order_with_reasons(export, loaded, tmp_path):
     """Every input row gives one record, in order, ids 0..n-1; empty rows, an over-long row and an undecodable
     line are recorded with their reason and the others are translated as the translation loop translates
@@ -184,15 +198,7 @@ def test_resume_keeps_the_parts_it_finds(export, tmp_path):
     out = tmp_path / "out.jsonl"
     common = ("--model", str(export), "--input", str(data), "--chunk_size", "2")
     run_corpus(*common, "--output", str(tmp_path / "whole.jsonl"))
-    # the job the command line above makes
-    job = CorpusJob(
-        input=str(data),
-        output=str(out),
-        model=str(export),
-        generate_kwargs={"num_beams": 1},
-        chunk_size=2,
-        input_sha256=texts_hash(read_texts(data)),
-    )
+    job = command_job(export, data, out)
     prepare_parts(job, 6, create=True)
     marked = {"id": 2, "source": "marked", "translation": "kept", "score": None, "error": None}
     other = {**marked, "id": 3}
@@ -400,20 +406,13 @@ def test_resume_after_the_input_was_edited_is_refused_and_writes_nothing(export,
     """Half of the chunks are done (process 1 of 2), then one row of the input is edited (same number of rows):
     the resumed command exits 2 with one line naming the input, and the parts folder and the output are as they
     were; with the input restored it finishes."""
-    from vanilla_transformer.inference.corpus_translation import CorpusJob, prepare_parts, run_shard
+    from vanilla_transformer.inference.corpus_translation import prepare_parts, run_shard
 
     lines = corpus_lines(6)
     data = write_tsv(tmp_path / "in.tsv", lines)
     out = tmp_path / "out.jsonl"
     table = read_texts(data)
-    job = CorpusJob(
-        input=str(data),
-        output=str(out),
-        model=str(export),
-        generate_kwargs={"num_beams": 1},
-        chunk_size=2,
-        input_sha256=texts_hash(table),
-    )
+    job = command_job(export, data, out)
     prepare_parts(job, len(table), create=True)
     assert run_shard(job, table, 0, 2) == (1, 2)
     before = snapshot(job.parts)
