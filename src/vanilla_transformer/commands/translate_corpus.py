@@ -174,7 +174,7 @@ def _run_processes(job: CorpusJob, table: pa.Table, *, show_progress: bool) -> i
         check_launched(state.num_processes)
     except RuntimeError as err:
         raise ValueError(str(err)) from None
-    if state.device.type == "cpu" and launched_processes() > 1:
+    if state.device is not None and state.device.type == "cpu" and launched_processes() > 1:
         import torch
 
         # the cores shared by the processes
