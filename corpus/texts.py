@@ -14,6 +14,7 @@ The column: TSV columns are 0-based indices (default 0), or names when the file'
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -75,9 +76,13 @@ def read_texts(
 def texts_hash(table: pa.Table) -> str:
     """The sha256 of a `read_texts` table's content (every row's text and error, in order): equal rows give the
     same digest whatever file, format or modification time they came from, and an edited row changes it."""
-    texts, errors = table.column(TEXT).to_pylist(), table.column(ERROR).to_pylist()
-    # a row without text is told apart from an empty one by its error, which is never None then
-    return pairs_hash([t or "" for t in texts], [e or "" for e in errors]).hexdigest()
+    h = hashlib.sha256()
+    # in batches: a corpus of millions of rows is never one list of Python strings
+    for batch in table.select([TEXT, ERROR]).to_batches(max_chunksize=1 << 16):
+        rows = batch.to_pydict()
+        # a row without text is told apart from an empty one by its error, which is never None then
+        pairs_hash([t or "" for t in rows[TEXT]], [e or "" for e in rows[ERROR]], h)
+    return h.hexdigest()
 
 
 def _table(texts: list[str | None], errors: list[str | None]) -> pa.Table:
