@@ -9,7 +9,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from helpers.shared import accelerate_cpu_launcher
 
 from vanilla_transformer.commands import translate_corpus
 from vanilla_transformer.corpus import read_parallel_splits
@@ -120,12 +120,6 @@ def test_one_process_rows_in_order_with_reasons(export, loaded, tmp_path):
     assert pairs["train"]["target"] == [r["translation"] for r in translated]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_accelerate_processes_equal_one(export, tmp_path):
     """Two `accelerate launch --multi_gpu` processes on the CPU (gloo, as training launches them): both run, as
     processes 1/2 and 2/2 of one group, each translates its contiguous half of the chunks (counted from each
@@ -135,22 +129,7 @@ def test_two_accelerate_processes_equal_one(export, tmp_path):
     one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
     common = ("--model", str(export), "--input", str(data), "--chunk_size", "2")
     run_corpus(*common, "--output", str(one))
-    launcher = (
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--main_process_port",
-        str(free_port()),
-    )
+    launcher = tuple(accelerate_cpu_launcher(2))
     done = run_corpus(
         *common, "--output", str(two), launcher=launcher, env={**ENV, "CUDA_VISIBLE_DEVICES": ""}
     )
