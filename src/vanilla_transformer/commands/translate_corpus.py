@@ -14,11 +14,12 @@ Parquet, Arrow or a folder written by datasets' save_to_disk (--column names a f
 text). Output: *.jsonl or *.parquet. The rows are translated in chunks of --chunk_size rows, each chunk in
 length-sorted batches of at most --batch_size sentences and --max_tokens padded source tokens, and each chunk
 is saved in OUTPUT.parts/ when done: run the same command again after an interruption and it continues where it
-stopped; an input edited since is refused (its content is in the manifest): delete OUTPUT.parts/ to start over. Under `accelerate launch`, each process translates one contiguous run of chunks (on its own GPU when
-there are GPUs; on CPU, launch with --multi_gpu: --cpu starts one process) and prints its chunks and rows/s, and the
-main process writes the output. With --ray_actors N, Ray Data translates the chunks with
-N actors, one model each (pip install 'vanilla-transformer[ray]'; --ray_address for a cluster). Exit code 2 for
-bad options, a missing column or a model that cannot be found.
+stopped; an input edited since is refused (its content is in the manifest): delete OUTPUT.parts/ to start over.
+Under `accelerate launch`, each process translates one contiguous run of chunks (on its own GPU when there are
+GPUs; on CPU, launch with --multi_gpu: --cpu starts one process) and prints its chunks and rows/s, and the main
+process writes the output. With --ray_actors N, Ray Data translates the chunks with N actors, one model each
+(pip install 'vanilla-transformer[ray]'; --ray_address for a cluster). Exit code 2 for bad options, a missing
+column, an output that cannot be written, a changed input or a model that cannot be found.
 
 --glossary FILE puts terminology into the translations as `vanilla-transformer translate --glossary` does (one
 "source term<TAB>target term" per line; --engine torch, beam search); the terms travel with the job to every
