@@ -14,11 +14,13 @@ The column: TSV columns are 0-based indices (default 0), or names when the file'
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .arrow import pairs_hash
 from .files import check_file, decode_line, read_byte_lines, strip_compression
 from .formats import format_of
 from .read import source_kind
@@ -69,6 +71,18 @@ def read_texts(
 
         return _table_texts(datasets.Dataset.from_file(str(p)).data.table, column, f"Arrow file {str(p)!r}")
     raise ValueError(f"{str(p)!r} is a {found.upper()} file, which corpus translation does not read; {fix}.")
+
+
+def texts_hash(table: pa.Table) -> str:
+    """The sha256 of a `read_texts` table's content (every row's text and error, in order): equal rows give the
+    same digest whatever file, format or modification time they came from, and an edited row changes it."""
+    h = hashlib.sha256()
+    # in batches: a corpus of millions of rows is never one list of Python strings
+    for batch in table.select([TEXT, ERROR]).to_batches(max_chunksize=1 << 16):
+        rows = batch.to_pydict()
+        # a row without text is told apart from an empty one by its error, which is never None then
+        pairs_hash([t or "" for t in rows[TEXT]], [e or "" for e in rows[ERROR]], h)
+    return h.hexdigest()
 
 
 def _table(texts: list[str | None], errors: list[str | None]) -> pa.Table:

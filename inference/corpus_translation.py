@@ -42,6 +42,8 @@ logger = logging.getLogger(__name__)
 OUTPUT_FORMATS = (".jsonl", ".parquet")
 MANIFEST = "manifest.json"
 EMPTY = "empty"
+# the fields of a CorpusJob that the parts do not depend on (or that the manifest keeps another way)
+MANIFEST_SKIPPED = ("output", "device", "batch_size", "max_tokens", "generate_kwargs", "glossary")
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ class CorpusJob:
     config), checked by `modeling.check_generation_arguments`. `batch_size`/`max_tokens`: the batches of
     `inference.translate.translate_scored`. `chunk_size`: rows per part file (the unit of progress). `seed`:
     sampling seed (per chunk: ``seed + first row``). `glossary`: terminology (`inference.glossary.Glossary`'s
-    entries, carried in the job so that every worker and Ray actor has them)."""
+    entries, carried in the job so that every worker and Ray actor has them). `input_sha256`: the content of the
+    rows read (`corpus.texts.texts_hash`), so that a resumed run refuses parts translated from other rows."""
 
     input: str
     output: str
@@ -71,12 +74,30 @@ class CorpusJob:
     chunk_size: int = 1000
     seed: int | None = None
     glossary: tuple[tuple[str, str], ...] | None = None
+    input_sha256: str | None = None
 
     def check(self) -> None:
-        """`ValueError` for an output format, chunk size, batch size or token budget that cannot work."""
+        """`ValueError` for an output format, chunk size, batch size or token budget that cannot work, or an
+        output (or parts folder) that cannot be written: a folder in its place, a file in place of a folder."""
         if Path(self.output).suffix.lower() not in OUTPUT_FORMATS:
             raise ValueError(
                 f"--output {self.output!r} is neither JSON Lines nor Parquet: name it *.jsonl or *.parquet"
+            )
+        output = Path(self.output)
+        if output.is_dir():
+            raise ValueError(
+                f"--output {self.output!r} is a folder: name the *.jsonl or *.parquet file to write"
+            )
+        above = next((p for p in output.absolute().parents if p.exists()), None)
+        if above is not None and not above.is_dir():
+            raise ValueError(
+                f"--output {self.output!r} cannot be written: {str(above)!r} is a file, not a folder; choose "
+                "another --output"
+            )
+        if self.parts.exists() and not self.parts.is_dir():
+            raise ValueError(
+                f"{str(self.parts)!r} (where --output {self.output!r} keeps its progress) is a file, not a folder: "
+                "move or delete it, or choose another --output"
             )
         for name in ("batch_size", "chunk_size", "max_tokens"):
             value = getattr(self, name)
@@ -89,12 +110,17 @@ class CorpusJob:
         return Path(f"{self.output}.parts")
 
     def manifest(self, rows: int) -> dict[str, Any]:
-        """What the parts depend on: a run with another manifest cannot reuse them."""
-        skipped = ("output", "device", "batch_size", "max_tokens", "generate_kwargs", "glossary")
-        kept = {k: v for k, v in asdict(self).items() if k not in skipped}
-        if self.glossary is not None:
-            # the terms themselves (a glossary may hold thousands) by their hash
-            kept["glossary"] = hashlib.sha256(json.dumps(self.glossary).encode()).hexdigest()
+        """What the parts depend on: a run with another manifest cannot reuse them. `ValueError` without
+        `input_sha256`: parts of unknown rows could not be told from another input's."""
+        if self.input_sha256 is None:
+            raise ValueError(
+                "a corpus job keeps parts only with input_sha256 (corpus.texts.texts_hash of its rows)"
+            )
+        kept = {k: v for k, v in asdict(self).items() if k not in MANIFEST_SKIPPED}
+        # the terms themselves (a glossary may hold thousands) by their hash
+        kept["glossary"] = (
+            hashlib.sha256(json.dumps(self.glossary).encode()).hexdigest() if self.glossary is not None else None
+        )
         return {**kept, **self.generate_kwargs, "input": str(Path(self.input).resolve()), "rows": rows}
 
     @property
@@ -116,14 +142,59 @@ def part_path(parts: Path, start: int, end: int) -> Path:
     return parts / f"rows-{start:012d}-{end:012d}.jsonl"
 
 
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest at ``path`` (`CorpusJob.manifest`'s fields with their types, and decoding options); a
+    `ValueError` naming the file when it is not valid JSON or not of that shape."""
+    fix = f"delete {str(path.parent)!r} to start over"
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(
+            f"{str(path)!r} is not a valid manifest of a corpus translation ({err}); {fix}"
+        ) from None
+    if not isinstance(found, dict):
+        raise ValueError(
+            f"{str(path)!r} is not a valid manifest of a corpus translation (a JSON {type(found).__name__}, "
+            f"not an object); {fix}"
+        )
+    wrong = [
+        f"{name} {'missing' if name not in found else 'is ' + type(found[name]).__name__}"
+        for name, kind in _manifest_types().items()
+        if name not in found or not isinstance(found[name], kind)
+    ]
+    if wrong:
+        raise ValueError(
+            f"{str(path)!r} is not a manifest of this version of corpus translation ({', '.join(wrong[:5])}); {fix}"
+        )
+    return found
+
+
+def _manifest_types() -> dict[str, Any]:
+    """The type of each field of `CorpusJob.manifest` (the decoding options aside)."""
+    import typing
+
+    hints = typing.get_type_hints(CorpusJob)
+    kept = {f: hints[f] for f in hints if f not in MANIFEST_SKIPPED}
+    # the glossary's terms are kept by their hash
+    return {**kept, "glossary": str | None, "input": str, "input_sha256": str, "rows": int}
+
+
 def prepare_parts(job: CorpusJob, rows: int, *, create: bool) -> None:
-    """Check the parts folder against this job (`ValueError` when it holds another job's parts or the output
-    exists already); with ``create``, make it and write the manifest. Every worker checks before any creates, so
-    that all of them fail alike."""
+    """Check the parts folder against this job (`ValueError` when it holds another job's parts, parts of another
+    input, a manifest that is not one, or when the output exists already); with ``create``, make it and write the
+    manifest. Every worker checks before any creates, so that all of them fail alike; nothing is written when the
+    check fails."""
     manifest = job.manifest(rows)
     found = job.parts / MANIFEST
     if found.is_file():
-        earlier = json.loads(found.read_text(encoding="utf-8"))
+        earlier = read_manifest(found)
+        if (earlier["input_sha256"], earlier["rows"]) != (manifest["input_sha256"], manifest["rows"]):
+            raise ValueError(
+                f"the input {job.input!r} changed since {str(job.parts)!r} was written ({earlier['rows']} rows of "
+                f"sha256 {earlier['input_sha256'][:12]} there, {rows} rows of sha256 "
+                f"{str(manifest['input_sha256'])[:12]} now): resume with the input as it was, or delete that "
+                "folder to start over"
+            )
         if earlier != manifest:
             changed = sorted(k for k in manifest.keys() | earlier.keys() if earlier.get(k) != manifest.get(k))
             differences = ", ".join(
@@ -229,18 +300,18 @@ def run_shard(
     count: int = 1,
     *,
     progress: Callable[[int], None] | None = None,
-) -> int:
+) -> tuple[int, int]:
     """Translate the chunks of worker ``index`` of ``count`` that have no part file yet, each written as one part
-    when it is done; returns the rows translated. The parts folder exists (`prepare_parts`)."""
+    when it is done; returns (chunks, rows) translated. The parts folder exists (`prepare_parts`)."""
     todo = pending(job, shard(chunks(len(table), job.chunk_size), index, count))
     if not todo:
-        return 0
+        return 0, 0
     model, tokenizer = load_translator(job)
     for start, end in todo:
         rows = table.slice(start, end - start).to_pydict()
         records = translate_rows(job, model, tokenizer, rows["id"], rows["text"], rows["error"], progress)
         _write_atomic(part_path(job.parts, start, end), "".join(_json_line(r) for r in records))
-    return sum(end - start for start, end in todo)
+    return len(todo), sum(end - start for start, end in todo)
 
 
 def rows_done(job: CorpusJob, rows: int, index: int = 0, count: int = 1) -> tuple[int, int]:
@@ -260,7 +331,7 @@ def merge_parts(job: CorpusJob, rows: int) -> None:
             f"{len(missing)} chunk(s) of {str(job.parts)!r} are not translated (rows {missing[0][0]}..): run the "
             "same command again to finish them"
         )
-    write_output(job, (_read_part(part_path(job.parts, s, e)) for s, e in grid))
+    write_output(job, (read_part(part_path(job.parts, s, e), s, e) for s, e in grid))
     for s, e in grid:
         part_path(job.parts, s, e).unlink()
     (job.parts / MANIFEST).unlink()
@@ -394,6 +465,23 @@ def _json_line(record: dict[str, Any]) -> str:
 def _read_part(path: Path) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f]
+
+
+def read_part(path: Path, start: int, end: int) -> list[dict[str, Any]]:
+    """The records of the part of rows [start, end); a `ValueError` naming the file when it is not JSON Lines or
+    not the records of those rows (ids start..end-1 in order)."""
+    try:
+        records = _read_part(path)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        problem = f"not JSON Lines ({err})"
+    else:
+        ids = [r.get("id") if isinstance(r, dict) else None for r in records]
+        if ids == list(range(start, end)):
+            return records
+        problem = f"not the records of rows {start}..{end - 1}"
+    raise ValueError(
+        f"the part {str(path)!r} is {problem}: delete it and run the same command again to translate its rows again"
+    )
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -219,6 +219,38 @@ def score_pairs(
     return score_ids(model, source_ids, target_ids, batch_size=batch_size, pad_token_id=pad_id)
 
 
+def score_tokens(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    sources: Sequence[str],
+    target_tokens: Sequence[Sequence[str | int]],
+    batch_size: int = 32,
+) -> list[PairScore]:
+    """`score_pairs` for targets given as tokens (the tokenizer's pieces, or their ids), scored as they are rather
+    than re-tokenized from their text: a decoded output's ``tokens`` give its ``token_log_probs`` back even where
+    the tokenizer would split its text otherwise. `ValueError` naming the row of a piece the vocabulary lacks or an
+    id outside it."""
+    check_tokenizer_matches_model(model, tokenizer)
+    if len(sources) != len(target_tokens):
+        raise ValueError(
+            f"got {len(sources)} sources but {len(target_tokens)} targets: one target per source"
+        )
+    vocabulary = tokenizer.get_vocab()
+    target_ids = []
+    for row, tokens in enumerate(target_tokens, start=1):
+        ids = [token if isinstance(token, int) else vocabulary.get(token, -1) for token in tokens]
+        unknown = [t for t, i in zip(tokens, ids) if not 0 <= i < len(vocabulary)]
+        if unknown:
+            raise ValueError(
+                f"row {row}: {len(unknown)} token(s) not in the tokenizer's vocabulary ({unknown[0]!r}): pass the "
+                "tokens the model's tokenizer produced"
+            )
+        target_ids.append(ids)
+    pad_id = cast(int, tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else None
+    source_ids = encode_sources(model, tokenizer, sources)
+    return score_ids(model, source_ids, target_ids, batch_size=batch_size, pad_token_id=pad_id)
+
+
 def score_record(
     scored: PairScore, tokenizer: PreTrainedTokenizerBase, length_penalty: float
 ) -> dict[str, Any]:

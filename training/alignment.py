@@ -22,6 +22,7 @@ import datasets
 import torch
 
 from vanilla_transformer.corpus import SOURCE, TARGET
+from vanilla_transformer.corpus.files import read_lines
 from vanilla_transformer.inference.alignment import parse_pharaoh, token_words
 
 # the floor of the attention weights whose log the loss takes (a weight of 0 would give an infinite loss)
@@ -40,9 +41,12 @@ class AlignedTarget(list[int]):
 
 def read_alignment_lines(path: str, rows: datasets.Dataset) -> dict[tuple[str, str], str]:
     """The Pharaoh line of each (source, target) text pair of ``rows`` (the training split as read, line k of
-    ``path`` for row k); `ValueError` when the counts differ or a line is not Pharaoh."""
-    with open(path, encoding="utf-8") as f:
-        lines = [line.rstrip("\r\n") for line in f]
+    ``path`` for row k); `ValueError` when the counts differ, a line is not Pharaoh or not UTF-8 (naming the file
+    and the line)."""
+    try:
+        lines = [line for line, _ in read_lines(path)]
+    except ValueError as err:
+        raise ValueError(f"--alignment_data: {err}") from None
     if len(lines) != len(rows):
         raise ValueError(
             f"--alignment_data {path} has {len(lines)} lines but the training split of --data has {len(rows)} pairs: "

@@ -366,6 +366,7 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator, event=None) -> Trai
     given, objective = given_tokenizer(cfg), objective_for(cfg)
     with accelerator.main_process_first():
         splits, report = cfg.load_splits()
+    run_dir.check_resumed_data(cfg, report.fingerprint)
     mix_note = ""
     if cfg.distill_from is not None:
         splits, mix_note = distill_training_split(cfg, splits, run_dir.distill, accelerator, event)

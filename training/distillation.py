@@ -31,7 +31,9 @@ def teacher_job(cfg: Any, sources: list[str], folder: Path, device: str | None) 
     from vanilla_transformer.inference.corpus_translation import CorpusJob
 
     generate_kwargs = {"num_beams": cfg.distill_beams} if cfg.distill_beams is not None else {}
-    h = pairs_hash(sources, [""] * len(sources))
+    # the sources as corpus translation reads them (corpus.texts.texts_hash: texts without errors)
+    content = pairs_hash(sources, [""] * len(sources))
+    h = content.copy()
     h.update(
         f"{Path(cfg.distill_from).resolve()}\0{cfg.distill_engine}\0{sorted(generate_kwargs.items())}".encode()
     )
@@ -44,6 +46,7 @@ def teacher_job(cfg: Any, sources: list[str], folder: Path, device: str | None) 
         device=device if cfg.distill_engine == "torch" else None,
         generate_kwargs=generate_kwargs,
         seed=cfg.seed,
+        input_sha256=content.hexdigest(),
     )
 
 

@@ -204,7 +204,7 @@ def test_run(
         data.tokenizer,
         data.splits,
         length_penalty=recipe.length_penalty,
-        num_beams=cfg.test_beams or model.generation_config.num_beams,
+        num_beams=test_beams(cfg, model),
         batch_size=cfg.eval_batch_size,
         tokenize=tokenize,
         num_samples=cfg.num_samples,
@@ -215,6 +215,14 @@ def test_run(
         metrics = evaluation.test_metrics
         acc.log({"test/bleu": metrics["bleu"], "test/chrf": metrics["chrf"]}, step=step)
     return evaluation
+
+
+def test_beams(cfg, model) -> int:
+    """The beams of the test translation: ``--test_beams``, else those of the model's generation config as
+    `generate()` resolves it (a converted or imported folder may set none: transformers' default then)."""
+    from vanilla_transformer.inference.decoding import resolved_generation_config
+
+    return cfg.test_beams or resolved_generation_config(model, {}).num_beams
 
 
 def export_run(model, tokenizer, run_dir, card: CardValues, cfg, test_metrics: dict | None) -> list[Path]:

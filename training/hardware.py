@@ -42,14 +42,44 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def training_device(cfg: TrainConfig) -> torch.device:
-    """The device this process will train on (accelerate's choice): CUDA (this process's local rank) or XPU when
-    present and ``--cpu`` is not given, else the CPU."""
-    if not cfg.cpu and torch.cuda.is_available():
+def process_device(cpu: bool = False) -> torch.device:
+    """The device this process of a run computes on (accelerate's choice): CUDA (this process's local rank) or XPU
+    when present and ``cpu`` is False, else the CPU. Build accelerate's state with ``cpu=True`` for the CPU, so
+    that the processes of a multi-process launch on a machine without GPUs join one gloo group instead of each
+    running alone."""
+    if not cpu and torch.cuda.is_available():
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    if not cfg.cpu and hasattr(torch, "xpu") and torch.xpu.is_available():
+    if not cpu and hasattr(torch, "xpu") and torch.xpu.is_available():
         return torch.device("xpu")
     return torch.device("cpu")
+
+
+def training_device(cfg: TrainConfig) -> torch.device:
+    """The device this process will train on (`process_device`; ``--cpu`` forces the CPU)."""
+    return process_device(cfg.cpu)
+
+
+def launched_processes() -> int:
+    """The number of processes the launcher started (``WORLD_SIZE``; 1 without a launcher)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def check_launched(num_processes: int) -> None:
+    """`RuntimeError` when accelerate runs another number of processes than were launched (each would work
+    alone)."""
+    launched = launched_processes()
+    if launched != num_processes:
+        raise RuntimeError(
+            f"Launched as {launched} processes but accelerate runs {num_processes}; each process would "
+            "work alone. On CPU use `accelerate launch --multi_gpu --num_processes N` (gloo) without --cpu; check "
+            "`accelerate env`."
+        )
+
+
+def cpu_threads(num_threads: int | None = None) -> int:
+    """Torch threads of one process on the CPU: ``num_threads``, else the cores shared by the launched
+    processes."""
+    return num_threads or max(1, available_cores() // launched_processes())
 
 
 def choose_mixed_precision(
@@ -121,9 +151,9 @@ def setup_accelerator(cfg: TrainConfig, logging_dir: Path, saved_precision: dict
     """
     from accelerate import Accelerator
 
-    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    launched = launched_processes()
     device = training_device(cfg)
-    threads = cfg.num_threads or (max(1, available_cores() // launched) if device.type == "cpu" else None)
+    threads = cpu_threads(cfg.num_threads) if device.type == "cpu" else cfg.num_threads
     if threads:
         torch.set_num_threads(threads)  # before the precision probe, which times the run's threads
     choice = _agreed_choice(cfg, device, saved_precision, launched)
@@ -144,12 +174,7 @@ def setup_accelerator(cfg: TrainConfig, logging_dir: Path, saved_precision: dict
             "the CPU, where accelerate uses neither autocast nor a gradient scaler for fp16: use bf16 on the CPU, "
             "fp16 on a GPU, or --mixed_precision no."
         )
-    if launched != accelerator.num_processes:
-        raise RuntimeError(
-            f"Launched as {launched} processes but accelerate runs {accelerator.num_processes}; each process would "
-            "train alone. On CPU use `accelerate launch --multi_gpu --num_processes N` (gloo) and leave --cpu to the "
-            "trainer; check `accelerate env`."
-        )
+    check_launched(accelerator.num_processes)
     if accelerator.device.type == "cpu":
         if cfg.tune_cpu_allocator:
             tune_cpu_allocator()

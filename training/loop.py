@@ -36,6 +36,7 @@ from accelerate.utils import gather_object
 from vanilla_transformer.export.ct2 import check_expressible
 from vanilla_transformer.export.model_card import card_values
 from vanilla_transformer.inference import bleu_tokenizer_for
+from vanilla_transformer.inference.decoding import resolved_generation_config
 from vanilla_transformer.modeling import (
     VanillaTransformerPreTrainedModel,
     position_limit,
@@ -45,7 +46,7 @@ from vanilla_transformer.modeling import (
 from . import checkpoint as ckpt
 from .averaging import Snapshots, Weights, average_if_better, weights_copy
 from .batching import batch_generator
-from .finish import bleu_line, domain_sets, export_run, held_out_bleu, test_run
+from .finish import bleu_line, domain_sets, export_run, held_out_bleu, test_beams, test_run
 from .lora import add_lora, merged
 from .options import TrainConfig
 from .planning import RunPlan, objective_model, plan_run
@@ -279,7 +280,7 @@ class Trainer:
             self.data.tokenizer,
             held_out,
             tokenize=self.bleu_tokenize,
-            num_beams=cfg.test_beams or model.generation_config.num_beams,
+            num_beams=test_beams(cfg, model),
             length_penalty=self.recipe.length_penalty,
             batch_size=cfg.eval_batch_size,
         )
@@ -301,7 +302,10 @@ class Trainer:
         folder = self.run_dir.minute_export(minutes)
         if self.accelerator.is_main_process:
             generation = self.unwrapped.generation_config
-            if self.data.objective.translates and generation.num_beams > 1:
+            if (
+                self.data.objective.translates
+                and resolved_generation_config(self.unwrapped, {}).num_beams > 1
+            ):
                 generation.length_penalty = self.recipe.length_penalty
             save_with_remote_code(merged(self.unwrapped), folder, self.data.tokenizer)
         if averaged:

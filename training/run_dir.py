@@ -18,7 +18,8 @@ Policy (`RunDir.prepare`, main process only): a folder with checkpoints is never
 
 Every checkpoint records the fingerprint of the data it trained on (``TrainState.data``,
 `corpus.DataReport.fingerprint`: content, not names or modification times). A resumed run whose data differs
-(`resumed_data`) is refused, since its held-out splits and its batch order would no longer be the checkpoint's;
+(`resumed_data`) is refused, since its held-out splits and its batch order would no longer be the checkpoint's,
+as soon as the data is read (`RunDir.check_resumed_data`) and before the run writes anything in its folder;
 with ``--allow_changed_data`` it keeps the weights, optimizer, schedule and step, trains on the new data's splits
 from the first batch of epoch 0, forgets the best validation loss and says so in the log.
 """
@@ -120,6 +121,22 @@ class RunDir:
                     + ", ".join(f"--{k} {a!r} vs {b!r}" for k, (a, b) in diff.items())
                     + ". Resume with the original options or start a new --output_dir."
                 )
+
+    def check_resumed_data(self, cfg: TrainConfig, fingerprint: dict) -> None:
+        """With ``--resume``: `resumed_data`'s `ValueError` when the data read now (``fingerprint``) is not the data
+        of the latest checkpoint (read from its trainer state only), so that a refused run stops before it
+        translates, tokenises or saves anything; nothing without ``--resume`` or with ``--allow_changed_data``."""
+        if not cfg.resume or cfg.allow_changed_data:
+            return
+        path = ckpt.latest_checkpoint(self.checkpoints)
+        if path is None:
+            return
+        try:
+            state = json.loads((path / ckpt.TRAINER_STATE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # load_checkpoint names an unreadable checkpoint
+            return
+        if isinstance(state, dict) and isinstance(state.get("data"), dict):
+            resumed_data(state["data"], fingerprint, path, int(state.get("step") or 0), allow_changed=False)
 
     def saved_recipe(self) -> dict | None:
         """The recipe the run in this folder was started with, or None."""

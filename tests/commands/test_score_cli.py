@@ -59,3 +59,52 @@ def test_bad_lines_exit_2_with_one_error_line(export, stdin, message):
     err = done.stderr.decode()
     assert message in err and err.startswith("error:") and "Traceback" not in err
     assert done.stdout == b""
+
+
+def test_target_tokens_give_back_a_translations_token_log_probs(export, loaded):
+    """--target_tokens scores the tokens given (a JSON array of pieces or ids), not their text re-tokenized: a
+    translation's own tokens give its token_log_probs back, and tokens whose text the tokenizer splits otherwise
+    get the numbers of those tokens (score_ids), not those of the text re-tokenized."""
+    from vanilla_transformer.inference.forced_decoding import score_ids
+    from vanilla_transformer.inference.translate import translate_hypotheses
+
+    model, tokenizer = loaded
+    sources = ["起初，神创造天地。", "地是空虚混沌"]
+    hypotheses = [
+        h[0] for h in translate_hypotheses(model, tokenizer, sources, token_scores=True, num_beams=1)
+    ]
+    # tokens that decode to a text the tokenizer splits otherwise: "Inthe", which it splits "▁ I n t h e"
+    split = ["I", "n", "t", "h", "e"]
+    text = tokenizer.decode(tokenizer.convert_tokens_to_ids(split))
+    vocabulary = tokenizer.get_vocab()
+    assert tokenizer.convert_ids_to_tokens(tokenizer(text_target=text)["input_ids"])[:-1] != split
+    lines = [
+        *(
+            f"{s}\t{json.dumps(tokenizer.convert_ids_to_tokens(h.tokens.token_ids))}"
+            for s, h in zip(sources, hypotheses)
+        ),
+        f"{sources[0]}\t{json.dumps(split, ensure_ascii=False)}",
+        f"{sources[0]}\t{json.dumps([vocabulary[p] for p in split])}",
+    ]
+    done = run_cli("--model", str(export), "--target_tokens", stdin="".join(f"{line}\n" for line in lines))
+    assert done.returncode == 0, done.stderr.decode()
+    records = [json.loads(line) for line in done.stdout.decode("utf-8").splitlines()]
+    for record, hypothesis in zip(records, hypotheses):
+        # scored as a finished translation: a </s> follows an output cut at the length limit
+        given_scores = hypothesis.tokens.token_log_probs
+        assert record["token_log_probs"][: len(given_scores)] == pytest.approx(given_scores, abs=1e-4)
+    source_ids = tokenizer([sources[0]])["input_ids"]
+    (given,) = score_ids(model, source_ids, [[vocabulary[p] for p in split]])
+    (whole,) = score_pairs(model, tokenizer, [sources[0]], [text])
+    assert records[2]["tokens"] == [*split, "</s>"] and records[3] == records[2]
+    assert records[2]["token_log_probs"] == pytest.approx(given.token_log_probs, abs=1e-4)
+    assert records[2]["log_prob"] != pytest.approx(whole.log_prob, abs=1e-4)
+    from vanilla_transformer.commands.score import token_targets
+    from vanilla_transformer.inference.forced_decoding import score_tokens
+
+    with pytest.raises(ValueError, match=r"^line 2: with --target_tokens the target is a JSON array"):
+        token_targets(['["a"]', "In the"])
+    with pytest.raises(
+        ValueError, match=r"row 1: 1 token\(s\) not in the tokenizer's vocabulary \('no such piece'\)"
+    ):
+        score_tokens(model, tokenizer, [sources[0]], [["I", "no such piece"]])

@@ -107,3 +107,26 @@ def run_python(code: str, cwd: Path, block_project: bool = True, env: dict[str, 
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(cwd / "hf-home")}
     code = (BLOCK_PROJECT if block_project else "") + textwrap.dedent(code)
     return run_checked([sys.executable, "-c", code], cwd, env).stdout
+
+
+def accelerate_cpu_launcher(num_processes: int = 2) -> list[str]:
+    """``accelerate launch`` of ``num_processes`` CPU processes in one gloo group, on a free port: ``--multi_gpu``
+    (torchrun), since ``--cpu`` starts a single process; run it with ``CUDA_VISIBLE_DEVICES=""``."""
+    from helpers.serving import free_port
+
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        str(num_processes),
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(free_port()),
+    ]

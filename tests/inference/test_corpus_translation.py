@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,10 +18,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from helpers.shared import accelerate_cpu_launcher
 
 from vanilla_transformer.commands import translate_corpus
 from vanilla_transformer.corpus import read_parallel_splits
-from vanilla_transformer.corpus.texts import read_texts
+from vanilla_transformer.corpus.texts import read_texts, texts_hash
 from vanilla_transformer.inference import translate_lines, translate_nbest
 from vanilla_transformer.inference.corpus_translation import read_output
 from vanilla_transformer.inference.translate import translate_scored
@@ -49,7 +51,9 @@ def write_tsv(path: Path, lines: list[str], extra: bytes = b"") -> Path:
     return path
 
 
-def run_corpus(*args: str, launcher: tuple[str, ...] = (), check: bool = True) -> subprocess.CompletedProcess:
+def run_corpus(
+    *args: str, launcher: tuple[str, ...] = (), check: bool = True, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """translate-corpus in a subprocess (the real entry point), greedy on the CPU unless ``args`` say otherwise."""
     command = launcher or (sys.executable,)
     done = subprocess.run(
@@ -64,12 +68,26 @@ def run_corpus(*args: str, launcher: tuple[str, ...] = (), check: bool = True) -
             *args,
         ],
         capture_output=True,
-        env=ENV,
+        env=env or ENV,
         timeout=240,
     )
     if check:
         assert done.returncode == 0, done.stderr.decode()
     return done
+
+
+def command_job(export: Path, data: Path, out: Path):
+    """The job of `translate-corpus --model EXPORT --input DATA --output OUT --chunk_size 2 --num_beams 1`."""
+    from vanilla_transformer.inference.corpus_translation import CorpusJob
+
+    return CorpusJob(
+        input=str(data),
+        output=str(out),
+        model=str(export),
+        generate_kwargs={"num_beams": 1},
+        chunk_size=2,
+        input_sha256=texts_hash(read_texts(data)),
+    )
 
 
 def test_one_process_rows_in_order_with_reasons(export, loaded, tmp_path):
@@ -103,14 +121,23 @@ def test_one_process_rows_in_order_with_reasons(export, loaded, tmp_path):
 
 
 def test_two_accelerate_processes_equal_one(export, tmp_path):
-    """Two `accelerate launch --cpu` processes, each one contiguous shard, give the one-process output byte for byte
-    (greedy): order and empty rows kept."""
+    """Two `accelerate launch --multi_gpu` processes on the CPU (gloo, as training launches them): both run, as
+    processes 1/2 and 2/2 of one group, each translates its contiguous half of the chunks (counted from each
+    process's summary line), and the output equals the one-process output byte for byte (greedy): order and empty
+    rows kept."""
     data = write_tsv(tmp_path / "in.tsv", corpus_lines(13))
     one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
     common = ("--model", str(export), "--input", str(data), "--chunk_size", "2")
     run_corpus(*common, "--output", str(one))
-    launcher = (sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--cpu")
-    run_corpus(*common, "--output", str(two), launcher=launcher)
+    launcher = tuple(accelerate_cpu_launcher(2))
+    done = run_corpus(
+        *common, "--output", str(two), launcher=launcher, env={**ENV, "CUDA_VISIBLE_DEVICES": ""}
+    )
+    summaries = re.findall(r"process (\d)/(\d) \(pid (\d+)\): translated (\d+) chunk", done.stderr.decode())
+    assert sorted((index, count) for index, count, _, _ in summaries) == [("1", "2"), ("2", "2")], done.stderr
+    assert len({pid for _, _, pid, _ in summaries}) == 2
+    # 13 rows in chunks of 2: 7 chunks, 3 for the first process and 4 for the second
+    assert sorted(int(chunks) for *_, chunks in summaries) == [3, 4]
     assert two.read_bytes() == one.read_bytes()
     assert [r["id"] for r in read_output(two)] == list(range(13))
 
@@ -150,10 +177,7 @@ def test_resume_keeps_the_parts_it_finds(export, tmp_path):
     out = tmp_path / "out.jsonl"
     common = ("--model", str(export), "--input", str(data), "--chunk_size", "2")
     run_corpus(*common, "--output", str(tmp_path / "whole.jsonl"))
-    # the job the command line above makes
-    job = CorpusJob(
-        input=str(data), output=str(out), model=str(export), generate_kwargs={"num_beams": 1}, chunk_size=2
-    )
+    job = command_job(export, data, out)
     prepare_parts(job, 6, create=True)
     marked = {"id": 2, "source": "marked", "translation": "kept", "score": None, "error": None}
     other = {**marked, "id": 3}
@@ -324,7 +348,11 @@ def test_glossary_terms_reach_every_row_and_bind_the_progress(export, loaded, tm
             assert term in record["translation"], record
     assert any(glossary.terms_for(line) for line in lines)
     job = CorpusJob(
-        input=str(data), output=str(tmp_path / "o.jsonl"), model=str(export), glossary=glossary.entries
+        input=str(data),
+        output=str(tmp_path / "o.jsonl"),
+        model=str(export),
+        glossary=glossary.entries,
+        input_sha256=texts_hash(read_texts(data)),
     )
     prepare_parts(job, 6, create=True)
     other = CorpusJob(**{**vars(job), "glossary": (("光", "brightness"),)})
@@ -340,3 +368,95 @@ def test_glossary_terms_reach_every_row_and_bind_the_progress(export, loaded, tm
         code = translate_corpus.main([*common, "--output", str(tmp_path / "x.jsonl"), *options])
         errors = capsys.readouterr().err.splitlines()
         assert code == 2 and len(errors) == 1 and message in errors[0], errors
+
+
+def one_error(capsys, code: int) -> str:
+    """The one `error:` line of a command that exited with 2."""
+    errors = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(errors) == 1 and errors[0].startswith("error: "), errors
+    return errors[0]
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_resume_after_the_input_was_edited_is_refused_and_writes_nothing(export, tmp_path, capsys):
+    """Half of the chunks are done (process 1 of 2), then one row of the input is edited (same number of rows):
+    the resumed command exits 2 with one line naming the input, and the parts folder and the output are as they
+    were; with the input restored it finishes."""
+    from vanilla_transformer.inference.corpus_translation import prepare_parts, run_shard
+
+    lines = corpus_lines(6)
+    data = write_tsv(tmp_path / "in.tsv", lines)
+    out = tmp_path / "out.jsonl"
+    table = read_texts(data)
+    job = command_job(export, data, out)
+    prepare_parts(job, len(table), create=True)
+    assert run_shard(job, table, 0, 2) == (1, 2)
+    before = snapshot(job.parts)
+    edited = [*lines[:3], "神称暗为夜", *lines[4:]]
+    assert edited != lines and len(edited) == len(lines)
+    write_tsv(data, edited)
+    capsys.readouterr()
+    argv = ["--model", str(export), "--input", str(data), "--output", str(out), "--chunk_size", "2"]
+    error = one_error(capsys, translate_corpus.main([*argv, "--num_beams", "1"]))
+    assert f"the input {str(data)!r} changed" in error and "delete that folder to start over" in error
+    assert snapshot(job.parts) == before and not out.exists()
+    write_tsv(data, lines)
+    assert translate_corpus.main([*argv, "--num_beams", "1", "--no_progress"]) == 0
+    assert [r["source"] for r in read_output(out)] == lines
+
+
+def test_a_manifest_of_another_shape_is_one_error_line_naming_it(export, tmp_path, capsys):
+    """A parts folder whose manifest is not JSON, JSON of another shape, or a manifest without the input's hash:
+    exit 2, one line naming the manifest, nothing written."""
+    data = write_tsv(tmp_path / "in.tsv", corpus_lines(6))
+    out = tmp_path / "out.jsonl"
+    manifest = tmp_path / "out.jsonl.parts" / "manifest.json"
+    manifest.parent.mkdir()
+    valid = {"input": str(data), "rows": 6, "model": str(export), "engine": "torch", "chunk_size": 2}
+    for text in ("{nope", "[1, 2]", '"manifest"', json.dumps(valid), json.dumps({**valid, "rows": "6"})):
+        manifest.write_text(text, encoding="utf-8")
+        code = translate_corpus.main(["--model", str(export), "--input", str(data), "--output", str(out)])
+        assert str(manifest) in one_error(capsys, code)
+        assert manifest.read_text(encoding="utf-8") == text and not out.exists()
+
+
+def test_outputs_that_cannot_be_written_are_one_error_line(export, tmp_path, capsys):
+    """--output under a regular file, a parts path that is a file, an output that is a folder: exit 2, one line
+    naming the path, no traceback."""
+    data = write_tsv(tmp_path / "in.tsv", corpus_lines(6))
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x", encoding="utf-8")
+    (tmp_path / "out.jsonl.parts").write_text("x", encoding="utf-8")
+    (tmp_path / "folder.jsonl").mkdir()
+    for output, named in (
+        (a_file / "out.jsonl", str(a_file)),
+        (tmp_path / "out.jsonl", str(tmp_path / "out.jsonl.parts")),
+        (tmp_path / "folder.jsonl", str(tmp_path / "folder.jsonl")),
+    ):
+        code = translate_corpus.main(["--model", str(export), "--input", str(data), "--output", str(output)])
+        assert named in one_error(capsys, code)
+
+
+def test_a_damaged_part_is_named_at_the_merge(export, tmp_path):
+    """A part file that is not JSON Lines, or holds other rows: the merge names it and what to do."""
+    from vanilla_transformer.inference.corpus_translation import (
+        CorpusJob,
+        merge_parts,
+        part_path,
+        prepare_parts,
+    )
+
+    job = CorpusJob(
+        input="in.tsv", output=str(tmp_path / "out.jsonl"), model=str(export), chunk_size=2, input_sha256="0"
+    )
+    prepare_parts(job, 2, create=True)
+    record = {"id": 1, "source": "a", "translation": "b", "score": None, "error": None}
+    for text in ("{nope\n", json.dumps(record) + "\n"):
+        part_path(job.parts, 0, 2).write_text(text, encoding="utf-8")
+        with pytest.raises(
+            ValueError, match=r"the part .*rows-000000000000-000000000002.jsonl' is not .*delete it"
+        ):
+            merge_parts(job, 2)

@@ -82,15 +82,21 @@ def tiny_marian(vocab_size: int, pad: int) -> MarianMTModel:
 
 def run_command(name: str, *argv: str) -> tuple[int, str]:
     """`vanilla-transformer NAME ARGV` in this process: (exit status, stderr)."""
+    code, _, err = run_command_output(name, *argv)
+    return code, err
+
+
+def run_command_output(name: str, *argv: str) -> tuple[int, str, str]:
+    """`vanilla-transformer NAME ARGV` in this process: (exit status, stdout, stderr)."""
     from importlib import import_module
 
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         try:
             code = import_module(f"vanilla_transformer.commands.{name}").main(list(argv))
         except SystemExit as exited:
             code = exited.code
-    return int(code or 0), err.getvalue()
+    return int(code or 0), out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")
@@ -358,3 +364,17 @@ def test_a_separate_target_vocabulary_larger_than_the_decoder_does_not_fit(conve
     smaller = VanillaTransformerConfig(vocab_size=len(vocab), decoder_vocab_size=len(vocab) + 1, **ids)
     problem = tokenizer_fit_problem(tokenizer, smaller)
     assert problem is not None and f"target vocabulary has {len(vocab) + 3} tokens" in problem
+
+
+def test_finetune_of_a_folder_without_beam_settings_ends_with_its_summary(converted, tmp_path):
+    """A converted folder whose generation config sets no num_beams (transformers' Marian leaves it unset) trains,
+    tests and exports, then prints its test summary with the beams generate() resolves an unset setting to (exit 0)."""
+    generation = json.loads((converted["folder"] / "generation_config.json").read_text(encoding="utf-8"))
+    assert generation.get("num_beams") is None
+    out = tmp_path / "run"
+    options = train_options(converted, out, "--max_steps", "2", "--eval_every", "2")
+    at = options.index("--test_beams")
+    del options[at : at + 2]
+    code, stdout, err = run_command_output("train", *options)
+    assert code == 0, err
+    assert "Test BLEU" in stdout and "beam 1" in stdout, stdout

@@ -136,3 +136,25 @@ def test_alignment_lines_must_match_the_training_pairs(tmp_path):
     short.write_text("0-0\n", encoding="utf-8")
     with pytest.raises(ValueError, match="has 1 lines but the training split of --data has 300 pairs"):
         train(small_run(tmp_path / "run", max_steps=1, alignment_data=str(short)))
+
+
+def test_an_alignment_line_that_is_not_utf8_is_named_with_its_file(tmp_path):
+    """A line of --alignment_data that is not UTF-8: one line naming the option, the file and the line number."""
+    import datasets
+
+    from vanilla_transformer.training.alignment import read_alignment_lines
+
+    rows = datasets.Dataset.from_dict({"source": ["a b", "c", "d"], "target": ["x y", "z", "w"]})
+    path = tmp_path / "train.align"
+    path.write_bytes(b"0-0 1-1\n0-0\xff\n0-0\n")
+    with pytest.raises(ValueError) as err:
+        read_alignment_lines(str(path), rows)
+    message = str(err.value)
+    assert message.startswith(f"--alignment_data: Data file {str(path)!r} line 2 is not valid UTF-8")
+    assert "\n" not in message
+    path.write_bytes(b"0-0 1-1\n0-0\n0-0\n")
+    assert read_alignment_lines(str(path), rows) == {
+        ("a b", "x y"): "0-0 1-1",
+        ("c", "z"): "0-0",
+        ("d", "w"): "0-0",
+    }

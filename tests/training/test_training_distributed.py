@@ -14,26 +14,19 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import SMALL_RUN_LINES, small_run, small_run_options
+from helpers.shared import accelerate_cpu_launcher
 from safetensors.torch import load_file
 
 from vanilla_transformer.training import train
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 3
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def adam_moments(path: Path) -> dict[tuple[int, str], torch.Tensor]:
@@ -54,20 +47,7 @@ def launch_two_processes(options: dict, out: Path, timeout: float = 280) -> subp
     # the boolean options and --num_threads are spelled out below
     args = [f"--{k}={v}" for k, v in options.items() if k not in ("report_to", "export", "num_threads")]
     cmd = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--multi_gpu",
-        "--num_processes",
-        "2",
-        "--num_machines",
-        "1",
-        "--mixed_precision",
-        "no",
-        "--dynamo_backend",
-        "no",
-        "--main_process_port",
-        str(free_port()),
+        *accelerate_cpu_launcher(2),
         "-m",
         "vanilla_transformer",
         "train",

@@ -398,7 +398,7 @@ def test_resume_on_changed_data_is_refused_or_restarts_the_data_with_allow_chang
     tokenizer_dir, tmp_path, streaming
 ):
     """A resumed run compares its data with the checkpoint's by content: one edited line is refused, naming the
-    file and the fix; --allow_changed_data keeps the step and restarts the batch order on the new data (saying so),
+    file and the fix, with nothing in the run folder rewritten; --allow_changed_data keeps the step and restarts the batch order on the new data (saying so),
     and its checkpoints record the new data, so that the next resume needs no flag."""
     data, run = small_corpus(tmp_path / "data"), tmp_path / "run"
     options = dict(
@@ -410,8 +410,13 @@ def test_resume_on_changed_data_is_refused_or_restarts_the_data_with_allow_chang
     )
     train(small_run(run, **options, max_steps=2))
     edit_one_line(data)
+    written = {p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file() and "runs" not in p.parts}
     with pytest.raises(ValueError) as err:
         train(small_run(run, **options, max_steps=3, resume=True))
+    # refused before anything was written in the run folder (train_config.json, recipe.json, checkpoints)
+    assert {
+        p: p.read_bytes() for p in sorted(run.rglob("*")) if p.is_file() and "runs" not in p.parts
+    } == written
     message = str(err.value)
     assert message.startswith(
         f"Cannot resume: the data changed since checkpoint-2 ({data} changed (300 pairs, "

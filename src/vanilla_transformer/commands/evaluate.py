@@ -33,6 +33,7 @@ from pathlib import Path
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from tqdm.auto import tqdm
+from transformers import PreTrainedModel
 
 from vanilla_transformer.commands.arguments import (
     TORCH_DTYPE_HELP,
@@ -43,6 +44,7 @@ from vanilla_transformer.commands.arguments import (
 )
 from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_split
+from vanilla_transformer.inference.decoding import resolved_generation_config
 from vanilla_transformer.inference.engines import ENGINE_NAMES
 from vanilla_transformer.modeling import check_generation_arguments
 from vanilla_transformer.training import TrainConfig
@@ -171,7 +173,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.limit is not None:
         pairs = pairs.select(range(min(args.limit, len(pairs))))
-    generation = model.generation_config
+    # a converted or imported folder may leave settings unset: the values generate() resolves them to
+    generation = (
+        resolved_generation_config(model, {})
+        if isinstance(model, PreTrainedModel)
+        else model.generation_config
+    )
     num_beams = args.num_beams or generation.num_beams
     length_penalty = generation.length_penalty if args.length_penalty is None else args.length_penalty
     decoding = dict(num_beams=num_beams, length_penalty=length_penalty, batch_size=batch_size)

@@ -9,7 +9,9 @@ tokens (its `</s>` included) after the source and the tokens before it, from the
 the way CTranslate2 and fairseq score). --format jsonl (the default) writes, per pair, `score` (the sum divided by
 length ** length_penalty, how beam search ranks finished hypotheses; --length_penalty, default the model's
 generation config's), `log_prob` (the sum), `length` (tokens scored), `tokens` and `token_log_probs`; --format tsv
-writes `score<TAB>log_prob`. Rank n-best lists or filter a corpus by these numbers: a higher score is a translation
+writes `score<TAB>log_prob`. The target is text, tokenized as labels; with --target_tokens, a JSON array of tokens
+(translate's `tokens`) or token ids, scored as they are: an output's `token_log_probs` are the numbers of its
+tokens, which re-tokenizing its text gives back only where the tokenizer splits that text the same way. Rank n-best lists or filter a corpus by these numbers: a higher score is a translation
 the model finds likelier. Sources longer than the model maximum are truncated as in `translate` (the count is
 reported on stderr); a target longer than the decoder's positions cannot be scored. --engine ct2 / onnx scores
 with an exported folder (CTranslate2's `score_batch`; the ONNX decoder). Exit code 2 for bad options, a line
@@ -49,7 +51,33 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--format", choices=["jsonl", "tsv"], default="jsonl", help="jsonl (all numbers, default) or tsv"
     )
     parser.add_argument("--batch_size", type=int, default=32, help="pairs per batch")
+    parser.add_argument(
+        "--target_tokens",
+        action="store_true",
+        help="each target is a JSON array of tokens (translate's `tokens`, or token ids), scored as they are "
+        "instead of re-tokenized from text",
+    )
     return parser.parse_args(argv)
+
+
+def token_targets(targets: list[str]) -> list[list[str | int]]:
+    """The targets of --target_tokens: each a JSON array of token strings or ids; `ValueError` naming the first
+    line that is not one."""
+    parsed = []
+    for number, target in enumerate(targets, start=1):
+        try:
+            tokens = json.loads(target)
+        except json.JSONDecodeError:
+            tokens = None
+        if not isinstance(tokens, list) or not all(
+            isinstance(t, str) or (isinstance(t, int) and not isinstance(t, bool)) for t in tokens
+        ):
+            raise ValueError(
+                f"line {number}: with --target_tokens the target is a JSON array of tokens or token ids, e.g. "
+                '["▁In", "▁the", "</s>"]'
+            )
+        parsed.append(tokens)
+    return parsed
 
 
 def read_pairs(lines: list[str]) -> tuple[list[str], list[str]]:
@@ -80,10 +108,14 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"batch_size={args.batch_size} is invalid: expected an integer >= 1; e.g. 32")
         sources, targets = read_pairs(lines)
 
-        from vanilla_transformer.inference.forced_decoding import score_pairs
+        from vanilla_transformer.inference.forced_decoding import score_pairs, score_tokens
 
+        tokens = token_targets(targets) if args.target_tokens else None
         model, tokenizer = load_model_from_args(args)
-        scores = score_pairs(model, tokenizer, sources, targets, batch_size=args.batch_size)
+        if tokens is not None:
+            scores = score_tokens(model, tokenizer, sources, tokens, batch_size=args.batch_size)
+        else:
+            scores = score_pairs(model, tokenizer, sources, targets, batch_size=args.batch_size)
     except (ValueError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

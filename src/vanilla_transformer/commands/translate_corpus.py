@@ -6,6 +6,7 @@ why (empty, too long, undecodable, ...).
     vanilla-transformer translate-corpus --model M --input books.parquet --column zh --output bt.parquet \\
         --do_sample --top_k 10 --seed 1                         # back-translation by sampling
     accelerate launch --num_processes 4 -m vanilla_transformer translate-corpus --model M --input I --output O
+    accelerate launch --multi_gpu --num_processes 2 -m vanilla_transformer translate-corpus ...   # 2 CPU processes
     vanilla-transformer translate-corpus --model M --input I --output O --ray_actors 8 --ray_address auto
 
 Input: TSV/TXT (optionally .xz/.gz/.bz2; --column is a 0-based index, default 0, or a header name), JSON Lines,
@@ -13,10 +14,12 @@ Parquet, Arrow or a folder written by datasets' save_to_disk (--column names a f
 text). Output: *.jsonl or *.parquet. The rows are translated in chunks of --chunk_size rows, each chunk in
 length-sorted batches of at most --batch_size sentences and --max_tokens padded source tokens, and each chunk
 is saved in OUTPUT.parts/ when done: run the same command again after an interruption and it continues where it
-stopped. Under `accelerate launch`, each process translates one contiguous run of chunks (on its own GPU when
-there are GPUs) and the main process writes the output. With --ray_actors N, Ray Data translates the chunks with
-N actors, one model each (pip install 'vanilla-transformer[ray]'; --ray_address for a cluster). Exit code 2 for
-bad options, a missing column or a model that cannot be found.
+stopped; an input edited since is refused (its content is in the manifest): delete OUTPUT.parts/ to start over.
+Under `accelerate launch`, each process translates one contiguous run of chunks (on its own GPU when there are
+GPUs; on CPU, launch with --multi_gpu: --cpu starts one process) and prints its chunks and rows/s, and the main
+process writes the output. With --ray_actors N, Ray Data translates the chunks with N actors, one model each
+(pip install 'vanilla-transformer[ray]'; --ray_address for a cluster). Exit code 2 for bad options, a missing
+column, an output that cannot be written, a changed input or a model that cannot be found.
 
 --glossary FILE puts terminology into the translations as `vanilla-transformer translate --glossary` does (one
 "source term<TAB>target term" per line; --engine torch, beam search); the terms travel with the job to every
@@ -28,7 +31,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from vanilla_transformer.commands.arguments import command_parser
@@ -91,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
-    from vanilla_transformer.corpus.texts import read_texts
+    from vanilla_transformer.corpus.texts import read_texts, texts_hash
     from vanilla_transformer.inference.corpus_translation import CorpusJob
     from vanilla_transformer.inference.glossary import read_glossary
 
@@ -124,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.ray_actors is not None and args.ray_actors < 1:
             raise ValueError(f"--ray_actors {args.ray_actors} is invalid: expected an integer >= 1")
         table = read_texts(job.input, job.column, has_header=job.has_header)
+        # the rows read, by content: a resumed run refuses parts translated from an edited input
+        job = dataclasses.replace(job, input_sha256=texts_hash(table))
         if args.ray_actors is not None:
             from vanilla_transformer.inference.corpus_translation import translate_with_ray
 
@@ -138,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 0
         return _run_processes(job, table, show_progress=not args.no_progress)
-    except (ValueError, ImportError, FileNotFoundError) as err:
+    except (ValueError, ImportError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
@@ -155,8 +162,24 @@ def _run_processes(job: CorpusJob, table: pa.Table, *, show_progress: bool) -> i
         rows_done,
         run_shard,
     )
+    from vanilla_transformer.training.hardware import (
+        check_launched,
+        cpu_threads,
+        launched_processes,
+        process_device,
+    )
 
-    state = PartialState()
+    # without a GPU (or with --device cpu) the processes of `accelerate launch` join one gloo group, as training's
+    state = PartialState(cpu=process_device(cpu=job.device == "cpu").type == "cpu")
+    try:
+        check_launched(state.num_processes)
+    except RuntimeError as err:
+        raise ValueError(str(err)) from None
+    if state.device is not None and state.device.type == "cpu" and launched_processes() > 1:
+        import torch
+
+        # the cores shared by the processes
+        torch.set_num_threads(cpu_threads())
     # under accelerate launch on GPUs: each process on its own device
     if (
         job.device is None
@@ -184,8 +207,15 @@ def _run_processes(job: CorpusJob, table: pa.Table, *, show_progress: bool) -> i
     def progress(rows: int) -> None:
         bar.update(rows)
 
+    started = time.perf_counter()
     with bar:
-        run_shard(job, table, state.process_index, state.num_processes, progress=progress)
+        chunks, rows = run_shard(job, table, state.process_index, state.num_processes, progress=progress)
+    seconds = time.perf_counter() - started
+    print(
+        f"process {state.process_index + 1}/{state.num_processes} (pid {os.getpid()}): translated {chunks} "
+        f"chunk(s), {rows} rows in {seconds:.1f} s ({rows / max(seconds, 1e-9):.1f} rows/s)",
+        file=sys.stderr,
+    )
     state.wait_for_everyone()
     if state.is_main_process:
         merge_parts(job, len(table))
