@@ -35,7 +35,7 @@ from fastapi.responses import JSONResponse
 
 from vanilla_transformer.inference.markup import TagRules
 
-from .dialects import dialect_router, first, read_fields
+from .dialects import dialect_router, first, protect_field, read_fields
 from .documents import translate_documents
 from .errors import error_reply
 from .lanes import Lane, Lanes
@@ -123,6 +123,7 @@ async def translate(request: Request, state: Server) -> Any:
             split_sentences=split != "0",
             newlines=split == "1",
             tags=rules,
+            protect=protect_field(first(fields, "protect", form)),
         )
     except RequestError as err:
         return _error(err)

@@ -35,15 +35,24 @@ async def translate_documents(
     split_sentences: bool = False,
     newlines: bool = True,
     tags: TagRules | None = None,
+    protect: bool = True,
 ) -> list[list[str]]:
     """The n-best lists of ``texts``, text i by ``lanes[i]`` with ``options(lane)``: with ``markup`` each text is
     HTML or XML translated by segments with its inline markup put back (`inference.markup`; ``tags``: the caller's
     `TagRules`); with ``split_sentences`` each text (each segment) is translated sentence by sentence and put back
     together (`inference.sentences`; ``newlines`` False: line breaks are spaces), hypothesis k of the whole made of
     hypothesis k of each sentence (its last when it has fewer). Every text, and with ``markup`` every segment,
-    counts toward ``max_texts`` (`RequestError` 413); sentences do not."""
+    counts toward ``max_texts`` (`RequestError` 413); sentences do not. With ``protect``, the spans that must not
+    be translated (URLs, e-mail addresses, mentions, hashtags, inline code, numbers with units, placeholders,
+    ``translate="no"``) come out as written (`inference.protected`)."""
     plans = await plan_documents(
-        texts, lanes, markup=markup, split_sentences=split_sentences, newlines=newlines, tags=tags
+        texts,
+        lanes,
+        markup=markup,
+        split_sentences=split_sentences,
+        newlines=newlines,
+        tags=tags,
+        protect=protect,
     )
     check_count(plans, max_texts)
     translated = await translate_plans(plans, lanes, options, connection, max_texts)
@@ -74,9 +83,10 @@ async def plan_documents(
     split_sentences: bool,
     newlines: bool = True,
     tags: TagRules | None = None,
+    protect: bool = True,
 ) -> list[DocumentPlan]:
     """The `DocumentPlan` of each text, its sentences cut by the rules of its lane's source language (in a worker
-    thread: up to a few seconds for a request at max_request_bytes)."""
+    thread: up to a few seconds for a request at max_request_bytes), its protected spans kept with ``protect``."""
 
     def plans() -> list[DocumentPlan]:
         return [
@@ -87,6 +97,7 @@ async def plan_documents(
                 split_sentences=split_sentences,
                 language=lane.pair[0] if lane.pair else None,
                 newlines=newlines,
+                protect=protect,
             )
             for text, lane in zip(texts, lanes)
         ]
@@ -103,7 +114,8 @@ async def translate_plans(
 ) -> list[TranslatedDocument]:
     """Each plan with the n-best lists of its sentences, plan i by ``lanes[i]`` (`Lane.translate_texts` with
     ``options(lane)``): the sentences of each lane's plans in slices of at most ``max_texts``, every slice of
-    every lane submitted at once."""
+    every lane submitted at once; the protected spans of a plain text then placed by the alignment of its
+    sentences that hold one (`inference.documents.TranslatedDocument.guarded`)."""
     groups = _groups(lanes)
     jobs = []
     for members in groups.values():
@@ -119,7 +131,15 @@ async def translate_plans(
         nbest = iter(hyps for part in parts for hyps in part)
         for i in members:
             translated[i] = plans[i].translated([next(nbest) for _ in plans[i].sentences])
-    return [translated[i] for i in range(len(plans))]
+    found = [translated[i] for i in range(len(plans))]
+    guarded = [document.guard_pairs() for document in found]
+    if not any(guarded):
+        return found
+    aligned = await align_pairs(guarded, lanes)
+    return [
+        document.guarded(alignments) if pairs else document
+        for document, pairs, alignments in zip(found, guarded, aligned)
+    ]
 
 
 async def align_pairs(

@@ -102,7 +102,23 @@ else:
 # the fields that pick the model when a server has several (`serving.lanes.Lanes.route`)
 LANGUAGE_FIELDS = ("source", "target")
 # the fields of POST /translate besides its decoding options
-TRANSLATE_FIELDS = ("text", *LANGUAGE_FIELDS, "scores", "glossary", "alignments", "format", "split_sentences")
+TRANSLATE_FIELDS = (
+    "text",
+    *LANGUAGE_FIELDS,
+    "scores",
+    "glossary",
+    "alignments",
+    "format",
+    "split_sentences",
+    "protect",
+)
+# the field that turns off protected spans, in every API (`inference.protected`)
+PROTECT_HELP = (
+    "true (the default): URLs, e-mail addresses, @mentions, #hashtags, inline code (backticks; <code> in html), "
+    'numbers with units, placeholders ({name}, {0}, %s, %(name)s, {{var}}) and translate="no" content come out '
+    "exactly as written, placed by the word alignment (docs/control.md, Protected spans); false: the model's raw "
+    "translation"
+)
 
 
 GLOSSARY_HELP = (
@@ -150,6 +166,10 @@ class TranslateRequest(DecodingRequest):
         "texts), and a text over max_source_tokens can be translated when each sentence is within it. With "
         "alignments, each sentence is aligned with its translation and the links are numbered over the whole text. "
         "Not with scores",
+    )
+    protect: bool = Field(
+        True, description=PROTECT_HELP + "; a text translated with scores or alignments (without split_sentences) "
+        "is the raw translation, which they describe",
     )
 
 
