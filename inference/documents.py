@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .alignment import WordAlignment, joined_alignments
 from .markup import Document, Segment, TagRules, split_document
-from .protected import guard, keep_once, kept_texts, protect_segment, render_guarded
+from .protected import guard, keep_once, kept_texts, protect_segment, render_guarded, split_protected
 from .sentences import SplitText, split_text
 
 if TYPE_CHECKING:
@@ -72,7 +72,8 @@ class DocumentPlan:
             )
         pieces = tuple(segment.text for segment in document.segments) if document is not None else (text,)
         if split_sentences:
-            splits = tuple(split_text(piece, language, newlines) for piece in pieces)
+            cut = split_protected if protect else split_text
+            splits = tuple(cut(piece, language, newlines) for piece in pieces)
         else:
             splits = tuple(SplitText((piece,), (None,)) for piece in pieces)
         if not protect:

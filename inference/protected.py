@@ -28,6 +28,7 @@ import regex
 from .alignment import WordAlignment
 from .markup_parse import Element, Segment
 from .markup_project import project
+from .sentences import SplitText, split_text
 
 # what a protected span is, by kind (`protected_spans` takes the leftmost, then the longest, of overlapping ones)
 KINDS = {
@@ -46,6 +47,9 @@ KINDS = {
         r"(?![\w])"
     ),
 }
+# the private-use characters that stand for the spans while a text is cut into sentences (`split_protected`)
+_MARKS = (0xE000, 0xF8FF)
+_MARK = regex.compile("[\ue000-\uf8ff]")
 # trailing punctuation a URL does not end with (a sentence's full stop, a closing bracket it sits in)
 _URL_TAIL = regex.compile(r"[.,;:!?'\")\]}>]+$")
 
@@ -78,6 +82,27 @@ def protected_spans(text: str) -> list[Span]:
         if not spans or span.begin >= spans[-1].end:
             spans.append(span)
     return spans
+
+
+def split_protected(text: str, language: str | None = None, newlines: bool = True) -> SplitText:
+    """``text`` cut into its sentences as `inference.sentences.split_text` cuts it, never inside a protected span
+    (a URL's ``?`` or ``.``, a number's decimal point): each span stands as one private-use character while the
+    text is cut (a text that holds such characters itself is cut as it is)."""
+    spans = protected_spans(text)[: _MARKS[1] - _MARKS[0] + 1]
+    if not spans or _MARK.search(text):
+        return split_text(text, language, newlines)
+    pieces, last = [], 0
+    for k, span in enumerate(spans):
+        pieces += [text[last : span.begin], chr(_MARKS[0] + k)]
+        last = span.end
+    split = split_text("".join(pieces) + text[last:], language, newlines)
+
+    def restored(sentence: str) -> str:
+        return _MARK.sub(
+            lambda m: text[spans[ord(m[0]) - _MARKS[0]].begin : spans[ord(m[0]) - _MARKS[0]].end], sentence
+        )
+
+    return SplitText(tuple(restored(s) for s in split.sentences), split.lines)
 
 
 def _crosses(element: Element, begin: int, end: int) -> bool:
@@ -138,7 +163,9 @@ def guard(sentence: str) -> Segment | None:
     spans = protected_spans(text)
     if not spans:
         return None
-    elements = [Element("", "", 0, k, -1, s.begin, s.end, kept=text[s.begin : s.end]) for k, s in enumerate(spans)]
+    elements = [
+        Element("", "", 0, k, -1, s.begin, s.end, kept=text[s.begin : s.end]) for k, s in enumerate(spans)
+    ]
     return Segment(text, elements, [], sentence, "", "")
 
 

@@ -168,7 +168,8 @@ class TranslateRequest(DecodingRequest):
         "Not with scores",
     )
     protect: bool = Field(
-        True, description=PROTECT_HELP + "; a text translated with scores or alignments (without split_sentences) "
+        True,
+        description=PROTECT_HELP + "; a text translated with scores or alignments (without split_sentences) "
         "is the raw translation, which they describe",
     )
 
@@ -230,6 +231,8 @@ class Limits:
     max_num_beams: int = _limit(8, "largest num_beams")
     max_num_return_sequences: int = _limit(8, "largest num_return_sequences (n-best or samples per text)")
     max_streams: int = _limit(4, "streams decoding at once")
+    max_glossaries: int = _limit(100, "DeepL glossaries kept per API key, in memory (/v2/glossaries)")
+    max_glossary_entries: int = _limit(10000, "entries of one DeepL glossary")
     body_timeout_s: float = _limit(30.0, "seconds a request body may take to arrive (then 408)")
     idle_timeout_s: float = _limit(5.0, "seconds an idle keep-alive connection is kept open")
 

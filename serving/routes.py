@@ -60,7 +60,9 @@ def lane_of(state: ServerState, source: str | None, target: str | None) -> Lane:
 async def translate(request: TranslateRequest, connection: Request, state: Server) -> Any:
     lane = lane_of(state, request.source, request.target)
     texts = [request.text] if isinstance(request.text, str) else list(request.text)
-    protected = request.protect and not (request.scores or request.alignments) and any(map(protected_spans, texts))
+    protected = (
+        request.protect and not (request.scores or request.alignments) and any(map(protected_spans, texts))
+    )
     if request.format == "html" or request.split_sentences or protected:
         return await translate_as_documents(state, lane, texts, request, connection)
     if request.alignments:
