@@ -36,7 +36,7 @@ KINDS = {
     "email": regex.compile(r"(?<![\w.+-])[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
     "mention": regex.compile(r"(?<![\w@/])@[\w][\w.-]*(?:@[\w-]+(?:\.[\w-]+)+)?"),
     "hashtag": regex.compile(r"(?<![\w&#/])#(?=[\p{N}_]*\p{L})[\p{L}\p{M}\p{N}_]+"),
-    "code": regex.compile(r"(`+)[^`\n]+?\1"),
+    "code": regex.compile(r"(?<!`)(`+)(?!`)[^\n]+?(?<!`)\1(?!`)"),
     "placeholder": regex.compile(
         r"\{\{[^{}\n]*\}\}|\{[\w.\[\]]*(?:![rsa])?(?::[^{}\n]*)?\}|"
         r"%(?:\d+\$|\([\w.]+\))?[-+#0]*(?:\d+|\*)?(?:\.\d+)?[hlLqjzt]*[diouxXeEfFgGcrsa@]"
@@ -72,7 +72,7 @@ def protected_spans(text: str) -> list[Span]:
             if kind == "url":
                 tail = _URL_TAIL.search(text, begin, end)
                 # a closing bracket the URL itself opened stays with it
-                while tail and text[tail.start() : end].startswith(")") and "(" in text[begin : tail.start()]:
+                while tail and text[tail.start()] == ")" and _opened(text[begin : tail.start()]):
                     tail = _URL_TAIL.search(text, tail.start() + 1, end)
                 end = tail.start() if tail else end
             if end > begin:
@@ -82,6 +82,11 @@ def protected_spans(text: str) -> list[Span]:
         if not spans or span.begin >= spans[-1].end:
             spans.append(span)
     return spans
+
+
+def _opened(url: str) -> bool:
+    """Whether ``url`` leaves a bracket open (which a ``)`` after it closes)."""
+    return url.count("(") > url.count(")")
 
 
 def split_protected(text: str, language: str | None = None, newlines: bool = True) -> SplitText:
