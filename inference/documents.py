@@ -211,6 +211,60 @@ class TranslatedDocument:
         return dict(zip(wholes, joined_alignments(list(wholes.values()), alignments)))
 
 
+def translate_texts(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    batch_size: int = 32,
+    split_sentences: bool = False,
+    language: str | None = None,
+    protect: bool = True,
+    **generate_kwargs: Any,
+) -> list[list[str]]:
+    """The n-best list of each plain text, driven through its `DocumentPlan` (as the server's APIs do): with
+    ``split_sentences`` translated sentence by sentence (`inference.sentences.split_text` with ``language``), with
+    ``protect`` its protected spans written as they are, placed by the alignment of each sentence that holds one
+    with its translation (by relative position where the engine returns no attention); ``generate_kwargs`` as
+    `inference.translate.translate_hypotheses`'."""
+    from .translate import translate_hypotheses
+
+    plans = [
+        DocumentPlan.of(text, split_sentences=split_sentences, language=language, protect=protect)
+        for text in texts
+    ]
+    flat = [sentence for plan in plans for sentence in plan.sentences]
+    found = iter(translate_hypotheses(model, tokenizer, flat, batch_size, scores=False, **generate_kwargs))
+    translated = [plan.translated([[h.text for h in next(found)] for _ in plan.sentences]) for plan in plans]
+    pairs = [document.guard_pairs() for document in translated]
+    aligned = _aligned(model, tokenizer, [pair for own in pairs for pair in own], batch_size)
+    links = iter(aligned or [])
+    done = []
+    for document, own in zip(translated, pairs):
+        if own:
+            document = document.guarded([next(links) for _ in own] if aligned is not None else None)
+        done.append(document.render())
+    return done
+
+
+def _aligned(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    pairs: Sequence[tuple[str, str]],
+    batch_size: int,
+) -> list[WordAlignment] | None:
+    """The word alignments of (sentence, translation) ``pairs`` (`inference.alignment.align_words`); None for an
+    engine that returns no attention, or no pairs."""
+    from .alignment import align_words, check_alignable
+
+    try:
+        check_alignable(model)
+    except ValueError:
+        return None
+    if not pairs:
+        return None
+    return align_words(model, tokenizer, [p[0] for p in pairs], [p[1] for p in pairs], batch_size)
+
+
 def translate_document(
     model: PreTrainedModel | ModelStandIn,
     tokenizer: PreTrainedTokenizerBase,
@@ -227,7 +281,6 @@ def translate_document(
     (``generate_kwargs`` as there; the best hypothesis of each), the sentences of the segments that hold inline
     markup aligned with their translations (`inference.alignment.align_words`; by relative position where the
     engine returns no attention); with ``protect``, its protected spans kept as written (`inference.protected`)."""
-    from .alignment import align_words, check_alignable
     from .translate import translate_hypotheses
 
     plan = DocumentPlan.of(
@@ -237,12 +290,4 @@ def translate_document(
         model, tokenizer, plan.sentences, batch_size, scores=False, **generate_kwargs
     )
     translated = plan.translated([[hyps[0].text] for hyps in nbest])
-    try:
-        check_alignable(model)
-        pairs = translated.pairs()
-    except ValueError:
-        pairs = []
-    if not pairs:
-        return translated.render()[0]
-    found = align_words(model, tokenizer, [p[0] for p in pairs], [p[1] for p in pairs], batch_size)
-    return translated.render(found)[0]
+    return translated.render(_aligned(model, tokenizer, translated.pairs(), batch_size))[0]
