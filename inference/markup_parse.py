@@ -299,7 +299,11 @@ class _Builder:
             len(self.text),
             parent=self.open[-1] if self.open else None,
         )
-        if close < len(self.events) and self.events[close].kind == "end" and self.events[close].name == event.name:
+        if (
+            close < len(self.events)
+            and self.events[close].kind == "end"
+            and self.events[close].name == event.name
+        ):
             element.written = (event.begin - self.begin, self.events[close].end - self.begin)
         self.elements.append(element)
         if not kept:

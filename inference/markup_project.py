@@ -123,18 +123,24 @@ def _bridged(words: set[int]) -> set[int]:
     return filled
 
 
-def _trims(text: str, words: list[tuple[int, int]], element: Element) -> tuple[bool, bool]:
+def _trims(text: str, words: list[tuple[int, int]], starts: list[int], element: Element) -> tuple[bool, bool]:
     """Whether ``element`` starts inside a word after nothing but punctuation (``"<b>Hi``), and whether it ends
-    inside a word before nothing but punctuation (``run</b>.``)."""
-    starts = [
-        begin < element.begin < end and bool(_PUNCTUATION.fullmatch(text[begin : element.begin]))
-        for begin, end in words
+    inside a word before nothing but punctuation (``run</b>.``) (``starts``: where the ``words`` start)."""
+    starts_in = [
+        bool(_PUNCTUATION.fullmatch(text[begin : element.begin]))
+        for begin, _ in _holding(words, starts, element.begin)
     ]
-    ends = [
-        begin < element.end < end and bool(_PUNCTUATION.fullmatch(text[element.end : end]))
-        for begin, end in words
+    ends_in = [
+        bool(_PUNCTUATION.fullmatch(text[element.end : end]))
+        for _, end in _holding(words, starts, element.end)
     ]
-    return any(starts), any(ends)
+    return any(starts_in), any(ends_in)
+
+
+def _holding(words: list[tuple[int, int]], starts: list[int], offset: int) -> list[tuple[int, int]]:
+    """The word of ``words`` (in order, apart; ``starts``: where they start) that ``offset`` is strictly inside."""
+    k = bisect.bisect_left(starts, offset) - 1
+    return [words[k]] if k >= 0 and words[k][0] < offset < words[k][1] else []
 
 
 def _longest_run(words: set[int]) -> tuple[int, int]:
@@ -167,8 +173,11 @@ def _element_ranges(
     """The first and last target word (of ``count``) of each element that has any (``source``: the segment's
     word spans), an element covering its children."""
     ranges: dict[int, tuple[int, int]] = {}
+    starts, ends = [begin for begin, _ in source], [end for _, end in source]
     for element in elements:
-        words = [i for i, (begin, end) in enumerate(source) if begin < element.end and element.begin < end]
+        # the source words that overlap the element: from the first ending after its start to the last starting
+        # before its end
+        words = list(range(bisect.bisect_right(ends, element.begin), bisect.bisect_left(starts, element.end)))
         found = _target_words(words, linked, weights, count)
         if found:
             ranges[element.order] = _longest_run(_bridged(found))
@@ -317,6 +326,7 @@ def project(segment: Segment, target: str, alignment: WordAlignment | None) -> P
     ranges = _with_words_shown(segment.elements, ranges, covered | frozenset(kept_at), len(spans))
     unplaced = _unplaced(segment.elements, ranges)
     items_at, items_after = _anchored_items([*segment.items, *unplaced], source, linked, covered, len(spans))
+    starts = [begin for begin, _ in source]
     around = sorted(
         (e for e in segment.elements if e.kept is None and e.order in ranges),
         key=lambda e: (e.depth, e.order),
@@ -326,7 +336,7 @@ def project(segment: Segment, target: str, alignment: WordAlignment | None) -> P
         spans,
         ranges,
         tuple(around),
-        {e.order: _trims(segment.text, source, e) for e in segment.elements},
+        {e.order: _trims(segment.text, source, starts, e) for e in segment.elements},
         kept_at,
         covered,
         items_at,

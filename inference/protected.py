@@ -19,6 +19,7 @@ left to the model.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from html import escape
@@ -42,7 +43,7 @@ KINDS = {
         r"%(?:\d+\$|\([\w.]+\))?[-+#0]*(?:\d+|\*)?(?:\.\d+)?[hlLqjzt]*[diouxXeEfFgGcrsa@]"
     ),
     "number": regex.compile(
-        r"(?<![\w.,])(?:[$€£¥]\s?\d+(?:[.,]\d+)*|\d+(?:[.,]\d+)*\s?"
+        r"(?<![\w.,])(?:[$€£¥]\s?(?>\d+(?:[.,]\d+)*)|(?>\d+(?:[.,]\d+)*)\s?"
         r"(?:km/h|m/s|kWh|mAh|[kMGT]?Hz|[kMGTP]i?B|[kmcµn]?[mgslLVWAJ]|min|mph|ms|µs|ns|px|pt|rem|em|°[CF]|%|‰|[€$£¥]))"
         r"(?![\w])"
     ),
@@ -122,43 +123,56 @@ def protect_segment(segment: Segment) -> Segment:
     """``segment`` (of an HTML or XML document) with its protected spans kept as written (module docstring): the
     outermost element that holds exactly a span, its own markup with it, or the span's text alone where no element
     does; a span that overlaps an element kept as written, or that only part of an element or a markup without
-    words crosses, is left as it is."""
-    elements = list(segment.elements)
-    items = list(segment.items)
-    for span in protected_spans(segment.text):
+    words crosses, is left as it is. The spans and the elements are swept once, in order."""
+    spans = protected_spans(segment.text)
+    if not spans:
+        return segment
+    ordered = sorted(segment.elements, key=lambda e: (e.begin, e.depth))
+    offsets = sorted(item.offset for item in segment.items)
+    upgraded: dict[int, Element] = {}
+    added: list[Element] = []
+    # the elements that start before the current span's end and end after its start
+    active: list[Element] = []
+    k = 0
+    for span in spans:
         begin, end = span.begin, span.end
-        if any(e.kept is not None and e.begin < end and begin < e.end for e in elements):
+        while k < len(ordered) and ordered[k].begin < end:
+            active.append(ordered[k])
+            k += 1
+        active = [e for e in active if e.end > begin]
+        if any(e.kept is not None or _crosses(e, begin, end) for e in active):
             continue
-        if any(_crosses(e, begin, end) for e in elements):
-            continue
-        exact = [e for e in elements if e.begin == begin and e.end == end and e.written is not None]
-        inside = [item for item in items if begin < item.offset < end]
+        exact = [e for e in active if e.begin == begin and e.end == end and e.written is not None]
         if exact:
             kept = min(exact, key=lambda e: e.depth)
-            start, stop = kept.written  # type: ignore[misc]
-            kept.kept = segment.raw[start:stop]
-            elements = [e for e in elements if e is kept or not _within(e, kept)]
-            items = [item for item in items if kept not in item.elements]
+            upgraded[id(kept)] = kept
             continue
-        if inside or any(begin <= e.begin and e.end <= end for e in elements):
+        after = bisect.bisect_right(offsets, begin)
+        if any(begin <= e.begin for e in active) or (after < len(offsets) and offsets[after] < end):
             continue
-        holders = [e for e in elements if e.begin <= begin and end <= e.end]
-        parent = max(holders, key=lambda e: e.depth) if holders else None
+        parent = max(active, key=lambda e: e.depth) if active else None
         depth = parent.depth + 1 if parent is not None else 0
         text = escape(segment.text[begin:end], quote=False)
-        elements.append(Element("", "", depth, -1, -1, begin, end, kept=text, parent=parent))
+        added.append(Element("", "", depth, -1, -1, begin, end, kept=text, parent=parent))
+    for kept in upgraded.values():
+        start, stop = kept.written  # type: ignore[misc]
+        kept.kept = segment.raw[start:stop]
+    elements = [e for e in segment.elements if not _inside_any(e, upgraded)] + added
+    items = [item for item in segment.items if not any(id(e) in upgraded for e in item.elements)]
     elements.sort(key=lambda e: (e.begin, e.depth))
     for order, element in enumerate(elements):
         element.order = order
     return replace(segment, elements=elements, items=items)
 
 
-def _within(element: Element, ancestor: Element) -> bool:
-    """Whether ``element`` is ``ancestor`` or one of its descendants."""
-    found: Element | None = element
-    while found is not None and found is not ancestor:
-        found = found.parent
-    return found is ancestor
+def _inside_any(element: Element, ancestors: dict[int, Element]) -> bool:
+    """Whether one of ``element``'s ancestors is among ``ancestors`` (by identity)."""
+    parent = element.parent
+    while parent is not None:
+        if id(parent) in ancestors:
+            return True
+        parent = parent.parent
+    return False
 
 
 def guard(sentence: str) -> Segment | None:
