@@ -247,8 +247,7 @@ def _anchored_items(
             items_after.setdefault(max(linked[touched]), []).append(item)
             continue
         following = bisect.bisect_left(starts, item.offset)
-        reached = [min(linked[i]) for i in range(following, len(source)) if i in linked]
-        position = reached[0] if reached else count
+        position = next((min(linked[i]) for i in range(following, len(source)) if i in linked), count)
         while position in covered:
             position += 1
         items_at.setdefault(position, []).append(item)
