@@ -40,8 +40,8 @@ from vanilla_transformer.inference.markup import TagRules
 
 from .dialects import dialect_router, first, protect_field, read_fields
 from .documents import translate_documents
-from .glossaries import glossary_for
 from .errors import error_reply
+from .glossaries import glossary_for
 from .lanes import Lane, Lanes
 from .options import DecodingRequest, RequestError
 from .state import Server

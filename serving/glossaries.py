@@ -175,7 +175,7 @@ async def owner_of(request: Request, state: ServerState) -> str:
     owner for all on a server without."""
     if not state.keyed:
         return ""
-    key = await request_key("deepl", request.scope, await request.body())
+    key = await request_key("deepl", dict(request.scope), await request.body())
     return hashlib.sha256((key or "").encode()).hexdigest()
 
 

@@ -8,6 +8,7 @@ longer sources than the other serving tests' model."""
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import httpx
 import pytest
@@ -125,10 +126,14 @@ def test_deepl_hf_and_own_api(server):
 
     translator = deepl.Translator("any-key", server_url=server)
     texts = [sentence(span) for span in SPANS.values()]
-    found = [r.text for r in translator.translate_text(texts, source_lang="EN", target_lang="FR")]
+    results = translator.translate_text(texts, source_lang="EN", target_lang="FR")
+    found = [r.text for r in cast(list, results)]
     assert all(f.count(span) == 1 for f, span in zip(found, SPANS.values())), found
     document = f"<p>So <b>{MASTODON_KEPT[2]} now</b> then</p>"
-    marked = translator.translate_text(document, source_lang="EN", target_lang="FR", tag_handling="html").text
+    marked = cast(
+        deepl.TextResult,
+        translator.translate_text(document, source_lang="EN", target_lang="FR", tag_handling="html"),
+    ).text
     assert inside(marked, MASTODON_KEPT[2], "b"), marked
 
     hf = httpx.post(server + "/", json={"inputs": texts}, timeout=60).json()
