@@ -18,7 +18,7 @@ sentence by sentence, cut at punctuation and line breaks (kept), "nonewlines" (t
 ``tag_handling=html``) at punctuation only, "0" each text (each segment) whole (`inference.sentences`). With ``tag_handling``, ``splitting_tags`` name
 elements that end a segment, ``non_splitting_tags`` elements that never do, and ``ignore_tags`` elements kept as
 written (`inference.markup.TagRules`; comma-separated names). ``glossary_id`` (with ``source_lang``) translates
-with the terms of one of the key's glossaries (`serving.glossaries`, which serves /v2/glossaries). URLs, e-mail
+with the terms of one of the key's glossaries (`serving.glossary_store`; `serving.glossaries` serves /v2/glossaries). URLs, e-mail
 addresses, mentions, hashtags, inline code, numbers with units, placeholders and ``translate="no"`` content come out
 as written (`inference.protected`); the extra field ``protect`` false asks for the raw translation. DeepL's other
 options (formality, context, outline_detection...) are accepted and have no effect. Texts are decoded with the model's defaults, so a reply equals the
@@ -41,7 +41,7 @@ from vanilla_transformer.inference.markup import TagRules
 from .dialects import dialect_router, first, protect_field, read_fields
 from .documents import translate_documents
 from .errors import error_reply
-from .glossaries import glossary_for
+from .glossary_store import glossary_for
 from .lanes import Lane, Lanes
 from .options import DecodingRequest, RequestError
 from .state import Server
@@ -122,7 +122,7 @@ async def translate(request: Request, state: Server) -> Any:
         if glossary_id is not None:
             options = await glossary_for(
                 request,
-                state,
+                state.glossaries,
                 glossary_id,
                 model_language(source) if source else None,
                 model_language(target),

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
+from .glossary_store import GlossaryStore
 from .lanes import Lanes
 from .metrics import Metrics
 from .options import Limits, RequestError
-
-if TYPE_CHECKING:
-    from .glossaries import GlossaryStore
 
 
 class StreamSlots:
@@ -64,7 +62,7 @@ class CharacterCount:
 class ServerState:
     """The served models' ``lanes``, the server's ``limits`` and ``metrics``, its batching settings (as /info
     reports them), whether it needs API keys (``keyed``), its streams, the characters DeepL's API translated and
-    the DeepL glossaries of each key (`serving.glossaries`)."""
+    the DeepL glossaries of each key (`serving.glossary_store`)."""
 
     lanes: Lanes
     limits: Limits
@@ -76,10 +74,10 @@ class ServerState:
     glossaries: GlossaryStore = field(init=False)
 
     def __post_init__(self) -> None:
-        from .glossaries import GlossaryStore
-
         self.streams = StreamSlots(self.limits.max_streams)
-        self.glossaries = GlossaryStore(self.limits.max_glossaries, self.limits.max_glossary_entries)
+        self.glossaries = GlossaryStore(
+            self.limits.max_glossaries, self.limits.max_glossary_entries, self.keyed
+        )
 
 
 def server_state(request: Request) -> ServerState:
