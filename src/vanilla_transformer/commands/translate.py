@@ -264,22 +264,19 @@ def main(argv: list[str] | None = None) -> int:
         set_seed(args.seed)
     # the console streams are TextIOWrappers (typeshed types them TextIO)
     cast(io.TextIOWrapper, sys.stdin).reconfigure(encoding="utf-8", errors="replace")
+    # the plan options of a document (--format html) and of protected text lines
+    planned: dict[str, Any] = {
+        "split_sentences": args.split_sentences is not None,
+        "language": split_language(args) if args.split_sentences is not None else None,
+        "protect": not args.no_protect,
+        **generate_kwargs,
+        "glossary": glossary,
+        "shortlist": shortlist,
+    }
     if args.format == "html":
         from vanilla_transformer.inference.documents import translate_document
 
-        document = sys.stdin.read()
-        translated = translate_document(
-            model,
-            tokenizer,
-            document,
-            args.batch_size,
-            split_sentences=args.split_sentences is not None,
-            language=split_language(args) if args.split_sentences is not None else None,
-            **generate_kwargs,
-            protect=not args.no_protect,
-            glossary=glossary,
-            shortlist=shortlist,
-        )
+        translated = translate_document(model, tokenizer, sys.stdin.read(), args.batch_size, **planned)
         cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
         sys.stdout.write(translated)
         sys.stdout.flush()
@@ -288,18 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_protect and args.output_format == "text" and not args.alignments:
         from vanilla_transformer.inference.documents import translate_texts
 
-        nbest = translate_texts(
-            model,
-            tokenizer,
-            lines,
-            args.batch_size,
-            split_sentences=args.split_sentences is not None,
-            language=split_language(args) if args.split_sentences is not None else None,
-            **generate_kwargs,
-            glossary=glossary,
-            shortlist=shortlist,
-        )
-        outputs = ["\t".join(hyps) for hyps in nbest]
+        outputs = [
+            "\t".join(hyps) for hyps in translate_texts(model, tokenizer, lines, args.batch_size, **planned)
+        ]
     elif args.split_sentences is not None:
         outputs = split_output_lines(
             model, tokenizer, lines, args, {**generate_kwargs, "glossary": glossary, "shortlist": shortlist}
