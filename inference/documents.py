@@ -11,6 +11,12 @@ hypothesis k of each sentence (its last when it has fewer), the sentences of a p
 (`inference.sentences.SplitText.join`), each segment's markup placed by the alignments of its sentences put
 together over the segment (`inference.alignment.joined_alignment`; by relative position without alignments).
 
+With ``protect`` (the default), the spans that must come out as written (URLs, e-mail addresses, @mentions,
+#hashtags, inline code, numbers with units, placeholders; in markup also ``<code>`` and ``translate="no"``:
+`inference.protected`) are: a document's as elements kept as written of its segments, a plain text's by the
+alignment of each sentence that holds one with its translation (`TranslatedDocument.guard_pairs`,
+`TranslatedDocument.guarded`); a span the model copies more than once is kept once.
+
 Nothing here translates or aligns: the caller runs the model on what the plan hands out, synchronously
 (`inference.markup.translate_document`) or through the server's batcher (`serving.documents`).
 """
@@ -22,7 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .alignment import WordAlignment, joined_alignments
-from .markup import MAX_DEPTH, Document, TagRules, split_document
+from .markup import MAX_DEPTH, Document, Segment, TagRules, split_document
+from .protected import guard, keep_once, kept_texts, protect_segment, render_guarded, split_protected
 from .sentences import SplitText, split_text
 
 if TYPE_CHECKING:
@@ -39,6 +46,9 @@ class DocumentPlan:
     pieces: tuple[str, ...]
     splits: tuple[SplitText, ...]
     document: Document | None = None
+    # for each of `sentences`: the texts of its protected spans, and (of a plain text) its `protected.guard`
+    kept: tuple[tuple[str, ...], ...] = ()
+    guards: tuple[Segment | None, ...] = ()
 
     @classmethod
     def of(
@@ -51,18 +61,35 @@ class DocumentPlan:
         language: str | None = None,
         newlines: bool = True,
         max_depth: int = MAX_DEPTH,
+        protect: bool = True,
     ) -> DocumentPlan:
         """The plan of ``text`` (module docstring): with ``markup`` an HTML or XML document whose segments are
         cut by ``tags``; with ``split_sentences`` each piece cut into its sentences by the rules of ``language``
-        (``newlines`` False: a line break is a space). `inference.markup.MarkupTooDeep` for a document nesting
-        more than ``max_depth`` elements."""
+        (``newlines`` False: a line break is a space); with ``protect`` its protected spans kept as written.
+        `inference.markup.MarkupTooDeep` for a document nesting more than ``max_depth`` elements."""
         document = split_document(text, tags, max_depth) if markup else None
+        if document is not None and protect:
+            document = Document(
+                [protect_segment(p) if isinstance(p, Segment) and p.text else p for p in document.parts]
+            )
         pieces = tuple(segment.text for segment in document.segments) if document is not None else (text,)
         if split_sentences:
-            splits = tuple(split_text(piece, language, newlines) for piece in pieces)
+            cut = split_protected if protect else split_text
+            splits = tuple(cut(piece, language, newlines) for piece in pieces)
         else:
             splits = tuple(SplitText((piece,), (None,)) for piece in pieces)
-        return cls(pieces, splits, document)
+        if not protect:
+            return cls(pieces, splits, document)
+        if document is not None:
+            kept = tuple(
+                tuple(t for t in kept_texts(segment) if t in sentence)
+                for segment, split in zip(document.segments, splits)
+                for sentence in split.sentences
+            )
+            return cls(pieces, splits, document, kept)
+        guards = tuple(guard(sentence) for split in splits for sentence in split.sentences)
+        kept = tuple(tuple(kept_texts(found)) if found is not None else () for found in guards)
+        return cls(pieces, splits, document, kept, guards)
 
     @property
     def sentences(self) -> list[str]:
@@ -74,6 +101,8 @@ class DocumentPlan:
         of lists that is not the number of sentences."""
         if len(nbest) != len(self.sentences):
             raise ValueError(f"{len(nbest)} n-best lists for {len(self.sentences)} sentences")
+        if self.kept:
+            nbest = [[keep_once(hyp, kept) for hyp in hyps] for hyps, kept in zip(nbest, self.kept)]
         found = iter(nbest)
         per_piece = tuple(tuple(list(next(found)) for _ in split.sentences) for split in self.splits)
         return TranslatedDocument(self, per_piece)
@@ -90,6 +119,34 @@ class TranslatedDocument:
     def piece_nbest(self) -> list[list[str]]:
         """The n-best list of each piece: its sentences' hypotheses k joined (`SplitText.join_nbest`)."""
         return [split.join_nbest(nbest) for split, nbest in zip(self.plan.splits, self.nbest)]
+
+    def _guarded(self) -> list[tuple[int, int, int, Segment]]:
+        """(piece, sentence, hypothesis, guard) of each hypothesis of each sentence of a plain text that holds a
+        protected span."""
+        guards = iter(self.plan.guards)
+        found = []
+        for p, nbest in enumerate(self.nbest):
+            for s, hyps in enumerate(nbest):
+                sentence_guard = next(guards, None)
+                if sentence_guard is not None:
+                    found += [(p, s, k, sentence_guard) for k in range(len(hyps))]
+        return found
+
+    def guard_pairs(self) -> list[tuple[str, str]]:
+        """The (sentence, translation) pairs whose word alignments `guarded` takes: every hypothesis of each
+        sentence of a plain text that holds a protected span (none for a document, or without protection)."""
+        return [(found.text, self.nbest[p][s][k]) for p, s, k, found in self._guarded()]
+
+    def guarded(self, alignments: Sequence[WordAlignment] | None = None) -> TranslatedDocument:
+        """The plain text's translations with their protected spans written as they are, placed by
+        ``alignments`` (those of `guard_pairs`, in order; None: by relative position)."""
+        wanted = self._guarded()
+        if alignments is not None and len(alignments) != len(wanted):
+            raise ValueError(f"{len(alignments)} alignments for {len(wanted)} guarded translations")
+        nbest = [[list(hyps) for hyps in piece] for piece in self.nbest]
+        for n, (p, s, k, found) in enumerate(wanted):
+            nbest[p][s][k] = render_guarded(found, nbest[p][s][k], alignments[n] if alignments else None)
+        return TranslatedDocument(self.plan, tuple(tuple(piece) for piece in nbest))
 
     def _wholes(self, best_only: bool) -> dict[tuple[int, int], tuple[str, str, list[tuple[str, str]]]]:
         """By (piece p, hypothesis k): (piece, its hypothesis k, its (sentence, translation) pairs), for each
@@ -156,6 +213,60 @@ class TranslatedDocument:
         return dict(zip(wholes, joined_alignments(list(wholes.values()), alignments)))
 
 
+def translate_texts(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    batch_size: int = 32,
+    split_sentences: bool = False,
+    language: str | None = None,
+    protect: bool = True,
+    **generate_kwargs: Any,
+) -> list[list[str]]:
+    """The n-best list of each plain text, driven through its `DocumentPlan` (as the server's APIs do): with
+    ``split_sentences`` translated sentence by sentence (`inference.sentences.split_text` with ``language``), with
+    ``protect`` its protected spans written as they are, placed by the alignment of each sentence that holds one
+    with its translation (by relative position where the engine returns no attention); ``generate_kwargs`` as
+    `inference.translate.translate_hypotheses`'."""
+    from .translate import translate_hypotheses
+
+    plans = [
+        DocumentPlan.of(text, split_sentences=split_sentences, language=language, protect=protect)
+        for text in texts
+    ]
+    flat = [sentence for plan in plans for sentence in plan.sentences]
+    found = iter(translate_hypotheses(model, tokenizer, flat, batch_size, scores=False, **generate_kwargs))
+    translated = [plan.translated([[h.text for h in next(found)] for _ in plan.sentences]) for plan in plans]
+    pairs = [document.guard_pairs() for document in translated]
+    aligned = _aligned(model, tokenizer, [pair for own in pairs for pair in own], batch_size)
+    links = iter(aligned or [])
+    done = []
+    for document, own in zip(translated, pairs):
+        if own:
+            document = document.guarded([next(links) for _ in own] if aligned is not None else None)
+        done.append(document.render())
+    return done
+
+
+def _aligned(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    pairs: Sequence[tuple[str, str]],
+    batch_size: int,
+) -> list[WordAlignment] | None:
+    """The word alignments of (sentence, translation) ``pairs`` (`inference.alignment.align_words`); None for an
+    engine that returns no attention, or no pairs."""
+    from .alignment import align_words, check_alignable
+
+    try:
+        check_alignable(model)
+    except ValueError:
+        return None
+    if not pairs:
+        return None
+    return align_words(model, tokenizer, [p[0] for p in pairs], [p[1] for p in pairs], batch_size)
+
+
 def translate_document(
     model: PreTrainedModel | ModelStandIn,
     tokenizer: PreTrainedTokenizerBase,
@@ -164,6 +275,7 @@ def translate_document(
     split_sentences: bool = False,
     language: str | None = None,
     max_depth: int = MAX_DEPTH,
+    protect: bool = True,
     **generate_kwargs: Any,
 ) -> str:
     """``document`` (HTML or XML) translated with its markup (`inference.markup`), driven through its
@@ -171,24 +283,20 @@ def translate_document(
     `inference.sentences.split_text` with ``language``) batched through `inference.translate.translate_hypotheses`
     (``generate_kwargs`` as there; the best hypothesis of each), the sentences of the segments that hold inline
     markup aligned with their translations (`inference.alignment.align_words`; by relative position where the
-    engine returns no attention). `inference.markup.MarkupTooDeep` for a document nesting more than ``max_depth``
-    elements."""
-    from .alignment import align_words, check_alignable
+    engine returns no attention); with ``protect``, its protected spans kept as written (`inference.protected`).
+    `inference.markup.MarkupTooDeep` for a document nesting more than ``max_depth`` elements."""
     from .translate import translate_hypotheses
 
     plan = DocumentPlan.of(
-        document, markup=True, split_sentences=split_sentences, language=language, max_depth=max_depth
+        document,
+        markup=True,
+        split_sentences=split_sentences,
+        language=language,
+        max_depth=max_depth,
+        protect=protect,
     )
     nbest = translate_hypotheses(
         model, tokenizer, plan.sentences, batch_size, scores=False, **generate_kwargs
     )
     translated = plan.translated([[hyps[0].text] for hyps in nbest])
-    try:
-        check_alignable(model)
-        pairs = translated.pairs()
-    except ValueError:
-        pairs = []
-    if not pairs:
-        return translated.render()[0]
-    found = align_words(model, tokenizer, [p[0] for p in pairs], [p[1] for p in pairs], batch_size)
-    return translated.render(found)[0]
+    return translated.render(_aligned(model, tokenizer, translated.pairs(), batch_size))[0]

@@ -325,6 +325,8 @@ class Element:
     # the element as written, for one kept as written (its words are replaced by it)
     kept: str | None = None
     parent: Element | None = None
+    # its start tag to its end tag, as offsets in the segment's raw (None for one closed implicitly)
+    written: tuple[int, int] | None = None
 
 
 @dataclass
@@ -404,6 +406,12 @@ class _Builder:
             len(self.text),
             parent=self.open[-1] if self.open else None,
         )
+        if (
+            close < len(self.events)
+            and self.events[close].kind == "end"
+            and self.events[close].name == event.name
+        ):
+            element.written = (event.begin - self.begin, self.events[close].end - self.begin)
         self.elements.append(element)
         if not kept:
             self.open.append(element)

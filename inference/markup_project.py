@@ -11,8 +11,10 @@ without words goes (a `Projection`, which `inference.markup_render` writes out).
 - an element with no words (``<img>``, ``<a id="x"></a>``), a comment or a stray end tag is put after the target
   word aligned with the source word whose end it touches (``word<a id="x"></a>``), else before the target word
   aligned with the source word after it.
-- an element kept as written replaces the target words aligned with its words; an element all of whose target
-  words it replaces goes where markup without words goes.
+- an element kept as written replaces the target words aligned with its words (the words where the target writes
+  its text verbatim, when it does so once); an element all of whose target words it replaces goes where markup
+  without words goes, unless it holds it; an element without target words goes there too, with those of its
+  descendants that have none written inside it.
 
 Engines that return no attention (ONNX) place tags by relative position (`proportional_alignment`), which suits
 short inline elements in languages of similar word order only.
@@ -218,7 +220,12 @@ def _with_words_shown(
     elements: Sequence[Element], ranges: dict[int, tuple[int, int]], replaced: frozenset[int], count: int
 ) -> dict[int, tuple[int, int]]:
     """``ranges`` without the elements (not kept as written) all of whose target words (of ``count``) are
-    ``replaced`` by elements kept as written: they have no word of their own left."""
+    ``replaced`` by elements kept as written: they have no word of their own left (an element that holds one of
+    those elements kept as written stays around it)."""
+    holding = {e.parent.order for e in elements if e.kept is not None and e.order in ranges and e.parent}
+    for element in sorted(elements, key=lambda e: -e.depth):
+        if element.order in holding and element.parent is not None:
+            holding.add(element.parent.order)
     # how many of the target words before each are shown
     shown_before = [0]
     for j in range(count):
@@ -228,6 +235,7 @@ def _with_words_shown(
         for element in elements
         if element.kept is None
         and element.order in ranges
+        and element.order not in holding
         and shown_before[min(ranges[element.order][1] + 1, count)]
         == shown_before[min(ranges[element.order][0], count)]
     }
@@ -264,6 +272,65 @@ def _anchored_items(
     return items_at, items_after
 
 
+def _unplaced(elements: Sequence[Element], ranges: dict[int, tuple[int, int]]) -> list[Item]:
+    """The elements no target word was found for, as markup without words: each with those of its descendants
+    that have none either written inside it, inside the elements that held it."""
+    unplaced = [e for e in elements if e.order not in ranges]
+    inner: dict[int, list[Element]] = {}
+    for element in unplaced:
+        if element.parent is not None and element.parent.order not in ranges:
+            inner.setdefault(element.parent.order, []).append(element)
+
+    def markup(element: Element) -> str:
+        if element.kept is not None:
+            return element.kept
+        return element.start_tag + "".join(markup(e) for e in inner.get(element.order, [])) + element.end_tag
+
+    items = []
+    for element in unplaced:
+        if element.parent is None or element.parent.order in ranges:
+            held: list[Element] = []
+            parent = element.parent
+            while parent is not None:
+                held.append(parent)
+                parent = parent.parent
+            items.append(Item(markup(element), element.begin, tuple(reversed(held))))
+    return items
+
+
+def _copied_kept(
+    segment: Segment,
+    target: str,
+    spans: list[tuple[int, int]],
+    source: list[tuple[int, int]],
+    alignment: WordAlignment,
+) -> WordAlignment:
+    """``alignment`` with each element kept as written whose text ``target`` writes verbatim once, on whole words,
+    linked to those words alone (and no other source word linked to them)."""
+    import numpy as np
+
+    links, weights = list(alignment.links), np.array(alignment.weights, dtype=np.float32, copy=True)
+    changed = False
+    for element in segment.elements:
+        if element.kept is None:
+            continue
+        text = segment.text[element.begin : element.end]
+        if not text.strip() or target.count(text) != 1:
+            continue
+        begin = target.index(text)
+        words = [j for j, (b, e) in enumerate(spans) if b < begin + len(text) and begin < e]
+        columns = _source_words(source, element)
+        if not words or not columns or weights.shape[0] < len(spans) or weights.shape[1] < len(source):
+            continue
+        links = [(i, j) for i, j in links if i not in columns and j not in words]
+        links += [(i, j) for i in columns for j in words]
+        weights[:, columns] = 0.0
+        weights[words, :] = 0.0
+        weights[np.ix_(words, columns)] = 1.0
+        changed = True
+    return WordAlignment(sorted(links), weights) if changed else alignment
+
+
 def project(segment: Segment, target: str, alignment: WordAlignment | None) -> Projection:
     """Where ``segment``'s inline markup goes in its translation ``target`` (stripped), by ``alignment`` (by
     relative position where None: `proportional_alignment`)."""
@@ -271,16 +338,12 @@ def project(segment: Segment, target: str, alignment: WordAlignment | None) -> P
     source = word_spans(segment.text)
     if alignment is None:
         alignment = proportional_alignment(len(source), len(spans))
+    alignment = _copied_kept(segment, target, spans, source, alignment)
     linked = _linked(alignment, len(spans))
     ranges = _element_ranges(segment.elements, source, linked, alignment.weights, len(spans))
     kept_at, covered = _kept_words(segment.elements, ranges)
     ranges = _with_words_shown(segment.elements, ranges, covered | frozenset(kept_at), len(spans))
-    # elements no target word was found for go where markup without words goes
-    unplaced = [
-        Item(element.kept or element.start_tag + element.end_tag, element.begin, ())
-        for element in segment.elements
-        if element.order not in ranges
-    ]
+    unplaced = _unplaced(segment.elements, ranges)
     items_at, items_after = _anchored_items([*segment.items, *unplaced], source, linked, covered, len(spans))
     around = sorted(
         (e for e in segment.elements if e.kept is None and e.order in ranges),

@@ -21,7 +21,8 @@ A /translate or /translate/stream body's optional ``source`` and ``target`` pick
 when several models match (422 naming the pairs served otherwise).
 
 and the LibreTranslate, Hugging Face Inference and DeepL APIs over the same translate path
-(`serving.libretranslate_api`, `serving.hf_inference_api`, `serving.deepl_api`).
+(`serving.libretranslate_api`, `serving.hf_inference_api`, `serving.deepl_api`, with its glossaries:
+`serving.glossaries`).
 
 /translate requests go through the `serving.batcher.Batcher` (dynamic batching). Refusals are JSON
 ``{"detail": message}``: 413 for a body over ``max_request_bytes`` or more than ``max_texts`` texts, 411 for a
@@ -47,7 +48,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vanilla_transformer.inference.glossary import Glossary
 
-from . import deepl_api, hf_inference_api, libretranslate_api, routes
+from . import deepl_api, glossaries, hf_inference_api, libretranslate_api, routes
 from .batcher import Batcher
 from .dialects import request_api
 from .errors import error_reply
@@ -118,7 +119,7 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(RequestError, _refused)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    for module in (routes, libretranslate_api, hf_inference_api, deepl_api):
+    for module in (routes, libretranslate_api, hf_inference_api, deepl_api, glossaries):
         app.include_router(module.router)
     _add_middleware(app, limits, metrics, api_keys, cors_origins, rate_limiter)
     return app

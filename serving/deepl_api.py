@@ -17,8 +17,11 @@ translates the text between block elements whole and puts the inline markup back
 sentence by sentence, cut at punctuation and line breaks (kept), "nonewlines" (the default with
 ``tag_handling=html``) at punctuation only, "0" each text (each segment) whole (`inference.sentences`). With ``tag_handling``, ``splitting_tags`` name
 elements that end a segment, ``non_splitting_tags`` elements that never do, and ``ignore_tags`` elements kept as
-written (`inference.markup.TagRules`; comma-separated names). DeepL's other options (formality, context,
-glossaries, outline_detection...) are accepted and have no effect. Texts are decoded with the model's defaults, so a reply equals the
+written (`inference.markup.TagRules`; comma-separated names). ``glossary_id`` (with ``source_lang``) translates
+with the terms of one of the key's glossaries (`serving.glossary_store`; `serving.glossaries` serves /v2/glossaries). URLs, e-mail
+addresses, mentions, hashtags, inline code, numbers with units, placeholders and ``translate="no"`` content come out
+as written (`inference.protected`); the extra field ``protect`` false asks for the raw translation. DeepL's other
+options (formality, context, outline_detection...) are accepted and have no effect. Texts are decoded with the model's defaults, so a reply equals the
 server's own /translate (with ``split_sentences``); DeepL's reply has no field for a score, and gets
 none (the server's own /translate gives them with ``scores``). The ``Authorization: DeepL-Auth-Key KEY`` header
 (or the legacy ``auth_key`` field, in the query string or the body) is checked when the server has keys
@@ -35,9 +38,10 @@ from fastapi.responses import JSONResponse
 
 from vanilla_transformer.inference.markup import MAX_DEPTH, TagRules
 
-from .dialects import dialect_router, first, read_fields
+from .dialects import dialect_router, first, protect_field, read_fields
 from .documents import translate_documents
 from .errors import error_reply
+from .glossary_store import glossary_for
 from .lanes import Lane, Lanes
 from .options import DecodingRequest, RequestError
 from .state import Server
@@ -120,10 +124,20 @@ async def translate(request: Request, state: Server) -> Any:
         texts, tags, split, rules = _request(fields, form)
         source, target = first(fields, "source_lang", form), first(fields, "target_lang", form)
         lanes = _lanes(state.lanes, texts, source, target, bool(tags), rules, state.limits.max_markup_depth)
+        glossary_id = first(fields, "glossary_id", form)
+        options = DecodingRequest()
+        if glossary_id is not None:
+            options = await glossary_for(
+                request,
+                state.glossaries,
+                glossary_id,
+                model_language(source) if source else None,
+                model_language(target),
+            )
         nbest = await translate_documents(
             texts,
             lanes,
-            lambda lane: DecodingRequest(),
+            lambda lane: options,
             request,
             max_texts=state.limits.max_texts,
             max_depth=state.limits.max_markup_depth,
@@ -131,6 +145,7 @@ async def translate(request: Request, state: Server) -> Any:
             split_sentences=split != "0",
             newlines=split == "1",
             tags=rules,
+            protect=protect_field(first(fields, "protect", form)),
         )
     except RequestError as err:
         return _error(err)

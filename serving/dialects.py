@@ -94,6 +94,16 @@ def first(fields: dict[str, Any], name: str, form: bool) -> Any:
     return (value[0] if value else None) if form else value
 
 
+def protect_field(value: Any) -> bool:
+    """The ``protect`` field of a request (`serving.options.PROTECT_HELP`): True when absent; a boolean, or a form's
+    "true"/"false"/"1"/"0". `RequestError` (400) for anything else."""
+    if value is None or isinstance(value, bool):
+        return value is not False
+    if isinstance(value, str) and value.strip().lower() in ("true", "1", "false", "0"):
+        return value.strip().lower() in ("true", "1")
+    raise RequestError(400, f"protect={value!r} is invalid: send true or false")
+
+
 def dialect_router(
     api_name: str, routes: Iterable[tuple[str, Callable[..., Any], Sequence[str]]]
 ) -> APIRouter:

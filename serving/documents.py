@@ -36,6 +36,7 @@ async def translate_documents(
     newlines: bool = True,
     tags: TagRules | None = None,
     max_depth: int = MAX_DEPTH,
+    protect: bool = True,
 ) -> list[list[str]]:
     """The n-best lists of ``texts``, text i by ``lanes[i]`` with ``options(lane)``: with ``markup`` each text is
     HTML or XML translated by segments with its inline markup put back (`inference.markup`; ``tags``: the caller's
@@ -43,8 +44,9 @@ async def translate_documents(
     together (`inference.sentences`; ``newlines`` False: line breaks are spaces), hypothesis k of the whole made of
     hypothesis k of each sentence (its last when it has fewer). Every text, and with ``markup`` every segment,
     counts toward ``max_texts`` (`RequestError` 413); sentences do not. A document nesting more than ``max_depth``
-    elements is refused (`RequestError` 413). Parsing and rendering run in a worker thread, never on the event
-    loop."""
+    elements is refused (`RequestError` 413). With ``protect``, the spans that must not be translated (URLs, e-mail
+    addresses, mentions, hashtags, inline code, numbers with units, placeholders, ``translate="no"``) come out as
+    written (`inference.protected`). Parsing and rendering run in a worker thread, never on the event loop."""
     plans = await plan_documents(
         texts,
         lanes,
@@ -53,6 +55,7 @@ async def translate_documents(
         newlines=newlines,
         tags=tags,
         max_depth=max_depth,
+        protect=protect,
     )
     check_count(plans, max_texts)
     translated = await translate_plans(plans, lanes, options, connection, max_texts)
@@ -86,10 +89,11 @@ async def plan_documents(
     newlines: bool = True,
     tags: TagRules | None = None,
     max_depth: int = MAX_DEPTH,
+    protect: bool = True,
 ) -> list[DocumentPlan]:
-    """The `DocumentPlan` of each text, its sentences cut by the rules of its lane's source language, in a worker
-    thread (linear in the texts' length, but up to a few hundred milliseconds for a request at
-    max_request_bytes); `RequestError` (413) for a document nesting more than ``max_depth`` elements."""
+    """The `DocumentPlan` of each text, its sentences cut by the rules of its lane's source language, its protected
+    spans kept with ``protect``, in a worker thread (up to a few seconds for a request at max_request_bytes);
+    `RequestError` (413) for a document nesting more than ``max_depth`` elements."""
 
     def plans() -> list[DocumentPlan]:
         return [
@@ -101,6 +105,7 @@ async def plan_documents(
                 language=lane.pair[0] if lane.pair else None,
                 newlines=newlines,
                 max_depth=max_depth,
+                protect=protect,
             )
             for text, lane in zip(texts, lanes)
         ]
@@ -120,7 +125,8 @@ async def translate_plans(
 ) -> list[TranslatedDocument]:
     """Each plan with the n-best lists of its sentences, plan i by ``lanes[i]`` (`Lane.translate_texts` with
     ``options(lane)``): the sentences of each lane's plans in slices of at most ``max_texts``, every slice of
-    every lane submitted at once."""
+    every lane submitted at once; the protected spans of a plain text then placed by the alignment of its
+    sentences that hold one (`inference.documents.TranslatedDocument.guarded`)."""
     groups = _groups(lanes)
     jobs = []
     for members in groups.values():
@@ -136,7 +142,15 @@ async def translate_plans(
         nbest = iter(hyps for part in parts for hyps in part)
         for i in members:
             translated[i] = plans[i].translated([next(nbest) for _ in plans[i].sentences])
-    return [translated[i] for i in range(len(plans))]
+    found = [translated[i] for i in range(len(plans))]
+    guarded = [document.guard_pairs() for document in found]
+    if not any(guarded):
+        return found
+    aligned = await align_pairs(guarded, lanes)
+    return [
+        document.guarded(alignments) if pairs else document
+        for document, pairs, alignments in zip(found, guarded, aligned)
+    ]
 
 
 async def align_pairs(

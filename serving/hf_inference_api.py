@@ -9,7 +9,9 @@ options (those of POST /translate, checked by the same rules and limits); ``src_
 model (each optional; both needed only when several models match, else 422 naming the pairs served); ``clean_up_tokenization_spaces``, ``truncation`` and the body's ``options``
 (``wait_for_model``, ``use_cache``) are accepted and have no effect (the tokenizer decodes as it was saved; a source over the server's limit is refused, never truncated). The
 reply has one ``translation_text`` per input, or, with ``num_return_sequences`` > 1, that many per input (a list
-per input for a list of inputs); the task's output schema has no field for a score, so none is added (the
+per input for a list of inputs). URLs, e-mail addresses, mentions, hashtags, inline code, numbers with units and
+placeholders come out as written (`inference.protected`); ``parameters.protect`` false asks for the raw
+translation. The task's output schema has no field for a score, so none is added (the
 server's own /translate gives them with ``scores``). Errors are ``{"error": message}`` with the server's own
 status codes.
 """
@@ -21,13 +23,21 @@ from typing import Any
 from fastapi import Request
 from pydantic import ValidationError
 
-from .dialects import dialect_router, read_fields
+from .dialects import dialect_router, protect_field, read_fields
+from .documents import translate_documents
 from .errors import error_reply
 from .lanes import Lane, Lanes
 from .options import DecodingRequest, RequestError, generate_kwargs, validation_message
 from .state import Server
 
-PARAMETERS = ("src_lang", "tgt_lang", "generate_parameters", "clean_up_tokenization_spaces", "truncation")
+PARAMETERS = (
+    "src_lang",
+    "tgt_lang",
+    "generate_parameters",
+    "clean_up_tokenization_spaces",
+    "truncation",
+    "protect",
+)
 
 
 def _options(generate_parameters: Any) -> DecodingRequest:
@@ -86,7 +96,15 @@ async def task(request: Request, state: Server) -> Any:
         lane = _lane(state.lanes, parameters)
         options = _options(parameters.get("generate_parameters"))
         texts = [inputs] if isinstance(inputs, str) else list(inputs)
-        nbest = await lane.translate_texts(texts, options, request)
+        nbest = await translate_documents(
+            texts,
+            [lane] * len(texts),
+            lambda _: options,
+            request,
+            max_texts=state.limits.max_texts,
+            markup=False,
+            protect=protect_field(parameters.get("protect")),
+        )
     except RequestError as err:
         return error_reply("huggingface", err.status, err.message)
     replies = [[{"translation_text": hyp} for hyp in hyps] for hyps in nbest]

@@ -18,7 +18,9 @@ hypothesis k + 1 of each sentence). LibreTranslate's API has no field for scores
 (the server's own /translate gives them with ``scores``).
 ``format=html`` translates the text between block elements whole and puts the inline markup (links, emphasis)
 back where the word alignments say (`inference.markup`); with ``alternatives``, each alternative is the document
-with its markup placed in that hypothesis.
+with its markup placed in that hypothesis. URLs, e-mail addresses, @mentions, #hashtags, inline code, numbers
+with units, placeholders and ``translate="no"`` content come out as written (`inference.protected`); the extra
+field ``"protect": false`` asks for the raw translation.
 ``api_key`` is checked when the server has keys (`serving.middleware.ApiGate`). Errors are ``{"error": message}``: 400 for a request the server
 refuses (a missing field, a language it does not serve, a limit), 500 when translating fails, 503 while shutting
 down.
@@ -37,7 +39,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from .dialects import LIBRETRANSLATE_PREFIX, dialect_router, first, read_fields
+from .dialects import LIBRETRANSLATE_PREFIX, dialect_router, first, protect_field, read_fields
 from .documents import translate_documents
 from .errors import error_reply
 from .lanes import Lane, Lanes
@@ -135,6 +137,7 @@ async def translate(request: Request, state: Server) -> Any:
             max_depth=state.limits.max_markup_depth,
             markup=html,
             split_sentences=True,
+            protect=protect_field(first(fields, "protect", form)),
         )
     except RequestError as err:
         return _error(err)

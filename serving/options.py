@@ -103,7 +103,23 @@ else:
 # the fields that pick the model when a server has several (`serving.lanes.Lanes.route`)
 LANGUAGE_FIELDS = ("source", "target")
 # the fields of POST /translate besides its decoding options
-TRANSLATE_FIELDS = ("text", *LANGUAGE_FIELDS, "scores", "glossary", "alignments", "format", "split_sentences")
+TRANSLATE_FIELDS = (
+    "text",
+    *LANGUAGE_FIELDS,
+    "scores",
+    "glossary",
+    "alignments",
+    "format",
+    "split_sentences",
+    "protect",
+)
+# the field that turns off protected spans, in every API (`inference.protected`)
+PROTECT_HELP = (
+    "true (the default): URLs, e-mail addresses, @mentions, #hashtags, inline code (backticks; <code> in html), "
+    'numbers with units, placeholders ({name}, {0}, %s, %(name)s, {{var}}) and translate="no" content come out '
+    "exactly as written, placed by the word alignment (docs/control.md, Protected spans); false: the model's raw "
+    "translation"
+)
 
 
 GLOSSARY_HELP = (
@@ -151,6 +167,11 @@ class TranslateRequest(DecodingRequest):
         "texts), and a text over max_source_tokens can be translated when each sentence is within it. With "
         "alignments, each sentence is aligned with its translation and the links are numbered over the whole text. "
         "Not with scores",
+    )
+    protect: bool = Field(
+        True,
+        description=PROTECT_HELP + "; a text translated with scores or alignments (without split_sentences) "
+        "is the raw translation, which they describe",
     )
 
 
@@ -214,6 +235,8 @@ class Limits:
     max_markup_depth: int = _limit(
         MAX_DEPTH, "most elements open at once in an HTML or XML text (format html, tag_handling), else 413"
     )
+    max_glossaries: int = _limit(100, "DeepL glossaries kept per API key, in memory (/v2/glossaries)")
+    max_glossary_entries: int = _limit(10000, "entries of one DeepL glossary")
     body_timeout_s: float = _limit(30.0, "seconds a request body may take to arrive (then 408)")
     idle_timeout_s: float = _limit(5.0, "seconds an idle keep-alive connection is kept open")
 

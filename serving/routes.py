@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from vanilla_transformer.inference.protected import protected_spans
 from vanilla_transformer.inference.translate import translation_record
 from vanilla_transformer.modeling import position_limit
 
@@ -59,7 +60,10 @@ def lane_of(state: ServerState, source: str | None, target: str | None) -> Lane:
 async def translate(request: TranslateRequest, connection: Request, state: Server) -> Any:
     lane = lane_of(state, request.source, request.target)
     texts = [request.text] if isinstance(request.text, str) else list(request.text)
-    if request.format == "html" or request.split_sentences:
+    protected = (
+        request.protect and not (request.scores or request.alignments) and any(map(protected_spans, texts))
+    )
+    if request.format == "html" or request.split_sentences or protected:
         return await translate_as_documents(state, lane, texts, request, connection)
     if request.alignments:
         lane.check_alignable()
@@ -103,6 +107,7 @@ async def translate_as_documents(
         max_depth=state.limits.max_markup_depth,
         markup=html,
         split_sentences=request.split_sentences,
+        protect=request.protect,
     )
     reply: dict[str, Any] = {"translations": [found[0] for found in nbest]}
     if generate_kwargs(request).get("num_return_sequences", 1) > 1:
@@ -118,7 +123,9 @@ async def aligned_sentences(
     from vanilla_transformer.inference.alignment import pharaoh
 
     lane.check_alignable()
-    plans = await plan_documents(texts, [lane] * len(texts), markup=False, split_sentences=True)
+    plans = await plan_documents(
+        texts, [lane] * len(texts), markup=False, split_sentences=True, protect=request.protect
+    )
     check_count(plans, state.limits.max_texts)
     translated = await translate_plans(
         plans, [lane] * len(texts), lambda _: request, connection, state.limits.max_texts

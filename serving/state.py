@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
+from .glossary_store import GlossaryStore
 from .lanes import Lanes
 from .metrics import Metrics
 from .options import Limits, RequestError
@@ -60,7 +61,8 @@ class CharacterCount:
 @dataclass
 class ServerState:
     """The served models' ``lanes``, the server's ``limits`` and ``metrics``, its batching settings (as /info
-    reports them), whether it needs API keys (``keyed``), its streams and the characters DeepL's API translated."""
+    reports them), whether it needs API keys (``keyed``), its streams, the characters DeepL's API translated and
+    the DeepL glossaries of each key (`serving.glossary_store`)."""
 
     lanes: Lanes
     limits: Limits
@@ -69,9 +71,13 @@ class ServerState:
     keyed: bool = False
     streams: StreamSlots = field(init=False)
     characters: CharacterCount = field(default_factory=CharacterCount)
+    glossaries: GlossaryStore = field(init=False)
 
     def __post_init__(self) -> None:
         self.streams = StreamSlots(self.limits.max_streams)
+        self.glossaries = GlossaryStore(
+            self.limits.max_glossaries, self.limits.max_glossary_entries, self.keyed
+        )
 
 
 def server_state(request: Request) -> ServerState:

@@ -372,3 +372,21 @@ def test_a_glossary_term_the_model_cannot_write_exit_2_naming_it(export, monkeyp
     last = err.strip().splitlines()[-1]
     assert code == 2 and out == "" and "Traceback" not in err, err
     assert last.startswith("error: the glossary has 1 target term(s)") and "'\U0001f984'" in last, last
+
+
+def test_protected_spans_come_out_as_written(export, loaded, monkeypatch, capsys):
+    """A URL, a placeholder, an e-mail address and a hashtag come out once each, as written, also with
+    --split_sentences and --format html; --no_protect gives the model's raw translation, as translate_lines."""
+    lines = ["神说 https://x.org/a 要有光", "地是 {name} 空虚 %s", "神 bob@x.org 光 #光明"]
+    spans = [["https://x.org/a"], ["{name}", "%s"], ["bob@x.org", "#光明"]]
+    stdin = "\n".join(lines) + "\n"
+    for extra in ((), ("--split_sentences", "zh")):
+        code, out, _ = run_main(monkeypatch, capsys, "--model", str(export), *extra, stdin=stdin)
+        assert code == 0
+        for output, wanted in zip(out.split("\n"), spans):
+            assert all(output.count(span) == 1 for span in wanted), (output, wanted)
+    code, raw, _ = run_main(monkeypatch, capsys, "--model", str(export), "--no_protect", stdin=stdin)
+    assert code == 0 and raw.split("\n")[:3] == translate_lines(*loaded, lines)
+    document = f"<p><b>{lines[1]}</b></p>"
+    code, out, _ = run_main(monkeypatch, capsys, "--model", str(export), "--format", "html", stdin=document)
+    assert code == 0 and out.count("{name}") == 1 and out.count("%s") == 1

@@ -54,6 +54,11 @@ relative position.
 
     vanilla-transformer translate --model runs/base/export --format html < page.zh.html > page.en.html
 
+URLs, e-mail addresses, @mentions, #hashtags, inline code (backticks; <code> with --format html), numbers with
+units, placeholders ({name}, {0}, %s, %(name)s, {{var}}) and translate="no" content come out exactly as written,
+once, placed by the word alignment of the sentence that holds them (docs/control.md, "Protected spans"); text
+output without --alignments, and --format html. --no_protect gives the model's raw translation.
+
 --shortlist decodes each batch over the model's vocabulary shortlist: the target tokens that the batch's source
 tokens translate to in the training corpus and the most frequent ones (`vanilla-transformer shortlist --model M`
 builds it into the model folder; an export made after that carries it, with CTranslate2's vocabulary map). The
@@ -152,6 +157,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="LANG",
         help="translate each line sentence by sentence, cut by the sentence rules of LANG (ISO 639-1; default: the "
         "model card's source language, else by script), and join the translations (see above)",
+    )
+    parser.add_argument(
+        "--no_protect",
+        action="store_true",
+        help="translate URLs, e-mail addresses, @mentions, #hashtags, inline code, numbers with units, placeholders "
+        '({name}, %%s, {{var}}) and translate="no" content with the rest; by default they come out as written, '
+        "placed by the word alignment (docs/control.md, Protected spans; text output without --alignments, and "
+        "--format html)",
     )
     return parser.parse_args(argv)
 
@@ -262,23 +275,22 @@ def main(argv: list[str] | None = None) -> int:
         set_seed(args.seed)
     # the console streams are TextIOWrappers (typeshed types them TextIO)
     cast(io.TextIOWrapper, sys.stdin).reconfigure(encoding="utf-8", errors="replace")
+    # the plan options of a document (--format html) and of protected text lines
+    planned: dict[str, Any] = {
+        "split_sentences": args.split_sentences is not None,
+        "language": split_language(args) if args.split_sentences is not None else None,
+        "protect": not args.no_protect,
+        **generate_kwargs,
+        "glossary": glossary,
+        "shortlist": shortlist,
+    }
     if args.format == "html":
         from vanilla_transformer.inference.documents import translate_document
         from vanilla_transformer.inference.markup import MarkupTooDeep
 
-        document = sys.stdin.read()
         try:
             translated = translate_document(
-                model,
-                tokenizer,
-                document,
-                args.batch_size,
-                split_sentences=args.split_sentences is not None,
-                language=split_language(args) if args.split_sentences is not None else None,
-                max_depth=args.max_markup_depth,
-                **generate_kwargs,
-                glossary=glossary,
-                shortlist=shortlist,
+                model, tokenizer, sys.stdin.read(), args.batch_size, max_depth=args.max_markup_depth, **planned
             )
         except MarkupTooDeep as err:
             print(f"error: {err}", file=sys.stderr)
@@ -288,7 +300,13 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         return 0
     lines = [line.rstrip("\r\n") for line in sys.stdin]
-    if args.split_sentences is not None:
+    if not args.no_protect and args.output_format == "text" and not args.alignments:
+        from vanilla_transformer.inference.documents import translate_texts
+
+        outputs = [
+            "\t".join(hyps) for hyps in translate_texts(model, tokenizer, lines, args.batch_size, **planned)
+        ]
+    elif args.split_sentences is not None:
         outputs = split_output_lines(
             model, tokenizer, lines, args, {**generate_kwargs, "glossary": glossary, "shortlist": shortlist}
         )
