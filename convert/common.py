@@ -86,7 +86,7 @@ def read_config_file(path: Path, what: str) -> Any:
     import yaml
 
     if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: pass {what}")
+        raise FileNotFoundError(f"{path.parent} has no {path.name}: pass {what}")
     if not path.is_file():
         raise ValueError(f"{path} is not a regular file: pass {what}")
     size = path.stat().st_size

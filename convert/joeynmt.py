@@ -83,7 +83,7 @@ def read_joeynmt_config(folder: Path) -> dict:
     `FileNotFoundError` / `ValueError` saying what to pass."""
     path = folder / CONFIG_FILE
     config = read_config_file(
-        path, "the config.yaml of the model folder JoeyNMT's training wrote (model_dir)"
+        path, "the model folder JoeyNMT's training wrote (model_dir)"
     )
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
         raise ValueError(f"{path} has no `model` section: pass the config.yaml of a JoeyNMT model folder")

@@ -44,7 +44,8 @@ def add_lora(model: torch.nn.Module, rank: int, ffn: bool = False) -> tuple[int,
     when the rank is above the layers' width (`rank_problem`)."""
     from peft import LoraConfig, inject_adapter_in_model
 
-    if (problem := rank_problem(getattr(model, "config"), rank, ffn)) is not None:
+    # a torch Module to the type checker; one of our models (with its config) here
+    if (problem := rank_problem(getattr(model, "config"), rank, ffn)) is not None:  # noqa: B009
         raise ValueError(problem)
 
     targets = ATTENTION_PROJECTIONS + (FFN_PROJECTIONS if ffn else ())
