@@ -5,23 +5,13 @@ as it is parsed: exit 2, one ``error:`` line naming the argument and the path, n
 
 from __future__ import annotations
 
-import importlib
 import os
 from pathlib import Path
 
 import pytest
+from helpers.shared import run_in_process as run
 
 from vanilla_transformer.corpus.options import PATH_KINDS, path_problem
-
-
-def run(command: str, capsys, *argv) -> tuple[int | str | None, str]:
-    """`vanilla-transformer COMMAND ARGV` in this process: (exit code, stderr); argparse errors exit too."""
-    capsys.readouterr()
-    try:
-        code = importlib.import_module(f"vanilla_transformer.commands.{command}").main([str(a) for a in argv])
-    except SystemExit as exit_:
-        code = exit_.code
-    return code, capsys.readouterr().err
 
 
 def assert_refused(code: int | str | None, err: str, argument: str, path: Path | str, problem: str) -> None:
