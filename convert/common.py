@@ -285,8 +285,10 @@ def load_source_model(
     from safetensors only unless `trust_pickle` (see the module docstring)."""
     shapes = source_weight_shapes(folder, trust_pickle)
     check_claimed_sizes(folder, claims, shapes, tables)
-    config = model_class.config_class.from_pretrained(folder)
-    check_allocation(model_class, config, shapes, f"{folder / 'config.json'}")
+    config_class = model_class.config_class
+    if config_class is None:
+        raise ValueError(f"{model_class.__name__} names no config class; pass a transformers model class")
+    check_allocation(model_class, config_class.from_pretrained(folder), shapes, f"{folder / 'config.json'}")
     return model_class.from_pretrained(
         folder, dtype=torch.float32, use_safetensors=None if trust_pickle else True
     )

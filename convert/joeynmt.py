@@ -82,9 +82,7 @@ def read_joeynmt_config(folder: Path) -> dict:
     """JoeyNMT's `config.yaml` of `folder` as a dict, read by `common.read_config_file` (bounded, no YAML aliases);
     `FileNotFoundError` / `ValueError` saying what to pass."""
     path = folder / CONFIG_FILE
-    config = read_config_file(
-        path, "the model folder JoeyNMT's training wrote (model_dir)"
-    )
+    config = read_config_file(path, "the model folder JoeyNMT's training wrote (model_dir)")
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
         raise ValueError(f"{path} has no `model` section: pass the config.yaml of a JoeyNMT model folder")
     for section in SECTIONS:

@@ -50,8 +50,13 @@ def test_path_problem_of_each_kind(places):
     assert path_problem("/dev/null", "output file") is None
     assert path_problem(places["fifo"], "output file") is None
     assert "is a FIFO" in path_problem(places["fifo"], "output folder")
-    assert path_problem(places["folder"], "file") == f"{places['folder']} is a folder, not a file: pass a file"
-    assert path_problem(places["file"], "output folder") == f"{places['file']} is a file, not a folder: pass a folder"
+    assert (
+        path_problem(places["folder"], "file") == f"{places['folder']} is a folder, not a file: pass a file"
+    )
+    assert (
+        path_problem(places["file"], "output folder")
+        == f"{places['file']} is a file, not a folder: pass a folder"
+    )
     assert path_problem(places["file"], "file or folder") is None
     assert path_problem(places["folder"], "file or folder") is None
 
@@ -84,7 +89,9 @@ def test_convert_refuses_link_loops_as_source_and_output(places, tmp_path, capsy
 
 def test_other_commands_refuse_devices_fifos_and_the_wrong_kind(places, tmp_path, capsys):
     out = tmp_path / "out"
-    code, err = run("translate_corpus", capsys, "--model", out, "--input", places["fifo"], "--output", out / "o.jsonl")
+    code, err = run(
+        "translate_corpus", capsys, "--model", out, "--input", places["fifo"], "--output", out / "o.jsonl"
+    )
     assert_refused(code, err, "--input", places["fifo"], "is a FIFO")
     code, err = run("export", capsys, places["file"], out)
     assert_refused(code, err, "model", places["file"], "is a file, not a folder")
