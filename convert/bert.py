@@ -29,10 +29,12 @@ from vanilla_transformer.modeling.configuration_vanilla_encoder_only import BERT
 
 from .common import (
     SizeClaim,
+    build_checked,
     common_tables,
     load_converted_weights,
     load_source_model,
     read_source_config,
+    shapes_of,
     tying_init_and_ids,
     write_converted_folder,
 )
@@ -148,7 +150,7 @@ def convert_bert_model(
     if isinstance(bert, BertForMaskedLM):
         decoder, embedding = bert.cls.predictions.decoder.weight, bert.bert.embeddings.word_embeddings.weight
         config.tie_word_embeddings = decoder.shape == embedding.shape and torch.equal(decoder, embedding)
-    model = model_class(config)
+    model = build_checked(model_class, config, shapes_of(bert.state_dict()), "the converted config")
     state = {}
     for name, tensor in bert.state_dict().items():
         ours = _our_name(name)

@@ -6,9 +6,16 @@ Loading a source follows the project's loading policy (docs/reliability.md, "Loa
 transformers class loads it (no code of the folder runs); its weights are read from safetensors only, unless the
 caller passes ``trust_pickle=True`` (``convert --trust_pickle``), which also reads ``pytorch_model.bin`` (transformers
 reads it with ``torch.load(weights_only=True)``; a pickle can still hold code, so only for checkpoints you trust).
-Before any model is built, the sizes the config claims (vocabulary, width, layers, ...) are checked against the
-shapes of the weights, read from the file headers without reading a tensor (`check_claimed_sizes`): a config.json
-cannot make the conversion allocate more than the checkpoint holds.
+Every config a converter reads is untrusted, with or without ``trust_pickle``, and checked before anything is built:
+- a config file (JSON or YAML) is read by `read_config_file`: at most `MAX_CONFIG_BYTES`, a regular file (no device
+  or FIFO), YAML without aliases (``*name``: a 1 KB file of nested aliases expands to gigabytes when printed);
+- the sizes the config claims (vocabulary, width, layers, ...) are checked against the shapes of the weights, read
+  from the file headers without reading a tensor (`check_claimed_sizes`);
+- every model a converter builds, the source's or ours, is built by `build_checked`, which counts what the config
+  allocates (parameters and buffers: position tables of every kind, vocabularies, widths, depths) on the meta device
+  first and refuses more than `ALLOCATION_FACTOR` times the values the weights hold (at least `MIN_ALLOCATION`);
+- an error message shows a config's value through `bounded_repr`, never at full length.
+So a config cannot make the conversion allocate much more than the checkpoint holds.
 
 One rule for the files of a source folder: the configs (`config.json`, `generation_config.json`) and the weight
 files (any `WEIGHT_SUFFIXES` name: PyTorch, safetensors and their shard indexes, TensorFlow, Flax, ONNX, ...) are
@@ -21,6 +28,7 @@ import json
 import math
 import pickle
 import re
+import reprlib
 import shutil
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -33,6 +41,71 @@ from vanilla_transformer.modeling import VanillaTransformerForConditionalGenerat
 Model = TypeVar("Model", bound=PreTrainedModel)
 
 REPLACED_FILES = ("config.json", "generation_config.json")
+# a model config of any toolkit is a few KB, a vocabulary file read as a config (eole's vocab.json) a few MB
+MAX_CONFIG_BYTES = 64 * 2**20
+# a model built from a config may hold this many times the values of the weights it loads (tables that are not
+# saved, zero biases), and always this many values (a tiny test model with the default 1024 positions)
+ALLOCATION_FACTOR, MIN_ALLOCATION = 2, 2**24
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 60, 60, 40
+_REPR.maxtuple = _REPR.maxlist = _REPR.maxarray = _REPR.maxdict = _REPR.maxset = _REPR.maxfrozenset = 4
+MAX_REPR = 200
+
+
+def bounded_repr(value: Any) -> str:
+    """`repr(value)` cut to at most `MAX_REPR` characters (four items per level, three levels, 60 characters per
+    string), computed without expanding the whole value: how an error message shows a value read from a config,
+    which may be huge or deeply shared."""
+    text = _REPR.repr(value)
+    return text if len(text) <= MAX_REPR else text[: MAX_REPR - 3] + "..."
+
+
+def _no_alias_loader() -> type:
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        """`yaml.SafeLoader` that refuses aliases (``*name``) as it composes the document."""
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise yaml.YAMLError(
+                    f"line {mark.line + 1}: an alias (*{str(self.peek_event().anchor)[:40]}) refers to an anchored value; "
+                    "aliases are not read in a model config: write the value out"
+                )
+            return super().compose_node(parent, index)
+
+    return NoAliasLoader
+
+
+def read_config_file(path: Path, what: str) -> Any:
+    """The JSON (``.json``) or YAML (any other suffix) document of the config file `path` (`what`: what to pass
+    instead, for messages). `FileNotFoundError` when it is missing; `ValueError` naming the file when it is not a
+    regular file (a folder, a device, a FIFO), is larger than `MAX_CONFIG_BYTES`, is not UTF-8, JSON or YAML, is
+    nested too deeply, or (YAML) holds an alias."""
+    import yaml
+
+    if not path.exists():
+        raise FileNotFoundError(f"{path.parent} has no {path.name}: pass {what}")
+    if not path.is_file():
+        raise ValueError(f"{path} is not a regular file: pass {what}")
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        raise ValueError(
+            f"{path} has {size} bytes, more than a model config's {MAX_CONFIG_BYTES}: pass {what}"
+        )
+    kind = "JSON" if path.suffix.lower() == ".json" else "YAML"
+    try:
+        with path.open("rb") as file:
+            text = file.read(MAX_CONFIG_BYTES + 1).decode("utf-8")
+        if kind == "JSON":
+            return json.loads(text)
+        return yaml.load(text, Loader=_no_alias_loader())  # noqa: S506 (a SafeLoader without aliases)
+    except (ValueError, yaml.YAMLError, RecursionError) as error:
+        first = str(error).splitlines()[0] if str(error) else "nested too deeply"
+        raise ValueError(f"{path} is not a valid {kind} config ({first[:200]}): pass {what}") from error
+
+
 WEIGHT_SUFFIXES = (".bin", ".safetensors", ".h5", ".msgpack", ".ckpt", ".index.json", ".onnx", ".tflite")
 
 
@@ -62,13 +135,12 @@ def read_source_config(folder: Path, model_type: str, name: str, expected: str) 
         raise FileNotFoundError(
             f"{folder} has no config.json: pass {expected} (save_pretrained or a downloaded checkpoint)"
         )
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        found = config.get("model_type")
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as error:
-        raise ValueError(f"{folder / 'config.json'} is not a valid JSON config: {error}") from error
+    config = read_config_file(folder / "config.json", expected)
+    if not isinstance(config, dict):
+        raise ValueError(f"{folder / 'config.json'} is not a JSON object: pass {expected}")
+    found = config.get("model_type")
     if found != model_type:
-        raise ValueError(f"{folder} holds a {found!r} model, not a {name} model; pass {expected}")
+        raise ValueError(f"{folder} holds a {bounded_repr(found)} model, not a {name} model; pass {expected}")
     return config
 
 
@@ -165,22 +237,26 @@ def check_claimed_sizes(
     wrong = []
     for claim in claims:
         if not _is_size(claim.size):
-            wrong.append(f"{claim.field}={claim.size!r} is not a size (a non-negative integer)")
+            wrong.append(f"{claim.field}={bounded_repr(claim.size)} is not a size (a non-negative integer)")
             continue
         found = _actual_size(claim, shapes)
         if found is None:
             names = " or ".join(name for name, _ in claim.tensors)
-            wrong.append(f"{claim.field}={claim.size} cannot be checked: the weights have no {names}")
+            wrong.append(
+                f"{claim.field}={bounded_repr(claim.size)} cannot be checked: the weights have no {names}"
+            )
         elif found[0] != claim.size:
-            wrong.append(f"{claim.field}={claim.size} but the weights have {found[0]} ({found[1]})")
+            wrong.append(
+                f"{claim.field}={bounded_repr(claim.size)} but the weights have {found[0]} ({found[1]})"
+            )
     stored = sum(math.prod(shape) for shape in shapes.values())
     # a table's width is a claimed size: checked once the claims hold
     for field, rows, width in tables if not wrong else ():
         if not _is_size(rows):
-            wrong.append(f"{field}={rows!r} is not a size (a non-negative integer)")
+            wrong.append(f"{field}={bounded_repr(rows)} is not a size (a non-negative integer)")
         elif rows * width > stored:
             wrong.append(
-                f"{field}={rows} asks for a table of {rows} x {width} values, more than the {stored} values of all "
+                f"{field}={bounded_repr(rows)} asks for a table of {bounded_repr(rows)} x {width} values, more than the {stored} values of all "
                 "the weights"
             )
     if wrong:
@@ -207,10 +283,54 @@ def load_source_model(
     """The source model of `folder` loaded with its own transformers class `model_class`, in fp32, after its
     config's sizes (`claims`, `tables`) are checked against its weights' shapes (`check_claimed_sizes`). Weights
     from safetensors only unless `trust_pickle` (see the module docstring)."""
-    check_claimed_sizes(folder, claims, source_weight_shapes(folder, trust_pickle), tables)
+    shapes = source_weight_shapes(folder, trust_pickle)
+    check_claimed_sizes(folder, claims, shapes, tables)
+    config_class = model_class.config_class
+    if config_class is None:
+        raise ValueError(f"{model_class.__name__} names no config class; pass a transformers model class")
+    check_allocation(model_class, config_class.from_pretrained(folder), shapes, f"{folder / 'config.json'}")
     return model_class.from_pretrained(
         folder, dtype=torch.float32, use_safetensors=None if trust_pickle else True
     )
+
+
+def shapes_of(state: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+    """The shape of every tensor of the weights `state` (other entries skipped): `check_allocation`'s input."""
+    return {name: tuple(tensor.shape) for name, tensor in state.items() if isinstance(tensor, torch.Tensor)}
+
+
+def check_allocation(
+    model_class: type[PreTrainedModel],
+    config: PretrainedConfig,
+    shapes: dict[str, tuple[int, ...]],
+    source: str,
+) -> None:
+    """`ValueError` when `model_class(config)` would hold more than ``max(ALLOCATION_FACTOR x the values of the
+    weights `shapes`, MIN_ALLOCATION)`` values (parameters and buffers: position tables of every kind included),
+    counted on the meta device, which allocates nothing; the message names the largest tensors (`source`: the
+    config's name)."""
+    with torch.device("meta"):
+        model = model_class(config)
+    tensors = {**dict(model.named_buffers()), **dict(model.named_parameters())}
+    needed = sum(tensor.numel() for tensor in tensors.values())
+    stored = sum(math.prod(shape) for shape in shapes.values())
+    if needed > max(ALLOCATION_FACTOR * stored, MIN_ALLOCATION):
+        largest = sorted(tensors.items(), key=lambda item: -item[1].numel())[:3]
+        shown = ", ".join(f"{name} {list(tensor.shape)}" for name, tensor in largest)
+        raise ValueError(
+            f"{source} asks for a model of {needed} values, more than {ALLOCATION_FACTOR} x the {stored} values of "
+            f"the checkpoint's weights (largest: {shown}); its sizes (positions, vocabulary, widths, layers) do not "
+            "fit the weights: set them to the sizes the model was trained with"
+        )
+
+
+def build_checked(
+    model_class: type[Model], config: PretrainedConfig, shapes: dict[str, tuple[int, ...]], source: str
+) -> Model:
+    """`model_class(config)` once `check_allocation` passes: how a converter builds the model it loads weights
+    of shapes `shapes` into (`source`: the config's name in messages)."""
+    check_allocation(model_class, config, shapes, source)
+    return model_class(config)
 
 
 def load_pickled_checkpoint(path: Path, trust_pickle: bool, missing_code: str) -> Any:
@@ -270,7 +390,9 @@ def with_zero_biases(state: dict[str, torch.Tensor], config: Any) -> dict[str, t
     """``state`` with a zero tensor for each bias of our encoder-decoder (``model.*``) that it lacks: the biases a
     toolkit leaves out (eole's and OpenNMT-py's ``add_qkvbias`` / ``add_ffnbias`` false) are zero. ``config``: a
     `VanillaTransformerConfig`."""
-    for name, parameter in VanillaTransformerForConditionalGeneration(config).state_dict().items():
+    with torch.device("meta"):
+        shapes = VanillaTransformerForConditionalGeneration(config).state_dict()
+    for name, parameter in shapes.items():
         if name.endswith(".bias") and name not in state and name.startswith("model."):
-            state[name] = torch.zeros_like(parameter)
+            state[name] = torch.zeros(parameter.shape)
     return state

@@ -33,7 +33,6 @@ the sizes config.json claims and the vocabularies of vocab.json are checked agai
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -46,8 +45,11 @@ from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransf
 
 from .common import (
     SizeClaim,
+    bounded_repr,
+    build_checked,
     check_claimed_sizes,
     load_converted_weights,
+    read_config_file,
     with_zero_biases,
     write_converted_folder,
 )
@@ -173,16 +175,10 @@ def read_eole_folder(folder: Path) -> tuple[dict, dict]:
     pass when they are missing or not eole's."""
     files = {}
     for name in ("config.json", "vocab.json"):
-        path = folder / name
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"{folder} has no {name}: pass the folder an eole training run saved (config.json, vocab.json and "
-                "model.00.safetensors)"
-            )
-        try:
-            files[name] = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{path} is not valid JSON ({error}); pass the file eole saved") from error
+        files[name] = read_config_file(
+            folder / name,
+            "the folder an eole training run saved (config.json, vocab.json and model.00.safetensors)",
+        )
     config, vocab = files["config.json"], files["vocab.json"]
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
         raise ValueError(f"{folder / 'config.json'} has no 'model' section: it is not an eole config")
@@ -210,13 +206,15 @@ def refused_options(model: dict) -> list[str]:
             value = option(model, name, side)
             if value not in accepted:
                 why = WHY_REFUSED.get(name, f"only {' or '.join(map(repr, accepted))} is expressible")
-                refused.append(f"{name}={value!r} ({why})")
+                refused.append(f"{name}={bounded_repr(value)} ({why})")
                 break
     activation = option(model, "mlp_activation_fn")
     if any(option(model, "mlp_activation_fn", side) != activation for side in ("encoder", "decoder")):
         refused.append("mlp_activation_fn differs between encoder and decoder (one activation here)")
     elif activation not in ACTIVATIONS:
-        refused.append(f"mlp_activation_fn={activation!r} (expressible: {', '.join(ACTIVATIONS)})")
+        refused.append(
+            f"mlp_activation_fn={bounded_repr(activation)} (expressible: {', '.join(ACTIVATIONS)})"
+        )
     eps = {option(model, "norm_eps", side) for side in ("encoder", "decoder")}
     if len(eps) > 1:
         refused.append(f"norm_eps={sorted(eps)} (one LayerNorm epsilon here)")
@@ -238,7 +236,7 @@ def refused_options(model: dict) -> list[str]:
         for name, accepted in ROPE_ACCEPTED.items():
             if rope.get(name) not in accepted:
                 refused.append(
-                    f"rope_config.{name}={rope.get(name)!r} (only full-dimension, unscaled rotary)"
+                    f"rope_config.{name}={bounded_repr(rope.get(name))} (only full-dimension, unscaled rotary)"
                 )
     return refused
 
@@ -351,7 +349,7 @@ def special_ids(vocab: dict) -> dict[str, Any]:
         found = {vocab[side].index(token) if token in vocab[side] else None for side in sides}
         if None in found or len(found) > 1:
             missing.append(
-                f"{token!r} ({field}) is {'missing from' if None in found else 'at different ids in'} "
+                f"{bounded_repr(token)} ({field}) is {'missing from' if None in found else 'at different ids in'} "
                 f"the {'/'.join(sides)} vocabulary"
             )
         else:
@@ -557,13 +555,13 @@ def eole_tokenizer(src_dir: Path, eole_config: dict, vocab: dict) -> PreTrainedT
         for name, neutral in SENTENCEPIECE_NEUTRAL.items():
             if options.get(name) not in neutral:
                 raise ValueError(
-                    f"sentencepiece {name}={options.get(name)!r} (a restricted vocabulary) is not supported"
+                    f"sentencepiece {name}={bounded_repr(options.get(name))} (a restricted vocabulary) is not supported"
                 )
         models = {options.get(side) for side in ("src_subword_model", "tgt_subword_model")}
         if len(models) != 1 or None in models:
             raise ValueError(
                 "the sentencepiece transform has separate source and target models "
-                f"({options.get('src_subword_model')!r}, {options.get('tgt_subword_model')!r}): one tokenizer here "
+                f"({bounded_repr(options.get('src_subword_model'))}, {bounded_repr(options.get('tgt_subword_model'))}): one tokenizer here "
                 "needs one joint model"
             )
         spm_file = _model_path(str(models.pop()), src_dir)
@@ -574,7 +572,7 @@ def eole_tokenizer(src_dir: Path, eole_config: dict, vocab: dict) -> PreTrainedT
         backend = _sentencepiece_backend(spm_file, pieces, unk_id)
     else:
         raise ValueError(
-            f"transforms={transforms!r}: only the sentencepiece transform (or none: whitespace-separated tokens) "
+            f"transforms={bounded_repr(transforms)}: only the sentencepiece transform (or none: whitespace-separated tokens) "
             "converts to an exact tokenizer"
         )
     tokenizer = PreTrainedTokenizerFast(
@@ -620,6 +618,8 @@ def convert_eole_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_pick
     check_vocabularies(src_dir, vocab, shapes, shared)
     config = config_from_eole(model, vocab, shapes)
     tokenizer = eole_tokenizer(src_dir, eole_config, vocab)
-    ours = VanillaTransformerForConditionalGeneration(config)
+    ours = build_checked(
+        VanillaTransformerForConditionalGeneration, config, shapes, f"{src_dir / 'config.json'}"
+    )
     ours = load_converted_weights(ours, our_state(model, config, read_weights(files)), "eole")
     return write_folder(ours, tokenizer, out_dir)

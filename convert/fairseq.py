@@ -47,9 +47,12 @@ from vanilla_transformer.modeling import (
 
 from .common import (
     SizeClaim,
+    bounded_repr,
+    build_checked,
     check_claimed_sizes,
     load_converted_weights,
     load_pickled_checkpoint,
+    shapes_of,
     write_converted_folder,
 )
 from .vocabulary import write_sentencepiece_tokenizer
@@ -162,7 +165,7 @@ def read_dictionary(path: Path, rows: int) -> list[str]:
     for number, line in enumerate(lines, 1):
         parts = line.rstrip().rsplit(" ", 2 if line.rstrip().endswith(" #fairseq:overwrite") else 1)
         if len(parts) < 2 or not parts[1].lstrip("-").isdigit():
-            raise ValueError(f"{path} line {number} is not '<token> <count> [flags]': {line!r}")
+            raise ValueError(f"{path} line {number} is not '<token> <count> [flags]': {bounded_repr(line)}")
         symbols.append(parts[0])
     missing = rows - len(symbols)
     if missing and not (0 < missing < 8 and rows % 8 == 0):
@@ -177,11 +180,13 @@ def _refusals(options: dict) -> list[str]:
     """The options of a fairseq model config (flat names) that our config cannot express, with what they must be."""
     wrong = []
     if options["arch"] not in ARCHITECTURES:
-        wrong.append(f"arch={options['arch']!r} (expected one of {', '.join(ARCHITECTURES)})")
+        wrong.append(f"arch={bounded_repr(options['arch'])} (expected one of {', '.join(ARCHITECTURES)})")
     width = options.get("encoder_embed_dim")
     for name in ("decoder_embed_dim", "decoder_input_dim", "decoder_output_dim"):
         if options.get(name, width) not in (None, width):
-            wrong.append(f"{name}={options[name]} (expected encoder_embed_dim={width})")
+            wrong.append(
+                f"{name}={bounded_repr(options[name])} (expected encoder_embed_dim={bounded_repr(width)})"
+            )
     for name in ("normalize_before", "learned_pos"):
         encoder, decoder = bool(options.get(f"encoder_{name}")), bool(options.get(f"decoder_{name}"))
         if encoder != decoder:
@@ -190,9 +195,11 @@ def _refusals(options: dict) -> list[str]:
         wrong.append("no_decoder_final_norm=True (a pre-LN decoder needs its final LayerNorm)")
     for name, default in UNEXPRESSIBLE.items():
         if options.get(name, default) not in (default, None, False, 0, ""):
-            wrong.append(f"{name}={options[name]!r} (expected {default!r})")
+            wrong.append(f"{name}={bounded_repr(options[name])} (expected {bounded_repr(default)})")
     if options.get("activation_fn", "relu") not in ACTIVATIONS:
-        wrong.append(f"activation_fn={options['activation_fn']!r} (expected one of {', '.join(ACTIVATIONS)})")
+        wrong.append(
+            f"activation_fn={bounded_repr(options['activation_fn'])} (expected one of {', '.join(ACTIVATIONS)})"
+        )
     return wrong
 
 
@@ -289,8 +296,13 @@ def convert_fairseq_state(
     state: dict[str, torch.Tensor], config: VanillaTransformerConfig
 ) -> VanillaTransformerForConditionalGeneration:
     """Our model with the fairseq weights `state` (the checkpoint's "model"); `ValueError` when they do not fit
-    `config`."""
-    model = VanillaTransformerForConditionalGeneration(config)
+    `config`, or when `config` asks for a model far larger than they are (`common.check_allocation`)."""
+    model = build_checked(
+        VanillaTransformerForConditionalGeneration,
+        config,
+        shapes_of(state),
+        "the fairseq checkpoint's config",
+    )
     rows = config.max_position_embeddings + config.position_offset
     ours = {}
     for name, tensor in state.items():

@@ -30,10 +30,12 @@ from vanilla_transformer.modeling import (
 
 from .common import (
     SizeClaim,
+    build_checked,
     common_tables,
     load_converted_weights,
     load_source_model,
     read_source_config,
+    shapes_of,
     tying_init_and_ids,
     write_converted_folder,
 )
@@ -141,7 +143,9 @@ def convert_gpt2(model_or_folder: GPT2LMHeadModel | str | Path) -> VanillaDecode
     config = config_from_gpt2(gpt2.config)
     # decide tying from the weights themselves, as the converter of Marian does
     config.tie_word_embeddings = torch.equal(gpt2.lm_head.weight, gpt2.transformer.wte.weight)
-    model = VanillaDecoderOnlyForCausalLM(config)
+    model = build_checked(
+        VanillaDecoderOnlyForCausalLM, config, shapes_of(gpt2.state_dict()), "the converted config"
+    )
     state = _converted_state(gpt2)
     if config.tie_word_embeddings:
         del state["lm_head.weight"]

@@ -31,11 +31,29 @@ from transformers import GenerationConfig
 
 from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 
-from .common import load_converted_weights, load_pickled_checkpoint, write_converted_folder
+from .common import (
+    bounded_repr,
+    build_checked,
+    load_converted_weights,
+    load_pickled_checkpoint,
+    read_config_file,
+    shapes_of,
+    write_converted_folder,
+)
 from .vocabulary import write_sentencepiece_tokenizer
 
 CONFIG_FILE = "config.yaml"
 CHECKPOINTS = ("best.ckpt", "latest.ckpt")
+# the sections of config.yaml the converter reads, each a mapping when present (parents before children)
+SECTIONS = (
+    "model.encoder",
+    "model.decoder",
+    "data",
+    "data.src",
+    "data.trg",
+    "data.special_symbols",
+    "testing",
+)
 VOCAB_FILES = {"src": "src_vocab.txt", "trg": "trg_vocab.txt"}
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu"}
 LAYER_NORM_EPS = 1e-6
@@ -61,20 +79,17 @@ ATTENTION_NAMES = {
 
 
 def read_joeynmt_config(folder: Path) -> dict:
-    """JoeyNMT's `config.yaml` of `folder` as a dict (`FileNotFoundError` / `ValueError` saying what to pass)."""
-    import yaml
-
+    """JoeyNMT's `config.yaml` of `folder` as a dict, read by `common.read_config_file` (bounded, no YAML aliases);
+    `FileNotFoundError` / `ValueError` saying what to pass."""
     path = folder / CONFIG_FILE
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{folder} has no {CONFIG_FILE}: pass the model folder JoeyNMT's training wrote (model_dir)"
-        )
-    try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path} is not a valid YAML config: {str(error).splitlines()[0]}") from error
+    config = read_config_file(path, "the model folder JoeyNMT's training wrote (model_dir)")
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict):
         raise ValueError(f"{path} has no `model` section: pass the config.yaml of a JoeyNMT model folder")
+    for section in SECTIONS:
+        parent, _, name = section.rpartition(".")
+        value = (config.get(parent) or {}).get(name) if parent else config.get(name)
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(f"{path}: `{section}` is {bounded_repr(value)}, not a section of options")
     return config
 
 
@@ -137,7 +152,7 @@ def _same_on_both_sides(encoder: dict, decoder: dict, option: str, default: Any,
     value = encoder.get(option, default), decoder.get(option, default)
     if value[0] != value[1]:
         raise ValueError(
-            f"{label}: encoder {value[0]!r}, decoder {value[1]!r}; the converter needs one value for both stacks"
+            f"{label}: encoder {bounded_repr(value[0])}, decoder {bounded_repr(value[1])}; the converter needs one value for both stacks"
         )
     return value[0]
 
@@ -153,10 +168,12 @@ def config_from_joeynmt(
     for side, values, default in (("encoder", encoder, "recurrent"), ("decoder", decoder, "transformer")):
         if values.get("type", default) != "transformer":
             raise ValueError(
-                f"model.{side}.type={values.get('type', default)!r}: only JoeyNMT's Transformer converts"
+                f"model.{side}.type={bounded_repr(values.get('type', default))}: only JoeyNMT's Transformer converts"
             )
         if values.get("alpha", 1.0) != 1.0:
-            raise ValueError(f"model.{side}.alpha={values['alpha']!r}: only residual weight 1.0 converts")
+            raise ValueError(
+                f"model.{side}.alpha={bounded_repr(values['alpha'])}: only residual weight 1.0 converts"
+            )
     # JoeyNMT's encoder layers default to pre-LN, its final LayerNorm to post-LN (none): state both or neither
     if encoder.get("layer_norm", "pre") == "pre" and encoder.get("layer_norm", "post") != "pre":
         raise ValueError(
@@ -166,7 +183,9 @@ def config_from_joeynmt(
     layer_norm = _same_on_both_sides(encoder, decoder, "layer_norm", "post", "model.*.layer_norm")
     activation = _same_on_both_sides(encoder, decoder, "activation", "relu", "model.*.activation")
     if activation not in ACTIVATIONS:
-        raise ValueError(f"model.*.activation={activation!r}: the converter maps {', '.join(ACTIVATIONS)}")
+        raise ValueError(
+            f"model.*.activation={bounded_repr(activation)}: the converter maps {', '.join(ACTIVATIONS)}"
+        )
     width = _same_on_both_sides(encoder, decoder, "hidden_size", 512, "model.*.hidden_size")
     scale = _same_on_both_sides(
         encoder.get("embeddings") or {},
@@ -215,7 +234,9 @@ def config_from_joeynmt(
             "config.yaml and vocabulary files the checkpoint was trained with"
         )
     if ("encoder.layer_norm.weight" in state) != (layer_norm == "pre"):
-        raise ValueError(f"model.encoder.layer_norm={layer_norm!r} does not fit the weights' final LayerNorm")
+        raise ValueError(
+            f"model.encoder.layer_norm={bounded_repr(layer_norm)} does not fit the weights' final LayerNorm"
+        )
     symbols = special_symbols(config)
     # JoeyNMT's position table (1, max_len, width) is saved with the weights
     positions = state.get("encoder.pe.pe")
@@ -311,7 +332,9 @@ def convert_joeynmt_model(
     """Our model with JoeyNMT's weights `state` (its `model_state`) for its `config` (config.yaml as a dict)
     and vocabulary sizes (source, target); both compute the same logits (fp32, within rounding)."""
     model_config = config_from_joeynmt(config, state, vocab_sizes)
-    model = VanillaTransformerForConditionalGeneration(model_config)
+    model = build_checked(
+        VanillaTransformerForConditionalGeneration, model_config, shapes_of(state), "JoeyNMT's config.yaml"
+    )
     shared = model_config.share_encoder_decoder_embeddings
     state_ours = {}
     for name, tensor in state.items():
@@ -339,7 +362,7 @@ def joeynmt_sentencepiece_models(folder: Path, config: dict) -> tuple[Path, Path
         level = values.get("level")
         if level != "bpe" or kind != "sentencepiece":
             raise ValueError(
-                f"data.{side}.level={level!r}, tokenizer_type={kind!r}: the converter brings SentencePiece tokenizers "
+                f"data.{side}.level={bounded_repr(level)}, tokenizer_type={bounded_repr(kind)}: the converter brings SentencePiece tokenizers "
                 "(level: bpe, tokenizer_type: sentencepiece) only; subword-nmt codes, words or characters have no "
                 "exact transformers tokenizer"
             )
@@ -350,7 +373,7 @@ def joeynmt_sentencepiece_models(folder: Path, config: dict) -> tuple[Path, Path
         ):
             if value not in (False, "none"):
                 raise ValueError(
-                    f"data.{side}.{option}={value!r}: the SentencePiece tokenizer the converter writes does no "
+                    f"data.{side}.{option}={bounded_repr(value)}: the SentencePiece tokenizer the converter writes does no "
                     "lowercasing, normalisation or pre-tokenisation; only models trained without it convert"
                 )
         named = Path(str(tokenizer.get("model_file", "")))
@@ -359,7 +382,7 @@ def joeynmt_sentencepiece_models(folder: Path, config: dict) -> tuple[Path, Path
         )
         if path is None:
             raise FileNotFoundError(
-                f"data.{side}.tokenizer_cfg.model_file={str(named)!r} is not in {folder}: copy the SentencePiece model "
+                f"data.{side}.tokenizer_cfg.model_file={bounded_repr(str(named))} is not in {folder}: copy the SentencePiece model "
                 "there"
             )
         try:

@@ -21,10 +21,12 @@ from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransf
 
 from .common import (
     SizeClaim,
+    build_checked,
     common_tables,
     load_converted_weights,
     load_source_model,
     read_source_config,
+    shapes_of,
     tying_init_and_ids,
     write_converted_folder,
 )
@@ -80,7 +82,12 @@ def convert_marian_model(marian: MarianMTModel) -> VanillaTransformerForConditio
     config.tie_word_embeddings = marian.lm_head.weight.shape == decoder_embed.shape and torch.equal(
         marian.lm_head.weight, decoder_embed
     )
-    model = VanillaTransformerForConditionalGeneration(config)
+    model = build_checked(
+        VanillaTransformerForConditionalGeneration,
+        config,
+        shapes_of(marian.state_dict()),
+        "the converted config",
+    )
     state = {}
     for name, tensor in marian.state_dict().items():
         ours = _our_name(name)

@@ -47,7 +47,14 @@ from vanilla_transformer.modeling import VanillaTransformerForConditionalGenerat
 from vanilla_transformer.modeling.positions_vanilla_transformer import sinusoidal_table
 
 from . import eole
-from .common import SizeClaim, check_claimed_sizes, load_converted_weights, load_pickled_checkpoint
+from .common import (
+    SizeClaim,
+    bounded_repr,
+    build_checked,
+    check_claimed_sizes,
+    load_converted_weights,
+    load_pickled_checkpoint,
+)
 
 # OpenNMT-py 3.x's defaults for the options an older checkpoint's opt may lack
 DEFAULTS: dict[str, Any] = {
@@ -178,10 +185,12 @@ def refused_options(opt: Namespace) -> list[str]:
     for name, (accepted, why) in ACCEPTED.items():
         value = option(opt, name)
         if value not in accepted:
-            refused.append(f"{name}={value!r} ({why})")
+            refused.append(f"{name}={bounded_repr(value)} ({why})")
     activation = option(opt, "pos_ffn_activation_fn")
     if activation not in ACTIVATIONS:
-        refused.append(f"pos_ffn_activation_fn={activation!r} (expressible: {', '.join(ACTIVATIONS)})")
+        refused.append(
+            f"pos_ffn_activation_fn={bounded_repr(activation)} (expressible: {', '.join(ACTIVATIONS)})"
+        )
     return refused
 
 
@@ -331,6 +340,6 @@ def convert_opennmt_checkpoint(src: str | Path, out_dir: str | Path, trust_pickl
     tensors = eole_tensors(state, options)
     config = eole.config_from_eole(options, vocab, {name: tuple(t.shape) for name, t in tensors.items()})
     tokenizer = eole.eole_tokenizer(path.parent, tokenizer_options(opt), vocab)
-    ours = VanillaTransformerForConditionalGeneration(config)
+    ours = build_checked(VanillaTransformerForConditionalGeneration, config, shapes, f"{path} (opt)")
     ours = load_converted_weights(ours, eole.our_state(options, config, tensors), "OpenNMT-py")
     return eole.write_folder(ours, tokenizer, out_dir)

@@ -3,14 +3,18 @@
 Training's `TrainConfig` extends it, so every field is also a command-line flag of the same name: the
 ``help`` and ``choices`` metadata of each field become the flag's help text and choices, and its range (``ge``,
 ``gt``, ``le``, ``lt``) is checked by `option_problem`, the one check of a single option's value (flags, config
-files and Python alike; `training.cli` parses the flags).
+files and Python alike; `training.cli` parses the flags). A field whose metadata has ``path`` (one of `PATH_KINDS`)
+names a path, checked by `path_problem`, the one check of every path argument of every command
+(`commands.arguments.path_argument` for the commands' own parsers).
 """
 
 from __future__ import annotations
 
+import errno
 import math
 import operator
 import os
+import stat
 from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +32,47 @@ SPLIT_BY_CHOICES = ("auto", "groups", "blocks")
 BOUNDS = {"ge": operator.ge, "gt": operator.gt, "le": operator.le, "lt": operator.lt}
 
 
+# what a path argument names: read (a file, a folder, either) or written (a file, a folder)
+PATH_KINDS = ("file", "folder", "file or folder", "output file", "output folder")
+_SPECIAL_FILES = {
+    stat.S_ISCHR: "a character device",
+    stat.S_ISBLK: "a block device",
+    stat.S_ISFIFO: "a FIFO (named pipe)",
+    stat.S_ISSOCK: "a socket",
+}
+
+
+def path_problem(value: str | os.PathLike, kind: str) -> str | None:
+    """What is wrong with the path `value` for an argument that takes a `kind` (one of `PATH_KINDS`), in one line
+    naming the path (None: nothing): a symbolic-link loop or a broken link, a part of the path that is a file, a
+    file where a folder is expected or a folder where a file is, and, to be read, anything but a regular file or a
+    folder (a device such as /dev/zero, a FIFO, a socket: endless or blocking streams). An output file may be a
+    character device or a FIFO (/dev/null, /dev/stdout). A path that does not exist passes: an input may be a Hub
+    id, and the command says what is missing; an output is created."""
+    if kind not in PATH_KINDS:
+        raise ValueError(f"path kind {kind!r} is not one of {', '.join(PATH_KINDS)}")
+    path = Path(value)
+    wanted = kind.removeprefix("output ")
+    try:
+        mode = path.stat().st_mode
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return f"{path} is a symbolic-link loop: pass a {wanted}"
+        if error.errno == errno.ENOTDIR:
+            return f"{path} is under a file, not a folder: pass a {wanted}"
+        if path.is_symlink():
+            return f"{path} is a broken symbolic link (to {os.readlink(path)}): pass a {wanted}"
+        return None
+    if stat.S_ISDIR(mode):
+        return f"{path} is a folder, not a file: pass a file" if wanted == "file" else None
+    if stat.S_ISREG(mode):
+        return f"{path} is a file, not a folder: pass a folder" if wanted == "folder" else None
+    special = next(name for test, name in _SPECIAL_FILES.items() if test(mode))
+    if kind == "output file" and (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+        return None
+    return f"{path} is {special}, not a regular {wanted}: pass a {wanted}"
+
+
 def option_range(metadata: Any) -> str:
     """The range in an option field's ``metadata``, in words: ">= 1", "in [0, 1)", "" when it has none."""
     low = next((k for k in ("ge", "gt") if k in metadata), None)
@@ -41,10 +86,14 @@ def option_range(metadata: Any) -> str:
 
 def option_problem(option: Field, value: Any) -> str | None:
     """What is wrong with ``value`` for the option field ``option``, naming the flag (None: nothing): a value
-    outside its metadata's ``choices`` or range (`BOUNDS`), or a float that is not finite. None (unset) passes."""
+    outside its metadata's ``choices`` or range (`BOUNDS`), a float that is not finite, or a path its ``path`` kind
+    refuses (`path_problem`). None (unset) passes."""
     metadata = option.metadata
     if value is None:
         return None
+    if "path" in metadata and isinstance(value, (str, os.PathLike)):
+        problem = path_problem(value, metadata["path"])
+        return None if problem is None else f"--{option.name} {problem}"
     if "choices" in metadata:
         if value in metadata["choices"]:
             return None
@@ -69,6 +118,7 @@ class DataOptions:
     data: Any = field(
         default=str(DEFAULT_DATA),
         metadata={
+            "path": "file or folder",
             "help": "parallel data: a file (.tsv/.txt/.csv/.jsonl/.json/.parquet, optionally .xz/.gz/.bz2), a folder "
             "or glob of such files, a save_to_disk folder or a Hub dataset name (Python: also a Dataset/DatasetDict)",
             "type": str,
@@ -148,9 +198,10 @@ class DataOptions:
     split_groups: str | None = field(
         default=None,
         metadata={
+            "path": "file",
             "help": "file with one group label per corpus line (e.g. book.chapter.verse: the text before the "
             "first '.' is the group); default: the .refs.xz file next to the data file, e.g. "
-            "data/bible.zh-en.refs.xz"
+            "data/bible.zh-en.refs.xz",
         },
     )
     split_block_size: int = field(
@@ -174,8 +225,9 @@ class DataOptions:
     data_cache_dir: str | None = field(
         default=None,
         metadata={
+            "path": "output folder",
             "help": "where data files are kept as Arrow after their first read (default: "
-            "vanilla_transformer/pairs under the datasets cache, HF_DATASETS_CACHE)"
+            "vanilla_transformer/pairs under the datasets cache, HF_DATASETS_CACHE)",
         },
     )
 

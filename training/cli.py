@@ -5,7 +5,9 @@ Each option is declared once, as a field: its type, its default and, in its meta
 config-file values and Python alike). `OptionParser` adds to HfArgumentParser:
 - one style: ``--field_name`` only (no hyphenated aliases); a bool is ``--flag`` (true), ``--flag false`` or, when
   it defaults to true, ``--no_flag``; an optional field also takes ``none``;
-- a value out of range is refused as it is parsed (exit 2, one line naming the option and what it takes);
+- a value out of range is refused as it is parsed (exit 2, one line naming the option and what it takes), and so
+  is a path its field's ``path`` kind refuses (`corpus.options.path_problem`: a link loop, a device, a FIFO, a file
+  where a folder is expected, ...);
 - ``--help`` groups: the title of a field's section in its declaring class's ``help_groups`` table (a field name
   -> a title that applies from that field on), else the declaring class's name;
 - an unknown option is refused with the nearest option name.
@@ -18,7 +20,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-import json
 import math
 import typing
 from pathlib import Path
@@ -27,7 +28,8 @@ from typing import Any, TypeVar
 from transformers import HfArgumentParser
 from transformers.hf_argparser import DataClassType, string_to_bool
 
-from vanilla_transformer.corpus.options import option_problem, option_range
+from vanilla_transformer.convert.common import bounded_repr, read_config_file
+from vanilla_transformer.corpus.options import option_problem, option_range, path_problem
 
 T = TypeVar("T")
 
@@ -40,6 +42,10 @@ def _nearest(name: str, names: typing.Iterable[str], quote: str = "'") -> str:
     """`` (did you mean 'x'?)`` for the option name nearest to ``name``, or nothing."""
     match = difflib.get_close_matches(name, list(names), n=1)
     return f" (did you mean {quote}{match[0]}{quote}?)" if match else ""
+
+
+class PathError(argparse.ArgumentTypeError):
+    """A path option's value that its ``path`` kind refuses (the message: `path_problem`'s)."""
 
 
 class OptionValue:
@@ -67,6 +73,8 @@ class OptionValue:
         if self.optional and text.lower() in ("none", ""):
             return None
         value = self.base(text)
+        if "path" in self.option.metadata and (problem := path_problem(value, self.option.metadata["path"])):
+            raise PathError(problem)
         if "choices" not in self.option.metadata and option_problem(self.option, value) is not None:
             raise argparse.ArgumentTypeError(f"expected {self.expected}, got {text!r}")
         return value
@@ -89,8 +97,10 @@ class OptionValue:
             parsed = self(str(value))
             if parsed is not None and parsed not in self.option.metadata.get("choices", (parsed,)):
                 raise ValueError(value)
+        except PathError as error:
+            raise ValueError(f"{self.option.name}: {error}") from error
         except (TypeError, ValueError, argparse.ArgumentTypeError) as error:
-            got = "null" if value is None else repr(value)
+            got = "null" if value is None else bounded_repr(value)
             raise ValueError(f"{self.option.name}: expected {self.expected}, got {got}") from error
         return parsed
 
@@ -153,18 +163,13 @@ class OptionParser(HfArgumentParser):
         """
         path = Path(path)
         where = f"--config {str(path)!r}"
-        if not path.is_file():
-            raise ValueError(f"{where} does not exist; pass a YAML or JSON file of options.")
-        text = path.read_text(encoding="utf-8")
+        if (problem := path_problem(path, "file")) is not None:
+            raise ValueError(f"--config {problem}")
         try:
-            if path.suffix.lower() == ".json":
-                values = json.loads(text)
-            else:
-                import yaml
-
-                values = yaml.safe_load(text)
-        except Exception as error:  # json/yaml parse errors
-            raise ValueError(f"{where} is not valid {path.suffix.lstrip('.') or 'YAML'}: {error}") from error
+            # bounded in size, YAML without aliases (`convert.common.read_config_file`)
+            values = read_config_file(path, "a YAML or JSON file of options")
+        except (OSError, ValueError) as error:
+            raise ValueError(f"--config: {str(error).splitlines()[0]}") from error
         if not isinstance(values, dict):
             raise ValueError(f"{where} must hold a mapping of option names to values.")
         unknown = [k for k in values if k not in self.option_values]

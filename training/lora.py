@@ -8,7 +8,7 @@ class and state dict again, which loads without `peft`.
 from __future__ import annotations
 
 import copy
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
@@ -20,11 +20,33 @@ FFN_PROJECTIONS = ("fc1", "fc2")
 ADAPTER_PREFIX = "lora_"
 
 
+def rank_problem(config: Any, rank: int, ffn: bool = False) -> str | None:
+    """What is wrong with LoRA rank ``rank`` for a model of ``config`` (one of ours; None: nothing): a rank above
+    the narrowest width of the layers it adapts (d_model for the attention projections, with ``ffn`` the
+    feed-forward widths ``*ffn_dim`` too) adapts nothing a full-rank update would not, and allocates rank x width
+    values per adapter for it."""
+    widths = {"d_model": config.d_model}
+    if ffn:
+        widths |= {name: value for name, value in vars(config).items() if name.endswith("ffn_dim")}
+    name, narrowest = min(widths.items(), key=lambda item: item[1])
+    if rank <= narrowest:
+        return None
+    return (
+        f"--lora {rank} is above the width of the layers it adapts ({name}={narrowest}): pass a rank of at most "
+        f"{narrowest} (LoRA ranks are usually 4 to 64)"
+    )
+
+
 def add_lora(model: torch.nn.Module, rank: int, ffn: bool = False) -> tuple[int, int]:
     """Put rank-``rank`` LoRA adapters (alpha = 2 * rank, no adapter dropout, B initialised to zero so the model
     computes what it computed before) on ``model``'s attention projections, and its feed-forward layers when
-    ``ffn``, in place; freeze every other parameter. Returns (trainable parameters, all parameters)."""
+    ``ffn``, in place; freeze every other parameter. Returns (trainable parameters, all parameters). `ValueError`
+    when the rank is above the layers' width (`rank_problem`)."""
     from peft import LoraConfig, inject_adapter_in_model
+
+    # a torch Module to the type checker; one of our models (with its config) here
+    if (problem := rank_problem(getattr(model, "config"), rank, ffn)) is not None:  # noqa: B009
+        raise ValueError(problem)
 
     targets = ATTENTION_PROJECTIONS + (FFN_PROJECTIONS if ffn else ())
     config = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=list(targets))

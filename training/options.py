@@ -26,6 +26,7 @@ from vanilla_transformer.tokenizer.prepare import (
 )
 
 from .cli import float_list
+from .lora import rank_problem
 from .objectives import OBJECTIVES, get_objective, objective_names
 from .objectives.causal_lm import CAUSAL_LM_DATA
 from .presets import FINE_TUNING, preset_names, recipe_defaults
@@ -90,6 +91,7 @@ class TrainConfig(DataOptions):
         "training pairs against forgetting, a seeded sample of them making up --mix_ratio of the training split; "
         "the run reports BLEU on --data's test split and on this corpus's test split, before (the --init_from "
         "model) and after, in the log and the model card",
+        path="file or folder",
     )
     mix_ratio: float = _f(
         0.5, "with --mix_data: the fraction of the training pairs that are general-domain pairs", gt=0, lt=1
@@ -101,6 +103,7 @@ class TrainConfig(DataOptions):
         "decoding (beam search) and the run trains on those translations; validation and test keep their "
         "references. The translations are kept in OUTPUT_DIR/checkpoints/distill/ (a killed run resumes them; --resume "
         "reuses them); a source the teacher cannot translate (empty, over its length limit) keeps its reference",
+        path="folder",
     )
     distill_engine: str = _f(
         "torch",
@@ -113,7 +116,9 @@ class TrainConfig(DataOptions):
     )
     # tokenizer
     tokenizer: str | None = _f(
-        None, "tokenizer folder; default: train a joint BPE on the training split (or reuse it)"
+        None,
+        "tokenizer folder; default: train a joint BPE on the training split (or reuse it)",
+        path="file or folder",
     )
     vocab_size: int = _f(
         DEFAULT_VOCAB_SIZE,
@@ -145,6 +150,7 @@ class TrainConfig(DataOptions):
         None,
         "start from the weights of this exported model folder (e.g. a span_corruption run's OUTPUT_DIR): its "
         "architecture and, unless --tokenizer is given, its tokenizer; a new optimizer and schedule",
+        path="folder",
     )
     lora: int | None = _f(
         None,
@@ -207,6 +213,7 @@ class TrainConfig(DataOptions):
         "split as read (held-out pairs' lines are unused); the alignment head learns them through a cross-entropy "
         "loss weighted by --alignment_loss_weight; --objective translation, not with --bpe_dropout, --streaming "
         "or --mix_data",
+        path="file",
     )
     alignment_loss_weight: float = _f(
         0.05,
@@ -279,8 +286,10 @@ class TrainConfig(DataOptions):
         "training.allocator)",
     )
     # logging, validation, checkpoints
-    output_dir: str = _f("outputs/default", "where checkpoints, logs and the final model go")
-    cache_dir: str | None = _f(None, "tokenisation cache (default: OUTPUT_DIR/cache)")
+    output_dir: str = _f(
+        "outputs/default", "where checkpoints, logs and the final model go", path="output folder"
+    )
+    cache_dir: str | None = _f(None, "tokenisation cache (default: OUTPUT_DIR/cache)", path="output folder")
     log_every: int = _f(10, "log training loss every N updates", ge=1)
     eval_every: int = _f(500, "validate and save a checkpoint every N updates (and at the end)", ge=1)
     keep_last: int = _f(3, "keep the newest K checkpoints (plus the best)", ge=1)
@@ -331,7 +340,9 @@ class TrainConfig(DataOptions):
         "extra source sentences to translate at the end, separated by '|' (default for zh: 我爱机器翻译)",
         separator="|",
     )
-    model_card: str | None = _f(None, "model card template (default: the repository's model_card.md)")
+    model_card: str | None = _f(
+        None, "model card template (default: the repository's model_card.md)", path="file"
+    )
     resume: bool = _f(False, "continue from OUTPUT_DIR/checkpoints/latest")
     allow_changed_data: bool = _f(
         False,
@@ -442,7 +453,8 @@ def given_tokenizer(cfg: TrainConfig) -> str | None:
 
 
 def init_from_problems(cfg: TrainConfig) -> list[str]:
-    """What makes ``--init_from`` unusable before anything is written: a model folder without a tokenizer (a new
+    """What makes ``--init_from`` unusable before anything is written: a ``--lora`` rank above the model's layer
+    widths (`lora.rank_problem`), a model folder without a tokenizer (a new
     one would feed unrelated ids to the trained embeddings), or a tokenizer that does not fit the model (its
     vocabulary or its pad/eos ids, `tokenizer_fit_problem`); ``--bpe_dropout`` with a tokenizer that is not a
     ``tokenizer.json`` (BPE-dropout re-segments with its merges)."""
@@ -459,18 +471,20 @@ def init_from_problems(cfg: TrainConfig) -> list[str]:
         config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
     except (OSError, ValueError) as error:
         return [str(error).rstrip(".")]
+    problems = []
+    if cfg.lora is not None and (problem := rank_problem(config, cfg.lora, cfg.lora_ffn)) is not None:
+        problems.append(problem)
     given = given_tokenizer(cfg)
     if given is None:
-        return [
+        return problems + [
             f"--init_from {folder!r} has no tokenizer; pass --tokenizer with the tokenizer this model was "
             "trained with (a new one would give its trained embeddings unrelated ids)"
         ]
     try:
         tokenizer = load_tokenizer(given)
     except (OSError, ValueError) as error:
-        return [str(error).splitlines()[0].rstrip(".")]
+        return problems + [str(error).splitlines()[0].rstrip(".")]
     which = f"--tokenizer {given!r}" if cfg.tokenizer is not None else f"--init_from {folder!r}'s tokenizer"
-    problems = []
     if (problem := tokenizer_fit_problem(tokenizer, config)) is not None:
         problems.append(f"{which}: {problem}")
     if cfg.bpe_dropout > 0 and not getattr(tokenizer, "is_fast", False):

@@ -28,6 +28,17 @@ def word_tokenizer(vocab_size: int = 97) -> PreTrainedTokenizerFast:
     )
 
 
+def run_in_process(command: str, capsys, *argv) -> tuple[int | str | None, str]:
+    """`vanilla-transformer COMMAND ARGV` in this process (`command`: its module's name in
+    `vanilla_transformer.commands`): (exit code, stderr); argparse errors exit too."""
+    capsys.readouterr()
+    try:
+        code = importlib.import_module(f"vanilla_transformer.commands.{command}").main([str(a) for a in argv])
+    except SystemExit as exit_:
+        code = exit_.code
+    return code, capsys.readouterr().err
+
+
 def run_main(monkeypatch, capsys, *args: str, stdin: str = "") -> tuple[int | str | None, str, str]:
     """`vanilla-transformer translate ARGS` in this process (fast): (exit code, stdout, stderr); the parser's own
     exit (argparse: 2 for a bad option) is the exit code."""

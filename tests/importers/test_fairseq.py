@@ -426,6 +426,28 @@ def test_handmade_checkpoint_converts_and_generates(tmp_path, capsys):
         (dict(cross_self_attention=True), ("--trust_pickle",), "cross_self_attention=True"),
         (dict(activation_fn="tanh"), ("--trust_pickle",), "activation_fn='tanh'"),
         (dict(encoder_layers=2), ("--trust_pickle",), "encoder_layers=2 but the weights have 1"),
+        # sinusoidal tables are not stored: 2^21 positions x 16 would be 2 x 128 MiB for a checkpoint of 20 KiB
+        (
+            dict(max_source_positions=2**21, max_target_positions=2**21),
+            ("--trust_pickle",),
+            "asks for a model of 67",
+        ),
+        # a value of 10^6 strings pickled in 60 lists (shared references): its message is cut, not expanded
+        (
+            dict(arch=functools.reduce(lambda inner, _: [inner] * 10, range(5), ["x"] * 10)),
+            ("--trust_pickle",),
+            "arch=[[",
+        ),
+    ],
+    ids=[
+        "pickle",
+        "arch",
+        "normalize_before",
+        "cross_self_attention",
+        "activation",
+        "layers",
+        "positions",
+        "arch_bomb",
     ],
 )
 def test_bad_checkpoints_exit_2_with_one_line_and_write_nothing(tmp_path, capsys, overrides, flags, message):
@@ -433,6 +455,7 @@ def test_bad_checkpoints_exit_2_with_one_line_and_write_nothing(tmp_path, capsys
     code, err = run_convert(src, tmp_path / "out", capsys, *flags)
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+    assert len(err) < 1000, len(err)
     assert not (tmp_path / "out").exists()
 
 

@@ -1,7 +1,8 @@
 """The converters (`vanilla-transformer convert`) against source folders that lie or are damaged: a config.json that
 claims sizes its weights do not have is refused before any model is built (one line naming each field, both sizes
 and the fix; the process stays small however large the claim), a truncated model.safetensors is one line naming
-the file, and a pickle-only checkpoint is read only with --trust_pickle."""
+the file, and a pickle-only checkpoint is read only with --trust_pickle. A YAML config with aliases (a "billion
+laughs" bomb of 1 KB) is refused as it is read, with a message of bounded length."""
 
 from __future__ import annotations
 
@@ -202,3 +203,30 @@ def test_a_pickle_only_checkpoint_converts_only_with_trust_pickle(tmp_path, caps
     code, err = convert(capsys, "--from", "marian", str(src), str(tmp_path / "out"), "--trust_pickle")
     assert code == 0, err
     assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def alias_bomb(levels: int) -> str:
+    """A YAML config.yaml of JoeyNMT whose `data.src.level` is 10^`levels` strings written in about 1 KB: each
+    level a list of ten aliases of the level below."""
+    lines = ["l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, levels)]
+    lines += [
+        "model: {encoder: {type: transformer, layer_norm: post}, decoder: {layer_norm: post}}",
+        f"data: {{src: {{level: *l{levels - 1}}}, trg: {{level: bpe}}}}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_joeynmt_config_with_yaml_aliases_is_refused_as_it_is_read(tmp_path, capsys):
+    """Without --trust_pickle (nothing of the checkpoint is read): the config's aliases are refused by the YAML
+    reader itself, before any value is used or printed."""
+    src = tmp_path / "joey"
+    src.mkdir()
+    (src / "config.yaml").write_text(alias_bomb(6), encoding="utf-8")
+    for name in ("src_vocab.txt", "trg_vocab.txt"):
+        (src / name).write_text("a\nb\n", encoding="utf-8")
+    assert (src / "config.yaml").stat().st_size < 1500
+    code, err = convert(capsys, "--from", "joeynmt", str(src), str(tmp_path / "out"))
+    assert code == 2 and err.count("\n") == 1 and len(err) < 500, err[:500]
+    assert f"{src / 'config.yaml'} is not a valid YAML config" in err and "an alias (*l0)" in err, err
+    assert not (tmp_path / "out").exists()

@@ -5,26 +5,16 @@ is one line, exit 2, names the files in the way, and leaves every byte in place.
 
 from __future__ import annotations
 
-import importlib
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 from conftest import tiny_model
+from helpers.shared import run_in_process as run
 
 from vanilla_transformer.export.folders import MANIFEST
 from vanilla_transformer.training.checkpoint import write_manifest
-
-
-def run(command: str, capsys, *argv) -> tuple[int | str | None, str]:
-    """`vanilla-transformer COMMAND ARGV` in this process: (exit code, stderr); argparse errors exit too."""
-    capsys.readouterr()
-    try:
-        code = importlib.import_module(f"vanilla_transformer.commands.{command}").main([str(a) for a in argv])
-    except SystemExit as exit_:
-        code = exit_.code
-    return code, capsys.readouterr().err
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -3,13 +3,18 @@ its --help, examples kept as written) and the options that mean the same in ever
 model to load (--model, --device, --trust_remote_code, --dtype), the decoding settings that default to the
 model's generation config (--num_beams, --length_penalty, --max_new_tokens, and the other options of
 `modeling.DECODING_OPTIONS`, the one table of their rules that the server's requests follow too) and the BPE to train
-(--vocab_size, --kind)."""
+(--vocab_size, --kind). Every path argument is parsed by `path_argument`: a link loop, a device, a FIFO, a file where a
+folder is expected (or the reverse) is refused as it is parsed, exit 2 and one line naming the argument and the
+path (`corpus.options.path_problem`, which the options dataclasses' ``path`` fields use too)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from vanilla_transformer.corpus.options import PATH_KINDS, path_problem
 
 # the decoding options a command takes unless it names others; None by default = the model's generation_config.json
 # (the paper's beam 4, modeling.DEFAULT_LENGTH_PENALTY)
@@ -39,6 +44,24 @@ def command_parser(command: str, doc: str | None, options: type | None = None) -
     return OptionParser(options, **kwargs)
 
 
+def path_argument(kind: str, text: bool = False) -> Callable[[str], Any]:
+    """The argparse ``type`` of a path argument that takes a `kind` (one of `corpus.options.PATH_KINDS`: "file",
+    "folder", "file or folder", "output file", "output folder"): the `Path` (with `text`, the string as given: a
+    Hub id, a path with a suffix the command reads), or argparse's exit 2 with one ``error: argument NAME: PATH
+    is ...`` line when `corpus.options.path_problem` refuses it."""
+    if kind not in PATH_KINDS:
+        raise ValueError(f"path kind {kind!r} is not one of {', '.join(PATH_KINDS)}")
+
+    def parse(value: str) -> Any:
+        problem = path_problem(value, kind)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return value if text else Path(value)
+
+    parse.__name__ = kind
+    return parse
+
+
 def add_model_arguments(
     parser: argparse.ArgumentParser,
     model_help: str,
@@ -49,7 +72,13 @@ def add_model_arguments(
     """--model (required; with ``repeatable``, a list of each one given), --device and --trust_remote_code: the
     arguments of `inference.load_model_and_tokenizer`; with ``dtype_help``, also --dtype (auto, float32, bfloat16,
     int8; default None: the command's choice)."""
-    parser.add_argument("--model", required=True, action="append" if repeatable else "store", help=model_help)
+    parser.add_argument(
+        "--model",
+        required=True,
+        action="append" if repeatable else "store",
+        type=path_argument("file or folder", text=True),
+        help=model_help,
+    )
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default: cuda if available)")
     parser.add_argument(
         "--trust_remote_code",

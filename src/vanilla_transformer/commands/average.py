@@ -11,7 +11,7 @@ import logging
 import sys
 from pathlib import Path
 
-from vanilla_transformer.commands.arguments import command_parser
+from vanilla_transformer.commands.arguments import command_parser, path_argument
 from vanilla_transformer.training.averaging import export_averaged_model
 from vanilla_transformer.training.checkpoint import list_checkpoints
 
@@ -19,14 +19,28 @@ from vanilla_transformer.training.checkpoint import list_checkpoints
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     parser = command_parser("average", __doc__)
-    parser.add_argument("--run", help="training output dir (uses RUN/checkpoints)")
+    parser.add_argument(
+        "--run", type=path_argument("folder", text=True), help="training output dir (uses RUN/checkpoints)"
+    )
     parser.add_argument(
         "--num", type=int, default=5, help="average the newest N checkpoints of --run (default 5)"
     )
-    parser.add_argument("--checkpoints", nargs="+", help="explicit checkpoint directories instead of --run")
-    parser.add_argument("--output", required=True, help="folder to write the averaged model to")
     parser.add_argument(
-        "--tokenizer", help="tokenizer folder to save with the model (default: RUN/checkpoints/tokenizer)"
+        "--checkpoints",
+        nargs="+",
+        type=path_argument("folder", text=True),
+        help="explicit checkpoint directories instead of --run",
+    )
+    parser.add_argument(
+        "--output",
+        required=True,
+        type=path_argument("output folder", text=True),
+        help="folder to write the averaged model to",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        type=path_argument("folder", text=True),
+        help="tokenizer folder to save with the model (default: RUN/checkpoints/tokenizer)",
     )
     args = parser.parse_args(argv)
     if bool(args.run) == bool(args.checkpoints):

@@ -20,14 +20,24 @@ import tempfile
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from vanilla_transformer.commands.arguments import add_decoding_arguments, command_parser
+from vanilla_transformer.commands.arguments import add_decoding_arguments, command_parser, path_argument
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = command_parser("bench serve", __doc__)
-    parser.add_argument("--model", default=None, help="model folder (default: a random --preset model)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        type=path_argument("file or folder", text=True),
+        help="model folder (default: a random --preset model)",
+    )
     parser.add_argument("--preset", default="small", help="without --model: the preset to build (small)")
-    parser.add_argument("--tokenizer", default=None, help="without --model: a folder with the tokenizer")
+    parser.add_argument(
+        "--tokenizer",
+        default=None,
+        type=path_argument("file or folder", text=True),
+        help="without --model: a folder with the tokenizer",
+    )
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32], help="concurrent clients")
     parser.add_argument("--per_client", type=int, default=4, help="requests per client per round (4)")
     parser.add_argument("--max_wait_ms", type=float, default=10.0, help="the batching server's wait (10)")

@@ -35,7 +35,7 @@ import torch
 
 from vanilla_transformer.benchmarks.contenders import VOCAB_SIZES, build_contenders
 from vanilla_transformer.benchmarks.speed import Settings, format_rows, quick_settings, run_preset
-from vanilla_transformer.commands.arguments import command_parser
+from vanilla_transformer.commands.arguments import command_parser, path_argument
 from vanilla_transformer.inference.precision import cpu_bf16_flags
 from vanilla_transformer.modeling import cpu_inference_gemm, cpu_vendor, set_cpu_inference_gemm
 from vanilla_transformer.training.allocator import tune_cpu_allocator
@@ -80,7 +80,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "non-Intel x86, PyTorch's default elsewhere); Marian always uses PyTorch's default",
     )
     table = p.add_argument_group("the translation table (--model or --table)")
-    table.add_argument("--model", default=None, help="saved model folder: print its translation table")
+    table.add_argument(
+        "--model",
+        default=None,
+        type=path_argument("file or folder", text=True),
+        help="saved model folder: print its translation table",
+    )
     table.add_argument(
         "--table", action="store_true", help="the translation table of a random --preset model"
     )

@@ -24,9 +24,8 @@ from __future__ import annotations
 import importlib
 import pickle
 import sys
-from pathlib import Path
 
-from vanilla_transformer.commands.arguments import command_parser
+from vanilla_transformer.commands.arguments import command_parser, path_argument
 from vanilla_transformer.export.folders import claim_output_folder
 
 OUTPUT_KIND = "converted model"  # never written as a manifest: a conversion goes to a new or empty folder
@@ -49,9 +48,13 @@ def main(argv: list[str] | None = None) -> int:
         "--from", dest="source", choices=sorted(SOURCES), required=True, help="the checkpoint's model family"
     )
     parser.add_argument(
-        "src_dir", type=Path, help="folder of the saved model, or the checkpoint file (fairseq, OpenNMT-py)"
+        "src_dir",
+        type=path_argument("file or folder"),
+        help="folder of the saved model, or the checkpoint file (fairseq, OpenNMT-py)",
     )
-    parser.add_argument("out_dir", type=Path, help="folder to write the converted model to")
+    parser.add_argument(
+        "out_dir", type=path_argument("output folder"), help="folder to write the converted model to"
+    )
     parser.add_argument(
         "--trust_pickle",
         action="store_true",

@@ -41,6 +41,7 @@ from vanilla_transformer.commands.arguments import (
     add_model_arguments,
     command_parser,
     load_model_from_args,
+    path_argument,
 )
 from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_split
@@ -76,6 +77,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--run",
         default=None,
+        type=path_argument("folder", text=True),
         help="training output folder whose saved corpus and split options are used (default: --model)",
     )
     p.add_argument(
@@ -109,8 +111,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="decode over the model's vocabulary shortlist (vanilla-transformer translate --help)",
     )
-    p.add_argument("--output", default=None, help="write the hypotheses (one per line) to this file")
-    p.add_argument("--json", default=None, help="write the scores and settings as JSON to this file")
+    p.add_argument(
+        "--output",
+        default=None,
+        type=path_argument("output file", text=True),
+        help="write the hypotheses (one per line) to this file",
+    )
+    p.add_argument(
+        "--json",
+        default=None,
+        type=path_argument("output file", text=True),
+        help="write the scores and settings as JSON to this file",
+    )
     p.set_defaults(**{f.name: _UNSET for f in dataclasses.fields(DataOptions)})
     return p.parse_args(argv)
 

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 
-from vanilla_transformer.commands.arguments import command_parser
+from vanilla_transformer.commands.arguments import command_parser, path_argument
 from vanilla_transformer.commands.extras import require_extras
 from vanilla_transformer.inference.engines import ENGINES
 
@@ -27,9 +26,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = command_parser("export", __doc__)
     parser.add_argument("--engine", choices=tuple(ENGINES), required=True, help="the engine to export for")
     parser.add_argument(
-        "model", type=Path, help="saved model folder (config.json, model.safetensors, tokenizer)"
+        "model",
+        type=path_argument("folder"),
+        help="saved model folder (config.json, model.safetensors, tokenizer)",
     )
-    parser.add_argument("out", type=Path, help="folder to write the export to")
+    parser.add_argument("out", type=path_argument("output folder"), help="folder to write the export to")
     parser.add_argument(
         "--quantization",
         choices=sorted({q for engine in ENGINES.values() for q in engine.quantizations}),

@@ -17,7 +17,12 @@ import sys
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from vanilla_transformer.commands.arguments import add_decoding_arguments, add_model_arguments, command_parser
+from vanilla_transformer.commands.arguments import (
+    add_decoding_arguments,
+    add_model_arguments,
+    command_parser,
+    path_argument,
+)
 
 
 def _head(text: str) -> int | str:
@@ -39,7 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head", type=_head, default="mean", help="attention head index or 'mean' (default)")
     add_decoding_arguments(parser, "num_beams", "max_new_tokens")
     parser.add_argument(
-        "-o", "--output", default="attention.png", help="PNG to write (default attention.png)"
+        "-o",
+        "--output",
+        default="attention.png",
+        type=path_argument("output file", text=True),
+        help="PNG to write (default attention.png)",
     )
     args = parser.parse_args(argv)
 

@@ -16,7 +16,7 @@ import sys
 
 from huggingface_hub.errors import HfHubHTTPError
 
-from vanilla_transformer.commands.arguments import command_parser
+from vanilla_transformer.commands.arguments import command_parser, path_argument
 from vanilla_transformer.export import push_folder
 
 
@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model",
         required=True,
+        type=path_argument("folder", text=True),
         help="exported model folder: a training output folder or save_with_remote_code's",
     )
     parser.add_argument("--repo_id", required=True, help="USER/NAME or ORG/NAME on the Hub")

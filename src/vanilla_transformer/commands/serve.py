@@ -46,7 +46,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from vanilla_transformer.commands.arguments import add_model_arguments, command_parser
+from vanilla_transformer.commands.arguments import add_model_arguments, command_parser, path_argument
 from vanilla_transformer.inference.engines import ENGINE_NAMES
 
 # each limit of `serving.Limits` is the flag of its name, but max_new_tokens, a request's own option
@@ -102,6 +102,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument(
         "--glossary",
         default=None,
+        type=path_argument("file", text=True),
         metavar="FILE",
         help="TSV of source term<TAB>target term (empty target: do-not-translate) that every request of every API "
         "translates with (constrained beam search, --engine torch; vanilla-transformer translate --help); a "
@@ -135,6 +136,7 @@ def parse_args(argv: list[str] | None = None):
         "--api_keys",
         metavar="FILE",
         default=None,
+        type=path_argument("file", text=True),
         help="a file of API keys, one a line: every API's translations then need one (keys may also come from "
         "the environment variable VANILLA_TRANSFORMER_API_KEYS, separated by commas)",
     )

@@ -26,7 +26,7 @@ from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from vanilla_transformer.commands.arguments import command_parser
+from vanilla_transformer.commands.arguments import command_parser, path_argument
 from vanilla_transformer.commands.evaluate import _UNSET, data_options, run_options
 from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.inference.shortlist import (
@@ -41,11 +41,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     # the corpus and split: a flag given here, else the run's saved option, else the field's default
     p = command_parser("shortlist", __doc__, DataOptions)
     p.add_argument(
-        "--model", required=True, help="saved model folder (with its tokenizer); the shortlist goes here"
+        "--model",
+        required=True,
+        type=path_argument("folder", text=True),
+        help="saved model folder (with its tokenizer); the shortlist goes here",
     )
     p.add_argument(
         "--run",
         default=None,
+        type=path_argument("folder", text=True),
         help="training output folder whose saved corpus and split options are used (default: --model)",
     )
     p.add_argument("--top_k", type=int, default=DEFAULT_TOP_K, help="target candidates kept per source token")

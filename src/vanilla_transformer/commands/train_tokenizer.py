@@ -14,9 +14,8 @@ import argparse
 import logging
 import sys
 import time
-from pathlib import Path
 
-from vanilla_transformer.commands.arguments import add_tokenizer_arguments, command_parser
+from vanilla_transformer.commands.arguments import add_tokenizer_arguments, command_parser, path_argument
 from vanilla_transformer.tokenizer import (
     DEFAULT_MIN_FREQUENCY,
     SPECIAL_TOKENS,
@@ -27,7 +26,10 @@ from vanilla_transformer.tokenizer import (
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = command_parser("train-tokenizer", __doc__)
     p.add_argument(
-        "files", nargs="*", type=Path, help="text files (one text per line) or .tsv files; .xz/.gz/.bz2 ok"
+        "files",
+        nargs="*",
+        type=path_argument("file"),
+        help="text files (one text per line) or .tsv files; .xz/.gz/.bz2 ok",
     )
     p.add_argument(
         "--columns",
@@ -55,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--max_lines", type=int, default=None, help="read at most this many lines per file")
     p.add_argument("--model_max_length", type=int, default=512)
-    p.add_argument("--output", "-o", type=Path, required=True, help="output folder")
+    p.add_argument("--output", "-o", type=path_argument("output folder"), required=True, help="output folder")
     p.add_argument("--no_progress", action="store_true", help="hide the progress bars")
     args = p.parse_args(argv)
     if not args.files and not args.dataset:

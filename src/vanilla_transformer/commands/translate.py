@@ -97,6 +97,7 @@ from vanilla_transformer.commands.arguments import (
     add_model_arguments,
     command_parser,
     load_model_from_args,
+    path_argument,
 )
 from vanilla_transformer.commands.extras import require_extras
 from vanilla_transformer.inference.engines import ENGINE_NAMES
@@ -191,6 +192,7 @@ def add_glossary_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--glossary",
         default=None,
+        type=path_argument("file", text=True),
         metavar="FILE",
         help="TSV of source term<TAB>target term (empty target: do-not-translate); each term that occurs in a "
         "line comes out in its translation (constrained beam search, --engine torch)",

@@ -36,7 +36,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from vanilla_transformer.commands.arguments import command_parser
+from vanilla_transformer.commands.arguments import command_parser, path_argument
 from vanilla_transformer.commands.translate import (
     add_glossary_argument,
     add_translation_arguments,
@@ -54,7 +54,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = command_parser("translate-corpus", __doc__)
     add_translation_arguments(parser)
     add_glossary_argument(parser)
-    parser.add_argument("--input", required=True, help="the file (or saved dataset folder) to translate")
+    parser.add_argument(
+        "--input",
+        required=True,
+        type=path_argument("file or folder", text=True),
+        help="the file (or saved dataset folder) to translate",
+    )
     parser.add_argument(
         "--column",
         default=None,
@@ -63,7 +68,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--has_header", action="store_true", help="the TSV file's first line names its columns"
     )
-    parser.add_argument("--output", required=True, help="*.jsonl or *.parquet")
+    parser.add_argument(
+        "--output", required=True, type=path_argument("output file", text=True), help="*.jsonl or *.parquet"
+    )
     parser.add_argument("--batch_size", type=int, default=64, help="at most this many sentences per batch")
     parser.add_argument(
         "--max_tokens", type=int, default=4096, help="at most this many padded source tokens per batch"
