@@ -17,7 +17,7 @@ Nothing here translates or aligns: the caller runs the model on what the plan ha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -164,25 +164,63 @@ def translate_document(
     **generate_kwargs: Any,
 ) -> str:
     """``document`` (HTML or XML) translated with its markup (`inference.markup`), driven through its
-    `DocumentPlan`: its segments (with ``split_sentences``, their sentences,
-    `inference.sentences.split_text` with ``language``) batched through `inference.translate.translate_hypotheses`
-    (``generate_kwargs`` as there; the best hypothesis of each), the sentences of the segments that hold inline
-    markup aligned with their translations (`inference.alignment.align_words`; by relative position where the
-    engine returns no attention)."""
+    `DocumentPlan` (`translate_plans`; with ``split_sentences``, sentence by sentence by the rules of
+    ``language``)."""
+    plan = DocumentPlan.of(document, markup=True, split_sentences=split_sentences, language=language)
+    return translate_plans(model, tokenizer, [plan], batch_size, **generate_kwargs)[0]
+
+
+def translate_plans(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    plans: Sequence[DocumentPlan],
+    batch_size: int = 32,
+    progress: Callable[[int, int], None] | None = None,
+    **generate_kwargs: Any,
+) -> list[str]:
+    """The documents of ``plans`` (of markup) translated: their sentences batched through
+    `inference.translate.translate_hypotheses` (``generate_kwargs`` as there; the best hypothesis of each), the
+    sentences of the segments that hold inline markup aligned with their translations
+    (`inference.alignment.align_words`; by relative position where the engine returns no attention), in groups of
+    plans of about 8 batches of sentences; ``progress(pieces done, pieces)`` after each group."""
     from .alignment import align_words, check_alignable
     from .translate import translate_hypotheses
 
-    plan = DocumentPlan.of(document, markup=True, split_sentences=split_sentences, language=language)
-    nbest = translate_hypotheses(
-        model, tokenizer, plan.sentences, batch_size, scores=False, **generate_kwargs
-    )
-    translated = plan.translated([[hyps[0].text] for hyps in nbest])
     try:
         check_alignable(model)
-        pairs = translated.pairs()
+        alignable = True
     except ValueError:
-        pairs = []
-    if not pairs:
-        return translated.render()[0]
-    found = align_words(model, tokenizer, [p[0] for p in pairs], [p[1] for p in pairs], batch_size)
-    return translated.render(found)[0]
+        alignable = False
+    total = sum(len(plan.pieces) for plan in plans)
+    done = 0
+    rendered: list[str] = []
+    for group in _groups(plans, 8 * batch_size):
+        sentences = [sentence for plan in group for sentence in plan.sentences]
+        nbest = iter(translate_hypotheses(model, tokenizer, sentences, batch_size, scores=False, **generate_kwargs))
+        translated = [plan.translated([[next(nbest)[0].text] for _ in plan.sentences]) for plan in group]
+        pairs = [document.pairs() for document in translated] if alignable else [[] for _ in translated]
+        wanted = [pair for found in pairs for pair in found]
+        aligned = iter(
+            align_words(model, tokenizer, [p[0] for p in wanted], [p[1] for p in wanted], batch_size)
+            if wanted
+            else []
+        )
+        for document, found in zip(translated, pairs):
+            rendered.append(document.render([next(aligned) for _ in found] if found else None)[0])
+        done += sum(len(plan.pieces) for plan in group)
+        if progress is not None:
+            progress(done, total)
+    return rendered
+
+
+def _groups(plans: Sequence[DocumentPlan], sentences: int) -> list[list[DocumentPlan]]:
+    """``plans`` in consecutive groups of about ``sentences`` sentences (a plan is never cut)."""
+    groups: list[list[DocumentPlan]] = [[]]
+    size = 0
+    for plan in plans:
+        if size >= sentences:
+            groups.append([])
+            size = 0
+        groups[-1].append(plan)
+        size += len(plan.sentences)
+    return [group for group in groups if group]
