@@ -53,6 +53,8 @@ class BodyLimit:
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
             return await self.app(scope, receive, send)
         limit = self.limits.max_request_bytes
+        if scope["path"] in FILE_UPLOADS:
+            limit = max(limit, self.limits.max_file_bytes + FORM_OVERHEAD)
         length = dict(scope["headers"]).get(b"content-length")
         if length is None:
             return await _refuse(scope, send, 411, "a request body needs a Content-Length header")

@@ -210,6 +210,10 @@ class Limits:
     max_num_beams: int = _limit(8, "largest num_beams")
     max_num_return_sequences: int = _limit(8, "largest num_return_sequences (n-best or samples per text)")
     max_streams: int = _limit(4, "streams decoding at once")
+    max_file_bytes: int = _limit(
+        20 * 2**20, "largest document file in bytes (POST /translate_file, /v2/document; 20 MiB)"
+    )
+    max_file_paragraphs: int = _limit(20_000, "most paragraphs in a document file")
     body_timeout_s: float = _limit(30.0, "seconds a request body may take to arrive (then 408)")
     idle_timeout_s: float = _limit(5.0, "seconds an idle keep-alive connection is kept open")
 

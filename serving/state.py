@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
+from .files import FileJobs
 from .lanes import Lanes
 from .metrics import Metrics
 from .options import Limits, RequestError
@@ -69,6 +70,7 @@ class ServerState:
     keyed: bool = False
     streams: StreamSlots = field(init=False)
     characters: CharacterCount = field(default_factory=CharacterCount)
+    files: FileJobs = field(default_factory=FileJobs)
 
     def __post_init__(self) -> None:
         self.streams = StreamSlots(self.limits.max_streams)

@@ -10,16 +10,11 @@ markup placed by the word alignments, by the command line (`translate_file`) or 
 
     txt   each non-empty line a paragraph; indentation and line endings kept
     html  the document through the markup transfer (htm, xhtml too)
-    md    Markdown (CommonMark with tables, markdown-it-py): headings, paragraphs, list items, table cells;
-          emphasis, links and images around their words; code blocks, inline code, HTML blocks kept
     srt, vtt  each cue a paragraph, its timings, numbers, settings and NOTE/STYLE blocks kept, its lines
           rebalanced to the same count
     docx, pptx, xlsx  OOXML edited in place (`inference.formats.ooxml`): Word paragraphs of the body, headers,
           footers, foot- and endnotes; slide and notes paragraphs; the shared and inline strings of text cells
           (formulas, numbers and their cached values kept)
-    odt, odp  ODF edited in place (`inference.formats.odf`): paragraphs and headings of content.xml
-    epub  each XHTML item through the markup transfer
-    pdf   text extraction (pypdf): the translated text as .txt or .docx; the PDF's layout is not kept
 
 Bounds (`FileLimits`): the file's size, the zip's entries and uncompressed size, the paragraph count (`TooLarge`);
 a file its reader cannot parse is a `DocumentError` saying why.
@@ -40,21 +35,16 @@ if TYPE_CHECKING:
 FORMATS = {
     "txt": ("text", "text/plain; charset=utf-8"),
     "html": ("html", "text/html; charset=utf-8"),
-    "md": ("markdown", "text/markdown; charset=utf-8"),
     "srt": ("subtitles", "application/x-subrip"),
     "vtt": ("subtitles", "text/vtt; charset=utf-8"),
     "docx": ("ooxml", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
     "pptx": ("ooxml", "application/vnd.openxmlformats-officedocument.presentationml.presentation"),
     "xlsx": ("ooxml", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
-    "odt": ("odf", "application/vnd.oasis.opendocument.text"),
-    "odp": ("odf", "application/vnd.oasis.opendocument.presentation"),
-    "epub": ("epub", "application/epub+zip"),
-    "pdf": ("pdf", "application/pdf"),
 }
 # other extensions of a format
-ALIASES = {"htm": "html", "xhtml": "html", "markdown": "md", "text": "txt"}
-# the formats a format's file can be written as (the first: its own); PDF is written as extracted text
-OUTPUT_FORMATS = {name: (name,) for name in FORMATS} | {"pdf": ("docx", "txt")}
+ALIASES = {"htm": "html", "xhtml": "html", "text": "txt"}
+# the formats a format's file can be written as (the first: its own)
+OUTPUT_FORMATS = {name: (name,) for name in FORMATS}
 
 
 class DocumentError(ValueError):
