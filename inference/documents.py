@@ -176,13 +176,15 @@ def translate_plans(
     plans: Sequence[DocumentPlan],
     batch_size: int = 32,
     progress: Callable[[int, int], None] | None = None,
+    kept: Callable[[str], bool] | None = None,
     **generate_kwargs: Any,
 ) -> list[str]:
     """The documents of ``plans`` (of markup) translated: their sentences batched through
     `inference.translate.translate_hypotheses` (``generate_kwargs`` as there; the best hypothesis of each), the
     sentences of the segments that hold inline markup aligned with their translations
     (`inference.alignment.align_words`; by relative position where the engine returns no attention), in groups of
-    plans of about 8 batches of sentences; ``progress(pieces done, pieces)`` after each group."""
+    plans of about 8 batches of sentences; ``progress(pieces done, pieces)`` after each group. A sentence for which
+    ``kept`` is true is its own translation (it does not go to the model)."""
     from .alignment import align_words, check_alignable
     from .translate import translate_hypotheses
 
@@ -196,13 +198,18 @@ def translate_plans(
     rendered: list[str] = []
     for group in _groups(plans, 8 * batch_size):
         sentences = [sentence for plan in group for sentence in plan.sentences]
-        nbest = iter(translate_hypotheses(model, tokenizer, sentences, batch_size, scores=False, **generate_kwargs))
-        translated = [plan.translated([[next(nbest)[0].text] for _ in plan.sentences]) for plan in group]
+        wanted = [s for s in sentences if kept is None or not kept(s)]
+        found = translate_hypotheses(model, tokenizer, wanted, batch_size, scores=False, **generate_kwargs)
+        best = iter([hyps[0].text] for hyps in found)
+        translated = [
+            plan.translated([[s] if kept is not None and kept(s) else next(best) for s in plan.sentences])
+            for plan in group
+        ]
         pairs = [document.pairs() for document in translated] if alignable else [[] for _ in translated]
-        wanted = [pair for found in pairs for pair in found]
+        links = [pair for found in pairs for pair in found]
         aligned = iter(
-            align_words(model, tokenizer, [p[0] for p in wanted], [p[1] for p in wanted], batch_size)
-            if wanted
+            align_words(model, tokenizer, [p[0] for p in links], [p[1] for p in links], batch_size)
+            if links
             else []
         )
         for document, found in zip(translated, pairs):

@@ -18,7 +18,15 @@ from fastapi import Request
 
 from vanilla_transformer.inference.alignment import WordAlignment
 from vanilla_transformer.inference.documents import DocumentPlan, TranslatedDocument
-from vanilla_transformer.inference.formats import DocumentError, FileDocument, FileLimits, TooLarge, plan_file, read_file
+from vanilla_transformer.inference.formats import (
+    DocumentError,
+    FileDocument,
+    FileLimits,
+    TooLarge,
+    plan_file,
+    read_file,
+    untranslatable,
+)
 from vanilla_transformer.inference.markup import TagRules
 
 from .lanes import Lane
@@ -101,15 +109,16 @@ async def translate_plans(
     options: Callable[[Lane], DecodingRequest],
     connection: Request,
     max_texts: int,
+    kept: Callable[[str], bool] | None = None,
 ) -> list[TranslatedDocument]:
     """Each plan with the n-best lists of its sentences, plan i by ``lanes[i]`` (`Lane.translate_texts` with
     ``options(lane)``): the sentences of each lane's plans in slices of at most ``max_texts``, every slice of
-    every lane submitted at once."""
+    every lane submitted at once; a sentence for which ``kept`` is true is its own translation."""
     groups = _groups(lanes)
     jobs = []
     for members in groups.values():
         lane = lanes[members[0]]
-        sentences = [sentence for i in members for sentence in plans[i].sentences]
+        sentences = [s for i in members for s in plans[i].sentences if kept is None or not kept(s)]
         slices = [sentences[s : s + max_texts] for s in range(0, len(sentences), max_texts)]
         jobs.append(
             asyncio.gather(*(lane.translate_texts(part, options(lane), connection) for part in slices))
@@ -119,7 +128,9 @@ async def translate_plans(
     for members, parts in zip(groups.values(), done):
         nbest = iter(hyps for part in parts for hyps in part)
         for i in members:
-            translated[i] = plans[i].translated([next(nbest) for _ in plans[i].sentences])
+            translated[i] = plans[i].translated(
+                [[s] if kept is not None and kept(s) else next(nbest) for s in plans[i].sentences]
+            )
     return [translated[i] for i in range(len(plans))]
 
 
@@ -181,7 +192,9 @@ async def translate_file(
     """The document of ``plans`` translated by ``lane`` (the model's defaults), its markup placed by the word
     alignments, written as its file (in a worker thread)."""
     lanes = [lane] * len(plans)
-    translated = await translate_plans(plans, lanes, lambda lane: DecodingRequest(), connection, max_texts)
+    translated = await translate_plans(
+        plans, lanes, lambda lane: DecodingRequest(), connection, max_texts, kept=untranslatable
+    )
     aligned = await align_pairs([done.pairs() for done in translated], lanes)
     rendered = [found.render(alignments)[0] for found, alignments in zip(translated, aligned)]
     return await asyncio.to_thread(document.write, rendered)

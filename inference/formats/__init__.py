@@ -159,14 +159,24 @@ def translate_file(
     **generate_kwargs: Any,
 ) -> bytes:
     """``data`` (a ``fmt`` file) translated with ``model`` (`inference.documents.translate_plans`; the best
-    hypothesis, ``generate_kwargs`` as there), written as ``output_format``; ``progress(done, total)`` after
+    hypothesis, ``generate_kwargs`` as there; a sentence without a letter kept as written), written as
+    ``output_format``; ``progress(done, total)`` after
     each group of paragraphs."""
     from ..documents import translate_plans
 
     document = read_file(data, fmt, limits, output_format)
     plans = plan_file(document, limits, split_sentences, language)
-    translated = translate_plans(model, tokenizer, plans, batch_size, progress=progress, **generate_kwargs)
+    translated = translate_plans(
+        model, tokenizer, plans, batch_size, progress=progress, kept=untranslatable, **generate_kwargs
+    )
     return document.write(translated)
+
+
+def untranslatable(sentence: str) -> bool:
+    """Whether a sentence of a file is kept as written: it holds no letter (numbers, dates, punctuation)."""
+    from .inline import LETTER
+
+    return not LETTER.search(sentence)
 
 
 def supported(names: Sequence[str] = tuple(FORMATS)) -> list[str]:

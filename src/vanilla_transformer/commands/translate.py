@@ -337,7 +337,7 @@ def translate_input_file(model: Any, tokenizer: Any, args: argparse.Namespace, g
 
         languages = card_languages(args.model)
         language = languages[0] if len(languages) == 2 else None
-    with tqdm(desc="paragraphs", unit="paragraph", file=sys.stderr, disable=None) as bar:
+    with tqdm(desc="paragraphs", unit="paragraph", file=sys.stderr) as bar:
 
         def progress(done: int, total: int) -> None:
             bar.total = total
