@@ -193,15 +193,17 @@ def _missing_field(name: str) -> RequestError:
 
 
 async def _owner(request: Request) -> str:
+    """The owner of the request's documents: its key's (read before its form, the body kept for it)."""
     return owner_of(await request_key("deepl", request.scope, await request.body()))
 
 
 async def upload_document(request: Request, state: Server) -> Any:
     try:
+        owner = await _owner(request)
         fields, name, data = await uploaded_file(request, _missing_field)
         name = fields.get("filename") or name
         try:
-            fmt = file_format(name)
+            fmt = file_format(name, data=data)
         except DocumentError as err:
             raise RequestError(400, str(err)) from None
         document = await read_document(data, fmt, state.limits, fields.get("output_format") or None)
@@ -216,7 +218,7 @@ async def upload_document(request: Request, state: Server) -> Any:
 
         stem = PurePath(name).stem or "document"
         out = document.output_format
-        job = state.files.submit(await _owner(request), f"{stem}.{out}", FORMATS[out][1], characters, work)
+        job = state.files.submit(owner, f"{stem}.{out}", FORMATS[out][1], characters, work)
     except RequestError as err:
         return _error(err)
     state.characters.add(characters)
@@ -225,13 +227,14 @@ async def upload_document(request: Request, state: Server) -> Any:
 
 async def _job(request: Request, state: Server, document_id: str) -> FileJob:
     """The job ``document_id`` of the request's key, read with its ``document_key`` (body or query string)."""
+    owner = await _owner(request)
     key = request.query_params.get("document_key")
     if key is None and request.method == "POST":
         fields, form = await read_fields(request)
         key = first(fields, "document_key", form)
     if not isinstance(key, str) or not key:
         raise RequestError(400, "Value for 'document_key' not provided: send the key /v2/document returned")
-    return state.files.find(document_id, key, await _owner(request))
+    return state.files.find(document_id, key, owner)
 
 
 async def document_status(document_id: str, request: Request, state: Server) -> Any:

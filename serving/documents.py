@@ -160,9 +160,13 @@ def _groups(lanes: Sequence[Lane]) -> dict[int, list[int]]:
 
 
 def file_limits(limits: Limits) -> FileLimits:
-    """The bounds of a document file on a server with ``limits`` (its ``max_file_bytes`` and
-    ``max_file_paragraphs``)."""
-    return FileLimits(max_bytes=limits.max_file_bytes, max_paragraphs=limits.max_file_paragraphs)
+    """The bounds of a document file on a server with ``limits``: its ``max_file_bytes``,
+    ``max_file_unzipped_bytes`` and ``max_file_paragraphs``."""
+    return FileLimits(
+        max_bytes=limits.max_file_bytes,
+        max_unzipped_bytes=limits.max_file_unzipped_bytes,
+        max_paragraphs=limits.max_file_paragraphs,
+    )
 
 
 async def read_document(data: bytes, fmt: str, limits: Limits, output_format: str | None = None) -> FileDocument:

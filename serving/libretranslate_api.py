@@ -194,7 +194,7 @@ async def translate_a_file(request: Request, state: Server) -> Any:
             if not value:
                 raise _missing(field_name)
         try:
-            fmt = file_format(name)
+            fmt = file_format(name, data=data)
         except DocumentError as err:
             raise RequestError(400, str(err)) from None
         document = await read_document(data, fmt, state.limits)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .dialects import request_api, routed_path
+from .dialects import FILE_UPLOADS, FORM_OVERHEAD, request_api, routed_path
 from .errors import error_reply, rate_limited
 from .keys import KEY_HOW, guarded, known_key, request_key
 from .metrics import Metrics

@@ -76,16 +76,34 @@ class FileDocument:
     output_format: str
 
 
-def file_format(name: str, given: str | None = None) -> str:
-    """The format of a file called ``name`` (by its extension), or ``given``; `DocumentError` naming the formats
-    for one not among them."""
+def file_format(name: str, given: str | None = None, data: bytes | None = None) -> str:
+    """The format of a file called ``name`` (by its extension), or ``given``; for a name without an extension,
+    that of ``data`` when it says it (an OOXML package by its main part, WebVTT by its header); `DocumentError`
+    naming the formats for one not among them."""
     wanted = (given or PurePath(name).suffix.lstrip(".")).lower()
+    if not wanted and data is not None:
+        wanted = _sniffed(data)
     wanted = ALIASES.get(wanted, wanted)
     if wanted not in FORMATS:
         raise DocumentError(
             f"file format {wanted or '(no extension)'!r} is not supported: use one of {', '.join(FORMATS)}"
         )
     return wanted
+
+
+def _sniffed(data: bytes) -> str:
+    """The format ``data`` says it is in, or ""."""
+    import io
+    import zipfile
+
+    if data.startswith(b"PK"):
+        try:
+            names = set(zipfile.ZipFile(io.BytesIO(data)).namelist())
+        except (zipfile.BadZipFile, EOFError, ValueError):
+            return ""
+        parts = {"word/document.xml": "docx", "ppt/presentation.xml": "pptx", "xl/workbook.xml": "xlsx"}
+        return next((fmt for part, fmt in parts.items() if part in names), "")
+    return "vtt" if data.lstrip(b"\xef\xbb\xbf").startswith(b"WEBVTT") else ""
 
 
 def read_file(
