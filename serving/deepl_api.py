@@ -39,24 +39,29 @@ none (the server's own /translate gives them with ``scores``). The ``Authorizati
 
 from __future__ import annotations
 
-from typing import Any
-
 import asyncio
 import time
 from pathlib import PurePath
+from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from vanilla_transformer.inference.formats import FORMATS, DocumentError, file_format
-
 from vanilla_transformer.inference.markup import TagRules
 
 from .dialects import dialect_router, first, read_fields
-from .documents import detached, plan_document, read_document, translate_documents, translate_file, uploaded_file
+from .documents import (
+    detached,
+    plan_document,
+    read_document,
+    translate_documents,
+    translate_file,
+    uploaded_file,
+)
+from .errors import error_reply
 from .files import FileJob, owner_of
 from .keys import request_key
-from .errors import error_reply
 from .lanes import Lane, Lanes
 from .options import DecodingRequest, RequestError
 from .state import Server

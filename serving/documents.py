@@ -169,7 +169,9 @@ def file_limits(limits: Limits) -> FileLimits:
     )
 
 
-async def read_document(data: bytes, fmt: str, limits: Limits, output_format: str | None = None) -> FileDocument:
+async def read_document(
+    data: bytes, fmt: str, limits: Limits, output_format: str | None = None
+) -> FileDocument:
     """A file read by its format (`inference.formats.read_file`) in a worker thread; `RequestError` 413 for one
     over the limits, 400 for one its reader cannot read."""
     try:
@@ -214,7 +216,9 @@ def detached() -> Request:
     return Request({"type": "http", "method": "POST", "path": "/", "headers": [], "query_string": b""}, never)
 
 
-async def uploaded_file(request: Request, missing: Callable[[str], RequestError]) -> tuple[dict[str, str], str, bytes]:
+async def uploaded_file(
+    request: Request, missing: Callable[[str], RequestError]
+) -> tuple[dict[str, str], str, bytes]:
     """The string fields, the file name and the bytes of a multipart upload's ``file`` (the form is closed, its
     spooled copy gone); ``missing(name)`` for a body without a file."""
     from starlette.datastructures import UploadFile

@@ -125,7 +125,11 @@ class FileJobs:
 
     def seconds_remaining(self, job: FileJob) -> int:
         """An estimate of the seconds until ``job`` is done (module docstring)."""
-        ahead = sum(j.characters for j in self.jobs.values() if j.status in ("queued", "translating") and j.created <= job.created)
+        ahead = sum(
+            j.characters
+            for j in self.jobs.values()
+            if j.status in ("queued", "translating") and j.created <= job.created
+        )
         return max(1, round(ahead / self.rate))
 
     async def close(self) -> None:

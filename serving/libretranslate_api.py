@@ -199,7 +199,11 @@ async def translate_a_file(request: Request, state: Server) -> Any:
             raise RequestError(400, str(err)) from None
         document = await read_document(data, fmt, state.limits)
         found = state.lanes.select(str(source), str(target), need_pair=True)
-        lane = state.lanes.detect(" ".join(document.texts[:32]), found, True)[0] if source == "auto" else found[0]
+        lane = (
+            state.lanes.detect(" ".join(document.texts[:32]), found, True)[0]
+            if source == "auto"
+            else found[0]
+        )
         plans = await plan_document(document, lane, state.limits)
         translated = await translate_file(document, plans, lane, request, state.limits.max_texts)
     except RequestError as err:

@@ -119,7 +119,9 @@ class _Reader:
 
     def _kept(self, element, link) -> None:
         # the text it shows (a field's result, a slide field's text), not that of the paragraphs it may hold
-        texts = [t.text or "" for t in element.iter(self.g.text) if t.getparent().tag in (self.g.run, self.g.text)]
+        texts = [
+            t.text or "" for t in element.iter(self.g.text) if t.getparent().tag in (self.g.run, self.g.text)
+        ]
         if self.field is not None:
             self.field.kept.append(element)
             self.runs[-1] = Run(self.runs[-1].text + "".join(texts), self.runs[-1].key, kept=True)
@@ -211,7 +213,9 @@ def _write_paragraph(paragraph: _Paragraph, translated: str, grammar: Grammar) -
 
     pieces = decode(translated, paragraph.base)
     # a spreadsheet string without runs stays one text element
-    if grammar.run == GRAMMARS["xlsx"].run and all(not s.kept and s.properties is None for s in paragraph.slots):
+    if grammar.run == GRAMMARS["xlsx"].run and all(
+        not s.kept and s.properties is None for s in paragraph.slots
+    ):
         element = etree.SubElement(p, grammar.text)
         element.text = "".join(text for text, _ in pieces)
         _preserve(element, grammar)

@@ -66,7 +66,9 @@ class Package:
         except (zipfile.BadZipFile, EOFError, ValueError) as err:
             raise DocumentError(f"this is not a {kind} file: not a readable zip package ({err})") from None
         if len(infos) > limits.max_entries:
-            raise TooLarge(f"the {kind} package has {len(infos)} entries, more than the limit {limits.max_entries}")
+            raise TooLarge(
+                f"the {kind} package has {len(infos)} entries, more than the limit {limits.max_entries}"
+            )
         total = sum(info.file_size for info in infos)
         if total > limits.max_unzipped_bytes:
             raise TooLarge(
@@ -84,7 +86,9 @@ class Package:
 
     def names(self, prefix: str = "", suffix: str = "") -> list[str]:
         """The entry names that start with ``prefix`` and end with ``suffix``, in the package's order."""
-        return [i.filename for i in self.infos if i.filename.startswith(prefix) and i.filename.endswith(suffix)]
+        return [
+            i.filename for i in self.infos if i.filename.startswith(prefix) and i.filename.endswith(suffix)
+        ]
 
     def write(self) -> bytes:
         """The package with the ``changed`` parts, every other entry as it was."""

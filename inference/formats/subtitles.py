@@ -93,7 +93,9 @@ def read(data: bytes, fmt: str, limits: FileLimits, output_format: str) -> FileD
     if not any(start is not None for _, start in blocks) and text.strip():
         raise DocumentError(f"this is not a {fmt} file: no cue has a timing line (00:00:01,000 --> ...)")
     wanted = [
-        b for b, (lines, start) in enumerate(blocks) if start is not None and LETTER.search(" ".join(lines[start:]))
+        b
+        for b, (lines, start) in enumerate(blocks)
+        if start is not None and LETTER.search(" ".join(lines[start:]))
     ]
 
     def write(translations: list[str]) -> bytes:
@@ -103,7 +105,11 @@ def read(data: bytes, fmt: str, limits: FileLimits, output_format: str) -> FileD
             cue = lines[start or 0 :]
             count = max(1, len([line for line in cue if line.strip()]))
             trailing = len(cue) - len("\n".join(cue).rstrip().split("\n"))
-            out[b] = lines[: start or 0] + balanced_lines(cue_text(translated, fmt == "vtt"), count) + [""] * trailing
+            out[b] = (
+                lines[: start or 0]
+                + balanced_lines(cue_text(translated, fmt == "vtt"), count)
+                + [""] * trailing
+            )
         written = [newline.join(lines) for lines in out]
         joined = [piece for pair in zip(written, [*separators, ""]) for piece in pair]
         return "".join(joined).encode("utf-8")

@@ -17,7 +17,12 @@ def png() -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00"))
+        + chunk(b"IEND", b"")
+    )
 
 
 def docx() -> bytes:
@@ -34,7 +39,9 @@ def docx() -> bytes:
     paragraph.add_run(" ")
     paragraph.add_run("w3").italic = True
     paragraph.add_run(" ")
-    rel = document.part.relate_to("https://example.com/", python_docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK, is_external=True)
+    rel = document.part.relate_to(
+        "https://example.com/", python_docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK, is_external=True
+    )
     link = OxmlElement("w:hyperlink")
     link.set(qn("r:id"), rel)
     run = OxmlElement("w:r")
@@ -65,7 +72,15 @@ def pptx() -> bytes:
     slide.shapes.title.text = "w1 w2 w3"
     box = slide.shapes.add_textbox(Inches(1), Inches(1), Inches(4), Inches(1)).text_frame
     paragraph = box.paragraphs[0]
-    runs = (("w1 ", None), ("w2", "bold"), (" ", None), ("w3", "italic"), (" ", None), ("w4", "link"), (" w5", None))
+    runs = (
+        ("w1 ", None),
+        ("w2", "bold"),
+        (" ", None),
+        ("w3", "italic"),
+        (" ", None),
+        ("w4", "link"),
+        (" w5", None),
+    )
     for text, style in runs:
         run = paragraph.add_run()
         run.text = text
@@ -95,7 +110,9 @@ def xlsx() -> bytes:
     workbook = Workbook()
     sheet = workbook.active
     sheet["A1"] = "w1 w2 w3"
-    sheet["A2"] = CellRichText(["w1 ", TextBlock(InlineFont(b=True), "w2"), " w3 ", TextBlock(InlineFont(i=True), "w4")])
+    sheet["A2"] = CellRichText(
+        ["w1 ", TextBlock(InlineFont(b=True), "w2"), " w3 ", TextBlock(InlineFont(i=True), "w4")]
+    )
     sheet["B1"] = 42
     sheet["B2"] = "=B1*2"
     sheet["C1"] = "w7 w8 w9"
@@ -161,7 +178,12 @@ def pptx_signature(data: bytes) -> dict:
         for shape in slide.shapes:
             if shape.has_text_frame:
                 shapes.append(
-                    [words_of([(r.text, (r.font.bold, r.font.italic, r.hyperlink.address)) for r in p.runs]) for p in shape.text_frame.paragraphs]
+                    [
+                        words_of(
+                            [(r.text, (r.font.bold, r.font.italic, r.hyperlink.address)) for r in p.runs]
+                        )
+                        for p in shape.text_frame.paragraphs
+                    ]
                 )
             elif shape.has_table:
                 shapes.append([cell.text for row in shape.table.rows for cell in row.cells])
@@ -184,7 +206,9 @@ def xlsx_signature(data: bytes) -> dict:
             for cell in row:
                 value = cell.value
                 if isinstance(value, CellRichText):
-                    value = words_of([(b, None) if isinstance(b, str) else (b.text, (b.font.b, b.font.i)) for b in value])
+                    value = words_of(
+                        [(b, None) if isinstance(b, str) else (b.text, (b.font.b, b.font.i)) for b in value]
+                    )
                 cells[f"{sheet.title}!{cell.coordinate}"] = value
     return {"cells": cells, "images": [len(sheet._images) for sheet in workbook.worksheets]}
 

@@ -58,23 +58,33 @@ def test_office_files_keep_structure_formatting_and_everything_else(copy_model, 
 
 
 def test_a_translation_that_reorders_words_moves_their_formatting_with_them():
-    from lxml import etree
+    import docx as python_docx
 
     source = BUILDERS["docx"]()
     document = read_file(source, "docx")
     # the paragraph with bold, italic and link runs, its words reversed with their markup
     (k,) = [i for i, text in enumerate(document.texts) if "x-run" in text]
-    assert document.texts[k] == 'w1 <x-run k="1">w2</x-run> <x-run k="2">w3</x-run> <x-run k="3">w4</x-run> w5'
+    assert (
+        document.texts[k] == 'w1 <x-run k="1">w2</x-run> <x-run k="2">w3</x-run> <x-run k="3">w4</x-run> w5'
+    )
     texts = list(document.texts)
     texts[k] = 'w5 <x-run k="3">w4</x-run> <x-run k="2">w3</x-run> <x-run k="1">w2</x-run> w1'
-    import docx as python_docx
-
     out = python_docx.Document(io.BytesIO(document.write(texts)))
     paragraph = out.paragraphs[1]
-    runs = [(item.text, getattr(item, "bold", None), getattr(item, "italic", None)) for item in paragraph.iter_inner_content()]
-    assert runs == [("w5 ", None, None), ("w4", None, None), (" ", None, None), ("w3", None, True), (" ", None, None), ("w2", True, None), (" w1", None, None)]
+    runs = [
+        (item.text, getattr(item, "bold", None), getattr(item, "italic", None))
+        for item in paragraph.iter_inner_content()
+    ]
+    assert runs == [
+        ("w5 ", None, None),
+        ("w4", None, None),
+        (" ", None, None),
+        ("w3", None, True),
+        (" ", None, None),
+        ("w2", True, None),
+        (" w1", None, None),
+    ]
     assert [link.text for link in paragraph.hyperlinks] == ["w4"]
-    del etree
 
 
 def markup_and_words(document: str) -> tuple[list[str], list[str]]:
@@ -104,7 +114,13 @@ def markup_and_words(document: str) -> tuple[list[str], list[str]]:
 def test_html_keeps_its_markup_and_every_word_its_element(copy_model):
     output = translated(copy_model, HTML.encode(), "html").decode()
     assert markup_and_words(output) == markup_and_words(HTML)
-    for kept in ("<style>p { color: red }</style>", "<pre>w9 code</pre>", "<td>42.5</td>", '<a href="https://example.com/">w4</a>', "<b>w2</b>"):
+    for kept in (
+        "<style>p { color: red }</style>",
+        "<pre>w9 code</pre>",
+        "<td>42.5</td>",
+        '<a href="https://example.com/">w4</a>',
+        "<b>w2</b>",
+    ):
         assert kept in output
 
 
@@ -150,7 +166,12 @@ def _bomb_part() -> bytes:
 BAD = {
     "empty": (b"", "docx", DocumentError, "empty"),
     "truncated zip": (None, "docx", DocumentError, "not a readable zip"),
-    "password-protected": (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 512, "docx", DocumentError, "password"),
+    "password-protected": (
+        b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 512,
+        "docx",
+        DocumentError,
+        "password",
+    ),
     "wrong extension, not a zip": (b"w1 w2 w3\n", "docx", DocumentError, "not a readable zip"),
     "wrong extension, another package": (None, "pptx", DocumentError, "no ppt/presentation.xml"),
     "zip bomb": (_zip({"word/document.xml": b"\0" * 3_000_000}), "docx", TooLarge, "unzips to 3000000 bytes"),
@@ -192,7 +213,12 @@ def test_translate_input_output_on_the_command_line(copy_model, tmp_path, capsys
     source = BUILDERS["docx"]()
     (tmp_path / "in.docx").write_bytes(source)
     common = ["--model", str(tmp_path / "model"), "--num_beams", "1"]
-    assert translate.main([*common, "--input", str(tmp_path / "in.docx"), "--output", str(tmp_path / "out.docx")]) == 0
+    assert (
+        translate.main(
+            [*common, "--input", str(tmp_path / "in.docx"), "--output", str(tmp_path / "out.docx")]
+        )
+        == 0
+    )
     assert SIGNATURES["docx"]((tmp_path / "out.docx").read_bytes()) == SIGNATURES["docx"](source)
     assert "paragraphs" in capsys.readouterr().err
     # a file given the wrong extension, a truncated one: exit 2, the reason on stderr, no output written
@@ -204,4 +230,7 @@ def test_translate_input_output_on_the_command_line(copy_model, tmp_path, capsys
         assert f"error: {tmp_path / name}" in capsys.readouterr().err
         assert not out.exists()
     assert translate.main([*common, "--input", str(tmp_path / "in.docx")]) == 2
-    assert translate.main([*common, "--input", str(tmp_path / "in.docx"), "--output", "o.docx", "--alignments"]) == 2
+    assert (
+        translate.main([*common, "--input", str(tmp_path / "in.docx"), "--output", "o.docx", "--alignments"])
+        == 2
+    )

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 
-
 import httpx
 import pytest
 from helpers.documents import BUILDERS, HTML, SIGNATURES, TXT
@@ -26,8 +25,13 @@ def server(tmp_path_factory):
     model, tokenizer = train_copy_model()
     root = tmp_path_factory.mktemp("documents")
     folder = with_card(save_with_remote_code(model, root / "model", tokenizer), root / "carded", ("en", "de"))
-    limits = Limits(max_texts=8, max_request_bytes=4096, max_new_tokens=20, max_file_bytes=60_000,
-        max_file_unzipped_bytes=2_000_000, max_file_paragraphs=40,
+    limits = Limits(
+        max_texts=8,
+        max_request_bytes=4096,
+        max_new_tokens=20,
+        max_file_bytes=60_000,
+        max_file_unzipped_bytes=2_000_000,
+        max_file_paragraphs=40,
     )
     with start_in_thread(served_app(folder, max_wait_ms=20, limits=limits)) as running:
         yield running.url
@@ -117,7 +121,9 @@ def _zip_bomb() -> bytes:
         ("long.txt", b"w1\n" * 41, 413, "paragraphs"),
     ],
 )
-def test_bad_files_are_refused_in_each_apis_shape_and_the_server_keeps_serving(server, name, data, status, message):
+def test_bad_files_are_refused_in_each_apis_shape_and_the_server_keeps_serving(
+    server, name, data, status, message
+):
     if data is None:
         data = BUILDERS["docx"]()
         data = data[:2000] if name == "cut.docx" else data
@@ -126,10 +132,15 @@ def test_bad_files_are_refused_in_each_apis_shape_and_the_server_keeps_serving(s
     files = {"file": (name, data, "application/octet-stream")}
     deepl = httpx.post(f"{server}/v2/document", data={"target_lang": "DE"}, files=files, timeout=60)
     assert deepl.status_code == status and message in deepl.json()["message"], deepl.text
-    libre = httpx.post(f"{server}/translate_file", data={"source": "en", "target": "de"}, files=files, timeout=60)
+    libre = httpx.post(
+        f"{server}/translate_file", data={"source": "en", "target": "de"}, files=files, timeout=60
+    )
     # LibreTranslate refuses with 400 what DeepL refuses with 413
     assert libre.status_code == 400 and message in libre.json()["error"], libre.text
-    assert httpx.post(f"{server}/v2/translate", json={"text": ["w1 w2 w3"], "target_lang": "DE"}).status_code == 200
+    assert (
+        httpx.post(f"{server}/v2/translate", json={"text": ["w1 w2 w3"], "target_lang": "DE"}).status_code
+        == 200
+    )
 
 
 def test_a_file_over_the_upload_limit_is_refused_before_it_is_read(server):
@@ -140,4 +151,3 @@ def test_a_file_over_the_upload_limit_is_refused_before_it_is_read(server):
         timeout=60,
     )
     assert reply.status_code == 413 and "max_request_bytes" in reply.json()["message"]
-

@@ -153,8 +153,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="translate each line sentence by sentence, cut by the sentence rules of LANG (ISO 639-1; default: the "
         "model card's source language, else by script), and join the translations (see above)",
     )
-    parser.add_argument("--input", default=None, metavar="FILE", help="a document file to translate (see above)")
-    parser.add_argument("--output", default=None, metavar="FILE", help="where --input's translation is written")
+    parser.add_argument(
+        "--input", default=None, metavar="FILE", help="a document file to translate (see above)"
+    )
+    parser.add_argument(
+        "--output", default=None, metavar="FILE", help="where --input's translation is written"
+    )
     parser.add_argument(
         "--file_format",
         default=None,
@@ -271,7 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         set_seed(args.seed)
     # the console streams are TextIOWrappers (typeshed types them TextIO)
     if args.input is not None:
-        return translate_input_file(model, tokenizer, args, {**generate_kwargs, "glossary": glossary, "shortlist": shortlist})
+        return translate_input_file(
+            model, tokenizer, args, {**generate_kwargs, "glossary": glossary, "shortlist": shortlist}
+        )
     cast(io.TextIOWrapper, sys.stdin).reconfigure(encoding="utf-8", errors="replace")
     if args.format == "html":
         from vanilla_transformer.inference.documents import translate_document
@@ -316,7 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def translate_input_file(model: Any, tokenizer: Any, args: argparse.Namespace, generate_kwargs: dict[str, Any]) -> int:
+def translate_input_file(
+    model: Any, tokenizer: Any, args: argparse.Namespace, generate_kwargs: dict[str, Any]
+) -> int:
     """--input translated into --output (`inference.formats.translate_file`) with a progress bar over its
     paragraphs; 2 for a file that cannot be read or written."""
     from pathlib import Path
