@@ -199,7 +199,7 @@ def _missing_field(name: str) -> RequestError:
 
 async def _owner(request: Request) -> str:
     """The owner of the request's documents: its key's (read before its form, the body kept for it)."""
-    return owner_of(await request_key("deepl", request.scope, await request.body()))
+    return owner_of(await request_key("deepl", dict(request.scope), await request.body()))
 
 
 async def upload_document(request: Request, state: Server) -> Any:

@@ -1,6 +1,6 @@
 """Seconds per page of a Word document translated with its formatting kept (docs/documents.md).
 
-A 20-page .docx is built from the first lines of a source file: each page a heading and 12 paragraphs of two
+A 20-page .docx (``--pages``) is built from the first lines of a source file: each page a heading and 12 paragraphs of two
 lines each, the second word run of each paragraph in bold and one in italic, a page break after each page. It
 is translated through `inference.formats.translate_file` (the command line's `translate --input`) by each
 engine in the same process, one after the other: the seconds per page of each and their ratio to the first.
@@ -52,18 +52,19 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--source", required=True, help="a text file, one sentence a line")
     parser.add_argument("--language", default=None, help="the source language's sentence rules (e.g. zh)")
+    parser.add_argument("--pages", type=int, default=PAGES, help=f"pages of the document (default {PAGES})")
     args = parser.parse_args(argv)
     lines = [line.strip() for line in open(args.source, encoding="utf-8") if line.strip()]
-    data = build(lines)
+    data = build(lines, args.pages)
     engines = [("torch", args.model)] + ([("ct2", args.ct2)] if args.ct2 else [])
     first = None
     for engine, folder in engines:
         model, tokenizer = load_engine(engine, folder)
         start = time.perf_counter()
         translate_file(model, tokenizer, data, "docx", language=args.language)
-        seconds = (time.perf_counter() - start) / PAGES
+        seconds = (time.perf_counter() - start) / args.pages
         first = first or seconds
-        print(f"{engine}: {seconds:.2f} s per page ({PAGES} pages), {seconds / first:.2f} x {engines[0][0]}")
+        print(f"{engine}: {seconds:.2f} s per page ({args.pages} pages), {seconds / first:.2f} x {engines[0][0]}")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,10 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass, field
+from typing import Any
+
+# lxml's etree is compiled: no source for the type checker
+from lxml import etree  # pyright: ignore[reportAttributeAccessIssue]
 
 from . import DocumentError, FileDocument, FileLimits
 from .inline import Run, decode, encode, translatable
@@ -90,18 +94,22 @@ GRAMMARS = {
 
 @dataclass
 class _Slot:
-    """What a run key stands for: text with ``properties`` (a text run) or the ``kept`` elements, in ``link``."""
+    """What a run key stands for: text with ``properties`` (a text run) or the ``kept`` elements, in ``link``
+    (lxml elements)."""
 
-    properties: object | None
-    link: object | None
-    kept: list = field(default_factory=list)
+    properties: Any
+    link: Any
+    kept: list[Any] = field(default_factory=list)
 
 
 @dataclass
 class _Paragraph:
-    element: object
-    first: list
-    last: list
+    """A paragraph ``element`` (lxml) as read: the children that stay ``first`` and ``last``, the ``slots`` of its
+    run keys, the key of its main formatting (``base``)."""
+
+    element: Any
+    first: list[Any]
+    last: list[Any]
     slots: list[_Slot]
     base: int
 
@@ -157,8 +165,6 @@ class _Reader:
         ):
             texts = [element] if element.tag == g.text else [c for c in children if c.tag == g.text]
             properties = next((c for c in children if c.tag == g.properties), None)
-            from lxml import etree
-
             signature = (etree.tostring(properties) if properties is not None else b"", id(link))
             if signature not in self.styles:
                 self.slots.append(_Slot(properties, link))
@@ -189,8 +195,6 @@ def _read_paragraph(p, grammar: Grammar) -> tuple[_Paragraph, list[Run]]:
 
 
 def _write_paragraph(paragraph: _Paragraph, translated: str, grammar: Grammar) -> None:
-    from lxml import etree
-
     p = paragraph.element
     for child in list(p):
         p.remove(child)
@@ -198,7 +202,8 @@ def _write_paragraph(paragraph: _Paragraph, translated: str, grammar: Grammar) -
     for child in paragraph.first:
         p.append(child)
     placed: set[int] = set()
-    wrapper, wrapped = None, None
+    wrapper: Any = None
+    wrapped: Any = None
 
     def put(element, link) -> None:
         nonlocal wrapper, wrapped

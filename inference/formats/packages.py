@@ -16,6 +16,9 @@ import io
 import zipfile
 from dataclasses import dataclass, field
 
+# lxml's etree is compiled: no source for the type checker
+from lxml import etree  # pyright: ignore[reportAttributeAccessIssue]
+
 from . import DocumentError, FileLimits, TooLarge
 
 # the first bytes of an OLE compound file: an encrypted (password-protected) OOXML file, or a legacy .doc/.ppt/.xls
@@ -25,8 +28,6 @@ OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 def parse_xml(data: bytes, name: str):
     """The root element of XML ``data`` (the part ``name``), parsed by lxml without DTDs, entities or network;
     `DocumentError` for a part that is not well-formed or declares a DTD."""
-    from lxml import etree
-
     parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
     try:
         root = etree.fromstring(data, parser)
@@ -39,8 +40,6 @@ def parse_xml(data: bytes, name: str):
 
 def write_xml(root) -> bytes:
     """``root`` serialized as a standalone UTF-8 XML part."""
-    from lxml import etree
-
     return etree.tostring(root, xml_declaration=True, encoding="UTF-8", standalone=True)
 
 
