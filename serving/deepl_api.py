@@ -45,7 +45,7 @@ from pathlib import PurePath
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 
 from vanilla_transformer.inference.formats import FORMATS, DocumentError, file_format
 from vanilla_transformer.inference.markup import TagRules
@@ -267,11 +267,7 @@ async def document_result(document_id: str, request: Request, state: Server) -> 
             raise RequestError(503, f"Document not ready: its status is {job.status}")
     except RequestError as err:
         return _error(err)
-    return Response(
-        state.files.take(job),
-        media_type=job.media_type,
-        headers={"Content-Disposition": f'attachment; filename="{job.name}"'},
-    )
+    return state.files.download(job)
 
 
 router = dialect_router(

@@ -17,6 +17,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from fastapi.responses import Response
+
 from .options import RequestError
 
 
@@ -118,10 +120,14 @@ class FileJobs:
             raise RequestError(404, "Document not found: it is unknown, expired or already downloaded")
         return job
 
-    def take(self, job: FileJob) -> bytes:
-        """A done job's result; the job is deleted."""
+    def download(self, job: FileJob) -> Response:
+        """A done job's file, as an attachment named after it; the job is deleted."""
         self._delete(job)
-        return job.result or b""
+        return Response(
+            job.result or b"",
+            media_type=job.media_type,
+            headers={"Content-Disposition": f'attachment; filename="{job.name}"'},
+        )
 
     def seconds_remaining(self, job: FileJob) -> int:
         """An estimate of the seconds until ``job`` is done (module docstring)."""

@@ -40,7 +40,7 @@ from pathlib import PurePath
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 
 from vanilla_transformer.inference.formats import FORMATS, DocumentError, file_format, supported
 
@@ -218,11 +218,7 @@ async def download_file(name: str, state: Server) -> Any:
         job = state.files.find(name.split(".")[0], "", "")
     except RequestError as err:
         return _error(err)
-    return Response(
-        state.files.take(job),
-        media_type=job.media_type,
-        headers={"Content-Disposition": f'attachment; filename="{job.name}"'},
-    )
+    return state.files.download(job)
 
 
 # the routes served at the root and under /libretranslate; LibreTranslate's POST /translate only there (the root's
