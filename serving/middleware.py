@@ -32,7 +32,8 @@ def replay(message: dict[str, Any], receive):
 
 class BodyLimit:
     """ASGI middleware: reads a POST body whole before the app sees it, and refuses a body over ``limits``'s
-    ``max_request_bytes`` (413, by its Content-Length before reading it, or by what arrives), a POST body without
+    ``max_request_bytes`` (on the routes that take a document file, `serving.dialects.FILE_UPLOADS`:
+    ``max_file_bytes`` and a form's overhead) (413, by its Content-Length before reading it, or by what arrives), a POST body without
     Content-Length (411), and a body still incomplete ``body_timeout_s`` seconds after its headers (408, and the
     connection is closed); once ``closing`` is set (the server shuts down), a body still arriving gets 503 at once
     (a stalled client does not hold the server's drain). A client that disconnects while sending its body gets

@@ -61,7 +61,8 @@ class CharacterCount:
 @dataclass
 class ServerState:
     """The served models' ``lanes``, the server's ``limits`` and ``metrics``, its batching settings (as /info
-    reports them), whether it needs API keys (``keyed``), its streams and the characters DeepL's API translated."""
+    reports them), whether it needs API keys (``keyed``), its streams, the characters DeepL's API translated and the
+    document ``files`` uploaded to it (`serving.files.FileJobs`)."""
 
     lanes: Lanes
     limits: Limits
