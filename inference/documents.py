@@ -23,7 +23,7 @@ Nothing here translates or aligns: the caller runs the model on what the plan ha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -279,14 +279,9 @@ def translate_document(
     **generate_kwargs: Any,
 ) -> str:
     """``document`` (HTML or XML) translated with its markup (`inference.markup`), driven through its
-    `DocumentPlan`: its segments (with ``split_sentences``, their sentences,
-    `inference.sentences.split_text` with ``language``) batched through `inference.translate.translate_hypotheses`
-    (``generate_kwargs`` as there; the best hypothesis of each), the sentences of the segments that hold inline
-    markup aligned with their translations (`inference.alignment.align_words`; by relative position where the
-    engine returns no attention); with ``protect``, its protected spans kept as written (`inference.protected`).
+    `DocumentPlan` (`translate_plans`; with ``split_sentences``, sentence by sentence by the rules of
+    ``language``; with ``protect``, its protected spans kept as written, `inference.protected`).
     `inference.markup.MarkupTooDeep` for a document nesting more than ``max_depth`` elements."""
-    from .translate import translate_hypotheses
-
     plan = DocumentPlan.of(
         document,
         markup=True,
@@ -295,8 +290,57 @@ def translate_document(
         max_depth=max_depth,
         protect=protect,
     )
-    nbest = translate_hypotheses(
-        model, tokenizer, plan.sentences, batch_size, scores=False, **generate_kwargs
-    )
-    translated = plan.translated([[hyps[0].text] for hyps in nbest])
-    return translated.render(_aligned(model, tokenizer, translated.pairs(), batch_size))[0]
+    return translate_plans(model, tokenizer, [plan], batch_size, **generate_kwargs)[0]
+
+
+def translate_plans(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    plans: Sequence[DocumentPlan],
+    batch_size: int = 32,
+    progress: Callable[[int, int], None] | None = None,
+    kept: Callable[[str], bool] | None = None,
+    **generate_kwargs: Any,
+) -> list[str]:
+    """The documents of ``plans`` (of markup) translated: their sentences batched through
+    `inference.translate.translate_hypotheses` (``generate_kwargs`` as there; the best hypothesis of each), the
+    sentences of the segments that hold inline markup aligned with their translations
+    (`inference.alignment.align_words`; by relative position where the engine returns no attention), in groups of
+    plans of about 8 batches of sentences; ``progress(pieces done, pieces)`` after each group. A sentence for which
+    ``kept`` is true is its own translation (it does not go to the model)."""
+    from .translate import translate_hypotheses
+
+    total = sum(len(plan.pieces) for plan in plans)
+    done = 0
+    rendered: list[str] = []
+    for group in _groups(plans, 8 * batch_size):
+        sentences = [sentence for plan in group for sentence in plan.sentences]
+        wanted = [s for s in sentences if kept is None or not kept(s)]
+        found = translate_hypotheses(model, tokenizer, wanted, batch_size, scores=False, **generate_kwargs)
+        best = iter([hyps[0].text] for hyps in found)
+        translated = [
+            plan.translated([[s] if kept is not None and kept(s) else next(best) for s in plan.sentences])
+            for plan in group
+        ]
+        pairs = [document.pairs() for document in translated]
+        aligned = _aligned(model, tokenizer, [pair for found in pairs for pair in found], batch_size)
+        links = iter(aligned or [])
+        for document, found in zip(translated, pairs):
+            rendered.append(document.render([next(links) for _ in found] if aligned is not None else None)[0])
+        done += sum(len(plan.pieces) for plan in group)
+        if progress is not None:
+            progress(done, total)
+    return rendered
+
+
+def _groups(plans: Sequence[DocumentPlan], sentences: int) -> list[list[DocumentPlan]]:
+    """``plans`` in consecutive groups of about ``sentences`` sentences (a plan is never cut)."""
+    groups: list[list[DocumentPlan]] = [[]]
+    size = 0
+    for plan in plans:
+        if size >= sentences:
+            groups.append([])
+            size = 0
+        groups[-1].append(plan)
+        size += len(plan.sentences)
+    return [group for group in groups if group]

@@ -154,6 +154,7 @@ async def _lifespan(app: FastAPI):
     for lane in lanes:
         lane.batcher.start()
     yield
+    await app.state.server.files.close()
     await asyncio.gather(*(asyncio.to_thread(lane.batcher.close) for lane in lanes))
 
 

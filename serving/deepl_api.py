@@ -8,6 +8,17 @@ and the tools that speak DeepL.
                          (targets with "supports_formality")
     GET  /v2/usage       {"character_count": characters translated since the server started,
                          "character_limit": 1000000000000 (no limit)}
+    POST /v2/document    multipart ``file`` (``filename``), ``target_lang``, ``source_lang``, ``output_format``
+                         -> {"document_id", "document_key"}: the file (`inference.formats`) is read at once (a
+                         file that cannot be read is refused here) and translated in the background
+    GET|POST /v2/document/{document_id}         ``document_key`` -> {"document_id", "status": queued |
+                         translating | done | error, "seconds_remaining" (an estimate), "billed_characters",
+                         "error_message"}; it waits up to a few seconds for a document about to be done
+    GET|POST /v2/document/{document_id}/result  ``document_key`` -> the translated file (503 until it is done);
+                         the document is then deleted
+
+Documents (`serving.files.FileJobs`) are kept in memory, for the key that uploaded them only, until downloaded or
+expired; ``output_format`` is the format's own (a file is written in the format it came in).
 
 DeepL's codes name the model's languages by their first part, in any case: ``EN-US`` and ``EN-GB`` are ``en``,
 ``ZH`` and ``ZH-HANS`` are ``zh``. ``source_lang`` and ``target_lang`` pick the model; without ``source_lang``,
@@ -31,17 +42,30 @@ none (the server's own /translate gives them with ``scores``). The ``Authorizati
 
 from __future__ import annotations
 
+import asyncio
+import time
+from pathlib import PurePath
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from vanilla_transformer.inference.formats import FORMATS, DocumentError, file_format
 from vanilla_transformer.inference.markup import MAX_DEPTH, TagRules
 
 from .dialects import dialect_router, first, protect_field, read_fields
-from .documents import translate_documents
+from .documents import (
+    detached,
+    plan_document,
+    read_document,
+    translate_documents,
+    translate_file,
+    uploaded_file,
+)
 from .errors import error_reply
+from .files import FileJob, owner_of
 from .glossary_store import glossary_for
+from .keys import request_key
 from .lanes import Lane, Lanes
 from .options import DecodingRequest, RequestError
 from .state import Server
@@ -188,11 +212,95 @@ async def usage(state: Server) -> Any:
     return {"character_count": state.characters.count, "character_limit": NO_CHARACTER_LIMIT}
 
 
+# how long a status request waits for a document about to be done (the SDKs poll every 5 s)
+STATUS_WAIT_S = 3.0
+
+
+def _missing_field(name: str) -> RequestError:
+    return RequestError(400, f"Value for '{name}' not provided: send it with the file")
+
+
+async def _owner(request: Request) -> str:
+    """The owner of the request's documents: its key's (read before its form, the body kept for it)."""
+    return owner_of(await request_key("deepl", dict(request.scope), await request.body()))
+
+
+async def upload_document(request: Request, state: Server) -> Any:
+    try:
+        owner = await _owner(request)
+        fields, name, data = await uploaded_file(request, _missing_field)
+        name = fields.get("filename") or name
+        try:
+            fmt = file_format(name, data=data)
+        except DocumentError as err:
+            raise RequestError(400, str(err)) from None
+        document = await read_document(data, fmt, state.limits, fields.get("output_format") or None)
+        text = " ".join(document.texts[:32])
+        (lane,) = _lanes(state.lanes, [text], fields.get("source_lang"), fields.get("target_lang"), True)
+        plans = await plan_document(document, lane, state.limits)
+        characters = sum(len(piece) for plan in plans for piece in plan.pieces)
+        limits = state.limits
+
+        async def work() -> bytes:
+            return await translate_file(document, plans, lane, detached(), limits.max_texts)
+
+        stem = PurePath(name).stem or "document"
+        out = document.output_format
+        job = state.files.submit(owner, f"{stem}.{out}", FORMATS[out][1], characters, work)
+    except RequestError as err:
+        return _error(err)
+    state.characters.add(characters)
+    return {"document_id": job.id, "document_key": job.key}
+
+
+async def _job(request: Request, state: Server, document_id: str) -> FileJob:
+    """The job ``document_id`` of the request's key, read with its ``document_key`` (body or query string)."""
+    owner = await _owner(request)
+    key = request.query_params.get("document_key")
+    if key is None and request.method == "POST":
+        fields, form = await read_fields(request)
+        key = first(fields, "document_key", form)
+    if not isinstance(key, str) or not key:
+        raise RequestError(400, "Value for 'document_key' not provided: send the key /v2/document returned")
+    return state.files.find(document_id, key, owner)
+
+
+async def document_status(document_id: str, request: Request, state: Server) -> Any:
+    try:
+        job = await _job(request, state, document_id)
+    except RequestError as err:
+        return _error(err)
+    deadline = time.monotonic() + STATUS_WAIT_S
+    while job.status in ("queued", "translating") and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    reply: dict[str, Any] = {"document_id": job.id, "status": job.status}
+    if job.status in ("queued", "translating"):
+        reply["seconds_remaining"] = state.files.seconds_remaining(job)
+    elif job.status == "done":
+        reply["billed_characters"] = job.characters
+    else:
+        reply["error_message"] = job.error
+    return reply
+
+
+async def document_result(document_id: str, request: Request, state: Server) -> Any:
+    try:
+        job = await _job(request, state, document_id)
+        if job.status != "done":
+            raise RequestError(503, f"Document not ready: its status is {job.status}")
+    except RequestError as err:
+        return _error(err)
+    return state.files.download(job)
+
+
 router = dialect_router(
     "DeepL",
     [
         ("/v2/translate", translate, ["POST"]),
         ("/v2/languages", languages, ["GET", "POST"]),
         ("/v2/usage", usage, ["GET", "POST"]),
+        ("/v2/document", upload_document, ["POST"]),
+        ("/v2/document/{document_id}", document_status, ["GET", "POST"]),
+        ("/v2/document/{document_id}/result", document_result, ["GET", "POST"]),
     ],
 )

@@ -24,6 +24,10 @@ from .options import RequestError
 # a client that would rather name the API in the URL)
 LIBRETRANSLATE_PREFIX = "/libretranslate"
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+# the routes that take a document file (their bodies may be up to the server's max_file_bytes)
+FILE_UPLOADS = ("/translate_file", f"{LIBRETRANSLATE_PREFIX}/translate_file", "/v2/document")
+# what a multipart body may hold beside its file: the form's other fields and its boundaries
+FORM_OVERHEAD = 65536
 
 
 def body_api(content_type: str, body: bytes) -> str | None:
@@ -60,10 +64,11 @@ def request_api(path: str) -> str:
         return "deepl"
     if path == "/":
         return "huggingface"
-    if path.startswith(f"{LIBRETRANSLATE_PREFIX}/") or path in (
+    if path.startswith((f"{LIBRETRANSLATE_PREFIX}/", "/download_file/")) or path in (
         "/detect",
         "/languages",
         "/frontend/settings",
+        "/translate_file",
     ):
         return "libretranslate"
     return "own"

@@ -18,10 +18,19 @@ from fastapi import Request
 
 from vanilla_transformer.inference.alignment import WordAlignment
 from vanilla_transformer.inference.documents import DocumentPlan, TranslatedDocument
+from vanilla_transformer.inference.formats import (
+    DocumentError,
+    FileDocument,
+    FileLimits,
+    TooLarge,
+    plan_file,
+    read_file,
+    untranslatable,
+)
 from vanilla_transformer.inference.markup import MAX_DEPTH, MarkupTooDeep, TagRules
 
 from .lanes import Lane
-from .options import DecodingRequest, RequestError
+from .options import DecodingRequest, Limits, RequestError
 
 
 async def translate_documents(
@@ -122,16 +131,18 @@ async def translate_plans(
     options: Callable[[Lane], DecodingRequest],
     connection: Request,
     max_texts: int,
+    kept: Callable[[str], bool] | None = None,
 ) -> list[TranslatedDocument]:
     """Each plan with the n-best lists of its sentences, plan i by ``lanes[i]`` (`Lane.translate_texts` with
     ``options(lane)``): the sentences of each lane's plans in slices of at most ``max_texts``, every slice of
-    every lane submitted at once; the protected spans of a plain text then placed by the alignment of its
-    sentences that hold one (`inference.documents.TranslatedDocument.guarded`)."""
+    every lane submitted at once; a sentence for which ``kept`` is true is its own translation; the protected spans
+    of a plain text then placed by the alignment of its sentences that hold one
+    (`inference.documents.TranslatedDocument.guarded`)."""
     groups = _groups(lanes)
     jobs = []
     for members in groups.values():
         lane = lanes[members[0]]
-        sentences = [sentence for i in members for sentence in plans[i].sentences]
+        sentences = [s for i in members for s in plans[i].sentences if kept is None or not kept(s)]
         slices = [sentences[s : s + max_texts] for s in range(0, len(sentences), max_texts)]
         jobs.append(
             asyncio.gather(*(lane.translate_texts(part, options(lane), connection) for part in slices))
@@ -141,7 +152,9 @@ async def translate_plans(
     for members, parts in zip(groups.values(), done):
         nbest = iter(hyps for part in parts for hyps in part)
         for i in members:
-            translated[i] = plans[i].translated([next(nbest) for _ in plans[i].sentences])
+            translated[i] = plans[i].translated(
+                [[s] if kept is not None and kept(s) else next(nbest) for s in plans[i].sentences]
+            )
     found = [translated[i] for i in range(len(plans))]
     guarded = [document.guard_pairs() for document in found]
     if not any(guarded):
@@ -176,3 +189,86 @@ def _groups(lanes: Sequence[Lane]) -> dict[int, list[int]]:
     for i, lane in enumerate(lanes):
         groups.setdefault(id(lane), []).append(i)
     return groups
+
+
+def file_limits(limits: Limits) -> FileLimits:
+    """The bounds of a document file on a server with ``limits``: its ``max_file_bytes``,
+    ``max_file_unzipped_bytes`` and ``max_file_paragraphs``."""
+    return FileLimits(
+        max_bytes=limits.max_file_bytes,
+        max_unzipped_bytes=limits.max_file_unzipped_bytes,
+        max_paragraphs=limits.max_file_paragraphs,
+    )
+
+
+async def read_document(
+    data: bytes, fmt: str, limits: Limits, output_format: str | None = None
+) -> FileDocument:
+    """A file read by its format (`inference.formats.read_file`) in a worker thread; `RequestError` 413 for one
+    over the limits, 400 for one its reader cannot read."""
+    try:
+        return await asyncio.to_thread(read_file, data, fmt, file_limits(limits), output_format)
+    except TooLarge as err:
+        raise RequestError(413, str(err)) from None
+    except DocumentError as err:
+        raise RequestError(400, str(err)) from None
+
+
+async def plan_document(document: FileDocument, lane: Lane, limits: Limits) -> list[DocumentPlan]:
+    """The plans of a document's texts (`inference.formats.plan_file`, sentences by the rules of the lane's
+    source language) in a worker thread; `RequestError` 413 for more paragraphs than the limit."""
+    language = lane.pair[0] if lane.pair else None
+    try:
+        return await asyncio.to_thread(plan_file, document, file_limits(limits), True, language)
+    except (TooLarge, MarkupTooDeep) as err:
+        raise RequestError(413, str(err)) from None
+
+
+async def translate_file(
+    document: FileDocument, plans: list[DocumentPlan], lane: Lane, connection: Request, max_texts: int
+) -> bytes:
+    """The document of ``plans`` translated by ``lane`` (the model's defaults), its markup placed by the word
+    alignments, written as its file (in a worker thread)."""
+    lanes = [lane] * len(plans)
+    translated = await translate_plans(
+        plans, lanes, lambda lane: DecodingRequest(), connection, max_texts, kept=untranslatable
+    )
+    aligned = await align_pairs([done.pairs() for done in translated], lanes)
+
+    def written() -> bytes:
+        return document.write([found.render(alignments)[0] for found, alignments in zip(translated, aligned)])
+
+    return await asyncio.to_thread(written)
+
+
+def detached() -> Request:
+    """The connection of a document translated in the background: no client waits on it, so none can leave."""
+
+    async def never() -> dict:
+        await asyncio.Event().wait()
+        return {"type": "http.disconnect"}
+
+    return Request({"type": "http", "method": "POST", "path": "/", "headers": [], "query_string": b""}, never)
+
+
+async def uploaded_file(
+    request: Request, missing: Callable[[str], RequestError]
+) -> tuple[dict[str, str], str, bytes]:
+    """The string fields, the file name and the bytes of a multipart upload's ``file`` (the form is closed, its
+    spooled copy gone); ``missing(name)`` for a body without a file."""
+    from starlette.datastructures import UploadFile
+
+    if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
+        raise RequestError(400, "send the file as multipart/form-data with the field file")
+    try:
+        form = await request.form()
+    except Exception as err:  # noqa: BLE001 - a malformed multipart body is the client's
+        raise RequestError(400, f"malformed multipart body: {err}") from None
+    try:
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise missing("file")
+        fields = {name: value for name, value in form.items() if isinstance(value, str)}
+        return fields, upload.filename or "", await upload.read()
+    finally:
+        await form.close()

@@ -23,6 +23,8 @@ GUARDED = {
         "/detect",
         f"{LIBRETRANSLATE_PREFIX}/translate",
         f"{LIBRETRANSLATE_PREFIX}/detect",
+        "/translate_file",
+        f"{LIBRETRANSLATE_PREFIX}/translate_file",
     ),
 }
 # the environment variable of `load_api_keys`

@@ -7,7 +7,10 @@ Weblate, Discourse, ``libretranslatepy`` and the other clients that speak it.
                            N > 0 and "detectedLanguage" ({"language", "confidence"}, a list for a list) for "auto"
     POST /detect           {"q": "..."} -> [{"language": SOURCE, "confidence": PERCENT}, ...], most confident first
     GET  /languages        [{"code", "name", "targets"}]: every language served, with the targets it translates into
-    GET  /frontend/settings  the settings LibreTranslate's web page reads
+    GET  /frontend/settings  the settings LibreTranslate's web page reads (with the file formats it may upload)
+    POST /translate_file   multipart ``file``, ``source``, ``target``, ``api_key`` -> {"translatedFileUrl": URL}: the
+                           file translated with its formatting kept (`inference.formats`), to download once from
+                           URL (GET /download_file/NAME) within the server's keep time
 
 POST /translate is LibreTranslate's when its body is a form or a JSON object with ``q`` (`serving.dialects`); the same
 routes are also under /libretranslate. As LibreTranslate does, each text is translated sentence by sentence, its
@@ -34,13 +37,17 @@ model can read, not a language identification. /detect lists each source languag
 
 from __future__ import annotations
 
+import re
+from pathlib import PurePath
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from vanilla_transformer.inference.formats import FORMATS, DocumentError, file_format, supported
+
 from .dialects import LIBRETRANSLATE_PREFIX, dialect_router, first, protect_field, read_fields
-from .documents import translate_documents
+from .documents import plan_document, read_document, translate_documents, translate_file, uploaded_file
 from .errors import error_reply
 from .lanes import Lane, Lanes
 from .options import DecodingRequest, RequestError
@@ -177,13 +184,48 @@ async def frontend_settings(state: Server) -> Any:
         "apiKeys": state.keyed,
         "keyRequired": state.keyed,
         "suggestions": False,
-        "filesTranslation": False,
-        "supportedFilesFormat": [],
+        "filesTranslation": True,
+        "supportedFilesFormat": supported(),
         "language": {
             "source": {"code": source, "name": source},
             "target": {"code": target, "name": target},
         },
     }
+
+
+async def translate_a_file(request: Request, state: Server) -> Any:
+    try:
+        fields, name, data = await uploaded_file(request, _missing)
+        source, target = fields.get("source"), fields.get("target")
+        for field_name, value in (("source", source), ("target", target)):
+            if not value:
+                raise _missing(field_name)
+        try:
+            fmt = file_format(name, data=data)
+        except DocumentError as err:
+            raise RequestError(400, str(err)) from None
+        document = await read_document(data, fmt, state.limits)
+        found = state.lanes.select(str(source), str(target), need_pair=True)
+        lane = (
+            state.lanes.detect(" ".join(document.texts[:32]), found, True)[0]
+            if source == "auto"
+            else found[0]
+        )
+        plans = await plan_document(document, lane, state.limits)
+        translated = await translate_file(document, plans, lane, request, state.limits.max_texts)
+    except RequestError as err:
+        return _error(err)
+    stem = re.sub(r"[^\w-]+", "_", PurePath(name).stem) or "document"
+    job = state.files.done("", f"{stem}.{target}.{document.output_format}", FORMATS[fmt][1], translated)
+    return {"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{job.id}.{job.name}"}
+
+
+async def download_file(name: str, state: Server) -> Any:
+    try:
+        job = state.files.find(name.split(".")[0], "", "")
+    except RequestError as err:
+        return _error(err)
+    return state.files.download(job)
 
 
 # the routes served at the root and under /libretranslate; LibreTranslate's POST /translate only there (the root's
@@ -194,6 +236,8 @@ _shared = dialect_router(
         ("/detect", detect, ["POST"]),
         ("/languages", languages, ["GET", "POST"]),
         ("/frontend/settings", frontend_settings, ["GET"]),
+        ("/translate_file", translate_a_file, ["POST"]),
+        ("/download_file/{name}", download_file, ["GET"]),
     ],
 )
 router = dialect_router("LibreTranslate", [(f"{LIBRETRANSLATE_PREFIX}/translate", translate, ["POST"])])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .dialects import request_api, routed_path
+from .dialects import FILE_UPLOADS, FORM_OVERHEAD, request_api, routed_path
 from .errors import error_reply, rate_limited
 from .keys import KEY_HOW, guarded, known_key, request_key
 from .metrics import Metrics
@@ -32,7 +32,8 @@ def replay(message: dict[str, Any], receive):
 
 class BodyLimit:
     """ASGI middleware: reads a POST body whole before the app sees it, and refuses a body over ``limits``'s
-    ``max_request_bytes`` (413, by its Content-Length before reading it, or by what arrives), a POST body without
+    ``max_request_bytes`` (on the routes that take a document file, `serving.dialects.FILE_UPLOADS`:
+    ``max_file_bytes`` and a form's overhead) (413, by its Content-Length before reading it, or by what arrives), a POST body without
     Content-Length (411), and a body still incomplete ``body_timeout_s`` seconds after its headers (408, and the
     connection is closed); once ``closing`` is set (the server shuts down), a body still arriving gets 503 at once
     (a stalled client does not hold the server's drain). A client that disconnects while sending its body gets
@@ -53,6 +54,8 @@ class BodyLimit:
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
             return await self.app(scope, receive, send)
         limit = self.limits.max_request_bytes
+        if scope["path"] in FILE_UPLOADS:
+            limit = max(limit, self.limits.max_file_bytes + FORM_OVERHEAD)
         length = dict(scope["headers"]).get(b"content-length")
         if length is None:
             return await _refuse(scope, send, 411, "a request body needs a Content-Length header")

@@ -237,6 +237,13 @@ class Limits:
     )
     max_glossaries: int = _limit(100, "DeepL glossaries kept per API key, in memory (/v2/glossaries)")
     max_glossary_entries: int = _limit(10000, "entries of one DeepL glossary")
+    max_file_bytes: int = _limit(
+        20 * 2**20, "largest document file in bytes (POST /translate_file, /v2/document; 20 MiB)"
+    )
+    max_file_unzipped_bytes: int = _limit(
+        200 * 2**20, "most bytes a zipped document file (docx, pptx, xlsx) may unzip to (200 MiB)"
+    )
+    max_file_paragraphs: int = _limit(20_000, "most paragraphs in a document file")
     body_timeout_s: float = _limit(30.0, "seconds a request body may take to arrive (then 408)")
     idle_timeout_s: float = _limit(5.0, "seconds an idle keep-alive connection is kept open")
 

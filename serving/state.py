@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from .glossary_store import GlossaryStore
+from .files import FileJobs
 from .lanes import Lanes
 from .metrics import Metrics
 from .options import Limits, RequestError
@@ -61,8 +62,9 @@ class CharacterCount:
 @dataclass
 class ServerState:
     """The served models' ``lanes``, the server's ``limits`` and ``metrics``, its batching settings (as /info
-    reports them), whether it needs API keys (``keyed``), its streams, the characters DeepL's API translated and
-    the DeepL glossaries of each key (`serving.glossary_store`)."""
+    reports them), whether it needs API keys (``keyed``), its streams, the characters DeepL's API translated, the
+    DeepL glossaries of each key (`serving.glossary_store`) and the document ``files`` uploaded to it
+    (`serving.files.FileJobs`)."""
 
     lanes: Lanes
     limits: Limits
@@ -72,6 +74,7 @@ class ServerState:
     streams: StreamSlots = field(init=False)
     characters: CharacterCount = field(default_factory=CharacterCount)
     glossaries: GlossaryStore = field(init=False)
+    files: FileJobs = field(default_factory=FileJobs)
 
     def __post_init__(self) -> None:
         self.streams = StreamSlots(self.limits.max_streams)

@@ -59,6 +59,15 @@ units, placeholders ({name}, {0}, %s, %(name)s, {{var}}) and translate="no" cont
 once, placed by the word alignment of the sentence that holds them (docs/control.md, "Protected spans"); text
 output without --alignments, and --format html. --no_protect gives the model's raw translation.
 
+--input FILE --output FILE translates a document file with its formatting kept: .txt, .html, .srt, .vtt, .docx,
+.pptx, .xlsx (the format from FILE's extension, or --file_format), paragraph by
+paragraph and sentence by sentence (the rules of --split_sentences LANG, else the model card's source language),
+inline formatting (bold, italic, links, styles) placed by the word alignments as with --format html, everything not
+translated (images, tables' layout, fields, numbers, code, timings) written back as it was (docs/documents.md). A progress
+bar over the paragraphs goes to stderr. Exit code 2 for a file that cannot be read (the reason on stderr).
+
+    vanilla-transformer translate --model runs/base/export --input report.zh.docx --output report.en.docx
+
 --shortlist decodes each batch over the model's vocabulary shortlist: the target tokens that the batch's source
 tokens translate to in the training corpus and the most frequent ones (`vanilla-transformer shortlist --model M`
 builds it into the model folder; an export made after that carries it, with CTranslate2's vocabulary map). The
@@ -167,6 +176,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "placed by the word alignment (docs/control.md, Protected spans; text output without --alignments, and "
         "--format html)",
     )
+    parser.add_argument(
+        "--input", default=None, metavar="FILE", help="a document file to translate (see above)"
+    )
+    parser.add_argument(
+        "--output", default=None, metavar="FILE", help="where --input's translation is written"
+    )
+    parser.add_argument(
+        "--file_format",
+        default=None,
+        help="the format of --input when its extension does not say it (txt, html, srt, vtt, docx, pptx, xlsx)",
+    )
     return parser.parse_args(argv)
 
 
@@ -248,8 +268,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"--alignments appends ' ||| i-j ...' to text output; --output_format {args.output_format} has no "
                 "place for it: drop one of them"
             )
-        if args.format == "html":
+        if args.format == "html" or args.input is not None:
             check_html_options(args)
+        if (args.input is None) != (args.output is None):
+            raise ValueError("--input and --output go together: give both (or neither, to read stdin)")
+        if args.input is not None:
+            require_extras("vanilla-transformer translate --input", "documents")
         if args.split_sentences is not None:
             require_extras("vanilla-transformer translate --split_sentences", "sentences")
             check_split_options(args)
@@ -276,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
 
         set_seed(args.seed)
     # the console streams are TextIOWrappers (typeshed types them TextIO)
+    if args.input is not None:
+        return translate_input_file(
+            model, tokenizer, args, {**generate_kwargs, "glossary": glossary, "shortlist": shortlist}
+        )
     cast(io.TextIOWrapper, sys.stdin).reconfigure(encoding="utf-8", errors="replace")
     # the plan options of a document (--format html) and of protected text lines
     planned: dict[str, Any] = {
@@ -331,6 +359,57 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def translate_input_file(
+    model: Any, tokenizer: Any, args: argparse.Namespace, generate_kwargs: dict[str, Any]
+) -> int:
+    """--input translated into --output (`inference.formats.translate_file`) with a progress bar over its
+    paragraphs; 2 for a file that cannot be read or written."""
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from vanilla_transformer.inference.formats import DocumentError, file_format, translate_file
+
+    try:
+        fmt = file_format(args.input, args.file_format)
+        data = Path(args.input).read_bytes()
+    except (DocumentError, OSError) as err:
+        print(f"error: {args.input}: {err}", file=sys.stderr)
+        return 2
+    language = split_language(args) if args.split_sentences is not None else None
+    if args.split_sentences is None:
+        from vanilla_transformer.inference.cards import card_languages
+
+        languages = card_languages(args.model)
+        language = languages[0] if len(languages) == 2 else None
+    with tqdm(desc="paragraphs", unit="paragraph", file=sys.stderr) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        try:
+            translated = translate_file(
+                model,
+                tokenizer,
+                data,
+                fmt,
+                batch_size=args.batch_size,
+                language=language,
+                progress=progress,
+                **generate_kwargs,
+            )
+        except DocumentError as err:
+            print(f"error: {args.input}: {err}", file=sys.stderr)
+            return 2
+    try:
+        Path(args.output).write_bytes(translated)
+    except OSError as err:
+        print(f"error: {args.output}: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def split_output_lines(
     model: Any, tokenizer: Any, lines: list[str], args: argparse.Namespace, generate_kwargs: dict[str, Any]
 ) -> list[str]:
@@ -349,8 +428,8 @@ def split_output_lines(
 
 
 def check_html_options(args: argparse.Namespace) -> None:
-    """`ValueError` for the options --format html has no place for (an n-best list, scores, alignments) and for a
-    --max_markup_depth below 1."""
+    """`ValueError` for the options --format html (and --input) has no place for (an n-best list, scores,
+    alignments) and for a --max_markup_depth below 1."""
     if args.max_markup_depth < 1:
         raise ValueError(f"--max_markup_depth {args.max_markup_depth} is invalid: expected an integer >= 1")
     for wanted, name in (

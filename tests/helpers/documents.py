@@ -1,0 +1,217 @@
+"""Test documents built in memory, one per format, each with a heading, bold, italic and link runs, a table, an
+image and (where the format has them) notes, cues or formulas; their words are the copy model's (w0 ... w9,
+tests/helpers/copy_task.py), so that a translation by it is the text itself and formatting can be checked word by
+word."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+
+
+def png() -> bytes:
+    """A 1x1 PNG image."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00"))
+        + chunk(b"IEND", b"")
+    )
+
+
+def docx() -> bytes:
+    """A Word document: a heading, a paragraph with bold, italic and a hyperlink, a table, an image, a number."""
+    import docx as python_docx
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+    from docx.shared import Inches
+
+    document = python_docx.Document()
+    document.add_heading("w1 w2 w3", level=1)
+    paragraph = document.add_paragraph("w1 ")
+    paragraph.add_run("w2").bold = True
+    paragraph.add_run(" ")
+    paragraph.add_run("w3").italic = True
+    paragraph.add_run(" ")
+    rel = document.part.relate_to(
+        "https://example.com/", python_docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK, is_external=True
+    )
+    link = OxmlElement("w:hyperlink")
+    link.set(qn("r:id"), rel)
+    run = OxmlElement("w:r")
+    text = OxmlElement("w:t")
+    text.text = "w4"
+    run.append(text)
+    link.append(run)
+    paragraph._p.append(link)
+    paragraph.add_run(" w5")
+    table = document.add_table(rows=2, cols=2)
+    for i, cell in enumerate(c for row in table.rows for c in row.cells):
+        cell.text = f"w{i} w{i + 1} w{i + 2}"
+    table.cell(1, 1).text = "42.5"
+    document.add_paragraph().add_run().add_picture(io.BytesIO(png()), width=Inches(0.5))
+    document.add_paragraph("w2 w3 w4 w5")
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def pptx() -> bytes:
+    """A presentation: a title, a text box with bold, italic and a link, a table, an image, notes."""
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    presentation = Presentation()
+    slide = presentation.slides.add_slide(presentation.slide_layouts[5])
+    slide.shapes.title.text = "w1 w2 w3"
+    box = slide.shapes.add_textbox(Inches(1), Inches(1), Inches(4), Inches(1)).text_frame
+    paragraph = box.paragraphs[0]
+    runs = (
+        ("w1 ", None),
+        ("w2", "bold"),
+        (" ", None),
+        ("w3", "italic"),
+        (" ", None),
+        ("w4", "link"),
+        (" w5", None),
+    )
+    for text, style in runs:
+        run = paragraph.add_run()
+        run.text = text
+        if style == "bold":
+            run.font.bold = True
+        elif style == "italic":
+            run.font.italic = True
+        elif style == "link":
+            run.hyperlink.address = "https://example.com/"
+    table = slide.shapes.add_table(2, 2, Inches(1), Inches(3), Inches(4), Inches(1)).table
+    for i, cell in enumerate(c for row in table.rows for c in row.cells):
+        cell.text = f"w{i} w{i + 1} w{i + 2}"
+    slide.shapes.add_picture(io.BytesIO(png()), Inches(5), Inches(5))
+    slide.notes_slide.notes_text_frame.text = "w4 w5 w6"
+    out = io.BytesIO()
+    presentation.save(out)
+    return out.getvalue()
+
+
+def xlsx() -> bytes:
+    """A workbook: text cells (one with bold and italic runs), numbers, a formula, an image."""
+    from openpyxl import Workbook
+    from openpyxl.cell.rich_text import CellRichText, TextBlock
+    from openpyxl.cell.text import InlineFont
+    from openpyxl.drawing.image import Image
+
+    workbook = Workbook()
+    sheet = workbook.active
+    sheet["A1"] = "w1 w2 w3"
+    sheet["A2"] = CellRichText(
+        ["w1 ", TextBlock(InlineFont(b=True), "w2"), " w3 ", TextBlock(InlineFont(i=True), "w4")]
+    )
+    sheet["B1"] = 42
+    sheet["B2"] = "=B1*2"
+    sheet["C1"] = "w7 w8 w9"
+    sheet.add_image(Image(io.BytesIO(png())), "D4")
+    out = io.BytesIO()
+    workbook.save(out)
+    return out.getvalue()
+
+
+HTML = (
+    "<!doctype html><html><head><title>w1 w2 w3</title><style>p { color: red }</style></head><body>"
+    '<h1>w1 w2 w3</h1><p>w1 <b>w2</b> <i>w3</i> <a href="https://example.com/">w4</a> w5</p>'
+    "<table><tr><td>w1 w2 w3</td><td>42.5</td></tr></table>"
+    '<p><img src="data:image/png;base64,AAAA" alt="x"> w6 w7 w8</p><pre>w9 code</pre></body></html>'
+)
+TXT = "w1 w2 w3\n\n  w4 w5 w6\r\n42.5\nw7 w8 w9\n"
+SRT = (
+    "1\n00:00:01,000 --> 00:00:02,500\nw1 <i>w2</i> w3\nw4 w5\n\n"
+    "2\n00:00:03,000 --> 00:00:04,000\n<b>w5</b> w6 w7\n\n3\n00:00:05,000 --> 00:00:06,000\n42\n"
+)
+VTT = (
+    "WEBVTT\n\nNOTE w9 kept\n\ncue-1\n00:00:01.000 --> 00:00:02.500 align:start\nw1 <i>w2</i> w3\nw4 w5\n\n"
+    "00:00:03.000 --> 00:00:04.000\n<v Bob>w5 w6 w7</v>\n"
+)
+
+
+def words_of(runs) -> list[tuple[str, tuple]]:
+    """(word, formatting) of each word of ``runs``, a list of (text, formatting)."""
+    return [(word, style) for text, style in runs for word in text.split()]
+
+
+def docx_signature(data: bytes) -> dict:
+    """What a Word document's structure and formatting are, read by python-docx: each paragraph's style and its
+    words with their bold, italic and link; tables' cells; images' bytes."""
+    import docx as python_docx
+
+    document = python_docx.Document(io.BytesIO(data))
+    paragraphs = []
+    for paragraph in document.paragraphs:
+        runs = []
+        for item in paragraph.iter_inner_content():
+            if hasattr(item, "address"):
+                runs += [(run.text, (run.bold, run.italic, item.address)) for run in item.runs]
+            else:
+                runs.append((item.text, (item.bold, item.italic, None)))
+        paragraphs.append((paragraph.style.name, words_of(runs)))
+    return {
+        "paragraphs": paragraphs,
+        "tables": [[cell.text for row in table.rows for cell in row.cells] for table in document.tables],
+        "images": [rel.target_part.blob for rel in document.part.rels.values() if "image" in rel.reltype],
+    }
+
+
+def pptx_signature(data: bytes) -> dict:
+    """A presentation's shapes, their paragraphs' words with bold, italic and link, tables' cells, pictures' bytes
+    and notes, read by python-pptx."""
+    from pptx import Presentation
+
+    presentation = Presentation(io.BytesIO(data))
+    slides = []
+    for slide in presentation.slides:
+        shapes = []
+        for shape in slide.shapes:
+            if shape.has_text_frame:
+                shapes.append(
+                    [
+                        words_of(
+                            [(r.text, (r.font.bold, r.font.italic, r.hyperlink.address)) for r in p.runs]
+                        )
+                        for p in shape.text_frame.paragraphs
+                    ]
+                )
+            elif shape.has_table:
+                shapes.append([cell.text for row in shape.table.rows for cell in row.cells])
+            elif shape.shape_type == 13:
+                shapes.append(shape.image.blob)
+        slides.append((shapes, slide.notes_slide.notes_text_frame.text))
+    return {"slides": slides}
+
+
+def xlsx_signature(data: bytes) -> dict:
+    """A workbook's cells (rich text as words with bold and italic, formulas as written) and images' count,
+    read by openpyxl."""
+    from openpyxl import load_workbook
+    from openpyxl.cell.rich_text import CellRichText
+
+    workbook = load_workbook(io.BytesIO(data), rich_text=True)
+    cells = {}
+    for sheet in workbook.worksheets:
+        for row in sheet.iter_rows():
+            for cell in row:
+                value = cell.value
+                if isinstance(value, CellRichText):
+                    value = words_of(
+                        [(b, None) if isinstance(b, str) else (b.text, (b.font.b, b.font.i)) for b in value]
+                    )
+                cells[f"{sheet.title}!{cell.coordinate}"] = value
+    return {"cells": cells, "images": [len(sheet._images) for sheet in workbook.worksheets]}
+
+
+SIGNATURES = {"docx": docx_signature, "pptx": pptx_signature, "xlsx": xlsx_signature}
+BUILDERS = {"docx": docx, "pptx": pptx, "xlsx": xlsx}
