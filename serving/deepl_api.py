@@ -8,7 +8,8 @@ and the tools that speak DeepL.
                          (targets with "supports_formality")
     GET  /v2/usage       {"character_count": characters translated since the server started,
                          "character_limit": 1000000000000 (no limit)}
-    POST /v2/document    multipart ``file`` (``filename``), ``target_lang``, ``source_lang``, ``output_format``
+    POST /v2/document    multipart ``file`` (``filename``), ``target_lang``, ``source_lang``, ``output_format``,
+                         ``glossary_id``
                          -> {"document_id", "document_key"}: the file (`inference.formats`) is read at once (a
                          file that cannot be read is refused here) and translated in the background
     GET|POST /v2/document/{document_id}         ``document_key`` -> {"document_id", "status": queued |
@@ -237,12 +238,23 @@ async def upload_document(request: Request, state: Server) -> Any:
         document = await read_document(data, fmt, state.limits, fields.get("output_format") or None)
         text = " ".join(document.texts[:32])
         (lane,) = _lanes(state.lanes, [text], fields.get("source_lang"), fields.get("target_lang"), True)
+        glossary_id = fields.get("glossary_id")
+        options = DecodingRequest()
+        if glossary_id is not None:
+            source = fields.get("source_lang")
+            options = await glossary_for(
+                request,
+                state.glossaries,
+                glossary_id,
+                model_language(source) if source else None,
+                model_language(fields.get("target_lang")),
+            )
         plans = await plan_document(document, lane, state.limits)
         characters = sum(len(piece) for plan in plans for piece in plan.pieces)
         limits = state.limits
 
         async def work() -> bytes:
-            return await translate_file(document, plans, lane, detached(), limits.max_texts)
+            return await translate_file(document, plans, lane, detached(), limits.max_texts, options)
 
         stem = PurePath(name).stem or "document"
         out = document.output_format

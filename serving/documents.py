@@ -225,13 +225,20 @@ async def plan_document(document: FileDocument, lane: Lane, limits: Limits) -> l
 
 
 async def translate_file(
-    document: FileDocument, plans: list[DocumentPlan], lane: Lane, connection: Request, max_texts: int
+    document: FileDocument,
+    plans: list[DocumentPlan],
+    lane: Lane,
+    connection: Request,
+    max_texts: int,
+    options: DecodingRequest | None = None,
 ) -> bytes:
-    """The document of ``plans`` translated by ``lane`` (the model's defaults), its markup placed by the word
-    alignments, written as its file (in a worker thread)."""
+    """The document of ``plans`` translated by ``lane`` with ``options`` (default: the model's defaults; a DeepL
+    glossary's terms, `serving.glossary_store.glossary_for`), its markup placed by the word alignments, written as
+    its file (in a worker thread)."""
     lanes = [lane] * len(plans)
+    wanted = options if options is not None else DecodingRequest()
     translated = await translate_plans(
-        plans, lanes, lambda lane: DecodingRequest(), connection, max_texts, kept=untranslatable
+        plans, lanes, lambda lane: wanted, connection, max_texts, kept=untranslatable
     )
     aligned = await align_pairs([done.pairs() for done in translated], lanes)
 

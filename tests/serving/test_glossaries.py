@@ -4,6 +4,8 @@ glossaries; the bounds on their count and size are refusals in DeepL's shape."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 
 pytest.importorskip("fastapi", reason="the serve extra (in dev): pip install -e '.[dev]'")
@@ -50,6 +52,16 @@ def test_glossary_life_and_translation(server, served_sources):
         assert term in result.text, (term, result.text)
     plain = [r.text for r in one.translate_text(texts, source_lang="ZH", target_lang="EN-US")]
     assert not all(term in text for text, term in zip(plain, terms.values()))
+
+    # a document file with the same glossary (POST /v2/document with glossary_id): every term in its line
+    out = io.BytesIO()
+    one.translate_document(
+        "\n".join(texts).encode(), out, source_lang="ZH", target_lang="EN-US", glossary=glossary, filename="terms.txt"
+    )
+    lines = out.getvalue().decode().split("\n")
+    assert len(lines) == len(texts)
+    for line, term in zip(lines, terms.values()):
+        assert term in line, (term, line)
 
     # another key sees none of them, and cannot use or delete them
     assert two.list_glossaries() == []
