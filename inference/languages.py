@@ -1,0 +1,189 @@
+"""The languages of a multilingual model, read from its tokenizer, and the one place that puts a source and a
+target language into what the model reads.
+
+A model selects its languages in one of three ways (`Languages.style`):
+  * "nllb" (`NllbTokenizer`, FLORES-200 codes such as ``fra_Latn``) and "m2m100" (`M2M100Tokenizer`, ISO 639 codes
+    such as ``fr``, tokens ``__fr__``): the tokenizer marks the source with the source language's token (set
+    through its ``src_lang``), and the target language's token is the decoder's forced first token
+    (``forced_bos_token_id``);
+  * "target-token" (OPUS-MT multi-target Marian models: tokens such as ``>>fra<<`` in the source vocabulary): the
+    target language's token starts the source text; the source language is not marked.
+A tokenizer with none of these has no `Languages` (a model of one language pair).
+
+A language is given as the model's own code (``fra_Latn``, ``fr``, ``fra``), or for "target-token" also as the token
+itself (``>>fra<<``); `Languages.code` maps it (case-insensitively) to the model's code, and `unknown_language`
+builds the one message for a code the model does not have.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+TARGET_TOKEN = re.compile(r"^>>(.+)<<$")
+FLORES_CODE = re.compile(r"^[a-z]{3}_[A-Z][a-z]{3}$")
+# setting a tokenizer's src_lang changes its special tokens: one thread at a time encodes with a chosen source
+_SOURCE_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Languages:
+    """The languages of a multilingual model: its ``style`` (module docstring) and its ``codes``, in the
+    tokenizer's order."""
+
+    style: str
+    codes: tuple[str, ...]
+
+    def code(self, language: str) -> str | None:
+        """The model's code for ``language`` (its code in any case, or for "target-token" the ``>>xxx<<`` token),
+        None when the model has none."""
+        if self.style == "target-token" and (match := TARGET_TOKEN.match(language)):
+            language = match.group(1)
+        if language in self.codes:
+            return language
+        folded = {code.casefold(): code for code in self.codes}
+        return folded.get(language.casefold())
+
+    @property
+    def marks_source(self) -> bool:
+        """Whether the model reads which language the source is in (the source language must be one of `codes`)."""
+        return self.style != "target-token"
+
+
+def model_languages(tokenizer: PreTrainedTokenizerBase) -> Languages | None:
+    """The `Languages` of the model whose tokenizer is ``tokenizer``; None for a model of one language pair."""
+    from transformers import M2M100Tokenizer, NllbTokenizer
+
+    if isinstance(tokenizer, M2M100Tokenizer):
+        return Languages("m2m100", tuple(tokenizer.lang_code_to_id))
+    if isinstance(tokenizer, NllbTokenizer):
+        special = tokenizer.extra_special_tokens
+        tokens = special.values() if isinstance(special, dict) else special
+        codes = tuple(str(token) for token in tokens if FLORES_CODE.match(str(token)))
+        return Languages("nllb", codes) if codes else None
+    codes = tuple(match.group(1) for token in tokenizer.get_vocab() if (match := TARGET_TOKEN.match(token)))
+    return Languages("target-token", tuple(sorted(codes))) if codes else None
+
+
+def shown_codes(languages: Languages, limit: int = 12) -> str:
+    """The first ``limit`` codes of ``languages``, and how many there are in all, for a message."""
+    more = f", ... ({len(languages.codes)} in all)" if len(languages.codes) > limit else ""
+    return ", ".join(languages.codes[:limit]) + more
+
+
+def unknown_language(languages: Languages, language: str, role: str) -> str:
+    """The message for a ``role`` ("source" or "target") ``language`` that the model does not have."""
+    return f"the model has no {role} language {language!r}; its languages: {shown_codes(languages)}"
+
+
+def resolve_languages(
+    tokenizer: PreTrainedTokenizerBase, src_lang: str | None, tgt_lang: str | None
+) -> tuple[str | None, str | None]:
+    """``src_lang`` and ``tgt_lang`` as the model's codes (`Languages.code`); None where not given, and for a model
+    of one pair. `ValueError` naming the model's languages for a code it does not have, and for a language given
+    to a model of one pair."""
+    languages = model_languages(tokenizer)
+    if languages is None:
+        given = [value for value in (src_lang, tgt_lang) if value is not None]
+        if given:
+            raise ValueError(
+                f"src_lang/tgt_lang {', '.join(map(repr, given))} given, but the model translates one language pair "
+                "(its tokenizer has no language codes); leave them out"
+            )
+        return None, None
+    resolved = []
+    for language, role in ((src_lang, "source"), (tgt_lang, "target")):
+        if language is None or (role == "source" and not languages.marks_source):
+            resolved.append(None)
+            continue
+        code = languages.code(language)
+        if code is None:
+            raise ValueError(unknown_language(languages, language, role))
+        resolved.append(code)
+    return resolved[0], resolved[1]
+
+
+def target_options(
+    tokenizer: PreTrainedTokenizerBase, generation_config: Any, tgt_lang: str | None
+) -> dict[str, Any]:
+    """The generation options that select ``tgt_lang`` (a code `resolve_languages` returned): the forced first
+    token of "nllb" and "m2m100" models; none for "target-token" models (their source carries it) and for models
+    of one pair. Without ``tgt_lang``, the tokenizer's own ``tgt_lang`` or the generation config's
+    ``generation_config.forced_bos_token_id``; `ValueError` naming the languages when a forced-token model has
+    neither."""
+    languages = model_languages(tokenizer)
+    if languages is None or not languages.marks_source:
+        return {}
+    if tgt_lang is None:
+        saved = getattr(tokenizer, "tgt_lang", None)
+        if saved is None and getattr(generation_config, "forced_bos_token_id", None) is not None:
+            return {}
+        if saved is None or languages.code(saved) is None:
+            raise ValueError(
+                "the model translates into several languages: pass tgt_lang (--tgt_lang), one of "
+                + shown_codes(languages)
+            )
+        tgt_lang = languages.code(saved)
+    return {"forced_bos_token_id": target_token_id(tokenizer, languages, tgt_lang)}
+
+
+def target_token_id(tokenizer: PreTrainedTokenizerBase, languages: Languages, tgt_lang: str) -> int:
+    """The id of the token that selects the target ``tgt_lang`` (a model code)."""
+    if languages.style == "m2m100":
+        return int(tokenizer.get_lang_id(tgt_lang))  # pyright: ignore[reportAttributeAccessIssue]
+    token = f">>{tgt_lang}<<" if languages.style == "target-token" else tgt_lang
+    return int(tokenizer.convert_tokens_to_ids(token))  # pyright: ignore[reportArgumentType]
+
+
+def without_target_token(output_ids: Any, options: dict[str, Any], pad_id: int) -> Any:
+    """The (B, T) ``output_ids`` (decoder start first) with the forced target-language token that ``options``
+    (`target_options`) asked for replaced by ``pad_id``, so that decoding the text leaves it out even where the
+    tokenizer does not count it as special (M2M100's ``__fr__``)."""
+    forced = options.get("forced_bos_token_id")
+    if forced is None or output_ids.shape[1] < 2:
+        return output_ids
+    output_ids = output_ids.clone()
+    column = output_ids[:, 1]
+    column[column == forced] = pad_id
+    return output_ids
+
+
+def target_prefix(tokenizer: PreTrainedTokenizerBase, tgt_lang: str | None) -> list[str]:
+    """The target tokens an engine that decodes from a given prefix (CTranslate2) starts with: the forced first
+    token of "nllb" and "m2m100" models for ``tgt_lang`` (a model code; None: none)."""
+    languages = model_languages(tokenizer)
+    if tgt_lang is None or languages is None or not languages.marks_source:
+        return []
+    return [str(tokenizer.convert_ids_to_tokens(target_token_id(tokenizer, languages, tgt_lang)))]
+
+
+@contextmanager
+def source_side(
+    tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], src_lang: str | None, tgt_lang: str | None
+) -> Iterator[list[str]]:
+    """Within the block, ``tokenizer`` marks sources with ``src_lang`` ("nllb", "m2m100"; None: its own), and the
+    texts it yields carry the ``>>tgt_lang<<`` token ("target-token"; None: as given). Codes as
+    `resolve_languages` returns them. Other threads that encode for a model that marks its source wait for the block."""
+    languages = model_languages(tokenizer)
+    if languages is not None and languages.style == "target-token" and tgt_lang is not None:
+        yield [f">>{tgt_lang}<< {text}" for text in texts]
+        return
+    if languages is None or not languages.marks_source:
+        yield list(texts)
+        return
+    with _SOURCE_LOCK:
+        saved = tokenizer.src_lang  # pyright: ignore[reportAttributeAccessIssue]
+        if src_lang is not None:
+            tokenizer.src_lang = src_lang  # pyright: ignore[reportAttributeAccessIssue]
+        try:
+            yield list(texts)
+        finally:
+            if src_lang is not None:
+                tokenizer.src_lang = saved  # pyright: ignore[reportAttributeAccessIssue]
