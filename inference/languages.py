@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
+# the options that choose a multilingual model's languages (translate's keywords, the command line's flags)
+LANGUAGE_OPTIONS = ("src_lang", "tgt_lang")
 TARGET_TOKEN = re.compile(r"^>>(.+)<<$")
 FLORES_CODE = re.compile(r"^[a-z]{3}_[A-Z][a-z]{3}$")
 # setting a tokenizer's src_lang changes its special tokens: one thread at a time encodes with a chosen source
@@ -42,19 +44,55 @@ class Languages:
     codes: tuple[str, ...]
 
     def code(self, language: str) -> str | None:
-        """The model's code for ``language`` (its code in any case, or for "target-token" the ``>>xxx<<`` token),
-        None when the model has none."""
+        """The model's code for ``language``, None when the model has none: its own code in any case (for
+        "target-token" also the ``>>xxx<<`` token), else the code of the same language by ISO 639 / BCP 47
+        (``fr``, ``FR``, ``fra``, ``zh-Hant``, ``PT-BR``: `langcodes`), of the script given or else of the language's
+        usual script (``zh`` -> ``zho_Hans``)."""
         if self.style == "target-token" and (match := TARGET_TOKEN.match(language)):
             language = match.group(1)
         if language in self.codes:
             return language
         folded = {code.casefold(): code for code in self.codes}
-        return folded.get(language.casefold())
+        if language.casefold() in folded:
+            return folded[language.casefold()]
+        return _same_language(self.codes, language)
 
     @property
     def marks_source(self) -> bool:
         """Whether the model reads which language the source is in (the source language must be one of `codes`)."""
         return self.style != "target-token"
+
+
+def _same_language(codes: tuple[str, ...], language: str) -> str | None:
+    """The code of ``codes`` that names ``language`` (a BCP 47 tag) by its ISO 639 language and script: the
+    script given, else the language's usual one; None when none does (or ``language`` is no tag)."""
+    import langcodes
+
+    try:
+        wanted = langcodes.Language.get(language.replace("_", "-"))
+    except (ValueError, LookupError):
+        return None
+    script = wanted.script or wanted.maximize().script
+    same = [code for code in codes if _tag(code).language == wanted.language]
+    scripted = [code for code in same if _tag(code).script in (None, script)]
+    return (scripted or ([] if wanted.script else same) or [None])[0]
+
+
+def iso_language(code: str) -> str:
+    """The ISO 639 language of a model code (``zho_Hans`` -> ``zh``, ``fra`` -> ``fr``, ``>>deu<<`` -> ``de``); the
+    code itself when it is no language tag."""
+    match = TARGET_TOKEN.match(code)
+    return _tag(match.group(1) if match else code).language or code
+
+
+def _tag(code: str):
+    """A model code as a `langcodes.Language` (FLORES-200's ``zho_Hans`` is the tag ``zho-Hans``)."""
+    import langcodes
+
+    try:
+        return langcodes.Language.get(code.replace("_", "-"))
+    except (ValueError, LookupError):
+        return langcodes.Language()
 
 
 def model_languages(tokenizer: PreTrainedTokenizerBase) -> Languages | None:
@@ -132,6 +170,14 @@ def target_options(
             )
         tgt_lang = languages.code(saved)
     return {"forced_bos_token_id": target_token_id(tokenizer, languages, tgt_lang)}
+
+
+def check_languages(
+    tokenizer: PreTrainedTokenizerBase, generation_config: Any, src_lang: str | None, tgt_lang: str | None
+) -> None:
+    """`ValueError` (the messages of `resolve_languages` and `target_options`) when the model cannot translate from
+    ``src_lang`` into ``tgt_lang``: what an entry point checks before it reads any input."""
+    target_options(tokenizer, generation_config, resolve_languages(tokenizer, src_lang, tgt_lang)[1])
 
 
 def target_token_id(tokenizer: PreTrainedTokenizerBase, languages: Languages, tgt_lang: str) -> int:

@@ -4,6 +4,7 @@ separate vocabularies; tiny random models and SentencePiece tokenizers built in 
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -17,13 +18,20 @@ from helpers.multilingual import (
     marian_multi_target_folder,
     nllb_folder,
 )
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, M2M100ForConditionalGeneration, MarianMTModel
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    M2M100ForConditionalGeneration,
+    MarianMTModel,
+    pipeline,
+)
 
 from vanilla_transformer.convert.m2m100 import convert_m2m100_checkpoint
 from vanilla_transformer.convert.marian import convert_marian_checkpoint
 from vanilla_transformer.inference.languages import model_languages
 from vanilla_transformer.inference.sources import encode_sources
 from vanilla_transformer.inference.translate import translate
+from vanilla_transformer.commands.translate import main as translate_command
 from vanilla_transformer.tokenizer.loading import load_tokenizer
 
 # model -> (builder, transformers class, converter, source language, target languages)
@@ -36,7 +44,7 @@ MODELS = {
 
 @pytest.fixture(scope="module", params=sorted(MODELS))
 def pair(request, tmp_path_factory):
-    """(name, the transformers model, its tokenizer, our converted model, our loaded tokenizer)."""
+    """(name, the transformers model, its tokenizer, our converted model, our loaded tokenizer, its folder)."""
     build, model_class, convert, _, _ = MODELS[request.param]
     root = tmp_path_factory.mktemp(request.param)
     source = build(root)
@@ -47,6 +55,7 @@ def pair(request, tmp_path_factory):
         AutoTokenizer.from_pretrained(source),
         AutoModelForSeq2SeqLM.from_pretrained(ours).eval(),
         load_tokenizer(ours),
+        ours,
     )
 
 
@@ -61,7 +70,7 @@ def reference_inputs(name: str, tokenizer, texts: list[str], src_lang: str | Non
 
 
 def test_languages_are_read_from_the_tokenizer(pair):
-    name, _, _, _, tokenizer = pair
+    name, _, _, _, tokenizer, _ = pair
     languages = model_languages(tokenizer)
     assert languages is not None
     assert set(MODELS[name][4]) <= set(languages.codes)
@@ -70,7 +79,7 @@ def test_languages_are_read_from_the_tokenizer(pair):
 
 
 def test_token_ids_match_the_tokenizer_of_transformers(pair):
-    name, model, reference, ours, tokenizer = pair
+    name, model, reference, ours, tokenizer, _ = pair
     src_lang = MODELS[name][3]
     for tgt_lang in MODELS[name][4]:
         expected, _ = reference_inputs(name, reference, SAMPLE, src_lang, tgt_lang)
@@ -84,7 +93,7 @@ def test_token_ids_match_the_tokenizer_of_transformers(pair):
 
 
 def test_logits_match(pair):
-    name, model, reference, ours, _ = pair
+    name, model, reference, ours, _, _ = pair
     inputs, _ = reference_inputs(name, reference, SAMPLE, MODELS[name][3], MODELS[name][4][0])
     labels = reference(text_target=SAMPLE[::-1], return_tensors="pt", padding=True)["input_ids"]
     labels[labels == reference.pad_token_id] = -100
@@ -102,7 +111,7 @@ def test_logits_match(pair):
 def test_translations_match_for_three_target_languages(pair, num_beams):
     """`translate(..., src_lang=, tgt_lang=)` (our decoding loop) gives transformers' `generate()` outputs for each
     target, and the targets give different outputs."""
-    name, model, reference, ours, tokenizer = pair
+    name, model, reference, ours, tokenizer, _ = pair
     src_lang = MODELS[name][3]
     outputs = {}
     for tgt_lang in MODELS[name][4]:
@@ -133,7 +142,7 @@ def test_translations_match_for_three_target_languages(pair, num_beams):
 
 
 def test_unknown_and_missing_languages_are_refused_by_name(pair):
-    name, _, _, ours, tokenizer = pair
+    name, _, _, ours, tokenizer, _ = pair
     with pytest.raises(ValueError, match="no target language 'xx_Yyyy'; its languages: "):
         translate(ours, tokenizer, SAMPLE[:1], tgt_lang="xx_Yyyy")
     if name != "marian":
@@ -149,3 +158,28 @@ def test_moe_and_other_model_types_are_refused_by_name(tmp_path):
     (tmp_path / "moe" / "config.json").write_text(json.dumps({"model_type": "bart"}))
     with pytest.raises(ValueError, match="holds a 'bart' model, not a M2M100 model"):
         convert_m2m100_checkpoint(tmp_path / "moe", tmp_path / "out")
+
+
+def stdin(text: str) -> io.TextIOWrapper:
+    """A console-like standard input holding ``text``."""
+    return io.TextIOWrapper(io.BytesIO(text.encode("utf-8")), encoding="utf-8")
+
+
+def test_the_command_line_and_the_pipeline_select_the_target(pair, monkeypatch, capsys):
+    """`translate --src_lang --tgt_lang` and `pipeline(..., src_lang=, tgt_lang=)` give `translate()`'s outputs;
+    an unknown language is one error line naming the model's languages."""
+    name, _, _, ours, tokenizer, folder = pair
+    src_lang, targets = MODELS[name][3], MODELS[name][4]
+    translator = pipeline("translation", model=ours, tokenizer=tokenizer)
+    for tgt_lang in targets[:2]:
+        options = dict(num_beams=2, max_new_tokens=8)
+        expected = translate(ours, tokenizer, SAMPLE, src_lang=src_lang, tgt_lang=tgt_lang, **options)
+        languages = ["--tgt_lang", tgt_lang] + (["--src_lang", src_lang] if src_lang else [])
+        monkeypatch.setattr("sys.stdin", stdin("\n".join(SAMPLE) + "\n"))
+        assert translate_command(["--model", str(folder), "--num_beams", "2", "--max_new_tokens", "8", *languages]) == 0
+        assert capsys.readouterr().out.splitlines() == expected
+        got = translator(SAMPLE, src_lang=src_lang, tgt_lang=tgt_lang, **options)
+        assert [" ".join(output["translation_text"].split()) for output in got] == expected
+    monkeypatch.setattr("sys.stdin", stdin(SAMPLE[0]))
+    assert translate_command(["--model", str(folder), "--tgt_lang", "qq_Zzzz"]) == 2
+    assert "no target language 'qq_Zzzz'; its languages: " in capsys.readouterr().err
