@@ -81,7 +81,9 @@ def _our_name(name: str) -> str | None:
     return name
 
 
-def convert_m2m100_model(source: M2M100ForConditionalGeneration) -> VanillaTransformerForConditionalGeneration:
+def convert_m2m100_model(
+    source: M2M100ForConditionalGeneration,
+) -> VanillaTransformerForConditionalGeneration:
     """Build our model with `source`'s weights; both compute the same logits (fp32, within rounding)."""
     config = config_from_m2m100(source.config)
     # Decide sharing and tying from the weights themselves: with tie_word_embeddings=False, transformers keeps

@@ -158,7 +158,10 @@ def load_translator(job: CorpusJob) -> tuple[PreTrainedModel | EngineModel, PreT
     )
     check_generation_arguments(job.generate_kwargs, model.generation_config)
     check_languages(
-        tokenizer, model.generation_config, job.generate_kwargs.get("src_lang"), job.generate_kwargs.get("tgt_lang")
+        tokenizer,
+        model.generation_config,
+        job.generate_kwargs.get("src_lang"),
+        job.generate_kwargs.get("tgt_lang"),
     )
     return model, tokenizer
 

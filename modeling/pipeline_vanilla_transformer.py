@@ -69,7 +69,9 @@ def target_language_inputs(
     vocabulary = tokenizer.get_vocab()
     if tgt_lang is not None and f">>{tgt_lang.strip('<>')}<<" in vocabulary:
         return tokenizer(f">>{tgt_lang.strip('<>')}<< {text}", **options)
-    codes = list(getattr(tokenizer, "lang_code_to_id", None) or getattr(tokenizer, "extra_special_tokens", None) or [])
+    codes = list(
+        getattr(tokenizer, "lang_code_to_id", None) or getattr(tokenizer, "extra_special_tokens", None) or []
+    )
     if src_lang is None and tgt_lang is None:
         return tokenizer(text, **options)
     if not hasattr(tokenizer, "src_lang") or not codes:
@@ -80,7 +82,9 @@ def target_language_inputs(
         )
     for language in (src_lang, tgt_lang):
         if language is not None and language not in codes:
-            raise ValueError(f"the model has no language {language!r}; its languages: {', '.join(codes[:12])}, ...")
+            raise ValueError(
+                f"the model has no language {language!r}; its languages: {', '.join(codes[:12])}, ..."
+            )
     saved = tokenizer.src_lang
     tokenizer.src_lang = src_lang or saved
     try:
@@ -90,7 +94,9 @@ def target_language_inputs(
     tgt_lang = tgt_lang or getattr(tokenizer, "tgt_lang", None)
     if tgt_lang is not None:
         lang_id = getattr(tokenizer, "get_lang_id", None)
-        inputs["forced_bos_token_id"] = lang_id(tgt_lang) if lang_id else tokenizer.convert_tokens_to_ids(tgt_lang)
+        inputs["forced_bos_token_id"] = (
+            lang_id(tgt_lang) if lang_id else tokenizer.convert_tokens_to_ids(tgt_lang)
+        )
     return inputs
 
 

@@ -141,7 +141,9 @@ def marian_multi_target_folder(root: Path) -> Path:
         processor = sentencepiece.SentencePieceProcessor(model_file=str(spm))
         pieces = [processor.id_to_piece(i) for i in range(3, processor.get_piece_size())]
         # </s>, <unk> and <pad> at the same ids in both vocabularies (Marian's config has one pad id)
-        tokens = ["</s>", "<unk>", "<pad>"] + ([f">>{code}<<" for code in MARIAN_TARGETS] if name == "source" else [])
+        tokens = ["</s>", "<unk>", "<pad>"] + (
+            [f">>{code}<<" for code in MARIAN_TARGETS] if name == "source" else []
+        )
         vocabularies[name] = {token: i for i, token in enumerate(tokens + pieces)}
     (folder / "vocab.json").write_text(json.dumps(vocabularies["source"]))
     (folder / "target_vocab.json").write_text(json.dumps(vocabularies["target"]))

@@ -26,18 +26,30 @@ from transformers import (
     pipeline,
 )
 
+from vanilla_transformer.commands.translate import main as translate_command
 from vanilla_transformer.convert.m2m100 import convert_m2m100_checkpoint
 from vanilla_transformer.convert.marian import convert_marian_checkpoint
 from vanilla_transformer.inference.languages import model_languages
 from vanilla_transformer.inference.sources import encode_sources
 from vanilla_transformer.inference.translate import translate
-from vanilla_transformer.commands.translate import main as translate_command
 from vanilla_transformer.tokenizer.loading import load_tokenizer
 
 # model -> (builder, transformers class, converter, source language, target languages)
 MODELS = {
-    "nllb": (nllb_folder, M2M100ForConditionalGeneration, convert_m2m100_checkpoint, "eng_Latn", NLLB_TARGETS),
-    "m2m100": (m2m100_folder, M2M100ForConditionalGeneration, convert_m2m100_checkpoint, "en", M2M100_TARGETS),
+    "nllb": (
+        nllb_folder,
+        M2M100ForConditionalGeneration,
+        convert_m2m100_checkpoint,
+        "eng_Latn",
+        NLLB_TARGETS,
+    ),
+    "m2m100": (
+        m2m100_folder,
+        M2M100ForConditionalGeneration,
+        convert_m2m100_checkpoint,
+        "en",
+        M2M100_TARGETS,
+    ),
     "marian": (marian_multi_target_folder, MarianMTModel, convert_marian_checkpoint, None, MARIAN_TARGETS),
 }
 
@@ -65,7 +77,9 @@ def reference_inputs(name: str, tokenizer, texts: list[str], src_lang: str | Non
     if name == "marian":
         return tokenizer([f">>{tgt_lang}<< {text}" for text in texts], return_tensors="pt", padding=True), {}
     tokenizer.src_lang, tokenizer.tgt_lang = src_lang, tgt_lang
-    forced = tokenizer.get_lang_id(tgt_lang) if name == "m2m100" else tokenizer.convert_tokens_to_ids(tgt_lang)
+    forced = (
+        tokenizer.get_lang_id(tgt_lang) if name == "m2m100" else tokenizer.convert_tokens_to_ids(tgt_lang)
+    )
     return tokenizer(texts, return_tensors="pt", padding=True), {"forced_bos_token_id": forced}
 
 
@@ -117,7 +131,9 @@ def test_translations_match_for_three_target_languages(pair, num_beams):
     for tgt_lang in MODELS[name][4]:
         inputs, forced = reference_inputs(name, reference, SAMPLE, src_lang, tgt_lang)
         with torch.no_grad():
-            ids = model.generate(**inputs, **forced, num_beams=num_beams, max_new_tokens=8, length_penalty=1.0)
+            ids = model.generate(
+                **inputs, **forced, num_beams=num_beams, max_new_tokens=8, length_penalty=1.0
+            )
         # the translation leaves out the forced target-language token (M2M100's tokenizer would keep it as text)
         texts = reference.batch_decode(ids[:, 2:] if forced else ids, skip_special_tokens=True)
         expected = [" ".join(text.split()) for text in texts]
@@ -135,7 +151,9 @@ def test_translations_match_for_three_target_languages(pair, num_beams):
         assert got == expected, tgt_lang
         if forced:
             with torch.no_grad():
-                ours_ids = ours.generate(**inputs, **forced, num_beams=num_beams, max_new_tokens=8, length_penalty=1.0)
+                ours_ids = ours.generate(
+                    **inputs, **forced, num_beams=num_beams, max_new_tokens=8, length_penalty=1.0
+                )
             assert torch.equal(ours_ids, ids)
         outputs[tgt_lang] = got
     assert len({tuple(texts) for texts in outputs.values()}) == len(outputs)
@@ -176,7 +194,12 @@ def test_the_command_line_and_the_pipeline_select_the_target(pair, monkeypatch, 
         expected = translate(ours, tokenizer, SAMPLE, src_lang=src_lang, tgt_lang=tgt_lang, **options)
         languages = ["--tgt_lang", tgt_lang] + (["--src_lang", src_lang] if src_lang else [])
         monkeypatch.setattr("sys.stdin", stdin("\n".join(SAMPLE) + "\n"))
-        assert translate_command(["--model", str(folder), "--num_beams", "2", "--max_new_tokens", "8", *languages]) == 0
+        assert (
+            translate_command(
+                ["--model", str(folder), "--num_beams", "2", "--max_new_tokens", "8", *languages]
+            )
+            == 0
+        )
         assert capsys.readouterr().out.splitlines() == expected
         got = translator(SAMPLE, src_lang=src_lang, tgt_lang=tgt_lang, **options)
         assert [" ".join(output["translation_text"].split()) for output in got] == expected
