@@ -110,15 +110,15 @@ def model_languages(tokenizer: PreTrainedTokenizerBase) -> Languages | None:
     return Languages("target-token", tuple(sorted(codes))) if codes else None
 
 
-def shown_codes(languages: Languages, limit: int = 12) -> str:
-    """The first ``limit`` codes of ``languages``, and how many there are in all, for a message."""
-    more = f", ... ({len(languages.codes)} in all)" if len(languages.codes) > limit else ""
-    return ", ".join(languages.codes[:limit]) + more
+def shown_codes(codes: Sequence[str], limit: int = 12) -> str:
+    """The first ``limit`` of ``codes``, and how many there are in all, for a message."""
+    more = f", ... ({len(codes)} in all)" if len(codes) > limit else ""
+    return ", ".join(codes[:limit]) + more
 
 
 def unknown_language(languages: Languages, language: str, role: str) -> str:
     """The message for a ``role`` ("source" or "target") ``language`` that the model does not have."""
-    return f"the model has no {role} language {language!r}; its languages: {shown_codes(languages)}"
+    return f"the model has no {role} language {language!r}; its languages: {shown_codes(languages.codes)}"
 
 
 def resolve_languages(
@@ -166,7 +166,7 @@ def target_options(
         if saved is None or languages.code(saved) is None:
             raise ValueError(
                 "the model translates into several languages: pass tgt_lang (--tgt_lang), one of "
-                + shown_codes(languages)
+                + shown_codes(languages.codes)
             )
         tgt_lang = languages.code(saved)
     return {"forced_bos_token_id": target_token_id(tokenizer, languages, tgt_lang)}
