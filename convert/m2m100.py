@@ -26,9 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import GenerationConfig, M2M100Config, M2M100ForConditionalGeneration
+from transformers import M2M100Config, M2M100ForConditionalGeneration
 
-from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from vanilla_transformer.modeling import (
+    VanillaTransformerConfig,
+    VanillaTransformerForConditionalGeneration,
+    default_generation_config,
+)
 
 from .common import (
     SizeClaim,
@@ -100,10 +104,13 @@ def convert_m2m100_model(
         and (config.share_encoder_decoder_embeddings or ours != "model.shared.weight")
     }
     model = load_converted_weights(model, state, "M2M100")
-    try:
-        model.generation_config = GenerationConfig.from_dict(source.generation_config.to_dict())
-    except (AttributeError, ValueError):
-        pass
+    # the family's decoding defaults (beam 4, early stopping, no pad or <s>), under what the source's own
+    # generation config sets (its ids, max_length): exported engines need every setting decided
+    given = {
+        name: value for name, value in source.generation_config.to_diff_dict().items() if value is not None
+    }
+    model.generation_config = default_generation_config(config)
+    model.generation_config.update(**{k: v for k, v in given.items() if k != "transformers_version"})
     return model
 
 

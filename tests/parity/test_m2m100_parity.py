@@ -4,6 +4,7 @@ separate vocabularies; tiny random models and SentencePiece tokenizers built in 
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 
@@ -61,11 +62,15 @@ def pair(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
     source = build(root)
     ours = convert(source, root / "ours")
+    reference = model_class.from_pretrained(source).eval()
+    converted = AutoModelForSeq2SeqLM.from_pretrained(ours).eval()
+    # decoding settings as the converted folder's generation config (M2M100's has beam 4 and no pad or <s> added)
+    reference.generation_config = copy.deepcopy(converted.generation_config)
     return (
         request.param,
-        model_class.from_pretrained(source).eval(),
+        reference,
         AutoTokenizer.from_pretrained(source),
-        AutoModelForSeq2SeqLM.from_pretrained(ours).eval(),
+        converted,
         load_tokenizer(ours),
         ours,
     )
