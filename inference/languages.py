@@ -17,6 +17,7 @@ builds the one message for a code the model does not have.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -93,6 +94,30 @@ def _tag(code: str):
         return langcodes.Language.get(code.replace("_", "-"))
     except (ValueError, LookupError):
         return langcodes.Language()
+
+
+@functools.cache
+def _identifier() -> Any:
+    """py3langid's identifier (its model ships in its wheel), with probabilities normalised over its languages."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+
+def detect_language(text: str, candidates: Sequence[str]) -> list[tuple[str, float]]:
+    """The ``candidates`` (ISO 639 codes) that ``text`` may be in, most likely first, each with its probability in
+    percent among them, by py3langid (a naive Bayes model of byte n-grams over 97 languages, BSD licence, offline);
+    empty when py3langid knows none of the candidates, or is not installed (the caller falls back to its own guess)."""
+    try:
+        identifier = _identifier()
+    except ImportError:
+        return []
+    known = {iso_language(code): code for code in candidates if iso_language(code) in identifier.labels}
+    if not known:
+        return []
+    ranked = [(known[label], float(p)) for label, p in identifier.rank(text) if label in known]
+    total = sum(p for _, p in ranked) or 1.0
+    return [(code, round(100.0 * p / total, 1)) for code, p in ranked]
 
 
 def model_languages(tokenizer: PreTrainedTokenizerBase) -> Languages | None:

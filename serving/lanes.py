@@ -453,16 +453,35 @@ class Lanes:
             )
         return found[0]
 
+    @staticmethod
+    def detect_source(text: str, lanes: Sequence[Lane]) -> tuple[Lane, float] | None:
+        """The first lane of ``lanes`` that translates the source language `inference.languages.detect_language`
+        finds for ``text`` among theirs (bound to it, for a multilingual lane), with its probability in percent;
+        None when the detector knows none of their source languages."""
+        from vanilla_transformer.inference.languages import detect_language
+
+        sources = list(dict.fromkeys(source for lane in lanes for source in lane.sources()))
+        for language, confidence in detect_language(text, sources)[:1]:
+            for lane in lanes:
+                target = lane.pair[1] if lane.pair is not None else lane.request_languages[1]
+                if lane.translates(language, target):
+                    return lane.for_languages(language, target), confidence
+        return None
+
     def detect(
         self, text: str, lanes: Sequence[Lane], markup: bool = False, tags: TagRules | None = None
     ) -> tuple[Lane, float]:
-        """The lane of ``lanes`` whose vocabulary reads the largest share of ``text`` (`Lane.read_share`; with
-        ``markup``, of the text of its segments, cut by ``tags``), the first of them on a
-        tie, and that share."""
+        """The lane of ``lanes`` for the source language of ``text`` (with ``markup``, of the text of its segments,
+        cut by ``tags``) and the confidence in percent: the language detector's (`detect_source`), else the lane
+        whose vocabulary reads the largest share of the text (`Lane.read_share`), the first of them on a tie, and
+        that share."""
         if markup:
             from vanilla_transformer.inference.markup import split_document
 
             text = " ".join(segment.text for segment in split_document(text, tags).segments)
+        detected = self.detect_source(text, lanes)
+        if detected is not None:
+            return detected
         shares = [lane.read_share(text) for lane in lanes]
         best = max(range(len(shares)), key=lambda i: (shares[i], -i))
         return lanes[best], shares[best]

@@ -140,3 +140,18 @@ def test_a_pair_served_twice_goes_to_the_model_of_that_pair(folders):
         "eng_Latn",
         "zho_Hans",
     )
+
+
+def test_source_auto_and_detect_name_served_languages(server, reference):
+    """/detect ranks the served source languages only; ``source=auto`` translates from the language detected."""
+    detected = httpx.post(server + "/detect", data={"q": SAMPLE[1]}, timeout=30).json()
+    assert detected[0]["language"] == "fr" and detected[0]["confidence"] > 50
+    served = {entry["code"] for entry in httpx.get(server + "/languages", timeout=30).json()}
+    assert {entry["language"] for entry in detected} <= served
+    body = {"q": SAMPLE[1:3], "source": "auto", "target": "en"}
+    reply = httpx.post(server + "/translate", json=body, timeout=60).json()
+    assert [entry["language"] for entry in reply["detectedLanguage"]] == ["fr", "de"]
+    assert reply["translatedText"] == [
+        reference([SAMPLE[1]], "fra_Latn", "eng_Latn")[0],
+        reference([SAMPLE[2]], "deu_Latn", "eng_Latn")[0],
+    ]
