@@ -115,6 +115,16 @@ def effective_limits(served: ServedModel, limits: Limits) -> Limits:
     return Limits(**{**limits.as_dict(), "max_source_tokens": min(wanted) if wanted else None})
 
 
+def read_share(tokenizer: Any, text: str) -> float:
+    """The share of ``text``'s tokens, in percent, that ``tokenizer``'s vocabulary holds (not the unknown token):
+    how much of the text a model can read (100 for a text without tokens)."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    unknown = getattr(tokenizer, "unk_token_id", None)
+    if not ids:
+        return 100.0
+    return round(100.0 * sum(i != unknown for i in ids) / len(ids), 1)
+
+
 async def _client_left(request: Request) -> None:
     """Return once the client of ``request`` (whose body has been read) disconnects."""
     while (await request.receive())["type"] != "http.disconnect":
@@ -205,14 +215,8 @@ class Lane:
         return bound
 
     def read_share(self, text: str) -> float:
-        """The share of ``text``'s tokens, in percent, that the model's vocabulary holds (not the unknown token):
-        how much of the text the model can read (100 for a text without tokens)."""
-        tokenizer = self.served.tokenizer
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        unknown = getattr(tokenizer, "unk_token_id", None)
-        if not ids:
-            return 100.0
-        return round(100.0 * sum(i != unknown for i in ids) / len(ids), 1)
+        """`read_share` of this model's tokenizer."""
+        return read_share(self.served.tokenizer, text)
 
     def prepare(self, request: DecodingRequest, texts: list[str]) -> tuple[dict[str, Any], int]:
         """The generate kwargs of ``request`` and its work in tokens x rows; `RequestError` (422) for options
