@@ -194,7 +194,7 @@ def test_the_command_line_and_the_pipeline_select_the_target(pair, monkeypatch, 
     name, _, _, ours, tokenizer, folder = pair
     src_lang, targets = MODELS[name][3], MODELS[name][4]
     translator = pipeline("translation", model=ours, tokenizer=tokenizer)
-    for tgt_lang in targets[:2]:
+    for tgt_lang in targets[1:2]:
         options = dict(num_beams=2, max_new_tokens=8)
         expected = translate(ours, tokenizer, SAMPLE, src_lang=src_lang, tgt_lang=tgt_lang, **options)
         languages = ["--tgt_lang", tgt_lang] + (["--src_lang", src_lang] if src_lang else [])
