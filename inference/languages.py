@@ -205,6 +205,24 @@ def check_languages(
     target_options(tokenizer, generation_config, resolve_languages(tokenizer, src_lang, tgt_lang)[1])
 
 
+def set_pair(tokenizer: PreTrainedTokenizerBase, source: str | None, target: str | None) -> None:
+    """Make an "nllb" or "m2m100" tokenizer mark sources with ``source`` and targets (training labels) with
+    ``target`` (ISO 639 or the model's codes: the languages of the training data), so that training, validation and
+    the saved tokenizer's defaults use that pair; None leaves a side as it is. Other tokenizers are left as they are
+    (an OPUS-MT multi-target model's data carries its ``>>xxx<<`` tokens). `ValueError` naming the model's languages
+    for a language it does not have."""
+    languages = model_languages(tokenizer)
+    if languages is None or not languages.marks_source:
+        return
+    for language, role, attribute in ((source, "source", "src_lang"), (target, "target", "tgt_lang")):
+        if language is None:
+            continue
+        code = languages.code(language)
+        if code is None:
+            raise ValueError(unknown_language(languages, language, role))
+        setattr(tokenizer, attribute, code)
+
+
 def target_token_id(tokenizer: PreTrainedTokenizerBase, languages: Languages, tgt_lang: str) -> int:
     """The id of the token that selects the target ``tgt_lang`` (a model code)."""
     if languages.style == "m2m100":

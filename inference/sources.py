@@ -41,6 +41,7 @@ def encode_sources(
             )["input_ids"]
             for k, ids in zip(too_long, shortened):
                 encoded[k] = list(ids)
+    if too_long:
         logger.warning(
             "%d of %d input lines were longer than %d tokens (the model maximum) and were truncated",
             len(too_long),
