@@ -44,6 +44,8 @@ from .common import (
     write_converted_folder,
 )
 from .marian import SAME_NAME_FIELDS as MARIAN_SAME_NAME_FIELDS
+# M2M100's parameters are named as Marian's (BART's layout): the same renaming
+from .marian import _our_name
 
 # the M2M100Config fields that our config has under the same name and meaning (Marian's, less its target vocabulary)
 SAME_NAME_FIELDS = tuple(name for name in MARIAN_SAME_NAME_FIELDS if name != "decoder_vocab_size")
@@ -74,15 +76,6 @@ def config_from_m2m100(source: M2M100Config) -> VanillaTransformerConfig:
         **tying_init_and_ids(source, source.init_std, source.pad_token_id),
         decoder_start_token_id=source.decoder_start_token_id,
     )
-
-
-def _our_name(name: str) -> str | None:
-    """M2M100 parameter name -> ours (None: not a parameter here, e.g. the fixed position tables)."""
-    if "embed_positions" in name:
-        return None
-    for sub in ("fc1", "fc2"):
-        name = name.replace(f".{sub}.", f".ffn.{sub}.")
-    return name
 
 
 def convert_m2m100_model(

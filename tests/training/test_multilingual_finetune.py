@@ -7,6 +7,7 @@ from __future__ import annotations
 import lzma
 
 import torch
+from conftest import ROOT
 from helpers.multilingual import nllb_folder
 
 from vanilla_transformer.commands.train import main as train_command
@@ -14,8 +15,6 @@ from vanilla_transformer.convert.m2m100 import convert_m2m100_checkpoint
 from vanilla_transformer.inference import load_model_and_tokenizer
 from vanilla_transformer.inference.languages import model_languages
 from vanilla_transformer.tokenizer.loading import load_tokenizer
-
-from conftest import ROOT
 
 
 def english_german(count: int) -> list[tuple[str, str]]:
