@@ -43,6 +43,7 @@ from .common import (
     tying_init_and_ids,
     write_converted_folder,
 )
+
 # M2M100's parameters are named as Marian's (BART's layout): the same renaming, `_our_name`
 from .marian import SAME_NAME_FIELDS as MARIAN_SAME_NAME_FIELDS
 from .marian import _our_name
