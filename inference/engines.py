@@ -44,8 +44,9 @@ class DecodingOptions:
     forced_bos_token_id: int | None = None
 
 
-# their names: anything else is refused with the engine's name
-DECODING_OPTIONS = tuple(f.name for f in fields(DecodingOptions))
+# their names that a user sets (the target-language token comes from `inference.languages`): anything else is
+# refused with the engine's name
+DECODING_OPTIONS = tuple(f.name for f in fields(DecodingOptions) if f.name != "forced_bos_token_id")
 
 
 @dataclass(frozen=True)
@@ -278,7 +279,11 @@ class EngineModel:
         check_engine_options(
             self.engine,
             {
-                **{k: v for k, v in kwargs.items() if k not in ("custom_generate", "word_pieces")},
+                **{
+                    k: v
+                    for k, v in kwargs.items()
+                    if k not in ("custom_generate", "word_pieces", "forced_bos_token_id")
+                },
                 "glossary": glossary,
             },
         )
