@@ -58,7 +58,12 @@ REFUSED_TYPES = {
 
 
 def config_from_m2m100(source: M2M100Config) -> VanillaTransformerConfig:
-    """The vanilla-transformer config that computes exactly what `source` computes."""
+    """The vanilla-transformer config that computes exactly what `source` computes; `ValueError` for a config
+    without the pad id (its positions count from it) or the decoder start id."""
+    missing = [name for name in ("pad_token_id", "decoder_start_token_id") if getattr(source, name) is None]
+    if missing:
+        raise ValueError(f"the M2M100 config has no {' and no '.join(missing)}: set it in config.json")
+    pad, start = int(source.pad_token_id or 0), int(source.decoder_start_token_id or 0)
     return VanillaTransformerConfig(
         **{name: getattr(source, name) for name in SAME_NAME_FIELDS},
         **{
@@ -69,13 +74,13 @@ def config_from_m2m100(source: M2M100Config) -> VanillaTransformerConfig:
         layer_norm_eps=1e-5,
         position_encoding="sinusoidal",
         sinusoidal_layout="tensor2tensor",
-        position_offset=source.pad_token_id + 1,
+        position_offset=pad + 1,
         max_position_embeddings=source.max_position_embeddings,
         scale_embedding=bool(source.scale_embedding),
         share_encoder_decoder_embeddings=True,
         output_bias=False,
-        **tying_init_and_ids(source, source.init_std, source.pad_token_id),
-        decoder_start_token_id=source.decoder_start_token_id,
+        **tying_init_and_ids(source, source.init_std, pad),
+        decoder_start_token_id=start,
     )
 
 

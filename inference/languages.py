@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -127,8 +127,8 @@ def model_languages(tokenizer: PreTrainedTokenizerBase) -> Languages | None:
     if isinstance(tokenizer, M2M100Tokenizer):
         return Languages("m2m100", tuple(tokenizer.lang_code_to_id))
     if isinstance(tokenizer, NllbTokenizer):
-        special = tokenizer.extra_special_tokens
-        tokens = special.values() if isinstance(special, dict) else special
+        special: Any = tokenizer.extra_special_tokens
+        tokens = special.values() if isinstance(special, dict) else special or ()
         codes = tuple(str(token) for token in tokens if FLORES_CODE.match(str(token)))
         return Languages("nllb", codes) if codes else None
     codes = tuple(match.group(1) for token in tokenizer.get_vocab() if (match := TARGET_TOKEN.match(token)))
@@ -178,9 +178,8 @@ def target_options(
 ) -> dict[str, Any]:
     """The generation options that select ``tgt_lang`` (a code `resolve_languages` returned): the forced first
     token of "nllb" and "m2m100" models; none for "target-token" models (their source carries it) and for models
-    of one pair. Without ``tgt_lang``, the tokenizer's own ``tgt_lang`` or the generation config's
-    ``generation_config.forced_bos_token_id``; `ValueError` naming the languages when a forced-token model has
-    neither."""
+    of one pair. Without ``tgt_lang``, the tokenizer's own ``tgt_lang`` or ``generation_config``'s
+    ``forced_bos_token_id``; `ValueError` naming the languages when a forced-token model has neither."""
     languages = model_languages(tokenizer)
     if languages is None or not languages.marks_source:
         return {}
@@ -188,12 +187,12 @@ def target_options(
         saved = getattr(tokenizer, "tgt_lang", None)
         if saved is None and getattr(generation_config, "forced_bos_token_id", None) is not None:
             return {}
-        if saved is None or languages.code(saved) is None:
+        tgt_lang = languages.code(saved) if saved is not None else None
+        if tgt_lang is None:
             raise ValueError(
                 "the model translates into several languages: pass tgt_lang (--tgt_lang), one of "
                 + shown_codes(languages.codes)
             )
-        tgt_lang = languages.code(saved)
     return {"forced_bos_token_id": target_token_id(tokenizer, languages, tgt_lang)}
 
 
@@ -226,7 +225,7 @@ def set_pair(tokenizer: PreTrainedTokenizerBase, source: str | None, target: str
 def target_token_id(tokenizer: PreTrainedTokenizerBase, languages: Languages, tgt_lang: str) -> int:
     """The id of the token that selects the target ``tgt_lang`` (a model code)."""
     if languages.style == "m2m100":
-        return int(tokenizer.get_lang_id(tgt_lang))  # pyright: ignore[reportAttributeAccessIssue]
+        return int(cast(Any, tokenizer).get_lang_id(tgt_lang))
     token = f">>{tgt_lang}<<" if languages.style == "target-token" else tgt_lang
     return int(tokenizer.convert_tokens_to_ids(token))  # pyright: ignore[reportArgumentType]
 
