@@ -127,6 +127,8 @@ def test_unknown_languages_get_each_apis_error(server):
         )
     reply = post(server, "/", {"inputs": TEXTS[0], "parameters": {"src_lang": "en", "tgt_lang": "qq"}})
     assert reply.status_code == 422 and "qq is not supported" in reply.text
+    reply = post(server, "/translate/stream", {"text": TEXTS[0], "source": "en", "target": "fr"})
+    assert reply.status_code == 422 and "streaming serves models of one language pair" in reply.text
 
 
 def test_a_pair_served_twice_goes_to_the_model_of_that_pair(folders):
