@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .alignment import WordAlignment, joined_alignments
-from .markup import Document, TagRules, split_document
+from .markup import MAX_DEPTH, Document, TagRules, split_document
 from .sentences import SplitText, split_text
 
 if TYPE_CHECKING:
@@ -50,11 +50,13 @@ class DocumentPlan:
         split_sentences: bool = False,
         language: str | None = None,
         newlines: bool = True,
+        max_depth: int = MAX_DEPTH,
     ) -> DocumentPlan:
         """The plan of ``text`` (module docstring): with ``markup`` an HTML or XML document whose segments are
         cut by ``tags``; with ``split_sentences`` each piece cut into its sentences by the rules of ``language``
-        (``newlines`` False: a line break is a space)."""
-        document = split_document(text, tags) if markup else None
+        (``newlines`` False: a line break is a space). `inference.markup.MarkupTooDeep` for a document nesting
+        more than ``max_depth`` elements."""
+        document = split_document(text, tags, max_depth) if markup else None
         pieces = tuple(segment.text for segment in document.segments) if document is not None else (text,)
         if split_sentences:
             splits = tuple(split_text(piece, language, newlines) for piece in pieces)
@@ -161,6 +163,7 @@ def translate_document(
     batch_size: int = 32,
     split_sentences: bool = False,
     language: str | None = None,
+    max_depth: int = MAX_DEPTH,
     **generate_kwargs: Any,
 ) -> str:
     """``document`` (HTML or XML) translated with its markup (`inference.markup`), driven through its
@@ -168,11 +171,14 @@ def translate_document(
     `inference.sentences.split_text` with ``language``) batched through `inference.translate.translate_hypotheses`
     (``generate_kwargs`` as there; the best hypothesis of each), the sentences of the segments that hold inline
     markup aligned with their translations (`inference.alignment.align_words`; by relative position where the
-    engine returns no attention)."""
+    engine returns no attention). `inference.markup.MarkupTooDeep` for a document nesting more than ``max_depth``
+    elements."""
     from .alignment import align_words, check_alignable
     from .translate import translate_hypotheses
 
-    plan = DocumentPlan.of(document, markup=True, split_sentences=split_sentences, language=language)
+    plan = DocumentPlan.of(
+        document, markup=True, split_sentences=split_sentences, language=language, max_depth=max_depth
+    )
     nbest = translate_hypotheses(
         model, tokenizer, plan.sentences, batch_size, scores=False, **generate_kwargs
     )

@@ -16,9 +16,14 @@ import re
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+# a character that continues a word (as a regular expression's \w)
+_WORD = re.compile(r"\w")
+# where a source term ends in `Glossary._trie` (no character of a term is the empty string)
+_TERM = ""
 # Han ideographs (with extensions and compatibility forms) and kana: scripts written without spaces, where a term
 # matches inside a longer run of letters
 _NO_SPACE_SCRIPTS = (
@@ -63,17 +68,44 @@ class Glossary:
     def __len__(self) -> int:
         return len(self.entries)
 
+    @cached_property
+    def _trie(self) -> dict[str, Any]:
+        """The source terms in a trie of characters, built once: a node maps each next character to its node,
+        and `_TERM` to (target term, whether the term starts at a word boundary, whether it ends at one) where a
+        source term ends."""
+        root: dict[str, Any] = {}
+        for source, target in self.entries:
+            node = root
+            for char in source:
+                node = node.setdefault(char, {})
+            node[_TERM] = (target, _word_edge(source[0]), _word_edge(source[-1]))
+        return root
+
+    def _occurrences(self, text: str) -> list[tuple[int, int, str]]:
+        """Every occurrence of a source term in ``text`` (overlapping ones too) as (start, end, target term), in one
+        walk of `_trie` from each character: time linear in the text times the longest term matched, whatever the
+        glossary's size."""
+        found: list[tuple[int, int, str]] = []
+        root = self._trie
+        for start in range(len(text)):
+            node = root.get(text[start])
+            end = start + 1
+            while node is not None:
+                term = node.get(_TERM)
+                if (
+                    term is not None
+                    and not (term[1] and start and _WORD.match(text[start - 1]))
+                    and not (term[2] and end < len(text) and _WORD.match(text[end]))
+                ):
+                    found.append((start, end, term[0]))
+                node = node.get(text[end]) if end < len(text) else None
+                end += 1
+        return found
+
     def terms_for(self, text: str) -> list[str]:
         """The target terms that apply to the source ``text`` (module docstring), each once, in the order of
         their first occurrence."""
-        found: list[tuple[int, int, str]] = []
-        for source, target in self.entries:
-            pattern = re.escape(source)
-            if _word_edge(source[0]):
-                pattern = r"(?<!\w)" + pattern
-            if _word_edge(source[-1]):
-                pattern += r"(?!\w)"
-            found += [(m.start(), m.end(), target) for m in re.finditer(pattern, text)]
+        found = self._occurrences(text)
         # the longer of two overlapping occurrences wins
         kept: list[tuple[int, int, str]] = []
         for start, end, target in sorted(found, key=lambda f: (f[0] - f[1], f[0])):
@@ -118,6 +150,40 @@ def read_glossary(path: str | Path) -> Glossary:
         return Glossary.from_pairs(pairs)
     except ValueError as err:
         raise ValueError(f"--glossary {str(path)!r}: {err}") from None
+
+
+def _shown(term: str, most: int = 40) -> str:
+    """A term as an error message shows it: quoted, cut after ``most`` characters."""
+    return repr(term if len(term) <= most else term[:most] + "...")
+
+
+def check_terms(tokenizer: Any, glossary: Glossary, positions: int | None) -> None:
+    """`ValueError` naming the target terms of ``glossary`` that the model cannot write, which constrained beam
+    search could only drop: a term the tokenizer writes with the unknown token (characters its vocabulary lacks)
+    or with no token at all, and a term of more tokens than the decoder's ``positions`` leave room for (its start
+    and end tokens aside; None: no limit). Each target term is tokenized once."""
+    targets = list(dict.fromkeys(target for _, target in glossary.entries))
+    encoded = tokenizer(text_target=targets, add_special_tokens=False)["input_ids"]
+    unknown = getattr(tokenizer, "unk_token_id", None)
+    room = None if positions is None else positions - 2
+    problems = []
+    for term, ids in zip(targets, encoded):
+        if not ids:
+            problems.append(f"{_shown(term)} (the tokenizer writes it with no token)")
+        elif unknown is not None and unknown in ids:
+            problems.append(
+                f"{_shown(term)} (the tokenizer writes it with the unknown token: its vocabulary lacks a character)"
+            )
+        elif room is not None and len(ids) > room:
+            problems.append(
+                f"{_shown(term)} ({len(ids)} tokens, more than the {room} the decoder's positions hold)"
+            )
+    if problems:
+        more = f" and {len(problems) - 5} more" if len(problems) > 5 else ""
+        raise ValueError(
+            f"the glossary has {len(problems)} target term(s) the model cannot write: {'; '.join(problems[:5])}"
+            f"{more}: correct or remove them"
+        )
 
 
 def term_ids(tokenizer: Any, terms: Sequence[str]) -> list[list[int]]:

@@ -31,7 +31,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .alignment import WordAlignment
-from .markup_parse import BLOCK, KEPT_INLINE, SPACE, VERBATIM, VOID, Segment, TagRules, parse_parts
+from .markup_parse import (
+    BLOCK,
+    KEPT_INLINE,
+    MAX_DEPTH,
+    SPACE,
+    VERBATIM,
+    VOID,
+    MarkupTooDeep,
+    Segment,
+    TagRules,
+    parse_parts,
+)
 from .markup_project import BRIDGED, proportional_alignment
 from .markup_render import render_segment
 
@@ -39,10 +50,12 @@ __all__ = [
     "BLOCK",
     "BRIDGED",
     "KEPT_INLINE",
+    "MAX_DEPTH",
     "SPACE",
     "VERBATIM",
     "VOID",
     "Document",
+    "MarkupTooDeep",
     "Segment",
     "TagRules",
     "proportional_alignment",
@@ -84,7 +97,8 @@ class Document:
         return "".join(out)
 
 
-def split_document(document: str, rules: TagRules | None = None) -> Document:
-    """``document`` (HTML or XML, parsed by the standard library's `html.parser`) as markup and segments
-    (`inference.markup_parse`), tags classed by ``rules`` where they name them."""
-    return Document(parse_parts(document, rules or TagRules()))
+def split_document(document: str, rules: TagRules | None = None, max_depth: int = MAX_DEPTH) -> Document:
+    """``document`` (HTML or XML) as markup and segments (`inference.markup_parse`), tags classed by ``rules``
+    where they name them; `MarkupTooDeep` (a `ValueError`) where more than ``max_depth`` elements are open at
+    once."""
+    return Document(parse_parts(document, rules or TagRules(), max_depth))

@@ -15,6 +15,11 @@ words are in the segment's text, so the model reads them in context, and the ele
 (`Element.kept`). `TagRules` adds to these rules the caller's own tag names (DeepL's ``splitting_tags``,
 ``non_splitting_tags`` and ``ignore_tags``): elements that always end a segment, elements that never do, elements
 kept as written.
+
+The document is read in one pass (`_Scanner`) whose time and memory are linear in its length: a tag, a quoted
+attribute value or a comment not closed before the end takes the rest of the document as markup, as a browser
+reads it. A document with more than ``max_depth`` elements open at once (`MAX_DEPTH` by default) is refused
+(`MarkupTooDeep`) before anything else is built.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
+from html import unescape
 
 # elements that end a segment (and any element that holds one of them)
 BLOCK = frozenset(
@@ -41,6 +46,24 @@ VOID = frozenset("area base br col embed hr img input link meta param source tra
 SPACE = re.compile(r"[ \t\n\r\f]+")
 
 
+# the most elements open at once in a document (`MarkupTooDeep` beyond it), the default of `split_document` and of
+# `vanilla-transformer serve --max_markup_depth`: as deep as a browser's parser builds a page (Chromium's 512)
+MAX_DEPTH = 512
+
+
+class MarkupTooDeep(ValueError):
+    """A document whose elements nest deeper than the limit: ``depth`` (the most open at once when it was
+    refused) and ``limit``."""
+
+    def __init__(self, depth: int, limit: int) -> None:
+        super().__init__(
+            f"the markup nests more than {limit} elements deep (the limit max_markup_depth={limit}): close its "
+            "elements (each start tag with its end tag) or raise the limit (--max_markup_depth)"
+        )
+        self.depth = depth
+        self.limit = limit
+
+
 @dataclass
 class _Event:
     """One construct of the document: its kind (start, end, text, other), the lowercased tag name of a tag, the
@@ -54,49 +77,121 @@ class _Event:
     attrs: list[tuple[str, str | None]] = field(default_factory=list)
 
 
-class _Events(HTMLParser):
-    """The document as `_Event`s in order, each with its offsets (the parser's positions)."""
+# the elements whose content is text up to their end tag (as the standard library's `html.parser` reads them)
+_RAW_TEXT_END = {name: re.compile(rf"</\s*{name}\s*>", re.IGNORECASE) for name in ("script", "style")}
+_TAG_NAME = re.compile(r"</?([a-zA-Z][^\t\n\r\f />\x00]*)")
+_GAP = re.compile(r"(?:\s|/(?!>))*")
+_ATTRIBUTE_NAME = re.compile(r"[^\s/>][^\s/=>]*")
+_EQUALS = re.compile(r"\s*=+\s*")
+_UNQUOTED = re.compile(r"[^>\s]*")
+
+
+class _Scanner:
+    """The constructs of a document in order, in one pass: each step consumes what it reads, and a construct not
+    closed before the end of the document (a tag, a quoted attribute value, a comment) takes the rest of it, as a
+    browser reads it, so the work and the memory are linear in the document's length whatever it holds."""
 
     def __init__(self, document: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.lines = [0, *(m.end() for m in re.finditer("\n", document))]
+        self.document = document
         self.events: list[_Event] = []
+        # where the text not yet added starts
+        self.text_from = 0
 
-    def _add(self, kind: str, name: str = "", text: str = "", attrs: list | None = None) -> None:
-        line, column = self.getpos()
-        self.events.append(_Event(kind, name, text, self.lines[line - 1] + column, attrs=attrs or []))
+    def scan(self) -> list[_Event]:
+        document, at = self.document, 0
+        while True:
+            at = document.find("<", at)
+            if at < 0:
+                break
+            after = self._construct(at)
+            at = after if after is not None else at + 1
+        self._text(len(document))
+        return self.events
 
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        self._add("start", tag, attrs=attrs)
+    def _text(self, end: int, raw: bool = False) -> None:
+        """The text from `text_from` to ``end`` (character references resolved unless ``raw``)."""
+        if end > self.text_from:
+            text = self.document[self.text_from : end]
+            self.events.append(_Event("text", "", text if raw else unescape(text), self.text_from))
+        self.text_from = end
 
-    def handle_startendtag(self, tag: str, attrs: list) -> None:
-        self._add("void", tag, attrs=attrs)
+    def _add(self, kind: str, begin: int, end: int, name: str = "", attrs: list | None = None) -> int:
+        self._text(begin)
+        self.events.append(_Event(kind, name, "", begin, attrs=attrs or []))
+        self.text_from = end
+        return end
 
-    def handle_endtag(self, tag: str) -> None:
-        self._add("end", tag)
+    def _until(self, begin: int, marker: str, start: int) -> int:
+        """A construct from ``begin`` that ends after the first ``marker`` from ``start`` (at the document's end
+        without one), added as markup without words."""
+        close = self.document.find(marker, start)
+        return self._add("other", begin, len(self.document) if close < 0 else close + len(marker))
 
-    def handle_data(self, data: str) -> None:
-        self._add("text", text=data)
+    def _construct(self, at: int) -> int | None:
+        """Add the construct that starts with the "<" at ``at`` and return where the next one may start; None where
+        the "<" is text."""
+        document = self.document
+        if document.startswith("<!--", at):
+            return self._until(at, "-->", at + 4)
+        if document.startswith("<![CDATA[", at):
+            return self._until(at, "]]>", at + 9)
+        if document.startswith(("<!", "<?"), at):
+            return self._until(at, ">", at + 2)
+        name = _TAG_NAME.match(document, at)
+        if document.startswith("</", at):
+            close = document.find(">", at + 2)
+            end = len(document) if close < 0 else close + 1
+            if name is None or close < 0:
+                return self._add("other", at, end)
+            return self._add("end", at, end, name[1].lower())
+        if name is None:
+            return None
+        return self._start_tag(at, name[1].lower(), name.end())
 
-    def handle_comment(self, data: str) -> None:
-        self._add("other")
+    def _start_tag(self, at: int, name: str, pos: int) -> int:
+        """Add the start tag named ``name`` at ``at`` whose attributes start at ``pos`` (and the text of a raw text
+        element after it); the rest of the document as markup where the tag is not closed."""
+        document = self.document
+        attrs: list[tuple[str, str | None]] = []
+        while True:
+            pos = _GAP.match(document, pos).end()  # type: ignore[union-attr]
+            if document.startswith("/>", pos):
+                return self._add("void", at, pos + 2, name, attrs)
+            if document.startswith(">", pos):
+                end = self._add("start", at, pos + 1, name, attrs)
+                return self._raw_text(name, end) if name in _RAW_TEXT_END else end
+            if pos >= len(document):
+                return self._add("other", at, len(document))
+            attribute = _ATTRIBUTE_NAME.match(document, pos)
+            pos = attribute.end()  # type: ignore[union-attr]
+            equals = _EQUALS.match(document, pos)
+            if equals is None:
+                attrs.append((attribute[0].lower(), None))  # type: ignore[index]
+                continue
+            pos = equals.end()
+            quote = document[pos : pos + 1]
+            if quote in ("'", '"'):
+                close = document.find(quote, pos + 1)
+                if close < 0:
+                    return self._add("other", at, len(document))
+                value, pos = document[pos + 1 : close], close + 1
+            else:
+                unquoted = _UNQUOTED.match(document, pos)
+                value, pos = unquoted[0], unquoted.end()  # type: ignore[index, union-attr]
+            attrs.append((attribute[0].lower(), unescape(value)))  # type: ignore[index]
 
-    def handle_decl(self, decl: str) -> None:
-        self._add("other")
-
-    def handle_pi(self, data: str) -> None:
-        self._add("other")
-
-    def unknown_decl(self, data: str) -> None:
-        self._add("other")
+    def _raw_text(self, name: str, start: int) -> int:
+        """The text of a raw text element from ``start`` up to its end tag (the document's end without one)."""
+        close = _RAW_TEXT_END[name].search(self.document, start)
+        end = close.start() if close else len(self.document)
+        self._text(end, raw=True)
+        return end
 
 
 def _events(document: str) -> list[_Event]:
-    """`_Events` of ``document``, each with its end offset, start tags of void elements as voids."""
-    parser = _Events(document)
-    parser.feed(document)
-    parser.close()
-    events = parser.events
+    """The constructs of ``document`` (`_Scanner`), each with its end offset, start tags of void elements as
+    voids."""
+    events = _Scanner(document).scan()
     for event, after in zip(events, [*events[1:], None]):
         event.end = after.begin if after is not None else len(document)
         if event.kind == "start" and event.name in VOID:
@@ -104,23 +199,29 @@ def _events(document: str) -> list[_Event]:
     return events
 
 
-def _match(events: list[_Event]) -> dict[int, int]:
+def _match(events: list[_Event], max_depth: int) -> dict[int, int]:
     """For each start tag (its index), the index of the end tag that closes it, or where it is closed implicitly
     (by an enclosing element's end tag, or the document's end: ``len(events)``). An end tag without a start tag
-    becomes a stray (kind "other")."""
+    becomes a stray (kind "other"). `MarkupTooDeep` where more than ``max_depth`` elements are open at once."""
     closes: dict[int, int] = {}
     stack: list[int] = []
+    # the positions in the stack of the open elements of each name
+    open_named: dict[str, list[int]] = {}
     for k, event in enumerate(events):
         if event.kind == "start":
+            open_named.setdefault(event.name, []).append(len(stack))
             stack.append(k)
+            if len(stack) > max_depth:
+                raise MarkupTooDeep(len(stack), max_depth)
         elif event.kind == "end":
-            opened = [i for i in stack if events[i].name == event.name]
+            opened = open_named.get(event.name)
             if not opened:
                 event.kind = "other"
                 continue
-            while stack[-1] != opened[-1]:
-                closes[stack.pop()] = k
-            closes[stack.pop()] = k
+            for _ in range(len(stack) - opened[-1]):
+                start = stack.pop()
+                open_named[events[start].name].pop()
+                closes[start] = k
     for k in stack:
         closes[k] = len(events)
     return closes
@@ -144,9 +245,14 @@ def _holding_blocks(events: list[_Event], closes: dict[int, int], rules: TagRule
     return holds
 
 
-def _has_words(events: list[_Event], start: int, close: int) -> bool:
-    """Whether the element from ``start`` to ``close`` holds text other than whitespace."""
-    return any(event.kind == "text" and SPACE.sub("", event.text) for event in events[start + 1 : close])
+def _words_before(events: list[_Event]) -> list[int]:
+    """For each index k (up to ``len(events)``), how many of the events before it are text other than
+    whitespace: an element from ``start`` to ``close`` holds words where the count grows between ``start + 1`` and
+    ``close``."""
+    before = [0]
+    for event in events:
+        before.append(before[-1] + (event.kind == "text" and bool(SPACE.sub("", event.text))))
+    return before
 
 
 def _span_end(document: str, events: list[_Event], close: int) -> int:
@@ -254,9 +360,10 @@ class _Builder:
     """Collects one segment of ``document`` from its ``events``, starting at document offset ``begin``: its text
     (whitespace collapsed as it comes), elements and items."""
 
-    def __init__(self, document: str, events: list[_Event], begin: int) -> None:
+    def __init__(self, document: str, events: list[_Event], words_before: list[int], begin: int) -> None:
         self.document = document
         self.events = events
+        self.words_before = words_before
         self.begin = begin
         self.text = ""
         self.plain = ""
@@ -271,7 +378,7 @@ class _Builder:
         offset = len(self.text)
         if event.kind == "text":
             self.add_text(event.text)
-        elif event.kind == "start" and _has_words(self.events, k, close):
+        elif event.kind == "start" and self.words_before[close] > self.words_before[k + 1]:
             return self._add_element(k, close, kept)
         elif event.kind == "start":
             markup = self.document[event.begin : _span_end(self.document, self.events, close)]
@@ -351,11 +458,13 @@ def _between_segments(
     return None
 
 
-def parse_parts(document: str, rules: TagRules) -> list[str | Segment]:
-    """``document`` (HTML or XML, parsed by the standard library's `html.parser`) in order as markup written as it
-    is (str) and `Segment`s (module docstring), tags classed by ``rules`` where they name them."""
+def parse_parts(document: str, rules: TagRules, max_depth: int = MAX_DEPTH) -> list[str | Segment]:
+    """``document`` (HTML or XML) in order as markup written as it is (str) and `Segment`s (module docstring), tags
+    classed by ``rules`` where they name them; `MarkupTooDeep` where more than ``max_depth`` elements are open at
+    once. Time and memory are linear in the document's length (times its depth for the markup of its segments)."""
     events = _events(document)
-    closes = _match(events)
+    closes = _match(events, max_depth)
+    words_before = _words_before(events)
     holds_block = _holding_blocks(events, closes, rules)
     parts: list[str | Segment] = []
     builder: _Builder | None = None
@@ -365,7 +474,7 @@ def parse_parts(document: str, rules: TagRules) -> list[str | Segment]:
         last = _between_segments(events, k, close, rules, holds_block)
         if last is None:
             if builder is None:
-                builder = _Builder(document, events, event.begin)
+                builder = _Builder(document, events, words_before, event.begin)
             k = builder.add(k, close, rules.kept(event))
             continue
         if builder is not None:

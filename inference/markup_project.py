@@ -23,6 +23,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import regex
@@ -63,7 +64,17 @@ class Projection:
 
     def stack(self, j: int) -> tuple[Element, ...]:
         """The elements (not kept as written) that go around target word ``j``, outermost first."""
-        return tuple(e for e in self.around if self.ranges[e.order][0] <= j <= self.ranges[e.order][1])
+        return self._stacks[j] if j < len(self._stacks) else ()
+
+    @cached_property
+    def _stacks(self) -> list[tuple[Element, ...]]:
+        """`stack` of each target word, in one pass over the elements' ranges."""
+        stacks: list[list[Element]] = [[] for _ in self.spans]
+        for element in self.around:
+            low, high = self.ranges[element.order]
+            for j in range(low, min(high + 1, len(stacks))):
+                stacks[j].append(element)
+        return [tuple(stack) for stack in stacks]
 
 
 def proportional_alignment(source_words: int, target_words: int) -> WordAlignment:
@@ -92,10 +103,11 @@ def _target_words(words: list[int], linked: dict[int, set[int]], weights: np.nda
     columns = [i for i in words if i < weights.shape[1]]
     if not columns or not count or len(weights) < count:
         return found
-    attention = weights[:count, columns].max(axis=1)
+    reached = weights[:count, columns]
+    attention = reached.max(axis=1)
     if not found:
         return {int(np.argmax(attention))}
-    core = found & {int(np.argmax(weights[:count, i])) for i in columns}
+    core = found & set(np.argmax(reached, axis=0).tolist())
     if not core:
         return found
     floor = 0.5 * max(attention[j] for j in core)
@@ -121,18 +133,26 @@ def _bridged(words: set[int]) -> set[int]:
     return filled
 
 
+def _source_words(source: list[tuple[int, int]], element: Element) -> list[int]:
+    """The source words (of the word spans ``source``, in order, apart) that ``element``'s characters reach."""
+    first = bisect.bisect_right(source, element.begin, key=lambda span: span[1])
+    last = bisect.bisect_left(source, element.end, key=lambda span: span[0])
+    return list(range(first, last))
+
+
 def _trims(text: str, words: list[tuple[int, int]], element: Element) -> tuple[bool, bool]:
     """Whether ``element`` starts inside a word after nothing but punctuation (``"<b>Hi``), and whether it ends
     inside a word before nothing but punctuation (``run</b>.``)."""
-    starts = [
-        begin < element.begin < end and bool(_PUNCTUATION.fullmatch(text[begin : element.begin]))
-        for begin, end in words
-    ]
-    ends = [
-        begin < element.end < end and bool(_PUNCTUATION.fullmatch(text[element.end : end]))
-        for begin, end in words
-    ]
-    return any(starts), any(ends)
+
+    def inside(offset: int) -> tuple[int, int] | None:
+        k = bisect.bisect_right(words, offset, key=lambda span: span[0]) - 1
+        return words[k] if k >= 0 and words[k][0] < offset < words[k][1] else None
+
+    start, end = inside(element.begin), inside(element.end)
+    return (
+        start is not None and bool(_PUNCTUATION.fullmatch(text[start[0] : element.begin])),
+        end is not None and bool(_PUNCTUATION.fullmatch(text[element.end : end[1]])),
+    )
 
 
 def _longest_run(words: set[int]) -> tuple[int, int]:
@@ -166,7 +186,7 @@ def _element_ranges(
     word spans), an element covering its children."""
     ranges: dict[int, tuple[int, int]] = {}
     for element in elements:
-        words = [i for i, (begin, end) in enumerate(source) if begin < element.end and element.begin < end]
+        words = _source_words(source, element)
         found = _target_words(words, linked, weights, count)
         if found:
             ranges[element.order] = _longest_run(_bridged(found))
@@ -199,13 +219,17 @@ def _with_words_shown(
 ) -> dict[int, tuple[int, int]]:
     """``ranges`` without the elements (not kept as written) all of whose target words (of ``count``) are
     ``replaced`` by elements kept as written: they have no word of their own left."""
-    shown = set(range(count)) - replaced
+    # how many of the target words before each are shown
+    shown_before = [0]
+    for j in range(count):
+        shown_before.append(shown_before[-1] + (j not in replaced))
     hidden = {
         element.order
         for element in elements
         if element.kept is None
         and element.order in ranges
-        and not shown.intersection(range(ranges[element.order][0], ranges[element.order][1] + 1))
+        and shown_before[min(ranges[element.order][1] + 1, count)]
+        == shown_before[min(ranges[element.order][0], count)]
     }
     return {order: words for order, words in ranges.items() if order not in hidden}
 
@@ -222,6 +246,10 @@ def _anchored_items(
     source word after it, past the words ``covered`` by an element kept as written (``count``: at the end)."""
     starts = [begin for begin, _ in source]
     ends = {end: i for i, (_, end) in enumerate(source)}
+    # the first target word aligned with each source word or the first linked one after it (``count``: none)
+    reached = [count] * (len(source) + 1)
+    for i in reversed(range(len(source))):
+        reached[i] = min(linked[i]) if i in linked else reached[i + 1]
     items_at: dict[int, list[Item]] = {}
     items_after: dict[int, list[Item]] = {}
     for item in sorted(items, key=lambda item: item.offset):
@@ -229,9 +257,7 @@ def _anchored_items(
         if touched is not None and touched in linked:
             items_after.setdefault(max(linked[touched]), []).append(item)
             continue
-        following = bisect.bisect_left(starts, item.offset)
-        reached = [min(linked[i]) for i in range(following, len(source)) if i in linked]
-        position = reached[0] if reached else count
+        position = reached[bisect.bisect_left(starts, item.offset)]
         while position in covered:
             position += 1
         items_at.setdefault(position, []).append(item)

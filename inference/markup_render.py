@@ -45,8 +45,9 @@ def _switch(opened: Sequence[Element], wanted: Sequence[Element]) -> list[str]:
 def _within(elements: Sequence[Element], allowed: Sequence[Element]) -> tuple[Element, ...]:
     """The longest prefix of ``elements`` that ``allowed`` holds."""
     inside = []
+    held = {id(element) for element in allowed}
     for element in elements:
-        if element not in allowed:
+        if id(element) not in held:
             break
         inside.append(element)
     return tuple(inside)

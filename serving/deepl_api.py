@@ -33,7 +33,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from vanilla_transformer.inference.markup import TagRules
+from vanilla_transformer.inference.markup import MAX_DEPTH, TagRules
 
 from .dialects import dialect_router, first, read_fields
 from .documents import translate_documents
@@ -69,11 +69,18 @@ def _tag_names(fields: dict[str, Any], name: str) -> list[str]:
 
 
 def _lanes(
-    lanes: Lanes, texts: list[str], source: Any, target: Any, markup: bool, tags: TagRules | None = None
+    lanes: Lanes,
+    texts: list[str],
+    source: Any,
+    target: Any,
+    markup: bool,
+    tags: TagRules | None = None,
+    max_depth: int = MAX_DEPTH,
 ) -> list[Lane]:
     """The model of each text: the one from ``source_lang`` into ``target_lang``; without ``source_lang``, the
     one among the models into ``target_lang`` that reads most of the text (`serving.lanes.Lanes.detect`).
-    `RequestError` (400) for languages the server does not translate."""
+    `RequestError` (400) for languages the server does not translate, (413) for markup nesting more than
+    ``max_depth`` elements."""
     if not target or not isinstance(target, str):
         raise RequestError(400, "Value for 'target_lang' not supported or missing: send target_lang")
     if source is not None and not isinstance(source, str):
@@ -82,7 +89,7 @@ def _lanes(
     found = lanes.select(wanted, model_language(target), NAMES, need_pair=True)
     if len(found) == 1:
         return [found[0]] * len(texts)
-    return [lanes.detect(text, found, markup, tags)[0] for text in texts]
+    return [lanes.detect(text, found, markup, tags, max_depth)[0] for text in texts]
 
 
 def _request(fields: dict[str, Any], form: bool) -> tuple[list[str], Any, str, TagRules]:
@@ -112,13 +119,14 @@ async def translate(request: Request, state: Server) -> Any:
         fields, form = await read_fields(request)
         texts, tags, split, rules = _request(fields, form)
         source, target = first(fields, "source_lang", form), first(fields, "target_lang", form)
-        lanes = _lanes(state.lanes, texts, source, target, bool(tags), rules)
+        lanes = _lanes(state.lanes, texts, source, target, bool(tags), rules, state.limits.max_markup_depth)
         nbest = await translate_documents(
             texts,
             lanes,
             lambda lane: DecodingRequest(),
             request,
             max_texts=state.limits.max_texts,
+            max_depth=state.limits.max_markup_depth,
             markup=bool(tags),
             split_sentences=split != "0",
             newlines=split == "1",

@@ -18,7 +18,7 @@ from fastapi import Request
 
 from vanilla_transformer.inference.alignment import WordAlignment
 from vanilla_transformer.inference.documents import DocumentPlan, TranslatedDocument
-from vanilla_transformer.inference.markup import TagRules
+from vanilla_transformer.inference.markup import MAX_DEPTH, MarkupTooDeep, TagRules
 
 from .lanes import Lane
 from .options import DecodingRequest, RequestError
@@ -35,22 +35,33 @@ async def translate_documents(
     split_sentences: bool = False,
     newlines: bool = True,
     tags: TagRules | None = None,
+    max_depth: int = MAX_DEPTH,
 ) -> list[list[str]]:
     """The n-best lists of ``texts``, text i by ``lanes[i]`` with ``options(lane)``: with ``markup`` each text is
     HTML or XML translated by segments with its inline markup put back (`inference.markup`; ``tags``: the caller's
     `TagRules`); with ``split_sentences`` each text (each segment) is translated sentence by sentence and put back
     together (`inference.sentences`; ``newlines`` False: line breaks are spaces), hypothesis k of the whole made of
     hypothesis k of each sentence (its last when it has fewer). Every text, and with ``markup`` every segment,
-    counts toward ``max_texts`` (`RequestError` 413); sentences do not."""
+    counts toward ``max_texts`` (`RequestError` 413); sentences do not. A document nesting more than ``max_depth``
+    elements is refused (`RequestError` 413). Parsing and rendering run in a worker thread, never on the event
+    loop."""
     plans = await plan_documents(
-        texts, lanes, markup=markup, split_sentences=split_sentences, newlines=newlines, tags=tags
+        texts,
+        lanes,
+        markup=markup,
+        split_sentences=split_sentences,
+        newlines=newlines,
+        tags=tags,
+        max_depth=max_depth,
     )
     check_count(plans, max_texts)
     translated = await translate_plans(plans, lanes, options, connection, max_texts)
     if not markup:
         return [document.render() for document in translated]
     aligned = await align_pairs([document.pairs() for document in translated], lanes)
-    return [document.render(found) for document, found in zip(translated, aligned)]
+    return await asyncio.to_thread(
+        lambda: [document.render(found) for document, found in zip(translated, aligned)]
+    )
 
 
 def check_count(plans: Sequence[DocumentPlan], max_texts: int) -> None:
@@ -74,9 +85,11 @@ async def plan_documents(
     split_sentences: bool,
     newlines: bool = True,
     tags: TagRules | None = None,
+    max_depth: int = MAX_DEPTH,
 ) -> list[DocumentPlan]:
-    """The `DocumentPlan` of each text, its sentences cut by the rules of its lane's source language (in a worker
-    thread: up to a few seconds for a request at max_request_bytes)."""
+    """The `DocumentPlan` of each text, its sentences cut by the rules of its lane's source language, in a worker
+    thread (linear in the texts' length, but up to a few hundred milliseconds for a request at
+    max_request_bytes); `RequestError` (413) for a document nesting more than ``max_depth`` elements."""
 
     def plans() -> list[DocumentPlan]:
         return [
@@ -87,11 +100,15 @@ async def plan_documents(
                 split_sentences=split_sentences,
                 language=lane.pair[0] if lane.pair else None,
                 newlines=newlines,
+                max_depth=max_depth,
             )
             for text, lane in zip(texts, lanes)
         ]
 
-    return await asyncio.to_thread(plans) if split_sentences else plans()
+    try:
+        return await asyncio.to_thread(plans) if split_sentences or markup else plans()
+    except MarkupTooDeep as err:
+        raise RequestError(413, str(err)) from err
 
 
 async def translate_plans(

@@ -28,9 +28,9 @@ from fastapi import Request
 from vanilla_transformer.inference.alignment import WordAlignment
 from vanilla_transformer.inference.glossary import Glossary
 from vanilla_transformer.inference.languages import iso_language, model_languages, shown_codes
-from vanilla_transformer.inference.markup import TagRules
+from vanilla_transformer.inference.markup import MAX_DEPTH, TagRules
 from vanilla_transformer.inference.translate import Hypothesis
-from vanilla_transformer.modeling import max_source_length
+from vanilla_transformer.modeling import max_source_length, position_limit
 
 from .batcher import Batcher
 from .options import (
@@ -222,7 +222,12 @@ class Lane:
         """The generate kwargs of ``request`` and its work in tokens x rows; `RequestError` (422) for options
         or texts over the rules and limits."""
         kwargs = generate_kwargs(request)
-        glossary = request_glossary(self.glossary, getattr(request, "glossary", None))
+        glossary = request_glossary(
+            self.glossary,
+            getattr(request, "glossary", None),
+            self.served.tokenizer,
+            position_limit(getattr(self.served.model, "config", None)),
+        )
         if glossary is not None:
             kwargs["glossary"] = glossary
         check_request(
@@ -473,16 +478,25 @@ class Lanes:
         return None
 
     def detect(
-        self, text: str, lanes: Sequence[Lane], markup: bool = False, tags: TagRules | None = None
+        self,
+        text: str,
+        lanes: Sequence[Lane],
+        markup: bool = False,
+        tags: TagRules | None = None,
+        max_depth: int = MAX_DEPTH,
     ) -> tuple[Lane, float]:
         """The lane of ``lanes`` for the source language of ``text`` (with ``markup``, of the text of its segments,
-        cut by ``tags``) and the confidence in percent: the language detector's (`detect_source`), else the lane
-        whose vocabulary reads the largest share of the text (`Lane.read_share`), the first of them on a tie, and
-        that share."""
+        cut by ``tags``; `RequestError` 413 for markup nesting more than ``max_depth`` elements) and the confidence
+        in percent: the language detector's (`detect_source`), else the lane whose vocabulary reads the largest
+        share of the text (`Lane.read_share`), the first of them on a tie, and that share."""
         if markup:
-            from vanilla_transformer.inference.markup import split_document
+            from vanilla_transformer.inference.markup import MarkupTooDeep, split_document
 
-            text = " ".join(segment.text for segment in split_document(text, tags).segments)
+            try:
+                segments = split_document(text, tags, max_depth).segments
+            except MarkupTooDeep as err:
+                raise RequestError(413, str(err)) from err
+            text = " ".join(segment.text for segment in segments)
         detected = self.detect_source(text, lanes)
         if detected is not None:
             return detected

@@ -128,7 +128,10 @@ async def translate(request: Request, state: Server) -> Any:
         found = state.lanes.select(str(source), str(target), need_pair=True)
         # source=auto: each text goes to the model, among those into the target, that reads most of it
         chosen = [
-            state.lanes.detect(text, found, html) if source == "auto" else (found[0], 100.0) for text in texts
+            state.lanes.detect(text, found, html, max_depth=state.limits.max_markup_depth)
+            if source == "auto"
+            else (found[0], 100.0)
+            for text in texts
         ]
         nbest = await translate_documents(
             texts,
@@ -136,6 +139,7 @@ async def translate(request: Request, state: Server) -> Any:
             lambda lane: _options(lane, alternatives),
             request,
             max_texts=state.limits.max_texts,
+            max_depth=state.limits.max_markup_depth,
             markup=html,
             split_sentences=True,
         )

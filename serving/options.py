@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 
+from vanilla_transformer.inference.markup_parse import MAX_DEPTH
 from vanilla_transformer.modeling import DECODING_OPTIONS
 
 DECODING_FIELDS = (
@@ -210,6 +211,9 @@ class Limits:
     max_num_beams: int = _limit(8, "largest num_beams")
     max_num_return_sequences: int = _limit(8, "largest num_return_sequences (n-best or samples per text)")
     max_streams: int = _limit(4, "streams decoding at once")
+    max_markup_depth: int = _limit(
+        MAX_DEPTH, "most elements open at once in an HTML or XML text (format html, tag_handling), else 413"
+    )
     body_timeout_s: float = _limit(30.0, "seconds a request body may take to arrive (then 408)")
     idle_timeout_s: float = _limit(5.0, "seconds an idle keep-alive connection is kept open")
 
@@ -236,14 +240,19 @@ def generate_kwargs(request: DecodingRequest) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None}
 
 
-def request_glossary(server: Glossary | None, given: dict[str, str] | None) -> Glossary | None:
+def request_glossary(
+    server: Glossary | None, given: dict[str, str] | None, tokenizer: Any, positions: int | None
+) -> Glossary | None:
     """The glossary a request translates with: the server's, with the request's entries over it (None: neither);
-    `RequestError` (422) for an entry without a source term."""
+    `RequestError` (422) for an entry without a source term, and for target terms of the request that the model
+    cannot write (`inference.glossary.check_terms` with ``tokenizer`` and the decoder's ``positions``; the
+    server's own terms are checked when it starts)."""
     if not given:
         return server
-    from vanilla_transformer.inference.glossary import Glossary
+    from vanilla_transformer.inference.glossary import Glossary, check_terms
 
     try:
+        check_terms(tokenizer, Glossary.from_pairs(given.items()), positions)
         return Glossary.from_pairs({**dict(server.entries if server else ()), **given}.items())
     except ValueError as err:
         raise RequestError(422, str(err)) from err

@@ -100,6 +100,7 @@ async def translate_as_documents(
         lambda _: request,
         connection,
         max_texts=state.limits.max_texts,
+        max_depth=state.limits.max_markup_depth,
         markup=html,
         split_sentences=request.split_sentences,
     )

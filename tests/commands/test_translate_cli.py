@@ -348,3 +348,27 @@ def test_help_explains_the_output_formats_and_their_fields(capsys):
     ):
         assert field in text
     assert "length_penalty" in text and "forced decoding" in text and "nbest" in text
+
+
+def test_html_nesting_deeper_than_the_limit_exit_2_in_one_line(export, monkeypatch, capsys):
+    options = ("--model", str(export), "--format", "html", "--max_markup_depth", "4")
+    code, out, err = run_main(
+        monkeypatch, capsys, *options, stdin="<p>" + "<b>" * 3 + "起初" + "</b>" * 3 + "</p>"
+    )
+    assert code == 0 and out.startswith("<p><b><b><b>") and out.endswith("</b></b></b></p>"), err
+    deep = "<p>" + "<b>" * 4 + "起初" + "</b>" * 4 + "</p>"
+    code, out, err = run_main(monkeypatch, capsys, *options, stdin=deep)
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and out == "" and "Traceback" not in err, err
+    assert last.startswith("error: ") and "more than 4 elements deep" in last and "--max_markup_depth" in last
+
+
+def test_a_glossary_term_the_model_cannot_write_exit_2_naming_it(export, monkeypatch, capsys, tmp_path):
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("起初\tIn the beginning\n神\t\U0001f984\n", encoding="utf-8")
+    code, out, err = run_main(
+        monkeypatch, capsys, "--model", str(export), "--glossary", str(glossary), stdin="起初\n"
+    )
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and out == "" and "Traceback" not in err, err
+    assert last.startswith("error: the glossary has 1 target term(s)") and "'\U0001f984'" in last, last

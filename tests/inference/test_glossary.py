@@ -3,9 +3,13 @@ the word pieces that would continue a completed term, for each kind of tokenizer
 
 from __future__ import annotations
 
+import random
+import re
+
+import pytest
 from helpers.copy_task import copy_tokenizer
 
-from vanilla_transformer.inference.glossary import Glossary, term_ids, word_pieces
+from vanilla_transformer.inference.glossary import Glossary, check_terms, term_ids, word_pieces
 
 
 def test_glossary_matching_rules():
@@ -19,6 +23,55 @@ def test_glossary_matching_rules():
     assert glossary.terms_for("神爱耶稣基督。神说") == ["God", "Jesus Christ"]
     assert glossary.terms_for("Tom met 耶稣") == ["Tom", "Jesus"]
     assert term_ids(copy_tokenizer(), ["x1 x2", "w0"]) == [[15, 16], [4]]
+
+
+def reference_terms(entries: dict[str, str], text: str) -> list[str]:
+    """The terms that apply to ``text`` as the module docstring states the rules, by a search of each term's own
+    pattern (every occurrence), the longer of two overlapping ones kept."""
+    found = []
+    for source, target in entries.items():
+        pattern = re.escape(source)
+        if source[0].isalnum() and not "\u4e00" <= source[0] <= "\u9fff":
+            pattern = r"(?<!\w)" + pattern
+        if source[-1].isalnum() and not "\u4e00" <= source[-1] <= "\u9fff":
+            pattern += r"(?!\w)"
+        found += [(m.start(), m.end(), target) for m in re.finditer(pattern, text)]
+    kept: list[tuple[int, int, str]] = []
+    for start, end, target in sorted(found, key=lambda f: (f[0] - f[1], f[0])):
+        if all(end <= s or start >= e for s, e, _ in kept):
+            kept.append((start, end, target))
+    return list(dict.fromkeys(target for _, _, target in sorted(kept)))
+
+
+def test_the_terms_of_a_text_equal_a_search_of_each_term():
+    """The one walk over all terms (built once per glossary) finds what a search of each term's pattern finds,
+    overlapping and nested terms, word edges and Han terms included."""
+    rnd = random.Random(0)
+    alphabet = "ab c神爱_1é"
+    for _ in range(400):
+        entries = {
+            "".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 4))).strip() or "a": f"t{k}"
+            for k in range(rnd.randint(1, 8))
+        }
+        glossary = Glossary.from_pairs(entries.items())
+        for _ in range(5):
+            text = "".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 30)))
+            assert glossary.terms_for(text) == reference_terms(entries, text), (entries, text)
+
+
+def test_target_terms_the_model_cannot_write_are_named():
+    """A target term written with the unknown token and one longer than the decoder's positions are refused,
+    each named; the terms it can write pass."""
+    tokenizer = copy_tokenizer()
+    check_terms(tokenizer, Glossary.from_pairs([("w1", "x1 x2"), ("w2", "")]), positions=16)
+    long_term = " ".join(["x1"] * 15)
+    glossary = Glossary.from_pairs([("w1", "x1 x2"), ("w2", "x1 zebra"), ("w3", long_term)])
+    with pytest.raises(ValueError, match="2 target term") as refused:
+        check_terms(tokenizer, glossary, positions=16)
+    assert "'x1 zebra' (the tokenizer writes it with the unknown token" in str(refused.value)
+    assert "(15 tokens, more than the 14 the decoder's positions hold)" in str(refused.value)
+    assert "'x1 x2'" not in str(refused.value)
+    check_terms(tokenizer, Glossary.from_pairs([("w3", long_term)]), positions=None)
 
 
 def _fast_tokenizer(model, pre_tokenizer, decoder, corpus):

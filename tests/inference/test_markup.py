@@ -433,3 +433,25 @@ def test_random_well_formed_documents_keep_every_tag_and_stay_well_formed():
         opening = [tag for tag in tags(document) if not tag.startswith("</")]
         written = [tag for tag in tags(rendered) if not tag.startswith("</")]
         assert all(written.count(tag) >= opening.count(tag) for tag in opening), (document, rendered)
+
+
+def test_a_construct_left_open_takes_the_rest_of_the_document_as_markup():
+    """An unclosed tag, quoted attribute value or comment takes the rest of the document as markup written back as
+    it is (as a browser reads it), in one pass however many of them follow."""
+    for rest in ("<a title='x>world</p>", "<!-- world</p>", "<b", "</b", "<a b='" * 2000):
+        document = split_document("<p>Hello " + rest)
+        assert [segment.text for segment in document.segments] == ["Hello"], rest[:40]
+        rendered = document.render(["Hallo"], [None])
+        assert rendered.startswith("<p>Hallo") and rest in rendered, rendered[:80]
+
+
+def test_nesting_deeper_than_the_limit_is_refused():
+    from vanilla_transformer.inference.markup import MarkupTooDeep
+
+    assert split_document("<p>" + "<b>" * 3 + "Hello" + "</b>" * 3, max_depth=4).segments[0].text == "Hello"
+    # unclosed elements count as open, closed ones do not
+    assert split_document("<b>a</b>" * 50, max_depth=1).segments[0].text == "a" * 50
+    for deep in ("<p>" + "<b>" * 4 + "Hello", "<p>" + "<b>" * 4 + "Hello" + "</b>" * 4 + "</p>"):
+        with pytest.raises(MarkupTooDeep, match="more than 4 elements deep") as refused:
+            split_document(deep, max_depth=4)
+        assert refused.value.limit == 4

@@ -58,7 +58,8 @@ def test_request_glossary_and_server_glossary(copier):
 
 
 def test_glossary_refusals_and_openapi(copier):
-    """Sampling with a glossary and an entry without a source term are 422s that say why; an unknown field's
+    """Sampling with a glossary, an entry without a source term and a target term the model cannot write are 422s
+    that say why; an unknown field's
     message lists glossary among the options; the OpenAPI schema explains the field."""
     from vanilla_transformer.serving import start_in_thread
 
@@ -68,8 +69,22 @@ def test_glossary_refusals_and_openapi(copier):
         assert sampled.status_code == 422 and "needs beam search" in sampled.text
         empty = post(running.url, "/translate", {"text": "w6", "glossary": {" ": "x1"}})
         assert empty.status_code == 422 and "empty source term" in empty.text
+        unwritable = post(running.url, "/translate", {"text": "w6", "glossary": {"w6": "x1 zebra"}})
+        assert unwritable.status_code == 422, unwritable.text
+        assert "'x1 zebra' (the tokenizer writes it with the unknown token" in unwritable.json()["detail"]
         unknown = post(running.url, "/translate", {"text": "w6", "glosary": {}})
         assert unknown.status_code == 422 and "glossary" in unknown.text.split("options are")[1]
         schema = httpx.get(running.url + "/openapi.json", timeout=60).json()
         field = schema["components"]["schemas"]["TranslateRequest"]["properties"]["glossary"]
         assert "do-not-translate" in field["description"]
+
+
+def test_serve_refuses_a_glossary_term_the_model_cannot_write(copier, tmp_path, capsys):
+    from vanilla_transformer.commands import serve
+
+    folder, _, _ = copier
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("w6\tx1 x2\nw2\tx1 zebra\n", encoding="utf-8")
+    assert serve.main(["--model", str(folder), "--glossary", str(glossary), "--port", "1"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("error: the glossary has 1 target term(s)") and "'x1 zebra'" in last, last

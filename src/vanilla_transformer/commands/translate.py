@@ -96,6 +96,7 @@ from vanilla_transformer.commands.arguments import (
 )
 from vanilla_transformer.commands.extras import require_extras
 from vanilla_transformer.inference.engines import ENGINE_NAMES
+from vanilla_transformer.inference.markup_parse import MAX_DEPTH
 
 # the decoding options beyond the defaults that translate (and the server) take: n-best and sampling
 SAMPLING_OPTIONS = ("num_return_sequences", "do_sample", "temperature", "top_k", "top_p", "seed")
@@ -135,6 +136,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="text",
         help="text (one line in, one line out; default) or html (stdin is one HTML document, translated with its "
         "markup kept: inline tags placed by word alignments; see above)",
+    )
+    parser.add_argument(
+        "--max_markup_depth",
+        type=int,
+        default=MAX_DEPTH,
+        metavar="N",
+        help=f"--format html: most elements open at once in the document (default {MAX_DEPTH}, as deep as a "
+        "browser builds a page); a deeper document is refused with exit status 2",
     )
     parser.add_argument(
         "--split_sentences",
@@ -218,9 +227,9 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
 
-    from vanilla_transformer.inference.glossary import read_glossary
+    from vanilla_transformer.inference.glossary import check_terms, read_glossary
     from vanilla_transformer.inference.languages import check_languages
-    from vanilla_transformer.modeling import check_generation_arguments
+    from vanilla_transformer.modeling import check_generation_arguments, position_limit
 
     generate_kwargs = decoding_kwargs(args)
     try:
@@ -246,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         model, tokenizer = load_model_from_args(args)
         check_generation_arguments(generate_kwargs, model.generation_config)
         check_languages(tokenizer, model.generation_config, args.src_lang, args.tgt_lang)
+        if glossary is not None:
+            check_terms(tokenizer, glossary, position_limit(model.config))
         if args.alignments:
             from vanilla_transformer.inference.alignment import check_alignable
 
@@ -262,19 +273,25 @@ def main(argv: list[str] | None = None) -> int:
     cast(io.TextIOWrapper, sys.stdin).reconfigure(encoding="utf-8", errors="replace")
     if args.format == "html":
         from vanilla_transformer.inference.documents import translate_document
+        from vanilla_transformer.inference.markup import MarkupTooDeep
 
         document = sys.stdin.read()
-        translated = translate_document(
-            model,
-            tokenizer,
-            document,
-            args.batch_size,
-            split_sentences=args.split_sentences is not None,
-            language=split_language(args) if args.split_sentences is not None else None,
-            **generate_kwargs,
-            glossary=glossary,
-            shortlist=shortlist,
-        )
+        try:
+            translated = translate_document(
+                model,
+                tokenizer,
+                document,
+                args.batch_size,
+                split_sentences=args.split_sentences is not None,
+                language=split_language(args) if args.split_sentences is not None else None,
+                max_depth=args.max_markup_depth,
+                **generate_kwargs,
+                glossary=glossary,
+                shortlist=shortlist,
+            )
+        except MarkupTooDeep as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
         cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
         sys.stdout.write(translated)
         sys.stdout.flush()
@@ -321,7 +338,10 @@ def split_output_lines(
 
 
 def check_html_options(args: argparse.Namespace) -> None:
-    """`ValueError` for the options --format html has no place for: an n-best list, scores, alignments."""
+    """`ValueError` for the options --format html has no place for (an n-best list, scores, alignments) and for a
+    --max_markup_depth below 1."""
+    if args.max_markup_depth < 1:
+        raise ValueError(f"--max_markup_depth {args.max_markup_depth} is invalid: expected an integer >= 1")
     for wanted, name in (
         ((args.num_return_sequences or 1) > 1, f"--num_return_sequences {args.num_return_sequences}"),
         (args.output_format != "text", f"--output_format {args.output_format}"),
