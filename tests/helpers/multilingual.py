@@ -55,21 +55,28 @@ def train_sentencepiece(path: Path, lines: list[str], vocab_size: int, special_i
     return path
 
 
+# the sizes of every tiny model here (M2M100Config's and MarianConfig's names): 2 + 2 layers of width 16, 64
+# positions, no dropout
+TINY = dict(
+    d_model=16,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=32,
+    decoder_ffn_dim=32,
+    max_position_embeddings=64,
+    dropout=0.0,
+    attention_dropout=0.0,
+    activation_dropout=0.0,
+)
+
+
 def m2m100_values(vocab_size: int, seed: int) -> dict:
-    """A tiny M2M100Config's values (2 + 2 pre-LN layers, width 16) over ``vocab_size`` tokens."""
+    """A tiny M2M100Config's values (`TINY`, pre-LN) over ``vocab_size`` tokens."""
     return dict(
         vocab_size=vocab_size,
-        d_model=16,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        max_position_embeddings=64,
-        dropout=0.0,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
+        **TINY,
         activation_function="relu" if seed % 2 else "gelu",
         scale_embedding=bool(seed % 2),
         # tied embeddings (NLLB-200's), or separate encoder, decoder and output matrices
@@ -161,21 +168,11 @@ def marian_multi_target_folder(root: Path) -> Path:
         vocab_size=source_size,
         decoder_vocab_size=target_size,
         share_encoder_decoder_embeddings=False,
-        d_model=16,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        max_position_embeddings=64,
+        **TINY,
         pad_token_id=pad,
         decoder_start_token_id=pad,
         eos_token_id=0,
         forced_eos_token_id=0,
-        dropout=0.0,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
         activation_function="swish",
     )
     torch.manual_seed(3)
