@@ -218,15 +218,22 @@ def pending(job: CorpusJob, ranges: list[tuple[int, int]]) -> list[tuple[int, in
 
 
 def load_translator(job: CorpusJob) -> tuple[PreTrainedModel | EngineModel, PreTrainedTokenizerBase]:
-    """The model and tokenizer of the job, with its decoding options checked against the model."""
+    """The model and tokenizer of the job, with its decoding options and languages checked against the model."""
     from vanilla_transformer.modeling import check_generation_arguments
 
     from .engines import load_engine
+    from .languages import check_languages
 
     model, tokenizer = load_engine(
         job.engine, job.model, device=job.device, trust_remote_code=job.trust_remote_code, dtype=job.dtype
     )
     check_generation_arguments(job.generate_kwargs, model.generation_config)
+    check_languages(
+        tokenizer,
+        model.generation_config,
+        job.generate_kwargs.get("src_lang"),
+        job.generate_kwargs.get("tgt_lang"),
+    )
     return model, tokenizer
 
 

@@ -6,9 +6,10 @@ Decoding settings map to CTranslate2 one for one, so that tokens equal our `gene
 `length_penalty`, `early_stopping=True` -> `patience=1` (stop once `num_beams` hypotheses are finished),
 `max_new_tokens` (or `max_length - 1`) -> `max_decoding_length`, `min_new_tokens` -> `min_decoding_length`,
 `suppress_tokens` and `bad_words_ids` -> `suppress_sequences`, `no_repeat_ngram_size` -> the option of the
-same name, `num_return_sequences` -> `num_hypotheses`. Settings CTranslate2 cannot
+same name, `num_return_sequences` -> `num_hypotheses`; a multilingual model's target-language token (the per-call
+`forced_bos_token_id` of `inference.languages`) -> `target_prefix`. Settings CTranslate2 cannot
 reproduce raise `ValueError` naming them: sampling, `early_stopping` other than True with beams,
-`forced_bos_token_id` / `forced_eos_token_id`, `repetition_penalty` (CTranslate2 penalises other scores than
+`forced_bos_token_id` / `forced_eos_token_id` in the generation config, `repetition_penalty` (CTranslate2 penalises other scores than
 transformers does), diverse beam groups, constraints and the other processors in the registry's
 `ENGINES["ct2"].refused` (`inference.engines`).
 
@@ -98,8 +99,16 @@ class CT2Translator(EngineTranslator):
         if not input_ids:
             return [], []
         source = [[self.source_tokens[i] for i in ids] for ids in input_ids]
+        forced = options.get("forced_bos_token_id")
+        # a multilingual model's target-language token starts every hypothesis (CTranslate2 returns the prefix)
+        prefix = None if forced is None else [[self.target_tokens[forced]]] * len(source)
         results = self.translator.translate_batch(
-            source, return_scores=True, return_end_token=True, use_vmap=use_vmap, **settings
+            source,
+            target_prefix=prefix,
+            return_scores=True,
+            return_end_token=True,
+            use_vmap=use_vmap,
+            **settings,
         )
         ids = [[[self.target_ids[t] for t in hyp] for hyp in result.hypotheses] for result in results]
         return ids, [list(result.scores) for result in results]

@@ -33,16 +33,20 @@ if TYPE_CHECKING:
 class DecodingOptions:
     """The decoding options an engine runtime takes per call (``generate_ids(input_ids, **options)``), with the
     runtimes' defaults: greedy, the folder's generation config's length penalty and length limit (None), one
-    hypothesis per source. Every other setting comes from the folder's generation config."""
+    hypothesis per source, no forced first token. Every other setting comes from the folder's generation config."""
 
     num_beams: int = 1
     length_penalty: float | None = None
     max_new_tokens: int | None = None
     num_return_sequences: int = 1
+    # a multilingual model's target-language token (`inference.languages.target_options`): the first generated
+    # token (CTranslate2: the target prefix)
+    forced_bos_token_id: int | None = None
 
 
-# their names: anything else is refused with the engine's name
-DECODING_OPTIONS = tuple(f.name for f in fields(DecodingOptions))
+# their names that a user sets (the target-language token comes from `inference.languages`): anything else is
+# refused with the engine's name
+DECODING_OPTIONS = tuple(f.name for f in fields(DecodingOptions) if f.name != "forced_bos_token_id")
 
 
 @dataclass(frozen=True)
@@ -275,7 +279,11 @@ class EngineModel:
         check_engine_options(
             self.engine,
             {
-                **{k: v for k, v in kwargs.items() if k not in ("custom_generate", "word_pieces")},
+                **{
+                    k: v
+                    for k, v in kwargs.items()
+                    if k not in ("custom_generate", "word_pieces", "forced_bos_token_id")
+                },
                 "glossary": glossary,
             },
         )

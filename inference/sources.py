@@ -17,22 +17,31 @@ logger = logging.getLogger(__name__)
 
 
 def encode_sources(
-    model: PreTrainedModel | ModelStandIn, tokenizer: PreTrainedTokenizerBase, texts: Sequence[str]
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    texts: Sequence[str],
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
 ) -> list[list[int]]:
-    """The token ids of `texts` as the model reads them: the tokenizer's special tokens added, and sources longer
-    than the model accepts (`modeling.max_source_length`) truncated by the tokenizer, with one warning that gives
-    the count."""
+    """The token ids of `texts` as the model reads them: the tokenizer's special tokens added, the languages of a
+    multilingual model marked (`inference.languages.source_side`: ``src_lang`` and ``tgt_lang`` as
+    `inference.languages.resolve_languages` returns them), and sources longer than the model accepts
+    (`modeling.max_source_length`) truncated by the tokenizer, with one warning that gives the count."""
     from vanilla_transformer.modeling import max_source_length
 
+    from .languages import source_side
+
     limit = max_source_length(model.config, tokenizer)
-    encoded = [list(ids) for ids in tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
-    too_long = [k for k, ids in enumerate(encoded) if limit is not None and len(ids) > limit]
+    with source_side(tokenizer, texts, src_lang, tgt_lang) as texts:
+        encoded = [list(ids) for ids in tokenizer(list(texts), add_special_tokens=True)["input_ids"]]
+        too_long = [k for k, ids in enumerate(encoded) if limit is not None and len(ids) > limit]
+        if too_long:
+            shortened = tokenizer(
+                [texts[k] for k in too_long], add_special_tokens=True, truncation=True, max_length=limit
+            )["input_ids"]
+            for k, ids in zip(too_long, shortened):
+                encoded[k] = list(ids)
     if too_long:
-        shortened = tokenizer(
-            [texts[k] for k in too_long], add_special_tokens=True, truncation=True, max_length=limit
-        )["input_ids"]
-        for k, ids in zip(too_long, shortened):
-            encoded[k] = list(ids)
         logger.warning(
             "%d of %d input lines were longer than %d tokens (the model maximum) and were truncated",
             len(too_long),

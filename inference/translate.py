@@ -142,6 +142,8 @@ def translate_hypotheses(
     glossary: Glossary | None = None,
     decoder: str | None = None,
     shortlist: Shortlist | None = None,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
     **generate_kwargs: Any,
 ) -> list[list[Hypothesis]]:
     """For each line, its `num_return_sequences` `Hypothesis` (best first; see `translate_nbest` for the options):
@@ -165,6 +167,7 @@ def translate_hypotheses(
     from .constraints import check_glossary_decoding, constrained_beam_search
     from .decoding import chosen_decoder, unsupported
     from .glossary import term_ids, word_pieces
+    from .languages import resolve_languages, target_options, without_target_token
 
     scores = scores or token_scores
     if batch_size < 1:
@@ -179,6 +182,9 @@ def translate_hypotheses(
     generate_kwargs = {k: v for k, v in generate_kwargs.items() if v is not None}
     check_generation_arguments(generate_kwargs, model.generation_config)
     check_tokenizer_matches_model(model, tokenizer)
+    src_lang, tgt_lang = resolve_languages(tokenizer, src_lang, tgt_lang)
+    language_options = target_options(tokenizer, model.generation_config, tgt_lang)
+    generate_kwargs.update(language_options)
     if glossary is not None:
         check_glossary_decoding(
             generate_kwargs.get("do_sample", getattr(model.generation_config, "do_sample", False))
@@ -198,7 +204,7 @@ def translate_hypotheses(
     if not todo:
         return results
 
-    encoded = encode_sources(model, tokenizer, [lines[i] for i in todo])
+    encoded = encode_sources(model, tokenizer, [lines[i] for i in todo], src_lang, tgt_lang)
     # each source's target phrases (token ids) that the glossary puts in its translation
     phrases = [term_ids(tokenizer, glossary.terms_for(lines[i])) if glossary else [] for i in todo]
     max_new_tokens = _capped_max_new_tokens(model, generate_kwargs)
@@ -239,7 +245,9 @@ def translate_hypotheses(
                 model, input_ids, attention_mask, batch_kwargs, scores, loop, shortlist
             )
             texts = tokenizer.batch_decode(
-                output_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False
+                without_target_token(output_ids, language_options, pad_id),
+                skip_special_tokens=True,
+                clean_up_tokenization_spaces=False,
             )
             scored: list[PairScore | None] = [None] * len(texts)
             if token_scores:

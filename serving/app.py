@@ -47,6 +47,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from vanilla_transformer.inference.glossary import Glossary
+from vanilla_transformer.inference.languages import model_languages
 
 from . import deepl_api, glossaries, hf_inference_api, libretranslate_api, routes
 from .batcher import Batcher
@@ -85,7 +86,10 @@ def create_app(
     models = [served] if isinstance(served, ServedModel) else list(served)
     if not models:
         raise ValueError("no model to serve: pass at least one")
-    check_pairs([(model.name, model.pair) for model in models])
+    check_pairs(
+        [(model.name, model.pair) for model in models],
+        multilingual=[model.name for model in models if model_languages(model.tokenizer) is not None],
+    )
     limits = limits or Limits()
     metrics = Metrics()
     lanes = [

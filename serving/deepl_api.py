@@ -23,7 +23,7 @@ expired; ``output_format`` is the format's own (a file is written in the format 
 
 DeepL's codes name the model's languages by their first part, in any case: ``EN-US`` and ``EN-GB`` are ``en``,
 ``ZH`` and ``ZH-HANS`` are ``zh``. ``source_lang`` and ``target_lang`` pick the model; without ``source_lang``,
-each text goes to the model, among those into ``target_lang``, whose vocabulary reads most of it. ``tag_handling``
+each text goes to the model, among those into ``target_lang``, of its detected language (`serving.lanes.Lanes.detect`). ``tag_handling``
 translates the text between block elements whole and puts the inline markup back where the word alignments say
 (`inference.markup`). ``split_sentences`` is DeepL's: "1" (the default, but with ``tag_handling=html``) translates
 sentence by sentence, cut at punctuation and line breaks (kept), "nonewlines" (the default with

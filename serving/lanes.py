@@ -4,16 +4,22 @@ languages.
 
 A model translates between the languages of its model card (`ServedModel.languages`, the card's ``language``
 metadata, or the pair named on the command line): two languages make it a translator from the first to the second
-(`language_pair`). Each API picks the model by its own language fields (`Lanes.select`, `Lanes.route`,
-`Lanes.detect`); a pair not served is the API's own error naming the pairs served. A lone model whose card names no
-pair is served, but the APIs that route by language (LibreTranslate, DeepL) refuse its requests with a message
-saying how to name the languages.
+(`language_pair`). A multilingual model (its tokenizer has language codes: NLLB-200, M2M100, OPUS-MT multi-target,
+`inference.languages`) translates every pair of its languages, named by their ISO 639 codes (``fr``, ``zh``; the
+model's own codes, ``fra_Latn``, are accepted too); an OPUS-MT multi-target model reads the first language of its
+card, or any source when its card names none. Each API picks the model by its own language fields
+(`Lanes.select`, `Lanes.route`, `Lanes.detect`); a pair not served is the API's own error naming what is served.
+When two models translate a requested pair, the model of that one pair wins over a multilingual one, and among
+models of the same kind the one given first. A lone model whose card names no pair and whose tokenizer has no
+language codes is served, but the APIs that route by language (LibreTranslate, DeepL) refuse its requests with a
+message saying how to name the languages.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import copy
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +27,7 @@ from fastapi import Request
 
 from vanilla_transformer.inference.alignment import WordAlignment
 from vanilla_transformer.inference.glossary import Glossary
+from vanilla_transformer.inference.languages import iso_language, model_languages, shown_codes
 from vanilla_transformer.inference.markup import MAX_DEPTH, TagRules
 from vanilla_transformer.inference.translate import Hypothesis
 from vanilla_transformer.modeling import max_source_length, position_limit
@@ -77,11 +84,16 @@ def no_pair_message() -> str:
     )
 
 
-def check_pairs(models: Sequence[tuple[str, tuple[str, str] | None]]) -> None:
-    """`ValueError` for the (name, pair) of the models to serve when several are served and one names no pair,
-    or when two name the same pair: the server routes each request to its pair's one model."""
+def check_pairs(
+    models: Sequence[tuple[str, tuple[str, str] | None]], multilingual: Collection[str] = ()
+) -> None:
+    """`ValueError` for the (name, pair) of the models to serve when several are served and one names no pair (the
+    ``multilingual`` models, by name, name none and need none), or when two name the same pair: the server routes
+    each request to its pair's one model."""
     seen: dict[tuple[str, str], str] = {}
     for name, pair in models:
+        if pair is None and name in multilingual:
+            continue
         if pair is None:
             if len(models) > 1:
                 raise ValueError(
@@ -101,6 +113,16 @@ def effective_limits(served: ServedModel, limits: Limits) -> Limits:
     model_limit = max_source_length(served.model.config, served.tokenizer)
     wanted = [x for x in (limits.max_source_tokens, model_limit) if x is not None]
     return Limits(**{**limits.as_dict(), "max_source_tokens": min(wanted) if wanted else None})
+
+
+def read_share(tokenizer: Any, text: str) -> float:
+    """The share of ``text``'s tokens, in percent, that ``tokenizer``'s vocabulary holds (not the unknown token):
+    how much of the text a model can read (100 for a text without tokens)."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    unknown = getattr(tokenizer, "unk_token_id", None)
+    if not ids:
+        return 100.0
+    return round(100.0 * sum(i != unknown for i in ids) / len(ids), 1)
 
 
 async def _client_left(request: Request) -> None:
@@ -123,21 +145,78 @@ class Lane:
         self.generation_config = served.model.generation_config
         # one scoring request at a time (each is one forward pass over up to max_texts pairs)
         self.scoring = asyncio.Semaphore(1)
+        self.multilingual = model_languages(served.tokenizer)
+        # a multilingual lane bound to one request (`for_languages`): its languages as the request named them, and
+        # as the model's codes (None: the tokenizer's own)
+        self.request_languages: tuple[str | None, str | None] = (None, None)
+        self.model_codes: tuple[str | None, str | None] = (None, None)
 
     @property
     def pair(self) -> tuple[str, str] | None:
-        """(source, target) language codes of the model, or None when its card does not name two."""
-        return self.served.pair
+        """(source, target) language codes of the model, or None when its card does not name two; of a multilingual
+        lane, the pair of the request it is bound to (None before, and while its source is unknown)."""
+        if self.multilingual is None:
+            return self.served.pair
+        source, target = self.request_languages
+        return (source, target) if source is not None and target is not None else None
+
+    @property
+    def languages(self) -> list[str]:
+        """The ISO 639 codes of a multilingual model's languages, sorted (none for a model of one pair)."""
+        if self.multilingual is None:
+            return []
+        return sorted({iso_language(code) for code in self.multilingual.codes})
+
+    def sources(self) -> list[str]:
+        """The source languages this model reads (empty: any, for an OPUS-MT multi-target model whose card names
+        no language; none for a model whose card names no pair)."""
+        if self.multilingual is None:
+            return [self.served.pair[0]] if self.served.pair else []
+        return self.languages if self.multilingual.marks_source else self.served.languages[:1]
+
+    def targets(self) -> list[str]:
+        """The target languages this model translates into."""
+        if self.multilingual is None:
+            return [self.served.pair[1]] if self.served.pair else []
+        return self.languages
+
+    def translates(self, source: str | None, target: str | None) -> bool:
+        """Whether this model translates ``source`` (None or "auto": any) into ``target`` (None: any)."""
+        any_source = source in (None, "auto")
+        if self.multilingual is None:
+            pair = self.served.pair
+            return (
+                pair is not None
+                and (any_source or pair[0] == source)
+                and (target is None or pair[1] == target)
+            )
+        languages = self.multilingual
+        if any_source:
+            source_ok = True
+        elif languages.marks_source:
+            source_ok = languages.code(str(source)) is not None
+        else:
+            source_ok = not self.sources() or source in self.sources()
+        return source_ok and (target is None or languages.code(target) is not None) and source != target
+
+    def for_languages(self, source: str | None, target: str | None) -> Lane:
+        """This lane for a request from ``source`` (None or "auto": unknown) into ``target``: a multilingual lane's
+        copy bound to them (`prepare` puts them into the decoding options), any other lane itself."""
+        if self.multilingual is None:
+            return self
+        bound = copy.copy(self)
+        known = source if source not in (None, "auto") else None
+        bound.request_languages = (known, target)
+        marks = self.multilingual.marks_source
+        bound.model_codes = (
+            self.multilingual.code(known) if known is not None and marks else None,
+            self.multilingual.code(target) if target is not None else None,
+        )
+        return bound
 
     def read_share(self, text: str) -> float:
-        """The share of ``text``'s tokens, in percent, that the model's vocabulary holds (not the unknown token):
-        how much of the text the model can read (100 for a text without tokens)."""
-        tokenizer = self.served.tokenizer
-        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        unknown = getattr(tokenizer, "unk_token_id", None)
-        if not ids:
-            return 100.0
-        return round(100.0 * sum(i != unknown for i in ids) / len(ids), 1)
+        """`read_share` of this model's tokenizer."""
+        return read_share(self.served.tokenizer, text)
 
     def prepare(self, request: DecodingRequest, texts: list[str]) -> tuple[dict[str, Any], int]:
         """The generate kwargs of ``request`` and its work in tokens x rows; `RequestError` (422) for options
@@ -160,6 +239,14 @@ class Lane:
         )
         lengths = source_lengths(self.served.tokenizer, texts, self.limits.max_source_tokens)
         kwargs = bounded_kwargs(kwargs, self.generation_config, self.limits)
+        if self.multilingual is not None:
+            if self.model_codes[1] is None:
+                raise RequestError(
+                    422,
+                    f"{self.served.name} translates into {len(self.languages)} languages: send the target language "
+                    f"({shown_codes(self.languages)})",
+                )
+            kwargs["src_lang"], kwargs["tgt_lang"] = self.model_codes
         return kwargs, sum(lengths) * work_rows(kwargs, self.generation_config)
 
     async def translate(
@@ -285,7 +372,7 @@ class Lane:
         return {
             "model": served.name,
             "engine": served.engine,
-            "languages": served.languages,
+            "languages": self.languages or served.languages,
             "defaults": {
                 name: getattr(self.generation_config, name, None)
                 for name in ("num_beams", "length_penalty", "max_new_tokens")
@@ -312,12 +399,23 @@ class Lanes:
 
     @property
     def pairs(self) -> list[tuple[str, str]]:
-        """The (source, target) pairs served, in order."""
-        return [lane.pair for lane in self.lanes if lane.pair is not None]
+        """The (source, target) pairs served, in order (a multilingual model's: every pair of its languages)."""
+        pairs = dict.fromkeys(lane.pair for lane in self.lanes if lane.pair is not None)
+        for lane in self.lanes:
+            if lane.multilingual is not None:
+                pairs.update(dict.fromkeys((s, t) for s in lane.sources() for t in lane.targets() if s != t))
+        return list(pairs)
 
     def served_text(self) -> str:
         """What the server translates, for messages: "this server translates zh to en and de to en"."""
-        pairs = [f"{source} to {target}" for source, target in self.pairs]
+        pairs = [f"{lane.pair[0]} to {lane.pair[1]}" for lane in self.lanes if lane.pair is not None]
+        pairs += [
+            f"between {len(lane.languages)} languages ({shown_codes(lane.languages)})"
+            if lane.multilingual.marks_source or not lane.sources()
+            else f"{lane.sources()[0]} into {len(lane.languages)} languages ({shown_codes(lane.languages)})"
+            for lane in self.lanes
+            if lane.multilingual is not None
+        ]
         if not pairs:
             return "this server's model names no language pair"
         listed = pairs[0] if len(pairs) == 1 else f"{', '.join(pairs[:-1])} and {pairs[-1]}"
@@ -335,38 +433,49 @@ class Lanes:
         are the API's names of the two fields, for the messages. `RequestError` (400) when no model does, naming
         the pairs served, and when the server's one model names no pair and ``need_pair`` (the APIs that route by
         language); without ``need_pair`` such a model serves every request, whatever languages it names."""
-        if len(self.lanes) == 1 and self.lanes[0].pair is None:
+        if len(self.lanes) == 1 and self.lanes[0].pair is None and self.lanes[0].multilingual is None:
             if need_pair:
                 raise RequestError(400, no_pair_message())
             return list(self.lanes)
         any_source = source in (None, "auto")
-        sources = {pair[0] for pair in self.pairs}
-        if not any_source and source not in sources:
+        if not any_source and not any(lane.translates(source, None) for lane in self.lanes):
             raise RequestError(400, f"{names[0]} {source} is not supported: {self.served_text()}")
-        found = [
-            lane
-            for lane in self.lanes
-            if lane.pair is not None
-            and (any_source or lane.pair[0] == source)
-            and (target is None or lane.pair[1] == target)
-        ]
+        found = [lane for lane in self.lanes if lane.translates(source, target)]
         if not found:
             wanted = f"{names[1]} {target}" if any_source else f"{source} to {target}"
             raise RequestError(400, f"{wanted} is not supported: {self.served_text()}")
-        return found
+        # the models of the one pair first, then the multilingual ones, each in the order given (a stable sort)
+        found.sort(key=lambda lane: lane.multilingual is not None)
+        return [lane.for_languages(source, target) for lane in found]
 
     def route(
         self, source: str | None, target: str | None, names: tuple[str, str] = ("source", "target")
     ) -> Lane:
-        """The one lane that translates ``source`` into ``target`` (`select`); `RequestError` (400) when several
-        do, naming the fields to send."""
+        """The one lane that translates ``source`` into ``target`` (`select`: the first by the module docstring's
+        rule when both are named); `RequestError` (400) when several do and a language is left out, naming the
+        fields to send."""
         found = self.select(source, target, names)
-        if len(found) > 1:
+        if len(found) > 1 and (source in (None, "auto") or target is None):
             raise RequestError(
                 400,
                 f"several models translate this: send {names[0]} and {names[1]} ({self.served_text()})",
             )
         return found[0]
+
+    @staticmethod
+    def detect_source(text: str, lanes: Sequence[Lane]) -> tuple[Lane, float] | None:
+        """The first lane of ``lanes`` that translates the source language `inference.languages.detect_language`
+        finds for ``text`` among theirs (bound to it, for a multilingual lane), with its probability in percent;
+        None when the detector knows none of their source languages."""
+        from vanilla_transformer.inference.languages import detect_language
+
+        sources = list(dict.fromkeys(source for lane in lanes for source in lane.sources()))
+        for language, confidence in detect_language(text, sources)[:1]:
+            for lane in lanes:
+                target = lane.pair[1] if lane.pair is not None else lane.request_languages[1]
+                if lane.translates(language, target):
+                    return lane.for_languages(language, target), confidence
+        return None
 
     def detect(
         self,
@@ -376,9 +485,10 @@ class Lanes:
         tags: TagRules | None = None,
         max_depth: int = MAX_DEPTH,
     ) -> tuple[Lane, float]:
-        """The lane of ``lanes`` whose vocabulary reads the largest share of ``text`` (`Lane.read_share`; with
-        ``markup``, of the text of its segments, cut by ``tags``; `RequestError` 413 for markup nesting more than
-        ``max_depth`` elements), the first of them on a tie, and that share."""
+        """The lane of ``lanes`` for the source language of ``text`` (with ``markup``, of the text of its segments,
+        cut by ``tags``; `RequestError` 413 for markup nesting more than ``max_depth`` elements) and the confidence
+        in percent: the language detector's (`detect_source`), else the lane whose vocabulary reads the largest
+        share of the text (`Lane.read_share`), the first of them on a tie, and that share."""
         if markup:
             from vanilla_transformer.inference.markup import MarkupTooDeep, split_document
 
@@ -387,6 +497,9 @@ class Lanes:
             except MarkupTooDeep as err:
                 raise RequestError(413, str(err)) from err
             text = " ".join(segment.text for segment in segments)
+        detected = self.detect_source(text, lanes)
+        if detected is not None:
+            return detected
         shares = [lane.read_share(text) for lane in lanes]
         best = max(range(len(shares)), key=lambda i: (shares[i], -i))
         return lanes[best], shares[best]

@@ -28,11 +28,11 @@ field ``"protect": false`` asks for the raw translation.
 refuses (a missing field, a language it does not serve, a limit), 500 when translating fails, 503 while shutting
 down.
 
-``source`` and ``target`` pick the model (`serving.lanes.Lanes.select`). Detection is honest about what the served
-models can do: it only tells which of the served source languages a text is in, by the share (in percent) of the
-text's tokens that each model's vocabulary holds (`serving.lanes.Lane.read_share`): how much of the text the
-model can read, not a language identification. /detect lists each source language with its best share;
-``source=auto`` sends each text to the model, among those into ``target``, that reads most of it.
+``source`` and ``target`` pick the model (`serving.lanes.Lanes.select`). Detection only tells which of the served
+source languages a text is in: py3langid's probabilities restricted to them (`inference.languages.detect_language`,
+offline, its model in its wheel); where py3langid knows none of them, the share (in percent) of the text's tokens
+that each model's vocabulary holds (`serving.lanes.Lane.read_share`). ``source=auto`` sends each text to the model,
+among those into ``target``, of the language detected (a multilingual model reads it as that language).
 """
 
 from __future__ import annotations
@@ -93,8 +93,15 @@ def languages_served(lanes: Lanes) -> list[dict[str, Any]]:
 
 
 def detect_languages(lanes: Lanes, text: str) -> list[dict[str, Any]]:
-    """/detect: each source language served with the largest share of ``text`` a model from it reads
-    (`serving.lanes.Lane.read_share`), most confident first."""
+    """/detect: the source languages served, most likely first, with the language detector's probability in percent
+    (`inference.languages.detect_language`); where it knows none of them, each with the largest share of ``text``
+    a model from it reads (`serving.lanes.Lane.read_share`)."""
+    from vanilla_transformer.inference.languages import detect_language
+
+    sources = list(dict.fromkeys(source for lane in lanes for source in lane.sources()))
+    detected = detect_language(text, sources)
+    if detected:
+        return [{"confidence": share, "language": code} for code, share in detected]
     confidence: dict[str, float] = {}
     for lane in lanes:
         if lane.pair is not None:

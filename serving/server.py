@@ -87,8 +87,13 @@ def model_specs(values: Sequence[str]) -> list[tuple[tuple[str, str] | None, str
             )
         specs.append(((found[1], found[2]), tail))
     if len(specs) > 1:
-        specs = [(pair or language_pair(card_languages(model)), model) for pair, model in specs]
-        check_pairs([(model, pair) for pair, model in specs])
+        cards = {model: card_languages(model) for _, model in specs}
+        specs = [(pair or language_pair(cards[model]), model) for pair, model in specs]
+        # a card of more than two languages: a multilingual model, whose pairs its tokenizer gives once loaded
+        check_pairs(
+            [(model, pair) for pair, model in specs],
+            multilingual=[model for pair, model in specs if pair is None and len(cards[model]) > 2],
+        )
     return specs
 
 

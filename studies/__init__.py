@@ -11,6 +11,7 @@ from a checkout as ``python -m studies.NAME`` (``--help`` for its options). They
 - ``studies.tokenizer``: our BPE against SentencePiece: speed, vocabulary use (docs/tokenizer.md)
 - ``studies.data``: the data pipeline at corpus scale: peak memory and start-up (docs/benchmarks.md)
 - ``studies.soak``: many translate calls: memory stays flat, every reply is right (docs/reliability.md)
+- ``studies.language_detection``: py3langid against the vocabulary-share guess on 5-100 characters (docs/deploy.md)
 - ``studies.gpu``: on a CUDA device, the gpu tests, speed, memory and MFU against Marian (docs/benchmarks.md)
 """
 

@@ -23,6 +23,7 @@ import datasets
 import numpy as np
 
 from vanilla_transformer.corpus import SOURCE, TARGET
+from vanilla_transformer.inference.languages import set_pair
 from vanilla_transformer.tokenizer import BPEDropout, load_or_train_tokenizer
 
 from .alignment import attach_alignments
@@ -383,6 +384,8 @@ def prepare_training_data(cfg, recipe, run_dir, accelerator, event=None) -> Trai
             han_characters=cfg.han_characters,
             model_config=init_config(cfg),
         )
+        # a multilingual tokenizer (NLLB, M2M100) marks sources and labels with the data's languages
+        set_pair(tokenizer, *cfg.languages())
         arrow = objective.name == "translation" and cfg.bpe_dropout == 0 and cfg.alignment_data is None
         streaming, why = streaming_choice(cfg, arrow)
         train_ids = _token_ids(splits["train"], tokenizer, run_dir.cache) if not arrow else ([], [])

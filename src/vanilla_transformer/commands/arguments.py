@@ -141,6 +141,22 @@ def add_decoding_arguments(parser: argparse.ArgumentParser, *names: str) -> None
             parser.add_argument(f"--{name}", type=decoding_value(name), default=None, help=option.help)
 
 
+def add_language_arguments(parser: argparse.ArgumentParser) -> None:
+    """--src_lang and --tgt_lang: the languages of a multilingual model (translate, translate-corpus, evaluate)."""
+    parser.add_argument(
+        "--src_lang",
+        default=None,
+        help="a multilingual model's source language, in its codes (NLLB-200: FLORES-200 such as eng_Latn; M2M100: "
+        "ISO 639 such as en); default: its tokenizer's. OPUS-MT multi-target models do not mark the source",
+    )
+    parser.add_argument(
+        "--tgt_lang",
+        default=None,
+        help="a multilingual model's target language (NLLB-200: fra_Latn; M2M100: fr; OPUS-MT multi-target: fra or "
+        ">>fra<<); default: its tokenizer's",
+    )
+
+
 def add_tokenizer_arguments(parser: argparse.ArgumentParser) -> None:
     """--vocab_size and --kind: the joint BPE that `tokenizer.train_bpe_tokenizer` trains."""
     from vanilla_transformer.tokenizer import DEFAULT_VOCAB_SIZE

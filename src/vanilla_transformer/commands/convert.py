@@ -1,7 +1,8 @@
-"""Convert a transformers checkpoint folder into our format: Marian (encoder-decoder), GPT-2 (decoder-only) or
-BERT (encoder-only).
+"""Convert a transformers checkpoint folder into our format: Marian and M2M100 / NLLB-200 (encoder-decoder), GPT-2
+(decoder-only) or BERT (encoder-only).
 
     vanilla-transformer convert --from marian SRC_DIR OUT_DIR   # MarianMTModel, e.g. an OPUS-MT checkpoint
+    vanilla-transformer convert --from m2m100 SRC_DIR OUT_DIR   # M2M100 / NLLB-200 (dense)
     vanilla-transformer convert --from gpt2 SRC_DIR OUT_DIR     # GPT2LMHeadModel
     vanilla-transformer convert --from bert SRC_DIR OUT_DIR     # BertForMaskedLM / BertForSequenceClassification
     vanilla-transformer convert --from fairseq SRC OUT_DIR --trust_pickle  # checkpoint_best.pt + dict.*.txt + spm
@@ -33,6 +34,7 @@ OUTPUT_KIND = "converted model"  # never written as a manifest: a conversion goe
 # --from value -> (the source class named in --help, its module of vanilla_transformer.convert, its function)
 SOURCES = {
     "marian": ("MarianMTModel", "marian", "convert_marian_checkpoint"),
+    "m2m100": ("M2M100ForConditionalGeneration (M2M100, NLLB-200)", "m2m100", "convert_m2m100_checkpoint"),
     "gpt2": ("GPT2LMHeadModel", "gpt2", "convert_gpt2_checkpoint"),
     "bert": ("BertForMaskedLM or BertForSequenceClassification", "bert", "convert_bert_checkpoint"),
     "fairseq": ("fairseq transformer checkpoint", "fairseq", "convert_fairseq_checkpoint"),

@@ -38,6 +38,7 @@ from transformers import PreTrainedModel
 from vanilla_transformer.commands.arguments import (
     TORCH_DTYPE_HELP,
     add_decoding_arguments,
+    add_language_arguments,
     add_model_arguments,
     command_parser,
     load_model_from_args,
@@ -47,6 +48,7 @@ from vanilla_transformer.corpus import DataOptions
 from vanilla_transformer.inference import bleu_tokenizer_for, evaluate_split
 from vanilla_transformer.inference.decoding import resolved_generation_config
 from vanilla_transformer.inference.engines import ENGINE_NAMES
+from vanilla_transformer.inference.languages import check_languages, iso_language
 from vanilla_transformer.modeling import check_generation_arguments
 from vanilla_transformer.training import TrainConfig
 from vanilla_transformer.training.run_dir import OPTIONS_FILE, RunDir
@@ -88,6 +90,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--limit", type=int, default=None, help="evaluate only the first N pairs of the split")
     add_decoding_arguments(p, "num_beams", "length_penalty")
+    add_language_arguments(p)
     p.add_argument(
         "--max_len_a",
         type=float,
@@ -162,15 +165,15 @@ def main(argv: list[str] | None = None) -> int:
         if problems:
             raise ValueError("; ".join(problems))
         check_generation_arguments({"num_beams": args.num_beams, "length_penalty": args.length_penalty})
-        tokenize = bleu_tokenizer_for(
-            options.languages()[1], args.tokenize or saved.get("sacrebleu_tokenize")
-        )
+        target = iso_language(args.tgt_lang) if args.tgt_lang else options.languages()[1]
+        tokenize = bleu_tokenizer_for(target, args.tokenize or saved.get("sacrebleu_tokenize"))
         shortlist = None
         if args.shortlist:
             from vanilla_transformer.inference.shortlist import load_shortlist
 
             shortlist = load_shortlist(args.model)
         model, tokenizer = load_model_from_args(args)
+        check_languages(tokenizer, model.generation_config, args.src_lang, args.tgt_lang)
         if args.split == "all":
             nothing_held_out = dict(valid_split="none", test_split="none", valid_size=0, test_size=0)
             splits, report = dataclasses.replace(options, **nothing_held_out).load_splits()
@@ -193,7 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     num_beams = args.num_beams or generation.num_beams
     length_penalty = generation.length_penalty if args.length_penalty is None else args.length_penalty
-    decoding = dict(num_beams=num_beams, length_penalty=length_penalty, batch_size=batch_size)
+    decoding = dict(
+        num_beams=num_beams,
+        length_penalty=length_penalty,
+        batch_size=batch_size,
+        src_lang=args.src_lang,
+        tgt_lang=args.tgt_lang,
+    )
     if shortlist is not None:
         decoding["shortlist"] = shortlist
     print(report.summary())

@@ -103,6 +103,7 @@ from vanilla_transformer.commands.arguments import (
     DEFAULT_DECODING_OPTIONS,
     TORCH_DTYPE_HELP,
     add_decoding_arguments,
+    add_language_arguments,
     add_model_arguments,
     command_parser,
     load_model_from_args,
@@ -205,6 +206,7 @@ def add_translation_arguments(parser: argparse.ArgumentParser) -> None:
         help="torch (the model folder), ct2 or onnx (a folder from vanilla-transformer export --engine ct2 / onnx)",
     )
     add_decoding_arguments(parser, *DEFAULT_DECODING_OPTIONS, *SAMPLING_OPTIONS)
+    add_language_arguments(parser)
 
 
 def add_glossary_argument(parser: argparse.ArgumentParser) -> None:
@@ -231,6 +233,8 @@ def decoding_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "temperature": args.temperature,
         "top_k": args.top_k,
         "top_p": args.top_p,
+        "src_lang": getattr(args, "src_lang", None),
+        "tgt_lang": getattr(args, "tgt_lang", None),
     }
 
 
@@ -239,9 +243,12 @@ def check_decoding(args: argparse.Namespace, generate_kwargs: dict[str, Any]) ->
     model is loaded (bad values fail at once)."""
     from vanilla_transformer.inference.constraints import check_glossary_decoding
     from vanilla_transformer.inference.engines import check_engine_options
+    from vanilla_transformer.inference.languages import LANGUAGE_OPTIONS
     from vanilla_transformer.modeling import check_generation_arguments
 
     check_generation_arguments(generate_kwargs)
+    # every engine takes the languages (inference.translate puts them into the source and the decoding options)
+    generate_kwargs = {k: v for k, v in generate_kwargs.items() if k not in LANGUAGE_OPTIONS}
     glossary = getattr(args, "glossary", None)
     if glossary is not None:
         check_glossary_decoding(args.do_sample)
@@ -256,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     from vanilla_transformer.inference.glossary import check_terms, read_glossary
+    from vanilla_transformer.inference.languages import check_languages
     from vanilla_transformer.modeling import check_generation_arguments, position_limit
 
     generate_kwargs = decoding_kwargs(args)
@@ -285,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
             shortlist = load_shortlist(args.model)
         model, tokenizer = load_model_from_args(args)
         check_generation_arguments(generate_kwargs, model.generation_config)
+        check_languages(tokenizer, model.generation_config, args.src_lang, args.tgt_lang)
         if glossary is not None:
             check_terms(tokenizer, glossary, position_limit(model.config))
         if args.alignments:
