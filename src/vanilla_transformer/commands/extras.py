@@ -23,7 +23,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     ),
     "sentences": ("pysbd",),
     "plot": ("matplotlib",),
-    "serve": ("fastapi", "uvicorn", "multipart", "prometheus_client", "pysbd", "lxml"),
+    "serve": ("fastapi", "uvicorn", "multipart", "prometheus_client", "pysbd", "lxml", "py3langid"),
     "documents": ("lxml", "pysbd"),
     "demo": ("gradio", "matplotlib"),
     "export": ("ctranslate2", "onnx", "onnxruntime", "onnxscript"),
