@@ -119,7 +119,9 @@ class CorpusJob:
         kept = {k: v for k, v in asdict(self).items() if k not in MANIFEST_SKIPPED}
         # the terms themselves (a glossary may hold thousands) by their hash
         kept["glossary"] = (
-            hashlib.sha256(json.dumps(self.glossary).encode()).hexdigest() if self.glossary is not None else None
+            hashlib.sha256(json.dumps(self.glossary).encode()).hexdigest()
+            if self.glossary is not None
+            else None
         )
         return {**kept, **self.generate_kwargs, "input": str(Path(self.input).resolve()), "rows": rows}
 

@@ -247,7 +247,7 @@ async def upload_document(request: Request, state: Server) -> Any:
                 state.glossaries,
                 glossary_id,
                 model_language(source) if source else None,
-                model_language(fields.get("target_lang")),
+                model_language(fields.get("target_lang") or ""),
             )
         plans = await plan_document(document, lane, state.limits)
         characters = sum(len(piece) for plan in plans for piece in plan.pieces)

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from .glossary_store import GlossaryStore
 from .files import FileJobs
+from .glossary_store import GlossaryStore
 from .lanes import Lanes
 from .metrics import Metrics
 from .options import Limits, RequestError

@@ -29,7 +29,6 @@ from vanilla_transformer.inference.decoding import decode
 
 from . import study_parser
 
-
 # the kernels that do the matrix products (self time: no Python or dispatch overhead of their callers)
 PRODUCT_KERNELS = frozenset(
     {

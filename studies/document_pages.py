@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> None:
         translate_file(model, tokenizer, data, "docx", language=args.language)
         seconds = (time.perf_counter() - start) / args.pages
         first = first or seconds
-        print(f"{engine}: {seconds:.2f} s per page ({args.pages} pages), {seconds / first:.2f} x {engines[0][0]}")
+        print(
+            f"{engine}: {seconds:.2f} s per page ({args.pages} pages), {seconds / first:.2f} x {engines[0][0]}"
+        )
 
 
 if __name__ == "__main__":

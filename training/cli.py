@@ -6,7 +6,7 @@ config-file values and Python alike). `OptionParser` adds to HfArgumentParser:
 - one style: ``--field_name`` only (no hyphenated aliases); a bool is ``--flag`` (true), ``--flag false`` or, when
   it defaults to true, ``--no_flag``; an optional field also takes ``none``;
 - a value out of range is refused as it is parsed (exit 2, one line naming the option and what it takes), and so
-  is a path its field's ``path`` kind refuses (`corpus.options.path_problem`: a link loop, a device, a FIFO, a file
+  is a path its field's ``path`` kind refuses (`paths.path_problem`: a link loop, a device, a FIFO, a file
   where a folder is expected, ...);
 - ``--help`` groups: the title of a field's section in its declaring class's ``help_groups`` table (a field name
   -> a title that applies from that field on), else the declaring class's name;
@@ -29,7 +29,8 @@ from transformers import HfArgumentParser
 from transformers.hf_argparser import DataClassType, string_to_bool
 
 from vanilla_transformer.convert.common import bounded_repr, read_config_file
-from vanilla_transformer.corpus.options import option_problem, option_range, path_problem
+from vanilla_transformer.corpus.options import option_problem, option_range
+from vanilla_transformer.paths import path_problem
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers.shared import run_in_process as run
 
-from vanilla_transformer.corpus.options import PATH_KINDS, path_problem
+from vanilla_transformer.paths import PATH_KINDS, path_problem
 
 
 def assert_refused(code: int | str | None, err: str, argument: str, path: Path | str, problem: str) -> None:
@@ -40,16 +40,16 @@ def places(tmp_path) -> dict[str, Path]:
 
 def test_path_problem_of_each_kind(places):
     for kind in PATH_KINDS:
-        assert "symbolic-link loop" in path_problem(places["loop"], kind)
-        assert "is under a file" in path_problem(places["under_file"], kind)
+        assert "symbolic-link loop" in str(path_problem(places["loop"], kind))
+        assert "is under a file" in str(path_problem(places["under_file"], kind))
         assert path_problem(places["loop"].parent / "missing", kind) is None
     for kind in ("file", "file or folder", "folder"):
-        assert "is a FIFO (named pipe)" in path_problem(places["fifo"], kind)
-        assert "is a character device" in path_problem("/dev/zero", kind)
+        assert "is a FIFO (named pipe)" in str(path_problem(places["fifo"], kind))
+        assert "is a character device" in str(path_problem("/dev/zero", kind))
     # writing to /dev/null or a pipe is fine; reading from them is not
     assert path_problem("/dev/null", "output file") is None
     assert path_problem(places["fifo"], "output file") is None
-    assert "is a FIFO" in path_problem(places["fifo"], "output folder")
+    assert "is a FIFO" in str(path_problem(places["fifo"], "output folder"))
     assert (
         path_problem(places["folder"], "file") == f"{places['folder']} is a folder, not a file: pass a file"
     )

@@ -386,7 +386,7 @@ def test_protected_spans_come_out_as_written(export, loaded, monkeypatch, capsys
         for output, wanted in zip(out.split("\n"), spans):
             assert all(output.count(span) == 1 for span in wanted), (output, wanted)
     code, raw, _ = run_main(monkeypatch, capsys, "--model", str(export), "--no_protect", stdin=stdin)
-    assert code == 0 and raw.split("\n")[:3] == translate_lines(*loaded, lines)
+    assert code == 0 and raw.split("\n")[:3] == translate_lines(*loaded, lines)  # pyright: ignore[reportCallIssue]
     document = f"<p><b>{lines[1]}</b></p>"
     code, out, _ = run_main(monkeypatch, capsys, "--model", str(export), "--format", "html", stdin=document)
     assert code == 0 and out.count("{name}") == 1 and out.count("%s") == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import sentencepiece
 import torch
@@ -41,7 +42,7 @@ def train_sentencepiece(path: Path, lines: list[str], vocab_size: int, special_i
     """A BPE SentencePiece model of ``lines`` written to ``path``; ``special_ids``: fairseq's ids (<s> 0, <pad> 1,
     </s> 2, <unk> 3), else SentencePiece's defaults (<unk> 0, <s> 1, </s> 2, no pad; Marian's)."""
     model = io.BytesIO()
-    ids = dict(bos_id=0, pad_id=1, eos_id=2, unk_id=3) if special_ids else {}
+    ids: dict[str, Any] = dict(bos_id=0, pad_id=1, eos_id=2, unk_id=3) if special_ids else {}
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter(lines * 8),
         model_writer=model,
@@ -57,7 +58,7 @@ def train_sentencepiece(path: Path, lines: list[str], vocab_size: int, special_i
 
 # the sizes of every tiny model here (M2M100Config's and MarianConfig's names): 2 + 2 layers of width 16, 64
 # positions, no dropout
-TINY = dict(
+TINY: dict[str, Any] = dict(
     d_model=16,
     encoder_layers=2,
     decoder_layers=2,

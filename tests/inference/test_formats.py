@@ -131,7 +131,7 @@ def test_text_formats_come_back_as_they_were_from_a_copy(copy_model, fmt, text):
 
     # the copy model aligns each of these sentences with itself word by word (the diagonal) ...
     sentences = [s.text for t in read_file(text.encode(), fmt).texts for s in split_document(t).segments]
-    for sentence, found in zip(sentences, align_words(*copy_model, sentences, sentences)):
+    for sentence, found in zip(sentences, align_words(*copy_model, sentences, sentences)):  # pyright: ignore[reportCallIssue]
         assert sorted(found.links) == [(i, i) for i in range(len(sentence.split()))], sentence
     # ... so markup, timings, cue numbers, notes, numbers, indentation and line endings come back as they were,
     # a cue's lines rebalanced to as many as it had

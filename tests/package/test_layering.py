@@ -4,9 +4,10 @@ files travel with every saved model as remote code, imports only the standard li
 
 The layering, bottom to top (a package may import its own modules and the packages below it, never one above):
 
-    modeling < convert < corpus < tokenizer < inference < export < training < serving < benchmarks < commands
+    paths < modeling < convert < corpus < tokenizer < inference < export < training < serving < benchmarks < commands
 
-`commands` also holds the command line (`vanilla_transformer.cli`, `__main__`) and the root package (`vanilla_transformer`,
+`paths` is one module of the standard library only: the check of every path argument, which each command runs before
+it imports anything heavy. `commands` also holds the command line (`vanilla_transformer.cli`, `__main__`) and the root package (`vanilla_transformer`,
 which registers the models, and `vanilla_transformer.links`, its check of the checkout's symbolic links). Every import statement counts, also one inside a function or under
 `TYPE_CHECKING`: a deferred import is still a dependency. A package that wants something from a later one gets it
 passed in as an argument (docs/design.md, "Dependency direction").
@@ -24,6 +25,7 @@ from helpers.remote_code import foreign_imports, shipped_files
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "vanilla_transformer"
 LAYERS = (
+    "paths",
     "modeling",
     "convert",
     "corpus",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import io
 import json
+from typing import Any
 
 import pytest
 import torch
@@ -193,9 +194,9 @@ def test_the_command_line_and_the_pipeline_select_the_target(pair, monkeypatch, 
     an unknown language is one error line naming the model's languages."""
     name, _, _, ours, tokenizer, folder = pair
     src_lang, targets = MODELS[name][3], MODELS[name][4]
-    translator = pipeline("translation", model=ours, tokenizer=tokenizer)
+    translator = pipeline("translation", model=ours, tokenizer=tokenizer)  # pyright: ignore[reportCallIssue, reportArgumentType]
     for tgt_lang in targets[1:2]:
-        options = dict(num_beams=2, max_new_tokens=8)
+        options: dict[str, Any] = dict(num_beams=2, max_new_tokens=8)
         expected = translate(ours, tokenizer, SAMPLE, src_lang=src_lang, tgt_lang=tgt_lang, **options)
         languages = ["--tgt_lang", tgt_lang] + (["--src_lang", src_lang] if src_lang else [])
         monkeypatch.setattr("sys.stdin", stdin("\n".join(SAMPLE) + "\n"))

@@ -56,7 +56,12 @@ def test_glossary_life_and_translation(server, served_sources):
     # a document file with the same glossary (POST /v2/document with glossary_id): every term in its line
     out = io.BytesIO()
     one.translate_document(
-        "\n".join(texts).encode(), out, source_lang="ZH", target_lang="EN-US", glossary=glossary, filename="terms.txt"
+        "\n".join(texts).encode(),
+        out,
+        source_lang="ZH",
+        target_lang="EN-US",
+        glossary=glossary,
+        filename="terms.txt",
     )
     lines = out.getvalue().decode().split("\n")
     assert len(lines) == len(texts)

@@ -54,10 +54,12 @@ def test_a_rank_above_the_layer_widths_is_refused_before_any_adapter(export):
 
     config = tiny_model().config
     assert rank_problem(config, 32) is None and rank_problem(config, 32, ffn=True) is None
-    assert "(d_model=32)" in rank_problem(config, 33)
-    assert "(d_model=32)" in rank_problem(config, 41, ffn=True)
+    assert "(d_model=32)" in str(rank_problem(config, 33))
+    assert "(d_model=32)" in str(rank_problem(config, 41, ffn=True))
     narrow = tiny_model(encoder_ffn_dim=16).config
-    assert rank_problem(narrow, 20) is None and "(encoder_ffn_dim=16)" in rank_problem(narrow, 20, ffn=True)
+    assert rank_problem(narrow, 20) is None and "(encoder_ffn_dim=16)" in str(
+        rank_problem(narrow, 20, ffn=True)
+    )
     cfg = parse_dataclass(
         TrainConfig,
         ["--init_from", str(export), "--lora", str(2**20), "--max_steps", "1", "--output_dir", "x"],

@@ -5,7 +5,7 @@ model's generation config (--num_beams, --length_penalty, --max_new_tokens, and 
 `modeling.DECODING_OPTIONS`, the one table of their rules that the server's requests follow too) and the BPE to train
 (--vocab_size, --kind). Every path argument is parsed by `path_argument`: a link loop, a device, a FIFO, a file where a
 folder is expected (or the reverse) is refused as it is parsed, exit 2 and one line naming the argument and the
-path (`corpus.options.path_problem`, which the options dataclasses' ``path`` fields use too)."""
+path (`paths.path_problem`, which the options dataclasses' ``path`` fields use too)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vanilla_transformer.corpus.options import PATH_KINDS, path_problem
+from vanilla_transformer.paths import PATH_KINDS, path_problem
 
 # the decoding options a command takes unless it names others; None by default = the model's generation_config.json
 # (the paper's beam 4, modeling.DEFAULT_LENGTH_PENALTY)
@@ -45,10 +45,10 @@ def command_parser(command: str, doc: str | None, options: type | None = None) -
 
 
 def path_argument(kind: str, text: bool = False) -> Callable[[str], Any]:
-    """The argparse ``type`` of a path argument that takes a `kind` (one of `corpus.options.PATH_KINDS`: "file",
+    """The argparse ``type`` of a path argument that takes a `kind` (one of `paths.PATH_KINDS`: "file",
     "folder", "file or folder", "output file", "output folder"): the `Path` (with `text`, the string as given: a
     Hub id, a path with a suffix the command reads), or argparse's exit 2 with one ``error: argument NAME: PATH
-    is ...`` line when `corpus.options.path_problem` refuses it."""
+    is ...`` line when `paths.path_problem` refuses it."""
     if kind not in PATH_KINDS:
         raise ValueError(f"path kind {kind!r} is not one of {', '.join(PATH_KINDS)}")
 

@@ -243,8 +243,9 @@ def server_app(args: argparse.Namespace, api_keys: frozenset[str], glossary: Any
         num_threads=args.num_threads if args.engine != "torch" else None,
         shortlist=args.shortlist,
     )
-    for model in served if glossary is not None else []:
-        check_terms(model.tokenizer, glossary, position_limit(getattr(model.model, "config", None)))
+    if glossary is not None:
+        for model in served:
+            check_terms(model.tokenizer, glossary, position_limit(getattr(model.model, "config", None)))
     limits = Limits(**{f.name: getattr(args, LIMIT_FLAGS.get(f.name, f.name)) for f in fields(Limits)})
     if api_keys:
         logging.getLogger(__name__).info("%d API key(s): every API's translations need one", len(api_keys))
