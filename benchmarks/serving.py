@@ -139,10 +139,12 @@ def run_serving(
     per_client: int = 4,
     apis: tuple[str, ...] = ("own",),
     progress=None,
-) -> tuple[list[Round], int]:
-    """The rounds of both modes (one-at-a-time first, then the same requests batched) for each API of ``apis``
+) -> tuple[list[Round], dict[str, int]]:
+    """The rounds of the `MODES` (one-at-a-time first, then the same requests batched) for each API of ``apis``
     (`API_REQUESTS`) and client count, ``clients * per_client`` sentences each (taken from ``sentences``,
-    cycled), and the number of replies that differed between the modes. ``served`` is a `serving.ServedModel`
+    cycled), and per batching mode the number of its replies that differ from one-at-a-time serving's (with
+    request-level batching, a batch's length limit follows its longest source, ``max_len_a``, so a short
+    sentence batched with a long one may decode longer than alone; continuous batching decodes each as alone). ``served`` is a `serving.ServedModel`
     (one whose card names no language pair is served as the pair of the shipped corpus, whose sentences these
     are); ``options`` (decoding options) become its generation config's defaults, so that every API decodes with
     them; ``progress(line)`` is called after each round."""
@@ -182,12 +184,14 @@ def run_serving(
                     )
                     if progress is not None:
                         progress(format_round(rounds[-1]))
-    differ = sum(
-        replies[(api, mode)][text] != out
-        for api in apis
+    differ = {
+        mode: sum(
+            replies[(api, mode)][text] != out
+            for api in apis
+            for text, out in replies[(api, "one-at-a-time")].items()
+        )
         for mode in list(MODES)[1:]
-        for text, out in replies[(api, "one-at-a-time")].items()
-    )
+    }
     return rounds, differ
 
 

@@ -215,22 +215,26 @@ class ContinuousBatcher(Batcher):
             taken, running = self._take_work()
             if not running:
                 return
+            joining: dict[str, list[tuple[int, _Job]]] = {}
             for item in taken:
-                self._join(item)
+                started = self._start(item)
+                if started is not None:
+                    joining.setdefault(started[1].key, []).append(started)
+            for key, jobs in joining.items():
+                self._join(key, jobs)
             self._leave_cancelled()
             for key in list(self._batches):
                 self._step(key)
             if self.on_step is not None:
                 self.on_step(self.rows)
 
-    def _join(self, item: Any) -> None:
-        """Start a queued request or stream: into its batch, to the request-level batcher, or answered at once."""
-        from vanilla_transformer.inference.decoding import ContinuousBatch
-
+    def _start(self, item: Any) -> tuple[int, _Job] | None:
+        """Start a queued request or stream: its job (and id) when it joins a batch; else it is sent to the
+        request-level batcher (a stream generates on its own), dropped (its client left) or answered at once."""
         if isinstance(item, Pending) and item.future.cancelled():
             self.stats["dropped"] += 1
             self._active_tokens -= item.tokens
-            return
+            return None
         try:
             job = self._plan(item)
         except Exception as err:  # noqa: BLE001 - the request's error, as the request-level batcher reports it
@@ -240,27 +244,37 @@ class ContinuousBatcher(Batcher):
             self._active_tokens -= item.tokens
             if isinstance(item, StreamJob):
                 item.stream.start_thread()
-                return
+                return None
             self.stats["fallback"] += 1
             try:
                 self.fallback.enqueue(item)
             except RuntimeError as err:
                 item.future.set_exception(err)
-            return
+            return None
         job_id = self._next_id
         self._next_id += 1
         self._jobs[job_id] = job
         if not job.sources:
             self._finish(job_id)
-            return
+            return None
+        return job_id, job
+
+    def _join(self, key: str, jobs: list[tuple[int, _Job]]) -> None:
+        """Add the sentences of ``jobs`` (all of the batch ``key``) to their batch, encoded together."""
+        from vanilla_transformer.inference.decoding import ContinuousBatch
+
         try:
-            batch = self._batches.get(job.key)
+            batch = self._batches.get(key)
             if batch is None:
-                batch = self._batches[job.key] = ContinuousBatch(self.model, job.options)
-            batch.add([((job_id, i), ids, job.new_tokens[i]) for i, ids in job.sources.items()])
-        except Exception as err:  # noqa: BLE001 - an engine error fails the request, not the server
-            logger.exception("a request could not join the running batch")
-            self._fail([job_id], err)
+                batch = self._batches[key] = ContinuousBatch(self.model, jobs[0][1].options)
+            batch.add(
+                [((job_id, i), ids, job.new_tokens[i]) for job_id, job in jobs for i, ids in job.sources.items()]
+            )
+        except Exception as err:  # noqa: BLE001 - an engine error fails the requests, not the server
+            logger.exception("requests could not join the running batch")
+            if key in self._batches and not len(self._batches[key]):
+                del self._batches[key]
+            self._fail([job_id for job_id, _ in jobs], err)
 
     def _leave_cancelled(self) -> None:
         """Take the sentences of requests whose client went away out of their batches."""

@@ -55,4 +55,8 @@ def test_bench_serve_reports_both_modes_and_equal_replies(served_folder):
     header = next(i for i, line in enumerate(lines) if line.startswith("| offered requests/s |"))
     rows = lines[header + 2 : header + 4]
     assert [row.split("|")[1] for row in rows] == [" 20 ", " 40 "]
-    assert lines[-2:] == ["requests answered: 60 of 60", "replies that differ between the servers: 0"]
+    assert "open loop: replies that differ between request-level and continuous batching: 0" in lines
+    assert lines[-2:] == [
+        "requests answered: 60 of 60",
+        "replies that differ from one-at-a-time serving: request-level 0, continuous 0",
+    ]
