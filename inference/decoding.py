@@ -24,6 +24,11 @@ global generator in an order the loop's shrinking batch would not reproduce), an
 the logits processors implemented here (``suppress_tokens``, ``begin_suppress_tokens``, single-token
 ``bad_words_ids``, ``min_length``/``min_new_tokens``, ``forced_bos_token_id``, ``forced_eos_token_id``).
 
+`ContinuousBatch` is the step machinery of continuous batching (`serving.continuous`): greedy or beam search for
+sentences that join and leave between steps, each at its own step count and decoder positions (its self-attention
+keys past its own position masked), with its own length limit and, with beams, its own stopping rules, so that
+each sentence's result is what `decode` gives for it alone.
+
 ``vocabulary`` (sorted target token ids) restricts the output projection to those rows: the softmax is over the
 shortlist only (CTranslate2's vocabulary map), ``</s>`` and forced tokens are always in it, and the output ids
 are full-vocabulary ids.

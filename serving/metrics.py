@@ -6,7 +6,8 @@ process, and the tests, count apart. The metrics, all prefixed ``vanilla_transfo
     requests_total{api, status}           HTTP requests answered, by API (own, libretranslate, deepl,
                                           huggingface; `serving.dialects.request_api`) and status code
     request_seconds{api}                  histogram of the time from a request's arrival to its reply's last part
-    batch_texts                           histogram of the texts in one engine call (dynamic batching)
+    batch_texts                           histogram of the texts in one engine call (request-level batching;
+                                          with continuous batching, of one request, counted as it ends)
     batch_tokens                          histogram of the source tokens in one engine call
     tokens_in_total, tokens_out_total     source tokens translated (special tokens included) and tokens of the
                                           hypotheses returned (n-best lists included, without special tokens),
