@@ -148,21 +148,12 @@ def run_serving(
     (one whose card names no language pair is served as the pair of the shipped corpus, whose sentences these
     are); ``options`` (decoding options) become its generation config's defaults, so that every API decodes with
     them; ``progress(line)`` is called after each round."""
-    from vanilla_transformer.serving import create_app, start_in_thread
-
     served, pair = _served_with_pair(served, options)
     rounds: list[Round] = []
     replies: dict[tuple[str, str], dict[str, str]] = {}
     with ExitStack() as stack:
         # the servers run side by side, so that the rounds of one client count follow each other on the machine
-        urls = {
-            mode: stack.enter_context(
-                start_in_thread(
-                    create_app(served, max_wait_ms=max_wait_ms, max_batch_tokens=max_batch_tokens, **settings)
-                )
-            ).url
-            for mode, settings in MODES.items()
-        }
+        urls = _servers(stack, served, MODES, max_wait_ms=max_wait_ms, max_batch_tokens=max_batch_tokens)
         for api in apis:
             for url in urls.values():
                 one_round(url, sentences[:2], 1, api, pair)  # warm-up
@@ -195,6 +186,19 @@ def run_serving(
     return rounds, differ
 
 
+def _servers(
+    stack: ExitStack, served: Any, modes: dict[str, dict[str, Any]], **options: Any
+) -> dict[str, str]:
+    """The URL of a server of ``served`` per mode of ``modes`` (its `create_app` settings, and ``options``),
+    started in threads that ``stack`` stops."""
+    from vanilla_transformer.serving import create_app, start_in_thread
+
+    return {
+        mode: stack.enter_context(start_in_thread(create_app(served, **options, **settings))).url
+        for mode, settings in modes.items()
+    }
+
+
 def _served_with_pair(served: Any, options: dict | None) -> tuple[Any, tuple[str, str]]:
     """``served`` with the decoding ``options`` as its generation config's defaults (so that every API decodes
     with them), named the pair of the shipped corpus when its card names none, and that pair."""
@@ -222,7 +226,9 @@ def table(rounds: list[Round]) -> list[str]:
     request-level and of continuous batching over one-at-a-time serving."""
     by = {(r.api, r.mode, r.clients): r for r in rounds}
     lines = [
-        "| API | clients | " + " | ".join(f"{mode} sent/s | p50 / p95 ms" for mode in MODES) + " | speed-ups |",
+        "| API | clients | "
+        + " | ".join(f"{mode} sent/s | p50 / p95 ms" for mode in MODES)
+        + " | speed-ups |",
         "|---|---:|" + "---:|---:|" * len(MODES) + "---:|",
     ]
     for api in dict.fromkeys(r.api for r in rounds):
@@ -312,27 +318,19 @@ def run_open_loop(
     """The open-loop rounds (module docstring) of the request-level and the continuous server over ``served``, at
     each of ``rates``, ``count`` requests each (``short`` and ``long`` sentences, cycled), and the number of
     replies that differed between the two servers; ``options`` and ``served`` as `run_serving` takes them."""
-    from vanilla_transformer.serving import create_app, start_in_thread
-
     served, pair = _served_with_pair(served, options)
     modes = {mode: settings for mode, settings in MODES.items() if mode != "one-at-a-time"}
     rounds: list[OpenRound] = []
     replies: dict[str, dict[str, str]] = {}
     with ExitStack() as stack:
-        urls = {
-            mode: stack.enter_context(
-                start_in_thread(
-                    create_app(served, max_wait_ms=max_wait_ms, max_batch_tokens=max_batch_tokens, **settings)
-                )
-            ).url
-            for mode, settings in modes.items()
-        }
+        urls = _servers(stack, served, modes, max_wait_ms=max_wait_ms, max_batch_tokens=max_batch_tokens)
         for url in urls.values():
             one_round(url, short[:2], 1, "own", pair)  # warm-up
         for number, rate in enumerate(rates):
             picked = {False: iter(short * count), True: iter(long * count)}
             requests = [
-                (at, next(picked[is_long]), is_long) for at, is_long in arrivals(rate, count, long_share, number)
+                (at, next(picked[is_long]), is_long)
+                for at, is_long in arrivals(rate, count, long_share, number)
             ]
             for mode, url in urls.items():
                 wall, latencies, outputs = open_loop_round(url, requests, "own", pair)

@@ -252,7 +252,6 @@ class _Processors:
             scores.index_fill_(1, self.begin_suppress, inf)
         return scores
 
-
     def rows(self, scores: torch.Tensor, lengths: torch.Tensor, max_lengths: torch.Tensor) -> torch.Tensor:
         """`__call__` for rows at different steps: `scores` (N, V) of each row's next token after `lengths` (N,)
         tokens, `max_lengths` (N,) each row's own ``max_length``."""
@@ -330,7 +329,9 @@ class _DecoderState:
         rows = torch.arange(input_ids.shape[0], device=device).repeat_interleave(beams)
         # (N, S) 1 = source token: each row's sentence
         self.source_mask = attention_mask.index_select(0, rows)
-        self.cross_mask = build_attention_mask(without_padding(self.source_mask), self.dtype)  # (N, 1, 1, S) or None
+        self.cross_mask = build_attention_mask(
+            without_padding(self.source_mask), self.dtype
+        )  # (N, 1, 1, S) or None
         self.cross: list[tuple[torch.Tensor, torch.Tensor]] = []
         states = encoder_states.index_select(0, rows)  # (N, S, C)
         for layer in self.layers:
@@ -443,7 +444,10 @@ class _DecoderState:
             return F.pad(x, pad) if size > x.shape[dim] else x
 
         self.cross = [
-            (torch.cat((padded(k, 2, width), padded(k2, 2, width))), torch.cat((padded(v, 2, width), padded(v2, 2, width))))
+            (
+                torch.cat((padded(k, 2, width), padded(k2, 2, width))),
+                torch.cat((padded(v, 2, width), padded(v2, 2, width))),
+            )
             for (k, v), (k2, v2) in zip(self.cross, other.cross)
         ]
         self.source_mask = torch.cat(
@@ -887,7 +891,11 @@ class ContinuousBatch:
         done = torch.isin(tokens, eos) | (length >= rows["max_length"])
         emitted = list(zip(self.keys, tokens.tolist()))
         finished = [
-            Finished(self.keys[i], sequences[i : i + 1, : int(length[i])].clone(), rows["scores"][i : i + 1].clone())
+            Finished(
+                self.keys[i],
+                sequences[i : i + 1, : int(length[i])].clone(),
+                rows["scores"][i : i + 1].clone(),
+            )
             for i in done.nonzero().squeeze(-1).tolist()
         ]
         if finished:

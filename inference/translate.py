@@ -281,9 +281,7 @@ def batch_max_new_tokens(
     return length_cap if max_new_tokens is None else min(max_new_tokens, length_cap)
 
 
-def source_widths(
-    lengths: Sequence[int], batch_size: int, max_tokens: int | None = MAX_TOKENS
-) -> list[int]:
+def source_widths(lengths: Sequence[int], batch_size: int, max_tokens: int | None = MAX_TOKENS) -> list[int]:
     """The longest source of the batch each of the sources of `lengths` (tokens) is translated in by
     `translate_hypotheses` with `batch_size` and `max_tokens`: what its length cap is computed from."""
     order = sorted(range(len(lengths)), key=lambda k: lengths[k], reverse=True)

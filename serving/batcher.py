@@ -112,7 +112,7 @@ class Batcher:
         self.model, self.tokenizer = model, tokenizer
         self.sampling_lock = sampling_lock or threading.Lock()
         self.max_wait_s, self.max_batch_tokens, self.batching = max_wait_s, max_batch_tokens, batching
-        self.stats = dict.fromkeys(STATS, 0)
+        self.stats: dict[str, int] = dict.fromkeys(STATS, 0)
         self.on_batch = on_batch
         self._pending: list[Any] = []
         self._rows = 0

@@ -156,6 +156,7 @@ class ContinuousBatcher(Batcher):
 
     def _plan(self, item: Any) -> _Job | None:
         """The `_Job` of a queued request or stream, or None when it cannot join (module docstring)."""
+        from vanilla_transformer.inference.sources import encode_sources
         from vanilla_transformer.inference.translate import (
             MAX_TOKENS,
             Hypothesis,
@@ -164,7 +165,6 @@ class ContinuousBatcher(Batcher):
             decoding_options,
             source_widths,
         )
-        from vanilla_transformer.inference.sources import encode_sources
         from vanilla_transformer.modeling import position_limit
 
         model, tokenizer = self.model, self.tokenizer
@@ -268,7 +268,11 @@ class ContinuousBatcher(Batcher):
             if batch is None:
                 batch = self._batches[key] = ContinuousBatch(self.model, jobs[0][1].options)
             batch.add(
-                [((job_id, i), ids, job.new_tokens[i]) for job_id, job in jobs for i, ids in job.sources.items()]
+                [
+                    ((job_id, i), ids, job.new_tokens[i])
+                    for job_id, job in jobs
+                    for i, ids in job.sources.items()
+                ]
             )
         except Exception as err:  # noqa: BLE001 - an engine error fails the requests, not the server
             logger.exception("requests could not join the running batch")
@@ -345,7 +349,9 @@ class ContinuousBatcher(Batcher):
                 rows = len(finished.sequences)
                 scores = [float(s) for s in finished.sequences_scores] if item.scores else [None] * rows
                 sources = [job.sources[i]] * rows if item.scores else None
-                job.hypotheses[i] = output_hypotheses(model, tokenizer, finished.sequences, scores, sources, pad_id)
+                job.hypotheses[i] = output_hypotheses(
+                    model, tokenizer, finished.sequences, scores, sources, pad_id
+                )
         except Exception as err:  # noqa: BLE001 - scoring failed: this request's error
             logger.exception("scoring a finished request failed")
             if item.future.set_running_or_notify_cancel():
@@ -378,11 +384,22 @@ def make_batcher(
     from vanilla_transformer.modeling import VanillaTransformerForConditionalGeneration
 
     if scheduling not in (*SCHEDULING, "none"):
-        raise ValueError(f"scheduling={scheduling!r} is invalid: expected one of {', '.join(SCHEDULING)} or none")
-    options = dict(max_wait_s=max_wait_s, max_batch_tokens=max_batch_tokens, on_batch=on_batch)
-    if scheduling == "continuous" and isinstance(served.model, VanillaTransformerForConditionalGeneration):
-        return ContinuousBatcher(served.model, served.tokenizer, **options)
-    return Batcher(served.model, served.tokenizer, batching=scheduling != "none", **options)
+        raise ValueError(
+            f"scheduling={scheduling!r} is invalid: expected one of {', '.join(SCHEDULING)} or none"
+        )
+    model, tokenizer = served.model, served.tokenizer
+    if scheduling == "continuous" and isinstance(model, VanillaTransformerForConditionalGeneration):
+        return ContinuousBatcher(
+            model, tokenizer, max_wait_s=max_wait_s, max_batch_tokens=max_batch_tokens, on_batch=on_batch
+        )
+    return Batcher(
+        model,
+        tokenizer,
+        max_wait_s=max_wait_s,
+        max_batch_tokens=max_batch_tokens,
+        batching=scheduling != "none",
+        on_batch=on_batch,
+    )
 
 
 def _key(options: dict[str, Any]) -> str:

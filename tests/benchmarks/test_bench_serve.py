@@ -50,7 +50,9 @@ def test_bench_serve_reports_both_modes_and_equal_replies(served_folder):
     assert all(re.fullmatch(pattern, row) for row in rows), rows
     opened = [line for line in lines if line.startswith("open loop ")]
     assert [line.split()[2:5] for line in opened] == [
-        [rate, "requests/s", mode] for rate in ("20.00", "40.00") for mode in ("request-level:", "continuous:")
+        [rate, "requests/s", mode]
+        for rate in ("20.00", "40.00")
+        for mode in ("request-level:", "continuous:")
     ]
     header = next(i for i, line in enumerate(lines) if line.startswith("| offered requests/s |"))
     rows = lines[header + 2 : header + 4]

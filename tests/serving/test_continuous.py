@@ -56,7 +56,10 @@ def send(url: str, request: tuple[str, dict]) -> dict:
         assert r.status_code == 200
         events = read_events(r.iter_lines())
     assert events[-1][0] == "done", events[-1]
-    return {"pieces": [data["text"] for name, data in events[:-1]], "translation": events[-1][1]["translation"]}
+    return {
+        "pieces": [data["text"] for name, data in events[:-1]],
+        "translation": events[-1][1]["translation"],
+    }
 
 
 def rounded(reply: dict) -> dict:
@@ -72,7 +75,9 @@ def test_a_mixed_load_gets_the_replies_of_each_request_alone(servers):
     requests = []
     for i, text in enumerate(SHORT * 2):
         requests.append(("translate", {"text": text, "num_beams": 1, "max_new_tokens": 3 + i % 4}))
-        requests.append(("translate", {"text": text, "num_beams": 4, "num_return_sequences": 2, "max_new_tokens": 5}))
+        requests.append(
+            ("translate", {"text": text, "num_beams": 4, "num_return_sequences": 2, "max_new_tokens": 5})
+        )
         if i % 2 == 0:
             requests.append(("stream", {"text": text, "max_new_tokens": 6 + i}))
     requests[3:3] = [
@@ -189,7 +194,7 @@ def test_a_client_that_leaves_leaves_the_batch(servers):
             address = httpx.URL(continuous)
             with socket.create_connection((address.host, address.port), timeout=60) as leaving:
                 payload = json.dumps({**body, "num_beams": 1}).encode()
-                head = f"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                head = "POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                 leaving.sendall(f"{head}Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
                 assert hook.paused.wait(60)
                 assert batch_rows(continuous) == 2

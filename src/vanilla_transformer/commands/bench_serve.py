@@ -131,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         answered += sum(r.sentences for r in open_rounds)
         print()
         print("\n".join(open_loop_table(open_rounds)))
-        print(f"\nopen loop: replies that differ between request-level and continuous batching: {open_differ}")
+        print(
+            f"\nopen loop: replies that differ between request-level and continuous batching: {open_differ}"
+        )
     print(f"\nrequests answered: {answered} of {sent}")
     print(
         "replies that differ from one-at-a-time serving: "
