@@ -24,6 +24,11 @@ global generator in an order the loop's shrinking batch would not reproduce), an
 the logits processors implemented here (``suppress_tokens``, ``begin_suppress_tokens``, single-token
 ``bad_words_ids``, ``min_length``/``min_new_tokens``, ``forced_bos_token_id``, ``forced_eos_token_id``).
 
+`ContinuousBatch` is the step machinery of continuous batching (`serving.continuous`): greedy or beam search for
+sentences that join and leave between steps, each at its own step count and decoder positions (its self-attention
+keys past its own position masked), with its own length limit and, with beams, its own stopping rules, so that
+each sentence's result is what `decode` gives for it alone.
+
 ``vocabulary`` (sorted target token ids) restricts the output projection to those rows: the softmax is over the
 shortlist only (CTranslate2's vocabulary map), ``</s>`` and forced tokens are always in it, and the output ids
 are full-vocabulary ids.
@@ -34,6 +39,7 @@ L decoder layers, H heads, T generated positions, S source length, D head dimens
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -246,6 +252,40 @@ class _Processors:
             scores.index_fill_(1, self.begin_suppress, inf)
         return scores
 
+    def rows(self, scores: torch.Tensor, lengths: torch.Tensor, max_lengths: torch.Tensor) -> torch.Tensor:
+        """`__call__` for rows at different steps: `scores` (N, V) of each row's next token after `lengths` (N,)
+        tokens, `max_lengths` (N,) each row's own ``max_length``."""
+        inf = -math.inf
+        if self.banned is not None:
+            scores.index_fill_(1, self.banned, inf)
+        if self.eos is not None:
+            _fill_rows(scores, lengths < self.min_length, self.eos, inf)
+        if self.has_forced_bos:
+            _fill_rows(scores, lengths == 1, None, inf)
+            if self.forced_bos is not None:
+                _fill_rows(scores, lengths == 1, self.forced_bos, 0.0)
+        if self.has_forced_eos:
+            _fill_rows(scores, lengths == max_lengths - 1, None, inf)
+            if self.forced_eos is not None:
+                _fill_rows(scores, lengths == max_lengths - 1, self.forced_eos, 0.0)
+        if self.suppress is not None:
+            scores.index_fill_(1, self.suppress, inf)
+        if self.begin_suppress is not None:
+            _fill_rows(scores, lengths == self.begin_index, self.begin_suppress, inf)
+        return scores
+
+
+def _fill_rows(scores: torch.Tensor, rows: torch.Tensor, columns: torch.Tensor | None, value: float) -> None:
+    """Set the (N, V) `scores` of the rows where `rows` (N,) bool holds to `value`: in `columns` (every column
+    when None), in place."""
+    if not bool(rows.any()):
+        return
+    chosen = rows.nonzero().squeeze(-1)
+    if columns is None:
+        scores[chosen] = value
+    else:
+        scores[chosen[:, None], columns[None, :]] = value
+
 
 def _positions(position: Any, ids: Sequence[int | None]) -> torch.Tensor | None:
     """The columns of the score matrix holding these token ids (those outside a shortlist left out), or None."""
@@ -287,8 +327,11 @@ class _DecoderState:
         self.dtype = encoder_states.dtype
         # (B * K, S): each sentence's rows side by side, as generate() expands them
         rows = torch.arange(input_ids.shape[0], device=device).repeat_interleave(beams)
-        source_mask = without_padding(attention_mask.index_select(0, rows))
-        self.cross_mask = build_attention_mask(source_mask, self.dtype)  # (N, 1, 1, S) or None
+        # (N, S) 1 = source token: each row's sentence
+        self.source_mask = attention_mask.index_select(0, rows)
+        self.cross_mask = build_attention_mask(
+            without_padding(self.source_mask), self.dtype
+        )  # (N, 1, 1, S) or None
         self.cross: list[tuple[torch.Tensor, torch.Tensor]] = []
         states = encoder_states.index_select(0, rows)  # (N, S, C)
         for layer in self.layers:
@@ -322,7 +365,8 @@ class _DecoderState:
         # (2L, N, H, T, D): the self-attention keys (even) and values (odd) of every layer, in one tensor so that one
         # index_select reorders them all; T grows by doubling up to max_length
         self.max_length = config.max_length
-        self.cache = torch.empty(
+        # zeros, not empty: a row's positions past its own are masked, and must hold finite numbers
+        self.cache = torch.zeros(
             (2 * len(self.layers), len(rows), heads, min(self.max_length, 32), head_dim),
             dtype=key_dtype,
             device=device,
@@ -370,18 +414,50 @@ class _DecoderState:
         if len(rows) == self.cache.shape[1]:
             # the same number of rows: into the spare buffer, which becomes the cache
             if self.spare is None or self.spare.shape != self.cache.shape:
-                self.spare = torch.empty_like(self.cache)
+                self.spare = torch.zeros_like(self.cache)
             torch.index_select(self.cache[:, :, :, :t], 1, rows, out=self.spare[:, :, :, :t])
             self.cache, self.spare = self.spare, self.cache
             return
         shape = list(self.cache.shape)
         shape[1] = len(rows)
-        cache = torch.empty(shape, dtype=self.cache.dtype, device=self.device)
+        cache = torch.zeros(shape, dtype=self.cache.dtype, device=self.device)
         torch.index_select(self.cache[:, :, :, :t], 1, rows, out=cache[:, :, :, :t])
         self.cache, self.spare = cache, None
         self.cross = [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in self.cross]
+        self.source_mask = self.source_mask.index_select(0, rows)
         if self.cross_mask is not None:
             self.cross_mask = self.cross_mask.index_select(0, rows)
+
+    def join(self, other: _DecoderState) -> None:
+        """Append the rows of `other` (the same model, freshly encoded sentences) after this state's: the source
+        side padded to the longer of the two (the padding masked), the self-attention buffers to the longer."""
+        import torch
+        from torch.nn import functional as F
+
+        from vanilla_transformer.modeling import build_attention_mask
+        from vanilla_transformer.modeling.masks_vanilla_transformer import without_padding
+
+        width = max(self.source_mask.shape[1], other.source_mask.shape[1])
+
+        def padded(x: torch.Tensor, dim: int, size: int) -> torch.Tensor:
+            pad = [0, 0] * (x.dim() - 1 - dim) + [0, size - x.shape[dim]]
+            return F.pad(x, pad) if size > x.shape[dim] else x
+
+        self.cross = [
+            (
+                torch.cat((padded(k, 2, width), padded(k2, 2, width))),
+                torch.cat((padded(v, 2, width), padded(v2, 2, width))),
+            )
+            for (k, v), (k2, v2) in zip(self.cross, other.cross)
+        ]
+        self.source_mask = torch.cat(
+            (padded(self.source_mask, 1, width), padded(other.source_mask, 1, width))
+        )
+        self.cross_mask = build_attention_mask(without_padding(self.source_mask), self.dtype)
+        length = max(self.length, other.length)
+        capacity = max(self.cache.shape[3], other.cache.shape[3], length)
+        self.cache = torch.cat((padded(self.cache, 3, capacity), padded(other.cache, 3, capacity)), dim=1)
+        self.spare, self.length = None, length
 
     def _grow(self) -> None:
         """Double the positions the self-attention buffer holds (at most max_length)."""
@@ -389,20 +465,37 @@ class _DecoderState:
 
         shape = list(self.cache.shape)
         shape[3] = min(2 * shape[3], self.max_length)
-        cache = torch.empty(shape, dtype=self.cache.dtype, device=self.device)
+        if shape[3] == self.cache.shape[3]:
+            raise ValueError(f"max_length={self.max_length} positions are all used")
+        cache = torch.zeros(shape, dtype=self.cache.dtype, device=self.device)
         cache[:, :, :, : self.length] = self.cache[:, :, :, : self.length]
         self.cache, self.spare = cache, None
 
-    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+    def step(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
         """The (N, V) float32 logits of the next token after the (N,) `tokens` at the next position: the decoder
-        layers' sub-layers as the model's forward computes them (`VanillaTransformerDecoderLayer`), in eval mode."""
+        layers' sub-layers as the model's forward computes them (`VanillaTransformerDecoderLayer`), in eval mode.
+        `positions` (N,) long: each row's own position (rows that joined at different steps, `ContinuousBatch`),
+        its keys past it masked; None: every row at the same next position."""
         t = self.length
-        if t == self.cache.shape[3]:
+        end = t + 1 if positions is None else int(positions.max()) + 1
+        while end > self.cache.shape[3]:
             self._grow()
         decoder = self.decoder
         implementation = self.implementation
+        self_mask = None
+        if positions is None:
+            position_ids = self.positions[t]  # (1, 1)
+        else:
+            import torch
+
+            from vanilla_transformer.modeling import build_attention_mask
+
+            position_ids = positions[:, None]  # (N, 1)
+            # (N, 1, 1, end): a row attends to its own positions 0 .. p
+            self_mask = build_attention_mask(None, self.dtype, position_ids, end)
+            rows = torch.arange(len(positions), device=self.device)
         # (N, 1, C)
-        hidden, rotary = decoder.embed(tokens[:, None], None, self.positions[t])
+        hidden, rotary = decoder.embed(tokens[:, None], None, position_ids)
         for i, (layer, linear) in enumerate(zip(self.layers, self.projections)):
             attention = layer.self_attn
             x = layer.residual.pre(hidden, layer.self_attn_layer_norm)
@@ -411,11 +504,15 @@ class _DecoderState:
             value = attention._heads(linear["v"](x))  # (N, H, 1, D)
             if rotary is not None:
                 query, key = _apply_rotary(query, *rotary), _apply_rotary(key, *rotary)
-            self.cache[2 * i, :, :, t] = key[:, :, 0]
-            self.cache[2 * i + 1, :, :, t] = value[:, :, 0]
-            keys = self.cache[2 * i, :, :, : t + 1]  # (N, H, t + 1, D)
-            values = self.cache[2 * i + 1, :, :, : t + 1]
-            x, _ = attention.attend(query, keys, values, None, implementation=implementation)
+            if positions is None:
+                self.cache[2 * i, :, :, t] = key[:, :, 0]
+                self.cache[2 * i + 1, :, :, t] = value[:, :, 0]
+            else:
+                self.cache[2 * i][rows, :, positions] = key[:, :, 0]
+                self.cache[2 * i + 1][rows, :, positions] = value[:, :, 0]
+            keys = self.cache[2 * i, :, :, :end]  # (N, H, end, D)
+            values = self.cache[2 * i + 1, :, :, :end]
+            x, _ = attention.attend(query, keys, values, self_mask, implementation=implementation)
             hidden = layer.residual.post(hidden, linear["out"](x), layer.self_attn_layer_norm)
             x = layer.residual.pre(hidden, layer.encoder_attn_layer_norm)
             attention = layer.encoder_attn
@@ -427,7 +524,7 @@ class _DecoderState:
             hidden = layer.residual.post(hidden, x, layer.final_layer_norm)
         if decoder.layer_norm is not None:
             hidden = decoder.layer_norm(hidden)
-        self.length = t + 1
+        self.length = end
         # (N, V): the output projection of the last position only
         return self.output(hidden[:, 0]).float()
 
@@ -606,3 +703,299 @@ def _beam_search(state: _DecoderState, config: GenerationConfig) -> DecodeOutput
     out_scores = out_scores[:, :returned].reshape(-1)
     generated = int(out_lengths[:, :returned].max())
     return DecodeOutput(out_sequences[:, : 1 + generated], out_scores)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A sentence of a `ContinuousBatch` that is done: the caller's ``key`` for it, its ``sequences`` (n, 1 + T)
+    (decoder start token first, best first: what `decode` returns for that sentence alone, up to padding) and
+    their ``sequences_scores`` (n,) float32."""
+
+    key: Any
+    sequences: torch.Tensor
+    sequences_scores: torch.Tensor
+
+
+@dataclass(frozen=True)
+class Stepped:
+    """What one `ContinuousBatch.step` produced: with one beam, each sentence's new token id (``tokens``, (key,
+    id) pairs, its ``</s>`` included); the sentences that are done (``finished``), which have left the batch."""
+
+    tokens: list[tuple[Any, int]]
+    finished: list[Finished]
+
+
+class ContinuousBatch:
+    """Sentences decoded together one step at a time, which join (`add`) and leave (done, or `remove`) between
+    steps: the step machinery of iteration-level (continuous) batching. All decode with one set of `generate()`
+    options, greedy or beam search (`unsupported` rules as for `decode`; no shortlist); each sentence has its
+    own source, its own step counter and decoder positions (its self-attention keys past its own position
+    masked) and its own ``max_new_tokens``, and beam search's stopping rules and length penalties are applied
+    per sentence, so each sentence is decoded as `decode` decodes it alone: the same tokens and scores, up to
+    the float rounding that masked padding brings to any batch."""
+
+    def __init__(
+        self, model: Any, options: dict[str, Any], generation_config: GenerationConfig | None = None
+    ):
+        reason = unsupported(model, options, generation_config)
+        if reason is not None:
+            raise ValueError(f"the decoding loop cannot decode this: {reason}; use model.generate()")
+        self.model = model
+        self.config = resolved_generation_config(model, options, generation_config)
+        self.beams = self.config.num_beams
+        eos = _eos_ids(self.config)
+        pad = self.config.pad_token_id
+        # what fills a sequence past its end: generate()'s choice for greedy search and for beams
+        self.fill = (pad if pad is not None else eos[0]) if self.beams == 1 else (pad if pad else eos[0])
+        self.state: _DecoderState | None = None
+        self.process: _Processors | None = None
+        self.keys: list[Any] = []
+        # per sentence (first dimension): its tensors of the decoding state (greedy or beam search)
+        self.rows: dict[str, torch.Tensor] = {}
+
+    def __len__(self) -> int:
+        """The sentences decoding."""
+        return len(self.keys)
+
+    @property
+    def row_count(self) -> int:
+        """The rows the decoder computes at each step (sentences x beams)."""
+        return len(self.keys) * self.beams
+
+    def add(self, sentences: Sequence[tuple[Any, Sequence[int], int | None]]) -> None:
+        """Encode and join (key, source token ids, max_new_tokens or None: the options') sentences; they take
+        their first step at the next `step`."""
+        import torch
+
+        if not sentences:
+            return
+        model, config = self.model, self.config
+        device = model.device
+        pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else 0
+        width = max(len(ids) for _, ids, _ in sentences)
+        input_ids = torch.full((len(sentences), width), int(pad_id), dtype=torch.long)  # (B, S)
+        attention_mask = torch.zeros((len(sentences), width), dtype=torch.long)
+        for row, (_, ids, _) in enumerate(sentences):
+            input_ids[row, : len(ids)] = torch.tensor(list(ids), dtype=torch.long)
+            attention_mask[row, : len(ids)] = 1
+        max_lengths = torch.tensor(
+            [config.max_length if new is None else new + 1 for _, _, new in sentences], device=device
+        )
+        capacity = int(max_lengths.max())
+        if self.state is not None:
+            capacity = max(capacity, self.state.max_length)
+        state_config = copy.deepcopy(config)
+        state_config.max_length = capacity
+        with torch.inference_mode():
+            state = _DecoderState(model, input_ids.to(device), attention_mask.to(device), state_config, None)
+            if self.state is None:
+                self.state = state
+            else:
+                self.state.join(state)
+            self.state.max_length = capacity
+            if self.process is None:
+                self.process = _Processors(config, self.state.position)
+            self._join(self._initial(len(sentences), max_lengths, capacity))
+        self.keys.extend(key for key, _, _ in sentences)
+
+    def _initial(self, count: int, max_lengths: torch.Tensor, width: int) -> dict[str, torch.Tensor]:
+        """The decoding state of `count` sentences before their first step."""
+        import torch
+
+        device, config, beams = self.model.device, self.config, self.beams
+        shape = (count, width) if beams == 1 else (count, beams, width)
+        sequences = torch.full(shape, int(self.fill), dtype=torch.long, device=device)
+        sequences[..., 0] = config.decoder_start_token_id
+        rows = {"length": torch.ones(count, dtype=torch.long, device=device), "max_length": max_lengths}
+        if beams == 1:
+            rows.update(sequences=sequences, scores=torch.zeros(count, dtype=torch.float32, device=device))
+            return rows
+        running_scores = torch.zeros((count, beams), dtype=torch.float32, device=device)
+        running_scores[:, 1:] = -1e9
+        rows.update(
+            running=sequences,
+            running_scores=running_scores,
+            sequences=sequences.clone(),
+            beam_scores=torch.full((count, beams), -1e9, dtype=torch.float32, device=device),
+            lengths=torch.zeros((count, beams), dtype=torch.long, device=device),
+            finished=torch.zeros((count, beams), dtype=torch.bool, device=device),
+            improvable=torch.ones((count, 1), dtype=torch.bool, device=device),
+        )
+        return rows
+
+    def _join(self, new: dict[str, torch.Tensor]) -> None:
+        """Append sentences' decoding state after the current ones' (sequences padded to the longer width)."""
+        import torch
+        from torch.nn import functional as F
+
+        if not self.rows:
+            self.rows = new
+            return
+        for name, tensor in new.items():
+            old = self.rows[name]
+            if name in ("sequences", "running"):
+                width = max(old.shape[-1], tensor.shape[-1])
+                old = F.pad(old, (0, width - old.shape[-1]), value=int(self.fill))
+                tensor = F.pad(tensor, (0, width - tensor.shape[-1]), value=int(self.fill))
+            self.rows[name] = torch.cat((old, tensor))
+
+    def remove(self, keys: Sequence[Any]) -> None:
+        """Drop the sentences of `keys` (their callers gave up) from the batch."""
+        import torch
+
+        gone = set(keys)
+        keep = [i for i, key in enumerate(self.keys) if key not in gone]
+        if len(keep) < len(self.keys):
+            self._keep(torch.tensor(keep, dtype=torch.long, device=self.model.device), None)
+
+    def _keep(self, keep: torch.Tensor, source_beams: torch.Tensor | None) -> None:
+        """Keep the sentences `keep` (M,) in that order; their decoder rows continue the beams `source_beams`
+        (M, K) (None: each beam its own row)."""
+        import torch
+
+        beams = self.beams
+        self.keys = [self.keys[i] for i in keep.tolist()]
+        self.rows = {name: tensor[keep] for name, tensor in self.rows.items()}
+        if not self.keys:
+            self.state, self.rows = None, {}
+            return
+        if source_beams is None:
+            source_beams = torch.arange(beams, device=keep.device).expand(len(keep), beams)
+        assert self.state is not None
+        self.state.select((keep[:, None] * beams + source_beams).reshape(-1))
+
+    def step(self) -> Stepped:
+        """One decoding step of every sentence; those that are done leave the batch."""
+        import torch
+
+        if not self.keys:
+            return Stepped([], [])
+        with torch.inference_mode():
+            return self._greedy_step() if self.beams == 1 else self._beam_step()
+
+    def _greedy_step(self) -> Stepped:
+        """`_greedy`'s step, each sentence at its own length."""
+        import torch
+
+        state, rows, process = self.state, self.rows, self.process
+        assert state is not None and process is not None
+        length, sequences = rows["length"], rows["sequences"]
+        tokens = sequences.gather(1, (length - 1)[:, None]).squeeze(-1)  # (N,)
+        logits = process.rows(state.step(tokens, length - 1), length, rows["max_length"])  # (N, V)
+        columns = logits.argmax(-1)  # (N,)
+        rows["scores"] += logits.log_softmax(-1).gather(-1, columns[:, None]).squeeze(-1)
+        tokens = state.token_ids(columns)
+        sequences[torch.arange(len(tokens), device=tokens.device), length] = tokens
+        length += 1
+        eos = torch.tensor(_eos_ids(self.config), device=tokens.device)
+        done = torch.isin(tokens, eos) | (length >= rows["max_length"])
+        emitted = list(zip(self.keys, tokens.tolist()))
+        finished = [
+            Finished(
+                self.keys[i],
+                sequences[i : i + 1, : int(length[i])].clone(),
+                rows["scores"][i : i + 1].clone(),
+            )
+            for i in done.nonzero().squeeze(-1).tolist()
+        ]
+        if finished:
+            self._keep((~done).nonzero().squeeze(-1), None)
+        return Stepped(emitted, finished)
+
+    def _beam_step(self) -> Stepped:
+        """`_beam_search`'s step (transformers' `_beam_search` arithmetic), each sentence at its own length with
+        its own ``max_length``; a sentence is done where `_beam_search` of that sentence alone stops."""
+        import torch
+
+        state, rows, process, config = self.state, self.rows, self.process, self.config
+        assert state is not None and process is not None
+        beams, device = self.beams, self.model.device
+        length_penalty, early_stopping = config.length_penalty, config.early_stopping
+        eos_ids = _eos_ids(config)
+        eos = torch.tensor(eos_ids, device=device)
+        keep_k = max(2, 1 + len(eos_ids)) * beams
+        top_mask = torch.zeros(keep_k, dtype=torch.bool, device=device)
+        top_mask[:beams] = True
+        cur_len, max_length = rows["length"], rows["max_length"]
+        running, running_scores = rows["running"], rows["running_scores"]
+        b, width = len(cur_len), running.shape[-1]
+        sentence = torch.arange(b, device=device)
+
+        row_lengths = cur_len.repeat_interleave(beams)  # (b * K,)
+        tokens = running[sentence, :, cur_len - 1].reshape(-1)
+        logits = state.step(tokens, row_lengths - 1)  # (b * K, V)
+        log_probs = process.rows(logits.log_softmax(-1), row_lengths, max_length.repeat_interleave(beams))
+        vocab = log_probs.shape[-1]
+        log_probs = log_probs.view(b, beams, vocab) + running_scores[:, :, None]
+        log_probs = log_probs.view(b, beams * vocab)
+
+        topk_scores, topk_indices = torch.topk(log_probs, k=keep_k)
+        topk_beams = topk_indices // vocab  # (b, 2K)
+        topk_tokens = state.token_ids(topk_indices % vocab)
+        topk_running = running.gather(1, topk_beams[:, :, None].expand(-1, -1, width)).clone()
+        topk_running[sentence, :, cur_len] = topk_tokens
+        hits = torch.isin(topk_tokens, eos) | (cur_len + 1 >= max_length)[:, None]
+
+        topk_running_scores = topk_scores + hits.to(torch.float32) * -1.0e9
+        next_indices = torch.topk(topk_running_scores, k=beams)[1]  # (b, K)
+        running = topk_running.gather(1, next_indices[:, :, None].expand(-1, -1, width))
+        running_scores = topk_running_scores.gather(1, next_indices)
+        source_beams = topk_beams.gather(1, next_indices)  # (b, K)
+
+        finished, improvable = rows["finished"], rows["improvable"]
+        just_finished = hits & top_mask[None, :]
+        # the per-sentence divisors, each the Python float (cur_len ** length_penalty) `_beam_search` divides by
+        penalties = torch.tensor(
+            [float(n) ** length_penalty for n in cur_len.tolist()], dtype=torch.float32, device=device
+        )
+        candidates = topk_scores / penalties[:, None]
+        full = torch.all(finished, dim=-1, keepdim=True) & (early_stopping is True)
+        candidates = candidates + full.to(torch.float32) * -1.0e9
+        candidates = candidates + (~improvable).to(torch.float32) * -1.0e9
+        candidates = candidates + (~just_finished) * -1.0e9
+        merged_scores = torch.cat((rows["beam_scores"], candidates), dim=1)
+        best = torch.topk(merged_scores, k=beams)[1]  # (b, K)
+        merged_sequences = torch.cat((rows["sequences"], topk_running), dim=1)
+        sequences = merged_sequences.gather(1, best[:, :, None].expand(-1, -1, width))
+        beam_scores = merged_scores.gather(1, best)
+        lengths = torch.cat((rows["lengths"], cur_len[:, None].expand_as(topk_beams)), dim=1).gather(1, best)
+        finished = torch.cat((finished, just_finished), dim=1).gather(1, best)
+
+        cur_len = cur_len + 1
+        if early_stopping == "never" and length_penalty > 0.0:
+            hypothetical = (max_length - 1).tolist()
+        else:
+            hypothetical = (cur_len - 1).tolist()
+        divisors = torch.tensor(
+            [float(n) ** length_penalty for n in hypothetical], dtype=torch.float32, device=device
+        )
+        best_running = running_scores[:, :1] / divisors[:, None]
+        worst_finished = torch.where(finished, torch.min(beam_scores, dim=1, keepdim=True)[0], -1.0e9)
+        improvable = improvable & torch.any(best_running > worst_finished, dim=-1, keepdim=True)
+        done = ~improvable[:, 0] | (cur_len >= max_length) | hits.all(-1)
+        if early_stopping is True:
+            done = done | finished.all(-1)
+        rows.update(
+            length=cur_len,
+            running=running,
+            running_scores=running_scores,
+            sequences=sequences,
+            beam_scores=beam_scores,
+            lengths=lengths,
+            finished=finished,
+            improvable=improvable,
+        )
+        returned = config.num_return_sequences or 1
+        ended = []
+        for i in done.nonzero().squeeze(-1).tolist():
+            generated = int(lengths[i, :returned].max())
+            ended.append(
+                Finished(
+                    self.keys[i],
+                    sequences[i, :returned, : 1 + generated].clone(),
+                    beam_scores[i, :returned].clone(),
+                )
+            )
+        keep = (~done).nonzero().squeeze(-1)
+        self._keep(keep, source_beams[keep])
+        return Stepped([], ended)

@@ -162,9 +162,9 @@ def translate_hypotheses(
     (``use_vmap``); ONNX Runtime and a glossary raise `ValueError`."""
     import torch
 
-    from vanilla_transformer.modeling import check_generation_arguments, position_limit
+    from vanilla_transformer.modeling import position_limit
 
-    from .constraints import check_glossary_decoding, constrained_beam_search
+    from .constraints import constrained_beam_search
     from .decoding import chosen_decoder, unsupported
     from .glossary import term_ids, word_pieces
     from .languages import resolve_languages, target_options, without_target_token
@@ -179,24 +179,10 @@ def translate_hypotheses(
             f"max_len_a={max_len_a!r}, max_len_b={max_len_b!r} are invalid: expected numbers >= 0; "
             "e.g. max_len_a=2, max_len_b=10 (at most 2 * source length + 10 new tokens)"
         )
-    generate_kwargs = {k: v for k, v in generate_kwargs.items() if v is not None}
-    check_generation_arguments(generate_kwargs, model.generation_config)
-    check_tokenizer_matches_model(model, tokenizer)
+    generate_kwargs, n = decoding_options(model, tokenizer, generate_kwargs, glossary, shortlist)
     src_lang, tgt_lang = resolve_languages(tokenizer, src_lang, tgt_lang)
     language_options = target_options(tokenizer, model.generation_config, tgt_lang)
     generate_kwargs.update(language_options)
-    if glossary is not None:
-        check_glossary_decoding(
-            generate_kwargs.get("do_sample", getattr(model.generation_config, "do_sample", False))
-        )
-    if shortlist is not None:
-        _check_shortlist(model, shortlist, glossary)
-    if generate_kwargs.get("num_beams", model.generation_config.num_beams) == 1:
-        generate_kwargs = {k: v for k, v in generate_kwargs.items() if k not in _BEAM_ONLY}
-    n = generate_kwargs.get(
-        "num_return_sequences", getattr(model.generation_config, "num_return_sequences", 1)
-    )
-    n = n or 1
     results: list[list[Hypothesis]] = [[Hypothesis("")] * n for _ in lines]
     todo = [i for i, line in enumerate(lines) if line.strip()]
     if progress is not None and len(lines) > len(todo):
@@ -207,7 +193,7 @@ def translate_hypotheses(
     encoded = encode_sources(model, tokenizer, [lines[i] for i in todo], src_lang, tgt_lang)
     # each source's target phrases (token ids) that the glossary puts in its translation
     phrases = [term_ids(tokenizer, glossary.terms_for(lines[i])) if glossary else [] for i in todo]
-    max_new_tokens = _capped_max_new_tokens(model, generate_kwargs)
+    max_new_tokens = capped_max_new_tokens(model, generate_kwargs)
     positions = position_limit(model.config)
 
     # one id (transformers types a special token's id as one id or a list)
@@ -233,30 +219,22 @@ def translate_hypotheses(
                     constraints=[phrases[k] for k in batch],
                     word_pieces=word_pieces(tokenizer),
                 )
-            if max_len_a is not None:
-                length_cap = max(1, int(max_len_a * width + max_len_b))
-                if positions is not None:
-                    length_cap = min(length_cap, positions)
-                cap = length_cap if max_new_tokens is None else min(max_new_tokens, length_cap)
+            cap = batch_max_new_tokens(max_new_tokens, width, positions, max_len_a, max_len_b)
+            if cap is not None:
                 batch_kwargs["max_new_tokens"] = cap
-            elif max_new_tokens is not None:
-                batch_kwargs["max_new_tokens"] = max_new_tokens
             output_ids, batch_scores = _decode_batch(
                 model, input_ids, attention_mask, batch_kwargs, scores, loop, shortlist
             )
-            texts = tokenizer.batch_decode(
-                without_target_token(output_ids, language_options, pad_id),
-                skip_special_tokens=True,
-                clean_up_tokenization_spaces=False,
+            sources = [encoded[k] for k in batch for _ in range(n)]
+            hypotheses = output_hypotheses(
+                model,
+                tokenizer,
+                output_ids,
+                batch_scores,
+                sources if token_scores else None,
+                pad_id,
+                text_ids=without_target_token(output_ids, language_options, pad_id),
             )
-            scored: list[PairScore | None] = [None] * len(texts)
-            if token_scores:
-                sources = [encoded[k] for k in batch for _ in range(n)]
-                scored = list(_output_scores(model, sources, output_ids, pad_id))
-            hypotheses = [
-                Hypothesis(" ".join(text.split()), score, tokens)
-                for text, score, tokens in zip(texts, batch_scores, scored)
-            ]
             for row, k in enumerate(batch):
                 results[todo[k]] = hypotheses[row * n : (row + 1) * n]
             if progress is not None:
@@ -264,6 +242,93 @@ def translate_hypotheses(
     finally:
         model.train(was_training)
     return results
+
+
+def decoding_options(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    generate_kwargs: dict[str, Any],
+    glossary: Glossary | None = None,
+    shortlist: Shortlist | None = None,
+) -> tuple[dict[str, Any], int]:
+    """The `generate()` options `translate_hypotheses` decodes with (None values dropped; with one beam, the
+    beam-only ones too) and the hypotheses per line; `ValueError` for out-of-range options, a tokenizer that does
+    not match the model, or a glossary or shortlist that cannot apply."""
+    from vanilla_transformer.modeling import check_generation_arguments
+
+    from .constraints import check_glossary_decoding
+
+    generate_kwargs = {k: v for k, v in generate_kwargs.items() if v is not None}
+    check_generation_arguments(generate_kwargs, model.generation_config)
+    check_tokenizer_matches_model(model, tokenizer)
+    if glossary is not None:
+        check_glossary_decoding(
+            generate_kwargs.get("do_sample", getattr(model.generation_config, "do_sample", False))
+        )
+    if shortlist is not None:
+        _check_shortlist(model, shortlist, glossary)
+    if generate_kwargs.get("num_beams", model.generation_config.num_beams) == 1:
+        generate_kwargs = {k: v for k, v in generate_kwargs.items() if k not in _BEAM_ONLY}
+    n = generate_kwargs.get(
+        "num_return_sequences", getattr(model.generation_config, "num_return_sequences", 1)
+    )
+    return generate_kwargs, n or 1
+
+
+def batch_max_new_tokens(
+    max_new_tokens: int | None,
+    width: int,
+    positions: int | None,
+    max_len_a: float | None = MAX_LEN_A,
+    max_len_b: int = MAX_LEN_B,
+) -> int | None:
+    """The ``max_new_tokens`` of a batch whose longest source has `width` tokens (module docstring): the given
+    one (`max_new_tokens`, already within the positions), lowered with `max_len_a` to ``max_len_a * width +
+    max_len_b`` and the decoder's `positions`; None: the generation config's."""
+    if max_len_a is None:
+        return max_new_tokens
+    length_cap = max(1, int(max_len_a * width + max_len_b))
+    if positions is not None:
+        length_cap = min(length_cap, positions)
+    return length_cap if max_new_tokens is None else min(max_new_tokens, length_cap)
+
+
+def source_widths(lengths: Sequence[int], batch_size: int, max_tokens: int | None = MAX_TOKENS) -> list[int]:
+    """The longest source of the batch each of the sources of `lengths` (tokens) is translated in by
+    `translate_hypotheses` with `batch_size` and `max_tokens`: what its length cap is computed from."""
+    order = sorted(range(len(lengths)), key=lambda k: lengths[k], reverse=True)
+    widths = [0] * len(lengths)
+    for batch in _batches(order, list(lengths), batch_size, max_tokens):
+        for k in batch:
+            widths[k] = max(lengths[j] for j in batch)
+    return widths
+
+
+def output_hypotheses(
+    model: PreTrainedModel | ModelStandIn,
+    tokenizer: PreTrainedTokenizerBase,
+    output_ids: Any,
+    scores: Sequence[float | None],
+    sources: list[list[int]] | None,
+    pad_id: int,
+    text_ids: Any = None,
+) -> list[Hypothesis]:
+    """The `Hypothesis` of each decoded row of `output_ids` (R, T) (decoder start token first) with its sequence
+    score; with `sources` (each row's source ids), its tokens' log-probabilities by forced decoding. The text is
+    that of ``text_ids`` where given (the rows without a forced target-language token,
+    `inference.languages.without_target_token`), else of `output_ids`."""
+    texts = tokenizer.batch_decode(
+        output_ids if text_ids is None else text_ids,
+        skip_special_tokens=True,
+        clean_up_tokenization_spaces=False,
+    )
+    scored: list[PairScore | None] = [None] * len(texts)
+    if sources is not None:
+        scored = list(_output_scores(model, sources, output_ids, pad_id))
+    return [
+        Hypothesis(" ".join(text.split()), score, tokens)
+        for text, score, tokens in zip(texts, scores, scored)
+    ]
 
 
 def _check_shortlist(
@@ -471,7 +536,7 @@ def translate_lines(
     ]
 
 
-def _capped_max_new_tokens(
+def capped_max_new_tokens(
     model: PreTrainedModel | ModelStandIn, generate_kwargs: dict[str, Any]
 ) -> int | None:
     """The max_new_tokens to use: the given one, else the generation config's, lowered to the decoder's

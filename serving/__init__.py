@@ -10,12 +10,14 @@ from vanilla_transformer.inference.cards import card_examples, card_languages, l
 
 from .app import create_app
 from .batcher import Batcher
+from .continuous import ContinuousBatcher
 from .lanes import ServedModel, effective_limits
 from .options import Limits, RequestError, StreamRequest, TranslateRequest
 from .server import ThreadedServer, load_served, run_server, start_in_thread
 
 __all__ = [
     "Batcher",
+    "ContinuousBatcher",
     "Limits",
     "RequestError",
     "ServedModel",

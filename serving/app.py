@@ -24,7 +24,10 @@ and the LibreTranslate, Hugging Face Inference and DeepL APIs over the same tran
 (`serving.libretranslate_api`, `serving.hf_inference_api`, `serving.deepl_api`, with its glossaries:
 `serving.glossaries`).
 
-/translate requests go through the `serving.batcher.Batcher` (dynamic batching). Refusals are JSON
+/translate requests go through the lane's batcher: with the torch engine, by default, continuous batching
+(`serving.continuous`: requests join and leave the running batch at every decoding step); with
+``scheduling="request"``, and always for the exported engines, which have no step control, request-level dynamic
+batching (`serving.batcher.Batcher`). Refusals are JSON
 ``{"detail": message}``: 413 for a body over ``max_request_bytes`` or more than ``max_texts`` texts, 411 for a
 body without Content-Length, 408 for a body not complete within ``body_timeout_s``, 422 for malformed JSON,
 unknown options (named), values that break their rule (`modeling.DECODING_OPTIONS`, the message of the command
@@ -50,7 +53,7 @@ from vanilla_transformer.inference.glossary import Glossary
 from vanilla_transformer.inference.languages import model_languages
 
 from . import deepl_api, glossaries, hf_inference_api, libretranslate_api, routes
-from .batcher import Batcher
+from .continuous import make_batcher
 from .dialects import request_api
 from .errors import error_reply
 from .lanes import Lane, Lanes, ServedModel, check_pairs, effective_limits
@@ -68,12 +71,14 @@ def create_app(
     max_wait_ms: float = 10.0,
     max_batch_tokens: int = 8192,
     batching: bool = True,
+    scheduling: str = "continuous",
     api_keys: frozenset[str] = frozenset(),
     cors_origins: tuple[str, ...] = (),
     rate_limiter: RateLimiter | None = None,
     glossary: Glossary | None = None,
 ) -> FastAPI:
-    """The server's FastAPI app over one model or several (each on its own lane, with its own batcher; several
+    """The server's FastAPI app over one model or several (each on its own lane, with its own batcher: continuous
+    with ``scheduling="continuous"`` where the engine allows it, request-level with "request"; several
     need distinct language pairs, `check_pairs`, else `ValueError`); the batching workers start with the app
     (lifespan) and, when the app shuts down, translate what is queued and stop. With ``api_keys`` every API's
     translations need a key (`serving.middleware.ApiGate`); ``cors_origins``: the browser origins allowed ("*":
@@ -96,12 +101,11 @@ def create_app(
         Lane(
             model,
             effective_limits(model, limits),
-            Batcher(
-                model.model,
-                model.tokenizer,
+            make_batcher(
+                model,
+                scheduling if batching else "none",
                 max_wait_s=max_wait_ms / 1000,
                 max_batch_tokens=max_batch_tokens,
-                batching=batching,
                 on_batch=functools.partial(metrics.observe_batch, model.tokenizer),
             ),
             glossary,
@@ -113,7 +117,13 @@ def create_app(
             lane.served.name, lane.served.engine, lane.served.languages, lane.served.load_seconds
         )
     metrics.watch_queue(lambda: sum(lane.batcher.queued for lane in lanes))
-    batching_info = {"enabled": batching, "max_wait_ms": max_wait_ms, "max_batch_tokens": max_batch_tokens}
+    metrics.watch_rows(lambda: sum(lane.batcher.rows for lane in lanes))
+    batching_info = {
+        "enabled": batching,
+        "scheduling": scheduling if batching else "none",
+        "max_wait_ms": max_wait_ms,
+        "max_batch_tokens": max_batch_tokens,
+    }
     app = FastAPI(title="vanilla-transformer translation server", lifespan=_lifespan)
     app.state.server = ServerState(Lanes(lanes), limits, metrics, batching_info, keyed=bool(api_keys))
     app.state.limits = limits

@@ -34,7 +34,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from .options import work_rows
+
 logger = logging.getLogger(__name__)
+
+# how requests are batched: "request" (this module: a group of requests is one engine call) or "continuous"
+# (`serving.continuous`: sentences join and leave the running batch at every decoding step)
+SCHEDULING = ("continuous", "request")
 
 
 @dataclass
@@ -82,12 +88,15 @@ STATS = ("requests", "texts", "batches", "largest_batch", "failed_batches", "dro
 
 
 class Batcher:
-    """The request queue and its worker thread (module docstring). ``model`` and ``tokenizer`` as
+    """Request-level batching: the request queue and its worker thread (module docstring). ``model`` and ``tokenizer`` as
     `inference.translate_hypotheses` takes them (a PyTorch model or an exported engine's `EngineModel`). With
     ``batching=False`` every request is its own engine call (one-at-a-time serving, for comparison).
     ``sampling_lock`` is the lock of `random_draws` that every sampling generation of the server shares;
     ``on_batch(texts, nbest)`` (the n-best lists' texts) is called in the worker after each engine call that
     succeeded (the metrics)."""
+
+    # how it schedules (`SCHEDULING`), as /info reports it
+    mode = "request"
 
     def __init__(
         self,
@@ -103,9 +112,10 @@ class Batcher:
         self.model, self.tokenizer = model, tokenizer
         self.sampling_lock = sampling_lock or threading.Lock()
         self.max_wait_s, self.max_batch_tokens, self.batching = max_wait_s, max_batch_tokens, batching
-        self.stats = dict.fromkeys(STATS, 0)
+        self.stats: dict[str, int] = dict.fromkeys(STATS, 0)
         self.on_batch = on_batch
-        self._pending: list[Pending] = []
+        self._pending: list[Any] = []
+        self._rows = 0
         self._cond = threading.Condition()
         self._closing = False
         self._thread: threading.Thread | None = None
@@ -139,12 +149,22 @@ class Batcher:
         `inference.Hypothesis` per text, with ``scores`` their sequence scores and per-token log-probabilities.
         Raises `RuntimeError` once the batcher is closing."""
         item = Pending(list(texts), dict(kwargs), tokens, seed, scores)
+        self.enqueue(item)
+        return item.future
+
+    def enqueue(self, item: Any) -> None:
+        """Queue a `Pending` request (or another kind of work this batcher's worker takes); `RuntimeError` once
+        the batcher is closing."""
         with self._cond:
             if self._closing:
                 raise RuntimeError("the server is shutting down")
             self._pending.append(item)
             self._cond.notify_all()
-        return item.future
+
+    @property
+    def rows(self) -> int:
+        """The rows the engine decodes now (texts x beams of the running call; 0 between calls)."""
+        return self._rows
 
     def close(self, timeout: float | None = None) -> None:
         """Translate what is queued, then stop the worker (waits up to ``timeout`` seconds for it)."""
@@ -194,7 +214,10 @@ class Batcher:
 
         texts = [text for item in group for text in item.texts]
         kwargs, seed, scores = group[0].kwargs, group[0].seed, group[0].scores
-        sampling = samples(kwargs, getattr(self.model, "generation_config", None))
+        generation_config = getattr(self.model, "generation_config", None)
+        sampling = samples(kwargs, generation_config)
+        if generation_config is not None:
+            self._rows = len(texts) * work_rows(kwargs, generation_config)
         try:
             with random_draws(self.sampling_lock, sampling, seed):
                 nbest = translate_hypotheses(
@@ -212,6 +235,8 @@ class Batcher:
             for item in group:
                 item.future.set_exception(err)
             return
+        finally:
+            self._rows = 0
         self.stats["batches"] += 1
         self.stats["requests"] += len(group)
         self.stats["texts"] += len(texts)

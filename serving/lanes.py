@@ -380,7 +380,7 @@ class Lane:
             "options": options,
             "streaming": served.engine == "torch",
             "limits": self.limits.as_dict(),
-            "batching": batching,
+            "batching": {**batching, "scheduling": self.batcher.mode if batching["enabled"] else "none"},
             "stats": {**self.batcher.stats, "queued": self.batcher.queued},
         }
 

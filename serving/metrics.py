@@ -6,12 +6,16 @@ process, and the tests, count apart. The metrics, all prefixed ``vanilla_transfo
     requests_total{api, status}           HTTP requests answered, by API (own, libretranslate, deepl,
                                           huggingface; `serving.dialects.request_api`) and status code
     request_seconds{api}                  histogram of the time from a request's arrival to its reply's last part
-    batch_texts                           histogram of the texts in one engine call (dynamic batching)
+    batch_texts                           histogram of the texts in one engine call (request-level batching;
+                                          with continuous batching, of one request, counted as it ends)
     batch_tokens                          histogram of the source tokens in one engine call
     tokens_in_total, tokens_out_total     source tokens translated (special tokens included) and tokens of the
                                           hypotheses returned (n-best lists included, without special tokens),
                                           both counted with the model's tokenizer, of the batched requests
     queue_length                          requests waiting for an engine call (all models)
+    batch_rows                            rows the engine decodes now (sentences x beams, all models): with
+                                          continuous batching it changes at every step, as sentences join and
+                                          leave (finished, or their client gone)
     model_info{model, engine, languages}  each model served; model_load_seconds{model}: the time it took to load
 
 Every HTTP request answered is counted, refusals included, except the scrapes of ``/metrics`` itself. Streams
@@ -71,6 +75,9 @@ class Metrics:
         self.queue_length = Gauge(
             PREFIX + "queue_length", "requests waiting for an engine call", registry=registry
         )
+        self.batch_rows = Gauge(
+            PREFIX + "batch_rows", "rows (sentences x beams) the engine decodes now", registry=registry
+        )
         self.model = Info(PREFIX + "model", "the models served", ["model"], registry=registry)
         self.load_seconds = Gauge(
             PREFIX + "model_load_seconds", "seconds each model took to load", ["model"], registry=registry
@@ -87,6 +94,10 @@ class Metrics:
     def watch_queue(self, length: Callable[[], int]) -> None:
         """Read the queue length from ``length()`` at each scrape."""
         self.queue_length.set_function(length)
+
+    def watch_rows(self, rows: Callable[[], int]) -> None:
+        """Read the rows decoded now from ``rows()`` at each scrape."""
+        self.batch_rows.set_function(rows)
 
     def observe_batch(self, tokenizer: Any, texts: list[str], nbest: list[list[str]]) -> None:
         """Count one engine call of the model whose tokenizer is ``tokenizer``: its ``texts`` and the n-best lists it

@@ -168,7 +168,7 @@ async def translate_stream(request: StreamRequest, state: Server):
         seed=request.seed,
         sampling_lock=lane.batcher.sampling_lock,
     )
-    return StreamingResponse(_events(stream.start()), media_type="text/event-stream")
+    return StreamingResponse(_events(stream.start(lane.batcher)), media_type="text/event-stream")
 
 
 def stream_kwargs(lane: Lane, request: StreamRequest) -> dict[str, Any]:

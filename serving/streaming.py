@@ -4,7 +4,9 @@ as the client is gone.
 
 `TokenStream` is one such generation. Iterating it (``async for piece in stream``) yields the text each new
 token adds (the tokenizer's decoding of all tokens so far, minus what was already sent); `TokenStream.text` is
-the whole translation with whitespace runs made one space, as `inference.translate` returns it. `cancel()` stops
+the whole translation with whitespace runs made one space, as `inference.translate` returns it. On a server with
+continuous batching (`serving.continuous`) a greedy stream decodes in the server's decoding loop, beside the
+other requests, and gets each token as its step ends; otherwise it generates in its own thread. `cancel()` stops
 the generation after the current step (`TokenStream.stopped_early` then says so). Greedy decoding and sampling
 only (``num_beams=1``, one hypothesis): a beam's best hypothesis is not known until it ends. A stream that samples
 takes its turn at torch's random generator with the server's other sampling generations
@@ -62,6 +64,24 @@ class TokenStream:
     def cancel(self) -> None:
         self._cancelled.set()
 
+    @property
+    def cancelled(self) -> bool:
+        """Whether `cancel` was called (the client went away)."""
+        return self._cancelled.is_set()
+
+    def emit(self, ids: list[int]) -> None:
+        """Hand new token ids to the stream's reader (from the thread that generates)."""
+        self._push(list(ids))
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """End the stream (from the thread that generates): with ``error``, reported to the client."""
+        if error is not None:
+            self.error = error
+        self.stopped_early = self._cancelled.is_set()
+        self._push(_END)
+        if self.on_done is not None:
+            self.on_done(self)
+
     def _decode(self) -> str:
         return self.tokenizer.decode(self._ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
@@ -84,7 +104,7 @@ class TokenStream:
                 if self.first:  # the decoder start token, sent before the first step
                     self.first = False
                     return
-                stream._push(value.reshape(-1).tolist())
+                stream.emit(value.reshape(-1).tolist())
 
             def end(self):
                 pass
@@ -105,20 +125,26 @@ class TokenStream:
                     **self.kwargs,
                 )
         except Exception as err:  # noqa: BLE001 - reported to the client as an error event
-            self.error = err
-        finally:
-            self.stopped_early = self._cancelled.is_set()
-            self._push(_END)
-            if self.on_done is not None:
-                self.on_done(self)
+            self.finish(err)
+            return
+        self.finish()
 
-    def start(self) -> TokenStream:
-        """Start generating (call from the event loop that will iterate the stream)."""
+    def start(self, batcher: Any = None) -> TokenStream:
+        """Start generating (call from the event loop that will iterate the stream): in the decoding loop of
+        ``batcher`` when it is a `serving.continuous.ContinuousBatcher` that can take it, else in a thread of
+        its own (`start_thread`)."""
+        from .continuous import ContinuousBatcher
+
         self._loop = asyncio.get_running_loop()
         self._queue = asyncio.Queue()
+        if not isinstance(batcher, ContinuousBatcher) or not batcher.stream(self):
+            self.start_thread()
+        return self
+
+    def start_thread(self) -> None:
+        """Generate with `generate()` in a thread of this stream's own."""
         self._thread = threading.Thread(target=self._generate, name="translation-stream", daemon=True)
         self._thread.start()
-        return self
 
     async def __aiter__(self) -> AsyncIterator[str]:
         # made by start(), which runs before the stream is iterated

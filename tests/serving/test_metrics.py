@@ -24,7 +24,9 @@ def keyed_server(served_folder, tmp_path_factory):
     from vanilla_transformer.serving import start_in_thread
 
     folder = with_card(served_folder, tmp_path_factory.mktemp("metrics") / "tiny-zh-en")
-    with start_in_thread(served_app(folder, max_wait_ms=20, api_keys=frozenset({KEY}))) as running:
+    # request-level batching: one translate_hypotheses call per engine call, which the test counts
+    app = served_app(folder, max_wait_ms=20, api_keys=frozenset({KEY}), scheduling="request")
+    with start_in_thread(app) as running:
         yield running.url, folder
 
 

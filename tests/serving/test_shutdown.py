@@ -20,7 +20,9 @@ pytest.importorskip("fastapi", reason="the serve extra (in dev): pip install -e 
 def test_a_signal_answers_the_queued_requests_then_exits(signum, served_folder, served_sources):
     from vanilla_transformer.inference import load_model_and_tokenizer, translate
 
-    with serve_process(served_folder, "--dtype", "float32", "--max_wait_ms", "3000") as (process, url):
+    # request-level batching, whose queue holds requests for --max_wait_ms
+    args = ("--dtype", "float32", "--scheduling", "request", "--max_wait_ms", "3000")
+    with serve_process(served_folder, *args) as (process, url):
         texts = served_sources[:6]
         with ThreadPoolExecutor(len(texts)) as pool:
             replies = [pool.submit(post, url, "/translate", {"text": text, "num_beams": 1}) for text in texts]

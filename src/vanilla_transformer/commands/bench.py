@@ -1,7 +1,7 @@
 """Benchmarks against peers measured in the same run (ratios, never bare times), on your own hardware.
 
 vanilla-transformer bench speed [--quick]   # ours vs transformers' Marian, CTranslate2, ONNX Runtime
-vanilla-transformer bench serve --model M   # the server: dynamic batching vs one request at a time
+vanilla-transformer bench serve --model M   # the server: continuous vs request-level batching vs one at a time
 
 The studies behind the docs (quality against Marian, the tokenizer against SentencePiece, the KV cache, the data
 pipeline at scale, the soak run, the GPU check) run from a checkout: python -m studies.NAME (studies/__init__.py).
@@ -16,7 +16,7 @@ from vanilla_transformer.cli import dispatch
 # kind -> one line for the list; each runs the module commands/bench_<kind> ("-" written "_")
 LINES = {
     "speed": "training and generation speed against transformers' Marian (same weights)",
-    "serve": "the server with dynamic batching against one-at-a-time serving",
+    "serve": "the server with continuous and request-level batching against one-at-a-time serving",
 }
 KINDS = {kind: ("bench_" + kind.replace("-", "_"), line) for kind, line in LINES.items()}
 # kind -> the extras it needs (`vanilla_transformer.cli.NEEDS`)

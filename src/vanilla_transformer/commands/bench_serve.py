@@ -1,12 +1,16 @@
-"""The translation server with dynamic batching against one-at-a-time serving (`benchmarks.serving`): sentences
-per second and p50 / p95 request latency at 1, 8 and 32 concurrent clients, both servers measured in this run,
-through the server's own API and/or LibreTranslate's (--api), every request answered and every batched reply
-checked against the one-at-a-time reply.
+"""The translation server with continuous batching, with request-level batching and one request at a time
+(`benchmarks.serving`): sentences per second and p50 / p95 request latency at 1, 8 and 32 concurrent clients, the
+three servers measured in this run, through the server's own API and/or LibreTranslate's (--api), every request
+answered and every batched reply checked against the one-at-a-time reply. With --rates, also an open-loop load
+(requests arriving as a Poisson process at each rate, --long_share of them long sentences, the others short) on
+the request-level and the continuous server: sentences per second and the p50 / p95 latency of short and of long
+requests.
 
     vanilla-transformer bench serve --model outputs/default                 # the model's decoding (beam 4)
     vanilla-transformer bench serve --model outputs/default --num_beams 1   # greedy
     vanilla-transformer bench serve --model outputs/default --api own libretranslate
     vanilla-transformer bench serve --preset small --tokenizer outputs/default --max_new_tokens 40
+    vanilla-transformer bench serve --model outputs/default --rates 2 4 8 --requests 80   # and open loop
 
 Without --model, a randomly initialised model of --preset with the tokenizer of the folder --tokenizer is served
 (untrained: its outputs run to --max_new_tokens, so set that to a translation's length).
@@ -49,15 +53,31 @@ def main(argv: list[str] | None = None) -> int:
         default=["own"],
         help="the APIs to send the requests through, each measured in both servers (default own)",
     )
+    parser.add_argument(
+        "--rates", type=float, nargs="*", default=[], help="open-loop rates in requests/s (default: none)"
+    )
+    parser.add_argument("--requests", type=int, default=60, help="open-loop requests per rate (60)")
+    parser.add_argument(
+        "--long_share", type=float, default=0.25, help="open loop: the share of long sentences (0.25)"
+    )
     add_decoding_arguments(parser)
     args = parser.parse_args(argv)
-    if min(args.clients) < 1 or args.per_client < 1:
-        print("error: --clients and --per_client must be >= 1", file=sys.stderr)
+    if min(args.clients) < 1 or args.per_client < 1 or args.requests < 1:
+        print("error: --clients, --per_client and --requests must be >= 1", file=sys.stderr)
+        return 2
+    if any(rate <= 0 for rate in args.rates) or not 0 <= args.long_share <= 1:
+        print("error: --rates must be > 0 and --long_share between 0 and 1", file=sys.stderr)
         return 2
 
     import torch
 
-    from vanilla_transformer.benchmarks.serving import corpus_sentences, run_serving, table
+    from vanilla_transformer.benchmarks.serving import (
+        corpus_sentences,
+        open_loop_table,
+        run_open_loop,
+        run_serving,
+        table,
+    )
     from vanilla_transformer.serving import load_served
 
     if args.threads is not None:
@@ -102,9 +122,34 @@ def main(argv: list[str] | None = None) -> int:
     answered = sum(r.sentences for r in rounds)
     print()
     print("\n".join(table(rounds)))
+    if args.rates:
+        # short: the shortest third of the sentences, long: the longest third
+        ordered = sorted(sentences, key=lambda text: len(served.tokenizer(text)["input_ids"]))
+        third = max(1, len(ordered) // 3)
+        open_rounds, open_differ = run_open_loop(
+            served,
+            ordered[:third],
+            ordered[-third:],
+            tuple(args.rates),
+            args.requests,
+            options,
+            long_share=args.long_share,
+            max_wait_ms=args.max_wait_ms,
+            progress=print,
+        )
+        sent += len(open_rounds) * args.requests
+        answered += sum(r.sentences for r in open_rounds)
+        print()
+        print("\n".join(open_loop_table(open_rounds)))
+        print(
+            f"\nopen loop: replies that differ between request-level and continuous batching: {open_differ}"
+        )
     print(f"\nrequests answered: {answered} of {sent}")
-    print(f"replies that differ between the two servers: {differ}")
-    return 0 if differ == 0 and answered == sent else 1
+    print(
+        "replies that differ from one-at-a-time serving: "
+        + ", ".join(f"{mode} {count}" for mode, count in differ.items())
+    )
+    return 0 if differ["continuous"] == 0 and answered == sent else 1
 
 
 def random_model(preset: str, tokenizer_folder: str | None, folder: str) -> str:

@@ -14,9 +14,12 @@ With several --model, each language pair has its own model and batcher, and each
 language fields (docs/deploy.md, "Drop-in APIs"); /translate by its "source" and "target" fields, needed only when
 several models match. The log states each model's load time, warm-up time and weight memory, and their total.
 
-Concurrent requests with the same decoding options are translated together (at most --max_wait_ms after the
-first arrived, at most --max_batch_tokens source tokens x beams per engine call); each reply equals the same
-request sent alone. Requests take `vanilla-transformer translate`'s decoding options (JSON fields num_beams,
+Concurrent requests with the same decoding options are translated together, at most --max_batch_tokens source
+tokens x beams at once; each reply equals the same request sent alone. With --engine torch, by default
+(--scheduling continuous), sentences join and leave the running batch at every decoding step: a short request
+that arrives while long ones decode starts at the next step and is answered as soon as it ends (sampling, seeds,
+glossary terms and --shortlist batch by request). With --scheduling request (and with the exported engines), a
+batch waits at most --max_wait_ms after its first request arrived and runs until its longest sentence ends. Requests take `vanilla-transformer translate`'s decoding options (JSON fields num_beams,
 length_penalty, max_new_tokens, num_return_sequences; do_sample, temperature, top_k, top_p, seed with --engine
 torch), checked by the same rules and with the same messages as translate's options. Every count a request can
 raise and every wait a connection can impose has a limit (the --max_* and --*_timeout_s options below, shown in
@@ -80,6 +83,7 @@ def non_negative(kind: type) -> Callable[[str], Any]:
 
 def parse_args(argv: list[str] | None = None):
     from vanilla_transformer.serving import Limits
+    from vanilla_transformer.serving.batcher import SCHEDULING
 
     parser = command_parser("serve", __doc__)
     add_model_arguments(
@@ -99,6 +103,13 @@ def parse_args(argv: list[str] | None = None):
         "--max_batch_tokens", type=positive(int), default=8192, help="source tokens x beams per call"
     )
     parser.add_argument("--no_batching", action="store_true", help="one engine call per request")
+    parser.add_argument(
+        "--scheduling",
+        choices=SCHEDULING,
+        default="continuous",
+        help="continuous: requests join and leave the running batch at every decoding step (--engine torch); "
+        "request: a batch runs until its longest sentence ends (default continuous)",
+    )
     parser.add_argument(
         "--glossary",
         default=None,
@@ -255,6 +266,7 @@ def server_app(args: argparse.Namespace, api_keys: frozenset[str], glossary: Any
         max_wait_ms=args.max_wait_ms,
         max_batch_tokens=args.max_batch_tokens,
         batching=not args.no_batching,
+        scheduling=args.scheduling,
         api_keys=api_keys,
         cors_origins=tuple(args.cors_origins),
         rate_limiter=None if args.rate_limit is None else RateLimiter(args.rate_limit),
