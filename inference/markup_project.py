@@ -268,8 +268,6 @@ def _trims(text: str, words: list[tuple[int, int]], element: Element) -> tuple[b
     )
 
 
-
-
 def _linked(alignment: WordAlignment, count: int) -> dict[int, set[int]]:
     """The target words (of ``count``) linked to each source word."""
     linked: dict[int, set[int]] = {}
@@ -277,8 +275,6 @@ def _linked(alignment: WordAlignment, count: int) -> dict[int, set[int]]:
         if j < count:
             linked.setdefault(i, set()).add(j)
     return linked
-
-
 
 
 def _kept_words(

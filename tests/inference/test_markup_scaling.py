@@ -81,7 +81,18 @@ def _reference_element_ranges(elements, source, linked, weights, count):
 
 
 _INLINE = ["b", "i", "a href='x'", "span translate='no'", "code", "em class='notranslate'", "u"]
-_WORDS = ["alpha", "beta", "gamma", "起初", "x.", "(y)", "https://a.example/p", "me@b.example", "v1.2.3", "42"]
+_WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "起初",
+    "x.",
+    "(y)",
+    "https://a.example/p",
+    "me@b.example",
+    "v1.2.3",
+    "42",
+]
 
 
 def _document(rng: random.Random, depth: int, deepest: int) -> str:
@@ -118,7 +129,9 @@ def _alignment(rng: random.Random, sources: int, targets: int) -> WordAlignment 
     )
     rows = targets if rng.random() < 0.9 else rng.randint(0, targets)
     columns = sources if rng.random() < 0.9 else rng.randint(0, sources)
-    weights = np.array([[rng.randint(0, 4) / 4 for _ in range(columns)] for _ in range(rows)], dtype=np.float32)
+    weights = np.array(
+        [[rng.randint(0, 4) / 4 for _ in range(columns)] for _ in range(rows)], dtype=np.float32
+    )
     return WordAlignment(links, weights.reshape(rows, columns))
 
 
