@@ -132,16 +132,19 @@ def _grown(reach: _Reach) -> set[int]:
     core = found & reach.tops
     if not core:
         return found
-    floor = 0.5 * max(attention[j] for j in core)
-    grown = set(core)
-    frontier = sorted(core)
-    while frontier:
-        j = frontier.pop()
-        for near in (j - 1, j + 1):
-            if near in found and near not in grown and attention[near] >= floor:
-                grown.add(near)
-                frontier.append(near)
-    return grown
+    core_words = np.fromiter(core, dtype=np.int64, count=len(core))
+    floor = 0.5 * attention[core_words].max()
+    # the linked target words that are in the core or attend at least ``floor``, in runs of adjacent words: those
+    # of the runs holding a core word
+    words = np.fromiter(found, dtype=np.int64, count=len(found))
+    words.sort()
+    in_core = np.isin(words, core_words)
+    chosen = in_core | (attention[words] >= floor)
+    words, in_core = words[chosen], in_core[chosen]
+    runs = np.concatenate(([0], np.cumsum(np.diff(words) != 1)))
+    grown = np.zeros(runs[-1] + 1, dtype=bool)
+    grown[runs[in_core]] = True
+    return set(words[grown[runs]].tolist())
 
 
 def _spanned_run(words: set[int]) -> tuple[int, int]:

@@ -179,13 +179,14 @@ def test_guarded_sentences_place_their_spans_as_the_direct_computation(monkeypat
 
 
 class _CountedReads(np.ndarray):
-    """An array that counts the values its indexing reads."""
+    """An array that counts the values that indexing it reads while it is (target words, source words)."""
 
     read = 0
 
     def __getitem__(self, key):
         value = super().__getitem__(key)
-        _CountedReads.read += int(np.size(value))
+        if self.ndim == 2:
+            _CountedReads.read += int(np.size(value))
         return value
 
 
