@@ -1,6 +1,7 @@
 """Placing a segment's inline markup (`inference.markup_project`) reads each source word's weights once however deep
-the nesting, and places every element as the direct computation per element does (`_reference_element_ranges`:
-each element's target words found from all its source words at once)."""
+the nesting, and places and writes (`inference.markup_render`) every element as the direct computations do
+(`_direct`: each element's target words found from all its source words at once; the elements open compared one
+by one)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import random
 import numpy as np
 import pytest
 
-from vanilla_transformer.inference import markup_project
+from vanilla_transformer.inference import markup_project, markup_render
 from vanilla_transformer.inference.alignment import WordAlignment, word_spans
 from vanilla_transformer.inference.markup import split_document
 from vanilla_transformer.inference.markup_project import BRIDGED, project
@@ -78,6 +79,30 @@ def _reference_element_ranges(elements, source, linked, weights, count):
             parent_low, parent_high = ranges.get(parent.order, (low, high))
             ranges[parent.order] = (min(low, parent_low), max(high, parent_high))
     return ranges
+
+
+def _reference_switch(opened, wanted):
+    common = 0
+    while common < min(len(opened), len(wanted)) and opened[common] is wanted[common]:
+        common += 1
+    return [e.end_tag for e in reversed(opened[common:])] + [e.start_tag for e in wanted[common:]]
+
+
+def _reference_within(elements, allowed):
+    inside = []
+    held = {id(element) for element in allowed}
+    for element in elements:
+        if id(element) not in held:
+            break
+        inside.append(element)
+    return tuple(inside)
+
+
+def _direct(patched: pytest.MonkeyPatch) -> None:
+    """The direct computations in place of the placement's and the rendering's own."""
+    patched.setattr(markup_project, "_element_ranges", _reference_element_ranges)
+    patched.setattr(markup_render, "_switch", _reference_switch)
+    patched.setattr(markup_render, "_within", _reference_within)
 
 
 _INLINE = ["b", "i", "a href='x'", "span translate='no'", "code", "em class='notranslate'", "u"]
@@ -155,7 +180,7 @@ def test_placement_equals_the_direct_computation_per_element(monkeypatch):
         projection = project(segment, target, alignment)
         rendered = render_segment(segment, target, alignment)
         with monkeypatch.context() as patched:
-            patched.setattr(markup_project, "_element_ranges", _reference_element_ranges)
+            _direct(patched)
             assert project(segment, target, alignment) == projection, (segment, target, alignment)
             assert render_segment(segment, target, alignment) == rendered
         compared += 1
@@ -174,7 +199,7 @@ def test_guarded_sentences_place_their_spans_as_the_direct_computation(monkeypat
         alignment = _alignment(rng, len(word_spans(sentence)), len(word_spans(target)))
         written = render_guarded(segment, target, alignment)
         with monkeypatch.context() as patched:
-            patched.setattr(markup_project, "_element_ranges", _reference_element_ranges)
+            _direct(patched)
             assert render_guarded(segment, target, alignment) == written
 
 
