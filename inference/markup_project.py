@@ -70,13 +70,25 @@ class Projection:
 
     @cached_property
     def _stacks(self) -> list[tuple[Element, ...]]:
-        """`stack` of each target word, in one pass over the elements' ranges."""
-        stacks: list[list[Element]] = [[] for _ in self.spans]
+        """`stack` of each target word, in one sweep over the words: each element joins the elements open (kept in
+        the order of ``around``) at its first word and leaves after its last."""
+        rank = {id(element): k for k, element in enumerate(self.around)}
+        starting: dict[int, list[Element]] = {}
+        ending: dict[int, list[Element]] = {}
         for element in self.around:
             low, high = self.ranges[element.order]
-            for j in range(low, min(high + 1, len(stacks))):
-                stacks[j].append(element)
-        return [tuple(stack) for stack in stacks]
+            if low < len(self.spans) and low <= high:
+                starting.setdefault(low, []).append(element)
+                ending.setdefault(min(high, len(self.spans) - 1), []).append(element)
+        stacks: list[tuple[Element, ...]] = []
+        open_: list[Element] = []
+        for j in range(len(self.spans)):
+            for element in starting.get(j, []):
+                bisect.insort(open_, element, key=lambda e: rank[id(e)])
+            stacks.append(tuple(open_))
+            for element in ending.get(j, []):
+                open_.remove(element)
+        return stacks
 
 
 def proportional_alignment(source_words: int, target_words: int) -> WordAlignment:

@@ -1,12 +1,13 @@
 """Placing a segment's inline markup (`inference.markup_project`) reads each source word's weights once however deep
 the nesting, and places and writes (`inference.markup_render`) every element as the direct computations do
-(`_direct`: each element's target words found from all its source words at once; the elements open compared one
-by one)."""
+(`_direct`: each element's target words found from all its source words at once, each word's elements listed
+element by element, the elements open compared one by one)."""
 
 from __future__ import annotations
 
 import bisect
 import random
+from functools import cached_property
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from vanilla_transformer.inference import markup_project, markup_render
 from vanilla_transformer.inference.alignment import WordAlignment, word_spans
 from vanilla_transformer.inference.markup import split_document
-from vanilla_transformer.inference.markup_project import BRIDGED, project
+from vanilla_transformer.inference.markup_project import BRIDGED, Projection, project
 from vanilla_transformer.inference.markup_render import render_segment
 from vanilla_transformer.inference.protected import guard, protect_segment, render_guarded
 
@@ -98,11 +99,23 @@ def _reference_within(elements, allowed):
     return tuple(inside)
 
 
+def _reference_stacks(self):
+    stacks = [[] for _ in self.spans]
+    for element in self.around:
+        low, high = self.ranges[element.order]
+        for j in range(low, min(high + 1, len(stacks))):
+            stacks[j].append(element)
+    return [tuple(stack) for stack in stacks]
+
+
 def _direct(patched: pytest.MonkeyPatch) -> None:
     """The direct computations in place of the placement's and the rendering's own."""
     patched.setattr(markup_project, "_element_ranges", _reference_element_ranges)
     patched.setattr(markup_render, "_switch", _reference_switch)
     patched.setattr(markup_render, "_within", _reference_within)
+    stacks = cached_property(_reference_stacks)
+    stacks.__set_name__(Projection, "_stacks")
+    patched.setattr(Projection, "_stacks", stacks)
 
 
 _INLINE = ["b", "i", "a href='x'", "span translate='no'", "code", "em class='notranslate'", "u"]
