@@ -121,11 +121,13 @@ def _source_words(source: list[tuple[int, int]], element: Element) -> list[int]:
 class _Reach:
     """What an element's source words reach (`_element_ranges`): the target words linked to them (``found``), the
     target word attending most to each of them (``tops``), and the most each target word attends to one of them
-    (``attention``; None where none of them has weights)."""
+    (``attention``; None where none of them has weights); and the ``run`` of target words they give."""
 
     found: set[int]
     tops: set[int]
     attention: np.ndarray | None
+    # the first and last target word they give (`_grown`, `_spanned_run`; None for none)
+    run: tuple[int, int] | None = None
 
 
 def _grown(reach: _Reach) -> set[int]:
@@ -206,6 +208,34 @@ def _merged(sets: list[set[int]]) -> set[int]:
     return merged
 
 
+def _gathered(
+    parts: list[_Reach],
+    own: list[int],
+    linked: dict[int, set[int]],
+    block: np.ndarray | None,
+    best: list[int],
+) -> _Reach:
+    """The `_Reach` of the source words of ``parts`` (which it takes over) and the source words ``own`` (``block``:
+    the weights of the source words that have any, ``best``: the target word attending most to each)."""
+    import numpy as np
+
+    found = _merged([part.found for part in parts])
+    for i in own:
+        if i in linked:
+            found |= linked[i]
+    tops = _merged([part.tops for part in parts])
+    columns = [i for i in own if i < len(best)]
+    tops.update(best[i] for i in columns)
+    attention = None
+    vectors = [part.attention for part in parts]
+    if columns:
+        vectors.append(block[:, columns].max(axis=1))  # type: ignore[index]
+    for vector in vectors:
+        if vector is not None:
+            attention = vector if attention is None else np.maximum(attention, vector, out=attention)
+    return _Reach(found, tops, attention)
+
+
 def _element_ranges(
     elements: Sequence[Element],
     source: list[tuple[int, int]],
@@ -243,26 +273,17 @@ def _element_ranges(
             position = max(position, bounds[id(child)][1])
         own += range(position, last)
         parts = [reaches.pop(id(child)) for child in inner]
-        found = _merged([part.found for part in parts])
-        for i in own:
-            if i in linked:
-                found |= linked[i]
-        tops = _merged([part.tops for part in parts])
-        columns = [i for i in own if i < width]
-        tops.update(best[i] for i in columns)
-        attention = None
-        vectors = [part.attention for part in parts]
-        if columns:
-            vectors.append(block[:, columns].max(axis=1))  # type: ignore[index]
-        for vector in vectors:
-            if vector is not None:
-                attention = vector if attention is None else np.maximum(attention, vector, out=attention)
-        reach = _Reach(found, tops, attention)
+        if not own and len(parts) == 1:
+            # the source words of its one child: its target words
+            reach = parts[0]
+        else:
+            reach = _gathered(parts, own, linked, block, best)
+            words = _grown(reach)
+            reach.run = _spanned_run(words) if words else None
         reaches[id(element)] = reach
-        words = _grown(reach)
         spans = [ranges[child.order] for child in kids if child.order in ranges]
-        if words:
-            spans.append(_spanned_run(words))
+        if reach.run is not None:
+            spans.append(reach.run)
         if spans:
             ranges[element.order] = (min(low for low, _ in spans), max(high for _, high in spans))
     return ranges
