@@ -70,13 +70,25 @@ class Projection:
 
     @cached_property
     def _stacks(self) -> list[tuple[Element, ...]]:
-        """`stack` of each target word, in one pass over the elements' ranges."""
-        stacks: list[list[Element]] = [[] for _ in self.spans]
+        """`stack` of each target word, in one sweep over the words: each element joins the elements open (kept in
+        the order of ``around``) at its first word and leaves after its last."""
+        rank = {id(element): k for k, element in enumerate(self.around)}
+        starting: dict[int, list[Element]] = {}
+        ending: dict[int, list[Element]] = {}
         for element in self.around:
             low, high = self.ranges[element.order]
-            for j in range(low, min(high + 1, len(stacks))):
-                stacks[j].append(element)
-        return [tuple(stack) for stack in stacks]
+            if low < len(self.spans) and low <= high:
+                starting.setdefault(low, []).append(element)
+                ending.setdefault(min(high, len(self.spans) - 1), []).append(element)
+        stacks: list[tuple[Element, ...]] = []
+        open_: list[Element] = []
+        for j in range(len(self.spans)):
+            for element in starting.get(j, []):
+                bisect.insort(open_, element, key=lambda e: rank[id(e)])
+            stacks.append(tuple(open_))
+            for element in ending.get(j, []):
+                open_.remove(element)
+        return stacks
 
 
 def proportional_alignment(source_words: int, target_words: int) -> WordAlignment:
@@ -93,53 +105,188 @@ def proportional_alignment(source_words: int, target_words: int) -> WordAlignmen
     return WordAlignment(links if source_words else [], 1.0 - np.abs(rows - columns))
 
 
-def _target_words(words: list[int], linked: dict[int, set[int]], weights: np.ndarray, count: int) -> set[int]:
-    """The target words of an element holding source ``words``, symmetrised as grow-diag does: the core is the
-    target words linked to them that are also the target word attending most to one of them (both directions
-    agree), grown into the adjacent linked target words that attend to them at least half as much as the core's
-    best; all the linked target words where the directions never agree; the one target word that attends most to
-    them where no link reaches them; none without target words."""
-    import numpy as np
-
-    found = set().union(*(linked.get(i, set()) for i in words))
-    columns = [i for i in words if i < weights.shape[1]]
-    if not columns or not count or len(weights) < count:
-        return found
-    reached = weights[:count, columns]
-    attention = reached.max(axis=1)
-    if not found:
-        return {int(np.argmax(attention))}
-    core = found & set(np.argmax(reached, axis=0).tolist())
-    if not core:
-        return found
-    floor = 0.5 * max(attention[j] for j in core)
-    grown = set(core)
-    frontier = sorted(core)
-    while frontier:
-        j = frontier.pop()
-        for near in (j - 1, j + 1):
-            if near in found and near not in grown and attention[near] >= floor:
-                grown.add(near)
-                frontier.append(near)
-    return grown
-
-
-def _bridged(words: set[int]) -> set[int]:
-    """``words`` with the gaps of at most `BRIDGED` words between two of them filled (the unaligned words inside
-    an element's translation); wider gaps are left."""
-    ordered = sorted(words)
-    filled = set(words)
-    for low, high in zip(ordered, ordered[1:]):
-        if high - low - 1 <= BRIDGED:
-            filled.update(range(low, high))
-    return filled
+def _word_bounds(source: list[tuple[int, int]], element: Element) -> tuple[int, int]:
+    """The first source word (of the word spans ``source``, in order, apart) that ``element``'s characters reach,
+    and the one after the last."""
+    first = bisect.bisect_right(source, element.begin, key=lambda span: span[1])
+    return first, max(first, bisect.bisect_left(source, element.end, key=lambda span: span[0]))
 
 
 def _source_words(source: list[tuple[int, int]], element: Element) -> list[int]:
     """The source words (of the word spans ``source``, in order, apart) that ``element``'s characters reach."""
-    first = bisect.bisect_right(source, element.begin, key=lambda span: span[1])
-    last = bisect.bisect_left(source, element.end, key=lambda span: span[0])
-    return list(range(first, last))
+    return list(range(*_word_bounds(source, element)))
+
+
+@dataclass
+class _Reach:
+    """What an element's source words reach (`_element_ranges`): the target words linked to them (``found``), the
+    target word attending most to each of them (``tops``), and the most each target word attends to one of them
+    (``attention``; None where none of them has weights); and the ``run`` of target words they give."""
+
+    found: set[int]
+    tops: set[int]
+    attention: np.ndarray | None
+    # the first and last target word they give (`_grown`, `_spanned_run`; None for none)
+    run: tuple[int, int] | None = None
+
+
+def _grown(reach: _Reach) -> set[int]:
+    """The target words of an element whose source words reach ``reach``, symmetrised as grow-diag does: the core
+    is the target words linked to them that are also the target word attending most to one of them (both
+    directions agree), grown into the adjacent linked target words that attend to them at least half as much as
+    the core's best; all the linked target words where the directions never agree; the one target word that
+    attends most to them where no link reaches them; none without target words."""
+    import numpy as np
+
+    found, attention = reach.found, reach.attention
+    if attention is None:
+        return found
+    if not found:
+        return {int(np.argmax(attention))}
+    core = found & reach.tops
+    if not core:
+        return found
+    core_words = np.fromiter(core, dtype=np.int64, count=len(core))
+    floor = 0.5 * attention[core_words].max()
+    # the linked target words that are in the core or attend at least ``floor``, in runs of adjacent words: those
+    # of the runs holding a core word
+    words = np.fromiter(found, dtype=np.int64, count=len(found))
+    words.sort()
+    in_core = np.isin(words, core_words)
+    chosen = in_core | (attention[words] >= floor)
+    words, in_core = words[chosen], in_core[chosen]
+    runs = np.concatenate(([0], np.cumsum(np.diff(words) != 1)))
+    grown = np.zeros(runs[-1] + 1, dtype=bool)
+    grown[runs[in_core]] = True
+    return set(words[grown[runs]].tolist())
+
+
+def _spanned_run(words: set[int]) -> tuple[int, int]:
+    """The first and last of the longest run (the first on a tie) of ``words`` once the gaps of at most `BRIDGED`
+    words between two of them are filled (the unaligned words inside an element's translation); wider gaps
+    split runs."""
+    import numpy as np
+
+    ordered = np.fromiter(words, dtype=np.int64, count=len(words))
+    ordered.sort()
+    breaks = np.flatnonzero(np.diff(ordered) > BRIDGED + 1)
+    starts = np.concatenate(([0], breaks + 1))
+    ends = np.concatenate((breaks, [len(ordered) - 1]))
+    longest = int(np.argmax(ordered[ends] - ordered[starts]))
+    return int(ordered[starts[longest]]), int(ordered[ends[longest]])
+
+
+def _post_order(elements: Sequence[Element]) -> tuple[list[Element], dict[int, list[Element]]]:
+    """``elements``, each after its children, and the children of each (by ``id``)."""
+    present = {id(element) for element in elements}
+    children: dict[int, list[Element]] = {}
+    roots = []
+    for element in elements:
+        if element.parent is not None and id(element.parent) in present:
+            children.setdefault(id(element.parent), []).append(element)
+        else:
+            roots.append(element)
+    ordered: list[Element] = []
+    pending: list[tuple[Element, bool]] = [(root, False) for root in reversed(roots)]
+    while pending:
+        element, expanded = pending.pop()
+        if expanded:
+            ordered.append(element)
+            continue
+        pending.append((element, True))
+        pending += [(child, False) for child in reversed(children.get(id(element), []))]
+    return ordered, children
+
+
+def _merged(sets: list[set[int]]) -> set[int]:
+    """The union of ``sets``, built in the largest of them (which it changes): each element of a set is copied
+    at most once per doubling of the set it goes into."""
+    merged = max(sets, key=len, default=set())
+    for other in sets:
+        if other is not merged:
+            merged |= other
+    return merged
+
+
+def _gathered(
+    parts: list[_Reach],
+    own: list[int],
+    linked: dict[int, set[int]],
+    block: np.ndarray | None,
+    best: list[int],
+) -> _Reach:
+    """The `_Reach` of the source words of ``parts`` (which it takes over) and the source words ``own`` (``block``:
+    the weights of the source words that have any, ``best``: the target word attending most to each)."""
+    import numpy as np
+
+    found = _merged([part.found for part in parts])
+    for i in own:
+        if i in linked:
+            found |= linked[i]
+    tops = _merged([part.tops for part in parts])
+    columns = [i for i in own if i < len(best)]
+    tops.update(best[i] for i in columns)
+    attention = None
+    vectors = [part.attention for part in parts]
+    if columns:
+        vectors.append(block[:, columns].max(axis=1))  # type: ignore[index]
+    for vector in vectors:
+        if vector is not None:
+            attention = vector if attention is None else np.maximum(attention, vector, out=attention)
+    return _Reach(found, tops, attention)
+
+
+def _element_ranges(
+    elements: Sequence[Element],
+    source: list[tuple[int, int]],
+    linked: dict[int, set[int]],
+    weights: np.ndarray,
+    count: int,
+) -> dict[int, tuple[int, int]]:
+    """The first and last target word (of ``count``) of each element that has any (``source``: the segment's
+    word spans; `_grown`, then `_spanned_run`), an element covering its children.
+
+    The elements are taken children first, each one's `_Reach` gathered from those of its children and from its
+    own words outside them (the union of the sets, the maximum of the attention), so that each source word is
+    read once, by the innermost element holding it, however deep the nesting."""
+    import numpy as np
+
+    width = weights.shape[1] if count and len(weights) >= count and source else 0
+    block = weights[:count, :width] if width else None
+    # the target word attending most to each source word with weights
+    best = np.argmax(block, axis=0).tolist() if width else []
+    ordered, children = _post_order(elements)
+    bounds = {id(element): _word_bounds(source, element) for element in elements}
+    reaches: dict[int, _Reach] = {}
+    ranges: dict[int, tuple[int, int]] = {}
+    for element in ordered:
+        first, last = bounds[id(element)]
+        kids = children.get(id(element), [])
+        inner = sorted(
+            (child for child in kids if first <= bounds[id(child)][0] and bounds[id(child)][1] <= last),
+            key=lambda child: bounds[id(child)],
+        )
+        own: list[int] = []
+        position = first
+        for child in inner:
+            own += range(position, bounds[id(child)][0])
+            position = max(position, bounds[id(child)][1])
+        own += range(position, last)
+        parts = [reaches.pop(id(child)) for child in inner]
+        if not own and len(parts) == 1:
+            # the source words of its one child: its target words
+            reach = parts[0]
+        else:
+            reach = _gathered(parts, own, linked, block, best)
+            words = _grown(reach)
+            reach.run = _spanned_run(words) if words else None
+        reaches[id(element)] = reach
+        spans = [ranges[child.order] for child in kids if child.order in ranges]
+        if reach.run is not None:
+            spans.append(reach.run)
+        if spans:
+            ranges[element.order] = (min(low for low, _ in spans), max(high for _, high in spans))
+    return ranges
 
 
 def _trims(text: str, words: list[tuple[int, int]], element: Element) -> tuple[bool, bool]:
@@ -157,17 +304,6 @@ def _trims(text: str, words: list[tuple[int, int]], element: Element) -> tuple[b
     )
 
 
-def _longest_run(words: set[int]) -> tuple[int, int]:
-    """The first and last of the longest run of consecutive ``words`` (the first such run on a tie)."""
-    runs: list[tuple[int, int]] = []
-    for word in sorted(words):
-        if runs and word == runs[-1][1] + 1:
-            runs[-1] = (runs[-1][0], word)
-        else:
-            runs.append((word, word))
-    return max(runs, key=lambda run: (run[1] - run[0], -run[0]))
-
-
 def _linked(alignment: WordAlignment, count: int) -> dict[int, set[int]]:
     """The target words (of ``count``) linked to each source word."""
     linked: dict[int, set[int]] = {}
@@ -175,30 +311,6 @@ def _linked(alignment: WordAlignment, count: int) -> dict[int, set[int]]:
         if j < count:
             linked.setdefault(i, set()).add(j)
     return linked
-
-
-def _element_ranges(
-    elements: Sequence[Element],
-    source: list[tuple[int, int]],
-    linked: dict[int, set[int]],
-    weights: np.ndarray,
-    count: int,
-) -> dict[int, tuple[int, int]]:
-    """The first and last target word (of ``count``) of each element that has any (``source``: the segment's
-    word spans), an element covering its children."""
-    ranges: dict[int, tuple[int, int]] = {}
-    for element in elements:
-        words = _source_words(source, element)
-        found = _target_words(words, linked, weights, count)
-        if found:
-            ranges[element.order] = _longest_run(_bridged(found))
-    for element in sorted(elements, key=lambda e: -e.depth):
-        parent = element.parent
-        if element.order in ranges and parent is not None:
-            low, high = ranges[element.order]
-            parent_low, parent_high = ranges.get(parent.order, (low, high))
-            ranges[parent.order] = (min(low, parent_low), max(high, parent_high))
-    return ranges
 
 
 def _kept_words(

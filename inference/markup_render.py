@@ -12,7 +12,6 @@ escaped for HTML; tags, attributes and comments come out as written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from html import escape
 from typing import NamedTuple
 
@@ -33,24 +32,37 @@ class _Cursor(NamedTuple):
     written: int
 
 
-def _switch(opened: Sequence[Element], wanted: Sequence[Element]) -> list[str]:
+def _common(first: tuple[Element, ...], second: tuple[Element, ...]) -> int:
+    """The length of the longest common start of ``first`` and ``second`` (elements compare by identity),
+    found by comparing whole slices at once."""
+    low, high = 0, min(len(first), len(second))
+    if first[:high] == second[:high]:
+        return high
+    # first[:low] == second[:low] and first[:high] != second[:high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if first[low:middle] == second[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _switch(opened: tuple[Element, ...], wanted: tuple[Element, ...]) -> list[str]:
     """The end tags and start tags that turn the elements ``opened`` into ``wanted`` (outermost first): those after
     their common start closed, innermost first, then ``wanted``'s after it opened."""
-    common = 0
-    while common < min(len(opened), len(wanted)) and opened[common] is wanted[common]:
-        common += 1
+    common = _common(opened, wanted)
     return [e.end_tag for e in reversed(opened[common:])] + [e.start_tag for e in wanted[common:]]
 
 
-def _within(elements: Sequence[Element], allowed: Sequence[Element]) -> tuple[Element, ...]:
+def _within(elements: tuple[Element, ...], allowed: tuple[Element, ...]) -> tuple[Element, ...]:
     """The longest prefix of ``elements`` that ``allowed`` holds."""
-    inside = []
-    held = {id(element) for element in allowed}
-    for element in elements:
-        if id(element) not in held:
-            break
-        inside.append(element)
-    return tuple(inside)
+    inside = _common(elements, allowed)
+    if inside < len(elements):
+        held = set(map(id, allowed))
+        while inside < len(elements) and id(elements[inside]) in held:
+            inside += 1
+    return tuple(elements[:inside])
 
 
 def _place(
