@@ -10,6 +10,8 @@ markup placed by the word alignments, by the command line (`translate_file`) or 
 
     txt   each non-empty line a paragraph; indentation and line endings kept
     html  the document through the markup transfer (htm, xhtml too)
+    md    Markdown's paragraphs, headings, list items and table cells with their emphasis and links
+          (`inference.formats.markdown`); code, front matter and HTML blocks kept (markdown too)
     srt, vtt  each cue a paragraph, its timings, numbers, settings and NOTE/STYLE blocks kept, its lines
           rebalanced to the same count
     docx, pptx, xlsx  OOXML edited in place (`inference.formats.ooxml`): Word paragraphs of the body, headers,
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 FORMATS = {
     "txt": ("text", "text/plain; charset=utf-8"),
     "html": ("html", "text/html; charset=utf-8"),
+    "md": ("markdown", "text/markdown; charset=utf-8"),
     "srt": ("subtitles", "application/x-subrip"),
     "vtt": ("subtitles", "text/vtt; charset=utf-8"),
     "docx": ("ooxml", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
@@ -42,7 +45,7 @@ FORMATS = {
     "xlsx": ("ooxml", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
 }
 # other extensions of a format
-ALIASES = {"htm": "html", "xhtml": "html", "text": "txt"}
+ALIASES = {"htm": "html", "xhtml": "html", "text": "txt", "markdown": "md"}
 # the formats a format's file can be written as (the first: its own)
 OUTPUT_FORMATS = {name: (name,) for name in FORMATS}
 
