@@ -128,6 +128,12 @@ HTML = (
     "<table><tr><td>w1 w2 w3</td><td>42.5</td></tr></table>"
     '<p><img src="data:image/png;base64,AAAA" alt="x"> w6 w7 w8</p><pre>w9 code</pre></body></html>'
 )
+MD = (
+    "---\ntitle: w1 w2\n---\n# w1 *w2* w3 #\n\n- w1 **w2** w3 [w4](https://example.com/a_b \"w5\") `w6 w0`\n"
+    "- w7 ~~w8~~ w9\n\n> w5 w6\\\n> w7 ![w8](i.png)\n\n"
+    "```python\nw1 = w2  # w3\n```\n\n    w9 indented\n\n| w1 w2 w3 | 42 |\n|---|---|\n| w3 **w4** w5 | 7 |\n\n"
+    "<div>\nw5 w6\n</div>\n\n1. w1 <b>w2</b> w3\r\n"
+)
 TXT = "w1 w2 w3\n\n  w4 w5 w6\r\n42.5\nw7 w8 w9\n"
 SRT = (
     "1\n00:00:01,000 --> 00:00:02,500\nw1 <i>w2</i> w3\nw4 w5\n\n"

@@ -9,7 +9,7 @@ import io
 import zipfile
 
 import pytest
-from helpers.documents import BUILDERS, HTML, SIGNATURES, SRT, TXT, VTT
+from helpers.documents import BUILDERS, HTML, MD, SIGNATURES, SRT, TXT, VTT
 
 from vanilla_transformer.inference.formats import (
     DocumentError,
@@ -124,7 +124,7 @@ def test_html_keeps_its_markup_and_every_word_its_element(copy_model):
         assert kept in output
 
 
-@pytest.mark.parametrize(("fmt", "text"), [("txt", TXT), ("srt", SRT), ("vtt", VTT)])
+@pytest.mark.parametrize(("fmt", "text"), [("txt", TXT), ("srt", SRT), ("vtt", VTT), ("md", MD)])
 def test_text_formats_come_back_as_they_were_from_a_copy(copy_model, fmt, text):
     from vanilla_transformer.inference.alignment import align_words
     from vanilla_transformer.inference.markup import split_document
@@ -136,6 +136,21 @@ def test_text_formats_come_back_as_they_were_from_a_copy(copy_model, fmt, text):
     # ... so markup, timings, cue numbers, notes, numbers, indentation and line endings come back as they were,
     # a cue's lines rebalanced to as many as it had
     assert translated(copy_model, text.encode(), fmt).decode() == text
+
+
+def test_markdown_words_keep_their_emphasis_links_and_code_where_they_move():
+    document = read_file(MD.encode(), "md")
+    # code blocks, front matter, HTML blocks and cells without a letter are not read
+    assert not any("indented" in t or "42" in t or "title" in t or "#" in t for t in document.texts)
+    (k,) = [i for i, text in enumerate(document.texts) if "w6 w0" in text]
+    assert document.texts[k] == (
+        'w1 <x-run k="1">w2</x-run> w3 <x-run k="2">w4</x-run> <x-run k="3" translate="no">w6 w0</x-run>'
+    )
+    texts = list(document.texts)
+    texts[k] = '<x-run k="3" translate="no">w6 w0</x-run> <x-run k="2">w4 w*</x-run> w3 <x-run k="1">w2</x-run>'
+    out = document.write(texts).decode()
+    assert '- `w6 w0` [w4 w\\*](https://example.com/a_b "w5") w3 **w2**\n- w7 ~~w8~~ w9\n' in out
+    assert out.replace(out.splitlines(keepends=True)[5], MD.splitlines(keepends=True)[5]) == MD
 
 
 def test_a_cue_is_cut_into_as_many_balanced_lines_as_it_had():
