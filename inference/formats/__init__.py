@@ -17,6 +17,8 @@ markup placed by the word alignments, by the command line (`translate_file`) or 
     docx, pptx, xlsx  OOXML edited in place (`inference.formats.ooxml`): Word paragraphs of the body, headers,
           footers, foot- and endnotes; slide and notes paragraphs; the shared and inline strings of text cells
           (formulas, numbers and their cached values kept)
+    odt, odp  OpenDocument edited in place (`inference.formats.odf`): paragraphs and headings of the body,
+          tables, frames, headers and footers; slides' text boxes and notes
 
 Bounds (`FileLimits`): the file's size, the zip's entries and uncompressed size, the paragraph count (`TooLarge`);
 a file its reader cannot parse is a `DocumentError` saying why.
@@ -43,6 +45,8 @@ FORMATS = {
     "docx": ("ooxml", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
     "pptx": ("ooxml", "application/vnd.openxmlformats-officedocument.presentationml.presentation"),
     "xlsx": ("ooxml", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
+    "odt": ("odf", "application/vnd.oasis.opendocument.text"),
+    "odp": ("odf", "application/vnd.oasis.opendocument.presentation"),
 }
 # other extensions of a format
 ALIASES = {"htm": "html", "xhtml": "html", "text": "txt", "markdown": "md"}
@@ -105,7 +109,13 @@ def _sniffed(data: bytes) -> str:
         except (zipfile.BadZipFile, EOFError, ValueError):
             return ""
         parts = {"word/document.xml": "docx", "ppt/presentation.xml": "pptx", "xl/workbook.xml": "xlsx"}
-        return next((fmt for part, fmt in parts.items() if part in names), "")
+        found = next((fmt for part, fmt in parts.items() if part in names), "")
+        if not found and "mimetype" in names:
+            from .odf import MIMETYPES
+
+            mimetype = zipfile.ZipFile(io.BytesIO(data)).read("mimetype").strip()
+            found = next((fmt for fmt, value in MIMETYPES.items() if value == mimetype), "")
+        return found
     return "vtt" if data.lstrip(b"\xef\xbb\xbf").startswith(b"WEBVTT") else ""
 
 

@@ -221,3 +221,143 @@ def xlsx_signature(data: bytes) -> dict:
 
 SIGNATURES = {"docx": docx_signature, "pptx": pptx_signature, "xlsx": xlsx_signature}
 BUILDERS = {"docx": docx, "pptx": pptx, "xlsx": xlsx}
+
+
+def _odf_styles(document) -> None:
+    from odf.style import Style, TextProperties
+
+    for name, properties in (("Bold", {"fontweight": "bold"}), ("Italic", {"fontstyle": "italic"})):
+        style = Style(name=name, family="text")
+        style.addElement(TextProperties(**properties))
+        document.automaticstyles.addElement(style)
+
+
+def _odf_paragraph(paragraph):
+    """``paragraph`` (odfpy) filled with w1, bold w2, italic w3, a link w4, w5 and a run of spaces."""
+    from odf.text import A, S, Span
+
+    paragraph.addText("w1 ")
+    paragraph.addElement(Span(stylename="Bold", text="w2"))
+    paragraph.addText(" ")
+    paragraph.addElement(Span(stylename="Italic", text="w3"))
+    paragraph.addText(" ")
+    paragraph.addElement(A(href="https://example.com/", text="w4"))
+    paragraph.addText(" w5")
+    paragraph.addElement(S(c=2))
+    return paragraph
+
+
+def odt() -> bytes:
+    """An OpenDocument text: a heading, a paragraph with bold, italic and a link, a table, an image, a footer."""
+    from odf.draw import Frame, Image
+    from odf.opendocument import OpenDocumentText
+    from odf.style import Footer, MasterPage, PageLayout
+    from odf.table import Table, TableCell, TableColumn, TableRow
+    from odf.text import H, P
+
+    document = OpenDocumentText()
+    _odf_styles(document)
+    layout = PageLayout(name="Page")
+    document.automaticstyles.addElement(layout)
+    master = MasterPage(name="Standard", pagelayoutname=layout)
+    footer = Footer()
+    footer.addElement(P(text="w7 w8 w9"))
+    master.addElement(footer)
+    document.masterstyles.addElement(master)
+    document.text.addElement(H(outlinelevel=1, text="w1 w2 w3"))
+    document.text.addElement(_odf_paragraph(P()))
+    table = Table(name="T")
+    table.addElement(TableColumn(numbercolumnsrepeated=2))
+    row = TableRow()
+    for text in ("w4 w5 w6", "42.5"):
+        cell = TableCell()
+        cell.addElement(P(text=text))
+        row.addElement(cell)
+    table.addElement(row)
+    document.text.addElement(table)
+    picture = document.addPicture("Pictures/dot.png", "image/png", png())
+    with_image = P(text="w6 w7 w8 ")
+    frame = Frame(width="1cm", height="1cm", anchortype="as-char")
+    frame.addElement(Image(href=picture))
+    with_image.addElement(frame)
+    document.text.addElement(with_image)
+    out = io.BytesIO()
+    document.write(out)
+    return out.getvalue()
+
+
+def odp() -> bytes:
+    """An OpenDocument presentation: a slide with a title box, a text box with bold, italic and a link, an image,
+    notes."""
+    from odf.draw import Frame, Image, Page, TextBox
+    from odf.opendocument import OpenDocumentPresentation
+    from odf.presentation import Notes
+    from odf.style import MasterPage, PageLayout
+    from odf.text import P
+
+    document = OpenDocumentPresentation()
+    _odf_styles(document)
+    layout = PageLayout(name="Slide")
+    document.automaticstyles.addElement(layout)
+    master = MasterPage(name="Default", pagelayoutname=layout)
+    document.masterstyles.addElement(master)
+    page = Page(masterpagename=master)
+    for paragraph in (P(text="w1 w2 w3"), _odf_paragraph(P())):
+        frame = Frame(width="10cm", height="2cm", x="1cm", y="1cm")
+        box = TextBox()
+        box.addElement(paragraph)
+        frame.addElement(box)
+        page.addElement(frame)
+    image = Frame(width="1cm", height="1cm", x="5cm", y="5cm")
+    image.addElement(Image(href=document.addPicture("Pictures/dot.png", "image/png", png())))
+    page.addElement(image)
+    notes = Notes()
+    frame = Frame(width="10cm", height="2cm", x="1cm", y="1cm")
+    box = TextBox()
+    box.addElement(P(text="w4 w5 w6"))
+    frame.addElement(box)
+    notes.addElement(frame)
+    page.addElement(notes)
+    document.presentation.addElement(page)
+    out = io.BytesIO()
+    document.write(out)
+    return out.getvalue()
+
+
+def odf_signature(data: bytes) -> dict:
+    """What an OpenDocument file's structure and formatting are, read by odfpy: every element's tag in document
+    order (spans and spaces aside), each paragraph's words with the span styles and link targets around them."""
+    from odf.element import Element, Text
+    from odf.opendocument import load
+
+    document = load(io.BytesIO(data))
+    tags: list[str] = []
+    paragraphs: list[list[tuple[str, tuple]]] = []
+
+    def words(node, around: tuple, runs: list) -> None:
+        for child in node.childNodes:
+            if isinstance(child, Text):
+                runs.append((str(child), around))
+            elif isinstance(child, Element) and child.qname[1] in ("span", "a"):
+                style = child.getAttribute("stylename") if child.qname[1] == "span" else child.getAttribute("href")
+                words(child, (*around, style), runs)
+            elif isinstance(child, Element) and child.qname[1] == "s":
+                runs.append((" ", around))
+
+    def walk(node) -> None:
+        for child in node.childNodes:
+            if isinstance(child, Element):
+                if child.qname[1] not in ("span", "a", "s"):
+                    tags.append(child.qname[1])
+                if child.qname[1] in ("p", "h"):
+                    runs: list = []
+                    words(child, (), runs)
+                    paragraphs.append(words_of(runs))
+                walk(child)
+
+    walk(document.topnode)
+    return {"tags": tags, "paragraphs": paragraphs}
+
+
+SIGNATURES["odt"] = SIGNATURES["odp"] = odf_signature
+BUILDERS["odt"], BUILDERS["odp"] = odt, odp
