@@ -19,6 +19,8 @@ markup placed by the word alignments, by the command line (`translate_file`) or 
           (formulas, numbers and their cached values kept)
     odt, odp  OpenDocument edited in place (`inference.formats.odf`): paragraphs and headings of the body,
           tables, frames, headers and footers; slides' text boxes and notes
+    epub  each XHTML content document as an HTML file, the table of contents' titles; the rest kept
+          (`inference.formats.epub`)
 
 Bounds (`FileLimits`): the file's size, the zip's entries and uncompressed size, the paragraph count (`TooLarge`);
 a file its reader cannot parse is a `DocumentError` saying why.
@@ -47,6 +49,7 @@ FORMATS = {
     "xlsx": ("ooxml", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
     "odt": ("odf", "application/vnd.oasis.opendocument.text"),
     "odp": ("odf", "application/vnd.oasis.opendocument.presentation"),
+    "epub": ("epub", "application/epub+zip"),
 }
 # other extensions of a format
 ALIASES = {"htm": "html", "xhtml": "html", "text": "txt", "markdown": "md"}
@@ -114,7 +117,8 @@ def _sniffed(data: bytes) -> str:
             from .odf import MIMETYPES
 
             mimetype = zipfile.ZipFile(io.BytesIO(data)).read("mimetype").strip()
-            found = next((fmt for fmt, value in MIMETYPES.items() if value == mimetype), "")
+            known = {**MIMETYPES, "epub": b"application/epub+zip"}
+            found = next((fmt for fmt, value in known.items() if value == mimetype), "")
         return found
     return "vtt" if data.lstrip(b"\xef\xbb\xbf").startswith(b"WEBVTT") else ""
 

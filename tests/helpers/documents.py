@@ -361,3 +361,79 @@ def odf_signature(data: bytes) -> dict:
 
 SIGNATURES["odt"] = SIGNATURES["odp"] = odf_signature
 BUILDERS["odt"], BUILDERS["odp"] = odt, odp
+
+
+EPUB_CHAPTER = (
+    '<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html>\n<html xmlns="http://www.w3.org/1999/xhtml" '
+    'xmlns:epub="http://www.idpf.org/2007/ops" xml:lang="en"><head><title>w1 w2 w3</title>'
+    '<link rel="stylesheet" type="text/css" href="style.css"/></head><body><h1>w1 w2 w3</h1>'
+    '<p>w1 <b>w2</b> <i>w3</i> <a href="nav.xhtml">w4</a> w5</p><p>w6 w7 w8<br/><img src="dot.png" alt=""/></p>'
+    "</body></html>\n"
+)
+
+
+def epub() -> bytes:
+    """An EPUB 3 book built entry by entry: a chapter with bold, italic, a link and an image, a navigation
+    document, an EPUB 2 table of contents, a style sheet."""
+    import zipfile
+
+    nav = (
+        '<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml" '
+        'xmlns:epub="http://www.idpf.org/2007/ops"><head><title>w4 w5 w6</title></head><body>'
+        '<nav epub:type="toc"><ol><li><a href="chapter.xhtml">w7 w8 w9</a></li></ol></nav></body></html>\n'
+    )
+    ncx = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<ncx xmlns="http://www.daisy.org/z3986/2005/ncx/" version="2005-1">'
+        "<head/><docTitle><text>w1 w2 w3</text></docTitle><navMap><navPoint id=\"p1\" playOrder=\"1\">"
+        '<navLabel><text>w7 w8 w9</text></navLabel><content src="chapter.xhtml"/></navPoint></navMap></ncx>\n'
+    )
+    opf = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<package xmlns="http://www.idpf.org/2007/opf" version="3.0" '
+        'unique-identifier="id"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:identifier id="id">'
+        "urn:uuid:0</dc:identifier><dc:title>w1 w2 w3</dc:title><dc:language>en</dc:language></metadata><manifest>"
+        '<item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>'
+        '<item id="c1" href="chapter.xhtml" media-type="application/xhtml+xml"/>'
+        '<item id="ncx" href="toc.ncx" media-type="application/x-dtbncx+xml"/>'
+        '<item id="css" href="style.css" media-type="text/css"/>'
+        '<item id="img" href="dot.png" media-type="image/png"/></manifest>'
+        '<spine toc="ncx"><itemref idref="c1"/></spine></package>\n'
+    )
+    container = (
+        '<?xml version="1.0"?>\n<container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">'
+        '<rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/>'
+        "</rootfiles></container>\n"
+    )
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip")
+        archive.writestr("META-INF/container.xml", container)
+        archive.writestr("OEBPS/content.opf", opf)
+        archive.writestr("OEBPS/nav.xhtml", nav)
+        archive.writestr("OEBPS/chapter.xhtml", EPUB_CHAPTER)
+        archive.writestr("OEBPS/toc.ncx", ncx)
+        archive.writestr("OEBPS/style.css", "p { color: red }\n")
+        archive.writestr("OEBPS/dot.png", png())
+    return out.getvalue()
+
+
+def epub_signature(data: bytes) -> dict:
+    """Each XML entry of an EPUB parsed by lxml (so well-formed): its elements' tags and attributes in order and
+    the words of each element's text with the element's tag."""
+    import zipfile
+
+    from lxml import etree
+
+    archive = zipfile.ZipFile(io.BytesIO(data))
+    parts = {}
+    for name in archive.namelist():
+        if name.endswith((".xhtml", ".ncx", ".opf", ".xml")):
+            root = etree.fromstring(archive.read(name))
+            parts[name] = [
+                (element.tag, dict(element.attrib), (element.text or "").split(), (element.tail or "").split())
+                for element in root.iter()
+            ]
+    return parts
+
+
+SIGNATURES["epub"] = epub_signature
+BUILDERS["epub"] = epub

@@ -35,7 +35,7 @@ def translated(copy_model, data: bytes, fmt: str, **options) -> bytes:
     return translate_file(model, tokenizer, data, fmt, num_beams=1, language="en", **options)
 
 
-@pytest.mark.parametrize("fmt", ["docx", "pptx", "xlsx", "odt", "odp"])
+@pytest.mark.parametrize("fmt", ["docx", "pptx", "xlsx", "odt", "odp", "epub"])
 def test_office_files_keep_structure_formatting_and_everything_else(copy_model, fmt):
     source = BUILDERS[fmt]()
     done = []
@@ -53,6 +53,7 @@ def test_office_files_keep_structure_formatting_and_everything_else(copy_model, 
         "xlsx": ("xl/sharedStrings.xml", "xl/worksheets/sheet"),
         "odt": ("content.xml", "styles.xml"),
         "odp": ("content.xml",),
+        "epub": ("OEBPS/nav.xhtml", "OEBPS/chapter.xhtml", "OEBPS/toc.ncx"),
     }[fmt]
     for info in before.infolist():
         if not info.filename.startswith(translated_parts):
@@ -192,6 +193,12 @@ BAD = {
     "wrong extension, not a zip": (b"w1 w2 w3\n", "docx", DocumentError, "not a readable zip"),
     "wrong extension, another package": (None, "pptx", DocumentError, "no ppt/presentation.xml"),
     "wrong extension, not an odt": (None, "odt", DocumentError, "not a odt file: the package says 'no mimetype'"),
+    "epub without its package document": (
+        _zip({"mimetype": b"application/epub+zip", "META-INF/container.xml": b"<container/>"}),
+        "epub",
+        DocumentError,
+        "package document",
+    ),
     "odp bomb": (_zip({"mimetype": b"\0" * 3_000_000}), "odp", TooLarge, "unzips to 3000000 bytes"),
     "zip bomb": (_zip({"word/document.xml": b"\0" * 3_000_000}), "docx", TooLarge, "unzips to 3000000 bytes"),
     "too many entries": (_zip({f"f{i}": b"" for i in range(40)}), "docx", TooLarge, "40 entries"),
