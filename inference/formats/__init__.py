@@ -21,6 +21,8 @@ markup placed by the word alignments, by the command line (`translate_file`) or 
           tables, frames, headers and footers; slides' text boxes and notes
     epub  each XHTML content document as an HTML file, the table of contents' titles; the rest kept
           (`inference.formats.epub`)
+    pdf   its text extracted (pypdf) into paragraphs, written as a new .docx (the default) or .txt: not a PDF,
+          its layout not kept (`inference.formats.pdf`)
 
 Bounds (`FileLimits`): the file's size, the zip's entries and uncompressed size, the paragraph count (`TooLarge`);
 a file its reader cannot parse is a `DocumentError` saying why.
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..documents import DocumentPlan
 
-# each format's module (in this package) and the media type of what it writes
+# each format's module (in this package) and its media type (that of what it writes, as its own output format)
 FORMATS = {
     "txt": ("text", "text/plain; charset=utf-8"),
     "html": ("html", "text/html; charset=utf-8"),
@@ -50,11 +52,12 @@ FORMATS = {
     "odt": ("odf", "application/vnd.oasis.opendocument.text"),
     "odp": ("odf", "application/vnd.oasis.opendocument.presentation"),
     "epub": ("epub", "application/epub+zip"),
+    "pdf": ("pdf", "application/pdf"),
 }
 # other extensions of a format
 ALIASES = {"htm": "html", "xhtml": "html", "text": "txt", "markdown": "md"}
 # the formats a format's file can be written as (the first: its own)
-OUTPUT_FORMATS = {name: (name,) for name in FORMATS}
+OUTPUT_FORMATS = {name: (name,) for name in FORMATS} | {"pdf": ("docx", "txt")}
 
 
 class DocumentError(ValueError):

@@ -437,3 +437,19 @@ def epub_signature(data: bytes) -> dict:
 
 SIGNATURES["epub"] = epub_signature
 BUILDERS["epub"] = epub
+
+
+def pdf() -> bytes:
+    """A two-page PDF (fpdf2): a paragraph over two lines, a number, a second page."""
+    from fpdf import FPDF
+
+    document = FPDF()
+    document.set_font("helvetica", size=12)
+    for page in (("w1 w2 w3 w4", "w5 w6", "42.5"), ("w7 w8 w9",)):
+        document.add_page()
+        for line in page:
+            document.cell(text=line, new_x="LMARGIN", new_y="NEXT")
+    return bytes(document.output())
+
+
+BUILDERS["pdf"] = pdf

@@ -156,6 +156,29 @@ def test_markdown_words_keep_their_emphasis_links_and_code_where_they_move():
     assert out.replace(out.splitlines(keepends=True)[5], MD.splitlines(keepends=True)[5]) == MD
 
 
+def test_a_pdf_becomes_its_translated_text_as_a_word_document_or_text(copy_model, tmp_path):
+    import docx as python_docx
+
+    from vanilla_transformer.commands import translate
+
+    source = BUILDERS["pdf"]()
+    # paragraphs joined from the page's lines; a number kept; a page break between pages
+    text = translated(copy_model, source, "pdf", output_format="txt").decode()
+    assert text == "w1 w2 w3 w4 w5 w6\n\n42.5\n\f\nw7 w8 w9\n"
+    document = python_docx.Document(io.BytesIO(translated(copy_model, source, "pdf")))
+    assert [p.text for p in document.paragraphs] == ["w1 w2 w3 w4 w5 w6", "42.5", "", "w7 w8 w9"]
+    with pytest.raises(DocumentError, match="cannot be written as pdf: choose one of docx, txt"):
+        read_file(source, "pdf", output_format="pdf")
+    # on the command line, --output's extension says which
+    model, tokenizer = copy_model
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    (tmp_path / "in.pdf").write_bytes(source)
+    args = ["--model", str(tmp_path / "model"), "--num_beams", "1", "--input", str(tmp_path / "in.pdf")]
+    assert translate.main([*args, "--output", str(tmp_path / "out.txt")]) == 0
+    assert (tmp_path / "out.txt").read_text() == text
+
+
 def test_a_cue_is_cut_into_as_many_balanced_lines_as_it_had():
     document = read_file(SRT.encode(), "srt")
     assert document.texts == ["w1 <i>w2</i> w3 w4 w5", "<b>w5</b> w6 w7"]
@@ -199,6 +222,8 @@ BAD = {
         DocumentError,
         "package document",
     ),
+    "truncated pdf": ("pdf", "pdf", DocumentError, "not a readable pdf"),
+    "pdf without text": ("blank pdf", "pdf", DocumentError, "no text to extract"),
     "odp bomb": (_zip({"mimetype": b"\0" * 3_000_000}), "odp", TooLarge, "unzips to 3000000 bytes"),
     "zip bomb": (_zip({"word/document.xml": b"\0" * 3_000_000}), "docx", TooLarge, "unzips to 3000000 bytes"),
     "too many entries": (_zip({f"f{i}": b"" for i in range(40)}), "docx", TooLarge, "40 entries"),
@@ -215,6 +240,14 @@ def test_files_that_cannot_be_read_are_refused_with_the_reason(case):
     if data is None:
         data = BUILDERS["docx"]()
         data = data[: len(data) // 2] if case == "truncated zip" else data
+    elif data == "pdf":
+        data = BUILDERS["pdf"]()[:300]
+    elif data == "blank pdf":
+        from fpdf import FPDF
+
+        blank = FPDF()
+        blank.add_page()
+        data = bytes(blank.output())
     limits = FileLimits(max_bytes=1_000_000, max_unzipped_bytes=2_000_000, max_entries=30)
     with pytest.raises(error, match=message):
         read_file(data, fmt, limits)
@@ -226,8 +259,8 @@ def test_paragraphs_over_the_limit_and_unknown_formats_are_refused():
     with pytest.raises(TooLarge, match="more than 2 paragraphs"):
         plan_file(read_file(TXT.encode(), "txt"), FileLimits(max_paragraphs=2), split_sentences=False)
     assert file_format("a/report.DOCX") == "docx" and file_format("x", "htm") == "html"
-    with pytest.raises(DocumentError, match="'pdf' is not supported: use one of txt, html"):
-        file_format("scan.pdf")
+    with pytest.raises(DocumentError, match="'mobi' is not supported: use one of txt, html, md"):
+        file_format("book.mobi")
 
 
 def test_translate_input_output_on_the_command_line(copy_model, tmp_path, capsys):

@@ -368,10 +368,12 @@ def translate_input_file(
 
     from tqdm import tqdm
 
-    from vanilla_transformer.inference.formats import DocumentError, file_format, translate_file
+    from vanilla_transformer.inference.formats import OUTPUT_FORMATS, DocumentError, file_format, translate_file
 
     try:
         fmt = file_format(args.input, args.file_format)
+        # a format written as another (a pdf's text as .docx or .txt): the one --output's extension names
+        written = Path(args.output or "").suffix.lstrip(".").lower()
         data = Path(args.input).read_bytes()
     except (DocumentError, OSError) as err:
         print(f"error: {args.input}: {err}", file=sys.stderr)
@@ -394,6 +396,7 @@ def translate_input_file(
                 tokenizer,
                 data,
                 fmt,
+                output_format=written if written in OUTPUT_FORMATS[fmt] else None,
                 batch_size=args.batch_size,
                 language=language,
                 progress=progress,
