@@ -48,10 +48,6 @@ class _Block:
     base: int = -1
 
 
-def _wrappers(stack: list[tuple]) -> tuple:
-    return tuple(stack)
-
-
 def _runs(children, block: _Block) -> list[Run]:
     runs: list[Run] = []
     stack: list[tuple] = []
@@ -65,7 +61,7 @@ def _runs(children, block: _Block) -> list[Run]:
         return keys[wrappers]
 
     def kept(shown: str, markdown: str) -> None:
-        block.slots.append((_wrappers(stack), markdown))
+        block.slots.append((tuple(stack), markdown))
         runs.append(Run(shown, len(block.slots) - 1, kept=True))
 
     for token in children:
@@ -78,11 +74,11 @@ def _runs(children, block: _Block) -> list[Run]:
                 autolink.append(token.content)
         elif kind == "text":
             if token.content:
-                runs.append(Run(token.content, text_key(_wrappers(stack))))
+                runs.append(Run(token.content, text_key(tuple(stack))))
         elif kind == "softbreak":
-            runs.append(Run(" ", text_key(_wrappers(stack))))
+            runs.append(Run(" ", text_key(tuple(stack))))
         elif kind == "hardbreak":
-            runs.append(Run(" ", text_key(_wrappers(stack))))
+            runs.append(Run(" ", text_key(tuple(stack))))
             kept("", "\n")
         elif kind in ("em_open", "strong_open", "s_open"):
             stack.append((kind[:-5], token.markup))
@@ -126,6 +122,7 @@ def _render(block: _Block, translated: str) -> list[str]:
     """The translated inline source, one string per hard-break segment."""
     out: list[str] = []
     placed: set[int] = set()
+    trail = ""
     pieces = decode(translated, block.base)
     for text, key in pieces:
         key = key if 0 <= key < len(block.slots) else block.base
@@ -145,7 +142,6 @@ def _render(block: _Block, translated: str) -> list[str]:
             lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
             out.append(lead)
             body = _escape(stripped, block.in_table)
-            out_trail = trail
         else:
             continue
         for wrapper in reversed(wrappers):
@@ -155,8 +151,8 @@ def _render(block: _Block, translated: str) -> list[str]:
                 body = f"{wrapper[1]}{body}{wrapper[1]}"
         out.append(body)
         if markdown is None:
-            out.append(out_trail)
-    for key, (wrappers, markdown) in enumerate(block.slots):
+            out.append(trail)
+    for key, (_, markdown) in enumerate(block.slots):
         if markdown is not None and key not in placed:
             out.append(markdown)
     segments = [s.strip() for s in "".join(out).split("\n")]

@@ -51,7 +51,9 @@ def _pages(data: bytes, limits: FileLimits) -> list[list[str]]:
         if reader.is_encrypted and not reader.decrypt(""):
             raise DocumentError("the pdf is encrypted with a password: remove it")
         if len(reader.pages) > limits.max_paragraphs:
-            raise TooLarge(f"the pdf has {len(reader.pages)} pages, more than the limit {limits.max_paragraphs}")
+            raise TooLarge(
+                f"the pdf has {len(reader.pages)} pages, more than the limit {limits.max_paragraphs}"
+            )
         return [_paragraphs(page.extract_text() or "") for page in reader.pages]
     except LimitReachedError as err:
         raise TooLarge(f"the pdf decompresses past pypdf's limit: {err}") from None
@@ -78,7 +80,9 @@ def read(data: bytes, fmt: str, limits: FileLimits, output_format: str) -> FileD
     pages = _pages(data, limits)
     if not any(pages):
         raise DocumentError("the pdf has no text to extract (a scanned document? run OCR on it first)")
-    places = [(i, j) for i, page in enumerate(pages) for j, text in enumerate(page) if translatable([Run(text, 0)])]
+    places = [
+        (i, j) for i, page in enumerate(pages) for j, text in enumerate(page) if translatable([Run(text, 0)])
+    ]
 
     def write(translations: list[str]) -> bytes:
         out = [list(page) for page in pages]

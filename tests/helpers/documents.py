@@ -129,7 +129,7 @@ HTML = (
     '<p><img src="data:image/png;base64,AAAA" alt="x"> w6 w7 w8</p><pre>w9 code</pre></body></html>'
 )
 MD = (
-    "---\ntitle: w1 w2\n---\n# w1 *w2* w3 #\n\n- w1 **w2** w3 [w4](https://example.com/a_b \"w5\") `w6 w0`\n"
+    '---\ntitle: w1 w2\n---\n# w1 *w2* w3 #\n\n- w1 **w2** w3 [w4](https://example.com/a_b "w5") `w6 w0`\n'
     "- w7 ~~w8~~ w9\n\n> w5 w6\\\n> w7 ![w8](i.png)\n\n"
     "```python\nw1 = w2  # w3\n```\n\n    w9 indented\n\n| w1 w2 w3 | 42 |\n|---|---|\n| w3 **w4** w5 | 7 |\n\n"
     "<div>\nw5 w6\n</div>\n\n1. w1 <b>w2</b> w3\r\n"
@@ -339,7 +339,11 @@ def odf_signature(data: bytes) -> dict:
             if isinstance(child, Text):
                 runs.append((str(child), around))
             elif isinstance(child, Element) and child.qname[1] in ("span", "a"):
-                style = child.getAttribute("stylename") if child.qname[1] == "span" else child.getAttribute("href")
+                style = (
+                    child.getAttribute("stylename")
+                    if child.qname[1] == "span"
+                    else child.getAttribute("href")
+                )
                 words(child, (*around, style), runs)
             elif isinstance(child, Element) and child.qname[1] == "s":
                 runs.append((" ", around))
@@ -384,7 +388,7 @@ def epub() -> bytes:
     )
     ncx = (
         '<?xml version="1.0" encoding="UTF-8"?>\n<ncx xmlns="http://www.daisy.org/z3986/2005/ncx/" version="2005-1">'
-        "<head/><docTitle><text>w1 w2 w3</text></docTitle><navMap><navPoint id=\"p1\" playOrder=\"1\">"
+        '<head/><docTitle><text>w1 w2 w3</text></docTitle><navMap><navPoint id="p1" playOrder="1">'
         '<navLabel><text>w7 w8 w9</text></navLabel><content src="chapter.xhtml"/></navPoint></navMap></ncx>\n'
     )
     opf = (
@@ -429,7 +433,12 @@ def epub_signature(data: bytes) -> dict:
         if name.endswith((".xhtml", ".ncx", ".opf", ".xml")):
             root = etree.fromstring(archive.read(name))
             parts[name] = [
-                (element.tag, dict(element.attrib), (element.text or "").split(), (element.tail or "").split())
+                (
+                    element.tag,
+                    dict(element.attrib),
+                    (element.text or "").split(),
+                    (element.tail or "").split(),
+                )
                 for element in root.iter()
             ]
     return parts

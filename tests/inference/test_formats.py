@@ -150,7 +150,9 @@ def test_markdown_words_keep_their_emphasis_links_and_code_where_they_move():
         'w1 <x-run k="1">w2</x-run> w3 <x-run k="2">w4</x-run> <x-run k="3" translate="no">w6 w0</x-run>'
     )
     texts = list(document.texts)
-    texts[k] = '<x-run k="3" translate="no">w6 w0</x-run> <x-run k="2">w4 w*</x-run> w3 <x-run k="1">w2</x-run>'
+    texts[k] = (
+        '<x-run k="3" translate="no">w6 w0</x-run> <x-run k="2">w4 w*</x-run> w3 <x-run k="1">w2</x-run>'
+    )
     out = document.write(texts).decode()
     assert '- `w6 w0` [w4 w\\*](https://example.com/a_b "w5") w3 **w2**\n- w7 ~~w8~~ w9\n' in out
     assert out.replace(out.splitlines(keepends=True)[5], MD.splitlines(keepends=True)[5]) == MD
@@ -215,7 +217,12 @@ BAD = {
     ),
     "wrong extension, not a zip": (b"w1 w2 w3\n", "docx", DocumentError, "not a readable zip"),
     "wrong extension, another package": (None, "pptx", DocumentError, "no ppt/presentation.xml"),
-    "wrong extension, not an odt": (None, "odt", DocumentError, "not a odt file: the package says 'no mimetype'"),
+    "wrong extension, not an odt": (
+        None,
+        "odt",
+        DocumentError,
+        "not a odt file: the package says 'no mimetype'",
+    ),
     "epub without its package document": (
         _zip({"mimetype": b"application/epub+zip", "META-INF/container.xml": b"<container/>"}),
         "epub",
