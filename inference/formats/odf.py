@@ -22,8 +22,8 @@ from typing import Any
 from lxml import etree  # pyright: ignore[reportAttributeAccessIssue]
 
 from . import DocumentError, FileDocument, FileLimits
-from .inline import Run, decode, encode, translatable
-from .packages import Package, parse_xml, write_xml
+from .inline import Run, decode
+from .packages import EditedParts, Package, parse_xml
 
 TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
@@ -135,31 +135,14 @@ def read(data: bytes, fmt: str, limits: FileLimits, output_format: str) -> FileD
     if package.entries.get("mimetype", b"").strip() != MIMETYPES[fmt] or "content.xml" not in package.entries:
         found = package.entries.get("mimetype", b"no mimetype").decode("ascii", "replace")[:80]
         raise DocumentError(f"this is not a {fmt} file: the package says {found!r} (wrong extension?)")
-    roots = {}
-    paragraphs: list[tuple[str, _Paragraph]] = []
-    texts: list[str] = []
-    parts = ["content.xml"] + (["styles.xml"] if fmt == "odt" and "styles.xml" in package.entries else [])
-    for name in parts:
+    parts = EditedParts(package)
+    names = ["content.xml"] + (["styles.xml"] if fmt == "odt" and "styles.xml" in package.entries else [])
+    for name in names:
         root = parse_xml(package.entries[name], name)
-        roots[name] = root
+        parts.roots[name] = root
         scope = root if name == "content.xml" else root.find(f"{{{OFFICE}}}master-styles")
         if scope is None:
             continue
         for p in list(scope.iter(*PARAGRAPHS)):
-            paragraph, runs = _read_paragraph(p)
-            if not translatable(runs):
-                continue
-            encoded = encode(runs)
-            paragraph.base = encoded.base
-            paragraphs.append((name, paragraph))
-            texts.append(encoded.html)
-
-    def write(translations: list[str]) -> bytes:
-        touched = set()
-        for (name, paragraph), translated in zip(paragraphs, translations):
-            _write_paragraph(paragraph, translated)
-            touched.add(name)
-        package.changed = {name: write_xml(roots[name]) for name in touched}
-        return package.write()
-
-    return FileDocument(texts, write, output_format)
+            parts.add(name, *_read_paragraph(p))
+    return parts.document(_write_paragraph, output_format)
