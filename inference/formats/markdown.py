@@ -3,8 +3,8 @@ strong, strikethrough and links as markup around words; everything else written 
 
 markdown-it-py (CommonMark, with tables and strikethrough) gives each block's source lines. A block's inline
 source is found in them (after its list, quote or heading markers, which are kept) and replaced by its
-translation: each hard-break segment on the line where it began, the block's other lines dropped (Markdown
-wraps lines itself). Inline code, images, autolinks and inline HTML are kept runs, written back as parsed; a
+translation, each hard-break segment cut into as many lines of balanced length as it had (a line that would
+start another block escaped). Inline code, images, autolinks and inline HTML are kept runs, written back as parsed; a
 link keeps its destination and title (a reference link is written inline, to the same target). Fenced and
 indented code blocks, HTML blocks, front matter (``---`` ... ``---`` at the top), link reference definitions
 and every line that holds no translated text are not touched.
@@ -17,11 +17,15 @@ from dataclasses import dataclass, field
 
 from . import FileDocument, FileLimits, decode_text
 from .inline import Run, decode, encode, translatable
+from .subtitles import balanced_lines
 
 FRONT_MATTER = re.compile(r"\A(?:---|\+\+\+)[ \t]*\r?\n(?:.*\r?\n)*?(?:---|\+\+\+|\.\.\.)[ \t]*(?:\r?\n|\Z)")
 # what a translated line must not start with: it would open a block
-BLOCK_START = re.compile(r"^([ \t]*)([-+*#>=]|\d+[.)])")
+BLOCK_START = re.compile(r"^([-+*](?=\s|$)|#{1,6}(?=\s|$)|>|=+\s*$|\d{1,9}[.)](?=\s|$))")
 ESCAPED = re.compile(r"[\\`*\[\]<]|(?<!\w)_|_(?!\w)")
+# a line's words: a pointy-bracketed link destination (which cannot hold a line break) and a code span (a line
+# that starts inside it would be escaped) are one with their word
+WORDS = re.compile(r"(?:\]\(<[^>\n]*>|`[^`\n]*`|\S)+|\s+")
 CONTAINERS = ("paragraph_open", "heading_open", "th_open", "td_open")
 
 
@@ -118,45 +122,63 @@ def _escape(text: str, in_table: bool) -> str:
     return text.replace("|", "\\|") if in_table else text
 
 
+def _wrap(body: str, wrapper: tuple) -> str:
+    """``body`` in a wrapper's markup, the spaces at its ends outside it (emphasis cannot start or end with one)."""
+    inner = body.strip()
+    if not inner:
+        return body
+    lead, trail = body[: len(body) - len(body.lstrip())], body[len(body.rstrip()) :]
+    if wrapper[0] == "link":
+        return lead + _link(inner, wrapper[1], wrapper[2]) + trail
+    return f"{lead}{wrapper[1]}{inner}{wrapper[1]}{trail}"
+
+
 def _render(block: _Block, translated: str) -> list[str]:
-    """The translated inline source, one string per hard-break segment."""
-    out: list[str] = []
+    """The translated inline source, one string per hard-break segment: consecutive pieces inside the same
+    wrappers (emphasis, links) written inside one of each."""
+    stack: list[tuple] = []
+    buffers: list[list[str]] = [[]]
+
+    def close_to(depth: int) -> None:
+        while len(stack) > depth:
+            body = "".join(buffers.pop())
+            buffers[-1].append(_wrap(body, stack.pop()))
+
+    def put(wrappers: tuple, content: str) -> None:
+        common = 0
+        while common < min(len(stack), len(wrappers)) and stack[common] == wrappers[common]:
+            common += 1
+        close_to(common)
+        for wrapper in wrappers[common:]:
+            stack.append(wrapper)
+            buffers.append([])
+        buffers[-1].append(content)
+
     placed: set[int] = set()
-    trail = ""
-    pieces = decode(translated, block.base)
-    for text, key in pieces:
+    for text, key in decode(translated, block.base):
         key = key if 0 <= key < len(block.slots) else block.base
         if key < 0:
             continue
         wrappers, markdown = block.slots[key]
         if markdown is not None:
-            if key in placed:
-                continue
-            placed.add(key)
-            body = markdown
+            if key not in placed:
+                placed.add(key)
+                put(wrappers, markdown)
         elif text:
-            stripped = text.strip()
-            if not stripped:
-                out.append(text)
-                continue
-            lead, trail = text[: len(text) - len(text.lstrip())], text[len(text.rstrip()) :]
-            out.append(lead)
-            body = _escape(stripped, block.in_table)
-        else:
-            continue
-        for wrapper in reversed(wrappers):
-            if wrapper[0] == "link":
-                body = _link(body, wrapper[1], wrapper[2])
-            else:
-                body = f"{wrapper[1]}{body}{wrapper[1]}"
-        out.append(body)
-        if markdown is None:
-            out.append(trail)
-    for key, (_, markdown) in enumerate(block.slots):
+            put(wrappers, _escape(text, block.in_table))
+    for key, (wrappers, markdown) in enumerate(block.slots):
         if markdown is not None and key not in placed:
-            out.append(markdown)
-    segments = [s.strip() for s in "".join(out).split("\n")]
-    return [BLOCK_START.sub(lambda m: m.group(1) + "\\" + m.group(2), s) if s else s for s in segments]
+            put(wrappers, markdown)
+    close_to(0)
+    return [s.strip() for s in "".join(buffers[0]).split("\n")]
+
+
+def _line(text: str) -> str:
+    """A line of a translated block, escaped where its start would open another block."""
+    return BLOCK_START.sub(
+        lambda m: "\\" + m.group(0) if m.group(0)[0] in "-+*#>=" else m.group(0)[:-1] + "\\" + m.group(0)[-1],
+        text,
+    )
 
 
 def read(data: bytes, fmt: str, limits: FileLimits, output_format: str) -> FileDocument:
@@ -203,19 +225,22 @@ def read(data: bytes, fmt: str, limits: FileLimits, output_format: str) -> FileD
         edits: dict[int, list[tuple[int, int, str]]] = {}
         for block, translated in zip(blocks, translations):
             segments = _render(block, translated)
-            owned = {block.spans[g][0]: k for k, g in enumerate(block.groups)}
-            for j, (index, start, end) in enumerate(block.spans):
-                k = owned.get(index) if j in block.groups else None
-                if k is not None and k < len(segments):
-                    text = segments[k]
-                    if k < len(segments) - 1 and k < len(block.groups) - 1:
-                        text += block.hard_break
-                    elif k == len(block.groups) - 1 and len(segments) > len(block.groups):
-                        text += " " + " ".join(segments[k + 1 :])
-                    edits.setdefault(index, []).append((start, end, text))
-                else:
-                    line = lines[index]
-                    if line[:start].strip(" \t>") == "" and not line[end:].strip():
+            bounds = [*block.groups, len(block.spans)]
+            groups = [block.spans[a:b] for a, b in zip(bounds, bounds[1:])]
+            if len(segments) > len(groups):
+                segments[len(groups) - 1 :] = [" ".join(segments[len(groups) - 1 :])]
+            for k, spans in enumerate(groups):
+                # as many lines as the segment had, of balanced length
+                lines_k = [
+                    _line(line)
+                    for line in balanced_lines(segments[k] if k < len(segments) else "", len(spans), WORDS)
+                ]
+                if k < len(groups) - 1:
+                    lines_k[-1] += block.hard_break
+                for j, (index, start, end) in enumerate(spans):
+                    if j < len(lines_k):
+                        edits.setdefault(index, []).append((start, end, lines_k[j]))
+                    elif lines[index][:start].strip(" \t>") == "" and not lines[index][end:].strip():
                         out[index] = None
                     else:
                         edits.setdefault(index, []).append((start, end, ""))
