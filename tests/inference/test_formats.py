@@ -158,6 +158,21 @@ def test_markdown_words_keep_their_emphasis_links_and_code_where_they_move():
     assert out.replace(out.splitlines(keepends=True)[5], MD.splitlines(keepends=True)[5]) == MD
 
 
+def test_markdown_written_back_renders_as_it_did():
+    from markdown_it import MarkdownIt
+
+    source = (
+        "* w1 **w2 `a > b`\n  w3** w4 [w5 w6](<a b.md> \"t\")\n  w7 w8 < w9 w0\n\n"
+        "w1 w2 w3 w4 w5 w6 w7 w8 w9\n- w0 \\- w1 *w2\nw3*\n"
+    )
+    document = read_file(source.encode(), "md")
+    out = document.write(document.texts).decode()
+    # as many lines, and the same document (markdown-it's HTML, its line breaks aside)
+    assert out.count("\n") == source.count("\n") and out != source
+    md = MarkdownIt("commonmark")
+    assert " ".join(md.render(out).split()) == " ".join(md.render(source).split())
+
+
 def test_a_pdf_becomes_its_translated_text_as_a_word_document_or_text(copy_model, tmp_path):
     import docx as python_docx
 
