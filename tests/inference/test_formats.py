@@ -90,6 +90,33 @@ def test_a_translation_that_reorders_words_moves_their_formatting_with_them():
     assert [link.text for link in paragraph.hyperlinks] == ["w4"]
 
 
+def test_an_odt_translation_that_reorders_words_moves_their_spans_links_and_frames():
+    from helpers.documents import odf_signature
+
+    source = BUILDERS["odt"]()
+    document = read_file(source, "odt")
+    k = document.texts.index(
+        'w1 <x-run k="1">w2</x-run> <x-run k="2">w3</x-run> <x-run k="3">w4</x-run> w5  '
+    )
+    (f,) = [i for i, text in enumerate(document.texts) if 'translate="no"' in text]
+    texts = list(document.texts)
+    texts[k] = 'w5 <x-run k="3">w4</x-run> <x-run k="2">w3</x-run>   <x-run k="1">w2</x-run> w1'
+    texts[f] = '<x-run k="1" translate="no"></x-run>w8 w7 w6'
+    after = odf_signature(document.write(texts))
+    assert after["paragraphs"][2] == [
+        ("w5", ()),
+        ("w4", ("https://example.com/",)),
+        ("w3", ("Italic",)),
+        ("w2", ("Bold",)),
+        ("w1", ()),
+    ]
+    # the image's frame first, then the words; every element where it was
+    assert after["tags"] == odf_signature(source)["tags"]
+    content = zipfile.ZipFile(io.BytesIO(document.write(texts))).read("content.xml").decode()
+    assert "<draw:frame" in content.split("w8 w7 w6")[0].rsplit("<text:p", 1)[1]
+    assert '<text:s text:c="2"/>' in content
+
+
 def markup_and_words(document: str) -> tuple[list[str], list[str]]:
     """The tags of an HTML document as written, in order, and its words."""
     from html.parser import HTMLParser
@@ -162,7 +189,7 @@ def test_markdown_written_back_renders_as_it_did():
     from markdown_it import MarkdownIt
 
     source = (
-        "* w1 **w2 `a > b`\n  w3** w4 [w5 w6](<a b.md> \"t\")\n  w7 w8 < w9 w0\n\n"
+        '* w1 **w2 `a > b`\n  w3** w4 [w5 w6](<a b.md> "t")\n  w7 w8 < w9 w0\n\n'
         "w1 w2 w3 w4 w5 w6 w7 w8 w9\n- w0 \\- w1 *w2\nw3*\n"
     )
     document = read_file(source.encode(), "md")
