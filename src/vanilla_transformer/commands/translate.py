@@ -324,12 +324,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             translated = translate_document(
-                model,
-                tokenizer,
-                sys.stdin.read(),
-                args.batch_size,
-                max_depth=args.max_markup_depth,
-                **planned,
+                model, tokenizer, sys.stdin.read(), args.batch_size, max_depth=args.max_markup_depth, **planned
             )
         except MarkupTooDeep as err:
             print(f"error: {err}", file=sys.stderr)
