@@ -54,6 +54,12 @@ FORMATS = {
     "epub": ("epub", "application/epub+zip"),
     "pdf": ("pdf", "application/pdf"),
 }
+# the mimetype entry of the zipped formats that have one (ODF, EPUB)
+MIMETYPES = {
+    "odt": b"application/vnd.oasis.opendocument.text",
+    "odp": b"application/vnd.oasis.opendocument.presentation",
+    "epub": b"application/epub+zip",
+}
 # other extensions of a format
 ALIASES = {"htm": "html", "xhtml": "html", "text": "txt", "markdown": "md"}
 # the formats a format's file can be written as (the first: its own)
@@ -117,11 +123,8 @@ def _sniffed(data: bytes) -> str:
         parts = {"word/document.xml": "docx", "ppt/presentation.xml": "pptx", "xl/workbook.xml": "xlsx"}
         found = next((fmt for part, fmt in parts.items() if part in names), "")
         if not found and "mimetype" in names:
-            from .odf import MIMETYPES
-
             mimetype = zipfile.ZipFile(io.BytesIO(data)).read("mimetype").strip()
-            known = {**MIMETYPES, "epub": b"application/epub+zip"}
-            found = next((fmt for fmt, value in known.items() if value == mimetype), "")
+            found = next((fmt for fmt, value in MIMETYPES.items() if value == mimetype), "")
         return found
     return "vtt" if data.lstrip(b"\xef\xbb\xbf").startswith(b"WEBVTT") else ""
 

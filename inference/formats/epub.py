@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import posixpath
 
-from . import DocumentError, FileDocument, FileLimits, decode_text
+from . import MIMETYPES, DocumentError, FileDocument, FileLimits, decode_text
 from .inline import Run, encode, plain, translatable
 from .packages import Package, parse_xml, write_xml
 
-MIMETYPE = b"application/epub+zip"
 CONTAINER = "urn:oasis:names:tc:opendocument:xmlns:container"
 OPF = "http://www.idpf.org/2007/opf"
 NCX = "http://www.daisy.org/z3986/2005/ncx/"
@@ -23,7 +22,7 @@ NCX = "http://www.daisy.org/z3986/2005/ncx/"
 
 def read(data: bytes, fmt: str, limits: FileLimits, output_format: str) -> FileDocument:
     package = Package.open(data, limits, fmt)
-    if package.entries.get("mimetype", b"").strip() != MIMETYPE:
+    if package.entries.get("mimetype", b"").strip() != MIMETYPES["epub"]:
         raise DocumentError("this is not an epub file: the package has no application/epub+zip mimetype")
     if "META-INF/container.xml" not in package.entries:
         raise DocumentError("the epub has no META-INF/container.xml")

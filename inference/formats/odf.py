@@ -21,7 +21,7 @@ from typing import Any
 # lxml's etree is compiled: no source for the type checker
 from lxml import etree  # pyright: ignore[reportAttributeAccessIssue]
 
-from . import DocumentError, FileDocument, FileLimits
+from . import MIMETYPES, DocumentError, FileDocument, FileLimits
 from .inline import Run, decode
 from .packages import EditedParts, Package, parse_xml
 
@@ -30,10 +30,6 @@ OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
 PARAGRAPHS = (f"{{{TEXT}}}p", f"{{{TEXT}}}h")
 WRAPPERS = (f"{{{TEXT}}}span", f"{{{TEXT}}}a")
 SPACE = f"{{{TEXT}}}s"
-MIMETYPES = {
-    "odt": b"application/vnd.oasis.opendocument.text",
-    "odp": b"application/vnd.oasis.opendocument.presentation",
-}
 SPACES = re.compile(r"( {2,})")
 
 

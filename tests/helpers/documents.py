@@ -40,9 +40,7 @@ def docx() -> bytes:
     paragraph.add_run("w3").italic = True
     paragraph.add_run(" ")
     rel = document.part.relate_to(
-        "https://example.com/",
-        python_docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK,  # pyright: ignore[reportAttributeAccessIssue]
-        is_external=True,
+        "https://example.com/", python_docx.opc.constants.RELATIONSHIP_TYPE.HYPERLINK, is_external=True
     )
     link = OxmlElement("w:hyperlink")
     link.set(qn("r:id"), rel)
@@ -163,9 +161,9 @@ def docx_signature(data: bytes) -> dict:
         runs = []
         for item in paragraph.iter_inner_content():
             if hasattr(item, "address"):
-                runs += [(run.text, (run.bold, run.italic, item.address)) for run in item.runs]  # pyright: ignore[reportAttributeAccessIssue]
+                runs += [(run.text, (run.bold, run.italic, item.address)) for run in item.runs]
             else:
-                runs.append((item.text, (item.bold, item.italic, None)))  # pyright: ignore[reportAttributeAccessIssue]
+                runs.append((item.text, (item.bold, item.italic, None)))
         paragraphs.append((paragraph.style.name, words_of(runs)))
     return {
         "paragraphs": paragraphs,
@@ -190,13 +188,13 @@ def pptx_signature(data: bytes) -> dict:
                         words_of(
                             [(r.text, (r.font.bold, r.font.italic, r.hyperlink.address)) for r in p.runs]
                         )
-                        for p in shape.text_frame.paragraphs  # pyright: ignore[reportAttributeAccessIssue]
+                        for p in shape.text_frame.paragraphs
                     ]
                 )
             elif shape.has_table:
-                shapes.append([cell.text for row in shape.table.rows for cell in row.cells])  # pyright: ignore[reportAttributeAccessIssue]
+                shapes.append([cell.text for row in shape.table.rows for cell in row.cells])
             elif shape.shape_type == 13:
-                shapes.append(shape.image.blob)  # pyright: ignore[reportAttributeAccessIssue]
+                shapes.append(shape.image.blob)
         slides.append((shapes, slide.notes_slide.notes_text_frame.text))
     return {"slides": slides}
 
@@ -218,7 +216,7 @@ def xlsx_signature(data: bytes) -> dict:
                         [(b, None) if isinstance(b, str) else (b.text, (b.font.b, b.font.i)) for b in value]
                     )
                 cells[f"{sheet.title}!{cell.coordinate}"] = value
-    return {"cells": cells, "images": [len(sheet._images) for sheet in workbook.worksheets]}  # pyright: ignore[reportAttributeAccessIssue]
+    return {"cells": cells, "images": [len(sheet._images) for sheet in workbook.worksheets]}
 
 
 SIGNATURES = {"docx": docx_signature, "pptx": pptx_signature, "xlsx": xlsx_signature}
