@@ -19,7 +19,8 @@ and the tools that speak DeepL.
                          the document is then deleted
 
 Documents (`serving.files.FileJobs`) are kept in memory, for the key that uploaded them only, until downloaded or
-expired; ``output_format`` is the format's own (a file is written in the format it came in).
+expired; ``output_format`` is the format's own (a file is written in the format it came in), for a PDF ``docx``
+(the default) or ``txt`` (its extracted text translated, `inference.formats.pdf`).
 
 DeepL's codes name the model's languages by their first part, in any case: ``EN-US`` and ``EN-GB`` are ``en``,
 ``ZH`` and ``ZH-HANS`` are ``zh``. ``source_lang`` and ``target_lang`` pick the model; without ``source_lang``,

@@ -223,7 +223,9 @@ async def translate_a_file(request: Request, state: Server) -> Any:
     except RequestError as err:
         return _error(err)
     stem = re.sub(r"[^\w-]+", "_", PurePath(name).stem) or "document"
-    job = state.files.done("", f"{stem}.{target}.{document.output_format}", FORMATS[fmt][1], translated)
+    job = state.files.done(
+        "", f"{stem}.{target}.{document.output_format}", FORMATS[document.output_format][1], translated
+    )
     return {"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{job.id}.{job.name}"}
 
 

@@ -241,7 +241,8 @@ class Limits:
         20 * 2**20, "largest document file in bytes (POST /translate_file, /v2/document; 20 MiB)"
     )
     max_file_unzipped_bytes: int = _limit(
-        200 * 2**20, "most bytes a zipped document file (docx, pptx, xlsx) may unzip to (200 MiB)"
+        200 * 2**20,
+        "most bytes a zipped document file (docx, pptx, xlsx, odt, odp, epub) may unzip to (200 MiB)",
     )
     max_file_paragraphs: int = _limit(20_000, "most paragraphs in a document file")
     body_timeout_s: float = _limit(30.0, "seconds a request body may take to arrive (then 408)")

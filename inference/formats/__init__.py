@@ -10,11 +10,19 @@ markup placed by the word alignments, by the command line (`translate_file`) or 
 
     txt   each non-empty line a paragraph; indentation and line endings kept
     html  the document through the markup transfer (htm, xhtml too)
+    md    Markdown's paragraphs, headings, list items and table cells with their emphasis and links
+          (`inference.formats.markdown`); code, front matter and HTML blocks kept (markdown too)
     srt, vtt  each cue a paragraph, its timings, numbers, settings and NOTE/STYLE blocks kept, its lines
           rebalanced to the same count
     docx, pptx, xlsx  OOXML edited in place (`inference.formats.ooxml`): Word paragraphs of the body, headers,
           footers, foot- and endnotes; slide and notes paragraphs; the shared and inline strings of text cells
           (formulas, numbers and their cached values kept)
+    odt, odp  OpenDocument edited in place (`inference.formats.odf`): paragraphs and headings of the body,
+          tables, frames, headers and footers; slides' text boxes and notes
+    epub  each XHTML content document as an HTML file, the table of contents' titles; the rest kept
+          (`inference.formats.epub`)
+    pdf   its text extracted (pypdf) into paragraphs, written as a new .docx (the default) or .txt: not a PDF,
+          its layout not kept (`inference.formats.pdf`)
 
 Bounds (`FileLimits`): the file's size, the zip's entries and uncompressed size, the paragraph count (`TooLarge`);
 a file its reader cannot parse is a `DocumentError` saying why.
@@ -31,20 +39,31 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..documents import DocumentPlan
 
-# each format's module (in this package) and the media type of what it writes
+# each format's module (in this package) and its media type (that of what it writes, as its own output format)
 FORMATS = {
     "txt": ("text", "text/plain; charset=utf-8"),
     "html": ("html", "text/html; charset=utf-8"),
+    "md": ("markdown", "text/markdown; charset=utf-8"),
     "srt": ("subtitles", "application/x-subrip"),
     "vtt": ("subtitles", "text/vtt; charset=utf-8"),
     "docx": ("ooxml", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
     "pptx": ("ooxml", "application/vnd.openxmlformats-officedocument.presentationml.presentation"),
     "xlsx": ("ooxml", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
+    "odt": ("odf", "application/vnd.oasis.opendocument.text"),
+    "odp": ("odf", "application/vnd.oasis.opendocument.presentation"),
+    "epub": ("epub", "application/epub+zip"),
+    "pdf": ("pdf", "application/pdf"),
+}
+# the mimetype entry of the zipped formats that have one (ODF, EPUB)
+MIMETYPES = {
+    "odt": b"application/vnd.oasis.opendocument.text",
+    "odp": b"application/vnd.oasis.opendocument.presentation",
+    "epub": b"application/epub+zip",
 }
 # other extensions of a format
-ALIASES = {"htm": "html", "xhtml": "html", "text": "txt"}
+ALIASES = {"htm": "html", "xhtml": "html", "text": "txt", "markdown": "md"}
 # the formats a format's file can be written as (the first: its own)
-OUTPUT_FORMATS = {name: (name,) for name in FORMATS}
+OUTPUT_FORMATS = {name: (name,) for name in FORMATS} | {"pdf": ("docx", "txt")}
 
 
 class DocumentError(ValueError):
@@ -102,7 +121,11 @@ def _sniffed(data: bytes) -> str:
         except (zipfile.BadZipFile, EOFError, ValueError):
             return ""
         parts = {"word/document.xml": "docx", "ppt/presentation.xml": "pptx", "xl/workbook.xml": "xlsx"}
-        return next((fmt for part, fmt in parts.items() if part in names), "")
+        found = next((fmt for part, fmt in parts.items() if part in names), "")
+        if not found and "mimetype" in names:
+            mimetype = zipfile.ZipFile(io.BytesIO(data)).read("mimetype").strip()
+            found = next((fmt for fmt, value in MIMETYPES.items() if value == mimetype), "")
+        return found
     return "vtt" if data.lstrip(b"\xef\xbb\xbf").startswith(b"WEBVTT") else ""
 
 

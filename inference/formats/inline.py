@@ -46,7 +46,14 @@ def translatable(runs: list[Run]) -> bool:
 
 
 def encode(runs: list[Run]) -> Encoded:
-    """The runs as an HTML fragment (module docstring)."""
+    """The runs as an HTML fragment (module docstring), consecutive text runs of one key in one element."""
+    joined: list[Run] = []
+    for run in runs:
+        if joined and not run.kept and not joined[-1].kept and joined[-1].key == run.key:
+            joined[-1] = Run(joined[-1].text + run.text, run.key)
+        else:
+            joined.append(run)
+    runs = joined
     sizes: dict[int, int] = {}
     for run in runs:
         if not run.kept:

@@ -25,8 +25,8 @@ from typing import Any
 from lxml import etree  # pyright: ignore[reportAttributeAccessIssue]
 
 from . import DocumentError, FileDocument, FileLimits
-from .inline import Run, decode, encode, translatable
-from .packages import Package, parse_xml, write_xml
+from .inline import Run, decode
+from .packages import EditedParts, Package, parse_xml
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 A = "http://schemas.openxmlformats.org/drawingml/2006/main"
@@ -261,32 +261,16 @@ def read(data: bytes, fmt: str, limits: FileLimits, output_format: str) -> FileD
     main = {"docx": "word/document.xml", "pptx": "ppt/presentation.xml", "xlsx": "xl/workbook.xml"}[fmt]
     if main not in package.entries:
         raise DocumentError(f"this is not a {fmt} file: the package has no {main} (wrong extension?)")
-    roots = {}
-    paragraphs: list[tuple[str, _Paragraph]] = []
-    texts: list[str] = []
+    parts = EditedParts(package)
     for name in package.names():
         if not grammar.parts.fullmatch(name):
             continue
         if fmt == "xlsx" and "worksheets/" in name and b"inlineStr" not in package.entries[name]:
             continue
         root = parse_xml(package.entries[name], name)
-        roots[name] = root
-        found = [e for tag in grammar.paragraphs for e in root.iter(tag)]
-        for p in found:
-            paragraph, runs = _read_paragraph(p, grammar)
-            if not translatable(runs):
-                continue
-            encoded = encode(runs)
-            paragraph.base = encoded.base
-            paragraphs.append((name, paragraph))
-            texts.append(encoded.html)
-
-    def write(translations: list[str]) -> bytes:
-        touched = set()
-        for (name, paragraph), translated in zip(paragraphs, translations):
-            _write_paragraph(paragraph, translated, grammar)
-            touched.add(name)
-        package.changed = {name: write_xml(roots[name]) for name in touched}
-        return package.write()
-
-    return FileDocument(texts, write, output_format)
+        parts.roots[name] = root
+        for p in [e for tag in grammar.paragraphs for e in root.iter(tag)]:
+            parts.add(name, *_read_paragraph(p, grammar))
+    return parts.document(
+        lambda paragraph, translated: _write_paragraph(paragraph, translated, grammar), output_format
+    )

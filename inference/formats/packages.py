@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import io
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 # lxml's etree is compiled: no source for the type checker
 from lxml import etree  # pyright: ignore[reportAttributeAccessIssue]
 
-from . import DocumentError, FileLimits, TooLarge
+from . import DocumentError, FileDocument, FileLimits, TooLarge
+from .inline import Run, encode, translatable
 
 # the first bytes of an OLE compound file: an encrypted (password-protected) OOXML file, or a legacy .doc/.ppt/.xls
 OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -96,3 +99,35 @@ class Package:
             for info in self.infos:
                 archive.writestr(info, self.changed.get(info.filename, self.entries[info.filename]))
         return out.getvalue()
+
+
+@dataclass
+class EditedParts:
+    """The paragraphs of a package's XML parts (``roots``, by name) read for translation: each one that holds a
+    letter (`add`) becomes a text; `document`'s ``write`` writes each translation into its paragraph and the parts
+    that hold one anew."""
+
+    package: Package
+    roots: dict[str, Any] = field(default_factory=dict)
+    paragraphs: list[tuple[str, Any]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+
+    def add(self, name: str, paragraph: Any, runs: list[Run]) -> None:
+        """The ``paragraph`` (with a ``base`` attribute) of part ``name`` read into ``runs``."""
+        if not translatable(runs):
+            return
+        encoded = encode(runs)
+        paragraph.base = encoded.base
+        self.paragraphs.append((name, paragraph))
+        self.texts.append(encoded.html)
+
+    def document(self, write_paragraph: Callable[[Any, str], None], output_format: str) -> FileDocument:
+        def write(translations: list[str]) -> bytes:
+            touched = set()
+            for (name, paragraph), translated in zip(self.paragraphs, translations):
+                write_paragraph(paragraph, translated)
+                touched.add(name)
+            self.package.changed = {name: write_xml(self.roots[name]) for name in touched}
+            return self.package.write()
+
+        return FileDocument(self.texts, write, output_format)

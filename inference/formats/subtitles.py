@@ -48,9 +48,10 @@ def cue_text(fragment: str, escape: bool) -> str:
     return "".join(parser.out)
 
 
-def balanced_lines(text: str, count: int) -> list[str]:
-    """``text`` cut at spaces outside tags into at most ``count`` lines of about equal length."""
-    tokens = TOKENS.findall(text.strip())
+def balanced_lines(text: str, count: int, pattern: re.Pattern[str] = TOKENS) -> list[str]:
+    """``text`` cut at spaces outside tags (between the words of ``pattern``) into at most ``count`` lines of about
+    equal length."""
+    tokens = pattern.findall(text.strip())
     visible = sum(len(t) for t in tokens if not t.startswith("<") and not t.isspace())
     lines: list[str] = [""]
     shown = 0

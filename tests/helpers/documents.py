@@ -130,6 +130,12 @@ HTML = (
     "<table><tr><td>w1 w2 w3</td><td>42.5</td></tr></table>"
     '<p><img src="data:image/png;base64,AAAA" alt="x"> w6 w7 w8</p><pre>w9 code</pre></body></html>'
 )
+MD = (
+    '---\ntitle: w1 w2\n---\n# w1 *w2* w3 #\n\n- w1 **w2** w3 [w4](https://example.com/a_b "w5") `w6 w0`\n'
+    "- w7 ~~w8~~ w9\n\n> w5 w6\\\n> w7 ![w8](i.png)\n\n"
+    "```python\nw1 = w2  # w3\n```\n\n    w9 indented\n\n| w1 w2 w3 | 42 |\n|---|---|\n| w3 **w4** w5 | 7 |\n\n"
+    "<div>\nw5 w6\n</div>\n\n1. w1 <b>w2</b> w3\r\n"
+)
 TXT = "w1 w2 w3\n\n  w4 w5 w6\r\n42.5\nw7 w8 w9\n"
 SRT = (
     "1\n00:00:01,000 --> 00:00:02,500\nw1 <i>w2</i> w3\nw4 w5\n\n"
@@ -217,3 +223,246 @@ def xlsx_signature(data: bytes) -> dict:
 
 SIGNATURES = {"docx": docx_signature, "pptx": pptx_signature, "xlsx": xlsx_signature}
 BUILDERS = {"docx": docx, "pptx": pptx, "xlsx": xlsx}
+
+
+def _odf_styles(document) -> None:
+    from odf.style import Style, TextProperties
+
+    for name, properties in (("Bold", {"fontweight": "bold"}), ("Italic", {"fontstyle": "italic"})):
+        style = Style(name=name, family="text")
+        style.addElement(TextProperties(**properties))
+        document.automaticstyles.addElement(style)
+
+
+def _odf_paragraph(paragraph):
+    """``paragraph`` (odfpy) filled with w1, bold w2, italic w3, a link w4, w5 and a run of spaces."""
+    from odf.text import A, S, Span
+
+    paragraph.addText("w1 ")
+    paragraph.addElement(Span(stylename="Bold", text="w2"))
+    paragraph.addText(" ")
+    paragraph.addElement(Span(stylename="Italic", text="w3"))
+    paragraph.addText(" ")
+    paragraph.addElement(A(href="https://example.com/", text="w4"))
+    paragraph.addText(" w5")
+    paragraph.addElement(S(c=2))
+    return paragraph
+
+
+def odt() -> bytes:
+    """An OpenDocument text: a heading, a paragraph with bold, italic and a link, a table, an image, a footer."""
+    from odf.draw import Frame, Image
+    from odf.opendocument import OpenDocumentText
+    from odf.style import Footer, MasterPage, PageLayout
+    from odf.table import Table, TableCell, TableColumn, TableRow
+    from odf.text import H, P
+
+    document = OpenDocumentText()
+    _odf_styles(document)
+    layout = PageLayout(name="Page")
+    document.automaticstyles.addElement(layout)
+    master = MasterPage(name="Standard", pagelayoutname=layout)
+    footer = Footer()
+    footer.addElement(P(text="w7 w8 w9"))
+    master.addElement(footer)
+    document.masterstyles.addElement(master)
+    # odfpy sets the body's elements as attributes at run time: no type for the checker
+    body = document.text  # pyright: ignore[reportAttributeAccessIssue]
+    body.addElement(H(outlinelevel=1, text="w1 w2 w3"))
+    body.addElement(_odf_paragraph(P()))
+    table = Table(name="T")
+    table.addElement(TableColumn(numbercolumnsrepeated=2))
+    row = TableRow()
+    for text in ("w4 w5 w6", "42.5"):
+        cell = TableCell()
+        cell.addElement(P(text=text))
+        row.addElement(cell)
+    table.addElement(row)
+    body.addElement(table)
+    picture = document.addPicture("Pictures/dot.png", "image/png", png())
+    with_image = P(text="w6 w7 w8 ")
+    frame = Frame(width="1cm", height="1cm", anchortype="as-char")
+    frame.addElement(Image(href=picture))
+    with_image.addElement(frame)
+    body.addElement(with_image)
+    out = io.BytesIO()
+    document.write(out)
+    return out.getvalue()
+
+
+def odp() -> bytes:
+    """An OpenDocument presentation: a slide with a title box, a text box with bold, italic and a link, an image,
+    notes."""
+    from odf.draw import Frame, Image, Page, TextBox
+    from odf.opendocument import OpenDocumentPresentation
+    from odf.presentation import Notes
+    from odf.style import MasterPage, PageLayout
+    from odf.text import P
+
+    document = OpenDocumentPresentation()
+    _odf_styles(document)
+    layout = PageLayout(name="Slide")
+    document.automaticstyles.addElement(layout)
+    master = MasterPage(name="Default", pagelayoutname=layout)
+    document.masterstyles.addElement(master)
+    page = Page(masterpagename=master)
+    for paragraph in (P(text="w1 w2 w3"), _odf_paragraph(P())):
+        frame = Frame(width="10cm", height="2cm", x="1cm", y="1cm")
+        box = TextBox()
+        box.addElement(paragraph)
+        frame.addElement(box)
+        page.addElement(frame)
+    image = Frame(width="1cm", height="1cm", x="5cm", y="5cm")
+    image.addElement(Image(href=document.addPicture("Pictures/dot.png", "image/png", png())))
+    page.addElement(image)
+    notes = Notes()
+    frame = Frame(width="10cm", height="2cm", x="1cm", y="1cm")
+    box = TextBox()
+    box.addElement(P(text="w4 w5 w6"))
+    frame.addElement(box)
+    notes.addElement(frame)
+    page.addElement(notes)
+    document.presentation.addElement(page)  # pyright: ignore[reportAttributeAccessIssue]
+    out = io.BytesIO()
+    document.write(out)
+    return out.getvalue()
+
+
+def odf_signature(data: bytes) -> dict:
+    """What an OpenDocument file's structure and formatting are, read by odfpy: every element's tag in document
+    order (spans and spaces aside), each paragraph's words with the span styles and link targets around them."""
+    from odf.element import Element, Text
+    from odf.opendocument import load
+
+    document = load(io.BytesIO(data))
+    tags: list[str] = []
+    paragraphs: list[list[tuple[str, tuple]]] = []
+
+    def words(node, around: tuple, runs: list) -> None:
+        for child in node.childNodes:
+            if isinstance(child, Text):
+                runs.append((str(child), around))
+            elif isinstance(child, Element) and child.qname[1] in ("span", "a"):
+                style = (
+                    child.getAttribute("stylename")
+                    if child.qname[1] == "span"
+                    else child.getAttribute("href")
+                )
+                words(child, (*around, style), runs)
+            elif isinstance(child, Element) and child.qname[1] == "s":
+                runs.append((" ", around))
+
+    def walk(node) -> None:
+        for child in node.childNodes:
+            if isinstance(child, Element):
+                if child.qname[1] not in ("span", "a", "s"):
+                    tags.append(child.qname[1])
+                if child.qname[1] in ("p", "h"):
+                    runs: list = []
+                    words(child, (), runs)
+                    paragraphs.append(words_of(runs))
+                walk(child)
+
+    walk(document.topnode)
+    return {"tags": tags, "paragraphs": paragraphs}
+
+
+SIGNATURES["odt"] = SIGNATURES["odp"] = odf_signature
+BUILDERS["odt"], BUILDERS["odp"] = odt, odp
+
+
+EPUB_CHAPTER = (
+    '<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html>\n<html xmlns="http://www.w3.org/1999/xhtml" '
+    'xmlns:epub="http://www.idpf.org/2007/ops" xml:lang="en"><head><title>w1 w2 w3</title>'
+    '<link rel="stylesheet" type="text/css" href="style.css"/></head><body><h1>w1 w2 w3</h1>'
+    '<p>w1 <b>w2</b> <i>w3</i> <a href="nav.xhtml">w4</a> w5</p><p>w6 w7 w8<br/><img src="dot.png" alt=""/></p>'
+    "</body></html>\n"
+)
+
+
+def epub() -> bytes:
+    """An EPUB 3 book built entry by entry: a chapter with bold, italic, a link and an image, a navigation
+    document, an EPUB 2 table of contents, a style sheet."""
+    import zipfile
+
+    nav = (
+        '<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml" '
+        'xmlns:epub="http://www.idpf.org/2007/ops"><head><title>w4 w5 w6</title></head><body>'
+        '<nav epub:type="toc"><ol><li><a href="chapter.xhtml">w7 w8 w9</a></li></ol></nav></body></html>\n'
+    )
+    ncx = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<ncx xmlns="http://www.daisy.org/z3986/2005/ncx/" version="2005-1">'
+        '<head/><docTitle><text>w1 w2 w3</text></docTitle><navMap><navPoint id="p1" playOrder="1">'
+        '<navLabel><text>w7 w8 w9</text></navLabel><content src="chapter.xhtml"/></navPoint></navMap></ncx>\n'
+    )
+    opf = (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<package xmlns="http://www.idpf.org/2007/opf" version="3.0" '
+        'unique-identifier="id"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:identifier id="id">'
+        "urn:uuid:0</dc:identifier><dc:title>w1 w2 w3</dc:title><dc:language>en</dc:language></metadata><manifest>"
+        '<item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>'
+        '<item id="c1" href="chapter.xhtml" media-type="application/xhtml+xml"/>'
+        '<item id="ncx" href="toc.ncx" media-type="application/x-dtbncx+xml"/>'
+        '<item id="css" href="style.css" media-type="text/css"/>'
+        '<item id="img" href="dot.png" media-type="image/png"/></manifest>'
+        '<spine toc="ncx"><itemref idref="c1"/></spine></package>\n'
+    )
+    container = (
+        '<?xml version="1.0"?>\n<container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">'
+        '<rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/>'
+        "</rootfiles></container>\n"
+    )
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip")
+        archive.writestr("META-INF/container.xml", container)
+        archive.writestr("OEBPS/content.opf", opf)
+        archive.writestr("OEBPS/nav.xhtml", nav)
+        archive.writestr("OEBPS/chapter.xhtml", EPUB_CHAPTER)
+        archive.writestr("OEBPS/toc.ncx", ncx)
+        archive.writestr("OEBPS/style.css", "p { color: red }\n")
+        archive.writestr("OEBPS/dot.png", png())
+    return out.getvalue()
+
+
+def epub_signature(data: bytes) -> dict:
+    """Each XML entry of an EPUB parsed by lxml (so well-formed): its elements' tags and attributes in order and
+    the words of each element's text with the element's tag."""
+    import zipfile
+
+    from lxml import etree  # pyright: ignore[reportAttributeAccessIssue]
+
+    archive = zipfile.ZipFile(io.BytesIO(data))
+    parts = {}
+    for name in archive.namelist():
+        if name.endswith((".xhtml", ".ncx", ".opf", ".xml")):
+            root = etree.fromstring(archive.read(name))
+            parts[name] = [
+                (
+                    element.tag,
+                    dict(element.attrib),
+                    (element.text or "").split(),
+                    (element.tail or "").split(),
+                )
+                for element in root.iter()
+            ]
+    return parts
+
+
+SIGNATURES["epub"] = epub_signature
+BUILDERS["epub"] = epub
+
+
+def pdf() -> bytes:
+    """A two-page PDF (fpdf2): a paragraph over two lines, a number, a second page."""
+    from fpdf import FPDF
+
+    document = FPDF()
+    document.set_font("helvetica", size=12)
+    for page in (("w1 w2 w3 w4", "w5 w6", "42.5"), ("w7 w8 w9",)):
+        document.add_page()
+        for line in page:
+            document.cell(text=line, new_x="LMARGIN", new_y="NEXT")
+    return bytes(document.output())
+
+
+BUILDERS["pdf"] = pdf

@@ -9,7 +9,7 @@ import io
 import zipfile
 
 import pytest
-from helpers.documents import BUILDERS, HTML, SIGNATURES, SRT, TXT, VTT
+from helpers.documents import BUILDERS, HTML, MD, SIGNATURES, SRT, TXT, VTT
 
 from vanilla_transformer.inference.formats import (
     DocumentError,
@@ -35,7 +35,7 @@ def translated(copy_model, data: bytes, fmt: str, **options) -> bytes:
     return translate_file(model, tokenizer, data, fmt, num_beams=1, language="en", **options)
 
 
-@pytest.mark.parametrize("fmt", ["docx", "pptx", "xlsx"])
+@pytest.mark.parametrize("fmt", ["docx", "pptx", "xlsx", "odt", "odp", "epub"])
 def test_office_files_keep_structure_formatting_and_everything_else(copy_model, fmt):
     source = BUILDERS[fmt]()
     done = []
@@ -51,6 +51,9 @@ def test_office_files_keep_structure_formatting_and_everything_else(copy_model, 
         "docx": ("word/document.xml",),
         "pptx": ("ppt/slides/slide", "ppt/notesSlides/"),
         "xlsx": ("xl/sharedStrings.xml", "xl/worksheets/sheet"),
+        "odt": ("content.xml", "styles.xml"),
+        "odp": ("content.xml",),
+        "epub": ("OEBPS/nav.xhtml", "OEBPS/chapter.xhtml", "OEBPS/toc.ncx"),
     }[fmt]
     for info in before.infolist():
         if not info.filename.startswith(translated_parts):
@@ -85,6 +88,33 @@ def test_a_translation_that_reorders_words_moves_their_formatting_with_them():
         (" w1", None, None),
     ]
     assert [link.text for link in paragraph.hyperlinks] == ["w4"]
+
+
+def test_an_odt_translation_that_reorders_words_moves_their_spans_links_and_frames():
+    from helpers.documents import odf_signature
+
+    source = BUILDERS["odt"]()
+    document = read_file(source, "odt")
+    k = document.texts.index(
+        'w1 <x-run k="1">w2</x-run> <x-run k="2">w3</x-run> <x-run k="3">w4</x-run> w5  '
+    )
+    (f,) = [i for i, text in enumerate(document.texts) if 'translate="no"' in text]
+    texts = list(document.texts)
+    texts[k] = 'w5 <x-run k="3">w4</x-run> <x-run k="2">w3</x-run>   <x-run k="1">w2</x-run> w1'
+    texts[f] = '<x-run k="1" translate="no"></x-run>w8 w7 w6'
+    after = odf_signature(document.write(texts))
+    assert after["paragraphs"][2] == [
+        ("w5", ()),
+        ("w4", ("https://example.com/",)),
+        ("w3", ("Italic",)),
+        ("w2", ("Bold",)),
+        ("w1", ()),
+    ]
+    # the image's frame first, then the words; every element where it was
+    assert after["tags"] == odf_signature(source)["tags"]
+    content = zipfile.ZipFile(io.BytesIO(document.write(texts))).read("content.xml").decode()
+    assert "<draw:frame" in content.split("w8 w7 w6")[0].rsplit("<text:p", 1)[1]
+    assert '<text:s text:c="2"/>' in content
 
 
 def markup_and_words(document: str) -> tuple[list[str], list[str]]:
@@ -124,7 +154,7 @@ def test_html_keeps_its_markup_and_every_word_its_element(copy_model):
         assert kept in output
 
 
-@pytest.mark.parametrize(("fmt", "text"), [("txt", TXT), ("srt", SRT), ("vtt", VTT)])
+@pytest.mark.parametrize(("fmt", "text"), [("txt", TXT), ("srt", SRT), ("vtt", VTT), ("md", MD)])
 def test_text_formats_come_back_as_they_were_from_a_copy(copy_model, fmt, text):
     from vanilla_transformer.inference.alignment import align_words
     from vanilla_transformer.inference.markup import split_document
@@ -136,6 +166,61 @@ def test_text_formats_come_back_as_they_were_from_a_copy(copy_model, fmt, text):
     # ... so markup, timings, cue numbers, notes, numbers, indentation and line endings come back as they were,
     # a cue's lines rebalanced to as many as it had
     assert translated(copy_model, text.encode(), fmt).decode() == text
+
+
+def test_markdown_words_keep_their_emphasis_links_and_code_where_they_move():
+    document = read_file(MD.encode(), "md")
+    # code blocks, front matter, HTML blocks and cells without a letter are not read
+    assert not any("indented" in t or "42" in t or "title" in t or "#" in t for t in document.texts)
+    (k,) = [i for i, text in enumerate(document.texts) if "w6 w0" in text]
+    assert document.texts[k] == (
+        'w1 <x-run k="1">w2</x-run> w3 <x-run k="2">w4</x-run> <x-run k="3" translate="no">w6 w0</x-run>'
+    )
+    texts = list(document.texts)
+    texts[k] = (
+        '<x-run k="3" translate="no">w6 w0</x-run> <x-run k="2">w4 w*</x-run> w3 <x-run k="1">w2</x-run>'
+    )
+    out = document.write(texts).decode()
+    assert '- `w6 w0` [w4 w\\*](https://example.com/a_b "w5") w3 **w2**\n- w7 ~~w8~~ w9\n' in out
+    assert out.replace(out.splitlines(keepends=True)[5], MD.splitlines(keepends=True)[5]) == MD
+
+
+def test_markdown_written_back_renders_as_it_did():
+    from markdown_it import MarkdownIt
+
+    source = (
+        '* w1 **w2 `a > b`\n  w3** w4 [w5 w6](<a b.md> "t")\n  w7 w8 < w9 w0\n\n'
+        "w1 w2 w3 w4 w5 w6 w7 w8 w9\n- w0 \\- w1 *w2\nw3*\n"
+    )
+    document = read_file(source.encode(), "md")
+    out = document.write(document.texts).decode()
+    # as many lines, and the same document (markdown-it's HTML, its line breaks aside)
+    assert out.count("\n") == source.count("\n") and out != source
+    md = MarkdownIt("commonmark")
+    assert " ".join(md.render(out).split()) == " ".join(md.render(source).split())
+
+
+def test_a_pdf_becomes_its_translated_text_as_a_word_document_or_text(copy_model, tmp_path):
+    import docx as python_docx
+
+    from vanilla_transformer.commands import translate
+
+    source = BUILDERS["pdf"]()
+    # paragraphs joined from the page's lines; a number kept; a page break between pages
+    text = translated(copy_model, source, "pdf", output_format="txt").decode()
+    assert text == "w1 w2 w3 w4 w5 w6\n\n42.5\n\f\nw7 w8 w9\n"
+    document = python_docx.Document(io.BytesIO(translated(copy_model, source, "pdf")))
+    assert [p.text for p in document.paragraphs] == ["w1 w2 w3 w4 w5 w6", "42.5", "", "w7 w8 w9"]
+    with pytest.raises(DocumentError, match="cannot be written as pdf: choose one of docx, txt"):
+        read_file(source, "pdf", output_format="pdf")
+    # on the command line, --output's extension says which
+    model, tokenizer = copy_model
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    (tmp_path / "in.pdf").write_bytes(source)
+    args = ["--model", str(tmp_path / "model"), "--num_beams", "1", "--input", str(tmp_path / "in.pdf")]
+    assert translate.main([*args, "--output", str(tmp_path / "out.txt")]) == 0
+    assert (tmp_path / "out.txt").read_text() == text
 
 
 def test_a_cue_is_cut_into_as_many_balanced_lines_as_it_had():
@@ -174,6 +259,21 @@ BAD = {
     ),
     "wrong extension, not a zip": (b"w1 w2 w3\n", "docx", DocumentError, "not a readable zip"),
     "wrong extension, another package": (None, "pptx", DocumentError, "no ppt/presentation.xml"),
+    "wrong extension, not an odt": (
+        None,
+        "odt",
+        DocumentError,
+        "not a odt file: the package says 'no mimetype'",
+    ),
+    "epub without its package document": (
+        _zip({"mimetype": b"application/epub+zip", "META-INF/container.xml": b"<container/>"}),
+        "epub",
+        DocumentError,
+        "package document",
+    ),
+    "truncated pdf": ("pdf", "pdf", DocumentError, "not a readable pdf"),
+    "pdf without text": ("blank pdf", "pdf", DocumentError, "no text to extract"),
+    "odp bomb": (_zip({"mimetype": b"\0" * 3_000_000}), "odp", TooLarge, "unzips to 3000000 bytes"),
     "zip bomb": (_zip({"word/document.xml": b"\0" * 3_000_000}), "docx", TooLarge, "unzips to 3000000 bytes"),
     "too many entries": (_zip({f"f{i}": b"" for i in range(40)}), "docx", TooLarge, "40 entries"),
     "xml bomb": (_zip({"word/document.xml": _bomb_part()}), "docx", DocumentError, "DTD"),
@@ -189,6 +289,14 @@ def test_files_that_cannot_be_read_are_refused_with_the_reason(case):
     if data is None:
         data = BUILDERS["docx"]()
         data = data[: len(data) // 2] if case == "truncated zip" else data
+    elif data == "pdf":
+        data = BUILDERS["pdf"]()[:300]
+    elif data == "blank pdf":
+        from fpdf import FPDF
+
+        blank = FPDF()
+        blank.add_page()
+        data = bytes(blank.output())
     limits = FileLimits(max_bytes=1_000_000, max_unzipped_bytes=2_000_000, max_entries=30)
     with pytest.raises(error, match=message):
         read_file(data, fmt, limits)
@@ -200,8 +308,8 @@ def test_paragraphs_over_the_limit_and_unknown_formats_are_refused():
     with pytest.raises(TooLarge, match="more than 2 paragraphs"):
         plan_file(read_file(TXT.encode(), "txt"), FileLimits(max_paragraphs=2), split_sentences=False)
     assert file_format("a/report.DOCX") == "docx" and file_format("x", "htm") == "html"
-    with pytest.raises(DocumentError, match="'pdf' is not supported: use one of txt, html"):
-        file_format("scan.pdf")
+    with pytest.raises(DocumentError, match="'mobi' is not supported: use one of txt, html, md"):
+        file_format("book.mobi")
 
 
 def test_translate_input_output_on_the_command_line(copy_model, tmp_path, capsys):

@@ -37,17 +37,17 @@ def server(tmp_path_factory):
         yield running.url
 
 
-def deepl_translate(url: str, data: bytes, name: str, key: str = "k1") -> bytes:
+def deepl_translate(url: str, data: bytes, name: str, key: str = "k1", **options) -> bytes:
     import deepl
 
     out, upload = io.BytesIO(), io.BytesIO(data)
     # what an open file has: the SDK sends it as the file's name
     upload.name = name
-    deepl.Translator(key, server_url=url).translate_document(upload, out, target_lang="DE")
+    deepl.Translator(key, server_url=url).translate_document(upload, out, target_lang="DE", **options)
     return out.getvalue()
 
 
-@pytest.mark.parametrize("fmt", ["docx", "pptx"])
+@pytest.mark.parametrize("fmt", ["docx", "pptx", "odt", "epub"])
 def test_deepl_sdk_translates_office_documents(server, fmt):
     source = BUILDERS[fmt]()
     assert SIGNATURES[fmt](deepl_translate(server, source, f"report.{fmt}")) == SIGNATURES[fmt](source)
@@ -60,6 +60,17 @@ def test_deepl_sdk_translates_html_and_text(server):
     assert "<style>p { color: red }</style>" in html and '<a href="https://example.com/">w4</a>' in html
     assert read_file(html.encode(), "html").texts[0].count("<") == HTML.count("<")
     assert deepl_translate(server, TXT.encode(), "notes.txt").decode() == TXT
+
+
+def test_deepl_sdk_translates_a_pdf_into_text_or_a_word_document(server):
+    import docx as python_docx
+
+    paragraphs = ["w1 w2 w3 w4 w5 w6", "42.5", "w7 w8 w9"]
+    text = deepl_translate(server, BUILDERS["pdf"](), "scan.pdf", output_format="txt").decode()
+    assert text == f"{paragraphs[0]}\n\n{paragraphs[1]}\n\f\n{paragraphs[2]}\n"
+    # the default: a Word document, a page break between the pages
+    document = python_docx.Document(io.BytesIO(deepl_translate(server, BUILDERS["pdf"](), "scan.pdf")))
+    assert [p.text for p in document.paragraphs] == [paragraphs[0], paragraphs[1], "", paragraphs[2]]
 
 
 def test_deepl_documents_status_billing_download_once_and_per_key(server):
@@ -83,6 +94,7 @@ def test_deepl_documents_status_billing_download_once_and_per_key(server):
 def test_libretranslate_translate_file_as_its_web_page_sends_it(server):
     settings = httpx.get(f"{server}/frontend/settings").json()
     assert settings["filesTranslation"] and ".docx" in settings["supportedFilesFormat"]
+    assert {".md", ".odt", ".odp", ".epub", ".pdf"} <= set(settings["supportedFilesFormat"])
     source = BUILDERS["docx"]()
     reply = httpx.post(
         f"{server}/translate_file",
@@ -115,7 +127,8 @@ def _zip_bomb() -> bytes:
         ("cut.docx", None, 400, "not a readable zip"),
         ("locked.docx", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 512, 400, "password"),
         ("wrong.pptx", None, 400, "no ppt/presentation.xml"),
-        ("scan.pdf", b"%PDF-1.4", 400, "not supported"),
+        ("book.mobi", b"BOOKMOBI", 400, "not supported"),
+        ("cut.pdf", b"%PDF-1.4", 400, "not a readable pdf"),
         ("bomb.docx", "bomb", 413, "unzips to"),
         ("big.txt", b"w1 " * 30_000, 413, "more than the limit"),
         ("long.txt", b"w1\n" * 41, 413, "paragraphs"),

@@ -59,8 +59,9 @@ units, placeholders ({name}, {0}, %s, %(name)s, {{var}}) and translate="no" cont
 once, placed by the word alignment of the sentence that holds them (docs/control.md, "Protected spans"); text
 output without --alignments, and --format html. --no_protect gives the model's raw translation.
 
---input FILE --output FILE translates a document file with its formatting kept: .txt, .html, .srt, .vtt, .docx,
-.pptx, .xlsx (the format from FILE's extension, or --file_format), paragraph by
+--input FILE --output FILE translates a document file with its formatting kept: .txt, .html, .md, .srt, .vtt,
+.docx, .pptx, .xlsx, .odt, .odp, .epub (the format from FILE's extension, or --file_format), and a .pdf's text into a
+.docx or .txt (as --output's extension says; the layout is not kept), paragraph by
 paragraph and sentence by sentence (the rules of --split_sentences LANG, else the model card's source language),
 inline formatting (bold, italic, links, styles) placed by the word alignments as with --format html, everything not
 translated (images, tables' layout, fields, numbers, code, timings) written back as it was (docs/documents.md). A progress
@@ -186,7 +187,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--file_format",
         default=None,
-        help="the format of --input when its extension does not say it (txt, html, srt, vtt, docx, pptx, xlsx)",
+        help=(
+            "the format of --input when its extension does not say it (txt, html, md, srt, vtt, docx, pptx, xlsx, "
+            "odt, odp, epub, pdf)"
+        ),
     )
     return parser.parse_args(argv)
 
@@ -382,10 +386,17 @@ def translate_input_file(
 
     from tqdm import tqdm
 
-    from vanilla_transformer.inference.formats import DocumentError, file_format, translate_file
+    from vanilla_transformer.inference.formats import (
+        OUTPUT_FORMATS,
+        DocumentError,
+        file_format,
+        translate_file,
+    )
 
     try:
         fmt = file_format(args.input, args.file_format)
+        # a format written as another (a pdf's text as .docx or .txt): the one --output's extension names
+        written = Path(args.output or "").suffix.lstrip(".").lower()
         data = Path(args.input).read_bytes()
     except (DocumentError, OSError) as err:
         print(f"error: {args.input}: {err}", file=sys.stderr)
@@ -408,6 +419,7 @@ def translate_input_file(
                 tokenizer,
                 data,
                 fmt,
+                output_format=written if written in OUTPUT_FORMATS[fmt] else None,
                 batch_size=args.batch_size,
                 language=language,
                 progress=progress,
