@@ -424,8 +424,8 @@ def test_a_manifest_of_another_shape_is_one_error_line_naming_it(export, tmp_pat
 
 
 def test_outputs_that_cannot_be_written_are_one_error_line(export, tmp_path, capsys):
-    """--output under a regular file, a parts path that is a file, an output that is a folder: exit 2, one line
-    naming the path, no traceback."""
+    """--output under a regular file (refused by argparse), a parts path that is a file, an output that is a folder:
+    exit 2, an error line naming the path, no traceback."""
     data = write_tsv(tmp_path / "in.tsv", corpus_lines(6))
     a_file = tmp_path / "notes.txt"
     a_file.write_text("x", encoding="utf-8")
@@ -436,7 +436,14 @@ def test_outputs_that_cannot_be_written_are_one_error_line(export, tmp_path, cap
         (tmp_path / "out.jsonl", str(tmp_path / "out.jsonl.parts")),
         (tmp_path / "folder.jsonl", str(tmp_path / "folder.jsonl")),
     ):
-        code = translate_corpus.main(["--model", str(export), "--input", str(data), "--output", str(output)])
+        try:
+            code = translate_corpus.main(
+                ["--model", str(export), "--input", str(data), "--output", str(output)]
+            )
+        except SystemExit as stop:  # refused as the argument is parsed (commands.arguments.path_argument)
+            last = capsys.readouterr().err.strip().splitlines()[-1]
+            assert stop.code == 2 and "error: argument --output" in last and named in last, last
+            continue
         assert named in one_error(capsys, code)
 
 

@@ -83,7 +83,9 @@ def entry_points(model, tokenizer, folder, monkeypatch, capsys, text: str, **dec
         "translate": translate(model, tokenizer, [text], **decoding),
         "cli": run_main(monkeypatch, capsys, "--model", str(folder), *flags, stdin=text + "\n")[:2],
     }
-    with start_in_thread(served_app(folder)) as running:
+    # request-level batching: its engine calls are translate()'s, which `generate_calls` records (continuous
+    # batching's replies equal each request decoded alone: tests/serving/test_continuous.py)
+    with start_in_thread(served_app(folder, scheduling="request")) as running:
         outcome["server"] = post(running.url, "/translate", {"text": text, **decoding}).status_code
     return outcome
 

@@ -82,7 +82,9 @@ def test_a_queued_request_whose_client_left_never_reaches_the_engine(served_fold
     from vanilla_transformer.serving import Limits, create_app, load_served, start_in_thread
 
     served = load_served(str(served_folder), dtype="float32")
-    app = create_app(served, Limits(**SMALL), max_wait_ms=0)
+    # request-level batching, whose engine calls are translate_hypotheses' (continuous batching's clients that
+    # leave: tests/serving/test_continuous.py)
+    app = create_app(served, Limits(**SMALL), max_wait_ms=0, scheduling="request")
     batcher = app.state.batcher
     translate_hypotheses, received, busy, release = (
         inference.translate_hypotheses,
