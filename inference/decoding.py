@@ -329,9 +329,8 @@ class _DecoderState:
         rows = torch.arange(input_ids.shape[0], device=device).repeat_interleave(beams)
         # (N, S) 1 = source token: each row's sentence
         self.source_mask = attention_mask.index_select(0, rows)
-        self.cross_mask = build_attention_mask(
-            without_padding(self.source_mask), self.dtype
-        )  # (N, 1, 1, S) or None
+        # (N, 1, 1, S) or None
+        self.cross_mask = build_attention_mask(without_padding(self.source_mask), self.dtype)
         self.cross: list[tuple[torch.Tensor, torch.Tensor]] = []
         states = encoder_states.index_select(0, rows)  # (N, S, C)
         for layer in self.layers:

@@ -254,7 +254,7 @@ def _element_ranges(
     width = weights.shape[1] if count and len(weights) >= count and source else 0
     block = weights[:count, :width] if width else None
     # the target word attending most to each source word with weights
-    best = np.argmax(block, axis=0).tolist() if width else []
+    best = np.argmax(block, axis=0).tolist() if block is not None else []
     ordered, children = _post_order(elements)
     bounds = {id(element): _word_bounds(source, element) for element in elements}
     reaches: dict[int, _Reach] = {}

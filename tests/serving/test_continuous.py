@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -108,7 +109,7 @@ class StepHook:
         self.pause: tuple | None = None  # (condition on the rows so far, event to wait for)
         self.paused = threading.Event()
         # the next step waits until it holds (up to a minute)
-        self.slow = None
+        self.slow: Callable[[], bool] | None = None
         self.original = batcher.on_step
 
     def __enter__(self):
@@ -192,7 +193,7 @@ def test_a_client_that_leaves_leaves_the_batch(servers):
         with ThreadPoolExecutor(1) as pool:
             staying = pool.submit(send, continuous, ("stream", body))
             address = httpx.URL(continuous)
-            with socket.create_connection((address.host, address.port), timeout=60) as leaving:
+            with socket.create_connection((address.host, address.port or 80), timeout=60) as leaving:
                 payload = json.dumps({**body, "num_beams": 1}).encode()
                 head = "POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                 leaving.sendall(f"{head}Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
