@@ -46,14 +46,16 @@ def main(argv: list[str] | None = None) -> None:
     from vanilla_transformer.inference.formats import translate_file
 
     parser = study_parser("studies.document_pages", __doc__)
-    parser.add_argument("--model", required=True, help="the model folder (engine torch)")
+    parser.add_argument("--model", default=None, help="the model folder (engine torch; required)")
     parser.add_argument(
         "--ct2", default=None, help="its CTranslate2 export (vanilla-transformer export --engine ct2)"
     )
-    parser.add_argument("--source", required=True, help="a text file, one sentence a line")
+    parser.add_argument("--source", default=None, help="a text file, one sentence a line (required)")
     parser.add_argument("--language", default=None, help="the source language's sentence rules (e.g. zh)")
     parser.add_argument("--pages", type=int, default=PAGES, help=f"pages of the document (default {PAGES})")
     args = parser.parse_args(argv)
+    if args.model is None or args.source is None:
+        parser.error("--model and --source are required")
     lines = [line.strip() for line in open(args.source, encoding="utf-8") if line.strip()]
     data = build(lines, args.pages)
     engines = [("torch", args.model)] + ([("ct2", args.ct2)] if args.ct2 else [])

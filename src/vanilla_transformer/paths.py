@@ -23,9 +23,10 @@ _SPECIAL_FILES = {
 def path_problem(value: str | os.PathLike, kind: str) -> str | None:
     """What is wrong with the path `value` for an argument that takes a `kind` (one of `PATH_KINDS`), in one line
     naming the path (None: nothing): a symbolic-link loop or a broken link, a part of the path that is a file, a
-    file where a folder is expected or a folder where a file is, and, to be read, anything but a regular file or a
-    folder (a device such as /dev/zero, a FIFO, a socket: endless or blocking streams). An output file may be a
-    character device or a FIFO (/dev/null, /dev/stdout). A path that does not exist passes: an input may be a Hub
+    file where a folder is expected or a folder where a file is, and, to be read, anything but a regular file, a
+    folder or a pipe (a device such as /dev/zero or /dev/urandom: an endless stream; a socket). A file to read may
+    be a pipe (a FIFO, bash's process substitution ``<(xz -dc corpus.xz)``): it ends when its writer does. An output
+    file may be a character device or a FIFO (/dev/null, /dev/stdout). A path that does not exist passes: an input may be a Hub
     id, and the command says what is missing; an output is created."""
     if kind not in PATH_KINDS:
         raise ValueError(f"path kind {kind!r} is not one of {', '.join(PATH_KINDS)}")
@@ -47,5 +48,7 @@ def path_problem(value: str | os.PathLike, kind: str) -> str | None:
         return f"{path} is a file, not a folder: pass a folder" if wanted == "folder" else None
     special = next(name for test, name in _SPECIAL_FILES.items() if test(mode))
     if kind == "output file" and (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+        return None
+    if kind in ("file", "file or folder") and stat.S_ISFIFO(mode):
         return None
     return f"{path} is {special}, not a regular {wanted}: pass a {wanted}"
