@@ -220,10 +220,12 @@ def pending(job: CorpusJob, ranges: list[tuple[int, int]]) -> list[tuple[int, in
 
 
 def load_translator(job: CorpusJob) -> tuple[PreTrainedModel | EngineModel, PreTrainedTokenizerBase]:
-    """The model and tokenizer of the job, with its decoding options and languages checked against the model."""
-    from vanilla_transformer.modeling import check_generation_arguments
+    """The model and tokenizer of the job, with its decoding options, languages and glossary terms checked against
+    the model (`ValueError`)."""
+    from vanilla_transformer.modeling import check_generation_arguments, position_limit
 
     from .engines import load_engine
+    from .glossary import Glossary, check_terms
     from .languages import check_languages
 
     model, tokenizer = load_engine(
@@ -236,6 +238,8 @@ def load_translator(job: CorpusJob) -> tuple[PreTrainedModel | EngineModel, PreT
         job.generate_kwargs.get("src_lang"),
         job.generate_kwargs.get("tgt_lang"),
     )
+    if job.glossary:
+        check_terms(tokenizer, Glossary(job.glossary), position_limit(model.config))
     return model, tokenizer
 
 
@@ -309,13 +313,15 @@ def run_shard(
     count: int = 1,
     *,
     progress: Callable[[int], None] | None = None,
+    translator: tuple[PreTrainedModel | EngineModel, PreTrainedTokenizerBase] | None = None,
 ) -> tuple[int, int]:
     """Translate the chunks of worker ``index`` of ``count`` that have no part file yet, each written as one part
-    when it is done; returns (chunks, rows) translated. The parts folder exists (`prepare_parts`)."""
+    when it is done; returns (chunks, rows) translated. The parts folder exists (`prepare_parts`). ``translator``:
+    the job's model and tokenizer when loaded already (`load_translator`), else loaded when a chunk is left."""
     todo = pending(job, shard(chunks(len(table), job.chunk_size), index, count))
     if not todo:
         return 0, 0
-    model, tokenizer = load_translator(job)
+    model, tokenizer = translator if translator is not None else load_translator(job)
     for start, end in todo:
         rows = table.slice(start, end - start).to_pydict()
         records = translate_rows(job, model, tokenizer, rows["id"], rows["text"], rows["error"], progress)

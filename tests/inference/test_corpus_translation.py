@@ -370,6 +370,23 @@ def test_glossary_terms_reach_every_row_and_bind_the_progress(export, loaded, tm
         assert code == 2 and len(errors) == 1 and message in errors[0], errors
 
 
+def test_a_glossary_term_the_model_cannot_write_is_refused_before_anything_is_written(export, tmp_path, capsys):
+    """A target term longer than the decoder's positions could only be dropped by constrained beam search: one
+    error line naming it, exit 2, and neither the output nor its parts folder exist, so the corrected glossary
+    starts afresh instead of meeting a manifest of the bad one."""
+    data = write_tsv(tmp_path / "in.tsv", corpus_lines(6))
+    glossary_file = tmp_path / "terms.tsv"
+    glossary_file.write_text("光\t" + "light " * 2000 + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    arguments = ["--model", str(export), "--input", str(data), "--num_beams", "2", "--output", str(out)]
+    assert translate_corpus.main([*arguments, "--glossary", str(glossary_file)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("error: ") and "target term(s) the model cannot write" in error and "tokens, more than the" in error, error
+    assert not out.exists() and not Path(f"{out}.parts").exists()
+    glossary_file.write_text("光\tlight\n", encoding="utf-8")
+    assert translate_corpus.main([*arguments, "--max_new_tokens", "16", "--glossary", str(glossary_file)]) == 0
+
+
 def one_error(capsys, code: int) -> str:
     """The one `error:` line of a command that exited with 2."""
     errors = capsys.readouterr().err.splitlines()

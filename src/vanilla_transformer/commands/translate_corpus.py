@@ -164,10 +164,14 @@ def _run_processes(job: CorpusJob, table: pa.Table, *, show_progress: bool) -> i
     from tqdm.auto import tqdm
 
     from vanilla_transformer.inference.corpus_translation import (
+        chunks,
+        load_translator,
         merge_parts,
+        pending,
         prepare_parts,
         rows_done,
         run_shard,
+        shard,
     )
     from vanilla_transformer.training.hardware import (
         check_launched,
@@ -196,6 +200,9 @@ def _run_processes(job: CorpusJob, table: pa.Table, *, show_progress: bool) -> i
     ):
         job = dataclasses.replace(job, device=str(state.device))
     prepare_parts(job, len(table), create=False)
+    # the model, and the options and glossary checked against it, before anything is written
+    mine = shard(chunks(len(table), job.chunk_size), state.process_index, state.num_processes)
+    translator = load_translator(job) if pending(job, mine) else None
     state.wait_for_everyone()
     if state.is_main_process:
         prepare_parts(job, len(table), create=True)
@@ -216,10 +223,12 @@ def _run_processes(job: CorpusJob, table: pa.Table, *, show_progress: bool) -> i
 
     started = time.perf_counter()
     with bar:
-        chunks, rows = run_shard(job, table, state.process_index, state.num_processes, progress=progress)
+        done_chunks, rows = run_shard(
+            job, table, state.process_index, state.num_processes, progress=progress, translator=translator
+        )
     seconds = time.perf_counter() - started
     print(
-        f"process {state.process_index + 1}/{state.num_processes} (pid {os.getpid()}): translated {chunks} "
+        f"process {state.process_index + 1}/{state.num_processes} (pid {os.getpid()}): translated {done_chunks} "
         f"chunk(s), {rows} rows in {seconds:.1f} s ({rows / max(seconds, 1e-9):.1f} rows/s)",
         file=sys.stderr,
     )
