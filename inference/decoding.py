@@ -301,7 +301,9 @@ def _positions(position: Any, ids: Sequence[int | None]) -> torch.Tensor | None:
 
 class _DecoderState:
     """The model's decoder run one position at a time over preallocated buffers, for N rows that can be reordered
-    (beams) and dropped (finished sentences): the decoding loop's model side."""
+    (beams), dropped (finished sentences) and added (`add`: sentences that join): the decoding loop's model side.
+    The buffers hold room for more rows and source positions than are used (the first ``rows`` rows and ``width``
+    source positions are); a row's unused positions hold finite numbers and are masked."""
 
     def __init__(
         self,
@@ -313,30 +315,12 @@ class _DecoderState:
     ):
         import torch
 
-        from vanilla_transformer.modeling import build_attention_mask
-        from vanilla_transformer.modeling.masks_vanilla_transformer import without_padding
-
         self.model = model
         self.decoder = model.model.decoder
         self.layers = list(self.decoder.layers)
         device = input_ids.device
         self.device = device
-        beams = config.num_beams
-        encoder = model.model.encoder(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
-        encoder_states = encoder.last_hidden_state  # (B, S, C)
-        self.dtype = encoder_states.dtype
-        # (B * K, S): each sentence's rows side by side, as generate() expands them
-        rows = torch.arange(input_ids.shape[0], device=device).repeat_interleave(beams)
-        # (N, S) 1 = source token: each row's sentence
-        self.source_mask = attention_mask.index_select(0, rows)
-        # (N, 1, 1, S) or None
-        self.cross_mask = build_attention_mask(without_padding(self.source_mask), self.dtype)
-        self.cross: list[tuple[torch.Tensor, torch.Tensor]] = []
-        states = encoder_states.index_select(0, rows)  # (N, S, C)
-        for layer in self.layers:
-            attention = layer.encoder_attn
-            keys = attention._heads(attention.k_proj(states))  # (N, H, S, D)
-            self.cross.append((keys, attention._heads(attention.v_proj(states))))
+        self.beams = config.num_beams
         # each layer's linear layers as functions resolved once (kernels' inference_linear)
         self.projections = [
             {
@@ -359,18 +343,29 @@ class _DecoderState:
         self.implementation = attention_backend(model.config, False)
         first = self.layers[0].self_attn
         heads, head_dim = first.num_heads, first.head_dim
+        states = self._encode(input_ids, attention_mask)  # (B * K, S, C)
+        self.dtype = states.dtype
         probe = torch.empty(1, 1, 1, 1, dtype=self.dtype, device=device)
         key_dtype = torch.float32 if first.fp32_keys(probe) else self.dtype
+        rows = states.shape[0]
+        # the rows decoded now (N) and the source positions the cross-attention reads (S)
+        self.rows, self.width = 0, 0
         # (2L, N, H, T, D): the self-attention keys (even) and values (odd) of every layer, in one tensor so that one
         # index_select reorders them all; T grows by doubling up to max_length
         self.max_length = config.max_length
         # zeros, not empty: a row's positions past its own are masked, and must hold finite numbers
         self.cache = torch.zeros(
-            (2 * len(self.layers), len(rows), heads, min(self.max_length, 32), head_dim),
-            dtype=key_dtype,
-            device=device,
+            (2 * len(self.layers), rows, heads, min(self.max_length, 32), head_dim), dtype=key_dtype, device=device
         )
         self.spare: torch.Tensor | None = None
+        # (2L, N, H, S, D): each layer's cross-attention keys (even) and values (odd), computed once per sentence
+        self.cross = torch.zeros(
+            (2 * len(self.layers), rows, heads, states.shape[1], head_dim), dtype=self.dtype, device=device
+        )
+        # (N, S) 1 = source token: each row's sentence
+        self.source_mask = torch.zeros((rows, states.shape[1]), dtype=torch.long, device=device)
+        # (N, 1, 1, S) or None
+        self.cross_mask: torch.Tensor | None = None
         # (T, 1, 1) the decoder position of each step
         self.positions = torch.arange(self.max_length, device=device).view(-1, 1, 1)
         head = model.lm_head.weight
@@ -391,6 +386,63 @@ class _DecoderState:
 
         self.output = inference_linear(head, bias)
         self.length = 0
+        self._append(states, attention_mask)
+
+    def add(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
+        """Encode the (B, S) sources `input_ids` (`attention_mask` (B, S), 1 = token) and add their B * K rows
+        after the current ones, with no position decoded yet."""
+        self._append(self._encode(input_ids, attention_mask), attention_mask)
+
+    def _encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The (B * K, S, C) encoder states of the (B, S) sources, each sentence's K rows side by side, as
+        generate() expands them."""
+        encoder = self.model.model.encoder(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+        return encoder.last_hidden_state.repeat_interleave(self.beams, dim=0)
+
+    def _append(self, states: torch.Tensor, attention_mask: torch.Tensor) -> None:
+        """Add the rows of the (B * K, S, C) encoder `states` of sources with `attention_mask` (B, S)."""
+        start, count, width = self.rows, states.shape[0], states.shape[1]
+        self._reserve(start + count, width)
+        end = start + count
+        for i, layer in enumerate(self.layers):
+            attention = layer.encoder_attn
+            # (B * K, H, S, D)
+            self.cross[2 * i, start:end, :, :width] = attention._heads(attention.k_proj(states))
+            self.cross[2 * i + 1, start:end, :, :width] = attention._heads(attention.v_proj(states))
+        self.source_mask[start:end] = 0
+        self.source_mask[start:end, :width] = attention_mask.repeat_interleave(self.beams, dim=0)
+        self.rows, self.width = end, max(self.width, width)
+        self._masks()
+
+    def _masks(self) -> None:
+        from vanilla_transformer.modeling import build_attention_mask
+        from vanilla_transformer.modeling.masks_vanilla_transformer import without_padding
+
+        used = self.source_mask[: self.rows, : self.width]
+        self.cross_mask = build_attention_mask(without_padding(used), self.dtype)
+
+    def _reserve(self, rows: int, width: int) -> None:
+        """Room in the buffers for `rows` rows and `width` source positions (at least double the rows when they
+        grow, so that sentences joining one by one do not copy the buffers each time)."""
+        import torch
+
+        cache, cross = self.cache, self.cross
+        if rows <= cache.shape[1] and width <= cross.shape[3]:
+            return
+        capacity = rows if rows <= cache.shape[1] else max(rows, 2 * cache.shape[1])
+        positions = max(width, cross.shape[3])
+        n, t, s = self.rows, self.length, self.width
+        shape = list(cache.shape)
+        shape[1] = capacity
+        self.cache = torch.zeros(shape, dtype=cache.dtype, device=self.device)
+        self.cache[:, :n, :, :t] = cache[:, :n, :, :t]
+        shape = list(cross.shape)
+        shape[1], shape[3] = capacity, positions
+        self.cross = torch.zeros(shape, dtype=cross.dtype, device=self.device)
+        self.cross[:, :n, :, :s] = cross[:, :n, :, :s]
+        source_mask = torch.zeros((capacity, positions), dtype=torch.long, device=self.device)
+        source_mask[:n, :s] = self.source_mask[:n, :s]
+        self.source_mask, self.spare = source_mask, None
 
     def position(self, token: int) -> int | None:
         """The score column of `token`: itself, or its index in the shortlist (None outside it)."""
@@ -406,57 +458,23 @@ class _DecoderState:
         return columns if self.vocabulary is None else self.vocabulary[columns]
 
     def select(self, rows: torch.Tensor) -> None:
-        """Keep the rows `rows` (M,) of every buffer, in that order (a beam reorder, finished sentences dropped)."""
+        """Keep the rows `rows` (M,) of every buffer, in that order (a beam reorder, finished sentences dropped):
+        copied into the spare buffer, which becomes the cache."""
         import torch
 
-        t = self.length
-        if len(rows) == self.cache.shape[1]:
-            # the same number of rows: into the spare buffer, which becomes the cache
-            if self.spare is None or self.spare.shape != self.cache.shape:
-                self.spare = torch.zeros_like(self.cache)
-            torch.index_select(self.cache[:, :, :, :t], 1, rows, out=self.spare[:, :, :, :t])
-            self.cache, self.spare = self.spare, self.cache
+        t, n, m = self.length, self.rows, len(rows)
+        if self.spare is None:
+            self.spare = torch.zeros_like(self.cache)
+        torch.index_select(self.cache[:, :n, :, :t], 1, rows, out=self.spare[:, :m, :, :t])
+        self.cache, self.spare = self.spare, self.cache
+        if m == n:
+            # a beam reorder: the rows of one sentence share its source
             return
-        shape = list(self.cache.shape)
-        shape[1] = len(rows)
-        cache = torch.zeros(shape, dtype=self.cache.dtype, device=self.device)
-        torch.index_select(self.cache[:, :, :, :t], 1, rows, out=cache[:, :, :, :t])
-        self.cache, self.spare = cache, None
-        self.cross = [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in self.cross]
-        self.source_mask = self.source_mask.index_select(0, rows)
-        if self.cross_mask is not None:
-            self.cross_mask = self.cross_mask.index_select(0, rows)
-
-    def join(self, other: _DecoderState) -> None:
-        """Append the rows of `other` (the same model, freshly encoded sentences) after this state's: the source
-        side padded to the longer of the two (the padding masked), the self-attention buffers to the longer."""
-        import torch
-        from torch.nn import functional as F
-
-        from vanilla_transformer.modeling import build_attention_mask
-        from vanilla_transformer.modeling.masks_vanilla_transformer import without_padding
-
-        width = max(self.source_mask.shape[1], other.source_mask.shape[1])
-
-        def padded(x: torch.Tensor, dim: int, size: int) -> torch.Tensor:
-            pad = [0, 0] * (x.dim() - 1 - dim) + [0, size - x.shape[dim]]
-            return F.pad(x, pad) if size > x.shape[dim] else x
-
-        self.cross = [
-            (
-                torch.cat((padded(k, 2, width), padded(k2, 2, width))),
-                torch.cat((padded(v, 2, width), padded(v2, 2, width))),
-            )
-            for (k, v), (k2, v2) in zip(self.cross, other.cross)
-        ]
-        self.source_mask = torch.cat(
-            (padded(self.source_mask, 1, width), padded(other.source_mask, 1, width))
-        )
-        self.cross_mask = build_attention_mask(without_padding(self.source_mask), self.dtype)
-        length = max(self.length, other.length)
-        capacity = max(self.cache.shape[3], other.cache.shape[3], length)
-        self.cache = torch.cat((padded(self.cache, 3, capacity), padded(other.cache, 3, capacity)), dim=1)
-        self.spare, self.length = None, length
+        s = self.width
+        self.cross[:, :m, :, :s] = self.cross[:, :n, :, :s].index_select(1, rows)
+        self.source_mask[:m] = self.source_mask[:n].index_select(0, rows)
+        self.rows = m
+        self._masks()
 
     def _grow(self) -> None:
         """Double the positions the self-attention buffer holds (at most max_length)."""
@@ -467,7 +485,8 @@ class _DecoderState:
         if shape[3] == self.cache.shape[3]:
             raise ValueError(f"max_length={self.max_length} positions are all used")
         cache = torch.zeros(shape, dtype=self.cache.dtype, device=self.device)
-        cache[:, :, :, : self.length] = self.cache[:, :, :, : self.length]
+        n = self.rows
+        cache[:, :n, :, : self.length] = self.cache[:, :n, :, : self.length]
         self.cache, self.spare = cache, None
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
@@ -475,7 +494,7 @@ class _DecoderState:
         layers' sub-layers as the model's forward computes them (`VanillaTransformerDecoderLayer`), in eval mode.
         `positions` (N,) long: each row's own position (rows that joined at different steps, `ContinuousBatch`),
         its keys past it masked; None: every row at the same next position."""
-        t = self.length
+        t, n, s = self.length, self.rows, self.width
         end = t + 1 if positions is None else int(positions.max()) + 1
         while end > self.cache.shape[3]:
             self._grow()
@@ -492,7 +511,7 @@ class _DecoderState:
             position_ids = positions[:, None]  # (N, 1)
             # (N, 1, 1, end): a row attends to its own positions 0 .. p
             self_mask = build_attention_mask(None, self.dtype, position_ids, end)
-            rows = torch.arange(len(positions), device=self.device)
+            rows = torch.arange(n, device=self.device)
         # (N, 1, C)
         hidden, rotary = decoder.embed(tokens[:, None], None, position_ids)
         for i, (layer, linear) in enumerate(zip(self.layers, self.projections)):
@@ -504,19 +523,20 @@ class _DecoderState:
             if rotary is not None:
                 query, key = _apply_rotary(query, *rotary), _apply_rotary(key, *rotary)
             if positions is None:
-                self.cache[2 * i, :, :, t] = key[:, :, 0]
-                self.cache[2 * i + 1, :, :, t] = value[:, :, 0]
+                self.cache[2 * i, :n, :, t] = key[:, :, 0]
+                self.cache[2 * i + 1, :n, :, t] = value[:, :, 0]
             else:
                 self.cache[2 * i][rows, :, positions] = key[:, :, 0]
                 self.cache[2 * i + 1][rows, :, positions] = value[:, :, 0]
-            keys = self.cache[2 * i, :, :, :end]  # (N, H, end, D)
-            values = self.cache[2 * i + 1, :, :, :end]
+            keys = self.cache[2 * i, :n, :, :end]  # (N, H, end, D)
+            values = self.cache[2 * i + 1, :n, :, :end]
             x, _ = attention.attend(query, keys, values, self_mask, implementation=implementation)
             hidden = layer.residual.post(hidden, linear["out"](x), layer.self_attn_layer_norm)
             x = layer.residual.pre(hidden, layer.encoder_attn_layer_norm)
             attention = layer.encoder_attn
             query = attention._heads(linear["cross_q"](x))  # (N, H, 1, D)
-            x, _ = attention.attend(query, *self.cross[i], self.cross_mask, implementation=implementation)
+            keys, values = self.cross[2 * i, :n, :, :s], self.cross[2 * i + 1, :n, :, :s]  # (N, H, S, D)
+            x, _ = attention.attend(query, keys, values, self.cross_mask, implementation=implementation)
             hidden = layer.residual.post(hidden, linear["cross_out"](x), layer.encoder_attn_layer_norm)
             x = layer.residual.pre(hidden, layer.final_layer_norm)
             x = linear["fc2"](layer.ffn.activation_fn(linear["fc1"](x)))
@@ -551,7 +571,7 @@ def _greedy(state: _DecoderState, config: GenerationConfig) -> DecodeOutput:
     import torch
 
     device = state.device
-    batch = state.cache.shape[1]
+    batch = state.rows
     eos = torch.tensor(_eos_ids(config), device=device)
     pad = config.pad_token_id if config.pad_token_id is not None else _eos_ids(config)[0]
     process = _Processors(config, state.position)
@@ -588,7 +608,7 @@ def _beam_search(state: _DecoderState, config: GenerationConfig) -> DecodeOutput
 
     device = state.device
     beams = config.num_beams
-    batch = state.cache.shape[1] // beams
+    batch = state.rows // beams
     max_length = config.max_length
     length_penalty = config.length_penalty
     early_stopping = config.early_stopping
@@ -783,14 +803,13 @@ class ContinuousBatch:
         capacity = int(max_lengths.max())
         if self.state is not None:
             capacity = max(capacity, self.state.max_length)
-        state_config = copy.deepcopy(config)
-        state_config.max_length = capacity
         with torch.inference_mode():
-            state = _DecoderState(model, input_ids.to(device), attention_mask.to(device), state_config, None)
             if self.state is None:
-                self.state = state
+                state_config = copy.deepcopy(config)
+                state_config.max_length = capacity
+                self.state = _DecoderState(model, input_ids.to(device), attention_mask.to(device), state_config, None)
             else:
-                self.state.join(state)
+                self.state.add(input_ids.to(device), attention_mask.to(device))
             self.state.max_length = capacity
             if self.process is None:
                 self.process = _Processors(config, self.state.position)
@@ -845,7 +864,8 @@ class ContinuousBatch:
         gone = set(keys)
         keep = [i for i, key in enumerate(self.keys) if key not in gone]
         if len(keep) < len(self.keys):
-            self._keep(torch.tensor(keep, dtype=torch.long, device=self.model.device), None)
+            with torch.inference_mode():
+                self._keep(torch.tensor(keep, dtype=torch.long, device=self.model.device), None)
 
     def _keep(self, keep: torch.Tensor, source_beams: torch.Tensor | None) -> None:
         """Keep the sentences `keep` (M,) in that order; their decoder rows continue the beams `source_beams`
