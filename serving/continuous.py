@@ -37,8 +37,9 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class _Job:
-    """One request (or stream) decoding in the loop: its batch's ``key``, its sentences' source ids by text index,
-    the n-best lists of its empty texts, and what its finished sentences gave."""
+    """One request (or stream) decoding in the loop: its batch's ``key``, its sentences' source ids and length
+    limits by text index (`ContinuousBatcher._encode` fills them for a request), the n-best lists of its empty
+    texts, and what its finished sentences gave."""
 
     item: Any
     key: str
@@ -55,11 +56,16 @@ class _Job:
 
 @dataclass
 class StreamJob:
-    """A stream (`serving.streaming.TokenStream`) queued for the loop, with its `generate()` options."""
+    """A stream (`serving.streaming.TokenStream`) queued for the loop, with its `generate()` options and its
+    source's token ids."""
 
     stream: Any
     kwargs: dict[str, Any]
-    tokens: int
+    ids: list[int]
+
+    @property
+    def tokens(self) -> int:
+        return len(self.ids)
 
     @property
     def cancelled(self) -> bool:
@@ -109,6 +115,8 @@ class ContinuousBatcher(Batcher):
         self._jobs: dict[int, _Job] = {}
         self._active_tokens = 0
         self._next_id = 0
+        # the planned decoding options (and hypotheses per text) of each set of request options; None: cannot join
+        self._plans: dict[str, tuple[dict[str, Any], int] | None] = {}
 
     def start(self) -> ContinuousBatcher:
         self.fallback.start()
@@ -138,62 +146,80 @@ class ContinuousBatcher(Batcher):
         options; False (nothing queued) when it cannot join (module docstring): it then generates on its own."""
         if self._plan_options(stream.kwargs, stream.seed) is None:
             return False
-        tokens = len(self.tokenizer(stream.source)["input_ids"])
-        self.enqueue(StreamJob(stream, stream.kwargs, tokens))
+        ids = list(self.tokenizer(stream.source)["input_ids"])
+        self.enqueue(StreamJob(stream, stream.kwargs, ids))
         return True
 
-    def _plan_options(self, kwargs: dict[str, Any], seed: int | None) -> dict[str, Any] | None:
+    def _plan_options(self, kwargs: dict[str, Any], seed: int | None) -> tuple[dict[str, Any], int] | None:
         """The decoding options of a request that can join the loop (no glossary, shortlist, length options or
-        languages of a multilingual model), or None."""
+        languages of a multilingual model) and its hypotheses per text (`inference.translate.decoding_options`,
+        worked out once per set of options), or None."""
         from vanilla_transformer.inference.decoding import chosen_decoder, unsupported
+        from vanilla_transformer.inference.translate import decoding_options
 
-        if seed is not None or samples(kwargs, self.model.generation_config) or "shortlist" in kwargs:
-            return None
-        if "src_lang" in kwargs or "tgt_lang" in kwargs:
+        if seed is not None or chosen_decoder() != "loop":
             return None
         options = {k: v for k, v in kwargs.items() if k != "glossary"}
-        if chosen_decoder() != "loop" or unsupported(self.model, options) is not None:
-            return None
-        return options
+        key = _key(options)
+        if key not in self._plans:
+            planned = None
+            if not samples(options, self.model.generation_config) and "shortlist" not in options:
+                if "src_lang" not in options and "tgt_lang" not in options:
+                    if unsupported(self.model, options) is None:
+                        planned = decoding_options(self.model, self.tokenizer, options)
+            self._plans[key] = planned
+        planned = self._plans[key]
+        return None if planned is None else (dict(planned[0]), planned[1])
 
     def _plan(self, item: Any) -> _Job | None:
-        """The `_Job` of a queued request or stream, or None when it cannot join (module docstring)."""
-        from vanilla_transformer.inference.sources import encode_sources
-        from vanilla_transformer.inference.translate import (
-            MAX_TOKENS,
-            Hypothesis,
-            batch_max_new_tokens,
-            capped_max_new_tokens,
-            decoding_options,
-            source_widths,
-        )
-        from vanilla_transformer.modeling import position_limit
+        """The `_Job` of a queued request or stream (a request's sources not encoded yet), or None when it cannot
+        join (module docstring)."""
+        from vanilla_transformer.inference.translate import Hypothesis, capped_max_new_tokens
 
-        model, tokenizer = self.model, self.tokenizer
         if isinstance(item, StreamJob):
             options = dict(item.kwargs)
-            ids = list(tokenizer([item.stream.source])["input_ids"][0])
             new_tokens = options.pop("max_new_tokens", None)
-            return _Job(item, _key(options), options, {0: ids}, {0: new_tokens}, [None])
+            return _Job(item, _key(options), options, {0: item.ids}, {0: new_tokens}, [None])
         glossary = item.kwargs.get("glossary")
         if glossary is not None and any(glossary.terms_for(text) for text in item.texts):
             return None
-        options = self._plan_options(item.kwargs, item.seed)
-        if options is None:
+        planned = self._plan_options(item.kwargs, item.seed)
+        if planned is None:
             return None
-        options, n = decoding_options(model, tokenizer, options)
-        todo = [i for i, text in enumerate(item.texts) if text.strip()]
-        encoded = encode_sources(model, tokenizer, [item.texts[i] for i in todo])
-        widths = source_widths([len(ids) for ids in encoded], max(1, len(item.texts)), MAX_TOKENS)
-        wanted = capped_max_new_tokens(model, options)
-        positions = position_limit(model.config)
-        new_tokens = {}
-        for i, width in zip(todo, widths):
-            cap = batch_max_new_tokens(wanted, width, positions)
-            new_tokens[i] = cap if cap is not None else wanted
+        options, n = planned
+        # the length limit before the sources' widths lower it (`_encode`)
+        wanted = capped_max_new_tokens(self.model, options)
         options.pop("max_new_tokens", None)
+        todo = [i for i, text in enumerate(item.texts) if text.strip()]
         hypotheses = [[Hypothesis("")] * n if i not in todo else None for i in range(len(item.texts))]
-        return _Job(item, _key(options), options, dict(zip(todo, encoded)), new_tokens, hypotheses)
+        return _Job(item, _key(options), options, dict.fromkeys(todo, []), dict.fromkeys(todo, wanted), hypotheses)
+
+    def _encode(self, jobs: list[_Job]) -> None:
+        """Encode the sources of the requests of ``jobs`` (one tokenizer call for all) and set each sentence's
+        length limit: ``max_len_a`` times the longest source of its batch as `inference.translate_hypotheses`
+        batches that request alone, plus ``max_len_b``, within its ``max_new_tokens``."""
+        from vanilla_transformer.inference.sources import encode_sources
+        from vanilla_transformer.inference.translate import MAX_TOKENS, batch_max_new_tokens, source_widths
+        from vanilla_transformer.modeling import position_limit
+
+        requests = [job for job in jobs if not isinstance(job.item, StreamJob) and job.sources]
+        if not requests:
+            return
+        model = self.model
+        encoded = iter(
+            encode_sources(
+                model, self.tokenizer, [job.item.texts[i] for job in requests for i in job.sources]
+            )
+        )
+        positions = position_limit(model.config)
+        for job in requests:
+            job.sources = {i: next(encoded) for i in job.sources}
+            lengths = [len(ids) for ids in job.sources.values()]
+            widths = source_widths(lengths, max(1, len(job.item.texts)), MAX_TOKENS)
+            for i, width in zip(job.sources, widths):
+                wanted = job.new_tokens[i]
+                cap = batch_max_new_tokens(wanted, width, positions)
+                job.new_tokens[i] = cap if cap is not None else wanted
 
     def _take_work(self) -> tuple[list[Any], bool]:
         """The queued work that joins now (in arrival order, within the token budget), and False once closing
@@ -217,11 +243,16 @@ class ContinuousBatcher(Batcher):
             taken, running = self._take_work()
             if not running:
                 return
+            started = [job for job in map(self._start, taken) if job is not None]
+            try:
+                self._encode([job for _, job in started])
+            except Exception as err:  # noqa: BLE001 - the tokenizer's error fails these requests, not the server
+                logger.exception("the sources of %d requests could not be encoded", len(started))
+                self._fail([job_id for job_id, _ in started], err)
+                started = []
             joining: dict[str, list[tuple[int, _Job]]] = {}
-            for item in taken:
-                started = self._start(item)
-                if started is not None:
-                    joining.setdefault(started[1].key, []).append(started)
+            for job_id, job in started:
+                joining.setdefault(job.key, []).append((job_id, job))
             for key, jobs in joining.items():
                 self._join(key, jobs)
             self._leave_cancelled()
