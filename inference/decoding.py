@@ -355,7 +355,9 @@ class _DecoderState:
         self.max_length = config.max_length
         # zeros, not empty: a row's positions past its own are masked, and must hold finite numbers
         self.cache = torch.zeros(
-            (2 * len(self.layers), rows, heads, min(self.max_length, 32), head_dim), dtype=key_dtype, device=device
+            (2 * len(self.layers), rows, heads, min(self.max_length, 32), head_dim),
+            dtype=key_dtype,
+            device=device,
         )
         self.spare: torch.Tensor | None = None
         # (2L, N, H, S, D): each layer's cross-attention keys (even) and values (odd), computed once per sentence
@@ -396,7 +398,9 @@ class _DecoderState:
     def _encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """The (B * K, S, C) encoder states of the (B, S) sources, each sentence's K rows side by side, as
         generate() expands them."""
-        encoder = self.model.model.encoder(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+        encoder = self.model.model.encoder(
+            input_ids=input_ids, attention_mask=attention_mask, return_dict=True
+        )
         return encoder.last_hidden_state.repeat_interleave(self.beams, dim=0)
 
     def _append(self, states: torch.Tensor, attention_mask: torch.Tensor) -> None:
@@ -582,10 +586,8 @@ def _greedy(state: _DecoderState, config: GenerationConfig) -> DecodeOutput:
     length = 1
     tokens = sequences[:, 0]
     while True:
-        logits = process(state.step(tokens), length)  # (N, V)
-        columns = logits.argmax(-1)  # (N,)
-        scores[active] += logits.log_softmax(-1).gather(-1, columns[:, None]).squeeze(-1)
-        tokens = state.token_ids(columns)
+        tokens, log_prob = _greedy_step(state, process, tokens, length)
+        scores[active] += log_prob
         sequences[active, length] = tokens
         length += 1
         if length >= config.max_length:
@@ -600,123 +602,191 @@ def _greedy(state: _DecoderState, config: GenerationConfig) -> DecodeOutput:
     return DecodeOutput(sequences[:, :length], scores)
 
 
+def _greedy_step(
+    state: _DecoderState,
+    process: _Processors,
+    tokens: torch.Tensor,
+    length: int | torch.Tensor,
+    max_length: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step of greedy search after the (N,) `tokens`, every row after `length` tokens (an int) or each after
+    its own (`length` (N,), with its own `max_length` (N,)): the (N,) chosen token ids and their (N,)
+    log-probabilities under the processed distribution."""
+    if isinstance(length, int):
+        logits = process(state.step(tokens), length)  # (N, V)
+    else:
+        assert max_length is not None
+        logits = process.rows(state.step(tokens, length - 1), length, max_length)
+    columns = logits.argmax(-1)  # (N,)
+    log_prob = logits.log_softmax(-1).gather(-1, columns[:, None]).squeeze(-1)
+    return state.token_ids(columns), log_prob
+
+
+def _beam_start(
+    count: int, beams: int, width: int, fill: int, start: int, device: Any
+) -> dict[str, torch.Tensor]:
+    """The beam search state (`_beam_step`) of `count` sentences before their first step, sequences of `width`
+    positions (the decoder start token, then `fill`)."""
+    import torch
+
+    running = torch.full((count, beams, width), int(fill), dtype=torch.long, device=device)
+    running[:, :, 0] = start
+    running_scores = torch.zeros((count, beams), dtype=torch.float32, device=device)
+    running_scores[:, 1:] = -1e9
+    return {
+        "running": running,
+        "running_scores": running_scores,
+        "sequences": running.clone(),
+        "beam_scores": torch.full((count, beams), -1e9, dtype=torch.float32, device=device),
+        "lengths": torch.zeros((count, beams), dtype=torch.long, device=device),
+        "finished": torch.zeros((count, beams), dtype=torch.bool, device=device),
+        "improvable": torch.ones((count, 1), dtype=torch.bool, device=device),
+    }
+
+
+def _beam_step(
+    state: _DecoderState,
+    process: _Processors,
+    config: GenerationConfig,
+    beam: dict[str, torch.Tensor],
+    same_length: int | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step of transformers' `_beam_search` (its helpers' arithmetic step for step) for the b sentences of
+    `beam` (`_beam_start`'s tensors, and ``length`` (b,) each sentence's tokens so far with ``max_length`` (b,)
+    its own limit), updated in place; `same_length`: the length every sentence is at (None: each at its own).
+    Returns which sentences are done (b,) bool (their finished hypotheses can no longer change: no running beam
+    can beat them, ``early_stopping=True`` and all K are done, or the length limit) and the beams (b, K) the next
+    step's rows continue (the caller reorders the state)."""
+    import torch
+
+    beams, device = config.num_beams, state.device
+    length_penalty, early_stopping = config.length_penalty, config.early_stopping
+    eos_ids = _eos_ids(config)
+    eos = torch.tensor(eos_ids, device=device)
+    keep_k = max(2, 1 + len(eos_ids)) * beams
+    top_mask = torch.zeros(keep_k, dtype=torch.bool, device=device)
+    top_mask[:beams] = True
+    cur_len, max_length = beam["length"], beam["max_length"]
+    running, running_scores = beam["running"], beam["running_scores"]
+    b, width = len(cur_len), running.shape[-1]
+    sentence = torch.arange(b, device=device)
+
+    tokens = running[sentence, :, cur_len - 1].reshape(-1)  # (b * K,)
+    if same_length is not None:
+        log_probs = process(state.step(tokens).log_softmax(-1), same_length)  # (b * K, V)
+    else:
+        row_lengths = cur_len.repeat_interleave(beams)  # (b * K,)
+        logits = state.step(tokens, row_lengths - 1)
+        log_probs = process.rows(logits.log_softmax(-1), row_lengths, max_length.repeat_interleave(beams))
+    vocab = log_probs.shape[-1]
+    log_probs = log_probs.view(b, beams, vocab) + running_scores[:, :, None]
+    log_probs = log_probs.view(b, beams * vocab)
+
+    # top 2K continuations of all beams (_get_top_k_continuations)
+    topk_scores, topk_indices = torch.topk(log_probs, k=keep_k)
+    topk_beams = topk_indices // vocab  # (b, 2K)
+    topk_tokens = state.token_ids(topk_indices % vocab)
+    topk_running = running.gather(1, topk_beams[:, :, None].expand(-1, -1, width)).clone()
+    topk_running[sentence, :, cur_len] = topk_tokens
+    hits = torch.isin(topk_tokens, eos) | (cur_len + 1 >= max_length)[:, None]
+
+    # the K best unfinished continuations run on (_get_running_beams_for_next_iteration)
+    topk_running_scores = topk_scores + hits.to(torch.float32) * -1.0e9
+    next_indices = torch.topk(topk_running_scores, k=beams)[1]  # (b, K)
+    running = topk_running.gather(1, next_indices[:, :, None].expand(-1, -1, width))
+    running_scores = topk_running_scores.gather(1, next_indices)
+    source_beams = topk_beams.gather(1, next_indices)  # (b, K)
+
+    # finished hypotheses among the top K enter the kept ones if they score higher (_update_finished_beams)
+    finished, improvable = beam["finished"], beam["improvable"]
+    just_finished = hits & top_mask[None, :]
+    # the per-sentence divisors, each the Python float (cur_len ** length_penalty) `_beam_search` divides by
+    penalties = torch.tensor(
+        [float(n) ** length_penalty for n in cur_len.tolist()], dtype=torch.float32, device=device
+    )
+    candidates = topk_scores / penalties[:, None]
+    full = torch.all(finished, dim=-1, keepdim=True) & (early_stopping is True)
+    candidates = candidates + full.to(torch.float32) * -1.0e9
+    candidates = candidates + (~improvable).to(torch.float32) * -1.0e9
+    candidates = candidates + (~just_finished) * -1.0e9
+    merged_scores = torch.cat((beam["beam_scores"], candidates), dim=1)
+    best = torch.topk(merged_scores, k=beams)[1]  # (b, K)
+    merged_sequences = torch.cat((beam["sequences"], topk_running), dim=1)
+    sequences = merged_sequences.gather(1, best[:, :, None].expand(-1, -1, width))
+    beam_scores = merged_scores.gather(1, best)
+    lengths = torch.cat((beam["lengths"], cur_len[:, None].expand_as(topk_beams)), dim=1).gather(1, best)
+    finished = torch.cat((finished, just_finished), dim=1).gather(1, best)
+
+    cur_len = cur_len + 1
+    # _check_early_stop_heuristic
+    if early_stopping == "never" and length_penalty > 0.0:
+        hypothetical = (max_length - 1).tolist()
+    else:
+        hypothetical = (cur_len - 1).tolist()
+    divisors = torch.tensor(
+        [float(n) ** length_penalty for n in hypothetical], dtype=torch.float32, device=device
+    )
+    best_running = running_scores[:, :1] / divisors[:, None]
+    worst_finished = torch.where(finished, torch.min(beam_scores, dim=1, keepdim=True)[0], -1.0e9)
+    improvable = improvable & torch.any(best_running > worst_finished, dim=-1, keepdim=True)
+    done = ~improvable[:, 0] | (cur_len >= max_length) | hits.all(-1)
+    if early_stopping is True:
+        done = done | finished.all(-1)
+    beam.update(
+        length=cur_len,
+        running=running,
+        running_scores=running_scores,
+        sequences=sequences,
+        beam_scores=beam_scores,
+        lengths=lengths,
+        finished=finished,
+        improvable=improvable,
+    )
+    return done, source_beams
+
+
 def _beam_search(state: _DecoderState, config: GenerationConfig) -> DecodeOutput:
-    """transformers' `_beam_search` (its helpers' arithmetic step for step) for the sentences still decoding; a
-    sentence whose finished hypotheses can no longer change (no running beam can beat them, or, with
-    ``early_stopping=True``, all K are done) leaves the batch."""
+    """transformers' `_beam_search` (`_beam_step`) for the sentences still decoding; a sentence that is done
+    leaves the batch."""
     import torch
 
     device = state.device
     beams = config.num_beams
     batch = state.rows // beams
     max_length = config.max_length
-    length_penalty = config.length_penalty
-    early_stopping = config.early_stopping
     returned = config.num_return_sequences or 1
     eos_ids = _eos_ids(config)
-    eos = torch.tensor(eos_ids, device=device)
     pad = config.pad_token_id
     fill = (pad if pad else eos_ids[0]) if config.eos_token_id is not None else -1
-    keep_k = max(2, 1 + len(eos_ids)) * beams
     process = _Processors(config, state.position)
-    top_mask = torch.cat((torch.ones(beams, dtype=torch.bool), torch.zeros(keep_k - beams, dtype=torch.bool)))
-    top_mask = top_mask.to(device)
-
+    beam = _beam_start(batch, beams, max_length, fill, config.decoder_start_token_id, device)
+    beam.update(
+        length=torch.ones(batch, dtype=torch.long, device=device),
+        max_length=torch.full((batch,), max_length, dtype=torch.long, device=device),
+    )
     # results per sentence: (B, K, max_length) finished sequences, their scores and generated lengths
-    out_sequences = torch.full((batch, beams, max_length), fill, dtype=torch.long, device=device)
-    out_sequences[:, :, 0] = config.decoder_start_token_id
-    out_scores = torch.full((batch, beams), -1e9, dtype=torch.float32, device=device)
-    out_lengths = torch.zeros((batch, beams), dtype=torch.long, device=device)
-
-    # the state of the active sentences b (transformers' names)
-    running = torch.full((batch, beams, max_length), fill, dtype=torch.long, device=device)
-    running[:, :, 0] = config.decoder_start_token_id
-    running_scores = torch.zeros((batch, beams), dtype=torch.float32, device=device)
-    running_scores[:, 1:] = -1e9
-    sequences = running.clone()
-    beam_scores = torch.full((batch, beams), -1e9, dtype=torch.float32, device=device)
-    lengths = torch.zeros((batch, beams), dtype=torch.long, device=device)
-    finished = torch.zeros((batch, beams), dtype=torch.bool, device=device)
-    improvable = torch.ones((batch, 1), dtype=torch.bool, device=device)
+    out_sequences = beam["sequences"].clone()
+    out_scores = beam["beam_scores"].clone()
+    out_lengths = beam["lengths"].clone()
     active = torch.arange(batch, device=device)
     cur_len = 1
     while True:
-        b = len(active)
-        logits = state.step(running[:, :, cur_len - 1].reshape(-1))  # (b * K, V)
-        log_probs = process(logits.log_softmax(-1), cur_len)
-        vocab = log_probs.shape[-1]
-        log_probs = log_probs.view(b, beams, vocab) + running_scores[:, :, None]
-        log_probs = log_probs.view(b, beams * vocab)
-
-        # top 2K continuations of all beams (_get_top_k_continuations)
-        topk_scores, topk_indices = torch.topk(log_probs, k=keep_k)
-        topk_beams = topk_indices // vocab  # (b, 2K)
-        topk_tokens = state.token_ids(topk_indices % vocab)
-        topk_running = running.gather(1, topk_beams[:, :, None].expand(-1, -1, max_length)).clone()
-        topk_running[:, :, cur_len] = topk_tokens
-        hits = torch.isin(topk_tokens, eos)
-        if cur_len + 1 >= max_length:
-            hits = torch.ones_like(hits)
-
-        # the K best unfinished continuations run on (_get_running_beams_for_next_iteration)
-        topk_running_scores = topk_scores + hits.to(torch.float32) * -1.0e9
-        next_indices = torch.topk(topk_running_scores, k=beams)[1]  # (b, K)
-        running = topk_running.gather(1, next_indices[:, :, None].expand(-1, -1, max_length))
-        running_scores = topk_running_scores.gather(1, next_indices)
-        source_beams = topk_beams.gather(1, next_indices)  # (b, K)
-
-        # finished hypotheses among the top K enter the kept ones if they score higher (_update_finished_beams)
-        just_finished = hits & top_mask[None, :]
-        candidates = topk_scores / ((cur_len + 1 - 1) ** length_penalty)
-        full = torch.all(finished, dim=-1, keepdim=True) & (early_stopping is True)
-        candidates = candidates + full.to(torch.float32) * -1.0e9
-        candidates = candidates + (~improvable).to(torch.float32) * -1.0e9
-        candidates = candidates + (~just_finished) * -1.0e9
-        merged_scores = torch.cat((beam_scores, candidates), dim=1)
-        best = torch.topk(merged_scores, k=beams)[1]  # (b, K)
-        merged_sequences = torch.cat((sequences, topk_running), dim=1)
-        sequences = merged_sequences.gather(1, best[:, :, None].expand(-1, -1, max_length))
-        beam_scores = merged_scores.gather(1, best)
-        new_lengths = torch.full_like(topk_beams, cur_len)
-        lengths = torch.cat((lengths, new_lengths), dim=1).gather(1, best)
-        finished = torch.cat((finished, just_finished), dim=1).gather(1, best)
-
+        done, source_beams = _beam_step(state, process, config, beam, cur_len)
         cur_len += 1
-        # _check_early_stop_heuristic
-        if early_stopping == "never" and length_penalty > 0.0:
-            hypothetical = max_length - 1
-        else:
-            hypothetical = cur_len - 1
-        best_running = running_scores[:, :1] / (hypothetical**length_penalty)
-        worst_finished = torch.where(finished, torch.min(beam_scores, dim=1, keepdim=True)[0], -1.0e9)
-        improvable = improvable & torch.any(best_running > worst_finished, dim=-1, keepdim=True)
-
-        done = ~improvable[:, 0]
-        if early_stopping is True:
-            done = done | finished.all(-1)
-        if cur_len >= max_length or bool(torch.all(hits)) or bool(done.all()):
+        gone = done.nonzero().squeeze(-1)
+        if len(gone):
+            out_sequences[active[gone]] = beam["sequences"][gone]
+            out_scores[active[gone]] = beam["beam_scores"][gone]
+            out_lengths[active[gone]] = beam["lengths"][gone]
+        if len(gone) == len(active):
             break
         keep = (~done).nonzero().squeeze(-1)
-        if len(keep) < b:
-            gone = done.nonzero().squeeze(-1)
-            out_sequences[active[gone]] = sequences[gone]
-            out_scores[active[gone]] = beam_scores[gone]
-            out_lengths[active[gone]] = lengths[gone]
+        if len(gone):
             active = active[keep]
-            running, running_scores, sequences = running[keep], running_scores[keep], sequences[keep]
-            beam_scores, lengths, finished, improvable = (
-                beam_scores[keep],
-                lengths[keep],
-                finished[keep],
-                improvable[keep],
-            )
+            beam = {name: tensor[keep] for name, tensor in beam.items()}
             source_beams = source_beams[keep]
         # the buffers' rows for the next step: beam k of sentence i continues beam source_beams[i, k]
-        rows = (keep[:, None] * beams + source_beams).reshape(-1)
-        state.select(rows)
-    out_sequences[active] = sequences
-    out_scores[active] = beam_scores
-    out_lengths[active] = lengths
+        state.select((keep[:, None] * beams + source_beams).reshape(-1))
 
     out_sequences = out_sequences[:, :returned].reshape(batch * returned, max_length)
     out_scores = out_scores[:, :returned].reshape(-1)
@@ -807,7 +877,9 @@ class ContinuousBatch:
             if self.state is None:
                 state_config = copy.deepcopy(config)
                 state_config.max_length = capacity
-                self.state = _DecoderState(model, input_ids.to(device), attention_mask.to(device), state_config, None)
+                self.state = _DecoderState(
+                    model, input_ids.to(device), attention_mask.to(device), state_config, None
+                )
             else:
                 self.state.add(input_ids.to(device), attention_mask.to(device))
             self.state.max_length = capacity
@@ -821,24 +893,13 @@ class ContinuousBatch:
         import torch
 
         device, config, beams = self.model.device, self.config, self.beams
-        shape = (count, width) if beams == 1 else (count, beams, width)
-        sequences = torch.full(shape, int(self.fill), dtype=torch.long, device=device)
-        sequences[..., 0] = config.decoder_start_token_id
         rows = {"length": torch.ones(count, dtype=torch.long, device=device), "max_length": max_lengths}
-        if beams == 1:
-            rows.update(sequences=sequences, scores=torch.zeros(count, dtype=torch.float32, device=device))
-            return rows
-        running_scores = torch.zeros((count, beams), dtype=torch.float32, device=device)
-        running_scores[:, 1:] = -1e9
-        rows.update(
-            running=sequences,
-            running_scores=running_scores,
-            sequences=sequences.clone(),
-            beam_scores=torch.full((count, beams), -1e9, dtype=torch.float32, device=device),
-            lengths=torch.zeros((count, beams), dtype=torch.long, device=device),
-            finished=torch.zeros((count, beams), dtype=torch.bool, device=device),
-            improvable=torch.ones((count, 1), dtype=torch.bool, device=device),
-        )
+        if beams > 1:
+            start = config.decoder_start_token_id
+            return {**_beam_start(count, beams, width, int(self.fill), start, device), **rows}
+        sequences = torch.full((count, width), int(self.fill), dtype=torch.long, device=device)
+        sequences[:, 0] = config.decoder_start_token_id
+        rows.update(sequences=sequences, scores=torch.zeros(count, dtype=torch.float32, device=device))
         return rows
 
     def _join(self, new: dict[str, torch.Tensor]) -> None:
@@ -893,17 +954,15 @@ class ContinuousBatch:
             return self._greedy_step() if self.beams == 1 else self._beam_step()
 
     def _greedy_step(self) -> Stepped:
-        """`_greedy`'s step, each sentence at its own length."""
+        """`_greedy_step` of every sentence at its own length."""
         import torch
 
         state, rows, process = self.state, self.rows, self.process
         assert state is not None and process is not None
         length, sequences = rows["length"], rows["sequences"]
         tokens = sequences.gather(1, (length - 1)[:, None]).squeeze(-1)  # (N,)
-        logits = process.rows(state.step(tokens, length - 1), length, rows["max_length"])  # (N, V)
-        columns = logits.argmax(-1)  # (N,)
-        rows["scores"] += logits.log_softmax(-1).gather(-1, columns[:, None]).squeeze(-1)
-        tokens = state.token_ids(columns)
+        tokens, log_prob = _greedy_step(state, process, tokens, length, rows["max_length"])
+        rows["scores"] += log_prob
         sequences[torch.arange(len(tokens), device=tokens.device), length] = tokens
         length += 1
         eos = torch.tensor(_eos_ids(self.config), device=tokens.device)
@@ -922,97 +981,20 @@ class ContinuousBatch:
         return Stepped(emitted, finished)
 
     def _beam_step(self) -> Stepped:
-        """`_beam_search`'s step (transformers' `_beam_search` arithmetic), each sentence at its own length with
-        its own ``max_length``; a sentence is done where `_beam_search` of that sentence alone stops."""
-        import torch
-
-        state, rows, process, config = self.state, self.rows, self.process, self.config
+        """`_beam_step` of every sentence at its own length with its own ``max_length``: a sentence is done where
+        `_beam_search` of that sentence alone stops."""
+        state, rows, process = self.state, self.rows, self.process
         assert state is not None and process is not None
-        beams, device = self.beams, self.model.device
-        length_penalty, early_stopping = config.length_penalty, config.early_stopping
-        eos_ids = _eos_ids(config)
-        eos = torch.tensor(eos_ids, device=device)
-        keep_k = max(2, 1 + len(eos_ids)) * beams
-        top_mask = torch.zeros(keep_k, dtype=torch.bool, device=device)
-        top_mask[:beams] = True
-        cur_len, max_length = rows["length"], rows["max_length"]
-        running, running_scores = rows["running"], rows["running_scores"]
-        b, width = len(cur_len), running.shape[-1]
-        sentence = torch.arange(b, device=device)
-
-        row_lengths = cur_len.repeat_interleave(beams)  # (b * K,)
-        tokens = running[sentence, :, cur_len - 1].reshape(-1)
-        logits = state.step(tokens, row_lengths - 1)  # (b * K, V)
-        log_probs = process.rows(logits.log_softmax(-1), row_lengths, max_length.repeat_interleave(beams))
-        vocab = log_probs.shape[-1]
-        log_probs = log_probs.view(b, beams, vocab) + running_scores[:, :, None]
-        log_probs = log_probs.view(b, beams * vocab)
-
-        topk_scores, topk_indices = torch.topk(log_probs, k=keep_k)
-        topk_beams = topk_indices // vocab  # (b, 2K)
-        topk_tokens = state.token_ids(topk_indices % vocab)
-        topk_running = running.gather(1, topk_beams[:, :, None].expand(-1, -1, width)).clone()
-        topk_running[sentence, :, cur_len] = topk_tokens
-        hits = torch.isin(topk_tokens, eos) | (cur_len + 1 >= max_length)[:, None]
-
-        topk_running_scores = topk_scores + hits.to(torch.float32) * -1.0e9
-        next_indices = torch.topk(topk_running_scores, k=beams)[1]  # (b, K)
-        running = topk_running.gather(1, next_indices[:, :, None].expand(-1, -1, width))
-        running_scores = topk_running_scores.gather(1, next_indices)
-        source_beams = topk_beams.gather(1, next_indices)  # (b, K)
-
-        finished, improvable = rows["finished"], rows["improvable"]
-        just_finished = hits & top_mask[None, :]
-        # the per-sentence divisors, each the Python float (cur_len ** length_penalty) `_beam_search` divides by
-        penalties = torch.tensor(
-            [float(n) ** length_penalty for n in cur_len.tolist()], dtype=torch.float32, device=device
-        )
-        candidates = topk_scores / penalties[:, None]
-        full = torch.all(finished, dim=-1, keepdim=True) & (early_stopping is True)
-        candidates = candidates + full.to(torch.float32) * -1.0e9
-        candidates = candidates + (~improvable).to(torch.float32) * -1.0e9
-        candidates = candidates + (~just_finished) * -1.0e9
-        merged_scores = torch.cat((rows["beam_scores"], candidates), dim=1)
-        best = torch.topk(merged_scores, k=beams)[1]  # (b, K)
-        merged_sequences = torch.cat((rows["sequences"], topk_running), dim=1)
-        sequences = merged_sequences.gather(1, best[:, :, None].expand(-1, -1, width))
-        beam_scores = merged_scores.gather(1, best)
-        lengths = torch.cat((rows["lengths"], cur_len[:, None].expand_as(topk_beams)), dim=1).gather(1, best)
-        finished = torch.cat((finished, just_finished), dim=1).gather(1, best)
-
-        cur_len = cur_len + 1
-        if early_stopping == "never" and length_penalty > 0.0:
-            hypothetical = (max_length - 1).tolist()
-        else:
-            hypothetical = (cur_len - 1).tolist()
-        divisors = torch.tensor(
-            [float(n) ** length_penalty for n in hypothetical], dtype=torch.float32, device=device
-        )
-        best_running = running_scores[:, :1] / divisors[:, None]
-        worst_finished = torch.where(finished, torch.min(beam_scores, dim=1, keepdim=True)[0], -1.0e9)
-        improvable = improvable & torch.any(best_running > worst_finished, dim=-1, keepdim=True)
-        done = ~improvable[:, 0] | (cur_len >= max_length) | hits.all(-1)
-        if early_stopping is True:
-            done = done | finished.all(-1)
-        rows.update(
-            length=cur_len,
-            running=running,
-            running_scores=running_scores,
-            sequences=sequences,
-            beam_scores=beam_scores,
-            lengths=lengths,
-            finished=finished,
-            improvable=improvable,
-        )
-        returned = config.num_return_sequences or 1
+        done, source_beams = _beam_step(state, process, self.config, rows, None)
+        returned = self.config.num_return_sequences or 1
         ended = []
         for i in done.nonzero().squeeze(-1).tolist():
-            generated = int(lengths[i, :returned].max())
+            generated = int(rows["lengths"][i, :returned].max())
             ended.append(
                 Finished(
                     self.keys[i],
-                    sequences[i, :returned, : 1 + generated].clone(),
-                    beam_scores[i, :returned].clone(),
+                    rows["sequences"][i, :returned, : 1 + generated].clone(),
+                    rows["beam_scores"][i, :returned].clone(),
                 )
             )
         keep = (~done).nonzero().squeeze(-1)

@@ -192,7 +192,9 @@ class ContinuousBatcher(Batcher):
         options.pop("max_new_tokens", None)
         todo = [i for i, text in enumerate(item.texts) if text.strip()]
         hypotheses = [[Hypothesis("")] * n if i not in todo else None for i in range(len(item.texts))]
-        return _Job(item, _key(options), options, dict.fromkeys(todo, []), dict.fromkeys(todo, wanted), hypotheses)
+        return _Job(
+            item, _key(options), options, dict.fromkeys(todo, []), dict.fromkeys(todo, wanted), hypotheses
+        )
 
     def _encode(self, jobs: list[_Job]) -> None:
         """Encode the sources of the requests of ``jobs`` (one tokenizer call for all) and set each sentence's
