@@ -26,8 +26,10 @@ the logits processors implemented here (``suppress_tokens``, ``begin_suppress_to
 
 `ContinuousBatch` is the step machinery of continuous batching (`serving.continuous`): greedy or beam search for
 sentences that join and leave between steps, each at its own step count and decoder positions (its self-attention
-keys past its own position masked), with its own length limit and, with beams, its own stopping rules, so that
-each sentence's result is what `decode` gives for it alone.
+keys past its own position masked), with its own length limit, its own forced first token (a multilingual model's
+target language) and, with beams, its own stopping rules, so that each sentence's result is what `decode` gives for
+it alone. `decode` and `ContinuousBatch` share one greedy step and one beam search step; the decoder's buffers keep
+room for more rows and source positions than are used, so that sentences join and leave without copying them.
 
 ``vocabulary`` (sorted target token ids) restricts the output projection to those rows: the softmax is over the
 shortlist only (CTranslate2's vocabulary map), ``</s>`` and forced tokens are always in it, and the output ids
@@ -252,18 +254,23 @@ class _Processors:
             scores.index_fill_(1, self.begin_suppress, inf)
         return scores
 
-    def rows(self, scores: torch.Tensor, lengths: torch.Tensor, max_lengths: torch.Tensor) -> torch.Tensor:
+    def rows(
+        self, scores: torch.Tensor, lengths: torch.Tensor, max_lengths: torch.Tensor, forced: torch.Tensor
+    ) -> torch.Tensor:
         """`__call__` for rows at different steps: `scores` (N, V) of each row's next token after `lengths` (N,)
-        tokens, `max_lengths` (N,) each row's own ``max_length``."""
+        tokens, `max_lengths` (N,) each row's own ``max_length``, `forced` (N,) long the score column of each row's
+        own ``forced_bos_token_id`` (-1: none)."""
         inf = -math.inf
         if self.banned is not None:
             scores.index_fill_(1, self.banned, inf)
         if self.eos is not None:
             _fill_rows(scores, lengths < self.min_length, self.eos, inf)
-        if self.has_forced_bos:
-            _fill_rows(scores, lengths == 1, None, inf)
-            if self.forced_bos is not None:
-                _fill_rows(scores, lengths == 1, self.forced_bos, 0.0)
+        has_forced = forced >= 0
+        first = (lengths == 1) & has_forced
+        if bool(first.any()):
+            chosen = first.nonzero().squeeze(-1)
+            scores[chosen] = inf
+            scores[chosen, forced[chosen]] = 0.0
         if self.has_forced_eos:
             _fill_rows(scores, lengths == max_lengths - 1, None, inf)
             if self.forced_eos is not None:
@@ -271,7 +278,8 @@ class _Processors:
         if self.suppress is not None:
             scores.index_fill_(1, self.suppress, inf)
         if self.begin_suppress is not None:
-            _fill_rows(scores, lengths == self.begin_index, self.begin_suppress, inf)
+            # generate()'s index of the step begin_suppress_tokens applies to: one later after a forced token
+            _fill_rows(scores, lengths == 1 + has_forced.long(), self.begin_suppress, inf)
         return scores
 
 
@@ -608,15 +616,17 @@ def _greedy_step(
     tokens: torch.Tensor,
     length: int | torch.Tensor,
     max_length: torch.Tensor | None = None,
+    forced: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One step of greedy search after the (N,) `tokens`, every row after `length` tokens (an int) or each after
-    its own (`length` (N,), with its own `max_length` (N,)): the (N,) chosen token ids and their (N,)
-    log-probabilities under the processed distribution."""
+    its own (`length` (N,), with its own `max_length` (N,) and forced first token `forced` (N,), as
+    `_Processors.rows` takes them): the (N,) chosen token ids and their (N,) log-probabilities under the processed
+    distribution."""
     if isinstance(length, int):
         logits = process(state.step(tokens), length)  # (N, V)
     else:
-        assert max_length is not None
-        logits = process.rows(state.step(tokens, length - 1), length, max_length)
+        assert max_length is not None and forced is not None
+        logits = process.rows(state.step(tokens, length - 1), length, max_length, forced)
     columns = logits.argmax(-1)  # (N,)
     log_prob = logits.log_softmax(-1).gather(-1, columns[:, None]).squeeze(-1)
     return state.token_ids(columns), log_prob
@@ -652,8 +662,9 @@ def _beam_step(
     same_length: int | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One step of transformers' `_beam_search` (its helpers' arithmetic step for step) for the b sentences of
-    `beam` (`_beam_start`'s tensors, and ``length`` (b,) each sentence's tokens so far with ``max_length`` (b,)
-    its own limit), updated in place; `same_length`: the length every sentence is at (None: each at its own).
+    `beam` (`_beam_start`'s tensors, and ``length`` (b,) each sentence's tokens so far, with ``max_length`` (b,)
+    its own limit and ``forced`` (b,) its forced first token's column when each is at its own length), updated in
+    place; `same_length`: the length every sentence is at (None: each at its own).
     Returns which sentences are done (b,) bool (their finished hypotheses can no longer change: no running beam
     can beat them, ``early_stopping=True`` and all K are done, or the length limit) and the beams (b, K) the next
     step's rows continue (the caller reorders the state)."""
@@ -677,7 +688,12 @@ def _beam_step(
     else:
         row_lengths = cur_len.repeat_interleave(beams)  # (b * K,)
         logits = state.step(tokens, row_lengths - 1)
-        log_probs = process.rows(logits.log_softmax(-1), row_lengths, max_length.repeat_interleave(beams))
+        log_probs = process.rows(
+            logits.log_softmax(-1),
+            row_lengths,
+            max_length.repeat_interleave(beams),
+            beam["forced"].repeat_interleave(beams),
+        )
     vocab = log_probs.shape[-1]
     log_probs = log_probs.view(b, beams, vocab) + running_scores[:, :, None]
     log_probs = log_probs.view(b, beams * vocab)
@@ -851,8 +867,9 @@ class ContinuousBatch:
         """The rows the decoder computes at each step (sentences x beams)."""
         return len(self.keys) * self.beams
 
-    def add(self, sentences: Sequence[tuple[Any, Sequence[int], int | None]]) -> None:
-        """Encode and join (key, source token ids, max_new_tokens or None: the options') sentences; they take
+    def add(self, sentences: Sequence[tuple[Any, Sequence[int], int | None, int | None]]) -> None:
+        """Encode and join (key, source token ids, max_new_tokens, forced first token id) sentences (None: the
+        options'; the forced token is a multilingual model's target language, ``forced_bos_token_id``); they take
         their first step at the next `step`."""
         import torch
 
@@ -861,15 +878,16 @@ class ContinuousBatch:
         model, config = self.model, self.config
         device = model.device
         pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else 0
-        width = max(len(ids) for _, ids, _ in sentences)
+        width = max(len(ids) for _, ids, _, _ in sentences)
         input_ids = torch.full((len(sentences), width), int(pad_id), dtype=torch.long)  # (B, S)
         attention_mask = torch.zeros((len(sentences), width), dtype=torch.long)
-        for row, (_, ids, _) in enumerate(sentences):
+        for row, (_, ids, _, _) in enumerate(sentences):
             input_ids[row, : len(ids)] = torch.tensor(list(ids), dtype=torch.long)
             attention_mask[row, : len(ids)] = 1
         max_lengths = torch.tensor(
-            [config.max_length if new is None else new + 1 for _, _, new in sentences], device=device
+            [config.max_length if new is None else new + 1 for _, _, new, _ in sentences], device=device
         )
+        forced = [config.forced_bos_token_id if token is None else token for _, _, _, token in sentences]
         capacity = int(max_lengths.max())
         if self.state is not None:
             capacity = max(capacity, self.state.max_length)
@@ -885,8 +903,13 @@ class ContinuousBatch:
             self.state.max_length = capacity
             if self.process is None:
                 self.process = _Processors(config, self.state.position)
-            self._join(self._initial(len(sentences), max_lengths, capacity))
-        self.keys.extend(key for key, _, _ in sentences)
+            columns = [-1 if token is None else self.state.position(token) for token in forced]
+            if None in columns:
+                raise ValueError(f"forced first tokens {forced} are not all token ids of the model")
+            new = self._initial(len(sentences), max_lengths, capacity)
+            new["forced"] = torch.tensor(columns, dtype=torch.long, device=device)
+            self._join(new)
+        self.keys.extend(key for key, _, _, _ in sentences)
 
     def _initial(self, count: int, max_lengths: torch.Tensor, width: int) -> dict[str, torch.Tensor]:
         """The decoding state of `count` sentences before their first step."""
@@ -961,7 +984,7 @@ class ContinuousBatch:
         assert state is not None and process is not None
         length, sequences = rows["length"], rows["sequences"]
         tokens = sequences.gather(1, (length - 1)[:, None]).squeeze(-1)  # (N,)
-        tokens, log_prob = _greedy_step(state, process, tokens, length, rows["max_length"])
+        tokens, log_prob = _greedy_step(state, process, tokens, length, rows["max_length"], rows["forced"])
         rows["scores"] += log_prob
         sequences[torch.arange(len(tokens), device=tokens.device), length] = tokens
         length += 1

@@ -18,14 +18,20 @@ and sequence scores included (token scores by forced decoding when the request e
 request-level batching (a `Batcher` of its own, beside the loop): sampling and seeded requests (`generate()`
 draws from torch's one global generator, `serving.batcher.random_draws`), a glossary with terms for one of the
 request's texts (lexically constrained beam search), ``serve --shortlist`` (a batch's shortlist is the union over
-its sources), a multilingual model's requests (their source and target languages), the ``generate`` decoder (`inference.decoding.chosen_decoder`) and the generation settings the
-decoding loop does not implement (`inference.decoding.unsupported`).
+its sources), the ``generate`` decoder (`inference.decoding.chosen_decoder`) and the generation settings the
+decoding loop does not implement (`inference.decoding.unsupported`). A multilingual model's requests join like the
+others, whatever their languages: their sources are marked as `inference.translate` marks them, and each sentence
+decodes with its own forced target-language token.
+
+Between two steps, every request waiting joins (within the token budget): the sources of those that join together
+are tokenized in one call per language pair and encoded in one encoder call per set of decoding options, and their
+rows are written into the running batch's buffers, which keep room to spare (`inference.decoding.ContinuousBatch`),
+so that joining and leaving copy no whole buffer.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +54,10 @@ class _Job:
     new_tokens: dict[int, int | None]
     hypotheses: list[Any]
     results: dict[int, Any] = field(default_factory=dict)
+    # a multilingual model's languages as `inference.languages.resolve_languages` returns them, and the options
+    # they add (`inference.languages.target_options`: the forced first token of the target language)
+    languages: tuple[str | None, str | None] = (None, None)
+    language_options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def cancelled(self) -> bool:
@@ -81,32 +91,10 @@ class ContinuousBatcher(Batcher):
     mode = "continuous"
 
     def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        *,
-        max_wait_s: float = 0.01,
-        max_batch_tokens: int = 8192,
-        sampling_lock: threading.Lock | None = None,
-        on_batch: Callable[[list[str], list[list[str]]], None] | None = None,
-        on_step: Callable[[int], None] | None = None,
+        self, model: Any, tokenizer: Any, *, on_step: Callable[[int], None] | None = None, **options: Any
     ):
-        super().__init__(
-            model,
-            tokenizer,
-            max_wait_s=max_wait_s,
-            max_batch_tokens=max_batch_tokens,
-            sampling_lock=sampling_lock,
-            on_batch=on_batch,
-        )
-        self.fallback = Batcher(
-            model,
-            tokenizer,
-            max_wait_s=max_wait_s,
-            max_batch_tokens=max_batch_tokens,
-            sampling_lock=self.sampling_lock,
-            on_batch=on_batch,
-        )
+        super().__init__(model, tokenizer, **options)
+        self.fallback = Batcher(model, tokenizer, **{**options, "sampling_lock": self.sampling_lock})
         self.on_step = on_step
         # decoding steps run, sentences that left a batch because their client went away, requests sent to the
         # request-level batcher
@@ -151,22 +139,21 @@ class ContinuousBatcher(Batcher):
         return True
 
     def _plan_options(self, kwargs: dict[str, Any], seed: int | None) -> tuple[dict[str, Any], int] | None:
-        """The decoding options of a request that can join the loop (no glossary, shortlist, length options or
-        languages of a multilingual model) and its hypotheses per text (`inference.translate.decoding_options`,
+        """The decoding options of a request that can join the loop (its glossary and languages left out) and its
+        hypotheses per text (`inference.translate.decoding_options`,
         worked out once per set of options), or None."""
         from vanilla_transformer.inference.decoding import chosen_decoder, unsupported
         from vanilla_transformer.inference.translate import decoding_options
 
         if seed is not None or chosen_decoder() != "loop":
             return None
-        options = {k: v for k, v in kwargs.items() if k != "glossary"}
+        options = {k: v for k, v in kwargs.items() if k not in ("glossary", "src_lang", "tgt_lang")}
         key = _key(options)
         if key not in self._plans:
             planned = None
             if not samples(options, self.model.generation_config) and "shortlist" not in options:
-                if "src_lang" not in options and "tgt_lang" not in options:
-                    if unsupported(self.model, options) is None:
-                        planned = decoding_options(self.model, self.tokenizer, options)
+                if unsupported(self.model, options) is None:
+                    planned = decoding_options(self.model, self.tokenizer, options)
             self._plans[key] = planned
         planned = self._plans[key]
         return None if planned is None else (dict(planned[0]), planned[1])
@@ -174,6 +161,7 @@ class ContinuousBatcher(Batcher):
     def _plan(self, item: Any) -> _Job | None:
         """The `_Job` of a queued request or stream (a request's sources not encoded yet), or None when it cannot
         join (module docstring)."""
+        from vanilla_transformer.inference.languages import resolve_languages, target_options
         from vanilla_transformer.inference.translate import Hypothesis, capped_max_new_tokens
 
         if isinstance(item, StreamJob):
@@ -187,17 +175,23 @@ class ContinuousBatcher(Batcher):
         if planned is None:
             return None
         options, n = planned
+        languages = resolve_languages(
+            self.tokenizer, item.kwargs.get("src_lang"), item.kwargs.get("tgt_lang")
+        )
+        language_options = target_options(self.tokenizer, self.model.generation_config, languages[1])
         # the length limit before the sources' widths lower it (`_encode`)
         wanted = capped_max_new_tokens(self.model, options)
         options.pop("max_new_tokens", None)
         todo = [i for i, text in enumerate(item.texts) if text.strip()]
         hypotheses = [[Hypothesis("")] * n if i not in todo else None for i in range(len(item.texts))]
+        sources, new_tokens = dict.fromkeys(todo, []), dict.fromkeys(todo, wanted)
         return _Job(
-            item, _key(options), options, dict.fromkeys(todo, []), dict.fromkeys(todo, wanted), hypotheses
+            item, _key(options), options, sources, new_tokens, hypotheses, {}, languages, language_options
         )
 
     def _encode(self, jobs: list[_Job]) -> None:
-        """Encode the sources of the requests of ``jobs`` (one tokenizer call for all) and set each sentence's
+        """Encode the sources of the requests of ``jobs`` (one tokenizer call for those of the same languages) and
+        set each sentence's
         length limit: ``max_len_a`` times the longest source of its batch as `inference.translate_hypotheses`
         batches that request alone, plus ``max_len_b``, within its ``max_new_tokens``."""
         from vanilla_transformer.inference.sources import encode_sources
@@ -208,14 +202,16 @@ class ContinuousBatcher(Batcher):
         if not requests:
             return
         model = self.model
-        encoded = iter(
-            encode_sources(
-                model, self.tokenizer, [job.item.texts[i] for job in requests for i in job.sources]
-            )
-        )
+        by_languages: dict[tuple[str | None, str | None], list[_Job]] = {}
+        for job in requests:
+            by_languages.setdefault(job.languages, []).append(job)
+        for (src_lang, tgt_lang), group in by_languages.items():
+            texts = [job.item.texts[i] for job in group for i in job.sources]
+            encoded = iter(encode_sources(model, self.tokenizer, texts, src_lang, tgt_lang))
+            for job in group:
+                job.sources = {i: next(encoded) for i in job.sources}
         positions = position_limit(model.config)
         for job in requests:
-            job.sources = {i: next(encoded) for i in job.sources}
             lengths = [len(ids) for ids in job.sources.values()]
             widths = source_widths(lengths, max(1, len(job.item.texts)), MAX_TOKENS)
             for i, width in zip(job.sources, widths):
@@ -304,7 +300,7 @@ class ContinuousBatcher(Batcher):
                 batch = self._batches[key] = ContinuousBatch(self.model, jobs[0][1].options)
             batch.add(
                 [
-                    ((job_id, i), ids, job.new_tokens[i])
+                    ((job_id, i), ids, job.new_tokens[i], job.language_options.get("forced_bos_token_id"))
                     for job_id, job in jobs
                     for i, ids in job.sources.items()
                 ]
@@ -371,6 +367,7 @@ class ContinuousBatcher(Batcher):
 
     def _finish(self, job_id: int) -> None:
         """Send the reply of a request whose sentences are all done (a stream's end)."""
+        from vanilla_transformer.inference.languages import without_target_token
         from vanilla_transformer.inference.translate import output_hypotheses
 
         job = self._end(job_id)
@@ -384,8 +381,9 @@ class ContinuousBatcher(Batcher):
                 rows = len(finished.sequences)
                 scores = [float(s) for s in finished.sequences_scores] if item.scores else [None] * rows
                 sources = [job.sources[i]] * rows if item.scores else None
+                text_ids = without_target_token(finished.sequences, job.language_options, pad_id)
                 job.hypotheses[i] = output_hypotheses(
-                    model, tokenizer, finished.sequences, scores, sources, pad_id
+                    model, tokenizer, finished.sequences, scores, sources, pad_id, text_ids=text_ids
                 )
         except Exception as err:  # noqa: BLE001 - scoring failed: this request's error
             logger.exception("scoring a finished request failed")

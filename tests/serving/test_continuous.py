@@ -226,3 +226,44 @@ def test_what_cannot_join_is_batched_by_request(servers):
     for body in (sampled, glossary):
         assert send(continuous, ("translate", body)) == send(request_level, ("translate", body))
     assert batcher.stats["fallback"] == before + 2
+
+
+def test_multilingual_requests_for_several_targets_decode_in_one_batch(tmp_path_factory):
+    """A tiny NLLB-200 (converted from transformers): requests for three target languages, greedy and beam
+    search, join one running batch each (nothing sent to request-level batching), every sentence with its own
+    forced target-language token; each reply equals `inference.translate_hypotheses` of that request alone."""
+    from helpers.multilingual import NLLB_TARGETS, SAMPLE, nllb_folder
+
+    from vanilla_transformer.convert.m2m100 import convert_m2m100_checkpoint
+    from vanilla_transformer.inference import load_model_and_tokenizer
+    from vanilla_transformer.inference.translate import translate_hypotheses
+    from vanilla_transformer.serving.continuous import ContinuousBatcher
+
+    root = tmp_path_factory.mktemp("multilingual")
+    folder = convert_m2m100_checkpoint(nllb_folder(root), root / "converted")
+    model, tokenizer = load_model_and_tokenizer(str(folder), dtype="float32")
+    requests = [
+        (
+            SAMPLE[k : k + 1 + k % 2],
+            {"src_lang": "eng_Latn", "tgt_lang": target, "max_new_tokens": 12, **beams},
+        )
+        for k, target in enumerate(NLLB_TARGETS * 2)
+        for beams in ({"num_beams": 1}, {"num_beams": 3, "num_return_sequences": 2})
+    ]
+    batcher = ContinuousBatcher(model, tokenizer)
+    # queued before the worker starts: each decoding option's requests join their batch at its first step
+    futures = [batcher.submit(texts, kwargs, 8, scores=True) for texts, kwargs in requests]
+    batcher.start()
+    try:
+        replies = [future.result(timeout=300) for future in futures]
+    finally:
+        batcher.close(60)
+    greedy = sum(len(texts) for texts, kwargs in requests if kwargs["num_beams"] == 1)
+    assert batcher.stats["fallback"] == 0 and batcher.stats["largest_batch"] == greedy
+    for (texts, kwargs), reply in zip(requests, replies):
+        alone = translate_hypotheses(model, tokenizer, texts, batch_size=len(texts), **kwargs)
+        assert [[h.text for h in hyps] for hyps in reply] == [[h.text for h in hyps] for hyps in alone]
+        for hyps, expected in zip(reply, alone):
+            assert [h.score for h in hyps] == pytest.approx([h.score for h in expected], abs=1e-4)
+    # the forced token selects the language: the targets' replies differ
+    assert len({str(reply) for reply in replies[:6:2]}) == 3
