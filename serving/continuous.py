@@ -134,8 +134,7 @@ class ContinuousBatcher(Batcher):
         options; False (nothing queued) when it cannot join (module docstring): it then generates on its own."""
         if self._plan_options(stream.kwargs, stream.seed) is None:
             return False
-        ids = list(self.tokenizer(stream.source)["input_ids"])
-        self.enqueue(StreamJob(stream, stream.kwargs, ids))
+        self.enqueue(StreamJob(stream, stream.kwargs, stream.source_ids()))
         return True
 
     def _plan_options(self, kwargs: dict[str, Any], seed: int | None) -> tuple[dict[str, Any], int] | None:
@@ -167,7 +166,18 @@ class ContinuousBatcher(Batcher):
         if isinstance(item, StreamJob):
             options = dict(item.kwargs)
             new_tokens = options.pop("max_new_tokens", None)
-            return _Job(item, _key(options), options, {0: item.ids}, {0: new_tokens}, [None])
+            language_options = item.stream.language_options()
+            return _Job(
+                item,
+                _key(options),
+                options,
+                {0: item.ids},
+                {0: new_tokens},
+                [None],
+                {},
+                (None, None),
+                language_options,
+            )
         glossary = item.kwargs.get("glossary")
         if glossary is not None and any(glossary.terms_for(text) for text in item.texts):
             return None
@@ -342,7 +352,7 @@ class ContinuousBatcher(Batcher):
         for (job_id, _), token in stepped.tokens:
             job = self._jobs.get(job_id)
             if job is not None and isinstance(job.item, StreamJob):
-                job.item.stream.emit([token])
+                job.item.stream.emit([token], job.language_options.get("forced_bos_token_id"))
         for finished in stepped.finished:
             job_id, index = finished.key
             job = self._jobs[job_id]

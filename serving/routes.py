@@ -173,16 +173,11 @@ async def translate_stream(request: StreamRequest, state: Server):
 
 def stream_kwargs(lane: Lane, request: StreamRequest) -> dict[str, Any]:
     """The generate kwargs of a stream: greedy or sampling with one sequence, ``max_new_tokens`` within the
-    decoder's positions; `RequestError` (422) for an engine other than torch, a multilingual model, a glossary with
-    terms for the text, beams or several sequences."""
+    decoder's positions (and a multilingual model's languages); `RequestError` (422) for an engine other than torch,
+    a glossary with terms for the text, beams or several sequences."""
     served = lane.served
     if served.engine != "torch":
         raise RequestError(422, f"streaming needs --engine torch; this server runs --engine {served.engine}")
-    if lane.multilingual is not None:
-        raise RequestError(
-            422,
-            "streaming serves models of one language pair; translate with a multilingual model by POST /translate",
-        )
     kwargs, _ = lane.prepare(request, [request.text])
     glossary = kwargs.pop("glossary", None)
     if glossary is not None and glossary.terms_for(request.text):

@@ -26,9 +26,10 @@ _END = object()
 
 
 class TokenStream:
-    """One streamed generation of ``text`` with ``kwargs`` (`generate()` options) and, when it samples, ``seed``
-    (None: unseeded) under ``sampling_lock`` (`random_draws`; default: a lock of its own). ``on_done(stream)`` is
-    called in the generation thread when it ends, however it ends."""
+    """One streamed generation of ``text`` with ``kwargs`` (`generate()` options, and a multilingual model's
+    ``src_lang`` and ``tgt_lang``) and, when it samples, ``seed`` (None: unseeded) under ``sampling_lock``
+    (`random_draws`; default: a lock of its own). ``on_done(stream)`` is called in the generation thread when it
+    ends, however it ends."""
 
     def __init__(
         self,
@@ -44,13 +45,17 @@ class TokenStream:
         self.model = model
         self.tokenizer = tokenizer
         self.source = text
-        self.kwargs = kwargs
+        # (src_lang, tgt_lang) as `inference.languages.resolve_languages` returns them (None, None: one pair)
+        self.languages = (kwargs.get("src_lang"), kwargs.get("tgt_lang"))
+        # the generate() options
+        self.kwargs = {k: v for k, v in kwargs.items() if k not in ("src_lang", "tgt_lang")}
         self.on_done = on_done
         self.seed = seed
         self.sampling_lock = sampling_lock or threading.Lock()
         self.error: BaseException | None = None
         self.stopped_early = False
         self._ids: list[int] = []
+        self._emitted = False
         self._sent = ""
         self._cancelled = threading.Event()
         self._queue: asyncio.Queue | None = None
@@ -69,9 +74,28 @@ class TokenStream:
         """Whether `cancel` was called (the client went away)."""
         return self._cancelled.is_set()
 
-    def emit(self, ids: list[int]) -> None:
-        """Hand new token ids to the stream's reader (from the thread that generates)."""
-        self._push(list(ids))
+    def source_ids(self) -> list[int]:
+        """The source's token ids as `inference.translate` encodes them (`inference.sources.encode_sources`)."""
+        from vanilla_transformer.inference.sources import encode_sources
+
+        return encode_sources(self.model, self.tokenizer, [self.source], *self.languages)[0]
+
+    def language_options(self) -> dict[str, Any]:
+        """The `generate()` options of the target language (`inference.languages.target_options`: a multilingual
+        model's forced first token)."""
+        from vanilla_transformer.inference.languages import resolve_languages, target_options
+
+        languages = resolve_languages(self.tokenizer, *self.languages)
+        return target_options(self.tokenizer, self.model.generation_config, languages[1])
+
+    def emit(self, ids: list[int], forced: int | None = None) -> None:
+        """Hand new token ids to the stream's reader (from the thread that generates); the first one is left out
+        when it is ``forced``, the target-language token a multilingual model is forced to begin with."""
+        ids = list(ids)
+        if not self._emitted and ids and forced is not None and ids[0] == forced:
+            ids = ids[1:]
+        self._emitted = True
+        self._push(ids)
 
     def finish(self, error: BaseException | None = None) -> None:
         """End the stream (from the thread that generates): with ``error``, reported to the client."""
@@ -104,7 +128,7 @@ class TokenStream:
                 if self.first:  # the decoder start token, sent before the first step
                     self.first = False
                     return
-                stream.emit(value.reshape(-1).tolist())
+                stream.emit(value.reshape(-1).tolist(), forced)
 
             def end(self):
                 pass
@@ -114,15 +138,19 @@ class TokenStream:
                 return torch.full((input_ids.shape[0],), stream._cancelled.is_set(), dtype=torch.bool)
 
         sampling = samples(self.kwargs, self.model.generation_config)
+        forced = None
         try:
-            encoded = self.tokenizer([self.source], return_tensors="pt")
+            language_options = self.language_options()
+            forced = language_options.get("forced_bos_token_id")
+            input_ids = torch.tensor([self.source_ids()], device=self.model.device)
             with random_draws(self.sampling_lock, sampling, self.seed), torch.no_grad():
                 self.model.generate(
-                    input_ids=encoded["input_ids"].to(self.model.device),
-                    attention_mask=encoded["attention_mask"].to(self.model.device),
+                    input_ids=input_ids,
+                    attention_mask=torch.ones_like(input_ids),
                     streamer=Streamer(),
                     stopping_criteria=StoppingCriteriaList([Cancelled()]),
                     **self.kwargs,
+                    **language_options,
                 )
         except Exception as err:  # noqa: BLE001 - reported to the client as an error event
             self.finish(err)

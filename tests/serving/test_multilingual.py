@@ -127,8 +127,8 @@ def test_unknown_languages_get_each_apis_error(server):
         )
     reply = post(server, "/", {"inputs": TEXTS[0], "parameters": {"src_lang": "en", "tgt_lang": "qq"}})
     assert reply.status_code == 422 and "qq is not supported" in reply.text
-    reply = post(server, "/translate/stream", {"text": TEXTS[0], "source": "en", "target": "fr"})
-    assert reply.status_code == 422 and "streaming serves models of one language pair" in reply.text
+    reply = post(server, "/translate/stream", {"text": TEXTS[0], "source": "en", "target": "qq"})
+    assert reply.status_code == 422 and "qq is not supported" in reply.text
 
 
 def test_a_pair_served_twice_goes_to_the_model_of_that_pair(folders):
@@ -157,3 +157,19 @@ def test_source_auto_and_detect_name_served_languages(server, reference):
         reference([SAMPLE[1]], "fra_Latn", "eng_Latn")[0],
         reference([SAMPLE[2]], "deu_Latn", "eng_Latn")[0],
     ]
+
+
+def test_a_stream_translates_into_the_target_asked_for(server):
+    """Greedy streams (in the server's decoding loop) into two targets and a seeded sampled stream (in a thread of
+    its own) each end with the translation POST /translate gives for the same request."""
+    from helpers.serving import read_events
+
+    for target, options in (("fr", {}), ("de", {}), ("fr", {"do_sample": True, "seed": 5})):
+        body = {"text": TEXTS[1], "source": "en", "target": target, "num_beams": 1, **options}
+        with httpx.stream("POST", server + "/translate/stream", json=body, timeout=120) as reply:
+            assert reply.status_code == 200
+            events = read_events(reply.iter_lines())
+        assert events[-1][0] == "done", events[-1]
+        translation = events[-1][1]["translation"]
+        assert translation == own(server, [TEXTS[1]], "en", target, num_beams=1, **options)[0]
+        assert "".join(data["text"] for _, data in events[:-1]).split() == translation.split()
