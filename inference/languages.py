@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -120,8 +121,24 @@ def detect_language(text: str, candidates: Sequence[str]) -> list[tuple[str, flo
     return [(code, round(100.0 * p / total, 1)) for code, p in ranked]
 
 
+# each tokenizer's `Languages` and the size of its vocabulary then: reading a whole vocabulary takes milliseconds,
+# and every source encoded asks
+_LANGUAGES: weakref.WeakKeyDictionary[Any, tuple[int, Languages | None]] = weakref.WeakKeyDictionary()
+
+
 def model_languages(tokenizer: PreTrainedTokenizerBase) -> Languages | None:
-    """The `Languages` of the model whose tokenizer is ``tokenizer``; None for a model of one language pair."""
+    """The `Languages` of the model whose tokenizer is ``tokenizer``; None for a model of one language pair.
+    Worked out once per tokenizer (again when tokens are added to it)."""
+    size = len(tokenizer)
+    known = _LANGUAGES.get(tokenizer)
+    if known is not None and known[0] == size:
+        return known[1]
+    languages = _model_languages(tokenizer)
+    _LANGUAGES[tokenizer] = (size, languages)
+    return languages
+
+
+def _model_languages(tokenizer: PreTrainedTokenizerBase) -> Languages | None:
     from transformers import M2M100Tokenizer, NllbTokenizer
 
     if isinstance(tokenizer, M2M100Tokenizer):

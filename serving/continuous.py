@@ -139,8 +139,8 @@ class ContinuousBatcher(Batcher):
 
     def _plan_options(self, kwargs: dict[str, Any], seed: int | None) -> tuple[dict[str, Any], int] | None:
         """The decoding options of a request that can join the loop (its glossary and languages left out) and its
-        hypotheses per text (`inference.translate.decoding_options`,
-        worked out once per set of options), or None."""
+        hypotheses per text (`inference.translate.decoding_options`, worked out once per set of options), or None
+        (options that cannot join, or that the request-level batcher refuses with their error)."""
         from vanilla_transformer.inference.decoding import chosen_decoder, unsupported
         from vanilla_transformer.inference.translate import decoding_options
 
@@ -152,7 +152,10 @@ class ContinuousBatcher(Batcher):
             planned = None
             if not samples(options, self.model.generation_config) and "shortlist" not in options:
                 if unsupported(self.model, options) is None:
-                    planned = decoding_options(self.model, self.tokenizer, options)
+                    try:
+                        planned = decoding_options(self.model, self.tokenizer, options)
+                    except ValueError:
+                        planned = None
             self._plans[key] = planned
         planned = self._plans[key]
         return None if planned is None else (dict(planned[0]), planned[1])
@@ -167,16 +170,9 @@ class ContinuousBatcher(Batcher):
             options = dict(item.kwargs)
             new_tokens = options.pop("max_new_tokens", None)
             language_options = item.stream.language_options()
+            sources, limits = {0: item.ids}, {0: new_tokens}
             return _Job(
-                item,
-                _key(options),
-                options,
-                {0: item.ids},
-                {0: new_tokens},
-                [None],
-                {},
-                (None, None),
-                language_options,
+                item, _key(options), options, sources, limits, [None], language_options=language_options
             )
         glossary = item.kwargs.get("glossary")
         if glossary is not None and any(glossary.terms_for(text) for text in item.texts):
@@ -196,14 +192,21 @@ class ContinuousBatcher(Batcher):
         hypotheses = [[Hypothesis("")] * n if i not in todo else None for i in range(len(item.texts))]
         sources, new_tokens = dict.fromkeys(todo, []), dict.fromkeys(todo, wanted)
         return _Job(
-            item, _key(options), options, sources, new_tokens, hypotheses, {}, languages, language_options
+            item,
+            _key(options),
+            options,
+            sources,
+            new_tokens,
+            hypotheses,
+            languages=languages,
+            language_options=language_options,
         )
 
     def _encode(self, jobs: list[_Job]) -> None:
         """Encode the sources of the requests of ``jobs`` (one tokenizer call for those of the same languages) and
-        set each sentence's
-        length limit: ``max_len_a`` times the longest source of its batch as `inference.translate_hypotheses`
-        batches that request alone, plus ``max_len_b``, within its ``max_new_tokens``."""
+        set each sentence's length limit: ``max_len_a`` times the longest source of its batch as
+        `inference.translate_hypotheses` batches that request alone, plus ``max_len_b``, within its
+        ``max_new_tokens``."""
         from vanilla_transformer.inference.sources import encode_sources
         from vanilla_transformer.inference.translate import MAX_TOKENS, batch_max_new_tokens, source_widths
         from vanilla_transformer.modeling import position_limit
