@@ -835,7 +835,8 @@ class ContinuousBatch:
     steps: the step machinery of iteration-level (continuous) batching. All decode with one set of `generate()`
     options, greedy or beam search (`unsupported` rules as for `decode`; no shortlist); each sentence has its
     own source, its own step counter and decoder positions (its self-attention keys past its own position
-    masked) and its own ``max_new_tokens``, and beam search's stopping rules and length penalties are applied
+    masked), its own ``max_new_tokens`` and its own forced first token (``forced_bos_token_id``: a multilingual
+    model's target language), and beam search's stopping rules and length penalties are applied
     per sentence, so each sentence is decoded as `decode` decodes it alone: the same tokens and scores, up to
     the float rounding that masked padding brings to any batch."""
 
