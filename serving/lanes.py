@@ -503,3 +503,17 @@ class Lanes:
         shares = [lane.read_share(text) for lane in lanes]
         best = max(range(len(shares)), key=lambda i: (shares[i], -i))
         return lanes[best], shares[best]
+
+    async def detect_each(
+        self,
+        texts: Sequence[str],
+        lanes: Sequence[Lane],
+        markup: bool = False,
+        tags: TagRules | None = None,
+        max_depth: int = MAX_DEPTH,
+    ) -> list[tuple[Lane, float]]:
+        """`detect` of each of ``texts``, in order, run in a worker thread (`asyncio.to_thread`): parsing markup
+        and detecting languages leave the event loop free for the other clients."""
+        return await asyncio.to_thread(
+            lambda: [self.detect(text, lanes, markup, tags, max_depth) for text in texts]
+        )
