@@ -251,7 +251,8 @@ def translate_texts(
 
 
 def _alignable(model: PreTrainedModel | ModelStandIn) -> bool:
-    """Whether ``model``'s engine returns attention weights for word alignments (`inference.alignment.check_alignable`)."""
+    """Whether ``model``'s engine returns attention weights for word alignments
+    (`inference.alignment.check_alignable`)."""
     from .alignment import check_alignable
 
     try:
