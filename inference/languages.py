@@ -262,6 +262,17 @@ def target_token_id(tokenizer: PreTrainedTokenizerBase, languages: Languages, tg
     return int(tokenizer.convert_tokens_to_ids(token))  # pyright: ignore[reportArgumentType]
 
 
+def target_language_tokens(tokenizer: PreTrainedTokenizerBase) -> dict[str, int]:
+    """The tokens that start a translation into each of an "nllb" or "m2m100" model's languages (the forced first
+    tokens) and their ids; empty for other models. `M2M100Tokenizer` leaves its ``__fr__`` tokens out of
+    ``get_vocab()``."""
+    languages = model_languages(tokenizer)
+    if languages is None or not languages.marks_source:
+        return {}
+    ids = [target_token_id(tokenizer, languages, code) for code in languages.codes]
+    return dict(zip(map(str, tokenizer.convert_ids_to_tokens(ids)), ids))
+
+
 def without_target_token(output_ids: Any, options: dict[str, Any], pad_id: int) -> Any:
     """The (B, T) ``output_ids`` (decoder start first) with the forced target-language token that ``options``
     (`target_options`) asked for replaced by ``pad_id``, so that decoding the text leaves it out even where the
@@ -307,3 +318,21 @@ def source_side(
         finally:
             if src_lang is not None:
                 tokenizer.src_lang = saved  # pyright: ignore[reportAttributeAccessIssue]
+
+
+@contextmanager
+def target_side(tokenizer: PreTrainedTokenizerBase, tgt_lang: str | None) -> Iterator[None]:
+    """Within the block, an "nllb" or "m2m100" ``tokenizer`` marks targets (``text_target``) with ``tgt_lang`` (a
+    code `resolve_languages` returned; None: its own), as the forced first token marks a translation into it. Other
+    threads that encode for a model that marks its source wait for the block."""
+    languages = model_languages(tokenizer)
+    if tgt_lang is None or languages is None or not languages.marks_source:
+        yield
+        return
+    with _SOURCE_LOCK:
+        saved = tokenizer.tgt_lang  # pyright: ignore[reportAttributeAccessIssue]
+        tokenizer.tgt_lang = tgt_lang  # pyright: ignore[reportAttributeAccessIssue]
+        try:
+            yield
+        finally:
+            tokenizer.tgt_lang = saved  # pyright: ignore[reportAttributeAccessIssue]
