@@ -319,21 +319,26 @@ class Lane:
         source_lengths(self.served.tokenizer, sources, self.limits.max_source_tokens)
         if length_penalty is None:
             length_penalty = default_length_penalty(self.generation_config)
+        try:
+            scores = await self.forced_decoding(score_pairs, sources, targets)
+        except ValueError as err:
+            raise RequestError(422, str(err)) from err
+        return [score_record(scored, self.served.tokenizer, length_penalty) for scored in scores]
+
+    async def forced_decoding(self, function: Any, sources: list[str], targets: list[str]) -> Any:
+        """``function(model, tokenizer, sources, targets, src_lang=, tgt_lang=)`` (scores, alignments: forced
+        decoding) in the request's languages, in a worker thread, one forced-decoding request at a time per model."""
         src_lang, tgt_lang = self.request_codes()
         async with self.scoring:
-            try:
-                scores = await asyncio.to_thread(
-                    score_pairs,
-                    self.served.model,
-                    self.served.tokenizer,
-                    sources,
-                    targets,
-                    src_lang=src_lang,
-                    tgt_lang=tgt_lang,
-                )
-            except ValueError as err:
-                raise RequestError(422, str(err)) from err
-        return [score_record(scored, self.served.tokenizer, length_penalty) for scored in scores]
+            return await asyncio.to_thread(
+                function,
+                self.served.model,
+                self.served.tokenizer,
+                sources,
+                targets,
+                src_lang=src_lang,
+                tgt_lang=tgt_lang,
+            )
 
     def check_alignable(self) -> None:
         """`RequestError` (422) when this model's engine cannot return attention weights."""
@@ -356,20 +361,10 @@ class Lane:
         model."""
         from vanilla_transformer.inference.alignment import align_words
 
-        src_lang, tgt_lang = self.request_codes()
-        async with self.scoring:
-            try:
-                return await asyncio.to_thread(
-                    align_words,
-                    self.served.model,
-                    self.served.tokenizer,
-                    sources,
-                    translations,
-                    src_lang=src_lang,
-                    tgt_lang=tgt_lang,
-                )
-            except ValueError as err:
-                raise RequestError(500, f"alignments failed: {err}") from err
+        try:
+            return await self.forced_decoding(align_words, sources, translations)
+        except ValueError as err:
+            raise RequestError(500, f"alignments failed: {err}") from err
 
     @property
     def alignable(self) -> bool:

@@ -5,6 +5,8 @@ first token, with the tokens of the PyTorch model."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from helpers.multilingual import M2M100_TARGETS, NLLB_TARGETS, SAMPLE, m2m100_folder, nllb_folder
 
@@ -78,7 +80,9 @@ def test_onnx_export_gives_the_tokens_of_torch_for_each_target(tmp_path):
     outputs = {}
     for tgt_lang in M2M100_TARGETS[:2]:
         for num_beams in (1, 3):
-            options = dict(src_lang="en", tgt_lang=tgt_lang, num_beams=num_beams, max_new_tokens=8)
+            options: dict[str, Any] = dict(
+                src_lang="en", tgt_lang=tgt_lang, num_beams=num_beams, max_new_tokens=8
+            )
             expected = translate_hypotheses(model, tokenizer, SAMPLE, token_scores=True, **options)
             got = translate_hypotheses(engine, engine_tokenizer, SAMPLE, token_scores=True, **options)
             for want, have in zip(expected, got, strict=True):

@@ -376,8 +376,8 @@ def main(argv: list[str] | None = None) -> int:
                 lines,
                 outputs,
                 args.batch_size,
-                getattr(args, "src_lang", None),
-                getattr(args, "tgt_lang", None),
+                src_lang=getattr(args, "src_lang", None),
+                tgt_lang=getattr(args, "tgt_lang", None),
             )
     cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
     sys.stdout.writelines(f"{text}\n" for text in outputs)
