@@ -1,6 +1,7 @@
-"""What the converters (marian.py, gpt2.py, bert.py, and the toolkits' importers) share: reading the source folder's
-config, loading the source model (`load_source_model`), the config fields every source maps the same way
-(`tying_init_and_ids`), loading the renamed weights into our model, and writing the converted folder.
+"""What the converters (marian.py, m2m100.py, gpt2.py, bert.py, and the toolkits' importers) share: reading the source
+folder's config, loading the source model (`load_source_model`), the config fields every source maps the same way
+(`tying_init_and_ids`), the mapping of transformers' BART-layout models (Marian and M2M100: `bart_config_fields`,
+`bart_weights`, `bart_size_claims`), loading the renamed weights into our model, and writing the converted folder.
 
 Loading a source follows the project's loading policy (docs/reliability.md, "Loading policy"): the source's own
 transformers class loads it (no code of the folder runs); its weights are read from safetensors only, unless the
@@ -153,6 +154,81 @@ class SizeClaim(NamedTuple):
     field: str
     size: Any
     tensors: tuple[tuple[str, int | None], ...]
+
+
+# the fields that transformers' BART-layout configs (MarianConfig, M2M100Config) have under our config's names and
+# meanings, copied as they are
+BART_SAME_NAME_FIELDS = ("vocab_size", "d_model", "activation_function") + tuple(
+    f"{side}_{field}" for side in ("encoder", "decoder") for field in ("layers", "attention_heads", "ffn_dim")
+)
+BART_DROPOUTS = ("dropout", "attention_dropout", "activation_dropout")
+
+
+def bart_config_fields(source: PretrainedConfig, names: tuple[str, ...] = BART_SAME_NAME_FIELDS) -> dict:
+    """The fields of our config that a BART-layout ``source`` config (Marian, M2M100) gives as they are: ``names``
+    (`BART_SAME_NAME_FIELDS` and any the family adds), the dropouts, the positions and the embedding scale; with
+    `tying_init_and_ids` and the family's own fields (layer norm order, sinusoid layout, output bias), a full
+    config."""
+    return {
+        **{name: getattr(source, name) for name in names},
+        **{name: float(getattr(source, name)) for name in BART_DROPOUTS},
+        "max_position_embeddings": source.max_position_embeddings,
+        "scale_embedding": bool(source.scale_embedding),
+    }
+
+
+def bart_parameter_name(name: str) -> str | None:
+    """A BART-layout model's parameter name -> ours (None: not a parameter here, e.g. the fixed position
+    tables)."""
+    if "embed_positions" in name:
+        return None
+    for sub in ("fc1", "fc2"):
+        name = name.replace(f".{sub}.", f".ffn.{sub}.")
+    return name
+
+
+def bart_weights(source: PreTrainedModel, config: Any) -> dict[str, torch.Tensor]:
+    """The weights of a BART-layout ``source`` model (``model.encoder``, ``model.decoder``, ``lm_head``) under our
+    names, with ``config`` (a `VanillaTransformerConfig`)'s ``share_encoder_decoder_embeddings`` and
+    ``tie_word_embeddings`` set in place from the weights themselves: with ``tie_word_embeddings=False``, transformers
+    keeps separate encoder and decoder embedding matrices (and an unused ``shared``) even when its config says
+    "shared"."""
+    inner: Any = source.model  # pyright: ignore[reportAttributeAccessIssue]
+    encoder, decoder = inner.encoder.embed_tokens.weight, inner.decoder.embed_tokens.weight
+    output: Any = source.lm_head.weight  # pyright: ignore[reportAttributeAccessIssue]
+    config.share_encoder_decoder_embeddings = encoder.shape == decoder.shape and torch.equal(encoder, decoder)
+    config.tie_word_embeddings = output.shape == decoder.shape and torch.equal(output, decoder)
+    return {
+        ours: tensor
+        for name, tensor in source.state_dict().items()
+        if (ours := bart_parameter_name(name)) is not None
+        and (config.share_encoder_decoder_embeddings or ours != "model.shared.weight")
+    }
+
+
+def bart_size_claims(size: dict, embeddings: tuple[str, ...]) -> list[SizeClaim]:
+    """The sizes a BART-layout config.json claims (``size``: its `BART_SAME_NAME_FIELDS` values, defaults filled in)
+    with the tensors that show them: the vocabulary and width on the first of the ``embeddings`` tensors found,
+    each stack's layers and feed-forward width."""
+    claims = [
+        SizeClaim("vocab_size", size["vocab_size"], tuple((name, 0) for name in embeddings)),
+        SizeClaim("d_model", size["d_model"], tuple((name, 1) for name in embeddings)),
+    ]
+    for side in ("encoder", "decoder"):
+        layers = size[f"{side}_layers"]
+        claims.append(SizeClaim(f"{side}_layers", layers, ((f"{side}.layers.", None),)))
+        if isinstance(layers, int) and layers > 0:
+            claims.append(
+                SizeClaim(f"{side}_ffn_dim", size[f"{side}_ffn_dim"], ((f"{side}.layers.0.fc1.weight", 0),))
+            )
+    return claims
+
+
+def bart_position_table(size: dict, positions: Any) -> tuple[str, Any, int]:
+    """The sinusoidal position table that a BART-layout config.json builds without storing it: ``positions``
+    (its ``max_position_embeddings``) rows of its width (``size["d_model"]``), a `check_claimed_sizes` table."""
+    width = size["d_model"] if isinstance(size["d_model"], int) and size["d_model"] > 0 else 1
+    return ("max_position_embeddings", positions, width)
 
 
 WEIGHT_FILE, PICKLE_FILE = "model.safetensors", "pytorch_model.bin"

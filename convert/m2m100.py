@@ -25,7 +25,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import torch
 from transformers import M2M100Config, M2M100ForConditionalGeneration
 
 from vanilla_transformer.modeling import (
@@ -35,21 +34,22 @@ from vanilla_transformer.modeling import (
 )
 
 from .common import (
+    BART_SAME_NAME_FIELDS,
     SizeClaim,
+    bart_config_fields,
+    bart_position_table,
+    bart_size_claims,
+    bart_weights,
+    build_checked,
     common_tables,
     load_converted_weights,
     load_source_model,
     read_source_config,
+    shapes_of,
     tying_init_and_ids,
     write_converted_folder,
 )
 
-# M2M100's parameters are named as Marian's (BART's layout): the same renaming, `_our_name`
-from .marian import SAME_NAME_FIELDS as MARIAN_SAME_NAME_FIELDS
-from .marian import _our_name
-
-# the M2M100Config fields that our config has under the same name and meaning (Marian's, less its target vocabulary)
-SAME_NAME_FIELDS = tuple(name for name in MARIAN_SAME_NAME_FIELDS if name != "decoder_vocab_size")
 # model types that a M2M100 folder may be mistaken for, and why they do not convert
 REFUSED_TYPES = {
     "nllb_moe": "NLLB-MoE replaces feed-forward layers by mixtures of experts, which this model family does not "
@@ -65,18 +65,12 @@ def config_from_m2m100(source: M2M100Config) -> VanillaTransformerConfig:
         raise ValueError(f"the M2M100 config has no {' and no '.join(missing)}: set it in config.json")
     pad, start = int(source.pad_token_id or 0), int(source.decoder_start_token_id or 0)
     return VanillaTransformerConfig(
-        **{name: getattr(source, name) for name in SAME_NAME_FIELDS},
-        **{
-            name: float(getattr(source, name))
-            for name in ("dropout", "attention_dropout", "activation_dropout")
-        },
+        **bart_config_fields(source),
         normalize_before=True,
         layer_norm_eps=1e-5,
         position_encoding="sinusoidal",
         sinusoidal_layout="tensor2tensor",
         position_offset=pad + 1,
-        max_position_embeddings=source.max_position_embeddings,
-        scale_embedding=bool(source.scale_embedding),
         share_encoder_decoder_embeddings=True,
         output_bias=False,
         **tying_init_and_ids(source, source.init_std, pad),
@@ -89,19 +83,13 @@ def convert_m2m100_model(
 ) -> VanillaTransformerForConditionalGeneration:
     """Build our model with `source`'s weights; both compute the same logits (fp32, within rounding)."""
     config = config_from_m2m100(source.config)
-    # Decide sharing and tying from the weights themselves: with tie_word_embeddings=False, transformers keeps
-    # separate encoder and decoder embedding matrices (and an unused `shared`)
-    inner = source.model
-    encoder_embed, decoder_embed = inner.encoder.embed_tokens.weight, inner.decoder.embed_tokens.weight
-    config.share_encoder_decoder_embeddings = torch.equal(encoder_embed, decoder_embed)
-    config.tie_word_embeddings = torch.equal(source.lm_head.weight, decoder_embed)
-    model = VanillaTransformerForConditionalGeneration(config)
-    state = {
-        ours: tensor
-        for name, tensor in source.state_dict().items()
-        if (ours := _our_name(name)) is not None
-        and (config.share_encoder_decoder_embeddings or ours != "model.shared.weight")
-    }
+    state = bart_weights(source, config)
+    model = build_checked(
+        VanillaTransformerForConditionalGeneration,
+        config,
+        shapes_of(source.state_dict()),
+        "the converted config",
+    )
     model = load_converted_weights(model, state, "M2M100")
     # the family's decoding defaults (beam 4, early stopping, no pad or <s>), under what the source's own
     # generation config sets (its ids, max_length): exported engines need every setting decided
@@ -117,22 +105,10 @@ def size_claims(source: dict) -> tuple[list[SizeClaim], tuple[tuple[str, Any, in
     """The sizes a M2M100 config.json (`source`) claims, with the tensors that show them, and the tables built from
     it alone (the sinusoidal positions): `common.check_claimed_sizes`' input."""
     defaults = M2M100Config()
-    size = {name: source.get(name, getattr(defaults, name)) for name in SAME_NAME_FIELDS}
-    embeddings = ("model.shared.weight", "shared.weight", "encoder.embed_tokens.weight")
-    claims = [
-        SizeClaim("vocab_size", size["vocab_size"], tuple((name, 0) for name in embeddings)),
-        SizeClaim("d_model", size["d_model"], tuple((name, 1) for name in embeddings)),
-    ]
-    for side in ("encoder", "decoder"):
-        layers = size[f"{side}_layers"]
-        claims.append(SizeClaim(f"{side}_layers", layers, ((f"{side}.layers.", None),)))
-        if isinstance(layers, int) and layers > 0:
-            claims.append(
-                SizeClaim(f"{side}_ffn_dim", size[f"{side}_ffn_dim"], ((f"{side}.layers.0.fc1.weight", 0),))
-            )
-    width = size["d_model"] if isinstance(size["d_model"], int) and size["d_model"] > 0 else 1
+    size = {name: source.get(name, getattr(defaults, name)) for name in BART_SAME_NAME_FIELDS}
+    claims = bart_size_claims(size, ("model.shared.weight", "shared.weight", "encoder.embed_tokens.weight"))
     positions = source.get("max_position_embeddings", defaults.max_position_embeddings)
-    return claims, (("max_position_embeddings", positions, width), *common_tables(source))
+    return claims, (bart_position_table(size, positions), *common_tables(source))
 
 
 def convert_m2m100_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_pickle: bool = False) -> Path:

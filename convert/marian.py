@@ -14,13 +14,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
 from transformers import GenerationConfig, MarianConfig, MarianMTModel
 
 from vanilla_transformer.modeling import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 
 from .common import (
+    BART_SAME_NAME_FIELDS,
     SizeClaim,
+    bart_config_fields,
+    bart_position_table,
+    bart_size_claims,
+    bart_weights,
     build_checked,
     common_tables,
     load_converted_weights,
@@ -31,10 +35,9 @@ from .common import (
     write_converted_folder,
 )
 
-# the MarianConfig fields that our config has under the same name and meaning, copied as they are
-SAME_NAME_FIELDS = ("vocab_size", "decoder_vocab_size", "d_model", "activation_function") + tuple(
-    f"{side}_{field}" for side in ("encoder", "decoder") for field in ("layers", "attention_heads", "ffn_dim")
-)
+# the MarianConfig fields that our config has under the same name and meaning, copied as they are: the BART layout's
+# and the target vocabulary (separate source and target vocabularies)
+SAME_NAME_FIELDS = BART_SAME_NAME_FIELDS + ("decoder_vocab_size",)
 
 
 def config_from_marian(marian: MarianConfig) -> VanillaTransformerConfig:
@@ -42,17 +45,11 @@ def config_from_marian(marian: MarianConfig) -> VanillaTransformerConfig:
     if getattr(marian, "normalize_before", False) or getattr(marian, "add_final_layer_norm", False):
         raise ValueError("pre-LN Marian variants are not supported by the converter (expected post-LN)")
     return VanillaTransformerConfig(
-        **{name: getattr(marian, name) for name in SAME_NAME_FIELDS},
-        **{
-            name: float(getattr(marian, name))
-            for name in ("dropout", "attention_dropout", "activation_dropout")
-        },
+        **bart_config_fields(marian, SAME_NAME_FIELDS),
         normalize_before=False,
         layer_norm_eps=1e-5,
         position_encoding="sinusoidal",
         sinusoidal_layout="concatenated",
-        max_position_embeddings=marian.max_position_embeddings,
-        scale_embedding=bool(marian.scale_embedding),
         share_encoder_decoder_embeddings=bool(marian.share_encoder_decoder_embeddings),
         output_bias=True,
         **tying_init_and_ids(marian, marian.init_std, marian.pad_token_id),
@@ -60,40 +57,18 @@ def config_from_marian(marian: MarianConfig) -> VanillaTransformerConfig:
     )
 
 
-def _our_name(name: str) -> str | None:
-    """Marian parameter name -> ours (None: not a parameter here, e.g. the fixed position tables)."""
-    if "embed_positions" in name:
-        return None
-    for sub in ("fc1", "fc2"):
-        name = name.replace(f".{sub}.", f".ffn.{sub}.")
-    return name
-
-
 def convert_marian_model(marian: MarianMTModel) -> VanillaTransformerForConditionalGeneration:
     """Build our model with `marian`'s weights; both compute the same logits (fp32, within rounding)."""
     config = config_from_marian(marian.config)
-    # Decide sharing and tying from the weights themselves: with tie_word_embeddings=False, transformers'
-    # Marian keeps separate encoder and decoder embedding matrices even when its config says "shared".
-    inner = marian.model
-    encoder_embed, decoder_embed = inner.encoder.embed_tokens.weight, inner.decoder.embed_tokens.weight
-    config.share_encoder_decoder_embeddings = encoder_embed.shape == decoder_embed.shape and torch.equal(
-        encoder_embed, decoder_embed
-    )
-    config.tie_word_embeddings = marian.lm_head.weight.shape == decoder_embed.shape and torch.equal(
-        marian.lm_head.weight, decoder_embed
-    )
+    state = bart_weights(marian, config)
+    # Marian's (1, V) bias row is our (V,) output bias
+    state["final_logits_bias"] = state["final_logits_bias"].reshape(-1)
     model = build_checked(
         VanillaTransformerForConditionalGeneration,
         config,
         shapes_of(marian.state_dict()),
         "the converted config",
     )
-    state = {}
-    for name, tensor in marian.state_dict().items():
-        ours = _our_name(name)
-        if ours is None or (ours == "model.shared.weight" and not config.share_encoder_decoder_embeddings):
-            continue
-        state[ours] = tensor.reshape(-1) if ours == "final_logits_bias" else tensor
     model = load_converted_weights(model, state, "Marian")
     try:
         model.generation_config = GenerationConfig.from_dict(marian.generation_config.to_dict())
@@ -107,29 +82,16 @@ def size_claims(source: dict) -> tuple[list[SizeClaim], tuple[tuple[str, Any, in
     from it alone (the sinusoidal positions, not stored): `common.check_claimed_sizes`' input."""
     defaults = MarianConfig()
     size = {name: source.get(name, getattr(defaults, name)) for name in SAME_NAME_FIELDS}
-    size["max_position_embeddings"] = source.get("max_position_embeddings", defaults.max_position_embeddings)
-    embeddings = ("shared.weight", "encoder.embed_tokens.weight")
-    claims = [
-        SizeClaim("vocab_size", size["vocab_size"], tuple((name, 0) for name in embeddings)),
-        SizeClaim("d_model", size["d_model"], tuple((name, 1) for name in embeddings)),
+    claims = bart_size_claims(size, ("shared.weight", "encoder.embed_tokens.weight"))
+    claims.append(
         SizeClaim(
             "decoder_vocab_size",
             size["decoder_vocab_size"] or size["vocab_size"],
             (("final_logits_bias", 1), ("decoder.embed_tokens.weight", 0), ("lm_head.weight", 0)),
-        ),
-    ]
-    for side in ("encoder", "decoder"):
-        layers = size[f"{side}_layers"]
-        claims.append(SizeClaim(f"{side}_layers", layers, ((f"{side}.layers.", None),)))
-        if isinstance(layers, int) and layers > 0:
-            claims.append(
-                SizeClaim(f"{side}_ffn_dim", size[f"{side}_ffn_dim"], ((f"{side}.layers.0.fc1.weight", 0),))
-            )
-    width = size["d_model"] if isinstance(size["d_model"], int) and size["d_model"] > 0 else 1
-    return claims, (
-        ("max_position_embeddings", size["max_position_embeddings"], width),
-        *common_tables(source),
+        )
     )
+    positions = source.get("max_position_embeddings", defaults.max_position_embeddings)
+    return claims, (bart_position_table(size, positions), *common_tables(source))
 
 
 def convert_marian_checkpoint(src_dir: str | Path, out_dir: str | Path, trust_pickle: bool = False) -> Path:

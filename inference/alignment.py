@@ -290,10 +290,14 @@ def align_pairs(
     sources: Sequence[str],
     targets: Sequence[str],
     batch_size: int = 32,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
 ) -> list[list[Link]]:
     """The word alignment of each (source, target) text pair, in input order (module docstring): sources tokenized
-    as `inference.translate` does, targets as labels. An empty source or target gives no links."""
-    return [found.links for found in align_words(model, tokenizer, sources, targets, batch_size)]
+    as `inference.translate` does, targets as labels, a multilingual model's in the languages ``src_lang`` /
+    ``tgt_lang``. An empty source or target gives no links."""
+    found = align_words(model, tokenizer, sources, targets, batch_size, src_lang, tgt_lang)
+    return [alignment.links for alignment in found]
 
 
 def align_words(
@@ -302,12 +306,15 @@ def align_words(
     sources: Sequence[str],
     targets: Sequence[str],
     batch_size: int = 32,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
 ) -> list[WordAlignment]:
     """`align_pairs` with each pair's word weights beside its links (`WordAlignment`); an empty source or target
-    gives no links and empty weights."""
+    gives no links and empty weights. A multilingual model reads the pairs in the languages ``src_lang`` /
+    ``tgt_lang`` (as `inference.forced_decoding.score_pairs` does)."""
     import numpy as np
 
-    from .forced_decoding import _encode_pairs
+    from .forced_decoding import _encode_pairs, pair_languages
 
     check_tokenizer_matches_model(model, tokenizer)
     if len(sources) != len(targets):
@@ -320,7 +327,8 @@ def align_words(
     if not rows:
         return found
     texts = [sources[k] for k in rows], [targets[k] for k in rows]
-    source_ids, target_ids = _encode_pairs(model, tokenizer, *texts)
+    src_lang, tgt_lang, _ = pair_languages(model, tokenizer, src_lang, tgt_lang)
+    source_ids, target_ids = _encode_pairs(model, tokenizer, *texts, src_lang, tgt_lang)
     pad_id = cast(int, tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else None
     matrices = alignment_attentions(model, source_ids, target_ids, batch_size=batch_size, pad_token_id=pad_id)
     source_offsets = _offsets(tokenizer, texts[0], source_ids, target=False)
@@ -346,14 +354,22 @@ def with_alignments(
     sources: Sequence[str],
     outputs: Sequence[str],
     batch_size: int = 32,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
 ) -> list[str]:
     """``outputs`` (one line per source, its hypotheses separated by tabs, as `inference.translate_lines` returns
     them) with each hypothesis followed by `` ||| `` and its Pharaoh alignment with the source (Marian's
-    ``--alignment`` output)."""
+    ``--alignment`` output; a multilingual model's in the languages ``src_lang`` / ``tgt_lang``)."""
     nbest = [line.split("\t") for line in outputs]
     pairs = [(row, source, hyp) for row, (source, hyps) in enumerate(zip(sources, nbest)) for hyp in hyps]
     links = align_pairs(
-        model, tokenizer, [source for _, source, _ in pairs], [hyp for _, _, hyp in pairs], batch_size
+        model,
+        tokenizer,
+        [source for _, source, _ in pairs],
+        [hyp for _, _, hyp in pairs],
+        batch_size,
+        src_lang,
+        tgt_lang,
     )
     lines: list[list[str]] = [[] for _ in outputs]
     for (row, _, hyp), found in zip(pairs, links):

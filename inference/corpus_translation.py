@@ -27,7 +27,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -243,6 +243,12 @@ def load_translator(job: CorpusJob) -> tuple[PreTrainedModel | EngineModel, PreT
     return model, tokenizer
 
 
+def check_on_the_cpu(job: CorpusJob) -> None:
+    """`load_translator`'s checks of the job's decoding options, languages and glossary terms (`ValueError`), the
+    model loaded on the CPU and dropped: for a driver that hands the work to workers (which may hold the GPUs)."""
+    load_translator(replace(job, device="cpu") if job.engine == "torch" else job)
+
+
 def translate_rows(
     job: CorpusJob,
     model: PreTrainedModel | EngineModel,
@@ -437,8 +443,9 @@ def translate_with_ray(
     ``job.chunk_size`` rows with a pool of ``actors`` `ChunkTranslator` actors (``cpus_per_actor`` CPUs, as many
     torch threads, and ``gpus_per_actor`` GPUs each), on a local Ray (``address`` None: `ray.init()` starts one)
     or the cluster at ``address``; the driver writes ``job.output`` in row order. The model folder and the input
-    must be readable at the same path on every node; ``progress``: Ray Data's progress bars. `ImportError` with
-    the install command without Ray."""
+    must be readable at the same path on every node; ``progress``: Ray Data's progress bars. The model is loaded
+    once in the driver first, on the CPU (`check_on_the_cpu`), so that options it refuses fail as one `ValueError`
+    before Ray starts and before anything is written. `ImportError` with the install command without Ray."""
     try:
         import ray
         import ray.data
@@ -448,6 +455,7 @@ def translate_with_ray(
         ) from err
     if Path(job.output).exists():
         raise ValueError(f"--output {job.output!r} exists; delete it or choose another file")
+    check_on_the_cpu(job)
     started = not ray.is_initialized()
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)

@@ -238,7 +238,9 @@ def translate_texts(
     found = iter(translate_hypotheses(model, tokenizer, flat, batch_size, scores=False, **generate_kwargs))
     translated = [plan.translated([[h.text for h in next(found)] for _ in plan.sentences]) for plan in plans]
     pairs = [document.guard_pairs() for document in translated]
-    aligned = _aligned(model, tokenizer, [pair for own in pairs for pair in own], batch_size)
+    aligned = _aligned(
+        model, tokenizer, [pair for own in pairs for pair in own], batch_size, _alignable(model)
+    )
     links = iter(aligned or [])
     done = []
     for document, own in zip(translated, pairs):
@@ -248,21 +250,30 @@ def translate_texts(
     return done
 
 
+def _alignable(model: PreTrainedModel | ModelStandIn) -> bool:
+    """Whether ``model``'s engine returns attention weights for word alignments
+    (`inference.alignment.check_alignable`)."""
+    from .alignment import check_alignable
+
+    try:
+        check_alignable(model)
+    except ValueError:
+        return False
+    return True
+
+
 def _aligned(
     model: PreTrainedModel | ModelStandIn,
     tokenizer: PreTrainedTokenizerBase,
     pairs: Sequence[tuple[str, str]],
     batch_size: int,
+    alignable: bool,
 ) -> list[WordAlignment] | None:
-    """The word alignments of (sentence, translation) ``pairs`` (`inference.alignment.align_words`); None for an
-    engine that returns no attention, or no pairs."""
-    from .alignment import align_words, check_alignable
+    """The word alignments of (sentence, translation) ``pairs`` (`inference.alignment.align_words`); None where
+    the engine returns no attention (``alignable`` false, `_alignable`), or for no pairs."""
+    from .alignment import align_words
 
-    try:
-        check_alignable(model)
-    except ValueError:
-        return None
-    if not pairs:
+    if not alignable or not pairs:
         return None
     return align_words(model, tokenizer, [p[0] for p in pairs], [p[1] for p in pairs], batch_size)
 
@@ -310,6 +321,7 @@ def translate_plans(
     ``kept`` is true is its own translation (it does not go to the model)."""
     from .translate import translate_hypotheses
 
+    alignable = _alignable(model)
     total = sum(len(plan.pieces) for plan in plans)
     done = 0
     rendered: list[str] = []
@@ -323,7 +335,9 @@ def translate_plans(
             for plan in group
         ]
         pairs = [document.pairs() for document in translated]
-        aligned = _aligned(model, tokenizer, [pair for found in pairs for pair in found], batch_size)
+        aligned = _aligned(
+            model, tokenizer, [pair for found in pairs for pair in found], batch_size, alignable
+        )
         links = iter(aligned or [])
         for document, found in zip(translated, pairs):
             rendered.append(document.render([next(links) for _ in found] if aligned is not None else None)[0])

@@ -14,6 +14,13 @@ tokens and its `</s>`, which is how beam search ranks finished hypotheses (trans
 Sources are tokenized as `inference.translate` does (the tokenizer's special tokens, truncated to the model's
 limit with one warning that gives the count); targets as labels (``text_target``). A target longer than the
 decoder's positions cannot be scored and raises `ValueError` naming the rows.
+
+A multilingual model's pairs are scored in the languages ``src_lang`` / ``tgt_lang`` (as `inference.translate`
+takes them, `inference.languages`): the source carries the source language's token (or an OPUS-MT model's
+``>>xxx<<`` target token), and the target starts with the target language's token, the token that decoding forces
+first. A forced first token (the target language's, or the generation config's ``forced_bos_token_id``) is a
+condition, not a choice of the model: it is listed with log-probability 0, as decoding gives it, so that a
+translation scores what decoding scored it.
 """
 
 from __future__ import annotations
@@ -49,17 +56,38 @@ class PairScore:
         return self.log_prob / max(len(self.token_ids), 1) ** length_penalty
 
 
+def pair_languages(
+    model: Any, tokenizer: PreTrainedTokenizerBase, src_lang: str | None, tgt_lang: str | None
+) -> tuple[str | None, str | None, int | None]:
+    """``src_lang`` and ``tgt_lang`` as the model's codes (`inference.languages.resolve_languages`) and the id of the
+    token decoding forces first for them (None: none); `ValueError` as `inference.translate` raises it for a language
+    the model does not have, or a multilingual model without a target language."""
+    from .languages import resolve_languages, target_options
+
+    src_lang, tgt_lang = resolve_languages(tokenizer, src_lang, tgt_lang)
+    options = target_options(tokenizer, model.generation_config, tgt_lang)
+    forced = options.get("forced_bos_token_id", getattr(model.generation_config, "forced_bos_token_id", None))
+    return src_lang, tgt_lang, forced
+
+
 def _encode_pairs(
-    model: Any, tokenizer: PreTrainedTokenizerBase, sources: Sequence[str], targets: Sequence[str]
+    model: Any,
+    tokenizer: PreTrainedTokenizerBase,
+    sources: Sequence[str],
+    targets: Sequence[str],
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
 ) -> tuple[list[list[int]], list[list[int]]]:
-    """Source ids (as `inference.translate` makes them, truncated to the model's limit) and target ids."""
+    """Source ids (as `inference.translate` makes them, truncated to the model's limit) and target ids (labels), in
+    the languages ``src_lang`` / ``tgt_lang`` (codes `pair_languages` returned)."""
+    from .languages import target_side
+
     if len(sources) != len(targets):
         raise ValueError(f"got {len(sources)} sources but {len(targets)} targets: one target per source")
-    source_ids = encode_sources(model, tokenizer, sources)
-    target_ids = [
-        list(ids) for ids in tokenizer(text_target=list(targets), add_special_tokens=True)["input_ids"]
-    ]
-    return source_ids, target_ids
+    source_ids = encode_sources(model, tokenizer, sources, src_lang, tgt_lang)
+    with target_side(tokenizer, tgt_lang):
+        labels = tokenizer(text_target=list(targets), add_special_tokens=True)["input_ids"]
+    return source_ids, [list(ids) for ids in labels]
 
 
 def padded_ids(rows: list[list[int]], value: int, device: Any) -> tuple[Any, Any]:
@@ -148,13 +176,15 @@ def score_ids(
     pad_token_id: int | None = None,
     *,
     append_eos: bool = True,
+    forced_token_id: int | None = None,
 ) -> list[PairScore]:
     """For each (source, target) pair of token ids, in input order, its `PairScore` under `model`: a PyTorch
     seq2seq model or an exported engine loaded by `inference.engines.load_engine` (whose runtime scores with its
     `score_ids`). Sources are read as given (their `</s>` included); a target is scored as a finished translation:
     a `</s>` is appended where it does not end with one; without `append_eos`, as it is (a hypothesis that decoding
-    cut at its length limit: its tokens only). Pairs are sorted by source length into batches of `batch_size`. The
-    model is in eval mode while it scores and gets its training mode back afterwards."""
+    cut at its length limit: its tokens only). A target whose first token is `forced_token_id` (the token decoding
+    forces first, `pair_languages`) lists it with log-probability 0. Pairs are sorted by source length into batches
+    of `batch_size`. The model is in eval mode while it scores and gets its training mode back afterwards."""
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is invalid: expected an integer >= 1; e.g. 32")
     if len(source_ids) != len(target_ids):
@@ -174,7 +204,13 @@ def score_ids(
 
     log_probs = forced_batches(model, [list(ids) for ids in source_ids], targets, batch_size, step)
     return [
-        PairScore(token_ids=target, token_log_probs=[float(v) for v in values])
+        PairScore(
+            token_ids=target,
+            token_log_probs=[
+                0.0 if t == 0 and token == forced_token_id else float(v)
+                for t, (token, v) in enumerate(zip(target, values))
+            ],
+        )
         for target, values in zip(targets, log_probs)
     ]
 
@@ -210,13 +246,19 @@ def score_pairs(
     sources: Sequence[str],
     targets: Sequence[str],
     batch_size: int = 32,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
 ) -> list[PairScore]:
     """For each (source, target) text pair, in input order, its `PairScore` under `model` (see `score_ids`):
-    sources tokenized as `inference.translate` does, targets as labels."""
+    sources tokenized as `inference.translate` does, targets as labels, a multilingual model's in the languages
+    ``src_lang`` / ``tgt_lang`` (module docstring)."""
     check_tokenizer_matches_model(model, tokenizer)
-    source_ids, target_ids = _encode_pairs(model, tokenizer, sources, targets)
+    src_lang, tgt_lang, forced = pair_languages(model, tokenizer, src_lang, tgt_lang)
+    source_ids, target_ids = _encode_pairs(model, tokenizer, sources, targets, src_lang, tgt_lang)
     pad_id = cast(int, tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else None
-    return score_ids(model, source_ids, target_ids, batch_size=batch_size, pad_token_id=pad_id)
+    return score_ids(
+        model, source_ids, target_ids, batch_size=batch_size, pad_token_id=pad_id, forced_token_id=forced
+    )
 
 
 def score_tokens(
@@ -225,21 +267,32 @@ def score_tokens(
     sources: Sequence[str],
     target_tokens: Sequence[Sequence[str | int]],
     batch_size: int = 32,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
 ) -> list[PairScore]:
     """`score_pairs` for targets given as tokens (the tokenizer's pieces, or their ids), scored as they are rather
-    than re-tokenized from their text: a decoded output's ``tokens`` give its ``token_log_probs`` back even where
-    the tokenizer would split its text otherwise. `ValueError` naming the row of a piece the vocabulary lacks or an
+    than re-tokenized from their text: a decoded output's ``tokens`` (a multilingual model's target language token
+    first) give its ``token_log_probs`` back even where the tokenizer would split its text otherwise. `ValueError` naming the row of a piece the vocabulary lacks or an
     id outside it."""
+    from .languages import target_language_tokens
+
     check_tokenizer_matches_model(model, tokenizer)
+    src_lang, tgt_lang, forced = pair_languages(model, tokenizer, src_lang, tgt_lang)
     if len(sources) != len(target_tokens):
         raise ValueError(
             f"got {len(sources)} sources but {len(target_tokens)} targets: one target per source"
         )
-    vocabulary = tokenizer.get_vocab()
+    # the target side's tokens: a Marian tokenizer with separate vocabularies has its own
+    separate = getattr(tokenizer, "separate_vocabs", False) and getattr(tokenizer, "target_encoder", None)
+    vocabulary = {
+        **(dict(separate) if separate else tokenizer.get_vocab()),
+        **target_language_tokens(tokenizer),
+    }
+    known = set(vocabulary.values())
     target_ids = []
     for row, tokens in enumerate(target_tokens, start=1):
         ids = [token if isinstance(token, int) else vocabulary.get(token, -1) for token in tokens]
-        unknown = [t for t, i in zip(tokens, ids) if not 0 <= i < len(vocabulary)]
+        unknown = [t for t, i in zip(tokens, ids) if i not in known]
         if unknown:
             raise ValueError(
                 f"row {row}: {len(unknown)} token(s) not in the tokenizer's vocabulary ({unknown[0]!r}): pass the "
@@ -247,8 +300,10 @@ def score_tokens(
             )
         target_ids.append(ids)
     pad_id = cast(int, tokenizer.pad_token_id) if tokenizer.pad_token_id is not None else None
-    source_ids = encode_sources(model, tokenizer, sources)
-    return score_ids(model, source_ids, target_ids, batch_size=batch_size, pad_token_id=pad_id)
+    source_ids = encode_sources(model, tokenizer, sources, src_lang, tgt_lang)
+    return score_ids(
+        model, source_ids, target_ids, batch_size=batch_size, pad_token_id=pad_id, forced_token_id=forced
+    )
 
 
 def score_record(

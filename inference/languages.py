@@ -11,8 +11,9 @@ A model selects its languages in one of three ways (`Languages.style`):
 A tokenizer with none of these has no `Languages` (a model of one language pair).
 
 A language is given as the model's own code (``fra_Latn``, ``fr``, ``fra``), or for "target-token" also as the token
-itself (``>>fra<<``); `Languages.code` maps it (case-insensitively) to the model's code, and `unknown_language`
-builds the one message for a code the model does not have.
+itself (``>>fra<<``), or by ISO 639 / BCP 47, macrolanguages included (``ar`` -> ``arb_Arab``); `Languages.code` maps it
+(case-insensitively) to the model's code, `Languages.resolve` raises the one message for a language the model does
+not have (`unknown_language`) or names ambiguously (``no``: ``nob_Latn`` or ``nno_Latn``).
 """
 
 from __future__ import annotations
@@ -46,18 +47,40 @@ class Languages:
     codes: tuple[str, ...]
 
     def code(self, language: str) -> str | None:
-        """The model's code for ``language``, None when the model has none: its own code in any case (for
-        "target-token" also the ``>>xxx<<`` token), else the code of the same language by ISO 639 / BCP 47
-        (``fr``, ``FR``, ``fra``, ``zh-Hant``, ``PT-BR``: `langcodes`), of the script given or else of the language's
-        usual script (``zh`` -> ``zho_Hans``)."""
+        """The model's code for ``language``, None when the model has none or several (`choices`)."""
+        choices = self.choices(language)
+        return choices[0] if len(choices) == 1 else None
+
+    def choices(self, language: str) -> tuple[str, ...]:
+        """The model's codes that ``language`` names: one when it decides the code, several when it is ambiguous, none
+        when the model does not have it. Its own code in any case (for "target-token" also the ``>>xxx<<`` token)
+        names one; else the codes of the same language by ISO 639 / BCP 47 (``fr``, ``FR``, ``fra``, ``zh-Hant``,
+        ``PT-BR``: `langcodes`), of the script given or else of the language's usual script (``zh`` ->
+        ``zho_Hans``), of the region given where a code has one (``fa-AF`` -> ``prs_Arab``). A macrolanguage names its
+        individual languages (ISO 639-3, `langcodes`' registry data): the language's own code first, else its
+        dominant individual language (``ar`` -> ``arb_Arab``, ``fa`` -> ``pes_Arab``, ``ms`` -> ``zsm_Latn``), else
+        all of them (``no`` -> ``nob_Latn``, ``nno_Latn``)."""
         if self.style == "target-token" and (match := TARGET_TOKEN.match(language)):
             language = match.group(1)
         if language in self.codes:
-            return language
+            return (language,)
         folded = {code.casefold(): code for code in self.codes}
         if language.casefold() in folded:
-            return folded[language.casefold()]
+            return (folded[language.casefold()],)
         return _same_language(self.codes, language)
+
+    def resolve(self, language: str, role: str) -> str:
+        """The model's code for the ``role`` ("source" or "target") ``language``; `ValueError` naming the model's
+        languages when it has none, and the choices when ``language`` names several."""
+        choices = self.choices(language)
+        if len(choices) > 1:
+            raise ValueError(
+                f"the {role} language {language!r} names several of the model's languages: {', '.join(choices)}; "
+                "pass one of these codes"
+            )
+        if not choices:
+            raise ValueError(unknown_language(self, language, role))
+        return choices[0]
 
     @property
     def marks_source(self) -> bool:
@@ -65,26 +88,42 @@ class Languages:
         return self.style != "target-token"
 
 
-def _same_language(codes: tuple[str, ...], language: str) -> str | None:
-    """The code of ``codes`` that names ``language`` (a BCP 47 tag) by its ISO 639 language and script: the
-    script given, else the language's usual one; None when none does (or ``language`` is no tag)."""
+def _same_language(codes: tuple[str, ...], language: str) -> tuple[str, ...]:
+    """The codes of ``codes`` that name ``language`` (a BCP 47 tag) by its ISO 639 language, script and region
+    (`Languages.choices`); none when none does (or ``language`` is no tag)."""
     import langcodes
+    from langcodes.data_dicts import MACROLANGUAGES
 
     try:
         wanted = langcodes.Language.get(language.replace("_", "-"))
     except (ValueError, LookupError):
-        return None
+        return ()
+    if wanted.language is None:
+        return ()
+    tags = {code: _tag(code) for code in codes}
+    same = [
+        code
+        for code, tag in tags.items()
+        if wanted.language in (tag.language, MACROLANGUAGES.get(tag.language or ""))
+    ]
     script = wanted.script or wanted.maximize().script
-    same = [code for code in codes if _tag(code).language == wanted.language]
-    scripted = [code for code in same if _tag(code).script in (None, script)]
-    return (scripted or ([] if wanted.script else same) or [None])[0]
+    found = [code for code in same if tags[code].script in (None, script)] or ([] if wanted.script else same)
+    found = [code for code in found if tags[code].territory == wanted.territory] or found
+    own = [
+        code
+        for code in found
+        if tags[code].language == wanted.language and tags[code].territory in (None, wanted.territory)
+    ]
+    dominant = [code for code in found if tags[code].prefer_macrolanguage().language == wanted.language]
+    return tuple(own or dominant or found)
 
 
 def iso_language(code: str) -> str:
-    """The ISO 639 language of a model code (``zho_Hans`` -> ``zh``, ``fra`` -> ``fr``, ``>>deu<<`` -> ``de``); the
-    code itself when it is no language tag."""
+    """The ISO 639 language of a model code (``zho_Hans`` -> ``zh``, ``fra`` -> ``fr``, ``>>deu<<`` -> ``de``), the
+    macrolanguage for its dominant individual language (``arb_Arab`` -> ``ar``, ``pes_Arab`` -> ``fa``): a code that
+    `Languages.code` maps back to the same language; the code itself when it is no language tag."""
     match = TARGET_TOKEN.match(code)
-    return _tag(match.group(1) if match else code).language or code
+    return _tag(match.group(1) if match else code).prefer_macrolanguage().language or code
 
 
 def _tag(code: str):
@@ -183,10 +222,7 @@ def resolve_languages(
         if language is None or (role == "source" and not languages.marks_source):
             resolved.append(None)
             continue
-        code = languages.code(language)
-        if code is None:
-            raise ValueError(unknown_language(languages, language, role))
-        resolved.append(code)
+        resolved.append(languages.resolve(language, role))
     return resolved[0], resolved[1]
 
 
@@ -231,12 +267,8 @@ def set_pair(tokenizer: PreTrainedTokenizerBase, source: str | None, target: str
     if languages is None or not languages.marks_source:
         return
     for language, role, attribute in ((source, "source", "src_lang"), (target, "target", "tgt_lang")):
-        if language is None:
-            continue
-        code = languages.code(language)
-        if code is None:
-            raise ValueError(unknown_language(languages, language, role))
-        setattr(tokenizer, attribute, code)
+        if language is not None:
+            setattr(tokenizer, attribute, languages.resolve(language, role))
 
 
 def target_token_id(tokenizer: PreTrainedTokenizerBase, languages: Languages, tgt_lang: str) -> int:
@@ -245,6 +277,17 @@ def target_token_id(tokenizer: PreTrainedTokenizerBase, languages: Languages, tg
         return int(cast(Any, tokenizer).get_lang_id(tgt_lang))
     token = f">>{tgt_lang}<<" if languages.style == "target-token" else tgt_lang
     return int(tokenizer.convert_tokens_to_ids(token))  # pyright: ignore[reportArgumentType]
+
+
+def target_language_tokens(tokenizer: PreTrainedTokenizerBase) -> dict[str, int]:
+    """The tokens that start a translation into each of an "nllb" or "m2m100" model's languages (the forced first
+    tokens) and their ids; empty for other models. `M2M100Tokenizer` leaves its ``__fr__`` tokens out of
+    ``get_vocab()``."""
+    languages = model_languages(tokenizer)
+    if languages is None or not languages.marks_source:
+        return {}
+    ids = [target_token_id(tokenizer, languages, code) for code in languages.codes]
+    return dict(zip(map(str, tokenizer.convert_ids_to_tokens(ids)), ids))
 
 
 def without_target_token(output_ids: Any, options: dict[str, Any], pad_id: int) -> Any:
@@ -292,3 +335,21 @@ def source_side(
         finally:
             if src_lang is not None:
                 tokenizer.src_lang = saved  # pyright: ignore[reportAttributeAccessIssue]
+
+
+@contextmanager
+def target_side(tokenizer: PreTrainedTokenizerBase, tgt_lang: str | None) -> Iterator[None]:
+    """Within the block, an "nllb" or "m2m100" ``tokenizer`` marks targets (``text_target``) with ``tgt_lang`` (a
+    code `resolve_languages` returned; None: its own), as the forced first token marks a translation into it. Other
+    threads that encode for a model that marks its source wait for the block."""
+    languages = model_languages(tokenizer)
+    if tgt_lang is None or languages is None or not languages.marks_source:
+        yield
+        return
+    with _SOURCE_LOCK:
+        saved = tokenizer.tgt_lang  # pyright: ignore[reportAttributeAccessIssue]
+        tokenizer.tgt_lang = tgt_lang  # pyright: ignore[reportAttributeAccessIssue]
+        try:
+            yield
+        finally:
+            tokenizer.tgt_lang = saved  # pyright: ignore[reportAttributeAccessIssue]

@@ -386,28 +386,54 @@ def _anchored_items(
 
 def _unplaced(elements: Sequence[Element], ranges: dict[int, tuple[int, int]]) -> list[Item]:
     """The elements no target word was found for, as markup without words: each with those of its descendants
-    that have none either written inside it, inside the elements that held it."""
-    unplaced = [e for e in elements if e.order not in ranges]
+    that have none either written inside it (`_written`), inside the elements that held it (`_holders`)."""
     inner: dict[int, list[Element]] = {}
-    for element in unplaced:
-        if element.parent is not None and element.parent.order not in ranges:
-            inner.setdefault(element.parent.order, []).append(element)
+    outermost = []
+    for element in elements:
+        if element.order in ranges:
+            continue
+        parent = element.parent
+        if parent is not None and parent.order not in ranges:
+            inner.setdefault(parent.order, []).append(element)
+        else:
+            outermost.append(element)
+    holders = _holders(outermost)
+    return [Item(_written(element, inner), element.begin, holders[id(element)]) for element in outermost]
 
-    def markup(element: Element) -> str:
-        if element.kept is not None:
-            return element.kept
-        return element.start_tag + "".join(markup(e) for e in inner.get(element.order, [])) + element.end_tag
 
-    items = []
-    for element in unplaced:
-        if element.parent is None or element.parent.order in ranges:
-            held: list[Element] = []
-            parent = element.parent
-            while parent is not None:
-                held.append(parent)
-                parent = parent.parent
-            items.append(Item(markup(element), element.begin, tuple(reversed(held))))
-    return items
+def _holders(elements: Sequence[Element]) -> dict[int, tuple[Element, ...]]:
+    """The elements holding each of ``elements`` and of their ancestors (by ``id``), outermost first: each
+    element's parent is read once, a walk up the parents stopping at the first element whose holders are known."""
+    holders: dict[int, tuple[Element, ...]] = {}
+    for element in elements:
+        path = []
+        above: Element | None = element
+        while above is not None and id(above) not in holders:
+            path.append(above)
+            above = above.parent
+        chain = () if above is None else (*holders[id(above)], above)
+        for known in reversed(path):
+            holders[id(known)] = chain
+            chain = (*chain, known)
+    return holders
+
+
+def _written(element: Element, inner: dict[int, list[Element]]) -> str:
+    """``element`` as markup without words: as written where it is kept as written, else its tags around those of
+    its children without target words (``inner``, by their parent's order), in the same way."""
+    parts: list[str] = []
+    pending: list[Element | str] = [element]
+    while pending:
+        top = pending.pop()
+        if isinstance(top, str):
+            parts.append(top)
+        elif top.kept is not None:
+            parts.append(top.kept)
+        else:
+            parts.append(top.start_tag)
+            pending.append(top.end_tag)
+            pending += reversed(inner.get(top.order, []))
+    return "".join(parts)
 
 
 def _copied_kept(

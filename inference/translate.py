@@ -166,8 +166,9 @@ def translate_hypotheses(
 
     from .constraints import constrained_beam_search
     from .decoding import chosen_decoder, unsupported
+    from .forced_decoding import pair_languages
     from .glossary import term_ids, word_pieces
-    from .languages import resolve_languages, target_options, without_target_token
+    from .languages import target_options, without_target_token
 
     scores = scores or token_scores
     if batch_size < 1:
@@ -180,9 +181,10 @@ def translate_hypotheses(
             "e.g. max_len_a=2, max_len_b=10 (at most 2 * source length + 10 new tokens)"
         )
     generate_kwargs, n = decoding_options(model, tokenizer, generate_kwargs, glossary, shortlist)
-    src_lang, tgt_lang = resolve_languages(tokenizer, src_lang, tgt_lang)
+    src_lang, tgt_lang, forced_token_id = pair_languages(model, tokenizer, src_lang, tgt_lang)
     language_options = target_options(tokenizer, model.generation_config, tgt_lang)
     generate_kwargs.update(language_options)
+    forced_token_id = generate_kwargs.get("forced_bos_token_id", forced_token_id)
     results: list[list[Hypothesis]] = [[Hypothesis("")] * n for _ in lines]
     todo = [i for i, line in enumerate(lines) if line.strip()]
     if progress is not None and len(lines) > len(todo):
@@ -234,6 +236,7 @@ def translate_hypotheses(
                 sources if token_scores else None,
                 pad_id,
                 text_ids=without_target_token(output_ids, language_options, pad_id),
+                forced_token_id=forced_token_id,
             )
             for row, k in enumerate(batch):
                 results[todo[k]] = hypotheses[row * n : (row + 1) * n]
@@ -312,10 +315,12 @@ def output_hypotheses(
     sources: list[list[int]] | None,
     pad_id: int,
     text_ids: Any = None,
+    forced_token_id: int | None = None,
 ) -> list[Hypothesis]:
     """The `Hypothesis` of each decoded row of `output_ids` (R, T) (decoder start token first) with its sequence
-    score; with `sources` (each row's source ids), its tokens' log-probabilities by forced decoding. The text is
-    that of ``text_ids`` where given (the rows without a forced target-language token,
+    score; with `sources` (each row's source ids), its tokens' log-probabilities by forced decoding (the first token
+    log-probability 0 where it is `forced_token_id`, the token decoding forced: `inference.forced_decoding`). The text
+    is that of ``text_ids`` where given (the rows without a forced target-language token,
     `inference.languages.without_target_token`), else of `output_ids`."""
     texts = tokenizer.batch_decode(
         output_ids if text_ids is None else text_ids,
@@ -324,7 +329,7 @@ def output_hypotheses(
     )
     scored: list[PairScore | None] = [None] * len(texts)
     if sources is not None:
-        scored = list(_output_scores(model, sources, output_ids, pad_id))
+        scored = list(_output_scores(model, sources, output_ids, pad_id, forced_token_id))
     return [
         Hypothesis(" ".join(text.split()), score, tokens)
         for text, score, tokens in zip(texts, scores, scored)
@@ -382,7 +387,11 @@ def translation_record(
 
 
 def _output_scores(
-    model: PreTrainedModel | ModelStandIn, sources: list[list[int]], output_ids: Any, pad_id: int
+    model: PreTrainedModel | ModelStandIn,
+    sources: list[list[int]],
+    output_ids: Any,
+    pad_id: int,
+    forced_token_id: int | None = None,
 ) -> list[PairScore]:
     """The forced-decoding `PairScore` of each generated row of ``output_ids`` (B * n, T) (the decoder start
     token first) given its source ids: its tokens up to and including the first ``</s>``, or all of them for a
@@ -395,7 +404,15 @@ def _output_scores(
     for row in output_ids[:, 1:].tolist():
         end = next((t + 1 for t, token in enumerate(row) if token in eos_ids), None)
         rows.append(row[:end] if end is not None else row)
-    return score_ids(model, sources, rows, batch_size=len(rows), pad_token_id=pad_id, append_eos=False)
+    return score_ids(
+        model,
+        sources,
+        rows,
+        batch_size=len(rows),
+        pad_token_id=pad_id,
+        append_eos=False,
+        forced_token_id=forced_token_id,
+    )
 
 
 def _batches(

@@ -58,6 +58,8 @@ class _Job:
     # they add (`inference.languages.target_options`: the forced first token of the target language)
     languages: tuple[str | None, str | None] = (None, None)
     language_options: dict[str, Any] = field(default_factory=dict)
+    # the first token decoding forces (scored as `inference.translate` scores it: log-probability 0)
+    forced_token_id: int | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -163,7 +165,8 @@ class ContinuousBatcher(Batcher):
     def _plan(self, item: Any) -> _Job | None:
         """The `_Job` of a queued request or stream (a request's sources not encoded yet), or None when it cannot
         join (module docstring)."""
-        from vanilla_transformer.inference.languages import resolve_languages, target_options
+        from vanilla_transformer.inference.forced_decoding import pair_languages
+        from vanilla_transformer.inference.languages import target_options
         from vanilla_transformer.inference.translate import Hypothesis, capped_max_new_tokens
 
         if isinstance(item, StreamJob):
@@ -181,10 +184,10 @@ class ContinuousBatcher(Batcher):
         if planned is None:
             return None
         options, n = planned
-        languages = resolve_languages(
-            self.tokenizer, item.kwargs.get("src_lang"), item.kwargs.get("tgt_lang")
+        src_lang, tgt_lang, forced_token_id = pair_languages(
+            self.model, self.tokenizer, item.kwargs.get("src_lang"), item.kwargs.get("tgt_lang")
         )
-        language_options = target_options(self.tokenizer, self.model.generation_config, languages[1])
+        language_options = target_options(self.tokenizer, self.model.generation_config, tgt_lang)
         # the length limit before the sources' widths lower it (`_encode`)
         wanted = capped_max_new_tokens(self.model, options)
         options.pop("max_new_tokens", None)
@@ -198,8 +201,9 @@ class ContinuousBatcher(Batcher):
             sources,
             new_tokens,
             hypotheses,
-            languages=languages,
+            languages=(src_lang, tgt_lang),
             language_options=language_options,
+            forced_token_id=language_options.get("forced_bos_token_id", forced_token_id),
         )
 
     def _encode(self, jobs: list[_Job]) -> None:
@@ -396,7 +400,14 @@ class ContinuousBatcher(Batcher):
                 sources = [job.sources[i]] * rows if item.scores else None
                 text_ids = without_target_token(finished.sequences, job.language_options, pad_id)
                 job.hypotheses[i] = output_hypotheses(
-                    model, tokenizer, finished.sequences, scores, sources, pad_id, text_ids=text_ids
+                    model,
+                    tokenizer,
+                    finished.sequences,
+                    scores,
+                    sources,
+                    pad_id,
+                    text_ids=text_ids,
+                    forced_token_id=job.forced_token_id,
                 )
         except Exception as err:  # noqa: BLE001 - scoring failed: this request's error
             logger.exception("scoring a finished request failed")

@@ -98,7 +98,7 @@ def _tag_names(fields: dict[str, Any], name: str) -> list[str]:
     return [tag for v in values for tag in v.split(",")]
 
 
-def _lanes(
+async def _lanes(
     lanes: Lanes,
     texts: list[str],
     source: Any,
@@ -108,7 +108,8 @@ def _lanes(
     max_depth: int = MAX_DEPTH,
 ) -> list[Lane]:
     """The model of each text: the one from ``source_lang`` into ``target_lang``; without ``source_lang``, the
-    one among the models into ``target_lang`` that reads most of the text (`serving.lanes.Lanes.detect`).
+    one among the models into ``target_lang`` that reads most of the text (`serving.lanes.Lanes.detect_each`, in a
+    worker thread).
     `RequestError` (400) for languages the server does not translate, (413) for markup nesting more than
     ``max_depth`` elements."""
     if not target or not isinstance(target, str):
@@ -119,7 +120,7 @@ def _lanes(
     found = lanes.select(wanted, model_language(target), NAMES, need_pair=True)
     if len(found) == 1:
         return [found[0]] * len(texts)
-    return [lanes.detect(text, found, markup, tags, max_depth)[0] for text in texts]
+    return [lane for lane, _ in await lanes.detect_each(texts, found, markup, tags, max_depth)]
 
 
 def _request(fields: dict[str, Any], form: bool) -> tuple[list[str], Any, str, TagRules]:
@@ -149,7 +150,9 @@ async def translate(request: Request, state: Server) -> Any:
         fields, form = await read_fields(request)
         texts, tags, split, rules = _request(fields, form)
         source, target = first(fields, "source_lang", form), first(fields, "target_lang", form)
-        lanes = _lanes(state.lanes, texts, source, target, bool(tags), rules, state.limits.max_markup_depth)
+        lanes = await _lanes(
+            state.lanes, texts, source, target, bool(tags), rules, state.limits.max_markup_depth
+        )
         glossary_id = first(fields, "glossary_id", form)
         options = DecodingRequest()
         if glossary_id is not None:
@@ -238,7 +241,9 @@ async def upload_document(request: Request, state: Server) -> Any:
             raise RequestError(400, str(err)) from None
         document = await read_document(data, fmt, state.limits, fields.get("output_format") or None)
         text = " ".join(document.texts[:32])
-        (lane,) = _lanes(state.lanes, [text], fields.get("source_lang"), fields.get("target_lang"), True)
+        source, target = fields.get("source_lang"), fields.get("target_lang")
+        limit = state.limits.max_markup_depth
+        (lane,) = await _lanes(state.lanes, [text], source, target, True, max_depth=limit)
         glossary_id = fields.get("glossary_id")
         options = DecodingRequest()
         if glossary_id is not None:

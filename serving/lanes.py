@@ -240,14 +240,19 @@ class Lane:
         lengths = source_lengths(self.served.tokenizer, texts, self.limits.max_source_tokens)
         kwargs = bounded_kwargs(kwargs, self.generation_config, self.limits)
         if self.multilingual is not None:
-            if self.model_codes[1] is None:
-                raise RequestError(
-                    422,
-                    f"{self.served.name} translates into {len(self.languages)} languages: send the target language "
-                    f"({shown_codes(self.languages)})",
-                )
-            kwargs["src_lang"], kwargs["tgt_lang"] = self.model_codes
+            kwargs["src_lang"], kwargs["tgt_lang"] = self.request_codes()
         return kwargs, sum(lengths) * work_rows(kwargs, self.generation_config)
+
+    def request_codes(self) -> tuple[str | None, str | None]:
+        """The model's codes of the request's (source, target) languages (None: none, or the tokenizer's own
+        source); `RequestError` (422) for a multilingual model without a target language."""
+        if self.multilingual is not None and self.model_codes[1] is None:
+            raise RequestError(
+                422,
+                f"{self.served.name} translates into {len(self.languages)} languages: send the target language "
+                f"({shown_codes(self.languages)})",
+            )
+        return self.model_codes
 
     async def translate(
         self, texts: list[str], options: DecodingRequest, connection: Request, *, scores: bool = False
@@ -293,8 +298,8 @@ class Lane:
         return [[hypothesis.text for hypothesis in hypotheses] for hypotheses in nbest]
 
     async def score(self, pairs: list[list[str]], length_penalty: float | None) -> list[dict[str, Any]]:
-        """The `inference.forced_decoding.score_record` of each (source, target) pair, scored in a worker thread,
-        one request at a time per model; `RequestError` for no pairs, more than ``max_texts`` (413), a source over
+        """The `inference.forced_decoding.score_record` of each (source, target) pair, scored in a worker thread
+        (a multilingual model's in the request's languages), one request at a time per model; `RequestError` for no pairs, more than ``max_texts`` (413), a source over
         ``max_source_tokens`` or a target over the decoder's positions (422)."""
         from vanilla_transformer.inference.forced_decoding import (
             default_length_penalty,
@@ -314,14 +319,26 @@ class Lane:
         source_lengths(self.served.tokenizer, sources, self.limits.max_source_tokens)
         if length_penalty is None:
             length_penalty = default_length_penalty(self.generation_config)
-        async with self.scoring:
-            try:
-                scores = await asyncio.to_thread(
-                    score_pairs, self.served.model, self.served.tokenizer, sources, targets
-                )
-            except ValueError as err:
-                raise RequestError(422, str(err)) from err
+        try:
+            scores = await self.forced_decoding(score_pairs, sources, targets)
+        except ValueError as err:
+            raise RequestError(422, str(err)) from err
         return [score_record(scored, self.served.tokenizer, length_penalty) for scored in scores]
+
+    async def forced_decoding(self, function: Any, sources: list[str], targets: list[str]) -> Any:
+        """``function(model, tokenizer, sources, targets, src_lang=, tgt_lang=)`` (scores, alignments: forced
+        decoding) in the request's languages, in a worker thread, one forced-decoding request at a time per model."""
+        src_lang, tgt_lang = self.request_codes()
+        async with self.scoring:
+            return await asyncio.to_thread(
+                function,
+                self.served.model,
+                self.served.tokenizer,
+                sources,
+                targets,
+                src_lang=src_lang,
+                tgt_lang=tgt_lang,
+            )
 
     def check_alignable(self) -> None:
         """`RequestError` (422) when this model's engine cannot return attention weights."""
@@ -339,17 +356,15 @@ class Lane:
         return [pharaoh(found.links) for found in await self.align_words(sources, translations)]
 
     async def align_words(self, sources: list[str], translations: list[str]) -> list[WordAlignment]:
-        """The word alignment of each translation with its source (`inference.alignment.align_words`), computed
-        in a worker thread, one forced-decoding request at a time per model."""
+        """The word alignment of each translation with its source (`inference.alignment.align_words`; a multilingual
+        model's in the request's languages), computed in a worker thread, one forced-decoding request at a time per
+        model."""
         from vanilla_transformer.inference.alignment import align_words
 
-        async with self.scoring:
-            try:
-                return await asyncio.to_thread(
-                    align_words, self.served.model, self.served.tokenizer, sources, translations
-                )
-            except ValueError as err:
-                raise RequestError(500, f"alignments failed: {err}") from err
+        try:
+            return await self.forced_decoding(align_words, sources, translations)
+        except ValueError as err:
+            raise RequestError(500, f"alignments failed: {err}") from err
 
     @property
     def alignable(self) -> bool:
@@ -503,3 +518,17 @@ class Lanes:
         shares = [lane.read_share(text) for lane in lanes]
         best = max(range(len(shares)), key=lambda i: (shares[i], -i))
         return lanes[best], shares[best]
+
+    async def detect_each(
+        self,
+        texts: Sequence[str],
+        lanes: Sequence[Lane],
+        markup: bool = False,
+        tags: TagRules | None = None,
+        max_depth: int = MAX_DEPTH,
+    ) -> list[tuple[Lane, float]]:
+        """`detect` of each of ``texts``, in order, run in a worker thread (`asyncio.to_thread`): parsing markup
+        and detecting languages leave the event loop free for the other clients."""
+        return await asyncio.to_thread(
+            lambda: [self.detect(text, lanes, markup, tags, max_depth) for text in texts]
+        )

@@ -136,12 +136,11 @@ async def translate(request: Request, state: Server) -> Any:
         texts = [q] if isinstance(q, str) else list(q)
         found = state.lanes.select(str(source), str(target), need_pair=True)
         # source=auto: each text goes to the model, among those into the target, that reads most of it
-        chosen = [
-            state.lanes.detect(text, found, html, max_depth=state.limits.max_markup_depth)
+        chosen = (
+            await state.lanes.detect_each(texts, found, html, max_depth=state.limits.max_markup_depth)
             if source == "auto"
-            else (found[0], 100.0)
-            for text in texts
-        ]
+            else [(found[0], 100.0)] * len(texts)
+        )
         nbest = await translate_documents(
             texts,
             [lane for lane, _ in chosen],
@@ -213,8 +212,11 @@ async def translate_a_file(request: Request, state: Server) -> Any:
             raise RequestError(400, str(err)) from None
         document = await read_document(data, fmt, state.limits)
         found = state.lanes.select(str(source), str(target), need_pair=True)
+        text = " ".join(document.texts[:32])
         lane = (
-            state.lanes.detect(" ".join(document.texts[:32]), found, True)[0]
+            (await state.lanes.detect_each([text], found, True, max_depth=state.limits.max_markup_depth))[0][
+                0
+            ]
             if source == "auto"
             else found[0]
         )

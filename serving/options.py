@@ -196,8 +196,16 @@ class ScoreRequest(BaseModel):
         description="the exponent of the length that `score` divides the log-probability by (default: the "
         "model's generation config's), as beam search ranks finished hypotheses",
     )
-    source: str | None = Field(None, description="the source language (needed when several models match)")
-    target: str | None = Field(None, description="the target language (needed when several models match)")
+    source: str | None = Field(
+        None,
+        description="the source language (needed when several models match; a multilingual model marks the "
+        "sources with it)",
+    )
+    target: str | None = Field(
+        None,
+        description="the target language (needed when several models match, and by a multilingual model: the "
+        "targets are scored as translations into it, its language token first)",
+    )
 
     @field_validator("pairs")
     @classmethod

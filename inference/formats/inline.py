@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
@@ -105,6 +106,26 @@ def decode(fragment: str, base: int) -> list[tuple[str, int]]:
         else:
             merged.append((text, key))
     return merged
+
+
+def written(fragment: str, base: int, kept: Sequence[bool]) -> list[tuple[str, int]]:
+    """What a format writes back for a translated fragment of `encode`, in order: each text piece of `decode`
+    with its key (a key the fragment invents: ``base``), empty ones left out; each run kept as written
+    (``kept[key]``) once, at its first place, as ("", key); then, at the end, the kept runs the translation
+    dropped."""
+    out: list[tuple[str, int]] = []
+    placed: set[int] = set()
+    for text, key in decode(fragment, base):
+        key = key if 0 <= key < len(kept) else base
+        if key < 0:
+            continue
+        if kept[key]:
+            if key not in placed:
+                placed.add(key)
+                out.append(("", key))
+        elif text:
+            out.append((text, key))
+    return out + [("", key) for key, is_kept in enumerate(kept) if is_kept and key not in placed]
 
 
 def plain(fragment: str) -> str:

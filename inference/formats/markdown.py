@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 
 from . import FileDocument, FileLimits, decode_text
-from .inline import Run, decode, encode, translatable
+from .inline import Run, encode, translatable, written
 from .subtitles import balanced_lines
 
 FRONT_MATTER = re.compile(r"\A(?:---|\+\+\+)[ \t]*\r?\n(?:.*\r?\n)*?(?:---|\+\+\+|\.\.\.)[ \t]*(?:\r?\n|\Z)")
@@ -154,21 +154,9 @@ def _render(block: _Block, translated: str) -> list[str]:
             buffers.append([])
         buffers[-1].append(content)
 
-    placed: set[int] = set()
-    for text, key in decode(translated, block.base):
-        key = key if 0 <= key < len(block.slots) else block.base
-        if key < 0:
-            continue
+    for text, key in written(translated, block.base, [markdown is not None for _, markdown in block.slots]):
         wrappers, markdown = block.slots[key]
-        if markdown is not None:
-            if key not in placed:
-                placed.add(key)
-                put(wrappers, markdown)
-        elif text:
-            put(wrappers, _escape(text, block.in_table))
-    for key, (wrappers, markdown) in enumerate(block.slots):
-        if markdown is not None and key not in placed:
-            put(wrappers, markdown)
+        put(wrappers, markdown if markdown is not None else _escape(text, block.in_table))
     close_to(0)
     return [s.strip() for s in "".join(buffers[0]).split("\n")]
 

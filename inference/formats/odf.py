@@ -22,7 +22,7 @@ from typing import Any
 from lxml import etree  # pyright: ignore[reportAttributeAccessIssue]
 
 from . import MIMETYPES, DocumentError, FileDocument, FileLimits
-from .inline import Run, decode
+from .inline import Run, written
 from .packages import EditedParts, Package, parse_xml
 
 TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
@@ -96,7 +96,6 @@ def _write_paragraph(paragraph: _Paragraph, translated: str) -> None:
     for child in list(p):
         p.remove(child)
     p.text = None
-    placed: set[int] = set()
 
     def container(path: tuple):
         parent = p
@@ -109,21 +108,12 @@ def _write_paragraph(paragraph: _Paragraph, translated: str) -> None:
         kept.tail = None
         container(path).append(kept)
 
-    for text, key in decode(translated, paragraph.base):
-        key = key if 0 <= key < len(paragraph.slots) else paragraph.base
-        if key < 0:
-            continue
+    for text, key in written(translated, paragraph.base, [kept is not None for _, kept in paragraph.slots]):
         path, kept = paragraph.slots[key]
         if kept is not None:
-            if key not in placed:
-                placed.add(key)
-                put(key)
-        elif text:
-            parent = container(path) if path else p
-            _append_text(parent, text)
-    for key, (_, kept) in enumerate(paragraph.slots):
-        if kept is not None and key not in placed:
             put(key)
+        else:
+            _append_text(container(path) if path else p, text)
 
 
 def read(data: bytes, fmt: str, limits: FileLimits, output_format: str) -> FileDocument:

@@ -25,7 +25,7 @@ from typing import Any
 from lxml import etree  # pyright: ignore[reportAttributeAccessIssue]
 
 from . import DocumentError, FileDocument, FileLimits
-from .inline import Run, decode
+from .inline import Run, written
 from .packages import EditedParts, Package, parse_xml
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -201,7 +201,6 @@ def _write_paragraph(paragraph: _Paragraph, translated: str, grammar: Grammar) -
     p.text = None
     for child in paragraph.first:
         p.append(child)
-    placed: set[int] = set()
     wrapper: Any = None
     wrapped: Any = None
 
@@ -216,7 +215,7 @@ def _write_paragraph(paragraph: _Paragraph, translated: str, grammar: Grammar) -
             wrapped = link
         wrapper.append(element)
 
-    pieces = decode(translated, paragraph.base)
+    pieces = written(translated, paragraph.base, [bool(slot.kept) for slot in paragraph.slots])
     # a spreadsheet string without runs stays one text element
     if grammar.run == GRAMMARS["xlsx"].run and all(
         not s.kept and s.properties is None for s in paragraph.slots
@@ -226,13 +225,11 @@ def _write_paragraph(paragraph: _Paragraph, translated: str, grammar: Grammar) -
         _preserve(element, grammar)
         pieces = []
     for text, key in pieces:
-        slot = paragraph.slots[key if 0 <= key < len(paragraph.slots) else paragraph.base]
+        slot = paragraph.slots[key]
         if slot.kept:
-            if key not in placed:
-                placed.add(key)
-                for element in slot.kept:
-                    put(element, slot.link)
-        elif text:
+            for element in slot.kept:
+                put(element, slot.link)
+        else:
             element = etree.Element(grammar.run)
             if slot.properties is not None:
                 element.append(copy.deepcopy(slot.properties))
@@ -240,10 +237,6 @@ def _write_paragraph(paragraph: _Paragraph, translated: str, grammar: Grammar) -
             target.text = text
             _preserve(target, grammar)
             put(element, slot.link)
-    for key, slot in enumerate(paragraph.slots):
-        if slot.kept and key not in placed:
-            for element in slot.kept:
-                put(element, slot.link)
     for child in paragraph.last:
         p.append(child)
 

@@ -1,13 +1,14 @@
-"""The CTranslate2 export of a converted multilingual model (a tiny NLLB-200, helpers.multilingual) selects the target
-language through its target prefix, with the tokens of CTranslate2's own converter
-(`ctranslate2.converters.TransformersConverter`) of the same transformers folder."""
+"""The exports of a converted multilingual model (tiny NLLB-200 and M2M100, helpers.multilingual) select the target
+language: CTranslate2 through its target prefix, with the tokens of CTranslate2's own converter
+(`ctranslate2.converters.TransformersConverter`) of the same transformers folder; ONNX Runtime through the forced
+first token, with the tokens of the PyTorch model."""
 
 from __future__ import annotations
 
-import pytest
-from helpers.multilingual import NLLB_TARGETS, SAMPLE, nllb_folder
+from typing import Any
 
-pytest.importorskip("ctranslate2", reason="the export extra (in dev): pip install -e '.[dev]'")
+import pytest
+from helpers.multilingual import M2M100_TARGETS, NLLB_TARGETS, SAMPLE, m2m100_folder, nllb_folder
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +23,9 @@ def folders(tmp_path_factory):
 
 @pytest.mark.parametrize("num_beams", [1, 4])
 def test_ct2_export_gives_the_tokens_of_ctranslate2s_own_converter(folders, tmp_path, num_beams):
-    import ctranslate2
+    ctranslate2 = pytest.importorskip(
+        "ctranslate2", reason="the export extra (in dev): pip install -e '.[dev]'"
+    )
     from ctranslate2.converters import TransformersConverter
     from transformers import AutoTokenizer
 
@@ -58,3 +61,35 @@ def test_ct2_export_gives_the_tokens_of_ctranslate2s_own_converter(folders, tmp_
             max_len_a=None,
         )
         assert got == expected, tgt_lang
+
+
+def test_onnx_export_gives_the_tokens_of_torch_for_each_target(tmp_path):
+    """A converted M2M100 exported to ONNX translates into two target languages with the PyTorch model's tokens
+    (greedy and beam 3), its scores within 1e-3."""
+    for name in ("onnx", "onnxscript", "onnxruntime"):
+        pytest.importorskip(name)
+    from vanilla_transformer.convert.m2m100 import convert_m2m100_checkpoint
+    from vanilla_transformer.export.onnx import export_onnx
+    from vanilla_transformer.inference import load_model_and_tokenizer
+    from vanilla_transformer.inference.engines import load_engine
+    from vanilla_transformer.inference.translate import translate_hypotheses
+
+    ours = convert_m2m100_checkpoint(m2m100_folder(tmp_path), tmp_path / "ours")
+    model, tokenizer = load_model_and_tokenizer(str(ours), dtype="float32")
+    engine, engine_tokenizer = load_engine("onnx", export_onnx(ours, tmp_path / "onnx"))
+    outputs = {}
+    for tgt_lang in M2M100_TARGETS[:2]:
+        for num_beams in (1, 3):
+            options: dict[str, Any] = dict(
+                src_lang="en", tgt_lang=tgt_lang, num_beams=num_beams, max_new_tokens=8
+            )
+            expected = translate_hypotheses(model, tokenizer, SAMPLE, token_scores=True, **options)
+            got = translate_hypotheses(engine, engine_tokenizer, SAMPLE, token_scores=True, **options)
+            for want, have in zip(expected, got, strict=True):
+                assert have[0].text == want[0].text and have[0].tokens and want[0].tokens
+                assert have[0].tokens.token_ids == want[0].tokens.token_ids, (tgt_lang, num_beams)
+                assert have[0].score == pytest.approx(want[0].score, abs=1e-3)
+            outputs[tgt_lang] = [h[0].tokens.token_ids for h in got if h[0].tokens]
+    # the target language decides the first token and the translation
+    first, second = (outputs[code] for code in M2M100_TARGETS[:2])
+    assert all(a[0] != b[0] for a, b in zip(first, second)) and first != second

@@ -370,7 +370,9 @@ def test_glossary_terms_reach_every_row_and_bind_the_progress(export, loaded, tm
         assert code == 2 and len(errors) == 1 and message in errors[0], errors
 
 
-def test_a_glossary_term_the_model_cannot_write_is_refused_before_anything_is_written(export, tmp_path, capsys):
+def test_a_glossary_term_the_model_cannot_write_is_refused_before_anything_is_written(
+    export, tmp_path, capsys
+):
     """A target term longer than the decoder's positions could only be dropped by constrained beam search: one
     error line naming it, exit 2, and neither the output nor its parts folder exist, so the corrected glossary
     starts afresh instead of meeting a manifest of the bad one."""
@@ -381,10 +383,52 @@ def test_a_glossary_term_the_model_cannot_write_is_refused_before_anything_is_wr
     arguments = ["--model", str(export), "--input", str(data), "--num_beams", "2", "--output", str(out)]
     assert translate_corpus.main([*arguments, "--glossary", str(glossary_file)]) == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
-    assert error.startswith("error: ") and "target term(s) the model cannot write" in error and "tokens, more than the" in error, error
+    assert (
+        error.startswith("error: ")
+        and "target term(s) the model cannot write" in error
+        and "tokens, more than the" in error
+    ), error
     assert not out.exists() and not Path(f"{out}.parts").exists()
     glossary_file.write_text("光\tlight\n", encoding="utf-8")
-    assert translate_corpus.main([*arguments, "--max_new_tokens", "16", "--glossary", str(glossary_file)]) == 0
+    assert (
+        translate_corpus.main([*arguments, "--max_new_tokens", "16", "--glossary", str(glossary_file)]) == 0
+    )
+
+
+def test_ray_refuses_what_the_model_refuses_before_ray_starts(export, tmp_path, capsys, monkeypatch):
+    """--ray_actors: a glossary target term the model cannot write, a --tgt_lang for a model without languages,
+    and more hypotheses than the model's default beams (4) are each one error line, exit 2, before Ray starts (the
+    model loaded and checked in the driver), with neither the output nor its folder written; good options pass
+    the check and reach Ray."""
+    # importing Ray sets it
+    monkeypatch.setenv("RAY_CLIENT_MODE", os.environ.get("RAY_CLIENT_MODE", "0"))
+    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'vanilla-transformer[ray]'")
+    started = []
+
+    def start(*args, **kwargs):
+        started.append(args)
+        raise RuntimeError("the test starts no Ray")
+
+    monkeypatch.setattr(ray, "init", start)
+    data = write_tsv(tmp_path / "in.tsv", corpus_lines(6))
+    glossary_file = tmp_path / "terms.tsv"
+    glossary_file.write_text("光\t" + "light " * 2000 + "\n", encoding="utf-8")
+    out = tmp_path / "out" / "ray.jsonl"
+    arguments = ["--model", str(export), "--input", str(data), "--output", str(out), "--ray_actors", "2"]
+    for extra, message in (
+        (["--num_beams", "2", "--glossary", str(glossary_file)], "target term(s) the model cannot write"),
+        (["--tgt_lang", "fr"], "fr"),
+        (["--num_return_sequences", "5"], "larger than num_beams=4"),
+    ):
+        assert translate_corpus.main([*arguments, "--no_progress", *extra]) == 2
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        assert error.startswith("error: ") and message in error, (extra, error)
+        assert not started and not out.parent.exists()
+    with pytest.raises(RuntimeError, match="the test starts no Ray"):
+        translate_corpus.main(
+            [*arguments, "--no_progress", "--num_beams", "2", "--num_return_sequences", "2"]
+        )
+    assert len(started) == 1 and not out.parent.exists()
 
 
 def one_error(capsys, code: int) -> str:

@@ -60,6 +60,38 @@ def test_office_files_keep_structure_formatting_and_everything_else(copy_model, 
             assert after.read(info.filename) == before.read(info.filename), info.filename
 
 
+def test_each_kept_run_is_written_once_and_invented_keys_take_the_main_formatting():
+    """`inline.written`, what every format writes back: a kept run repeated by the translation once (at its first
+    place), a kept run it dropped at the end, an element of a key the paragraph does not have as the main
+    formatting's text, empty pieces left out."""
+    from vanilla_transformer.inference.formats.inline import Run, encode, written
+
+    runs = [
+        Run("a ", 0),
+        Run("b", 1),
+        Run(" ", 0),
+        Run("[img]", 2, kept=True),
+        Run(" c ", 0),
+        Run("@", 3, kept=True),
+    ]
+    encoded = encode(runs)
+    # key 0 has the most characters: its text is written outside any element
+    assert encoded.base == 0 and encoded.html.startswith('a <x-run k="1">b</x-run> ')
+    translation = (
+        '<x-run k="2" translate="no">[img]</x-run>C <x-run k="9">B</x-run><x-run k="1"></x-run>'
+        ' <x-run k="2" translate="no">[img]</x-run>A'
+    )
+    kept = [False, False, True, True]
+    assert written(translation, encoded.base, kept) == [
+        ("", 2),
+        ("C ", 0),
+        ("B", 0),
+        (" ", 0),
+        ("A", 0),
+        ("", 3),
+    ]
+
+
 def test_a_translation_that_reorders_words_moves_their_formatting_with_them():
     import docx as python_docx
 

@@ -371,6 +371,28 @@ def test_an_engine_without_attention_places_the_markup_by_relative_position(copy
     assert translate_document(model, tokenizer, document) == expected
 
 
+def test_translate_plans_asks_once_per_call_whether_the_engine_returns_attention(copy_model, monkeypatch):
+    from vanilla_transformer.inference import alignment
+    from vanilla_transformer.inference.documents import DocumentPlan, translate_plans
+
+    asked = []
+
+    def no_attention(model):
+        asked.append(model)
+        raise ValueError("--engine onnx cannot return attention weights")
+
+    model, tokenizer = copy_model
+    monkeypatch.setattr(alignment, "check_alignable", no_attention)
+    plans = [DocumentPlan.of(f"<p>w{i % 10} <b>w{(i + 1) % 10}</b></p>", markup=True) for i in range(20)]
+    groups = []
+    # batch_size 1: groups of 8 sentences, so the 20 one-sentence plans go in 3 groups
+    rendered = translate_plans(
+        model, tokenizer, plans, 1, lambda done, total: groups.append(done), num_beams=1
+    )
+    assert groups == [8, 16, 20] and all("<b>" in document for document in rendered)
+    assert len(asked) == 1
+
+
 @pytest.mark.parametrize("weak, expected", [(0.3, "<p>w <b>x</b> y z</p>"), (0.6, "<p>w <b>x y</b> z</p>")])
 def test_an_elements_words_are_where_both_directions_agree_grown_into_strong_neighbours(weak, expected):
     document = "<p>a <b>b</b> c</p>"

@@ -1,7 +1,8 @@
 """Placing a segment's inline markup (`inference.markup_project`) reads each source word's weights once however deep
 the nesting, and places and writes (`inference.markup_render`) every element as the direct computations do
-(`_direct`: each element's target words found from all its source words at once, each word's elements listed
-element by element, the elements open compared one by one)."""
+(`_direct`: each element's target words found from all its source words at once, the elements holding each
+element without target words walked up one by one, each word's elements listed element by element, the elements
+open compared one by one)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from vanilla_transformer.inference import markup_project, markup_render
 from vanilla_transformer.inference.alignment import WordAlignment, word_spans
 from vanilla_transformer.inference.markup import split_document
+from vanilla_transformer.inference.markup_parse import Element, Item
 from vanilla_transformer.inference.markup_project import BRIDGED, Projection, project
 from vanilla_transformer.inference.markup_render import render_segment
 from vanilla_transformer.inference.protected import guard, protect_segment, render_guarded
@@ -82,6 +84,29 @@ def _reference_element_ranges(elements, source, linked, weights, count):
     return ranges
 
 
+def _reference_unplaced(elements, ranges):
+    """Each unplaced element whose parent is placed, written with its unplaced descendants (recursively), inside
+    the chain of its parents walked up one by one."""
+    unplaced = [e for e in elements if e.order not in ranges]
+
+    def markup(element):
+        if element.kept is not None:
+            return element.kept
+        children = [e for e in unplaced if e.parent is element]
+        return element.start_tag + "".join(markup(e) for e in children) + element.end_tag
+
+    items = []
+    for element in unplaced:
+        if element.parent is None or element.parent.order in ranges:
+            held = []
+            parent = element.parent
+            while parent is not None:
+                held.insert(0, parent)
+                parent = parent.parent
+            items.append(Item(markup(element), element.begin, tuple(held)))
+    return items
+
+
 def _reference_switch(opened, wanted):
     common = 0
     while common < min(len(opened), len(wanted)) and opened[common] is wanted[common]:
@@ -111,6 +136,7 @@ def _reference_stacks(self):
 def _direct(patched: pytest.MonkeyPatch) -> None:
     """The direct computations in place of the placement's and the rendering's own."""
     patched.setattr(markup_project, "_element_ranges", _reference_element_ranges)
+    patched.setattr(markup_project, "_unplaced", _reference_unplaced)
     patched.setattr(markup_render, "_switch", _reference_switch)
     patched.setattr(markup_render, "_within", _reference_within)
     stacks = cached_property(_reference_stacks)
@@ -188,9 +214,10 @@ def _cases(seed: int, count: int):
 
 
 def test_placement_equals_the_direct_computation_per_element(monkeypatch):
-    compared = kept = 0
+    compared = kept = unplaced = 0
     for segment, target, alignment in _cases(0, 3000):
         projection = project(segment, target, alignment)
+        unplaced += any(e.order not in projection.ranges for e in segment.elements)
         rendered = render_segment(segment, target, alignment)
         with monkeypatch.context() as patched:
             _direct(patched)
@@ -198,7 +225,7 @@ def test_placement_equals_the_direct_computation_per_element(monkeypatch):
             assert render_segment(segment, target, alignment) == rendered
         compared += 1
         kept += any(e.kept is not None for e in segment.elements)
-    assert compared == 3000 and kept > 500
+    assert compared == 3000 and kept > 500 and unplaced > 100
 
 
 def test_guarded_sentences_place_their_spans_as_the_direct_computation(monkeypatch):
@@ -243,3 +270,43 @@ def test_each_source_word_is_read_once_however_deep_the_nesting(depth):
     # each element goes around its words, the outermost around all of them
     assert projection.ranges[segment.elements[0].order] == (0, depth - 1)
     assert projection.ranges[segment.elements[-1].order] == (depth - 1, depth - 1)
+
+
+class _CountedParent(Element):
+    """An element that counts the reads of its ``parent``."""
+
+    reads = 0
+
+    @property
+    def parent(self):
+        _CountedParent.reads += 1
+        return self.__dict__["parent"]
+
+    @parent.setter
+    def parent(self, value):
+        self.__dict__["parent"] = value
+
+
+@pytest.mark.parametrize("depth", [64, 256])
+def test_elements_without_target_words_are_placed_in_one_walk_however_deep_the_nesting(depth):
+    """``depth`` nested elements, each holding a word and an element whose word no link reaches (and no weights:
+    it gets no target word): the parents read stay within a few times ``depth`` (walking up the parents of each
+    element without target words reads about depth**2 / 2)."""
+    document = "<p>" + "<b>w <i>x</i> " * depth + "</b>" * depth + "</p>"
+    (segment,) = split_document(document, max_depth=depth + 2).segments
+    target = " ".join(["mot"] * depth)
+    alignment = WordAlignment([(2 * k, k) for k in range(depth)], np.zeros((0, 0), dtype=np.float32))
+    for element in segment.elements:
+        element.__class__ = _CountedParent
+    _CountedParent.reads = 0
+    projection = project(segment, target, alignment)
+    assert _CountedParent.reads <= 12 * depth
+    items = [
+        item
+        for at in (projection.items_at, projection.items_after)
+        for found in at.values()
+        for item in found
+    ]
+    assert sorted(item.markup for item in items) == ["<i></i>"] * depth
+    # each <i> stays inside the <b> elements that held it
+    assert sorted(len(item.elements) for item in items) == list(range(1, depth + 1))

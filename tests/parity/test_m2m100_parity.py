@@ -28,12 +28,14 @@ from transformers import (
     pipeline,
 )
 
+from vanilla_transformer.commands.score import main as score_command
 from vanilla_transformer.commands.translate import main as translate_command
 from vanilla_transformer.convert.m2m100 import convert_m2m100_checkpoint
 from vanilla_transformer.convert.marian import convert_marian_checkpoint
-from vanilla_transformer.inference.languages import model_languages
+from vanilla_transformer.inference.forced_decoding import default_length_penalty, score_pairs, score_tokens
+from vanilla_transformer.inference.languages import model_languages, source_side
 from vanilla_transformer.inference.sources import encode_sources
-from vanilla_transformer.inference.translate import translate
+from vanilla_transformer.inference.translate import translate, translate_hypotheses
 from vanilla_transformer.tokenizer.loading import load_tokenizer
 
 # model -> (builder, transformers class, converter, source language, target languages)
@@ -212,3 +214,85 @@ def test_the_command_line_and_the_pipeline_select_the_target(pair, monkeypatch, 
     monkeypatch.setattr("sys.stdin", stdin(SAMPLE[0]))
     assert translate_command(["--model", str(folder), "--tgt_lang", "qq_Zzzz"]) == 2
     assert "no target language 'qq_Zzzz'; its languages: " in capsys.readouterr().err
+
+
+def stopping(model, tokenizer, src_lang: str | None, tgt_lang: str):
+    """A copy of ``model`` whose translations of `SAMPLE` end within a few tokens: its output row of ``</s>`` along
+    the mean of its decoder's final states (a random model's translations run to the length limit)."""
+    model = copy.deepcopy(model)
+    with source_side(tokenizer, SAMPLE, src_lang, tgt_lang) as texts:
+        batch = tokenizer(texts, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        states = model.model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            decoder_input_ids=batch["input_ids"].clamp(max=model.config.decoder_vocab_size - 1),
+        ).last_hidden_state.flatten(0, 1)
+        mean = states.mean(0)
+        model.get_output_embeddings().weight[model.config.eos_token_id] = 3.0 * mean / mean.norm() ** 2
+    return model
+
+
+def test_a_translation_scores_what_translate_scored_it(pair, monkeypatch, capsys):
+    """Forced decoding of the model's own beam-search translation, in the same languages (a source language other
+    than the tokenizer's default), gives the sequence score decoding gave it: the library, and `vanilla-transformer
+    score --target_tokens --src_lang --tgt_lang`; a text target starts with the target language's token, log-prob 0."""
+    name, _, _, ours, tokenizer, folder = pair
+    src_lang = {"nllb": "deu_Latn", "m2m100": "de", "marian": None}[name]
+    tgt_lang = MODELS[name][4][0]
+    model = stopping(ours, tokenizer, src_lang, tgt_lang)
+    found = translate_hypotheses(
+        model,
+        tokenizer,
+        SAMPLE,
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        num_beams=3,
+        max_new_tokens=20,
+        token_scores=True,
+    )
+    # the translations that decoding finished (a hypothesis cut at the length limit has no </s> of its own)
+    eos = model.config.eos_token_id
+    rows = [
+        k
+        for k, h in enumerate(found)
+        if h[0].tokens and h[0].tokens.token_ids[-1] == eos and len(h[0].tokens.token_ids) < 20
+    ]
+    assert len(rows) >= 3, [h[0].tokens for h in found]
+    best = [found[k][0] for k in rows]
+    sources = [SAMPLE[k] for k in rows]
+    targets = [hypothesis.tokens.token_ids for hypothesis in best if hypothesis.tokens is not None]
+    length_penalty = default_length_penalty(model.generation_config)
+    scored = score_tokens(model, tokenizer, sources, targets, src_lang=src_lang, tgt_lang=tgt_lang)
+    for hypothesis, got in zip(best, scored, strict=True):
+        assert hypothesis.score is not None
+        torch.testing.assert_close(got.score(length_penalty), hypothesis.score, rtol=1e-5, atol=1e-5)
+    if name != "marian":
+        (text,) = score_pairs(
+            model, tokenizer, sources[:1], [best[0].text], src_lang=src_lang, tgt_lang=tgt_lang
+        )
+        assert tokenizer.convert_ids_to_tokens(text.token_ids[0]) in (tgt_lang, f"__{tgt_lang}__")
+        assert text.token_log_probs[0] == 0.0
+    # the command line reads the folder: the model as it was converted
+    found = translate_hypotheses(
+        ours,
+        tokenizer,
+        SAMPLE[:2],
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        num_beams=3,
+        max_new_tokens=8,
+        token_scores=True,
+    )
+    best = [hypotheses[0] for hypotheses in found]
+    targets = [hypothesis.tokens.token_ids for hypothesis in best if hypothesis.tokens is not None]
+    expected = score_tokens(ours, tokenizer, SAMPLE[:2], targets, src_lang=src_lang, tgt_lang=tgt_lang)
+    languages = ["--tgt_lang", tgt_lang] + (["--src_lang", src_lang] if src_lang else [])
+    monkeypatch.setattr(
+        "sys.stdin", stdin("".join(f"{s}\t{json.dumps(t)}\n" for s, t in zip(SAMPLE, targets)))
+    )
+    assert score_command(["--model", str(folder), "--target_tokens", *languages]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["token_log_probs"] for r in records] == [
+        pytest.approx(e.token_log_probs, abs=2e-6) for e in expected
+    ]

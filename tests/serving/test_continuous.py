@@ -231,7 +231,8 @@ def test_what_cannot_join_is_batched_by_request(servers):
 def test_multilingual_requests_for_several_targets_decode_in_one_batch(tmp_path_factory):
     """A tiny NLLB-200 (converted from transformers): requests for three target languages, greedy and beam
     search, join one running batch each (nothing sent to request-level batching), every sentence with its own
-    forced target-language token; each reply equals `inference.translate_hypotheses` of that request alone."""
+    forced target-language token; each reply equals `inference.translate_hypotheses` of that request alone, token
+    scores included (the forced token's log-probability 0)."""
     from helpers.multilingual import NLLB_TARGETS, SAMPLE, nllb_folder
 
     from vanilla_transformer.convert.m2m100 import convert_m2m100_checkpoint
@@ -261,9 +262,14 @@ def test_multilingual_requests_for_several_targets_decode_in_one_batch(tmp_path_
     greedy = sum(len(texts) for texts, kwargs in requests if kwargs["num_beams"] == 1)
     assert batcher.stats["fallback"] == 0 and batcher.stats["largest_batch"] == greedy
     for (texts, kwargs), reply in zip(requests, replies):
-        alone = translate_hypotheses(model, tokenizer, texts, batch_size=len(texts), **kwargs)
+        alone = translate_hypotheses(
+            model, tokenizer, texts, batch_size=len(texts), token_scores=True, **kwargs
+        )
         assert [[h.text for h in hyps] for hyps in reply] == [[h.text for h in hyps] for hyps in alone]
         for hyps, expected in zip(reply, alone):
             assert [h.score for h in hyps] == pytest.approx([h.score for h in expected], abs=1e-4)
+            for got, want in zip(hyps, expected):
+                assert got.tokens.token_ids == want.tokens.token_ids
+                assert got.tokens.token_log_probs == pytest.approx(want.tokens.token_log_probs, abs=1e-4)
     # the forced token selects the language: the targets' replies differ
     assert len({str(reply) for reply in replies[:6:2]}) == 3

@@ -1,6 +1,7 @@
 """HTML and XML documents sent to the server (its own format html, LibreTranslate's format html, DeepL's
 tag_handling): a document nesting deeper than ``max_markup_depth`` is refused at once in each API's own error shape,
-and parsing and rendering documents run in a worker thread while the event loop serves the other clients."""
+and parsing documents (to detect their language, and to translate them) and rendering them run in a worker thread
+while the event loop serves the other clients."""
 
 from __future__ import annotations
 
@@ -71,13 +72,15 @@ def test_parsing_and_rendering_a_document_leave_the_event_loop_free(server, monk
     from vanilla_transformer.inference import documents
 
     held = {name: (threading.Event(), threading.Event()) for name in ("parse", "render")}
+    released: list[bool] = []
 
     def holding(name: str, function):
         def held_call(*args, **kwargs):
             started, release = held[name]
             started.set()
-            # bounded, so that a server parsing on its event loop fails the test rather than hangs it
-            release.wait(timeout=20)
+            # bounded, so that a server parsing on its event loop fails the test (never released) rather than
+            # hangs it
+            released.append(release.wait(timeout=20))
             return function(*args, **kwargs)
 
         return held_call
@@ -101,5 +104,40 @@ def test_parsing_and_rendering_a_document_leave_the_event_loop_free(server, monk
         for _, release in held.values():
             release.set()
         attack.join(timeout=60)
+    assert released and all(released), released
     assert replies and replies[0].status_code == 200, replies
     assert replies[0].json()["translations"][0]["text"].count("<b>") == 3
+
+
+def test_detecting_the_language_of_a_document_leaves_the_event_loop_free(server, monkeypatch):
+    """LibreTranslate's source "auto" with format html: while the document is parsed to detect its language (held
+    until another client has its answer), /health is answered: the event loop is not the thread that parses."""
+    from vanilla_transformer.inference import markup
+
+    started, release = threading.Event(), threading.Event()
+    split_document = markup.split_document
+    released: list[bool] = []
+
+    def held_split(*args, **kwargs):
+        started.set()
+        # bounded, so that a server parsing on its event loop fails the test (never released) rather than hangs it
+        released.append(release.wait(timeout=20))
+        return split_document(*args, **kwargs)
+
+    monkeypatch.setattr(markup, "split_document", held_split)
+    replies: list[httpx.Response] = []
+    path, body = requests(nested(3))["libretranslate"]
+    attack = threading.Thread(target=lambda: replies.append(post(server, path, {**body, "source": "auto"})))
+    attack.start()
+    try:
+        assert started.wait(timeout=60), "the document's language was never detected"
+        assert httpx.get(server + "/health", timeout=60).json()["status"] == "ok"
+        # answered while the document's request still waits for its parse
+        assert not release.is_set() and attack.is_alive()
+    finally:
+        release.set()
+        attack.join(timeout=60)
+    assert released == [True]
+    assert replies and replies[0].status_code == 200, replies
+    reply = replies[0].json()
+    assert reply["translatedText"].count("<b>") == 3 and reply["detectedLanguage"]["language"] == "zh"

@@ -173,3 +173,35 @@ def test_a_stream_translates_into_the_target_asked_for(server):
         translation = events[-1][1]["translation"]
         assert translation == own(server, [TEXTS[1]], "en", target, num_beams=1, **options)[0]
         assert "".join(data["text"] for _, data in events[:-1]).split() == translation.split()
+
+
+def test_score_and_alignments_read_the_requests_languages(server, folders):
+    """POST /score of a multilingual model scores each target as a translation from ``source`` into ``target``
+    (`inference.forced_decoding.score_pairs` with those languages: the target language's token first, log-prob 0);
+    a translation's alignments are computed in its languages; without a target, 422 naming the languages."""
+    from vanilla_transformer.inference import load_model_and_tokenizer
+    from vanilla_transformer.inference.alignment import align_pairs, pharaoh
+    from vanilla_transformer.inference.forced_decoding import score_pairs, score_record
+
+    model, tokenizer = load_model_and_tokenizer(str(folders[0]), dtype="float32")
+    translations = own(server, TEXTS, "de", "fr")
+    reply = post(
+        server,
+        "/score",
+        {"pairs": [list(p) for p in zip(TEXTS, translations)], "source": "de", "target": "fr"},
+    )
+    assert reply.status_code == 200, reply.text
+    expected = score_pairs(model, tokenizer, TEXTS, translations, src_lang="deu_Latn", tgt_lang="fra_Latn")
+    penalty = model.generation_config.length_penalty
+    assert reply.json()["scores"] == [score_record(scored, tokenizer, penalty) for scored in expected]
+    assert all(
+        s["tokens"][0] == "fra_Latn" and s["token_log_probs"][0] == 0.0 for s in reply.json()["scores"]
+    )
+    other = post(server, "/score", {"pairs": [[TEXTS[0], translations[0]]], "source": "en", "target": "fr"})
+    assert other.json()["scores"][0]["score"] != reply.json()["scores"][0]["score"]
+    reply = post(server, "/translate", {"text": TEXTS, "source": "de", "target": "fr", "alignments": True})
+    assert reply.status_code == 200, reply.text
+    links = align_pairs(model, tokenizer, TEXTS, translations, src_lang="deu_Latn", tgt_lang="fra_Latn")
+    assert reply.json()["alignments"] == [pharaoh(found) for found in links]
+    reply = post(server, "/score", {"pairs": [[TEXTS[0], translations[0]]], "source": "de"})
+    assert reply.status_code == 422, reply.text

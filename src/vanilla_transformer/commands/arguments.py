@@ -142,7 +142,8 @@ def add_decoding_arguments(parser: argparse.ArgumentParser, *names: str) -> None
 
 
 def add_language_arguments(parser: argparse.ArgumentParser) -> None:
-    """--src_lang and --tgt_lang: the languages of a multilingual model (translate, translate-corpus, evaluate)."""
+    """--src_lang and --tgt_lang: the languages of a multilingual model (translate, translate-corpus, evaluate,
+    score)."""
     parser.add_argument(
         "--src_lang",
         default=None,

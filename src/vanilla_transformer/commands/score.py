@@ -14,7 +14,10 @@ writes `score<TAB>log_prob`. The target is text, tokenized as labels; with --tar
 tokens, which re-tokenizing its text gives back only where the tokenizer splits that text the same way. Rank n-best lists or filter a corpus by these numbers: a higher score is a translation
 the model finds likelier. Sources longer than the model maximum are truncated as in `translate` (the count is
 reported on stderr); a target longer than the decoder's positions cannot be scored. --engine ct2 / onnx scores
-with an exported folder (CTranslate2's `score_batch`; the ONNX decoder). Exit code 2 for bad options, a line
+with an exported folder (CTranslate2's `score_batch`; the ONNX decoder). A multilingual model scores in the languages
+--src_lang / --tgt_lang (as `translate` takes them): the source marked with its language, the target starting with
+the target language's token, which decoding forces and which is listed with log-probability 0, so that a translation
+scores what `translate --output_format jsonl` scored it. Exit code 2 for bad options, a line
 without a tab, a target too long, or a model that cannot be found.
 """
 
@@ -30,6 +33,7 @@ from typing import cast
 from vanilla_transformer.commands.arguments import (
     TORCH_DTYPE_HELP,
     add_decoding_arguments,
+    add_language_arguments,
     add_model_arguments,
     command_parser,
     load_model_from_args,
@@ -47,6 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="torch (the model folder), ct2 or onnx (a folder from vanilla-transformer export --engine ct2 / onnx)",
     )
     add_decoding_arguments(parser, "length_penalty")
+    add_language_arguments(parser)
     parser.add_argument(
         "--format", choices=["jsonl", "tsv"], default="jsonl", help="jsonl (all numbers, default) or tsv"
     )
@@ -113,9 +118,13 @@ def main(argv: list[str] | None = None) -> int:
         tokens = token_targets(targets) if args.target_tokens else None
         model, tokenizer = load_model_from_args(args)
         if tokens is not None:
-            scores = score_tokens(model, tokenizer, sources, tokens, batch_size=args.batch_size)
+            scores = score_tokens(
+                model, tokenizer, sources, tokens, args.batch_size, args.src_lang, args.tgt_lang
+            )
         else:
-            scores = score_pairs(model, tokenizer, sources, targets, batch_size=args.batch_size)
+            scores = score_pairs(
+                model, tokenizer, sources, targets, args.batch_size, args.src_lang, args.tgt_lang
+            )
     except (ValueError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

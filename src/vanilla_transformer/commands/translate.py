@@ -370,7 +370,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.alignments:
             from vanilla_transformer.inference.alignment import with_alignments
 
-            outputs = with_alignments(model, tokenizer, lines, outputs, args.batch_size)
+            outputs = with_alignments(
+                model,
+                tokenizer,
+                lines,
+                outputs,
+                args.batch_size,
+                src_lang=getattr(args, "src_lang", None),
+                tgt_lang=getattr(args, "tgt_lang", None),
+            )
     cast(io.TextIOWrapper, sys.stdout).reconfigure(encoding="utf-8", newline="\n")
     sys.stdout.writelines(f"{text}\n" for text in outputs)
     sys.stdout.flush()
