@@ -86,6 +86,23 @@ def corpus_sentences(count: int, tokenizer: Any, max_tokens: int, skip: int = 0)
     return found
 
 
+def joined_clauses(clauses: list[str], count: int, tokenizer: Any, max_tokens: int) -> list[str]:
+    """``clauses`` joined in turn, up to ``count`` at a time, into texts of at most ``max_tokens`` tokens (a clause
+    that would pass the limit starts the next text): long requests, paragraphs rather than clauses."""
+    texts: list[str] = []
+    current: list[str] = []
+    for clause in clauses:
+        candidate = " ".join([*current, clause])
+        if current and (len(current) == count or len(tokenizer(candidate)["input_ids"]) > max_tokens):
+            texts.append(" ".join(current))
+            current = [clause]
+        else:
+            current.append(clause)
+    if current:
+        texts.append(" ".join(current))
+    return texts
+
+
 def percentile(values: list[float], q: float) -> float:
     """The ``q`` quantile (0..1) of ``values``, linear between ranks."""
     ordered = sorted(values)

@@ -19,7 +19,18 @@ pytest.importorskip("fastapi", reason="the serve extra (in dev): pip install -e 
 def test_bench_serve_reports_both_modes_and_equal_replies(served_folder):
     command = [sys.executable, "-m", "vanilla_transformer", "bench", "serve", "--model", str(served_folder)]
     command += ["--clients", "1", "2", "--per_client", "2", "--num_beams", "1", "--threads", "1"]
-    command += ["--api", "own", "libretranslate", "--rates", "20", "40", "--requests", "6"]
+    command += [
+        "--api",
+        "own",
+        "libretranslate",
+        "--rates",
+        "20",
+        "40",
+        "--requests",
+        "6",
+        "--long_clauses",
+        "3",
+    ]
     done = subprocess.run(
         command,
         capture_output=True,
@@ -48,6 +59,11 @@ def test_bench_serve_reports_both_modes_and_equal_replies(served_folder):
     ]
     pattern = r"\| \w+ \| \d+ (\| [\d.]+ \| \d+ / \d+ ){3}\| [\d.]+x / [\d.]+x \|"
     assert all(re.fullmatch(pattern, row) for row in rows), rows
+    spans = [line for line in lines if line.startswith("open loop: short requests ")]
+    short, long = re.fullmatch(
+        r"open loop: short requests (\d+)-\d+ source tokens, long (\d+)-\d+", spans[0]
+    ).groups()
+    assert int(long) > int(short), spans
     opened = [line for line in lines if line.startswith("open loop ")]
     assert [line.split()[2:5] for line in opened] == [
         [rate, "requests/s", mode]

@@ -2,7 +2,8 @@
 (`benchmarks.serving`): sentences per second and p50 / p95 request latency at 1, 8 and 32 concurrent clients, the
 three servers measured in this run, through the server's own API and/or LibreTranslate's (--api), every request
 answered and every batched reply checked against the one-at-a-time reply. With --rates, also an open-loop load
-(requests arriving as a Poisson process at each rate, --long_share of them long sentences, the others short) on
+(requests arriving as a Poisson process at each rate, --long_share of them long sentences, --long_clauses clauses
+joined for each, the others short) on
 the request-level and the continuous server: sentences per second and the p50 / p95 latency of short and of long
 requests.
 
@@ -11,6 +12,7 @@ requests.
     vanilla-transformer bench serve --model outputs/default --api own libretranslate
     vanilla-transformer bench serve --preset small --tokenizer outputs/default --max_new_tokens 40
     vanilla-transformer bench serve --model outputs/default --rates 2 4 8 --requests 80   # and open loop
+    vanilla-transformer bench serve --model outputs/default --rates 8 16 --long_clauses 4  # long = paragraphs
 
 Without --model, a randomly initialised model of --preset with the tokenizer of the folder --tokenizer is served
 (untrained: its outputs run to --max_new_tokens, so set that to a translation's length).
@@ -60,19 +62,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--long_share", type=float, default=0.25, help="open loop: the share of long sentences (0.25)"
     )
+    parser.add_argument(
+        "--long_clauses",
+        type=int,
+        default=1,
+        help="open loop: clauses joined into each long request, within the model's source limit (1: one clause)",
+    )
     add_decoding_arguments(parser)
     args = parser.parse_args(argv)
     if min(args.clients) < 1 or args.per_client < 1 or args.requests < 1:
         print("error: --clients, --per_client and --requests must be >= 1", file=sys.stderr)
         return 2
-    if any(rate <= 0 for rate in args.rates) or not 0 <= args.long_share <= 1:
-        print("error: --rates must be > 0 and --long_share between 0 and 1", file=sys.stderr)
+    if any(rate <= 0 for rate in args.rates) or not 0 <= args.long_share <= 1 or args.long_clauses < 1:
+        print(
+            "error: --rates must be > 0, --long_share between 0 and 1 and --long_clauses >= 1",
+            file=sys.stderr,
+        )
         return 2
 
     import torch
 
     from vanilla_transformer.benchmarks.serving import (
         corpus_sentences,
+        joined_clauses,
         open_loop_table,
         run_open_loop,
         run_serving,
@@ -126,10 +138,20 @@ def main(argv: list[str] | None = None) -> int:
         # short: the shortest third of the sentences, long: the longest third
         ordered = sorted(sentences, key=lambda text: len(served.tokenizer(text)["input_ids"]))
         third = max(1, len(ordered) // 3)
+        long = ordered[-third:]
+        if args.long_clauses > 1:
+            limit = max_source_length(served.model.config, served.tokenizer) or 512
+            long = joined_clauses(long, args.long_clauses, served.tokenizer, limit)
+
+        def span(texts: list[str]) -> str:
+            lengths = sorted(len(served.tokenizer(text)["input_ids"]) for text in texts)
+            return f"{lengths[0]}-{lengths[-1]}"
+
+        print(f"\nopen loop: short requests {span(ordered[:third])} source tokens, long {span(long)}")
         open_rounds, open_differ = run_open_loop(
             served,
             ordered[:third],
-            ordered[-third:],
+            long,
             tuple(args.rates),
             args.requests,
             options,
