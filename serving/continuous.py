@@ -40,6 +40,11 @@ from .batcher import SCHEDULING, Batcher, Pending, samples
 
 logger = logging.getLogger(__name__)
 
+# sets of request options whose planned decoding options are kept: clients choose the options, so the plans kept are
+# bounded (past the bound they are planned afresh)
+MAX_PLANS = 256
+_UNPLANNED = object()
+
 
 @dataclass
 class _Job:
@@ -150,7 +155,11 @@ class ContinuousBatcher(Batcher):
             return None
         options = {k: v for k, v in kwargs.items() if k not in ("glossary", "src_lang", "tgt_lang")}
         key = _key(options)
-        if key not in self._plans:
+        # read once: the event loop (streams) and the worker plan side by side
+        planned = self._plans.get(key, _UNPLANNED)
+        if planned is _UNPLANNED:
+            if len(self._plans) >= MAX_PLANS:
+                self._plans.clear()
             planned = None
             if not samples(options, self.model.generation_config) and "shortlist" not in options:
                 if unsupported(self.model, options) is None:
@@ -159,7 +168,6 @@ class ContinuousBatcher(Batcher):
                     except ValueError:
                         planned = None
             self._plans[key] = planned
-        planned = self._plans[key]
         return None if planned is None else (dict(planned[0]), planned[1])
 
     def _plan(self, item: Any) -> _Job | None:

@@ -228,6 +228,20 @@ def test_what_cannot_join_is_batched_by_request(servers):
     assert batcher.stats["fallback"] == before + 2
 
 
+def test_the_plans_kept_for_sets_of_request_options_are_bounded(servers):
+    """Each set of options a client sends is planned once and kept, but clients choose the options: however many
+    distinct sets arrive, at most `MAX_PLANS` stay, and a set planned afresh plans as before."""
+    from vanilla_transformer.serving.continuous import MAX_PLANS
+
+    _, _, batcher = servers
+    first = batcher._plan_options({"num_beams": 2, "max_new_tokens": 3}, None)
+    assert first is not None
+    for length_penalty in range(MAX_PLANS + 40):
+        assert batcher._plan_options({"num_beams": 2, "length_penalty": 1.0 + length_penalty / 100}, None)
+        assert len(batcher._plans) <= MAX_PLANS
+    assert batcher._plan_options({"num_beams": 2, "max_new_tokens": 3}, None) == first
+
+
 def test_multilingual_requests_for_several_targets_decode_in_one_batch(tmp_path_factory):
     """A tiny NLLB-200 (converted from transformers): requests for three target languages, greedy and beam
     search, join one running batch each (nothing sent to request-level batching), every sentence with its own
