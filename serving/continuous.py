@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from .batcher import SCHEDULING, Batcher, Pending, samples
 
@@ -156,8 +156,10 @@ class ContinuousBatcher(Batcher):
         options = {k: v for k, v in kwargs.items() if k not in ("glossary", "src_lang", "tgt_lang")}
         key = _key(options)
         # read once: the event loop (streams) and the worker plan side by side
-        planned = self._plans.get(key, _UNPLANNED)
-        if planned is _UNPLANNED:
+        found = self._plans.get(key, _UNPLANNED)
+        if found is not _UNPLANNED:
+            planned = cast("tuple[dict[str, Any], int] | None", found)
+        else:
             if len(self._plans) >= MAX_PLANS:
                 self._plans.clear()
             planned = None
