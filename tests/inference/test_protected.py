@@ -33,7 +33,7 @@ def test_spans_of_each_kind(kind):
 
 
 def test_what_is_not_a_span():
-    for text in ["at 5 o'clock", "C# and F#", "issue #12", "e.g. end.Next", "a@b", "{ not one }"]:
+    for text in ["at 5 o'clock", "C# and F#", "ticket #12", "e.g. end.Next", "a@b", "{ not one }"]:
         assert [text[s.begin : s.end] for s in protected_spans(text)] == [], text
     # a percentage is a number with its unit, never a printf conversion ("% o")
     assert [(s.kind, s.begin, s.end) for s in protected_spans("50% of them")] == [("number", 0, 3)]
