@@ -372,6 +372,7 @@ class _DecoderState:
         self.cross = torch.zeros(
             (2 * len(self.layers), rows, heads, states.shape[1], head_dim), dtype=self.dtype, device=device
         )
+        self.cross_spare: torch.Tensor | None = None
         # (N, S) 1 = source token: each row's sentence
         self.source_mask = torch.zeros((rows, states.shape[1]), dtype=torch.long, device=device)
         # (N, 1, 1, S) or None
@@ -395,7 +396,10 @@ class _DecoderState:
         from vanilla_transformer.modeling.kernels_vanilla_transformer import inference_linear
 
         self.output = inference_linear(head, bias)
+        # the positions the self-attention buffer holds for the longest row (T used), and for each row ((N,) long;
+        # None while every row holds `length`, as in `decode`): rows that joined later hold fewer
         self.length = 0
+        self.lengths: torch.Tensor | None = None
         self._append(states, attention_mask)
 
     def add(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
@@ -423,8 +427,22 @@ class _DecoderState:
             self.cross[2 * i + 1, start:end, :, :width] = attention._heads(attention.v_proj(states))
         self.source_mask[start:end] = 0
         self.source_mask[start:end, :width] = attention_mask.repeat_interleave(self.beams, dim=0)
+        if start and (self.lengths is not None or self.length):
+            import torch
+
+            # the rows added hold no position yet
+            held = self.lengths if self.lengths is not None else self._held(start)
+            self.lengths = torch.cat((held, held.new_zeros(count)))
         self.rows, self.width = end, max(self.width, width)
         self._masks()
+
+    def _held(self, rows: int) -> torch.Tensor:
+        """(rows,) the positions each row holds in the self-attention buffer."""
+        import torch
+
+        if self.lengths is not None:
+            return self.lengths[:rows]
+        return torch.full((rows,), self.length, dtype=torch.long, device=self.device)
 
     def _masks(self) -> None:
         from vanilla_transformer.modeling import build_attention_mask
@@ -434,15 +452,15 @@ class _DecoderState:
         self.cross_mask = build_attention_mask(without_padding(used), self.dtype)
 
     def _reserve(self, rows: int, width: int) -> None:
-        """Room in the buffers for `rows` rows and `width` source positions (at least double the rows when they
-        grow, so that sentences joining one by one do not copy the buffers each time)."""
+        """Room in the buffers for `rows` rows and `width` source positions (at least double the rows or positions
+        when they grow, so that sentences joining one by one do not copy the buffers each time)."""
         import torch
 
         cache, cross = self.cache, self.cross
         if rows <= cache.shape[1] and width <= cross.shape[3]:
             return
         capacity = rows if rows <= cache.shape[1] else max(rows, 2 * cache.shape[1])
-        positions = max(width, cross.shape[3])
+        positions = cross.shape[3] if width <= cross.shape[3] else max(width, 2 * cross.shape[3])
         n, t, s = self.rows, self.length, self.width
         shape = list(cache.shape)
         shape[1] = capacity
@@ -454,7 +472,7 @@ class _DecoderState:
         self.cross[:, :n, :, :s] = cross[:, :n, :, :s]
         source_mask = torch.zeros((capacity, positions), dtype=torch.long, device=self.device)
         source_mask[:n, :s] = self.source_mask[:n, :s]
-        self.source_mask, self.spare = source_mask, None
+        self.source_mask, self.spare, self.cross_spare = source_mask, None, None
 
     def position(self, token: int) -> int | None:
         """The score column of `token`: itself, or its index in the shortlist (None outside it)."""
@@ -477,15 +495,38 @@ class _DecoderState:
         t, n, m = self.length, self.rows, len(rows)
         if self.spare is None:
             self.spare = torch.zeros_like(self.cache)
-        torch.index_select(self.cache[:, :n, :, :t], 1, rows, out=self.spare[:, :m, :, :t])
+        if self.lengths is None:
+            torch.index_select(self.cache[:, :n, :, :t], 1, rows, out=self.spare[:, :m, :, :t])
+        else:
+            # each run of rows up to the positions its rows hold (the copy is most of a step's memory traffic, and
+            # rows that joined late hold far fewer positions than the oldest)
+            self.lengths = self.lengths.index_select(0, rows)
+            for start, end, held in _runs(self.lengths.tolist(), RUN_SLACK):
+                if held:
+                    torch.index_select(
+                        self.cache[:, :n, :, :held], 1, rows[start:end], out=self.spare[:, start:end, :, :held]
+                    )
+            self.length = int(self.lengths.max()) if m else 0
         self.cache, self.spare = self.spare, self.cache
         if m == n:
             # a beam reorder: the rows of one sentence share its source
             return
+        # the rows before the first one whose sentence moved keep their source (a sentence's rows share it); the
+        # others are gathered into the spare buffer and copied back (no new buffer: allocating one costs more)
+        sentences = torch.arange(m, device=rows.device) // self.beams
+        moved = (rows // self.beams != sentences).nonzero()
+        first = int(moved[0]) if len(moved) else m
         s = self.width
-        self.cross[:, :m, :, :s] = self.cross[:, :n, :, :s].index_select(1, rows)
-        self.source_mask[:m] = self.source_mask[:n].index_select(0, rows)
+        if self.cross_spare is None:
+            self.cross_spare = torch.empty_like(self.cross)
+        gathered = self.cross_spare[:, first:m, :, :s]
+        torch.index_select(self.cross[:, :n, :, :s], 1, rows[first:], out=gathered)
+        self.cross[:, first:m, :, :s] = gathered
+        self.source_mask[first:m] = self.source_mask[:n].index_select(0, rows[first:])
         self.rows = m
+        # the source positions of the sentences left (a long sentence that left no longer widens every step)
+        used = self.source_mask[:m, :s].any(0).nonzero()
+        self.width = int(used[-1]) + 1 if len(used) else 0
         self._masks()
 
     def _grow(self) -> None:
@@ -521,6 +562,7 @@ class _DecoderState:
             from vanilla_transformer.modeling import build_attention_mask
 
             position_ids = positions[:, None]  # (N, 1)
+            self.lengths = positions + 1
             # (N, 1, 1, end): a row attends to its own positions 0 .. p
             self_mask = build_attention_mask(None, self.dtype, position_ids, end)
             rows = torch.arange(n, device=self.device)
@@ -558,6 +600,26 @@ class _DecoderState:
         self.length = end
         # (N, V): the output projection of the last position only
         return self.output(hidden[:, 0]).float()
+
+
+# rows whose held positions differ by at most this many are copied in one run (`_DecoderState.select`)
+RUN_SLACK = 8
+
+
+def _runs(lengths: list[int], slack: int) -> list[tuple[int, int, int]]:
+    """(start, end, most) runs of consecutive `lengths` within `slack` of the run's most: each run's rows are
+    copied up to its most (fewer calls than one per length, at most `slack` positions per row copied needlessly)."""
+    runs: list[tuple[int, int, int]] = []
+    start = 0
+    for i, length in enumerate(lengths):
+        if i == 0:
+            most = length
+        elif length > most or length < most - slack:
+            runs.append((start, i, most))
+            start, most = i, length
+    if lengths:
+        runs.append((start, len(lengths), most))
+    return runs
 
 
 def _projection(module: Any) -> Any:
