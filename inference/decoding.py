@@ -504,7 +504,10 @@ class _DecoderState:
             for start, end, held in _runs(self.lengths.tolist(), RUN_SLACK):
                 if held:
                     torch.index_select(
-                        self.cache[:, :n, :, :held], 1, rows[start:end], out=self.spare[:, start:end, :, :held]
+                        self.cache[:, :n, :, :held],
+                        1,
+                        rows[start:end],
+                        out=self.spare[:, start:end, :, :held],
                     )
             self.length = int(self.lengths.max()) if m else 0
         self.cache, self.spare = self.spare, self.cache
