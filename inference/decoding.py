@@ -351,11 +351,12 @@ class _DecoderState:
         self.implementation = attention_backend(model.config, False)
         first = self.layers[0].self_attn
         heads, head_dim = first.num_heads, first.head_dim
-        states = self._encode(input_ids, attention_mask)  # (B * K, S, C)
+        states = self._encode(input_ids, attention_mask)  # (B, S, C)
         self.dtype = states.dtype
         probe = torch.empty(1, 1, 1, 1, dtype=self.dtype, device=device)
         key_dtype = torch.float32 if first.fp32_keys(probe) else self.dtype
-        rows = states.shape[0]
+        sentences = states.shape[0]
+        rows = sentences * self.beams
         # the rows decoded now (N) and the source positions the cross-attention reads (S)
         self.rows, self.width = 0, 0
         # (2L, N, H, T, D): the self-attention keys (even) and values (odd) of every layer, in one tensor so that one
@@ -368,14 +369,17 @@ class _DecoderState:
             device=device,
         )
         self.spare: torch.Tensor | None = None
-        # (2L, N, H, S, D): each layer's cross-attention keys (even) and values (odd), computed once per sentence
+        # (2L, N / K, H, S, D): each layer's cross-attention keys (even) and values (odd), computed once per sentence
+        # and read by its K rows (beams)
         self.cross = torch.zeros(
-            (2 * len(self.layers), rows, heads, states.shape[1], head_dim), dtype=self.dtype, device=device
+            (2 * len(self.layers), sentences, heads, states.shape[1], head_dim),
+            dtype=self.dtype,
+            device=device,
         )
         self.cross_spare: torch.Tensor | None = None
-        # (N, S) 1 = source token: each row's sentence
-        self.source_mask = torch.zeros((rows, states.shape[1]), dtype=torch.long, device=device)
-        # (N, 1, 1, S) or None
+        # (N / K, S) 1 = source token: each sentence's
+        self.source_mask = torch.zeros((sentences, states.shape[1]), dtype=torch.long, device=device)
+        # (N / K, 1, 1, S) or None
         self.cross_mask: torch.Tensor | None = None
         # (T, 1, 1) the decoder position of each step
         self.positions = torch.arange(self.max_length, device=device).view(-1, 1, 1)
@@ -408,25 +412,26 @@ class _DecoderState:
         self._append(self._encode(input_ids, attention_mask), attention_mask)
 
     def _encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """The (B * K, S, C) encoder states of the (B, S) sources, each sentence's K rows side by side, as
-        generate() expands them."""
+        """The (B, S, C) encoder states of the (B, S) sources."""
         encoder = self.model.model.encoder(
             input_ids=input_ids, attention_mask=attention_mask, return_dict=True
         )
-        return encoder.last_hidden_state.repeat_interleave(self.beams, dim=0)
+        return encoder.last_hidden_state
 
     def _append(self, states: torch.Tensor, attention_mask: torch.Tensor) -> None:
-        """Add the rows of the (B * K, S, C) encoder `states` of sources with `attention_mask` (B, S)."""
-        start, count, width = self.rows, states.shape[0], states.shape[1]
+        """Add the K rows of each sentence of the (B, S, C) encoder `states` of sources with `attention_mask`
+        (B, S)."""
+        start, count, width = self.rows, states.shape[0] * self.beams, states.shape[1]
         self._reserve(start + count, width)
         end = start + count
+        first, last = start // self.beams, end // self.beams
         for i, layer in enumerate(self.layers):
             attention = layer.encoder_attn
-            # (B * K, H, S, D)
-            self.cross[2 * i, start:end, :, :width] = attention._heads(attention.k_proj(states))
-            self.cross[2 * i + 1, start:end, :, :width] = attention._heads(attention.v_proj(states))
-        self.source_mask[start:end] = 0
-        self.source_mask[start:end, :width] = attention_mask.repeat_interleave(self.beams, dim=0)
+            # (B, H, S, D)
+            self.cross[2 * i, first:last, :, :width] = attention._heads(attention.k_proj(states))
+            self.cross[2 * i + 1, first:last, :, :width] = attention._heads(attention.v_proj(states))
+        self.source_mask[first:last] = 0
+        self.source_mask[first:last, :width] = attention_mask
         if start and (self.lengths is not None or self.length):
             import torch
 
@@ -448,7 +453,7 @@ class _DecoderState:
         from vanilla_transformer.modeling import build_attention_mask
         from vanilla_transformer.modeling.masks_vanilla_transformer import without_padding
 
-        used = self.source_mask[: self.rows, : self.width]
+        used = self.source_mask[: self.rows // self.beams, : self.width]
         self.cross_mask = build_attention_mask(without_padding(used), self.dtype)
 
     def _reserve(self, rows: int, width: int) -> None:
@@ -466,6 +471,8 @@ class _DecoderState:
         shape[1] = capacity
         self.cache = torch.zeros(shape, dtype=cache.dtype, device=self.device)
         self.cache[:, :n, :, :t] = cache[:, :n, :, :t]
+        # the sentences' buffers
+        capacity, n = -(-capacity // self.beams), n // self.beams
         shape = list(cross.shape)
         shape[1], shape[3] = capacity, positions
         self.cross = torch.zeros(shape, dtype=cross.dtype, device=self.device)
@@ -511,24 +518,25 @@ class _DecoderState:
                     )
             self.length = int(self.lengths.max()) if m else 0
         self.cache, self.spare = self.spare, self.cache
+        self.rows = m
         if m == n:
             # a beam reorder: the rows of one sentence share its source
             return
-        # the rows before the first one whose sentence moved keep their source (a sentence's rows share it); the
-        # others are gathered into the spare buffer and copied back (no new buffer: allocating one costs more)
-        sentences = torch.arange(m, device=rows.device) // self.beams
-        moved = (rows // self.beams != sentences).nonzero()
-        first = int(moved[0]) if len(moved) else m
+        # the sentences kept (a sentence's K rows come from one sentence); those before the first that moved stay,
+        # the others are gathered into the spare buffer and copied back (no new buffer: allocating one costs more)
+        kept = rows.view(-1, self.beams)[:, 0] // self.beams
+        count = len(kept)
+        moved = (kept != torch.arange(count, device=rows.device)).nonzero()
+        first = int(moved[0]) if len(moved) else count
         s = self.width
         if self.cross_spare is None:
             self.cross_spare = torch.empty_like(self.cross)
-        gathered = self.cross_spare[:, first:m, :, :s]
-        torch.index_select(self.cross[:, :n, :, :s], 1, rows[first:], out=gathered)
-        self.cross[:, first:m, :, :s] = gathered
-        self.source_mask[first:m] = self.source_mask[:n].index_select(0, rows[first:])
-        self.rows = m
+        gathered = self.cross_spare[:, first:count, :, :s]
+        torch.index_select(self.cross[:, :, :, :s], 1, kept[first:], out=gathered)
+        self.cross[:, first:count, :, :s] = gathered
+        self.source_mask[first:count] = self.source_mask.index_select(0, kept[first:])
         # the source positions of the sentences left (a long sentence that left no longer widens every step)
-        used = self.source_mask[:m, :s].any(0).nonzero()
+        used = self.source_mask[:count, :s].any(0).nonzero()
         self.width = int(used[-1]) + 1 if len(used) else 0
         self._masks()
 
@@ -551,6 +559,7 @@ class _DecoderState:
         `positions` (N,) long: each row's own position (rows that joined at different steps, `ContinuousBatch`),
         its keys past it masked; None: every row at the same next position."""
         t, n, s = self.length, self.rows, self.width
+        sentences = n // self.beams
         end = t + 1 if positions is None else int(positions.max()) + 1
         while end > self.cache.shape[3]:
             self._grow()
@@ -591,9 +600,12 @@ class _DecoderState:
             hidden = layer.residual.post(hidden, linear["out"](x), layer.self_attn_layer_norm)
             x = layer.residual.pre(hidden, layer.encoder_attn_layer_norm)
             attention = layer.encoder_attn
-            query = attention._heads(linear["cross_q"](x))  # (N, H, 1, D)
-            keys, values = self.cross[2 * i, :n, :, :s], self.cross[2 * i + 1, :n, :, :s]  # (N, H, S, D)
+            # a sentence's K rows are K queries over its source: (N / K, H, K, D)
+            query = attention._heads(linear["cross_q"](x).view(sentences, self.beams, -1))
+            keys = self.cross[2 * i, :sentences, :, :s]  # (N / K, H, S, D)
+            values = self.cross[2 * i + 1, :sentences, :, :s]
             x, _ = attention.attend(query, keys, values, self.cross_mask, implementation=implementation)
+            x = x.view(n, 1, -1)  # (N, 1, C)
             hidden = layer.residual.post(hidden, linear["cross_out"](x), layer.encoder_attn_layer_norm)
             x = layer.residual.pre(hidden, layer.final_layer_norm)
             x = linear["fc2"](layer.ffn.activation_fn(linear["fc1"](x)))
