@@ -9,10 +9,11 @@ sequence, the score `inference.translate` reports: with beams transformers' ``se
 tokens under the processed distribution, up to the first ``</s>``.
 
 How it differs from `generate()` (the numbers do not): the encoder runs once and each decoder layer's
-cross-attention keys and values are computed once; the self-attention keys and values are written into
-preallocated buffers, one position per step; nothing per step checks inputs or builds masks; the output
-projection runs on the last position only; beam search reorders the buffers once per step (one `index_select`);
-and a sentence whose result can no longer change leaves the batch (its rows are dropped from every buffer), so a
+cross-attention keys and values are computed once per sentence, its K beams reading one copy (K queries over its
+source); the self-attention keys and values are written into preallocated buffers, one position per step; nothing
+per step checks inputs or builds masks; the output projection runs on the last position only; beam search reorders
+the buffers once per step (one `index_select`); and a sentence whose result can no longer change leaves the batch
+(its rows are dropped from every buffer, and the source positions read shrink to the longest source left), so a
 sentence that runs to the length limit does not keep a whole batch decoding. Beam search follows transformers'
 `_beam_search` step for step: the top ``2 * num_beams`` candidates, finished hypotheses scored with the length
 penalty over the generated tokens (``</s>`` included, the decoder start token not), ``early_stopping`` True /
@@ -29,7 +30,9 @@ sentences that join and leave between steps, each at its own step count and deco
 keys past its own position masked), with its own length limit, its own forced first token (a multilingual model's
 target language) and, with beams, its own stopping rules, so that each sentence's result is what `decode` gives for
 it alone. `decode` and `ContinuousBatch` share one greedy step and one beam search step; the decoder's buffers keep
-room for more rows and source positions than are used, so that sentences join and leave without copying them.
+room for more rows and source positions than are used, so that sentences join and leave without copying them, and
+a reorder copies each row's self-attention positions only up to its own (rows that joined late hold far fewer than
+the oldest: copying every row up to the longest made the copy most of a step's time under a steady stream of joins).
 
 ``vocabulary`` (sorted target token ids) restricts the output projection to those rows: the softmax is over the
 shortlist only (CTranslate2's vocabulary map), ``</s>`` and forced tokens are always in it, and the output ids

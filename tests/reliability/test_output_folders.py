@@ -76,16 +76,26 @@ def test_ct2_re_export_over_a_complete_earlier_export_works(export, tmp_path, ca
 def test_onnx_re_export_over_a_complete_earlier_export_works_and_other_kinds_are_refused(
     export, tmp_path, capsys
 ):
+    from vanilla_transformer.export.folders import write_output_manifest
+    from vanilla_transformer.export.onnx import OUTPUT_KIND
+
+    # an earlier ONNX export as its manifest records it (written by hand: the exporter takes ~30 s a run): a graph
+    # this export rewrites, and one it no longer writes
     out = tmp_path / "onnx"
-    assert run("export", capsys, "--engine", "onnx", export, out)[0] == 0
-    first = snapshot(out)
+    (out / "onnx").mkdir(parents=True)
+    (out / "onnx" / "encoder_model.onnx").write_bytes(b"an earlier graph")
+    (out / "onnx" / "stale_model.onnx").write_bytes(b"a graph this export no longer writes")
+    write_output_manifest(out, OUTPUT_KIND)
     code, err = run("export", capsys, "--engine", "onnx", export, out)
     assert code == 0, err
-    assert set(snapshot(out)) == set(first)
+    files = snapshot(out)
+    assert files["onnx/encoder_model.onnx"] != b"an earlier graph" and "onnx/stale_model.onnx" not in files
+    manifest = json.loads(files[MANIFEST])
+    assert manifest["kind"] == OUTPUT_KIND and set(manifest["files"]) == set(files) - {MANIFEST}
     # an ONNX export is not a CTranslate2 one
     code, err = run("export", capsys, "--engine", "ct2", export, out)
     assert_refused(code, err, "holds an earlier ONNX export; only an earlier CTranslate2 export")
-    assert set(snapshot(out)) == set(first)
+    assert snapshot(out) == files
 
 
 @pytest.fixture
