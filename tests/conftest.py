@@ -68,11 +68,38 @@ def pytest_sessionfinish(session, exitstatus) -> None:
             os.environ[name] = value
 
 
+# the test files that take longest (a minute or more of one CPU each), in that order: they start first, so that with
+# one worker per core (`-n auto --dist loadfile`) no long file starts when the other worker has nothing left to run
+LONGEST_FILES = (
+    "inference/test_corpus_translation.py",
+    "export/test_export_onnx.py",
+    "training/test_training_distributed.py",
+    "package/test_static.py",
+    "serving/test_ray_serve.py",
+    "package/test_dependencies.py",
+    "export/test_hub.py",
+    "commands/test_translate_cli.py",
+    "study/test_data_study.py",
+    "reliability/test_fault_tolerance.py",
+)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """Tests marked ``gpu`` are skipped without a CUDA device, unless the GPU check's dry run asks for their bodies on
-    the CPU (``studies.gpu.DEVICE_ENV`` = cpu)."""
+    """The files of `LONGEST_FILES` first (each file's tests in their order, the other files in theirs). Tests marked
+    ``gpu`` are skipped without a CUDA device, unless the GPU check's dry run asks for their bodies on the CPU
+    (``studies.gpu.DEVICE_ENV`` = cpu)."""
     from studies.gpu import DEVICE_ENV
 
+    tests = Path(__file__).parent
+
+    def rank(item) -> int:
+        try:
+            name = Path(str(item.fspath)).relative_to(tests).as_posix()
+        except ValueError:
+            return len(LONGEST_FILES)
+        return LONGEST_FILES.index(name) if name in LONGEST_FILES else len(LONGEST_FILES)
+
+    items.sort(key=rank)
     if torch.cuda.is_available() or os.environ.get(DEVICE_ENV) == "cpu":
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")
