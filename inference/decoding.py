@@ -438,19 +438,13 @@ class _DecoderState:
         if start and (self.lengths is not None or self.length):
             import torch
 
-            # the rows added hold no position yet
-            held = self.lengths if self.lengths is not None else self._held(start)
+            # the rows there hold their own positions (or all `length`), the rows added none yet
+            held = self.lengths
+            if held is None:
+                held = torch.full((start,), self.length, dtype=torch.long, device=self.device)
             self.lengths = torch.cat((held, held.new_zeros(count)))
         self.rows, self.width = end, max(self.width, width)
         self._masks()
-
-    def _held(self, rows: int) -> torch.Tensor:
-        """(rows,) the positions each row holds in the self-attention buffer."""
-        import torch
-
-        if self.lengths is not None:
-            return self.lengths[:rows]
-        return torch.full((rows,), self.length, dtype=torch.long, device=self.device)
 
     def _masks(self) -> None:
         from vanilla_transformer.modeling import build_attention_mask

@@ -299,8 +299,9 @@ class Lane:
 
     async def score(self, pairs: list[list[str]], length_penalty: float | None) -> list[dict[str, Any]]:
         """The `inference.forced_decoding.score_record` of each (source, target) pair, scored in a worker thread
-        (a multilingual model's in the request's languages), one request at a time per model; `RequestError` for no pairs, more than ``max_texts`` (413), a source over
-        ``max_source_tokens`` or a target over the decoder's positions (422)."""
+        (a multilingual model's in the request's languages), one request at a time per model; `RequestError` for no
+        pairs, more than ``max_texts`` (413), a source over ``max_source_tokens`` or a target over the decoder's
+        positions (422)."""
         from vanilla_transformer.inference.forced_decoding import (
             default_length_penalty,
             score_pairs,
