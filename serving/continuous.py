@@ -213,7 +213,7 @@ class ContinuousBatcher(Batcher):
             hypotheses,
             languages=(src_lang, tgt_lang),
             language_options=language_options,
-            forced_token_id=language_options.get("forced_bos_token_id", forced_token_id),
+            forced_token_id=forced_token_id,
         )
 
     def _encode(self, jobs: list[_Job]) -> None:
